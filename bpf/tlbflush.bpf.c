@@ -1,0 +1,387 @@
+// SPDX-License-Identifier: GPL-2.0
+/* tlbflush: TLB flushes by CPU and reason, who sends the remote shootdown IPIs, and how long
+ * the victim CPUs spend handling them. Every view has a tp_btf, a raw_tp and a classic
+ * tracepoint program; user space attaches the first the kernel accepts. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#include "common.bpf.h"
+#include "tlbflush.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define TLB_FLUSH_ALL_PAGES (~0UL)
+
+/* Options, set by user space before load. */
+const volatile bool filter_cpus = false;
+const volatile __u64 cpu_mask[TLBFLUSH_CPU_WORDS] = {};
+const volatile __u32 filter_pid = 0;
+const volatile __u32 reason_mask = ~0u;
+const volatile bool per_process = false;
+const volatile bool trace_events = false;
+const volatile bool collect_stacks = false;
+/* The TLB-flush IPI callback (flush_tlb_func) from kallsyms: the csd tracepoints see every
+ * cross-CPU function call, and only this one is a TLB shootdown. */
+const volatile __u64 tlb_flush_func = 0;
+/* Culprits from tlb_flush(remote_send_ipi) when the csd tracepoints are missing. */
+const volatile bool culprits_from_send_ipi = false;
+/* Latency from the call-function IPI vectors when the csd tracepoints are missing. */
+const volatile bool latency_from_ipi_vectors = false;
+const volatile __u64 wakeup_bytes = 64 * 1024;
+const volatile __u32 reason_remote_shootdown = 1;
+const volatile __u32 reason_remote_wrong_cpu = 5;
+const volatile __u32 reason_remote_send_ipi = 4;
+
+/* Counters, read by user space through the mmap'ed .bss. Each CPU writes only its own row,
+ * and the kernel never nests one program inside itself on a CPU, so plain adds are exact. */
+struct tlbflush_count counts[TLBFLUSH_MAX_CPUS][TLBFLUSH_MAX_REASONS] = {};
+__u64 latency_hist[TLBFLUSH_MAX_CPUS][MEMLAT_HIST_SLOTS] = {};
+__u64 ipis_handled[TLBFLUSH_MAX_CPUS] = {};
+__u64 dropped_events = 0; /* ring buffer full */
+__u64 table_full = 0;     /* hash map full */
+
+/* Start of the shootdown being handled on each CPU (csd path), or of the call-function IPI
+ * (irq_vectors path) and whether a remote TLB flush happened inside it. */
+__u64 handling_since[TLBFLUSH_MAX_CPUS] = {};
+__u8 ipi_flushed_tlb[TLBFLUSH_MAX_CPUS] = {};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct tlbflush_proc_key);
+	__type(value, struct tlbflush_proc_value);
+} proc_counts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct tlbflush_culprit_key);
+	__type(value, struct tlbflush_culprit_value);
+} culprits SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 1);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, 127 * sizeof(__u64));
+} stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} events SEC(".maps");
+
+static __always_inline bool pid_selected(__u64 pid_tgid)
+{
+	return filter_pid == 0 || (__u32)(pid_tgid >> 32) == filter_pid;
+}
+
+static __always_inline bool cpu_selected(__u32 cpu)
+{
+	return !filter_cpus || bitmap_test(cpu_mask, TLBFLUSH_CPU_WORDS, cpu);
+}
+
+static __always_inline void add_count(struct tlbflush_count *c, unsigned long pages, bool atomic)
+{
+	bool full = pages == TLB_FLUSH_ALL_PAGES;
+
+	if (atomic) {
+		__sync_fetch_and_add(&c->count, 1);
+		if (full)
+			__sync_fetch_and_add(&c->full, 1);
+		else
+			__sync_fetch_and_add(&c->pages, pages);
+		return;
+	}
+	c->count++;
+	if (full)
+		c->full++;
+	else
+		c->pages += pages;
+}
+
+static __always_inline void count_per_process(__u64 pid_tgid, __u32 cpu, __u32 reason,
+					      unsigned long pages)
+{
+	struct tlbflush_proc_key key = { .pid = pid_tgid >> 32, .cpu = cpu, .reason = reason };
+	struct tlbflush_proc_value *v = bpf_map_lookup_elem(&proc_counts, &key);
+
+	if (!v) {
+		struct tlbflush_proc_value zero = {};
+
+		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
+		if (bpf_map_update_elem(&proc_counts, &key, &zero, BPF_NOEXIST) == -E2BIG) {
+			__sync_fetch_and_add(&table_full, 1);
+			return;
+		}
+		v = bpf_map_lookup_elem(&proc_counts, &key);
+		if (!v)
+			return;
+	}
+	add_count(&v->c, pages, true);
+}
+
+static __always_inline void count_culprit(void *ctx, __u64 pid_tgid, __u32 target_cpu)
+{
+	struct tlbflush_culprit_key key = {
+		.pid = pid_tgid >> 32,
+		.tid = (__u32)pid_tgid,
+		.cpu = target_cpu,
+		.kernel_stack = -1,
+		.user_stack = -1,
+	};
+	struct tlbflush_culprit_value *v;
+
+	if (collect_stacks) {
+		key.kernel_stack = bpf_get_stackid(ctx, &stacks, 0);
+		key.user_stack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+	}
+	v = bpf_map_lookup_elem(&culprits, &key);
+	if (!v) {
+		struct tlbflush_culprit_value zero = {};
+
+		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
+		if (bpf_map_update_elem(&culprits, &key, &zero, BPF_NOEXIST) == -E2BIG) {
+			__sync_fetch_and_add(&table_full, 1);
+			return;
+		}
+		v = bpf_map_lookup_elem(&culprits, &key);
+		if (!v)
+			return;
+	}
+	__sync_fetch_and_add(&v->count, 1);
+}
+
+static __always_inline void trace_event(__u64 pid_tgid, __u32 cpu, int reason,
+					unsigned long pages)
+{
+	struct tlbflush_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		__sync_fetch_and_add(&dropped_events, 1);
+		return;
+	}
+	e->ts_ns = bpf_ktime_get_ns();
+	e->pages = pages;
+	e->cpu = cpu;
+	e->pid = pid_tgid >> 32;
+	e->tid = (__u32)pid_tgid;
+	e->reason = reason;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	submit_batched(e, &events, wakeup_bytes);
+}
+
+static __always_inline int on_tlb_flush(void *ctx, int reason, unsigned long pages)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	__u32 slot;
+	__u64 pid_tgid;
+
+	if (cpu >= TLBFLUSH_MAX_CPUS || reason < 0)
+		return 0;
+	/* The fall-back latency view marks call-function IPIs that flushed this CPU's TLB;
+	 * before any filter, as the filters concern counting, not which IPI this is. */
+	if (latency_from_ipi_vectors && handling_since[cpu] &&
+	    (reason == reason_remote_shootdown || reason == reason_remote_wrong_cpu))
+		ipi_flushed_tlb[cpu] = 1;
+	slot = reason < TLBFLUSH_MAX_REASONS ? reason : TLBFLUSH_MAX_REASONS - 1;
+	/* clang proves the clamp and drops the mask unless the value is hidden from it; the
+	 * verifier needs the mask to bound the array index. */
+	barrier_var(slot);
+	slot &= TLBFLUSH_MAX_REASONS - 1;
+	if (!cpu_selected(cpu) || !((reason_mask >> slot) & 1))
+		return 0;
+	pid_tgid = bpf_get_current_pid_tgid();
+	if (!pid_selected(pid_tgid))
+		return 0;
+
+	add_count(&counts[cpu][slot], pages, false);
+	if (per_process)
+		count_per_process(pid_tgid, cpu, slot, pages);
+	if (culprits_from_send_ipi && reason == reason_remote_send_ipi)
+		count_culprit(ctx, pid_tgid, TLBFLUSH_ANY_CPU);
+	if (trace_events)
+		trace_event(pid_tgid, cpu, reason, pages);
+	return 0;
+}
+
+SEC("tp_btf/tlb_flush")
+int BPF_PROG(tlb_flush_btf, int reason, unsigned long pages)
+{
+	return on_tlb_flush(ctx, reason, pages);
+}
+
+SEC("raw_tp/tlb_flush")
+int BPF_PROG(tlb_flush_raw, int reason, unsigned long pages)
+{
+	return on_tlb_flush(ctx, reason, pages);
+}
+
+SEC("tracepoint/tlb/tlb_flush")
+int tlb_flush_tp(struct trace_event_raw_tlb_flush *ctx)
+{
+	return on_tlb_flush(ctx, ctx->reason, ctx->pages);
+}
+
+/* Sender side: one csd queued per target CPU, in the sending task's context. */
+static __always_inline int on_csd_queue(void *ctx, __u32 cpu, void *func)
+{
+	__u64 pid_tgid;
+
+	if ((__u64)func != tlb_flush_func || !cpu_selected(cpu))
+		return 0;
+	pid_tgid = bpf_get_current_pid_tgid();
+	if (!pid_selected(pid_tgid))
+		return 0;
+	count_culprit(ctx, pid_tgid, cpu);
+	return 0;
+}
+
+SEC("tp_btf/csd_queue_cpu")
+int BPF_PROG(csd_queue_btf, unsigned int cpu, unsigned long callsite, void *func, void *csd)
+{
+	return on_csd_queue(ctx, cpu, func);
+}
+
+SEC("raw_tp/csd_queue_cpu")
+int BPF_PROG(csd_queue_raw, unsigned int cpu, unsigned long callsite, void *func, void *csd)
+{
+	return on_csd_queue(ctx, cpu, func);
+}
+
+SEC("tracepoint/csd/csd_queue_cpu")
+int csd_queue_tp(struct trace_event_raw_csd_queue_cpu *ctx)
+{
+	return on_csd_queue(ctx, ctx->cpu, ctx->func);
+}
+
+/* Victim side: the callback runs from the IPI (or from the idle loop draining the queue).
+ * A NULL csd is the sender running the callback on itself: not a remote shootdown. */
+static __always_inline bool remote_tlb_callback(void *func, void *csd)
+{
+	return (__u64)func == tlb_flush_func && csd;
+}
+
+static __always_inline void record_handling(__u32 cpu, __u64 start)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	if (cpu >= TLBFLUSH_MAX_CPUS || !start || now < start)
+		return;
+	latency_hist[cpu][log2_slot((now - start) / 1000)]++;
+}
+
+static __always_inline int on_csd_entry(void *func, void *csd)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+
+	if (!remote_tlb_callback(func, csd) || cpu >= TLBFLUSH_MAX_CPUS)
+		return 0;
+	ipis_handled[cpu]++;
+	handling_since[cpu] = bpf_ktime_get_ns();
+	return 0;
+}
+
+static __always_inline int on_csd_exit(void *func, void *csd)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+
+	if (!remote_tlb_callback(func, csd) || cpu >= TLBFLUSH_MAX_CPUS || !cpu_selected(cpu))
+		return 0;
+	record_handling(cpu, handling_since[cpu]);
+	handling_since[cpu] = 0;
+	return 0;
+}
+
+SEC("tp_btf/csd_function_entry")
+int BPF_PROG(csd_entry_btf, void *func, void *csd)
+{
+	return on_csd_entry(func, csd);
+}
+
+SEC("tp_btf/csd_function_exit")
+int BPF_PROG(csd_exit_btf, void *func, void *csd)
+{
+	return on_csd_exit(func, csd);
+}
+
+SEC("raw_tp/csd_function_entry")
+int BPF_PROG(csd_entry_raw, void *func, void *csd)
+{
+	return on_csd_entry(func, csd);
+}
+
+SEC("raw_tp/csd_function_exit")
+int BPF_PROG(csd_exit_raw, void *func, void *csd)
+{
+	return on_csd_exit(func, csd);
+}
+
+SEC("tracepoint/csd/csd_function_entry")
+int csd_entry_tp(struct trace_event_raw_csd_function *ctx)
+{
+	return on_csd_entry(ctx->func, ctx->csd);
+}
+
+SEC("tracepoint/csd/csd_function_exit")
+int csd_exit_tp(struct trace_event_raw_csd_function *ctx)
+{
+	return on_csd_exit(ctx->func, ctx->csd);
+}
+
+/* Fall-back victim side, for kernels without the csd tracepoints: time every call-function
+ * IPI and keep those in which tlb_flush reported a remote flush on this CPU. */
+static __always_inline int on_ipi_entry(void)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+
+	if (cpu >= TLBFLUSH_MAX_CPUS)
+		return 0;
+	handling_since[cpu] = bpf_ktime_get_ns();
+	ipi_flushed_tlb[cpu] = 0;
+	return 0;
+}
+
+static __always_inline int on_ipi_exit(void)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+
+	if (cpu >= TLBFLUSH_MAX_CPUS)
+		return 0;
+	if (ipi_flushed_tlb[cpu] && cpu_selected(cpu)) {
+		ipis_handled[cpu]++;
+		record_handling(cpu, handling_since[cpu]);
+	}
+	handling_since[cpu] = 0;
+	ipi_flushed_tlb[cpu] = 0;
+	return 0;
+}
+
+SEC("tp_btf/call_function_entry")
+int BPF_PROG(ipi_entry_btf, int vector) { return on_ipi_entry(); }
+SEC("tp_btf/call_function_exit")
+int BPF_PROG(ipi_exit_btf, int vector) { return on_ipi_exit(); }
+SEC("tp_btf/call_function_single_entry")
+int BPF_PROG(ipi1_entry_btf, int vector) { return on_ipi_entry(); }
+SEC("tp_btf/call_function_single_exit")
+int BPF_PROG(ipi1_exit_btf, int vector) { return on_ipi_exit(); }
+
+SEC("raw_tp/call_function_entry")
+int BPF_PROG(ipi_entry_raw, int vector) { return on_ipi_entry(); }
+SEC("raw_tp/call_function_exit")
+int BPF_PROG(ipi_exit_raw, int vector) { return on_ipi_exit(); }
+SEC("raw_tp/call_function_single_entry")
+int BPF_PROG(ipi1_entry_raw, int vector) { return on_ipi_entry(); }
+SEC("raw_tp/call_function_single_exit")
+int BPF_PROG(ipi1_exit_raw, int vector) { return on_ipi_exit(); }
+
+SEC("tracepoint/irq_vectors/call_function_entry")
+int ipi_entry_tp(void *ctx) { return on_ipi_entry(); }
+SEC("tracepoint/irq_vectors/call_function_exit")
+int ipi_exit_tp(void *ctx) { return on_ipi_exit(); }
+SEC("tracepoint/irq_vectors/call_function_single_entry")
+int ipi1_entry_tp(void *ctx) { return on_ipi_entry(); }
+SEC("tracepoint/irq_vectors/call_function_single_exit")
+int ipi1_exit_tp(void *ctx) { return on_ipi_exit(); }

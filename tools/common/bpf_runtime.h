@@ -1,0 +1,173 @@
+// What every tool does with libbpf: check the machine, open a skeleton, set its read-only data,
+// choose for each probe the first hook the running kernel accepts, load, attach, and own all
+// of it until the tool exits.
+#pragma once
+
+#include <bpf/libbpf.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "errors.h"
+
+namespace memlat {
+
+// How chatty the loader is: -v prints each hook chosen and why the others were not.
+struct Verbosity {
+    int level = 0;
+    bool on() const { return level > 0; }
+};
+void verbose(const Verbosity &v, std::string_view line);
+
+// A BPF link, detached when destroyed.
+class Link {
+  public:
+    explicit Link(bpf_link *link) : link_(link) {}
+    Link(Link &&other) noexcept : link_(std::exchange(other.link_, nullptr)) {}
+    Link &operator=(Link &&other) noexcept;
+    Link(const Link &) = delete;
+    Link &operator=(const Link &) = delete;
+    ~Link();
+
+  private:
+    bpf_link *link_;
+};
+
+enum class HookKind { TpBtf, RawTp, Tracepoint, Fentry, Kprobe };
+std::string_view hook_kind_name(HookKind kind);
+
+// One way to observe something: the BPF programs (by their C function names) that together
+// make it up, of one hook kind. `family` groups choices that use the same kernel events
+// ("csd", "irq_vectors"); `caveat` says what this choice cannot show, printed with -v. A choice
+// with no programs of its own reuses what other probes attach (its label is its family).
+// `unavailable`, when set before loading, says why user space already knows this choice cannot
+// work here (e.g. a symbol it needs is missing); it is then skipped like a refused one.
+struct HookChoice {
+    HookKind kind;
+    std::vector<std::string> programs;
+    std::string family;
+    std::string caveat;
+    std::string unavailable;
+    std::string label() const;
+};
+
+// Something a tool observes and the hooks that can observe it, most preferred first.
+struct Probe {
+    Probe(std::string name, std::string needs, std::vector<HookChoice> choices,
+          bool required = true)
+        : name(std::move(name)), needs(std::move(needs)), choices(std::move(choices)),
+          required(required) {}
+
+    std::string name;  // what it observes, e.g. "tlb:tlb_flush"
+    std::string needs; // what the kernel needs for it, for the error when nothing attaches
+    std::vector<HookChoice> choices;
+    bool required = true; // false: the tool works on without it (and says so with -v)
+
+    // Filled in by the loader.
+    int chosen = -1;                                  // index into choices; -1: none
+    std::vector<std::pair<int, std::string>> refused; // choice index and the kernel's answer
+    const HookChoice *choice() const { return chosen < 0 ? nullptr : &choices[chosen]; }
+    bool uses_family(std::string_view family) const {
+        return choice() != nullptr && choice()->family == family;
+    }
+};
+
+// Checks the common preconditions before anything is opened, so the user gets the real
+// reason instead of an errno from deep inside libbpf: privileges and kernel BTF.
+void check_environment(std::string_view tool);
+
+// Raises RLIMIT_MEMLOCK where the kernel still charges BPF memory to it; kernels since 5.11
+// charge memory cgroups instead, and a refusal is harmless there, so it never fails.
+void raise_memlock_limit(const Verbosity &v);
+
+// The non-template core of Loaded<Skel>: open (through `reopen`), configure, load and attach
+// with fall-back, retrying with the next choice of a probe whenever the kernel refuses one.
+// `reopen` destroys any previous object and returns a freshly opened, configured one; `load`
+// loads it (through the skeleton, so that its global-variable pointers get mmap'ed) and
+// returns 0 or a negative errno.
+std::vector<Link> load_and_attach(const std::function<bpf_object *()> &reopen,
+                                  const std::function<int()> &load, std::vector<Probe> &probes,
+                                  const Verbosity &v);
+
+// A skeleton and the links made from it. Links are declared after the skeleton so they are
+// destroyed first: nothing outlives the tool.
+template <typename Skel>
+class Loaded {
+  public:
+    using OpenFn = Skel *(*)();
+    using DestroyFn = void (*)(Skel *);
+
+    // configure(skel) sets rodata and map sizes on a freshly opened skeleton; it may read the
+    // probes' current choices (chosen is set to the choice about to be tried).
+    Loaded(OpenFn open, DestroyFn destroy, const std::function<void(Skel &)> &configure,
+           std::vector<Probe> &probes, const Verbosity &v)
+        : skel_(nullptr, destroy) {
+        links_ = load_and_attach(
+            [&]() -> bpf_object * {
+                skel_.reset();
+                skel_.reset(open());
+                if (!skel_)
+                    throw RuntimeError("Cannot open the BPF object: " + errno_text(errno));
+                configure(*skel_);
+                return skel_->obj;
+            },
+            [&] { return bpf_object__load_skeleton(skel_->skeleton); }, probes, v);
+    }
+    Skel &operator*() const { return *skel_; }
+    Skel *operator->() const { return skel_.get(); }
+
+    static std::string errno_text(int err);
+
+  private:
+    std::unique_ptr<Skel, DestroyFn> skel_;
+    std::vector<Link> links_;
+};
+
+template <typename Skel>
+std::string Loaded<Skel>::errno_text(int err) {
+    char buf[128];
+    libbpf_strerror(err, buf, sizeof(buf));
+    return buf;
+}
+
+// Consumes a BPF ring buffer. The BPF side wakes us only in batches, so we also drain on a
+// timer: poll() waits at most `timeout` and then consumes whatever is there.
+class RingBuffer {
+  public:
+    using Handler = std::function<void(const void *data, size_t size)>;
+    RingBuffer(bpf_map *map, Handler handler);
+    RingBuffer(const RingBuffer &) = delete;
+    RingBuffer &operator=(const RingBuffer &) = delete;
+    ~RingBuffer();
+    // Returns false when interrupted by a signal.
+    bool poll(std::chrono::milliseconds timeout);
+    void drain();
+
+  private:
+    static int dispatch(void *self, void *data, size_t size);
+    Handler handler_;
+    ring_buffer *rb_ = nullptr;
+};
+
+// Names of the values of an enum in the running kernel's BTF, with `prefix` removed and
+// lower-cased: enum tlb_flush_reason, "TLB_" -> {0: "flush_on_task_switch", ...}. Values
+// whose names start with "NR_" are skipped. Throws RuntimeError when the kernel has no BTF
+// or no such enum.
+std::map<int64_t, std::string> kernel_enum_names(std::string_view enum_name,
+                                                 std::string_view prefix);
+
+// Number of possible CPUs (what per-CPU BPF data is sized by).
+int possible_cpus();
+
+// BPF programs the kernel skipped because another BPF program was running on the same CPU
+// (recursion misses), summed over the loaded programs of an object: such events are lost.
+uint64_t recursion_misses(bpf_object *obj);
+
+} // namespace memlat

@@ -1,0 +1,186 @@
+#include "options.h"
+
+#include <argp.h>
+#include <charconv>
+#include <fmt/format.h>
+
+namespace memlat {
+
+namespace {
+
+// argp reports usage errors with this status (EX_USAGE by default): BCC's tools use 2.
+struct UsageExitStatus {
+    UsageExitStatus() { argp_err_exit_status = 2; }
+} usage_exit_status;
+
+} // namespace
+
+const char *argp_program_version = "memlat 0.1.0";
+
+CommandLine::CommandLine(std::string tool, std::string summary, std::string examples)
+    : tool_(std::move(tool)), summary_(std::move(summary)), examples_(std::move(examples)) {
+    entries_.push_back(Entry{'h', "help-h", "", "Show this help and exit", nullptr});
+}
+
+void CommandLine::flag(char key, std::string long_name, std::string help,
+                       std::function<void()> on) {
+    entries_.push_back(Entry{key ? key : next_long_key_++, std::move(long_name), "",
+                             std::move(help), [on](const std::string &) { on(); }});
+}
+
+void CommandLine::flag(char key, std::string long_name, std::string help, bool &target) {
+    flag(key, std::move(long_name), std::move(help), [&target] { target = true; });
+}
+
+void CommandLine::option(char key, std::string long_name, std::string arg, std::string help,
+                         std::function<void(const std::string &)> on) {
+    entries_.push_back(Entry{key ? key : next_long_key_++, std::move(long_name), std::move(arg),
+                             std::move(help), std::move(on)});
+}
+
+void CommandLine::positional(std::string name, std::string help,
+                             std::function<void(const std::string &)> on) {
+    positionals_.push_back(Positional{std::move(name), std::move(help), std::move(on)});
+}
+
+void CommandLine::parse(int argc, char **argv) {
+    std::vector<argp_option> table;
+    for (const auto &e : entries_)
+        // -h is BCC's spelling of argp's own -?/--help: accepted, not listed twice.
+        table.push_back(argp_option{e.long_name.c_str(), e.key,
+                                    e.arg.empty() ? nullptr : e.arg.c_str(),
+                                    e.key == 'h' ? OPTION_HIDDEN : 0, e.help.c_str(), 0});
+    table.push_back(argp_option{});
+    std::string args_doc;
+    for (const auto &p : positionals_)
+        args_doc += (args_doc.empty() ? "" : " ") + ("[" + p.name);
+    args_doc += std::string(positionals_.size(), ']');
+    // argp prints the text before \v above the options and the rest below them.
+    std::string doc = summary_;
+    if (!positionals_.empty())
+        doc += "\n\nArguments:";
+    for (const auto &p : positionals_)
+        doc += fmt::format("\n  {:<10} {}", p.name, p.help);
+    doc += "\n\nOptions:\v" + examples_;
+
+    auto parser = [](int key, char *arg, argp_state *state) -> error_t {
+        auto *self = static_cast<CommandLine *>(state->input);
+        try {
+            if (key == 'h') {
+                argp_state_help(state, stdout, ARGP_HELP_STD_HELP);
+                return 0;
+            }
+            if (key == ARGP_KEY_ARG) {
+                if (state->arg_num >= self->positionals_.size())
+                    throw UsageError(fmt::format("unexpected argument '{}'", arg));
+                self->positionals_[state->arg_num].on(arg);
+                return 0;
+            }
+            for (const auto &e : self->entries_)
+                if (e.key == key) {
+                    e.on(arg ? std::string(arg) : std::string());
+                    return 0;
+                }
+        } catch (const UsageError &e) {
+            argp_error(state, "%s", e.what());
+        }
+        return ARGP_ERR_UNKNOWN;
+    };
+    argp spec{table.data(), parser, args_doc.c_str(), doc.c_str(), nullptr, nullptr, nullptr};
+    argv[0] = const_cast<char *>(tool_.c_str()); // argp names the tool by argv[0]
+    argp_parse(&spec, argc, argv, 0, nullptr, this);
+}
+
+void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic) {
+    cli.flag('T', "timestamp", "Print a wall-clock time (HH:MM:SS)", options.timestamp);
+    cli.option('d', "duration", "SECONDS",
+               "Stop after SECONDS and print the summary (default: run until Ctrl-C)",
+               [&options](const std::string &text) {
+                   options.duration = parse_number<double>(text, "-d");
+                   if (options.duration <= 0)
+                       throw UsageError("-d takes a positive number of seconds");
+               });
+    cli.flag('j', "json",
+             "JSON lines on stdout instead of text: one object per event or "
+             "interval (schema in README)",
+             options.json);
+    cli.flag('v', "verbose",
+             "Say on stderr which hook was chosen for each probe and why the "
+             "others were not; -vv also shows libbpf's own messages",
+             [&options] { options.verbose++; });
+    if (!periodic)
+        return;
+    cli.positional("interval", "print every INTERVAL seconds instead of once at the end",
+                   [&options](const std::string &text) {
+                       options.interval = parse_number<double>(text, "interval");
+                       if (options.interval <= 0)
+                           throw UsageError("the interval must be a positive number of seconds");
+                   });
+    cli.positional("count", "stop after COUNT intervals", [&options](const std::string &text) {
+        options.count = parse_number<uint64_t>(text, "count");
+        if (options.count == 0)
+            throw UsageError("the count must be a positive number");
+    });
+}
+
+int run_tool(std::string_view tool, const std::function<int()> &body) {
+    try {
+        return body();
+    } catch (const UsageError &e) {
+        fmt::print(stderr, "{}: {}\nRun '{} -h' for the options.\n", tool, e.what(), tool);
+        return 2;
+    } catch (const RuntimeError &e) {
+        fmt::print(stderr, "{}: {}\n", tool, e.what());
+        return 1;
+    } catch (const std::exception &e) {
+        fmt::print(stderr, "{}: internal error: {}\n", tool, e.what());
+        return 1;
+    }
+}
+
+namespace {
+
+int parse_cpu(std::string_view text, std::string_view list, int ncpus) {
+    int cpu = -1;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), cpu);
+    if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || cpu < 0)
+        throw UsageError(fmt::format("'{}' in CPU list '{}' is not a CPU number", text, list));
+    if (cpu >= ncpus)
+        throw UsageError(fmt::format("CPU {} in '{}' does not exist: this machine has CPUs 0-{}",
+                                     cpu, list, ncpus - 1));
+    return cpu;
+}
+
+} // namespace
+
+std::vector<std::string> split_list(std::string_view list, std::string_view what) {
+    std::vector<std::string> items;
+    while (true) {
+        auto comma = list.find(',');
+        auto item = list.substr(0, comma);
+        if (item.empty())
+            throw UsageError(fmt::format("empty item in {} '{}'", what, list));
+        items.emplace_back(item);
+        if (comma == std::string_view::npos)
+            return items;
+        list.remove_prefix(comma + 1);
+    }
+}
+
+std::vector<bool> parse_cpu_list(std::string_view list, int ncpus) {
+    std::vector<bool> mask(ncpus, false);
+    for (const auto &item : split_list(list, "CPU list")) {
+        std::string_view range(item);
+        auto dash = range.find('-');
+        int first = parse_cpu(range.substr(0, dash), list, ncpus);
+        int last =
+            dash == std::string_view::npos ? first : parse_cpu(range.substr(dash + 1), list, ncpus);
+        if (last < first)
+            throw UsageError(fmt::format("range '{}' in CPU list '{}' runs backwards", item, list));
+        for (int cpu = first; cpu <= last; ++cpu)
+            mask[cpu] = true;
+    }
+    return mask;
+}
+
+} // namespace memlat

@@ -1,0 +1,103 @@
+// Options every tool shares, with the meanings BCC and libbpf-tools gave them, and the
+// parsing of the small languages options use (CPU lists, comma lists).
+#pragma once
+
+#include <charconv>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bpf_runtime.h"
+
+namespace memlat {
+
+struct CommonOptions {
+    bool timestamp = false; // -T: a wall-clock time on each line or interval
+    double duration = 0;    // -d: stop after this many seconds; 0 runs until Ctrl-C
+    bool json = false;      // -j: JSON lines on stdout
+    int verbose = 0;        // -v: hook choices and loader decisions on stderr
+    double interval = 0;    // positional: print every INTERVAL seconds; 0 prints at the end
+    uint64_t count = 0;     // positional: stop after COUNT intervals; 0 never
+    Verbosity verbosity() const { return Verbosity{verbose}; }
+};
+
+// "12", "0.5": a number for option `what`, or a UsageError that names the option and the text.
+template <typename Number>
+Number parse_number(std::string_view text, std::string_view what) {
+    Number value{};
+    const char *end = text.data() + text.size();
+    auto r = std::from_chars(text.data(), end, value);
+    if (text.empty() || r.ec != std::errc{} || r.ptr != end)
+        throw UsageError(fmt::format("{} takes a number, not '{}'", what, text));
+    return value;
+}
+
+// The command line, parsed by glibc's argp: the parser libbpf-tools use, which prints the
+// --help text and the usage errors users of those tools know. (A C++ parser such as CLI11
+// needs iostreams, which add about 1 MB to every static binary.) Callbacks may throw
+// UsageError; argp then prints "TOOL: message" and a hint, and the tool exits with status 2.
+class CommandLine {
+  public:
+    CommandLine(std::string tool, std::string summary, std::string examples);
+
+    // -k/--long (key 0: long option only). `on` runs each time the flag appears.
+    void flag(char key, std::string long_name, std::string help, std::function<void()> on);
+    void flag(char key, std::string long_name, std::string help, bool &target);
+    // -k/--long ARG.
+    void option(char key, std::string long_name, std::string arg, std::string help,
+                std::function<void(const std::string &)> on);
+    template <typename T>
+    void option(char key, std::string long_name, std::string arg, std::string help, T &target) {
+        std::string what = key ? fmt::format("-{}", key) : "--" + long_name;
+        option(key, std::move(long_name), std::move(arg), std::move(help),
+               [&target, what](const std::string &text) {
+                   if constexpr (std::is_same_v<T, std::string>)
+                       target = text;
+                   else
+                       target = parse_number<T>(text, what);
+               });
+    }
+    // Positional arguments, in order; all optional. `help` is listed under "Arguments:".
+    void positional(std::string name, std::string help,
+                    std::function<void(const std::string &)> on);
+
+    // -h/--help prints the help on stdout and exits 0.
+    void parse(int argc, char **argv);
+
+  private:
+    struct Entry {
+        int key;
+        std::string long_name, arg, help;
+        std::function<void(const std::string &)> on;
+    };
+    struct Positional {
+        std::string name, help;
+        std::function<void(const std::string &)> on;
+    };
+    std::string tool_, summary_, examples_;
+    std::deque<Entry> entries_; // deque: argp keeps pointers to the strings
+    std::vector<Positional> positionals_;
+    int next_long_key_ = 256;
+};
+
+// Adds -T, -d, -j, -v and, for tools that print periodically, [interval [count]].
+void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic);
+
+// Runs a tool's body and turns what it throws into the message and exit status users expect:
+// UsageError -> 2 (with a hint to -h), RuntimeError -> 1.
+int run_tool(std::string_view tool, const std::function<int()> &body);
+
+// "11", "0,2-5": the selected CPUs as a mask of `ncpus` entries. Throws UsageError naming the
+// bad part (not a number, reversed range, CPU beyond the machine's).
+std::vector<bool> parse_cpu_list(std::string_view list, int ncpus);
+
+// "a,b,c" -> {"a", "b", "c"}; empty items are a UsageError naming `what`.
+std::vector<std::string> split_list(std::string_view list, std::string_view what);
+
+} // namespace memlat

@@ -1,0 +1,41 @@
+// Time, signals and the main loop that every tool runs: print per interval or at the end,
+// stop on Ctrl-C, SIGTERM, -d or the interval count.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "options.h"
+
+namespace memlat {
+
+// "HH:MM:SS" in local time.
+std::string wall_clock_time();
+
+// Writes one JSON object as one line on stdout.
+void print_json_line(const nlohmann::json &object);
+
+// SIGINT and SIGTERM end the tool cleanly: they set a flag and interrupt the wait.
+void install_stop_signals();
+bool stop_requested();
+
+// Tells the user (stderr) that tracing runs; when MEMLAT_READY is set in the environment, also
+// prints the line "memlat: ready" on stderr, after every probe is attached, so scripts and
+// tests start their workload only then.
+void announce_tracing(std::string_view what);
+
+// Runs until a stop signal, the -d duration, or COUNT intervals. `wait(timeout)` blocks for at
+// most `timeout` (e.g. polling a ring buffer); `on_interval()` prints one interval and is
+// called every INTERVAL seconds when an interval was given. Returns true when it ended because
+// COUNT intervals were printed (nothing is left to print), false otherwise.
+bool run_until_stopped(const CommonOptions &options,
+                       const std::function<void(std::chrono::milliseconds)> &wait,
+                       const std::function<void()> &on_interval);
+
+// A wait that just sleeps (interrupted by the stop signals).
+void sleep_for(std::chrono::milliseconds timeout);
+
+} // namespace memlat

@@ -1,0 +1,322 @@
+#include "symbols.h"
+
+#include "errors.h"
+#include "files.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <cxxabi.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <unistd.h>
+
+namespace memlat {
+
+namespace {
+
+std::optional<uint64_t> parse_hex(std::string_view text) {
+    uint64_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, 16);
+    if (ec != std::errc{} || end != text.data() + text.size())
+        return std::nullopt;
+    return value;
+}
+
+// Splits off the next space-delimited field, leaving `rest` at the character after it.
+std::string_view next_field(std::string_view &rest) {
+    const auto start = rest.find_first_not_of(' ');
+    if (start == std::string_view::npos) {
+        rest = {};
+        return {};
+    }
+    rest.remove_prefix(start);
+    const auto end = std::min(rest.find(' '), rest.size());
+    const auto field = rest.substr(0, end);
+    rest.remove_prefix(end);
+    return field;
+}
+
+// "ffffffff813444a0 t flush_tlb_func" or "ffffffffc0123000 t foo\t[module]".
+std::optional<KernelSymbols::Symbol> parse_kallsyms_line(std::string_view line) {
+    const auto address = parse_hex(next_field(line));
+    const auto type = next_field(line);
+    if (!address || type.size() != 1 || line.empty())
+        return std::nullopt;
+    line.remove_prefix(1);
+    const auto tab = line.find('\t');
+    KernelSymbols::Symbol sym{*address, std::string(line.substr(0, tab)), "", type[0]};
+    if (sym.name.empty())
+        return std::nullopt;
+    if (tab != std::string_view::npos) {
+        auto module = line.substr(tab + 1);
+        const auto open = module.find('['), close = module.rfind(']');
+        if (open != std::string_view::npos && close != std::string_view::npos && open < close)
+            sym.module = module.substr(open + 1, close - open - 1);
+    }
+    return sym;
+}
+
+// Weak symbols count as text: many kernel functions are weak defaults that arches override.
+bool is_text_type(char type) {
+    return type == 't' || type == 'T' || type == 'w' || type == 'W';
+}
+
+std::string_view basename(std::string_view path) {
+    const auto slash = path.rfind('/');
+    return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+std::string hex_address(uint64_t address) {
+    return fmt::format("{:#x}", address);
+}
+
+class FileDescriptor {
+  public:
+    explicit FileDescriptor(int fd) : fd_(fd) {}
+    ~FileDescriptor() {
+        if (fd_ >= 0)
+            ::close(fd_);
+    }
+    FileDescriptor(const FileDescriptor &) = delete;
+    FileDescriptor &operator=(const FileDescriptor &) = delete;
+    int get() const { return fd_; }
+
+  private:
+    int fd_;
+};
+
+struct ElfDeleter {
+    void operator()(Elf *elf) const { elf_end(elf); }
+};
+using ElfHandle = std::unique_ptr<Elf, ElfDeleter>;
+
+struct FreeDeleter {
+    void operator()(char *p) const { std::free(p); }
+};
+
+// .symtab is complete; .dynsym only has the exported functions but survives stripping.
+Elf_Scn *find_symbol_table(Elf *elf, GElf_Shdr &header) {
+    Elf_Scn *dynsym = nullptr;
+    GElf_Shdr dynsym_header{};
+    for (Elf_Scn *scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+        GElf_Shdr shdr;
+        if (!gelf_getshdr(scn, &shdr))
+            continue;
+        if (shdr.sh_type == SHT_SYMTAB) {
+            header = shdr;
+            return scn;
+        }
+        if (shdr.sh_type == SHT_DYNSYM) {
+            dynsym = scn;
+            dynsym_header = shdr;
+        }
+    }
+    header = dynsym_header;
+    return dynsym;
+}
+
+} // namespace
+
+// ---- KernelSymbols ----
+
+KernelSymbols KernelSymbols::load(const std::string &path) {
+    auto text = read_text_file(path);
+    if (!text)
+        throw RuntimeError(fmt::format("Cannot read {}: {}. Check that /proc is mounted.", path,
+                                       std::strerror(errno)));
+    return parse(*text);
+}
+
+KernelSymbols KernelSymbols::parse(std::string_view text) {
+    KernelSymbols result;
+    bool any_nonzero = false;
+    std::string_view line;
+    while (next_line(text, line)) {
+        if (auto sym = parse_kallsyms_line(line)) {
+            any_nonzero = any_nonzero || sym->address != 0;
+            result.symbols_.push_back(std::move(*sym));
+        }
+    }
+    result.hidden_ = !result.symbols_.empty() && !any_nonzero;
+    // Stable, so that address_of() still sees aliases in the order the kernel lists them.
+    std::stable_sort(result.symbols_.begin(), result.symbols_.end(),
+                     [](const Symbol &a, const Symbol &b) { return a.address < b.address; });
+    return result;
+}
+
+const KernelSymbols::Symbol *KernelSymbols::find(uint64_t address) const {
+    // With hidden addresses every symbol sits at 0 and any answer would be a lie.
+    if (hidden_)
+        return nullptr;
+    const auto it =
+        std::upper_bound(symbols_.begin(), symbols_.end(), address,
+                         [](uint64_t addr, const Symbol &sym) { return addr < sym.address; });
+    return it == symbols_.begin() ? nullptr : &*std::prev(it);
+}
+
+std::string KernelSymbols::describe(uint64_t address) const {
+    const Symbol *sym = find(address);
+    if (!sym)
+        return hex_address(address);
+    auto text = fmt::format("{}+{:#x}", sym->name, address - sym->address);
+    if (!sym->module.empty())
+        text += fmt::format(" [{}]", sym->module);
+    return text;
+}
+
+std::optional<uint64_t> KernelSymbols::address_of(std::string_view name) const {
+    const Symbol *fallback = nullptr;
+    for (const auto &sym : symbols_) {
+        if (sym.name != name)
+            continue;
+        if (is_text_type(sym.type))
+            return sym.address;
+        if (!fallback)
+            fallback = &sym;
+    }
+    return fallback ? std::optional(fallback->address) : std::nullopt;
+}
+
+// ---- ElfSymbols ----
+
+ElfSymbols ElfSymbols::load(const std::string &path) {
+    static const bool libelf_ready = elf_version(EV_CURRENT) != EV_NONE;
+    if (!libelf_ready)
+        throw RuntimeError(fmt::format("libelf cannot be initialized: {}.", elf_errmsg(-1)));
+
+    const FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0)
+        throw RuntimeError(fmt::format("Cannot open {}: {}.", path, std::strerror(errno)));
+    const ElfHandle elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
+    if (!elf || elf_kind(elf.get()) != ELF_K_ELF)
+        throw RuntimeError(fmt::format("{} is not a readable ELF file.", path));
+
+    ElfSymbols result;
+    size_t phnum = 0;
+    if (elf_getphdrnum(elf.get(), &phnum) == 0) {
+        for (size_t i = 0; i < phnum; ++i) {
+            GElf_Phdr phdr;
+            if (gelf_getphdr(elf.get(), static_cast<int>(i), &phdr) && phdr.p_type == PT_LOAD)
+                result.segments_.push_back({phdr.p_offset, phdr.p_vaddr, phdr.p_filesz});
+        }
+    }
+
+    GElf_Shdr shdr{};
+    Elf_Scn *scn = find_symbol_table(elf.get(), shdr);
+    Elf_Data *data = scn ? elf_getdata(scn, nullptr) : nullptr;
+    if (data && shdr.sh_entsize != 0) {
+        const size_t count = shdr.sh_size / shdr.sh_entsize;
+        for (size_t i = 0; i < count; ++i) {
+            GElf_Sym sym;
+            if (!gelf_getsym(data, static_cast<int>(i), &sym))
+                continue;
+            const int type = GELF_ST_TYPE(sym.st_info);
+            if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_value == 0 ||
+                sym.st_shndx == SHN_UNDEF)
+                continue;
+            const char *name = elf_strptr(elf.get(), shdr.sh_link, sym.st_name);
+            if (name && *name)
+                result.symbols_.push_back({sym.st_value, sym.st_size, demangle(name)});
+        }
+    }
+    // Among aliases the largest comes last, which is the one find() checks the extent of.
+    std::sort(result.symbols_.begin(), result.symbols_.end(), [](const Symbol &a, const Symbol &b) {
+        return a.address != b.address ? a.address < b.address : a.size < b.size;
+    });
+    return result;
+}
+
+const ElfSymbols::Symbol *ElfSymbols::find(uint64_t vaddr) const {
+    const auto it =
+        std::upper_bound(symbols_.begin(), symbols_.end(), vaddr,
+                         [](uint64_t addr, const Symbol &sym) { return addr < sym.address; });
+    if (it == symbols_.begin())
+        return nullptr;
+    const Symbol &sym = *std::prev(it);
+    // Hand-written assembly often has no size; trust the nearest start then.
+    if (sym.size != 0 && vaddr - sym.address >= sym.size)
+        return nullptr;
+    return &sym;
+}
+
+std::optional<uint64_t> ElfSymbols::file_offset_to_vaddr(uint64_t offset) const {
+    for (const auto &seg : segments_) {
+        if (offset >= seg.offset && offset - seg.offset < seg.filesz)
+            return seg.vaddr + (offset - seg.offset);
+    }
+    return std::nullopt;
+}
+
+// ---- ProcessSymbols ----
+
+ProcessSymbols::ProcessSymbols(pid_t pid) : pid_(pid) {
+    // A process that has already exited leaves no maps; every address then stays numeric.
+    auto maps = read_text_file(fmt::format("/proc/{}/maps", pid));
+    std::string_view text = maps ? std::string_view(*maps) : std::string_view();
+    std::string_view line;
+    while (next_line(text, line)) {
+        // "start-end perms offset dev inode   path", where the path may contain spaces.
+        std::string_view rest = line;
+        const auto range = next_field(rest);
+        next_field(rest); // perms
+        const auto offset = parse_hex(next_field(rest));
+        next_field(rest); // dev
+        next_field(rest); // inode
+        const auto path_start = rest.find_first_not_of(' ');
+        if (!offset || path_start == std::string_view::npos || rest[path_start] != '/')
+            continue;
+        const auto dash = range.find('-');
+        if (dash == std::string_view::npos)
+            continue;
+        const auto start = parse_hex(range.substr(0, dash));
+        const auto end = parse_hex(range.substr(dash + 1));
+        if (start && end)
+            mappings_.push_back({*start, *end, *offset, std::string(rest.substr(path_start))});
+    }
+}
+
+std::string ProcessSymbols::describe(uint64_t address) {
+    const auto mapping =
+        std::find_if(mappings_.begin(), mappings_.end(),
+                     [address](const Mapping &m) { return address >= m.start && address < m.end; });
+    if (mapping == mappings_.end())
+        return hex_address(address);
+
+    auto [cached, inserted] = files_.try_emplace(mapping->path);
+    if (inserted) {
+        try {
+            cached->second = std::make_shared<ElfSymbols>(
+                ElfSymbols::load(fmt::format("/proc/{}/root{}", pid_, mapping->path)));
+        } catch (const RuntimeError &) {
+            // Deleted, replaced or unreadable files still get a useful file+offset answer.
+        }
+    }
+
+    const uint64_t file_offset = address - mapping->start + mapping->offset;
+    const auto file = basename(mapping->path);
+    if (const auto &elf = cached->second) {
+        if (const auto vaddr = elf->file_offset_to_vaddr(file_offset)) {
+            if (const auto *sym = elf->find(*vaddr))
+                return fmt::format("{}+{:#x} [{}]", sym->name, *vaddr - sym->address, file);
+        }
+    }
+    return fmt::format("[{}]+{:#x}", file, file_offset);
+}
+
+// ---- demangle ----
+
+std::string demangle(std::string_view name) {
+    if (!name.starts_with("_Z"))
+        return std::string(name);
+    int status = 0;
+    const std::unique_ptr<char, FreeDeleter> result(
+        abi::__cxa_demangle(std::string(name).c_str(), nullptr, nullptr, &status));
+    return status == 0 && result ? std::string(result.get()) : std::string(name);
+}
+
+} // namespace memlat

@@ -1,0 +1,684 @@
+// tlbflush: count TLB flushes by CPU and reason, find who sends the remote shootdown IPIs that
+// hit a CPU, and measure how long the victim CPU spends handling them.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <map>
+#include <optional>
+
+#include "bpf_runtime.h"
+#include "histogram.h"
+#include "options.h"
+#include "output.h"
+#include "symbols.h"
+#include "tlbflush.h"
+#include "tlbflush.skel.h"
+
+using namespace memlat;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char *tool_name = "tlbflush";
+
+constexpr const char *description =
+    R"(Count TLB flushes by CPU and reason, find the senders of remote
+TLB-shootdown IPIs, and measure how long victim CPUs spend handling them (x86).
+
+What a CPU and a PID mean depends on the reason:
+  remote_shootdown, remote_wrong_cpu: on the victim CPU that received the IPI;
+      the PID is the task the IPI interrupted (0 when the CPU was idle).
+  remote_send_ipi: on the sender's CPU; the PID is the flushing task.
+  flush_on_task_switch, local_*: on the CPU that flushed its own TLB.
+--culprits and -s look at the sender: -p selects the sending process and -c
+the target CPU. -L looks at the victim: -c selects the victim CPU.
+Reason names are read from the running kernel (enum tlb_flush_reason).)";
+
+constexpr const char *examples = R"(Examples:
+  tlbflush                  count TLB flushes by CPU and reason until Ctrl-C
+  tlbflush -c 11 1          per second, only flushes on CPU 11
+  tlbflush -c 11 -r remote_shootdown,remote_wrong_cpu -d 10
+                            remote shootdowns that hit CPU 11 in 10 seconds
+  tlbflush -c 11 --culprits -s
+                            who sends shootdown IPIs to CPU 11, with stacks
+  tlbflush -c 11 -L         time CPU 11 spends handling them (histogram)
+  tlbflush -P -p 1234       flushes of process 1234, per process and CPU
+  tlbflush -t               one line per flush
+  tlbflush -j 1             a JSON line per second
+
+Environment:
+  MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
+  MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds or families
+                            (tp_btf, raw_tp, tracepoint, csd, irq_vectors))";
+
+struct Options {
+    CommonOptions common;
+    std::string cpus;
+    int pid = 0;
+    bool pid_given = false;
+    std::string reasons;
+    bool per_process = false;
+    bool culprits = false;
+    bool stacks = false;
+    bool latency = false;
+    bool trace = false;
+};
+
+// The kernel's reasons, by number; the names come from BTF so they follow the running kernel.
+struct Reasons {
+    std::map<int64_t, std::string> names;
+
+    static Reasons from_kernel() {
+        Reasons r;
+        try {
+            r.names = kernel_enum_names("tlb_flush_reason", "TLB_");
+        } catch (const RuntimeError &) {
+            // Kernels whose BTF lacks the enum still trace; the numbers are printed instead.
+        }
+        return r;
+    }
+    std::string name(int64_t reason) const {
+        auto it = names.find(reason);
+        return it != names.end() ? it->second : fmt::format("reason_{}", reason);
+    }
+    std::optional<int64_t> value(std::string_view name) const {
+        for (const auto &[value, n] : names)
+            if (n == name)
+                return value;
+        return std::nullopt;
+    }
+    int64_t value_or(std::string_view name, int64_t fallback) const {
+        return value(name).value_or(fallback);
+    }
+    uint32_t parse_mask(const std::string &list) const {
+        uint32_t mask = 0;
+        for (const auto &item : split_list(list, "reason list")) {
+            int64_t v = -1;
+            if (auto named = value(item))
+                v = *named;
+            else if (!item.empty() && item.find_first_not_of("0123456789") == std::string::npos)
+                v = std::stoll(item);
+            if (v < 0 || v >= TLBFLUSH_MAX_REASONS) {
+                std::string known;
+                for (const auto &[value, n] : names)
+                    known += fmt::format("{}{} ({})", known.empty() ? "" : ", ", n, value);
+                throw UsageError(
+                    fmt::format("unknown TLB flush reason '{}'; this kernel has: {}", item, known));
+            }
+            mask |= 1u << v;
+        }
+        return mask;
+    }
+};
+
+struct CountKey {
+    uint32_t pid, cpu, reason;
+    auto operator<=>(const CountKey &) const = default;
+};
+
+struct CulpritKey {
+    uint32_t pid, tid, cpu;
+    int32_t kernel_stack, user_stack;
+    auto operator<=>(const CulpritKey &) const = default;
+};
+
+// Everything the BPF side has counted so far; intervals print the difference of two.
+struct Snapshot {
+    std::map<CountKey, tlbflush_count> counts; // pid 0 in the key unless -P
+    std::map<CountKey, std::string> comms;
+    std::map<CulpritKey, uint64_t> culprits;
+    std::map<CulpritKey, std::string> culprit_comms;
+    std::vector<std::array<uint64_t, MEMLAT_HIST_SLOTS>> latency;
+    std::vector<uint64_t> ipis_handled;
+    uint64_t dropped = 0, table_full = 0;
+};
+
+class Tlbflush {
+  public:
+    Tlbflush(Options options) : o_(std::move(options)), ncpus_(possible_cpus()) {}
+    int run();
+
+  private:
+    std::vector<Probe> plan(const KernelSymbols *ksyms) const;
+    void configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) const;
+    Snapshot snapshot(tlbflush_bpf &skel) const;
+    void print_interval(tlbflush_bpf &skel, const Snapshot &now, const Snapshot &before);
+    void print_counts(const Snapshot &now, const Snapshot &before, json &out) const;
+    void print_culprits(tlbflush_bpf &skel, const Snapshot &now, const Snapshot &before, json &out);
+    void print_latency(const Snapshot &now, const Snapshot &before, json &out) const;
+    std::vector<std::string> stack_frames(tlbflush_bpf &skel, int32_t id, bool user, uint32_t pid);
+    void print_event(const tlbflush_event &e);
+
+    Options o_;
+    int ncpus_;
+    Reasons reasons_ = Reasons::from_kernel();
+    std::vector<bool> cpu_mask_;
+    uint32_t reason_mask_ = ~0u;
+    std::optional<KernelSymbols> ksyms_;
+    std::map<uint32_t, ProcessSymbols> process_syms_;
+    bool culprits_any_cpu_ = false;
+    bool latency_from_ipis_ = false;
+    uint64_t first_event_ns_ = 0;
+    Probe *culprit_probe_ = nullptr;
+};
+
+std::vector<Probe> Tlbflush::plan(const KernelSymbols *ksyms) const {
+    auto three_ways = [](std::string family, std::string btf, std::string raw, std::string tp,
+                         std::vector<std::string> more_btf = {},
+                         std::vector<std::string> more_raw = {},
+                         std::vector<std::string> more_tp = {}) {
+        auto with = [](std::string first, std::vector<std::string> rest) {
+            rest.insert(rest.begin(), std::move(first));
+            return rest;
+        };
+        return std::vector<HookChoice>{
+            {HookKind::TpBtf, with(btf, more_btf), family, "", ""},
+            {HookKind::RawTp, with(raw, more_raw), family, "", ""},
+            {HookKind::Tracepoint, with(tp, more_tp), family, "", ""},
+        };
+    };
+
+    auto csd_ways = [](std::string first, std::string second) {
+        auto programs = [&](std::string_view suffix) {
+            std::vector<std::string> p{first + std::string(suffix)};
+            if (!second.empty())
+                p.push_back(second + std::string(suffix));
+            return p;
+        };
+        return std::vector<HookChoice>{
+            {HookKind::RawTp, programs("_raw"), "csd", "", ""},
+            {HookKind::TpBtf, programs("_btf"), "csd", "", ""},
+            {HookKind::Tracepoint, programs("_tp"), "csd", "", ""},
+        };
+    };
+
+    std::vector<Probe> probes;
+    probes.push_back(Probe{"tlb:tlb_flush",
+                           "It needs the tlb:tlb_flush tracepoint (x86, Linux 4.10 or later).",
+                           three_ways("", "tlb_flush_btf", "tlb_flush_raw", "tlb_flush_tp")});
+
+    std::string no_symbol;
+    if (ksyms != nullptr && !ksyms->address_of("flush_tlb_func") &&
+        !ksyms->address_of("flush_tlb_func_remote"))
+        no_symbol = "the TLB-flush IPI callback flush_tlb_func is not in /proc/kallsyms";
+
+    if (o_.culprits) {
+        // tp_btf cannot read the csd tracepoints' function-pointer argument: the verifier
+        // refuses ctx access to a FUNC_PROTO pointer (seen on 6.18). raw_tp reads it as a
+        // plain u64 at the same cost, so it goes first and tp_btf stays as a later choice.
+        auto choices = csd_ways("csd_queue", {});
+        for (auto &c : choices)
+            c.unavailable = no_symbol;
+        choices.push_back({HookKind::TpBtf,
+                           {},
+                           "remote_send_ipi",
+                           "without the csd tracepoints (Linux 6.3+) the target CPU of each IPI "
+                           "is not known: culprits count flushes sent to any CPU, and -c does not "
+                           "select them",
+                           ""});
+        probes.push_back(Probe{"csd:csd_queue_cpu (culprits)", "", std::move(choices)});
+    }
+    if (o_.latency) {
+        auto choices = csd_ways("csd_entry", "csd_exit");
+        for (auto &c : choices)
+            c.unavailable = no_symbol;
+        auto ipis = three_ways("irq_vectors", "ipi_entry_btf", "ipi_entry_raw", "ipi_entry_tp",
+                               {"ipi_exit_btf", "ipi1_entry_btf", "ipi1_exit_btf"},
+                               {"ipi_exit_raw", "ipi1_entry_raw", "ipi1_exit_raw"},
+                               {"ipi_exit_tp", "ipi1_entry_tp", "ipi1_exit_tp"});
+        for (auto &c : ipis)
+            c.caveat = "without the csd tracepoints (Linux 6.3+) only call-function IPIs in "
+                       "which tlb_flush saw a remote flush are timed, IPI entry to exit; "
+                       "shootdowns drained by the idle loop are missed";
+        choices.insert(choices.end(), ipis.begin(), ipis.end());
+        probes.push_back(Probe{"csd:csd_function_entry/exit (latency)",
+                               "It needs the csd or irq_vectors tracepoints.", std::move(choices)});
+    }
+    return probes;
+}
+
+void Tlbflush::configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) const {
+    auto *ro = skel.rodata;
+    if (!cpu_mask_.empty()) {
+        ro->filter_cpus = true;
+        for (int cpu = 0; cpu < ncpus_; ++cpu)
+            if (cpu_mask_[cpu])
+                ro->cpu_mask[cpu / 64] |= 1ull << (cpu % 64);
+    }
+    ro->filter_pid = static_cast<uint32_t>(o_.pid);
+    ro->reason_mask = reason_mask_;
+    ro->per_process = o_.per_process;
+    ro->trace_events = o_.trace;
+    ro->collect_stacks = o_.stacks;
+    ro->reason_remote_shootdown = reasons_.value_or("remote_shootdown", 1);
+    ro->reason_remote_wrong_cpu = reasons_.value_or("remote_wrong_cpu", 5);
+    ro->reason_remote_send_ipi = reasons_.value_or("remote_send_ipi", 4);
+    if (ksyms_) {
+        auto func = ksyms_->address_of("flush_tlb_func");
+        if (!func)
+            func = ksyms_->address_of("flush_tlb_func_remote");
+        ro->tlb_flush_func = func.value_or(0);
+    }
+    for (const auto &probe : probes) {
+        if (probe.name.starts_with("csd:csd_queue_cpu"))
+            ro->culprits_from_send_ipi = probe.uses_family("remote_send_ipi");
+        if (probe.name.starts_with("csd:csd_function"))
+            ro->latency_from_ipi_vectors = probe.uses_family("irq_vectors");
+    }
+    // Size the maps for what the options use; unused ones stay at one entry.
+    if (o_.per_process)
+        bpf_map__set_max_entries(skel.maps.proc_counts, 16384);
+    else
+        bpf_map__set_max_entries(skel.maps.proc_counts, 1);
+    bpf_map__set_max_entries(skel.maps.culprits, o_.culprits ? 16384 : 1);
+    bpf_map__set_max_entries(skel.maps.stacks, o_.stacks ? 16384 : 1);
+    bpf_map__set_max_entries(skel.maps.events, o_.trace ? 4u << 20 : 4096);
+}
+
+template <typename Key, typename Value>
+std::vector<std::pair<Key, Value>> read_hash(bpf_map *map) {
+    std::vector<std::pair<Key, Value>> entries;
+    Key key{}, next{};
+    const Key *prev = nullptr;
+    while (bpf_map__get_next_key(map, prev, &next, sizeof(Key)) == 0) {
+        Value value{};
+        if (bpf_map__lookup_elem(map, &next, sizeof(Key), &value, sizeof(Value), 0) == 0)
+            entries.emplace_back(next, value);
+        key = next;
+        prev = &key;
+    }
+    return entries;
+}
+
+Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) const {
+    Snapshot s;
+    const auto *bss = skel.bss;
+    if (o_.per_process) {
+        for (const auto &[k, v] :
+             read_hash<tlbflush_proc_key, tlbflush_proc_value>(skel.maps.proc_counts)) {
+            CountKey key{k.pid, k.cpu, k.reason};
+            s.counts[key] = v.c;
+            s.comms[key] = std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
+        }
+    } else {
+        for (int cpu = 0; cpu < ncpus_ && cpu < TLBFLUSH_MAX_CPUS; ++cpu)
+            for (uint32_t r = 0; r < TLBFLUSH_MAX_REASONS; ++r)
+                if (bss->counts[cpu][r].count != 0)
+                    s.counts[CountKey{0, static_cast<uint32_t>(cpu), r}] = bss->counts[cpu][r];
+    }
+    if (o_.culprits)
+        for (const auto &[k, v] :
+             read_hash<tlbflush_culprit_key, tlbflush_culprit_value>(skel.maps.culprits)) {
+            CulpritKey key{k.pid, k.tid, k.cpu, k.kernel_stack, k.user_stack};
+            s.culprits[key] = v.count;
+            s.culprit_comms[key] = std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
+        }
+    if (o_.latency) {
+        s.latency.resize(ncpus_);
+        s.ipis_handled.resize(ncpus_);
+        for (int cpu = 0; cpu < ncpus_ && cpu < TLBFLUSH_MAX_CPUS; ++cpu) {
+            std::copy(std::begin(bss->latency_hist[cpu]), std::end(bss->latency_hist[cpu]),
+                      s.latency[cpu].begin());
+            s.ipis_handled[cpu] = bss->ipis_handled[cpu];
+        }
+    }
+    s.dropped = bss->dropped_events;
+    s.table_full = bss->table_full;
+    return s;
+}
+
+tlbflush_count minus(const tlbflush_count &a, const tlbflush_count &b) {
+    return {a.count - b.count, a.full - b.full, a.pages - b.pages};
+}
+
+void Tlbflush::print_counts(const Snapshot &now, const Snapshot &before, json &out) const {
+    struct Row {
+        CountKey key;
+        tlbflush_count c;
+    };
+    std::vector<Row> rows;
+    std::map<uint32_t, uint64_t> remote_by_cpu;
+    const int64_t remote = reasons_.value_or("remote_shootdown", 1);
+    const int64_t wrong_cpu = reasons_.value_or("remote_wrong_cpu", 5);
+    for (const auto &[key, c] : now.counts) {
+        auto it = before.counts.find(key);
+        auto d = it == before.counts.end() ? c : minus(c, it->second);
+        if (d.count == 0)
+            continue;
+        rows.push_back({key, d});
+        if (key.reason == remote || key.reason == wrong_cpu)
+            remote_by_cpu[key.cpu] += d.count;
+    }
+    if (o_.per_process)
+        std::stable_sort(rows.begin(), rows.end(),
+                         [](const Row &a, const Row &b) { return a.c.count > b.c.count; });
+
+    auto comm_of = [&](const CountKey &k) {
+        auto it = now.comms.find(k);
+        return it == now.comms.end() ? std::string() : it->second;
+    };
+    if (o_.common.json) {
+        json counts = json::array();
+        for (const auto &r : rows) {
+            json row = {{"cpu", r.key.cpu},          {"reason", reasons_.name(r.key.reason)},
+                        {"reason_id", r.key.reason}, {"count", r.c.count},
+                        {"full", r.c.full},          {"pages", r.c.pages}};
+            if (o_.per_process) {
+                row["pid"] = r.key.pid;
+                row["comm"] = comm_of(r.key);
+            }
+            counts.push_back(row);
+        }
+        out["counts"] = counts;
+        json remote_json = json::object();
+        for (const auto &[cpu, n] : remote_by_cpu)
+            remote_json[std::to_string(cpu)] = n;
+        out["remote_shootdowns"] = remote_json;
+        return;
+    }
+    if (o_.per_process)
+        fmt::print("{:<8} {:<16} ", "PID", "COMM");
+    fmt::print("{:<4} {:<22} {:>10} {:>10} {:>12}\n", "CPU", "REASON", "COUNT", "FULL", "PAGES");
+    for (const auto &r : rows) {
+        if (o_.per_process)
+            fmt::print("{:<8} {:<16} ", r.key.pid, comm_of(r.key));
+        fmt::print("{:<4} {:<22} {:>10} {:>10} {:>12}\n", r.key.cpu, reasons_.name(r.key.reason),
+                   r.c.count, r.c.full, r.c.pages);
+    }
+    if (!remote_by_cpu.empty()) {
+        fmt::print("\nRemote shootdowns received (remote_shootdown + remote_wrong_cpu):\n");
+        for (const auto &[cpu, n] : remote_by_cpu)
+            fmt::print("  CPU {:<4} {:>10}\n", cpu, n);
+    }
+}
+
+std::vector<std::string> Tlbflush::stack_frames(tlbflush_bpf &skel, int32_t id, bool user,
+                                                uint32_t pid) {
+    std::vector<std::string> frames;
+    if (id < 0) {
+        frames.push_back(id == -14 /* EFAULT */ ? "[no user stack]" : "[stack lost]");
+        return frames;
+    }
+    // The first kernel frames are the BPF program and the tracepoint machinery that ran it;
+    // the user wants the stack from the tracepoint's caller down.
+    bool in_tracing = !user;
+    uint64_t ips[127] = {};
+    if (bpf_map__lookup_elem(skel.maps.stacks, &id, sizeof(id), ips, sizeof(ips), 0) != 0) {
+        frames.push_back("[stack lost]");
+        return frames;
+    }
+    for (uint64_t ip : ips) {
+        if (ip == 0)
+            break;
+        if (user) {
+            auto it = process_syms_.try_emplace(pid, static_cast<pid_t>(pid)).first;
+            frames.push_back(it->second.describe(ip));
+        } else {
+            std::string frame = ksyms_ ? ksyms_->describe(ip) : fmt::format("0x{:x}", ip);
+            if (in_tracing) {
+                bool machinery = frame.starts_with("bpf_") || frame.starts_with("__bpf_") ||
+                                 frame.starts_with("0x") || frame.starts_with("__traceiter_") ||
+                                 frame.find("stop_runtime") != std::string::npos;
+                if (machinery)
+                    continue;
+                in_tracing = false;
+            }
+            frames.push_back(std::move(frame));
+        }
+    }
+    return frames;
+}
+
+void Tlbflush::print_culprits(tlbflush_bpf &skel, const Snapshot &now, const Snapshot &before,
+                              json &out) {
+    struct Row {
+        CulpritKey key;
+        uint64_t count;
+    };
+    std::vector<Row> rows;
+    for (const auto &[key, n] : now.culprits) {
+        auto it = before.culprits.find(key);
+        uint64_t d = it == before.culprits.end() ? n : n - it->second;
+        if (d != 0)
+            rows.push_back({key, d});
+    }
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const Row &a, const Row &b) { return a.count > b.count; });
+    auto target = [](uint32_t cpu) {
+        return cpu == TLBFLUSH_ANY_CPU ? std::string("any") : std::to_string(cpu);
+    };
+    if (o_.common.json) {
+        json list = json::array();
+        for (const auto &r : rows) {
+            json row = {
+                {"pid", r.key.pid},
+                {"tid", r.key.tid},
+                {"comm", now.culprit_comms.at(r.key)},
+                {"target_cpu", r.key.cpu == TLBFLUSH_ANY_CPU ? json(nullptr) : json(r.key.cpu)},
+                {"count", r.count}};
+            if (o_.stacks) {
+                row["kernel_stack"] = stack_frames(skel, r.key.kernel_stack, false, r.key.pid);
+                row["user_stack"] = stack_frames(skel, r.key.user_stack, true, r.key.pid);
+            }
+            list.push_back(row);
+        }
+        out["culprits"] = list;
+        return;
+    }
+    fmt::print("\nShootdown IPIs by sender:\n");
+    fmt::print("{:<8} {:<8} {:<16} {:>10} {:>10}\n", "PID", "TID", "COMM", "TARGET_CPU", "COUNT");
+    for (const auto &r : rows) {
+        fmt::print("{:<8} {:<8} {:<16} {:>10} {:>10}\n", r.key.pid, r.key.tid,
+                   now.culprit_comms.at(r.key), target(r.key.cpu), r.count);
+        if (!o_.stacks)
+            continue;
+        for (const auto &frame : stack_frames(skel, r.key.kernel_stack, false, r.key.pid))
+            fmt::print("    {}\n", frame);
+        fmt::print("    --\n");
+        for (const auto &frame : stack_frames(skel, r.key.user_stack, true, r.key.pid))
+            fmt::print("    {}\n", frame);
+        fmt::print("\n");
+    }
+}
+
+void Tlbflush::print_latency(const Snapshot &now, const Snapshot &before, json &out) const {
+    json per_cpu = json::object();
+    for (int cpu = 0; cpu < ncpus_; ++cpu) {
+        std::array<uint64_t, MEMLAT_HIST_SLOTS> d{};
+        for (int i = 0; i < MEMLAT_HIST_SLOTS; ++i)
+            d[i] = now.latency[cpu][i] - (before.latency.empty() ? 0 : before.latency[cpu][i]);
+        if (hist_total(d) == 0)
+            continue;
+        if (o_.common.json) {
+            per_cpu[std::to_string(cpu)] = log2_hist_json(d, "usecs");
+            continue;
+        }
+        fmt::print("\nCPU {}: time handling TLB-shootdown IPIs{}\n", cpu,
+                   latency_from_ipis_ ? " (call-function IPIs that flushed the TLB)" : "");
+        fmt::print("{}", render_log2_hist(d, "usecs"));
+    }
+    if (o_.common.json)
+        out["latency"] = per_cpu;
+}
+
+void Tlbflush::print_interval(tlbflush_bpf &skel, const Snapshot &now, const Snapshot &before) {
+    json out = json::object();
+    if (o_.common.json) {
+        out["time"] = wall_clock_time();
+    } else if (o_.common.timestamp || o_.common.interval > 0) {
+        fmt::print("\n{}\n", wall_clock_time());
+    }
+    print_counts(now, before, out);
+    if (o_.culprits)
+        print_culprits(skel, now, before, out);
+    if (o_.latency)
+        print_latency(now, before, out);
+    uint64_t dropped = now.dropped - before.dropped;
+    uint64_t full = now.table_full - before.table_full;
+    if (o_.common.json) {
+        out["lost_events"] = dropped;
+        out["table_full"] = full;
+        print_json_line(out);
+        return;
+    }
+    if (dropped != 0)
+        fmt::print("\nLost {} trace events: the ring buffer was full.\n", dropped);
+    if (full != 0)
+        fmt::print("\n{} events not counted: a BPF hash table was full.\n", full);
+}
+
+void Tlbflush::print_event(const tlbflush_event &e) {
+    if (first_event_ns_ == 0)
+        first_event_ns_ = e.ts_ns;
+    std::string comm(e.comm, strnlen(e.comm, sizeof(e.comm)));
+    std::string pages = e.pages == ~0ull ? "full" : std::to_string(e.pages);
+    if (o_.common.json) {
+        json line = {{"time_s", (e.ts_ns - first_event_ns_) / 1e9},
+                     {"cpu", e.cpu},
+                     {"pid", e.pid},
+                     {"tid", e.tid},
+                     {"comm", comm},
+                     {"reason", reasons_.name(e.reason)},
+                     {"pages", e.pages == ~0ull ? json(nullptr) : json(e.pages)},
+                     {"full", e.pages == ~0ull}};
+        if (o_.common.timestamp)
+            line["wall_time"] = wall_clock_time();
+        print_json_line(line);
+        return;
+    }
+    if (o_.common.timestamp)
+        fmt::print("{:<9}", wall_clock_time());
+    fmt::print("{:<12.6f} {:<4} {:<8} {:<16} {:<22} {:>8}\n", (e.ts_ns - first_event_ns_) / 1e9,
+               e.cpu, e.pid, comm, reasons_.name(e.reason), pages);
+}
+
+int Tlbflush::run() {
+#if !defined(__x86_64__)
+    throw RuntimeError(
+        "tlbflush works on x86 only. Other architectures (arm64, for example) invalidate "
+        "other CPUs' TLBs with broadcast instructions in hardware and send no shootdown IPIs, "
+        "so there is nothing for this tool to count.");
+#endif
+    if (!o_.cpus.empty())
+        cpu_mask_ = parse_cpu_list(o_.cpus, ncpus_);
+    if (ncpus_ > TLBFLUSH_MAX_CPUS)
+        throw RuntimeError(fmt::format("This machine has {} CPUs; tlbflush handles up to {}.",
+                                       ncpus_, TLBFLUSH_MAX_CPUS));
+    if (!o_.reasons.empty())
+        reason_mask_ = reasons_.parse_mask(o_.reasons);
+    if (o_.pid_given) {
+        struct stat st {};
+        if (o_.pid <= 0 || stat(fmt::format("/proc/{}", o_.pid).c_str(), &st) != 0)
+            throw UsageError(fmt::format("no process with PID {}", o_.pid));
+    }
+    if (o_.stacks)
+        o_.culprits = true;
+    if (o_.trace && o_.common.interval > 0)
+        throw UsageError("-t prints every event; it takes no interval");
+
+    check_environment(tool_name);
+    auto v = o_.common.verbosity();
+    raise_memlock_limit(v);
+    if (o_.culprits || o_.latency) {
+        ksyms_ = KernelSymbols::load();
+        if (ksyms_->addresses_hidden())
+            throw RuntimeError("/proc/kallsyms shows only zero addresses (kernel.kptr_restrict); "
+                               "run as root or set kernel.kptr_restrict=0.");
+    }
+
+    auto probes = plan(ksyms_ ? &*ksyms_ : nullptr);
+    Loaded<tlbflush_bpf> skel(
+        tlbflush_bpf__open, tlbflush_bpf__destroy, [&](tlbflush_bpf &s) { configure(s, probes); },
+        probes, v);
+    for (const auto &probe : probes) {
+        if (probe.name.starts_with("csd:csd_queue_cpu"))
+            culprits_any_cpu_ = probe.uses_family("remote_send_ipi");
+        if (probe.name.starts_with("csd:csd_function"))
+            latency_from_ipis_ = probe.uses_family("irq_vectors");
+    }
+
+    install_stop_signals();
+    std::optional<RingBuffer> events;
+    if (o_.trace) {
+        events.emplace(skel->maps.events, [this](const void *data, size_t size) {
+            if (size >= sizeof(tlbflush_event))
+                print_event(*static_cast<const tlbflush_event *>(data));
+        });
+        if (!o_.common.json)
+            fmt::print("{}{:<12} {:<4} {:<8} {:<16} {:<22} {:>8}\n",
+                       o_.common.timestamp ? fmt::format("{:<9}", "TIME") : "", "TIME(s)", "CPU",
+                       "PID", "COMM", "REASON", "PAGES");
+    }
+    announce_tracing("Tracing TLB flushes...");
+    fflush(stdout);
+
+    Snapshot before = snapshot(*skel);
+    auto wait = [&](std::chrono::milliseconds timeout) {
+        if (events) {
+            events->poll(timeout);
+            fflush(stdout);
+        } else {
+            sleep_for(timeout);
+        }
+    };
+    bool done = run_until_stopped(o_.common, wait, [&] {
+        Snapshot now = snapshot(*skel);
+        print_interval(*skel, now, before);
+        before = std::move(now);
+    });
+    if (events)
+        events->drain();
+    if (!done) {
+        // The final summary: everything since the last interval (or since the start).
+        Snapshot now = snapshot(*skel);
+        print_interval(*skel, now, before);
+    }
+    if (uint64_t misses = recursion_misses(skel->obj); misses != 0)
+        fmt::print(stderr,
+                   "{}: the kernel skipped {} program runs because another BPF program was "
+                   "running on the same CPU; those events are not counted.\n",
+                   tool_name, misses);
+    fflush(stdout);
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    return run_tool(tool_name, [&] {
+        Options o;
+        CommandLine cli(tool_name, description, examples);
+        cli.option('c', "cpu", "LIST",
+                   "Only events on these CPUs, e.g. 11 or 0,2-5 (for --culprits the target "
+                   "CPU, for -L the victim CPU)",
+                   o.cpus);
+        cli.option('p', "pid", "PID",
+                   "Only events whose current task belongs to process PID (for --culprits: "
+                   "the sender)",
+                   [&o](const std::string &text) {
+                       o.pid = parse_number<int>(text, "-p");
+                       o.pid_given = true;
+                   });
+        cli.option('r', "reason", "LIST",
+                   "Only these reasons, by name or number, comma-separated (e.g. "
+                   "remote_shootdown,remote_wrong_cpu)",
+                   o.reasons);
+        cli.flag('P', "per-process", "Break the counts down by process (PID and COMM) too",
+                 o.per_process);
+        cli.flag(0, "culprits", "Count shootdown IPIs by sender (PID, TID, COMM) and target CPU",
+                 o.culprits);
+        cli.flag('s', "stacks",
+                 "With --culprits (implied): the sender's kernel and user stacks, symbolized, "
+                 "most frequent first",
+                 o.stacks);
+        cli.flag('L', "latency",
+                 "Log2 histogram per victim CPU of the time spent handling each TLB-shootdown "
+                 "IPI (usecs): the stall the interrupted task suffers",
+                 o.latency);
+        cli.flag('t', "trace", "One line per flush: TIME CPU PID COMM REASON PAGES", o.trace);
+        add_common_options(cli, o.common, true);
+        cli.parse(argc, argv);
+        return Tlbflush(std::move(o)).run();
+    });
+}
