@@ -14,12 +14,29 @@ static __always_inline __u32 log2_slot(__u64 v)
 {
 	__u32 slot = 0;
 
-	if (v >> 32) { v >>= 32; slot += 32; }
-	if (v >> 16) { v >>= 16; slot += 16; }
-	if (v >> 8) { v >>= 8; slot += 8; }
-	if (v >> 4) { v >>= 4; slot += 4; }
-	if (v >> 2) { v >>= 2; slot += 2; }
-	if (v >> 1) { slot += 1; }
+	if (v >> 32) {
+		v >>= 32;
+		slot += 32;
+	}
+	if (v >> 16) {
+		v >>= 16;
+		slot += 16;
+	}
+	if (v >> 8) {
+		v >>= 8;
+		slot += 8;
+	}
+	if (v >> 4) {
+		v >>= 4;
+		slot += 4;
+	}
+	if (v >> 2) {
+		v >>= 2;
+		slot += 2;
+	}
+	if (v >> 1) {
+		slot += 1;
+	}
 	return slot < MEMLAT_HIST_SLOTS ? slot : MEMLAT_HIST_SLOTS - 1;
 }
 

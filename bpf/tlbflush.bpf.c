@@ -40,7 +40,7 @@ struct tlbflush_count counts[TLBFLUSH_MAX_CPUS][TLBFLUSH_MAX_REASONS] = {};
 __u64 latency_hist[TLBFLUSH_MAX_CPUS][MEMLAT_HIST_SLOTS] = {};
 __u64 ipis_handled[TLBFLUSH_MAX_CPUS] = {};
 __u64 dropped_events = 0; /* ring buffer full */
-__u64 table_full = 0;     /* hash map full */
+__u64 table_full = 0;	  /* hash map full */
 
 /* Start of the shootdown being handled on each CPU (csd path), or of the call-function IPI
  * (irq_vectors path) and whether a remote TLB flush happened inside it. */
@@ -105,7 +105,7 @@ static __always_inline void add_count(struct tlbflush_count *c, unsigned long pa
 static __always_inline void count_per_process(__u64 pid_tgid, __u32 cpu, __u32 reason,
 					      unsigned long pages)
 {
-	struct tlbflush_proc_key key = { .pid = pid_tgid >> 32, .cpu = cpu, .reason = reason };
+	struct tlbflush_proc_key key = {.pid = pid_tgid >> 32, .cpu = cpu, .reason = reason};
 	struct tlbflush_proc_value *v = bpf_map_lookup_elem(&proc_counts, &key);
 
 	if (!v) {
@@ -126,11 +126,11 @@ static __always_inline void count_per_process(__u64 pid_tgid, __u32 cpu, __u32 r
 static __always_inline void count_culprit(void *ctx, __u64 pid_tgid, __u32 target_cpu)
 {
 	struct tlbflush_culprit_key key = {
-		.pid = pid_tgid >> 32,
-		.tid = (__u32)pid_tgid,
-		.cpu = target_cpu,
-		.kernel_stack = -1,
-		.user_stack = -1,
+	    .pid = pid_tgid >> 32,
+	    .tid = (__u32)pid_tgid,
+	    .cpu = target_cpu,
+	    .kernel_stack = -1,
+	    .user_stack = -1,
 	};
 	struct tlbflush_culprit_value *v;
 
@@ -154,8 +154,7 @@ static __always_inline void count_culprit(void *ctx, __u64 pid_tgid, __u32 targe
 	__sync_fetch_and_add(&v->count, 1);
 }
 
-static __always_inline void trace_event(__u64 pid_tgid, __u32 cpu, int reason,
-					unsigned long pages)
+static __always_inline void trace_event(__u64 pid_tgid, __u32 cpu, int reason, unsigned long pages)
 {
 	struct tlbflush_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
@@ -360,28 +359,64 @@ static __always_inline int on_ipi_exit(void)
 }
 
 SEC("tp_btf/call_function_entry")
-int BPF_PROG(ipi_entry_btf, int vector) { return on_ipi_entry(); }
+int BPF_PROG(ipi_entry_btf, int vector)
+{
+	return on_ipi_entry();
+}
 SEC("tp_btf/call_function_exit")
-int BPF_PROG(ipi_exit_btf, int vector) { return on_ipi_exit(); }
+int BPF_PROG(ipi_exit_btf, int vector)
+{
+	return on_ipi_exit();
+}
 SEC("tp_btf/call_function_single_entry")
-int BPF_PROG(ipi1_entry_btf, int vector) { return on_ipi_entry(); }
+int BPF_PROG(ipi1_entry_btf, int vector)
+{
+	return on_ipi_entry();
+}
 SEC("tp_btf/call_function_single_exit")
-int BPF_PROG(ipi1_exit_btf, int vector) { return on_ipi_exit(); }
+int BPF_PROG(ipi1_exit_btf, int vector)
+{
+	return on_ipi_exit();
+}
 
 SEC("raw_tp/call_function_entry")
-int BPF_PROG(ipi_entry_raw, int vector) { return on_ipi_entry(); }
+int BPF_PROG(ipi_entry_raw, int vector)
+{
+	return on_ipi_entry();
+}
 SEC("raw_tp/call_function_exit")
-int BPF_PROG(ipi_exit_raw, int vector) { return on_ipi_exit(); }
+int BPF_PROG(ipi_exit_raw, int vector)
+{
+	return on_ipi_exit();
+}
 SEC("raw_tp/call_function_single_entry")
-int BPF_PROG(ipi1_entry_raw, int vector) { return on_ipi_entry(); }
+int BPF_PROG(ipi1_entry_raw, int vector)
+{
+	return on_ipi_entry();
+}
 SEC("raw_tp/call_function_single_exit")
-int BPF_PROG(ipi1_exit_raw, int vector) { return on_ipi_exit(); }
+int BPF_PROG(ipi1_exit_raw, int vector)
+{
+	return on_ipi_exit();
+}
 
 SEC("tracepoint/irq_vectors/call_function_entry")
-int ipi_entry_tp(void *ctx) { return on_ipi_entry(); }
+int ipi_entry_tp(void *ctx)
+{
+	return on_ipi_entry();
+}
 SEC("tracepoint/irq_vectors/call_function_exit")
-int ipi_exit_tp(void *ctx) { return on_ipi_exit(); }
+int ipi_exit_tp(void *ctx)
+{
+	return on_ipi_exit();
+}
 SEC("tracepoint/irq_vectors/call_function_single_entry")
-int ipi1_entry_tp(void *ctx) { return on_ipi_entry(); }
+int ipi1_entry_tp(void *ctx)
+{
+	return on_ipi_entry();
+}
 SEC("tracepoint/irq_vectors/call_function_single_exit")
-int ipi1_exit_tp(void *ctx) { return on_ipi_exit(); }
+int ipi1_exit_tp(void *ctx)
+{
+	return on_ipi_exit();
+}

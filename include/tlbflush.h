@@ -37,9 +37,9 @@ struct tlbflush_proc_value {
 };
 
 struct tlbflush_culprit_key {
-	__u32 pid; /* sender's thread-group id */
-	__u32 tid; /* sender's thread id */
-	__u32 cpu; /* target CPU, or TLBFLUSH_ANY_CPU */
+	__u32 pid;	    /* sender's thread-group id */
+	__u32 tid;	    /* sender's thread id */
+	__u32 cpu;	    /* target CPU, or TLBFLUSH_ANY_CPU */
 	__s32 kernel_stack; /* stack map ids, < 0 when not collected */
 	__s32 user_stack;
 	__u32 pad;

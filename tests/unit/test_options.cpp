@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include "errors.h"
 #include "options.h"
 
@@ -62,4 +64,86 @@ TEST(SplitList, SplitsOnCommas) {
     EXPECT_EQ(split_list("a,b", "x"), (std::vector<std::string>{"a", "b"}));
     EXPECT_EQ(split_list("one", "x"), (std::vector<std::string>{"one"}));
     EXPECT_THROW(split_list("a,", "reason list"), UsageError);
+}
+
+// ---- CommandLine: the argp wrapper every tool parses with ----
+
+namespace {
+
+struct Parsed {
+    memlat::CommonOptions common;
+    std::string cpus;
+    int pid = 0;
+    bool flag = false;
+};
+
+Parsed parse(std::vector<std::string> args) {
+    Parsed p;
+    memlat::CommandLine cli("tool", "A tool.", "Examples: none");
+    cli.option('c', "cpu", "LIST", "CPUs", p.cpus);
+    cli.option('p', "pid", "PID", "process", p.pid);
+    cli.flag(0, "long-only", "a long-only flag", p.flag);
+    memlat::add_common_options(cli, p.common, true);
+    std::vector<char *> argv;
+    args.insert(args.begin(), "tool");
+    for (auto &a : args)
+        argv.push_back(a.data());
+    argv.push_back(nullptr);
+    cli.parse(static_cast<int>(args.size()), argv.data());
+    return p;
+}
+
+} // namespace
+
+TEST(CommandLine, ParsesOptionsFlagsAndPositionals) {
+    auto p =
+        parse({"-c", "0,1", "--pid=42", "--long-only", "-T", "-j", "-vv", "-d", "2.5", "0.5", "3"});
+    EXPECT_EQ(p.cpus, "0,1");
+    EXPECT_EQ(p.pid, 42);
+    EXPECT_TRUE(p.flag);
+    EXPECT_TRUE(p.common.timestamp);
+    EXPECT_TRUE(p.common.json);
+    EXPECT_EQ(p.common.verbose, 2);
+    EXPECT_DOUBLE_EQ(p.common.duration, 2.5);
+    EXPECT_DOUBLE_EQ(p.common.interval, 0.5);
+    EXPECT_EQ(p.common.count, 3u);
+}
+
+TEST(CommandLine, DefaultsWhenNothingIsGiven) {
+    auto p = parse({});
+    EXPECT_EQ(p.common.interval, 0);
+    EXPECT_EQ(p.common.count, 0u);
+    EXPECT_FALSE(p.common.json);
+}
+
+TEST(CommandLineDeathTest, UsageErrorsExitWithStatus2AndNameTheProblem) {
+    EXPECT_EXIT(parse({"-p", "abc"}), testing::ExitedWithCode(2), "-p takes a number, not 'abc'");
+    EXPECT_EXIT(parse({"-d", "-1"}), testing::ExitedWithCode(2), "positive number of seconds");
+    EXPECT_EXIT(parse({"0"}), testing::ExitedWithCode(2), "interval must be a positive");
+    EXPECT_EXIT(parse({"1", "0"}), testing::ExitedWithCode(2), "count must be a positive");
+    EXPECT_EXIT(parse({"1", "2", "3"}), testing::ExitedWithCode(2), "unexpected argument '3'");
+    EXPECT_EXIT(parse({"--bogus"}), testing::ExitedWithCode(2), "unrecognized option");
+}
+
+TEST(CommandLineDeathTest, HelpListsEveryOptionAndExitsZero) {
+    // The help goes to stdout; the death test matches stderr, so send one to the other.
+    for (const char *expected :
+         {"Usage: tool \\[OPTION...\\] \\[interval \\[count\\]\\]",
+          "interval +print every INTERVAL", "count +stop after COUNT", "-p, --pid=PID +process",
+          "--long-only +a long-only flag", "-d, --duration=SECONDS", "-j, --json", "-v, --verbose",
+          "Examples: none"})
+        EXPECT_EXIT(
+            {
+                dup2(2, 1);
+                parse({"-h"});
+            },
+            testing::ExitedWithCode(0), expected);
+}
+
+TEST(ParseNumber, RejectsTrailingGarbage) {
+    EXPECT_EQ(memlat::parse_number<int>("12", "-x"), 12);
+    EXPECT_DOUBLE_EQ(memlat::parse_number<double>("0.25", "-x"), 0.25);
+    EXPECT_THROW(memlat::parse_number<int>("12x", "-x"), UsageError);
+    EXPECT_THROW(memlat::parse_number<int>("", "-x"), UsageError);
+    EXPECT_THROW(memlat::parse_number<unsigned>("-1", "-x"), UsageError);
 }

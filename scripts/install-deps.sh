@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs memlat's build and test dependencies from Debian's archive (Debian 12 or later).
+set -euo pipefail
+packages=(
+    clang llvm                  # BPF programs (clang -target bpf, llvm-strip)
+    bpftool libbpf-dev          # skeletons and the loader; their libbpf versions must agree
+    libelf-dev zlib1g-dev libzstd-dev   # libbpf's and our ELF reading, static archives included
+    cmake make g++ pkg-config
+    nlohmann-json3-dev libfmt-dev       # JSON output, formatting (header-only)
+    libgtest-dev                # unit tests
+    python3 binutils            # runtime tests and the static-binary check (readelf)
+)
+if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps.sh: run as root (sudo) to install packages" >&2
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
