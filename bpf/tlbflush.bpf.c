@@ -192,6 +192,12 @@ static __always_inline int on_tlb_flush(void *ctx, int reason, unsigned long pag
 	slot &= TLBFLUSH_MAX_REASONS - 1;
 	if (!cpu_selected(cpu) || !((reason_mask >> slot) & 1))
 		return 0;
+	/* The hot path of count mode ends at add_count(): the task is looked up only when an
+	 * option needs it. */
+	if (!filter_pid && !per_process && !culprits_from_send_ipi && !trace_events) {
+		add_count(&counts[cpu][slot], pages, false);
+		return 0;
+	}
 	pid_tgid = bpf_get_current_pid_tgid();
 	if (!pid_selected(pid_tgid))
 		return 0;

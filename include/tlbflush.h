@@ -22,6 +22,7 @@ struct tlbflush_count {
 	__u64 count;
 	__u64 full;
 	__u64 pages;
+	__u64 pad; /* 32 bytes: an entry never straddles two cache lines */
 };
 
 struct tlbflush_proc_key {

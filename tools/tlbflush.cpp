@@ -329,7 +329,7 @@ Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) const {
 }
 
 tlbflush_count minus(const tlbflush_count &a, const tlbflush_count &b) {
-    return {a.count - b.count, a.full - b.full, a.pages - b.pages};
+    return {a.count - b.count, a.full - b.full, a.pages - b.pages, 0};
 }
 
 void Tlbflush::print_counts(const Snapshot &now, const Snapshot &before, json &out) const {

@@ -1,0 +1,418 @@
+// SPDX-License-Identifier: GPL-2.0
+/* drsnoop: stalls in direct, memory-cgroup, soft-limit and node reclaim, per thread. Each kind
+ * is a begin/end tracepoint pair; the begin is kept in task-local storage, which the kernel
+ * frees with the task, so threads that exit or never end leave nothing behind. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#include "common.bpf.h"
+#include "drsnoop.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Options, set by user space before load. */
+const volatile __u32 filter_pid = 0;
+const volatile __u32 filter_tid = 0;
+const volatile bool filter_uid_on = false;
+const volatile __u32 filter_uid = 0;
+const volatile char filter_comm[DRSNOOP_COMM_LEN] = {};
+const volatile bool filter_cgroup_on = false;
+const volatile __u64 filter_cgroup_id = 0;
+const volatile __s32 filter_cgroup_level = 0;
+/* Which cgroup a task is in, for -G and the CGROUP column: the memory controller's cgroup on
+ * a cgroup v1 hierarchy, else the task's cgroup v2 cgroup. */
+const volatile bool memcg_on_v1 = false;
+const volatile bool filter_on_v1 = false;
+const volatile bool extended = false;
+const volatile bool trace_events = true;
+const volatile bool hist_mode = false;
+const volatile bool hist_per_process = false;
+const volatile __u32 nr_nodes = 1;
+const volatile __u64 wakeup_bytes = 16 * 1024;
+
+__u64 hist[DRSNOOP_KINDS][MEMLAT_HIST_SLOTS] = {};
+__u64 dropped_events = 0;
+__u64 table_full = 0;
+__u64 unpaired_ends = 0;
+
+struct reclaim_start {
+	__u64 ts;
+	__u64 gfp;
+	__s64 free_pages;
+	__s32 order;
+	__s32 nid;
+};
+
+struct task_reclaim {
+	/* One slot per kind: soft-limit reclaim runs nested inside direct reclaim. */
+	struct reclaim_start kinds[DRSNOOP_KINDS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_reclaim);
+} starts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct drsnoop_proc_key);
+	__type(value, struct drsnoop_summary);
+} summaries SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct drsnoop_proc_key);
+	__type(value, struct drsnoop_proc_hist);
+} proc_hists SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} events SEC(".maps");
+
+/* Kernels before 6.1 kept ancestor ids instead of ancestor pointers. */
+struct cgroup___ancestor_ids {
+	int level;
+	u64 ancestor_ids[];
+} __attribute__((preserve_access_index));
+
+static __always_inline struct cgroup *task_cgroup(struct task_struct *task, bool v1_memory)
+{
+	if (v1_memory) {
+		int id = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
+		struct cgroup_subsys_state *css;
+
+		if (id < 0 || id >= CGROUP_SUBSYS_COUNT)
+			return NULL;
+		css = BPF_CORE_READ(task, cgroups, subsys[id]);
+		return css ? BPF_CORE_READ(css, cgroup) : NULL;
+	}
+	return BPF_CORE_READ(task, cgroups, dfl_cgrp);
+}
+
+static __always_inline __u64 cgroup_id(struct cgroup *cgrp)
+{
+	return cgrp ? BPF_CORE_READ(cgrp, kn, id) : 0;
+}
+
+static __always_inline bool cgroup_selected(struct task_struct *task)
+{
+	struct cgroup *cgrp;
+	int level;
+
+	if (!filter_cgroup_on)
+		return true;
+	cgrp = task_cgroup(task, filter_on_v1);
+	if (!cgrp)
+		return false;
+	level = BPF_CORE_READ(cgrp, level);
+	if (level < filter_cgroup_level || filter_cgroup_level < 0 || filter_cgroup_level > 64)
+		return false;
+	if (bpf_core_field_exists(struct cgroup, ancestors)) {
+		struct cgroup *ancestor = NULL;
+
+		bpf_core_read(&ancestor, sizeof(ancestor), &cgrp->ancestors[filter_cgroup_level]);
+		return cgroup_id(ancestor) == filter_cgroup_id;
+	} else {
+		struct cgroup___ancestor_ids *old = (void *)cgrp;
+		u64 id = 0;
+
+		bpf_core_read(&id, sizeof(id), &old->ancestor_ids[filter_cgroup_level]);
+		return id == filter_cgroup_id;
+	}
+}
+
+static __always_inline bool comm_selected(void)
+{
+	char comm[DRSNOOP_COMM_LEN];
+
+	if (!filter_comm[0])
+		return true;
+	bpf_get_current_comm(comm, sizeof(comm));
+	/* Substring search: the needle and haystack are both at most 15 characters. */
+	for (int start = 0; start < DRSNOOP_COMM_LEN; start++) {
+		bool match = true;
+
+		for (int i = 0; i < DRSNOOP_COMM_LEN; i++) {
+			if (!filter_comm[i])
+				break;
+			if (start + i >= DRSNOOP_COMM_LEN || comm[start + i] != filter_comm[i]) {
+				match = false;
+				break;
+			}
+		}
+		if (match)
+			return true;
+		if (!comm[start])
+			break;
+	}
+	return false;
+}
+
+/* Free pages of every zone of every node, read from the nodes reached through the task's
+ * memory cgroup (every memcg, the root one too, has per-node info pointing at the node's
+ * pglist_data). This needs no kallsyms: vm_zone_stat and node_data are data symbols that
+ * kernels without CONFIG_KALLSYMS_ALL do not list. */
+static __always_inline __s64 free_pages_now(struct task_struct *task)
+{
+	int memory = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
+	int free_item = bpf_core_enum_value(enum zone_stat_item, NR_FREE_PAGES);
+	int zones = bpf_core_enum_value(enum zone_type, __MAX_NR_ZONES);
+	struct cgroup_subsys_state *css;
+	struct mem_cgroup *memcg;
+	__s64 total = 0;
+
+	if (memory < 0 || memory >= CGROUP_SUBSYS_COUNT)
+		return -1;
+	css = BPF_CORE_READ(task, cgroups, subsys[memory]);
+	if (!css)
+		return -1;
+	memcg = container_of(css, struct mem_cgroup, css);
+	for (int nid = 0; nid < DRSNOOP_MAX_NODES; nid++) {
+		struct mem_cgroup_per_node *pn = NULL;
+		struct pglist_data *pgdat;
+
+		if (nid >= nr_nodes)
+			break;
+		bpf_core_read(&pn, sizeof(pn), &memcg->nodeinfo[nid]);
+		if (!pn)
+			continue;
+		pgdat = BPF_CORE_READ(pn, lruvec.pgdat);
+		if (!pgdat)
+			continue;
+		/* The stride comes from the running kernel's struct zone, not from vmlinux.h:
+		 * indexing node_zones[z] would bake in this header's sizeof(struct zone). */
+		void *zone0 = (void *)pgdat + bpf_core_field_offset(struct pglist_data, node_zones);
+		__u64 zone_size = bpf_core_type_size(struct zone);
+		__u64 counter =
+		    bpf_core_field_offset(struct zone, vm_stat) + free_item * sizeof(atomic_long_t);
+
+		for (int z = 0; z < 8; z++) {
+			long count = 0;
+
+			if (z >= zones)
+				break;
+			bpf_probe_read_kernel(&count, sizeof(count),
+					      zone0 + z * zone_size + counter);
+			/* Per-CPU deltas can leave the summed counter briefly negative. */
+			if (count > 0)
+				total += count;
+		}
+	}
+	return total;
+}
+
+static __always_inline int on_begin(__u32 kind, int order, __u64 gfp, int nid)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct task_struct *task;
+	struct task_reclaim *state;
+	struct reclaim_start *start;
+
+	if (kind >= DRSNOOP_KINDS)
+		return 0;
+	if (filter_pid && (pid_tgid >> 32) != filter_pid)
+		return 0;
+	if (filter_tid && (__u32)pid_tgid != filter_tid)
+		return 0;
+	if (filter_uid_on && (__u32)bpf_get_current_uid_gid() != filter_uid)
+		return 0;
+	if (!comm_selected())
+		return 0;
+	task = bpf_get_current_task_btf();
+	if (!cgroup_selected(task))
+		return 0;
+	state = bpf_task_storage_get(&starts, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!state) {
+		__sync_fetch_and_add(&table_full, 1);
+		return 0;
+	}
+	start = &state->kinds[kind];
+	start->gfp = gfp;
+	start->order = order;
+	start->nid = nid;
+	start->free_pages = extended ? free_pages_now(task) : -1;
+	/* Last, so the stall excludes the time spent reading the zones. */
+	start->ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+static __always_inline void add_summary(__u64 pid_tgid, __u32 kind, __u64 lat, __u64 pages)
+{
+	struct drsnoop_proc_key key = {.pid = pid_tgid >> 32, .kind = kind};
+	struct drsnoop_summary *s = bpf_map_lookup_elem(&summaries, &key);
+
+	if (!s) {
+		struct drsnoop_summary zero = {};
+
+		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
+		if (bpf_map_update_elem(&summaries, &key, &zero, BPF_NOEXIST) == -E2BIG) {
+			__sync_fetch_and_add(&table_full, 1);
+			return;
+		}
+		s = bpf_map_lookup_elem(&summaries, &key);
+		if (!s)
+			return;
+	}
+	__sync_fetch_and_add(&s->stalls, 1);
+	__sync_fetch_and_add(&s->total_ns, lat);
+	__sync_fetch_and_add(&s->pages, pages);
+	if (lat > s->max_ns)
+		s->max_ns = lat; /* a rare lost race only understates the maximum */
+}
+
+static __always_inline void add_hist(__u64 pid_tgid, __u32 kind, __u64 lat)
+{
+	__u32 slot = log2_slot(lat / 1000);
+
+	if (!hist_per_process) {
+		__sync_fetch_and_add(&hist[kind & (DRSNOOP_KINDS - 1)][slot], 1);
+		return;
+	}
+	struct drsnoop_proc_key key = {.pid = pid_tgid >> 32, .kind = kind};
+	struct drsnoop_proc_hist *h = bpf_map_lookup_elem(&proc_hists, &key);
+
+	if (!h) {
+		struct drsnoop_proc_hist zero = {};
+
+		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
+		if (bpf_map_update_elem(&proc_hists, &key, &zero, BPF_NOEXIST) == -E2BIG) {
+			__sync_fetch_and_add(&table_full, 1);
+			return;
+		}
+		h = bpf_map_lookup_elem(&proc_hists, &key);
+		if (!h)
+			return;
+	}
+	__sync_fetch_and_add(&h->slots[slot], 1);
+}
+
+static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct task_reclaim *state;
+	struct reclaim_start start;
+	__u64 now = bpf_ktime_get_ns(), pid_tgid, lat;
+
+	if (kind >= DRSNOOP_KINDS)
+		return 0;
+	state = bpf_task_storage_get(&starts, task, NULL, 0);
+	if (!state)
+		return 0;
+	start = state->kinds[kind];
+	state->kinds[kind].ts = 0;
+	if (!start.ts || now < start.ts) {
+		if (!start.ts)
+			__sync_fetch_and_add(&unpaired_ends, 1);
+		return 0;
+	}
+	lat = now - start.ts;
+	pid_tgid = bpf_get_current_pid_tgid();
+	add_summary(pid_tgid, kind, lat, nr_reclaimed);
+	if (hist_mode)
+		add_hist(pid_tgid, kind, lat);
+	if (!trace_events)
+		return 0;
+
+	struct drsnoop_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		__sync_fetch_and_add(&dropped_events, 1);
+		return 0;
+	}
+	e->ts_ns = now;
+	e->lat_ns = lat;
+	e->nr_reclaimed = nr_reclaimed;
+	e->gfp = start.gfp;
+	e->free_pages = start.free_pages;
+	e->cgroup_id = cgroup_id(task_cgroup(task, memcg_on_v1));
+	e->pid = pid_tgid >> 32;
+	e->tid = (__u32)pid_tgid;
+	e->uid = (__u32)bpf_get_current_uid_gid();
+	e->kind = kind;
+	e->order = start.order;
+	e->nid = start.nid;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	submit_batched(e, &events, wakeup_bytes);
+	return 0;
+}
+
+/* Three ways into each tracepoint; user space attaches the first the kernel accepts. */
+#define RECLAIM_PAIR(name, kind)                                                                   \
+	SEC("tp_btf/mm_vmscan_" #name "_begin")                                                    \
+	int BPF_PROG(name##_begin_btf, int order, gfp_t gfp)                                       \
+	{                                                                                          \
+		return on_begin(kind, order, gfp, -1);                                             \
+	}                                                                                          \
+	SEC("tp_btf/mm_vmscan_" #name "_end")                                                      \
+	int BPF_PROG(name##_end_btf, unsigned long nr_reclaimed)                                   \
+	{                                                                                          \
+		return on_end(ctx, kind, nr_reclaimed);                                            \
+	}                                                                                          \
+	SEC("raw_tp/mm_vmscan_" #name "_begin")                                                    \
+	int BPF_PROG(name##_begin_raw, int order, gfp_t gfp)                                       \
+	{                                                                                          \
+		return on_begin(kind, order, gfp, -1);                                             \
+	}                                                                                          \
+	SEC("raw_tp/mm_vmscan_" #name "_end")                                                      \
+	int BPF_PROG(name##_end_raw, unsigned long nr_reclaimed)                                   \
+	{                                                                                          \
+		return on_end(ctx, kind, nr_reclaimed);                                            \
+	}                                                                                          \
+	SEC("tracepoint/vmscan/mm_vmscan_" #name "_begin")                                         \
+	int name##_begin_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_begin_template *ctx)   \
+	{                                                                                          \
+		return on_begin(kind, ctx->order, ctx->gfp_flags, -1);                             \
+	}                                                                                          \
+	SEC("tracepoint/vmscan/mm_vmscan_" #name "_end")                                           \
+	int name##_end_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_end_template *ctx)       \
+	{                                                                                          \
+		return on_end(ctx, kind, ctx->nr_reclaimed);                                       \
+	}
+
+RECLAIM_PAIR(direct_reclaim, DRSNOOP_DIRECT)
+RECLAIM_PAIR(memcg_reclaim, DRSNOOP_MEMCG)
+RECLAIM_PAIR(memcg_softlimit_reclaim, DRSNOOP_SOFTLIMIT)
+
+/* Node reclaim's begin carries the node id first. */
+SEC("tp_btf/mm_vmscan_node_reclaim_begin")
+int BPF_PROG(node_reclaim_begin_btf, int nid, int order, gfp_t gfp)
+{
+	return on_begin(DRSNOOP_NODE, order, gfp, nid);
+}
+
+SEC("tp_btf/mm_vmscan_node_reclaim_end")
+int BPF_PROG(node_reclaim_end_btf, unsigned long nr_reclaimed)
+{
+	return on_end(ctx, DRSNOOP_NODE, nr_reclaimed);
+}
+
+SEC("raw_tp/mm_vmscan_node_reclaim_begin")
+int BPF_PROG(node_reclaim_begin_raw, int nid, int order, gfp_t gfp)
+{
+	return on_begin(DRSNOOP_NODE, order, gfp, nid);
+}
+
+SEC("raw_tp/mm_vmscan_node_reclaim_end")
+int BPF_PROG(node_reclaim_end_raw, unsigned long nr_reclaimed)
+{
+	return on_end(ctx, DRSNOOP_NODE, nr_reclaimed);
+}
+
+SEC("tracepoint/vmscan/mm_vmscan_node_reclaim_begin")
+int node_reclaim_begin_tp(struct trace_event_raw_mm_vmscan_node_reclaim_begin *ctx)
+{
+	return on_begin(DRSNOOP_NODE, ctx->order, ctx->gfp_flags, ctx->nid);
+}
+
+SEC("tracepoint/vmscan/mm_vmscan_node_reclaim_end")
+int node_reclaim_end_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_end_template *ctx)
+{
+	return on_end(ctx, DRSNOOP_NODE, ctx->nr_reclaimed);
+}

@@ -1,0 +1,128 @@
+#include "cgroups.h"
+
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+#include <vector>
+
+#include "errors.h"
+#include "files.h"
+
+namespace memlat {
+
+namespace {
+
+struct Mount {
+    std::string point, fstype, super_options;
+};
+
+// The mount that contains `path` (the longest mount point that is a prefix of it).
+Mount mount_of(const std::string &path) {
+    Mount best;
+    auto text = read_text_file("/proc/self/mountinfo");
+    if (!text)
+        return best;
+    std::string_view rest = *text, line;
+    while (next_line(rest, line)) {
+        // id parent major:minor root mountpoint options [optional...] - fstype source superopts
+        std::vector<std::string_view> fields;
+        for (size_t pos = 0; pos <= line.size();) {
+            size_t space = line.find(' ', pos);
+            if (space == std::string_view::npos)
+                space = line.size();
+            fields.push_back(line.substr(pos, space - pos));
+            pos = space + 1;
+        }
+        size_t dash = 0;
+        while (dash < fields.size() && fields[dash] != "-")
+            ++dash;
+        if (fields.size() < 5 || dash + 3 >= fields.size())
+            continue;
+        std::string point(fields[4]);
+        bool contains = path == point ||
+                        (path.starts_with(point) && (point == "/" || path[point.size()] == '/'));
+        if (contains && point.size() >= best.point.size())
+            best = Mount{point, std::string(fields[dash + 1]), std::string(fields[dash + 3])};
+    }
+    return best;
+}
+
+bool has_option(const std::string &options, std::string_view option) {
+    size_t pos = 0;
+    while (pos <= options.size()) {
+        size_t comma = options.find(',', pos);
+        if (comma == std::string::npos)
+            comma = options.size();
+        if (std::string_view(options).substr(pos, comma - pos) == option)
+            return true;
+        pos = comma + 1;
+    }
+    return false;
+}
+
+} // namespace
+
+CgroupTarget resolve_cgroup(const std::string &path) {
+    char real[PATH_MAX];
+    if (realpath(path.c_str(), real) == nullptr)
+        throw UsageError(fmt::format("cannot use cgroup '{}': it does not exist", path));
+    struct statfs fs {};
+    if (statfs(real, &fs) != 0 ||
+        (fs.f_type != CGROUP2_SUPER_MAGIC && fs.f_type != CGROUP_SUPER_MAGIC))
+        throw UsageError(fmt::format("'{}' is not a cgroup directory (not on a cgroup file "
+                                     "system)",
+                                     path));
+    CgroupTarget target;
+    target.v1 = fs.f_type == CGROUP_SUPER_MAGIC;
+    Mount mount = mount_of(real);
+    if (mount.point.empty())
+        throw UsageError(fmt::format("cannot find the cgroup mount that holds '{}'", path));
+    if (target.v1 && !has_option(mount.super_options, "memory"))
+        throw UsageError(fmt::format(
+            "'{}' is in the cgroup v1 hierarchy at {}, which has no memory controller; give a "
+            "cgroup of the memory hierarchy (e.g. under /sys/fs/cgroup/memory) or of cgroup v2",
+            path, mount.point));
+    std::string_view below = std::string_view(real).substr(mount.point.size());
+    for (char c : below)
+        target.level += c == '/';
+
+    // The kernfs node id is what the kernel reports as the cgroup id; the file handle of a
+    // cgroup directory carries it.
+    struct {
+        file_handle handle;
+        uint64_t id;
+    } fh{};
+    fh.handle.handle_bytes = sizeof(uint64_t);
+    int mount_id = 0;
+    if (name_to_handle_at(AT_FDCWD, real, &fh.handle, &mount_id, 0) != 0)
+        throw RuntimeError(
+            fmt::format("cannot read the id of cgroup '{}': {}", path, strerror(errno)));
+    target.id = fh.id;
+    return target;
+}
+
+bool memory_controller_on_v1() {
+    auto text = read_text_file("/proc/self/mountinfo");
+    if (!text)
+        return false;
+    std::string_view rest = *text, line;
+    while (next_line(rest, line)) {
+        auto dash = line.find(" - cgroup ");
+        if (dash == std::string_view::npos)
+            continue;
+        std::string_view tail = line.substr(dash + 10);
+        auto space = tail.find(' ');
+        if (space != std::string_view::npos &&
+            has_option(std::string(tail.substr(space + 1)), "memory"))
+            return true;
+    }
+    return false;
+}
+
+} // namespace memlat

@@ -1,0 +1,406 @@
+// drsnoop: threads stalled in memory reclaim (global direct reclaim, memory-cgroup limit
+// reclaim, cgroup v1 soft-limit reclaim, node reclaim), how long each stall lasted and how many
+// pages it freed.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <map>
+#include <optional>
+
+#include "bpf_runtime.h"
+#include "cgroups.h"
+#include "drsnoop.h"
+#include "drsnoop.skel.h"
+#include "drsnoop_format.h"
+#include "files.h"
+#include "gfp.h"
+#include "histogram.h"
+#include "options.h"
+#include "output.h"
+
+using namespace memlat;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char *tool_name = "drsnoop";
+
+constexpr const char *description =
+    R"(Trace threads that stall in memory reclaim: global direct reclaim, reclaim
+in a memory cgroup that hit its limit (what containers hit), cgroup v1
+soft-limit reclaim and node reclaim. One line per stall, or log2 latency
+histograms counted in the kernel (-H); a summary per process at exit.
+
+Columns: LAT(ms) is the stall, PAGES the pages that reclaim freed
+(nr_reclaimed), KIND direct/memcg/softlimit/node, ORDER the allocation order.
+With -e: TID, GFP flags by name (bit layout from the kernel's BTF), CGROUP
+(the id of the task's memory cgroup) and FREE(KB), the free memory of all
+zones when the stall began. drsnoop reads FREE from the zones of every node,
+reached through the task's memory cgroup, so it needs no kallsyms entry
+(unlike BCC's, which needs vm_zone_stat and CONFIG_KALLSYMS_ALL).)";
+
+constexpr const char *examples = R"(Examples:
+  drsnoop                   trace every reclaim stall
+  drsnoop -p 1234           only process 1234
+  drsnoop -k memcg -e       memory-cgroup reclaim, with GFP flags and free memory
+  drsnoop -G /sys/fs/cgroup/memory/db
+                            only tasks in that cgroup and below
+  drsnoop -H -P 5           per-process latency histograms every 5 seconds
+  drsnoop -T -U -d 60       with timestamps and UIDs, for a minute
+  drsnoop -j                JSON lines
+
+Environment:
+  MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
+  MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds (tp_btf, raw_tp,
+                            tracepoint))";
+
+const std::array<const char *, DRSNOOP_KINDS> kind_tracepoints{
+    "direct_reclaim", "memcg_reclaim", "memcg_softlimit_reclaim", "node_reclaim"};
+
+struct Options {
+    CommonOptions common;
+    std::optional<int> pid, tid;
+    std::optional<uint32_t> uid;
+    std::string comm;
+    bool show_uid = false;
+    bool extended = false;
+    std::string kinds;
+    std::string cgroup;
+    bool hist = false;
+    bool per_process = false;
+};
+
+class Drsnoop {
+  public:
+    explicit Drsnoop(Options options) : o_(std::move(options)) {}
+    int run();
+
+  private:
+    std::vector<Probe> plan() const;
+    void configure(drsnoop_bpf &skel) const;
+    void print_header() const;
+    void print_event(const drsnoop_event &e);
+    void print_histograms(drsnoop_bpf &skel);
+    void print_summary(drsnoop_bpf &skel);
+
+    Options o_;
+    std::array<bool, DRSNOOP_KINDS> kinds_{true, true, true, true};
+    bool kinds_explicit_ = false;
+    std::optional<CgroupTarget> cgroup_;
+    bool memcg_on_v1_ = memory_controller_on_v1();
+    GfpNames gfp_ = GfpNames::from_kernel();
+    drsnoop::LineFormat format_{o_.common.timestamp, o_.show_uid, o_.extended,
+                                getpagesize() / 1024};
+    uint64_t first_ns_ = 0;
+    std::map<std::pair<uint32_t, uint32_t>, std::array<uint64_t, MEMLAT_HIST_SLOTS>> hist_before_;
+};
+
+int node_count() {
+    // "0-1" or "0": the highest possible node id, plus one.
+    auto text = read_text_file("/sys/devices/system/node/possible");
+    if (!text)
+        return 1;
+    auto last = text->find_last_of(",-");
+    std::string_view tail =
+        std::string_view(*text).substr(last == std::string::npos ? 0 : last + 1);
+    while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' '))
+        tail.remove_suffix(1);
+    try {
+        return parse_number<int>(tail, "node count") + 1;
+    } catch (const UsageError &) {
+        return 1;
+    }
+}
+
+std::vector<Probe> Drsnoop::plan() const {
+    std::vector<Probe> probes;
+    for (int kind = 0; kind < DRSNOOP_KINDS; ++kind) {
+        if (!kinds_[kind])
+            continue;
+        std::string tp = kind_tracepoints[kind];
+        auto programs = [&](std::string_view suffix) {
+            return std::vector<std::string>{tp + "_begin" + std::string(suffix),
+                                            tp + "_end" + std::string(suffix)};
+        };
+        // A kind the user did not ask for by name may be missing from a kernel (soft-limit
+        // reclaim exists only with cgroup v1 support); the others are required.
+        probes.emplace_back(fmt::format("vmscan:mm_vmscan_{}_begin/end", tp),
+                            fmt::format("It needs the vmscan:mm_vmscan_{}_begin and _end "
+                                        "tracepoints.",
+                                        tp),
+                            std::vector<HookChoice>{
+                                {HookKind::TpBtf, programs("_btf"), "", "", ""},
+                                {HookKind::RawTp, programs("_raw"), "", "", ""},
+                                {HookKind::Tracepoint, programs("_tp"), "", "", ""},
+                            },
+                            kinds_explicit_ || kind == DRSNOOP_DIRECT || kind == DRSNOOP_MEMCG);
+    }
+    return probes;
+}
+
+void Drsnoop::configure(drsnoop_bpf &skel) const {
+    auto *ro = skel.rodata;
+    ro->filter_pid = o_.pid.value_or(0);
+    ro->filter_tid = o_.tid.value_or(0);
+    ro->filter_uid_on = o_.uid.has_value();
+    ro->filter_uid = o_.uid.value_or(0);
+    std::copy_n(o_.comm.begin(), std::min<size_t>(o_.comm.size(), DRSNOOP_COMM_LEN - 1),
+                const_cast<char *>(ro->filter_comm));
+    if (cgroup_) {
+        ro->filter_cgroup_on = true;
+        ro->filter_cgroup_id = cgroup_->id;
+        ro->filter_cgroup_level = cgroup_->level;
+        ro->filter_on_v1 = cgroup_->v1;
+    }
+    ro->memcg_on_v1 = memcg_on_v1_;
+    ro->extended = o_.extended;
+    ro->trace_events = !o_.hist;
+    ro->hist_mode = o_.hist;
+    ro->hist_per_process = o_.hist && o_.per_process;
+    ro->nr_nodes = std::min(node_count(), DRSNOOP_MAX_NODES);
+    bpf_map__set_max_entries(skel.maps.proc_hists, o_.hist && o_.per_process ? 8192 : 1);
+    bpf_map__set_max_entries(skel.maps.events, o_.hist ? 4096 : 1u << 20);
+}
+
+void Drsnoop::print_header() const {
+    if (!o_.common.json && !o_.hist)
+        fmt::print("{}\n", drsnoop::header(format_));
+}
+
+void Drsnoop::print_event(const drsnoop_event &e) {
+    if (first_ns_ == 0)
+        first_ns_ = e.ts_ns - e.lat_ns;
+    const double time_s = (e.ts_ns - first_ns_) / 1e9;
+    if (o_.common.json) {
+        auto j = drsnoop::json_event(e, time_s, format_, gfp_);
+        if (o_.common.timestamp)
+            j["wall_time"] = wall_clock_time();
+        print_json_line(j);
+        return;
+    }
+    fmt::print("{}\n", drsnoop::line(e, time_s, format_, gfp_));
+}
+
+template <typename Key, typename Value>
+std::vector<std::pair<Key, Value>> read_hash(bpf_map *map) {
+    std::vector<std::pair<Key, Value>> entries;
+    Key key{}, next{};
+    const Key *prev = nullptr;
+    while (bpf_map__get_next_key(map, prev, &next, sizeof(Key)) == 0) {
+        Value value{};
+        if (bpf_map__lookup_elem(map, &next, sizeof(Key), &value, sizeof(Value), 0) == 0)
+            entries.emplace_back(next, value);
+        key = next;
+        prev = &key;
+    }
+    return entries;
+}
+
+void Drsnoop::print_histograms(drsnoop_bpf &skel) {
+    // (pid, kind) -> slots, pid 0 for the all-process histograms; printed as the change
+    // since the last print.
+    std::map<std::pair<uint32_t, uint32_t>, std::array<uint64_t, MEMLAT_HIST_SLOTS>> now;
+    std::map<uint32_t, std::string> comms;
+    if (o_.per_process) {
+        for (const auto &[k, v] :
+             read_hash<drsnoop_proc_key, drsnoop_proc_hist>(skel.maps.proc_hists)) {
+            std::copy(std::begin(v.slots), std::end(v.slots), now[{k.pid, k.kind}].begin());
+            comms[k.pid] = std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
+        }
+    } else {
+        for (uint32_t kind = 0; kind < DRSNOOP_KINDS; ++kind)
+            std::copy(std::begin(skel.bss->hist[kind]), std::end(skel.bss->hist[kind]),
+                      now[{0, kind}].begin());
+    }
+    json out = json::object();
+    json hists = json::array();
+    if (o_.common.json)
+        out["time"] = wall_clock_time();
+    else if (o_.common.timestamp || o_.common.interval > 0)
+        fmt::print("\n{}\n", wall_clock_time());
+    for (const auto &[key, slots] : now) {
+        std::array<uint64_t, MEMLAT_HIST_SLOTS> d = slots;
+        if (auto it = hist_before_.find(key); it != hist_before_.end())
+            for (int i = 0; i < MEMLAT_HIST_SLOTS; ++i)
+                d[i] -= it->second[i];
+        if (hist_total(d) == 0)
+            continue;
+        const char *kind = drsnoop::kind_name(key.second);
+        if (o_.common.json) {
+            json h = log2_hist_json(d, "usecs");
+            h["kind"] = kind;
+            if (o_.per_process) {
+                h["pid"] = key.first;
+                h["comm"] = comms[key.first];
+            }
+            hists.push_back(h);
+            continue;
+        }
+        if (o_.per_process)
+            fmt::print("\npid {} ({}), {} reclaim:\n", key.first, comms[key.first], kind);
+        else
+            fmt::print("\n{} reclaim:\n", kind);
+        fmt::print("{}", render_log2_hist(d, "usecs"));
+    }
+    hist_before_ = std::move(now);
+    if (o_.common.json) {
+        out["histograms"] = hists;
+        print_json_line(out);
+    }
+}
+
+void Drsnoop::print_summary(drsnoop_bpf &skel) {
+    auto rows = read_hash<drsnoop_proc_key, drsnoop_summary>(skel.maps.summaries);
+    std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
+        return a.second.total_ns != b.second.total_ns ? a.second.total_ns > b.second.total_ns
+                                                      : a.first.pid < b.first.pid;
+    });
+    const auto *bss = skel.bss;
+    if (o_.common.json) {
+        json list = json::array();
+        for (const auto &[k, s] : rows)
+            list.push_back({{"pid", k.pid},
+                            {"comm", std::string(s.comm, strnlen(s.comm, sizeof(s.comm)))},
+                            {"kind", drsnoop::kind_name(k.kind)},
+                            {"stalls", s.stalls},
+                            {"total_ms", s.total_ns / 1e6},
+                            {"max_ms", s.max_ns / 1e6},
+                            {"pages", s.pages}});
+        print_json_line({{"summary", list},
+                         {"lost_events", bss->dropped_events},
+                         {"table_full", bss->table_full}});
+        return;
+    }
+    fmt::print("\nReclaim stalls by process:\n");
+    fmt::print("{:<7} {:<16} {:<9} {:>8} {:>12} {:>10} {:>10}\n", "PID", "COMM", "KIND", "STALLS",
+               "TOTAL(ms)", "MAX(ms)", "PAGES");
+    for (const auto &[k, s] : rows)
+        fmt::print("{:<7} {:<16} {:<9} {:>8} {:>12.3f} {:>10.3f} {:>10}\n", k.pid,
+                   std::string(s.comm, strnlen(s.comm, sizeof(s.comm))), drsnoop::kind_name(k.kind),
+                   s.stalls, s.total_ns / 1e6, s.max_ns / 1e6, s.pages);
+    if (bss->dropped_events != 0)
+        fmt::print("\nLost {} events: the ring buffer was full (the summary still counts "
+                   "them).\n",
+                   bss->dropped_events);
+    if (bss->table_full != 0)
+        fmt::print("\n{} stalls not counted: a BPF table was full.\n", bss->table_full);
+}
+
+int Drsnoop::run() {
+    auto must_exist = [](std::string_view what, int id, const std::string &path) {
+        struct stat st {};
+        if (id <= 0 || stat(path.c_str(), &st) != 0)
+            throw UsageError(fmt::format("no {} with id {}", what, id));
+    };
+    if (o_.pid)
+        must_exist("process", *o_.pid, fmt::format("/proc/{}", *o_.pid));
+    if (o_.tid)
+        must_exist("thread", *o_.tid, fmt::format("/proc/{}", *o_.tid));
+    if (o_.comm.size() >= DRSNOOP_COMM_LEN)
+        throw UsageError(fmt::format("-n '{}' is longer than a task name ({} characters)", o_.comm,
+                                     DRSNOOP_COMM_LEN - 1));
+    if (!o_.kinds.empty()) {
+        kinds_.fill(false);
+        kinds_explicit_ = true;
+        for (const auto &name : split_list(o_.kinds, "kind list")) {
+            uint32_t kind = 0;
+            while (kind < DRSNOOP_KINDS && name != drsnoop::kind_name(kind))
+                ++kind;
+            if (kind == DRSNOOP_KINDS)
+                throw UsageError(fmt::format(
+                    "unknown reclaim kind '{}'; the kinds are direct, memcg, softlimit, node",
+                    name));
+            kinds_[kind] = true;
+        }
+    }
+    if (!o_.cgroup.empty())
+        cgroup_ = resolve_cgroup(o_.cgroup);
+    if (o_.per_process && !o_.hist)
+        throw UsageError("-P goes with -H (per-process histograms)");
+    if (o_.common.interval > 0 && !o_.hist)
+        throw UsageError("an interval goes with -H; without it drsnoop prints every stall");
+
+    check_environment(tool_name);
+    auto v = o_.common.verbosity();
+    raise_memlock_limit(v);
+    verbose(v, fmt::format("GFP flag names from {}", gfp_.source()));
+    verbose(v,
+            fmt::format("CGROUP is the task's {}",
+                        memcg_on_v1_ ? "memory cgroup (cgroup v1 hierarchy)" : "cgroup v2 cgroup"));
+
+    auto probes = plan();
+    Loaded<drsnoop_bpf> skel(
+        drsnoop_bpf__open, drsnoop_bpf__destroy, [&](drsnoop_bpf &s) { configure(s); }, probes, v);
+
+    install_stop_signals();
+    std::optional<RingBuffer> events;
+    if (!o_.hist)
+        events.emplace(skel->maps.events, [this](const void *data, size_t size) {
+            if (size >= sizeof(drsnoop_event))
+                print_event(*static_cast<const drsnoop_event *>(data));
+        });
+    print_header();
+    announce_tracing(o_.hist ? "Tracing reclaim stalls (histograms)..."
+                             : "Tracing reclaim stalls...");
+    fflush(stdout);
+
+    auto wait = [&](std::chrono::milliseconds timeout) {
+        if (events) {
+            events->poll(timeout);
+            fflush(stdout);
+        } else {
+            sleep_for(timeout);
+        }
+    };
+    bool done = run_until_stopped(o_.common, wait, [&] { print_histograms(*skel); });
+    if (events)
+        events->drain();
+    if (o_.hist && !done)
+        print_histograms(*skel);
+    print_summary(*skel);
+    if (uint64_t misses = recursion_misses(skel->obj); misses != 0)
+        fmt::print(stderr,
+                   "{}: the kernel skipped {} program runs because another BPF program was "
+                   "running on the same CPU; those stalls are not counted.\n",
+                   tool_name, misses);
+    fflush(stdout);
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    return run_tool(tool_name, [&] {
+        Options o;
+        CommandLine cli(tool_name, description, examples);
+        cli.option('p', "pid", "PID", "Only threads of process PID",
+                   [&o](const std::string &s) { o.pid = parse_number<int>(s, "-p"); });
+        cli.option('t', "tid", "TID", "Only thread TID",
+                   [&o](const std::string &s) { o.tid = parse_number<int>(s, "-t"); });
+        cli.option('u', "uid", "UID", "Only tasks of user id UID",
+                   [&o](const std::string &s) { o.uid = parse_number<uint32_t>(s, "-u"); });
+        cli.option('n', "name", "NAME", "Only tasks whose name contains NAME", o.comm);
+        cli.flag('U', "print-uid", "Add a UID column", o.show_uid);
+        cli.flag('e', "extended",
+                 "Add TID, CGROUP, FREE(KB) (free memory when the stall began) and GFP (flags "
+                 "by name)",
+                 o.extended);
+        cli.option('k', "kind", "LIST",
+                   "Only these kinds of reclaim: direct, memcg, softlimit, node (default: all "
+                   "the kernel has)",
+                   o.kinds);
+        cli.option('G', "cgroup", "PATH",
+                   "Only tasks in this cgroup and below (a cgroup v2 directory, or one of the "
+                   "cgroup v1 memory hierarchy)",
+                   o.cgroup);
+        cli.flag('H', "hist",
+                 "Log2 histograms of stall time per kind instead of one line per stall, "
+                 "counted in the kernel; printed every INTERVAL or at the end",
+                 o.hist);
+        cli.flag('P', "per-process", "With -H: one histogram per process and kind", o.per_process);
+        add_common_options(cli, o.common, true);
+        cli.parse(argc, argv);
+        return Drsnoop(std::move(o)).run();
+    });
+}

@@ -1,0 +1,80 @@
+#include "drsnoop_format.h"
+
+#include <array>
+#include <cstring>
+#include <fmt/format.h>
+
+namespace memlat::drsnoop {
+
+namespace {
+
+std::string comm_of(const drsnoop_event &e) {
+    return std::string(e.comm, strnlen(e.comm, sizeof(e.comm)));
+}
+
+int64_t free_kb(const drsnoop_event &e, const LineFormat &f) {
+    return e.free_pages < 0 ? -1 : e.free_pages * f.page_kb;
+}
+
+} // namespace
+
+const char *kind_name(uint32_t kind) {
+    static const std::array<const char *, DRSNOOP_KINDS> names{"direct", "memcg", "softlimit",
+                                                               "node"};
+    return kind < DRSNOOP_KINDS ? names[kind] : "unknown";
+}
+
+std::string header(const LineFormat &f) {
+    std::string h;
+    if (f.timestamp)
+        h += fmt::format("{:<14}", "TIME(s)");
+    if (f.uid)
+        h += fmt::format("{:<7}", "UID");
+    h += fmt::format("{:<16} {:<7} {:>9} {:>8} {:<9} {:>5}", "COMM", "PID", "LAT(ms)", "PAGES",
+                     "KIND", "ORDER");
+    if (f.extended)
+        h += fmt::format(" {:<7} {:>10} {:>10} {}", "TID", "CGROUP", "FREE(KB)", "GFP");
+    return h;
+}
+
+std::string line(const drsnoop_event &e, double time_s, const LineFormat &f, const GfpNames &gfp) {
+    std::string out;
+    if (f.timestamp)
+        out += fmt::format("{:<14.6f}", time_s);
+    if (f.uid)
+        out += fmt::format("{:<7}", e.uid);
+    out += fmt::format("{:<16} {:<7} {:>9.3f} {:>8} {:<9} {:>5}", comm_of(e), e.pid, e.lat_ns / 1e6,
+                       e.nr_reclaimed, kind_name(e.kind), e.order);
+    if (f.extended) {
+        int64_t kb = free_kb(e, f);
+        out += fmt::format(" {:<7} {:>10} {:>10} {}", e.tid, e.cgroup_id,
+                           kb < 0 ? std::string("-") : std::to_string(kb), gfp.decode(e.gfp));
+    }
+    return out;
+}
+
+nlohmann::json json_event(const drsnoop_event &e, double time_s, const LineFormat &f,
+                          const GfpNames &gfp) {
+    nlohmann::json j = {{"time_s", time_s},
+                        {"comm", comm_of(e)},
+                        {"pid", e.pid},
+                        {"tid", e.tid},
+                        {"uid", e.uid},
+                        {"kind", kind_name(e.kind)},
+                        {"order", e.order},
+                        {"gfp", gfp.decode(e.gfp)},
+                        {"gfp_raw", e.gfp},
+                        {"lat_ms", e.lat_ns / 1e6},
+                        {"lat_ns", e.lat_ns},
+                        {"pages", e.nr_reclaimed},
+                        {"cgroup_id", e.cgroup_id}};
+    if (e.nid >= 0)
+        j["nid"] = e.nid;
+    if (f.extended) {
+        int64_t kb = free_kb(e, f);
+        j["free_kb"] = kb < 0 ? nlohmann::json(nullptr) : nlohmann::json(kb);
+    }
+    return j;
+}
+
+} // namespace memlat::drsnoop
