@@ -1,0 +1,103 @@
+// Reads a file, for the reclaim and page-cache tests: optionally first moves itself into a
+// cgroup (so that the page cache it faults in is charged there), then reads the whole file
+// PASSES times with read(2) or through mmap.
+//
+//   file_reader --file PATH [--cgroup DIR] [--passes N] [--mmap]
+// Prints "pid=PID iterations=PASSES bytes=B" when done.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+[[noreturn]] void die(const char *what) {
+    perror(what);
+    std::exit(1);
+}
+
+void join_cgroup(const std::string &dir) {
+    std::string procs = dir + "/cgroup.procs";
+    FILE *f = fopen(procs.c_str(), "w");
+    if (f == nullptr || fprintf(f, "%d\n", getpid()) < 0 || fclose(f) != 0)
+        die(procs.c_str());
+}
+
+unsigned long read_pass(int fd) {
+    std::vector<char> buf(1 << 20);
+    unsigned long total = 0;
+    if (lseek(fd, 0, SEEK_SET) != 0)
+        die("lseek");
+    for (;;) {
+        ssize_t n = read(fd, buf.data(), buf.size());
+        if (n < 0)
+            die("read");
+        if (n == 0)
+            return total;
+        total += static_cast<unsigned long>(n);
+    }
+}
+
+unsigned long mmap_pass(int fd, size_t size) {
+    void *p = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        die("mmap");
+    unsigned long sum = 0;
+    for (size_t off = 0; off < size; off += 4096)
+        sum += static_cast<const volatile unsigned char *>(p)[off];
+    munmap(p, size);
+    return size + (sum & 0); // touch every page; the sum only keeps the loads alive
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    std::string file, cgroup;
+    long passes = 1;
+    bool use_mmap = false;
+    for (int i = 1; i < argc; ++i) {
+        std::string opt = argv[i];
+        if (opt == "--mmap") {
+            use_mmap = true;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "file_reader: %s needs a value\n", opt.c_str());
+            return 2;
+        }
+        const char *val = argv[++i];
+        if (opt == "--file")
+            file = val;
+        else if (opt == "--cgroup")
+            cgroup = val;
+        else if (opt == "--passes")
+            passes = atol(val);
+        else {
+            fprintf(stderr, "file_reader: unknown option %s\n", opt.c_str());
+            return 2;
+        }
+    }
+    if (file.empty()) {
+        fprintf(stderr, "file_reader: --file is required\n");
+        return 2;
+    }
+    if (!cgroup.empty())
+        join_cgroup(cgroup);
+    int fd = open(file.c_str(), O_RDONLY);
+    if (fd < 0)
+        die(file.c_str());
+    struct stat st {};
+    if (fstat(fd, &st) != 0)
+        die("fstat");
+    unsigned long bytes = 0;
+    for (long pass = 0; pass < passes; ++pass)
+        bytes += use_mmap ? mmap_pass(fd, static_cast<size_t>(st.st_size)) : read_pass(fd);
+    close(fd);
+    printf("pid=%d iterations=%ld bytes=%lu\n", getpid(), passes, bytes);
+    return 0;
+}
