@@ -185,6 +185,13 @@ static __always_inline int on_tlb_flush(void *ctx, int reason, unsigned long pag
 	if (latency_from_ipi_vectors && handling_since[cpu] &&
 	    (reason == reason_remote_shootdown || reason == reason_remote_wrong_cpu))
 		ipi_flushed_tlb[cpu] = 1;
+	/* The fall-back culprit view counts senders on the sending CPU: -c names a target CPU and
+	 * -r a reason of the counts, so neither applies here; -p (the sender) does. */
+	if (culprits_from_send_ipi && reason == reason_remote_send_ipi) {
+		pid_tgid = bpf_get_current_pid_tgid();
+		if (pid_selected(pid_tgid))
+			count_culprit(ctx, pid_tgid, TLBFLUSH_ANY_CPU);
+	}
 	slot = reason < TLBFLUSH_MAX_REASONS ? reason : TLBFLUSH_MAX_REASONS - 1;
 	/* clang proves the clamp and drops the mask unless the value is hidden from it; the
 	 * verifier needs the mask to bound the array index. */
@@ -194,7 +201,7 @@ static __always_inline int on_tlb_flush(void *ctx, int reason, unsigned long pag
 		return 0;
 	/* The hot path of count mode ends at add_count(): the task is looked up only when an
 	 * option needs it. */
-	if (!filter_pid && !per_process && !culprits_from_send_ipi && !trace_events) {
+	if (!filter_pid && !per_process && !trace_events) {
 		add_count(&counts[cpu][slot], pages, false);
 		return 0;
 	}
@@ -205,8 +212,6 @@ static __always_inline int on_tlb_flush(void *ctx, int reason, unsigned long pag
 	add_count(&counts[cpu][slot], pages, false);
 	if (per_process)
 		count_per_process(pid_tgid, cpu, slot, pages);
-	if (culprits_from_send_ipi && reason == reason_remote_send_ipi)
-		count_culprit(ctx, pid_tgid, TLBFLUSH_ANY_CPU);
 	if (trace_events)
 		trace_event(pid_tgid, cpu, reason, pages);
 	return 0;

@@ -43,7 +43,9 @@ TEST(CpuList, ListsAndRanges) {
 TEST(CpuList, RejectsWhatIsNotACpu) {
     EXPECT_NE(usage_error("x", 4).find("'x' in CPU list 'x' is not a CPU number"),
               std::string::npos);
-    EXPECT_NE(usage_error("-1", 4).find("not a CPU number"), std::string::npos);
+    EXPECT_NE(usage_error("-1", 4).find("'-1' is not a CPU list"), std::string::npos);
+    EXPECT_NE(usage_error("-d", 4).find("did an option take the place of the list?"),
+              std::string::npos);
     EXPECT_NE(usage_error("1.5", 4).find("not a CPU number"), std::string::npos);
     EXPECT_NE(usage_error("", 4).find("empty item"), std::string::npos);
     EXPECT_NE(usage_error("1,,2", 4).find("empty item"), std::string::npos);

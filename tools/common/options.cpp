@@ -168,6 +168,10 @@ std::vector<std::string> split_list(std::string_view list, std::string_view what
 }
 
 std::vector<bool> parse_cpu_list(std::string_view list, int ncpus) {
+    if (list.starts_with('-'))
+        throw UsageError(fmt::format("'{}' is not a CPU list (e.g. 11 or 0,2-5); did an option "
+                                     "take the place of the list?",
+                                     list));
     std::vector<bool> mask(ncpus, false);
     for (const auto &item : split_list(list, "CPU list")) {
         std::string_view range(item);

@@ -1,0 +1,19 @@
+# Runtime test scenarios (label: runtime), included by tests/CMakeLists.txt.
+# One ctest per scenario: memlat_runtime_test(<script in tests/runtime> <scenario>).
+
+# tlbflush (test_tlbflush.py)
+foreach(scenario
+        count_matches_interrupts
+        culprits
+        stacks
+        latency
+        trace
+        sigint_summary
+        no_link_left
+        fallback_raw_tp
+        fallback_tracepoint
+        fallback_csd
+        bad_input
+        interval)
+    memlat_runtime_test(test_tlbflush.py tlbflush_${scenario})
+endforeach()
