@@ -284,6 +284,12 @@ def _(t: Test):
         res = run([os.path.join(build_dir(), "drsnoop"), *args], timeout=15)
         t.check_eq(f"drsnoop {' '.join(args)}: exit status", 2, res.rc)
         t.check_in(f"drsnoop {' '.join(args)}: message", message, res.stderr, "stderr")
+    # Without privileges: its own message and status 1 (setpriv drops to nobody).
+    res = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+               os.path.join(build_dir(), "drsnoop"), "-d", "1"], timeout=15)
+    t.check_eq("drsnoop as nobody: exit status", 1, res.rc)
+    t.check_in("drsnoop as nobody: message", "needs root, or the capabilities CAP_BPF and "
+               "CAP_PERFMON", res.stderr, "stderr")
     res = run([os.path.join(build_dir(), "drsnoop"), "-h"], timeout=15)
     t.check_eq("drsnoop -h exit status", 0, res.rc)
     for option in ("--pid", "--tid", "--uid", "--name", "--print-uid", "--extended", "--kind",

@@ -221,8 +221,8 @@ std::string HookChoice::label() const {
 void check_environment(std::string_view tool) {
     if (geteuid() != 0 && !(has_capability(CAP_BPF) && has_capability(CAP_PERFMON)))
         throw RuntimeError(fmt::format(
-            "{} needs root, or the capabilities CAP_BPF and CAP_PERFMON, to load BPF programs. "
-            "Run it with sudo.",
+            "loading BPF programs needs root, or the capabilities CAP_BPF and CAP_PERFMON. "
+            "Run {} with sudo.",
             tool));
     if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
         throw RuntimeError(
