@@ -50,6 +50,19 @@ static __always_inline bool bitmap_test(const volatile __u64 *map, __u32 words, 
 	return (map[word] >> (bit % 64)) & 1;
 }
 
+/* Inserts `init` under `key` (unless another CPU just did) and returns the map's value, for
+ * the first event of a key. A full table is counted in *full and gives NULL, so that what
+ * could not be counted is reported rather than lost silently. */
+static __always_inline void *map_insert_lookup(void *map, const void *key, const void *init,
+					       __u64 *full)
+{
+	if (bpf_map_update_elem(map, key, init, BPF_NOEXIST) == -E2BIG) {
+		__sync_fetch_and_add(full, 1);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(map, key);
+}
+
 /* Submits a ring-buffer record without waking user space until `batch_bytes` have built up:
  * at high event rates a wakeup per event would cost more than the event. User space also
  * drains the buffer on a timer, so a small trickle is never held back for long. */

@@ -252,11 +252,7 @@ static __always_inline void add_summary(__u64 pid_tgid, __u32 kind, __u64 lat, _
 		struct drsnoop_summary zero = {};
 
 		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
-		if (bpf_map_update_elem(&summaries, &key, &zero, BPF_NOEXIST) == -E2BIG) {
-			__sync_fetch_and_add(&table_full, 1);
-			return;
-		}
-		s = bpf_map_lookup_elem(&summaries, &key);
+		s = map_insert_lookup(&summaries, &key, &zero, &table_full);
 		if (!s)
 			return;
 	}
@@ -282,11 +278,7 @@ static __always_inline void add_hist(__u64 pid_tgid, __u32 kind, __u64 lat)
 		struct drsnoop_proc_hist zero = {};
 
 		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
-		if (bpf_map_update_elem(&proc_hists, &key, &zero, BPF_NOEXIST) == -E2BIG) {
-			__sync_fetch_and_add(&table_full, 1);
-			return;
-		}
-		h = bpf_map_lookup_elem(&proc_hists, &key);
+		h = map_insert_lookup(&proc_hists, &key, &zero, &table_full);
 		if (!h)
 			return;
 	}

@@ -112,11 +112,7 @@ static __always_inline void count_per_process(__u64 pid_tgid, __u32 cpu, __u32 r
 		struct tlbflush_proc_value zero = {};
 
 		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
-		if (bpf_map_update_elem(&proc_counts, &key, &zero, BPF_NOEXIST) == -E2BIG) {
-			__sync_fetch_and_add(&table_full, 1);
-			return;
-		}
-		v = bpf_map_lookup_elem(&proc_counts, &key);
+		v = map_insert_lookup(&proc_counts, &key, &zero, &table_full);
 		if (!v)
 			return;
 	}
@@ -143,11 +139,7 @@ static __always_inline void count_culprit(void *ctx, __u64 pid_tgid, __u32 targe
 		struct tlbflush_culprit_value zero = {};
 
 		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
-		if (bpf_map_update_elem(&culprits, &key, &zero, BPF_NOEXIST) == -E2BIG) {
-			__sync_fetch_and_add(&table_full, 1);
-			return;
-		}
-		v = bpf_map_lookup_elem(&culprits, &key);
+		v = map_insert_lookup(&culprits, &key, &zero, &table_full);
 		if (!v)
 			return;
 	}

@@ -182,21 +182,6 @@ void Drsnoop::print_event(const drsnoop_event &e) {
     fmt::print("{}\n", drsnoop::line(e, time_s, format_, gfp_));
 }
 
-template <typename Key, typename Value>
-std::vector<std::pair<Key, Value>> read_hash(bpf_map *map) {
-    std::vector<std::pair<Key, Value>> entries;
-    Key key{}, next{};
-    const Key *prev = nullptr;
-    while (bpf_map__get_next_key(map, prev, &next, sizeof(Key)) == 0) {
-        Value value{};
-        if (bpf_map__lookup_elem(map, &next, sizeof(Key), &value, sizeof(Value), 0) == 0)
-            entries.emplace_back(next, value);
-        key = next;
-        prev = &key;
-    }
-    return entries;
-}
-
 void Drsnoop::print_histograms(drsnoop_bpf &skel) {
     // (pid, kind) -> slots, pid 0 for the all-process histograms; printed as the change
     // since the last print.
@@ -204,7 +189,7 @@ void Drsnoop::print_histograms(drsnoop_bpf &skel) {
     std::map<uint32_t, std::string> comms;
     if (o_.per_process) {
         for (const auto &[k, v] :
-             read_hash<drsnoop_proc_key, drsnoop_proc_hist>(skel.maps.proc_hists)) {
+             read_hash_map<drsnoop_proc_key, drsnoop_proc_hist>(skel.maps.proc_hists)) {
             std::copy(std::begin(v.slots), std::end(v.slots), now[{k.pid, k.kind}].begin());
             comms[k.pid] = std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
         }
@@ -251,7 +236,7 @@ void Drsnoop::print_histograms(drsnoop_bpf &skel) {
 }
 
 void Drsnoop::print_summary(drsnoop_bpf &skel) {
-    auto rows = read_hash<drsnoop_proc_key, drsnoop_summary>(skel.maps.summaries);
+    auto rows = read_hash_map<drsnoop_proc_key, drsnoop_summary>(skel.maps.summaries);
     std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
         return a.second.total_ns != b.second.total_ns ? a.second.total_ns > b.second.total_ns
                                                       : a.first.pid < b.first.pid;

@@ -276,27 +276,12 @@ void Tlbflush::configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) c
     bpf_map__set_max_entries(skel.maps.events, o_.trace ? 4u << 20 : 4096);
 }
 
-template <typename Key, typename Value>
-std::vector<std::pair<Key, Value>> read_hash(bpf_map *map) {
-    std::vector<std::pair<Key, Value>> entries;
-    Key key{}, next{};
-    const Key *prev = nullptr;
-    while (bpf_map__get_next_key(map, prev, &next, sizeof(Key)) == 0) {
-        Value value{};
-        if (bpf_map__lookup_elem(map, &next, sizeof(Key), &value, sizeof(Value), 0) == 0)
-            entries.emplace_back(next, value);
-        key = next;
-        prev = &key;
-    }
-    return entries;
-}
-
 Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) const {
     Snapshot s;
     const auto *bss = skel.bss;
     if (o_.per_process) {
         for (const auto &[k, v] :
-             read_hash<tlbflush_proc_key, tlbflush_proc_value>(skel.maps.proc_counts)) {
+             read_hash_map<tlbflush_proc_key, tlbflush_proc_value>(skel.maps.proc_counts)) {
             CountKey key{k.pid, k.cpu, k.reason};
             s.counts[key] = v.c;
             s.comms[key] = std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
@@ -309,7 +294,7 @@ Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) const {
     }
     if (o_.culprits)
         for (const auto &[k, v] :
-             read_hash<tlbflush_culprit_key, tlbflush_culprit_value>(skel.maps.culprits)) {
+             read_hash_map<tlbflush_culprit_key, tlbflush_culprit_value>(skel.maps.culprits)) {
             CulpritKey key{k.pid, k.tid, k.cpu, k.kernel_stack, k.user_stack};
             s.culprits[key] = v.count;
             s.culprit_comms[key] = std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));

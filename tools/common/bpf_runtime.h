@@ -163,6 +163,23 @@ class RingBuffer {
 std::map<int64_t, std::string> kernel_enum_names(std::string_view enum_name,
                                                  std::string_view prefix);
 
+// Every entry of a BPF hash map, read from user space while the programs keep updating it.
+template <typename Key, typename Value>
+std::vector<std::pair<Key, Value>> read_hash_map(bpf_map *map) {
+    std::vector<std::pair<Key, Value>> entries;
+    Key key{}, next{};
+    const Key *prev = nullptr;
+    while (bpf_map__get_next_key(map, prev, &next, sizeof(Key)) == 0) {
+        Value value{};
+        // An entry deleted between the two calls is simply not there any more.
+        if (bpf_map__lookup_elem(map, &next, sizeof(Key), &value, sizeof(Value), 0) == 0)
+            entries.emplace_back(next, value);
+        key = next;
+        prev = &key;
+    }
+    return entries;
+}
+
 // Number of possible CPUs (what per-CPU BPF data is sized by).
 int possible_cpus();
 
