@@ -1,0 +1,446 @@
+// SPDX-License-Identifier: GPL-2.0
+/* numamove: page migrations by reason (NUMA balancing's misplaced pages, compaction, mbind,
+ * demotion, ...), timed per migrate_pages() call, from the migrate:mm_migrate_pages_start /
+ * mm_migrate_pages tracepoint pair; optionally timed per call of migrate_misplaced_folio (or
+ * migrate_misplaced_page on older kernels) with fentry/fexit or kprobes, and the task moves of
+ * NUMA balancing (sched_move_numa, sched_swap_numa, sched_stick_numa). */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#include "common.bpf.h"
+#include "numamove.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Options, set by user space before load. */
+const volatile __u32 filter_pid = 0;
+const volatile bool per_process = false;
+const volatile bool hist_mode = false;
+
+/* Positions of mm_migrate_pages' arguments for tp_btf and raw_tp, where the arguments are
+ * positional u64s and no field name can be relocated. The prototype changed over time
+ * (thp_succeeded, thp_failed, thp_split came in 5.9, large_folio_split in 6.x), so user space
+ * reads the running kernel's BTF (typedef btf_trace_mm_migrate_pages -> FUNC_PROTO, whose
+ * parameters have types but no names) and sets these before load; NUMAMOVE_NO_ARG marks an
+ * argument the kernel does not have. The defaults are never used: when user space cannot
+ * recognize the prototype it does not load these programs, and the classic tracepoint
+ * (trace_event_raw_mm_migrate_pages, read with CO-RE field relocations) is used instead. */
+const volatile __u8 arg_succeeded = NUMAMOVE_NO_ARG;
+const volatile __u8 arg_failed = NUMAMOVE_NO_ARG;
+const volatile __u8 arg_thp_succeeded = NUMAMOVE_NO_ARG;
+const volatile __u8 arg_thp_failed = NUMAMOVE_NO_ARG;
+const volatile __u8 arg_thp_split = NUMAMOVE_NO_ARG;
+const volatile __u8 arg_large_split = NUMAMOVE_NO_ARG;
+const volatile __u8 arg_reason = NUMAMOVE_NO_ARG;
+
+/* Counters, read by user space through the mmap'ed .bss. Migrations run on every CPU, so the
+ * adds are atomic; one migrate_pages() call costs microseconds, far more than the add. */
+struct numamove_count counts[NUMAMOVE_MAX_REASONS] = {};
+__u64 hist[NUMAMOVE_MAX_REASONS][MEMLAT_HIST_SLOTS] = {};
+struct numamove_call_count call_count = {};
+__u64 call_hist[MEMLAT_HIST_SLOTS] = {};
+__u64 task_moves[NUMAMOVE_TASK_MOVES] = {};
+__u64 table_full = 0;	  /* per-process hash map full */
+__u64 unpaired_ends = 0;  /* an end whose start was not seen (in flight at attach): not timed */
+__u64 depth_overflow = 0; /* migrate_pages() nested deeper than NUMAMOVE_MAX_DEPTH: not timed */
+
+/* Per thread: the starts of its open migrate_pages() calls (a stack: a migration can nest
+ * inside another through the allocation of its target page) and of its open per-call hook.
+ * Task-local storage is freed with the task, so nothing leaks when threads exit. */
+struct task_migration {
+	__u64 start[NUMAMOVE_MAX_DEPTH];
+	__u32 depth;
+	__u32 pad;
+	__u64 call_start;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_migration);
+} starts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct numamove_proc_key);
+	__type(value, struct numamove_proc_value);
+} proc_counts SEC(".maps");
+
+static __always_inline bool pid_selected(__u64 pid_tgid)
+{
+	return filter_pid == 0 || (__u32)(pid_tgid >> 32) == filter_pid;
+}
+
+static __always_inline __u32 reason_slot(int reason)
+{
+	__u32 slot =
+	    reason >= 0 && reason < NUMAMOVE_MAX_REASONS ? reason : NUMAMOVE_MAX_REASONS - 1;
+
+	/* clang proves the clamp and drops the mask unless the value is hidden from it; the
+	 * verifier needs the mask to bound the array index. */
+	barrier_var(slot);
+	return slot & (NUMAMOVE_MAX_REASONS - 1);
+}
+
+static __always_inline void on_start(void)
+{
+	struct task_migration *state;
+
+	if (!pid_selected(bpf_get_current_pid_tgid()))
+		return;
+	state = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), NULL,
+				     BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!state)
+		return; /* out of memory: the end counts the call, untimed */
+	if (state->depth >= NUMAMOVE_MAX_DEPTH) {
+		__sync_fetch_and_add(&depth_overflow, 1);
+		return;
+	}
+	state->start[state->depth & (NUMAMOVE_MAX_DEPTH - 1)] = bpf_ktime_get_ns();
+	state->depth++;
+}
+
+struct migration {
+	__u64 succeeded, failed, thp_succeeded, thp_failed, thp_split, large_split;
+	int reason;
+};
+
+static __always_inline void add_count(struct numamove_count *c, const struct migration *m,
+				      __u64 lat, bool paired)
+{
+	__sync_fetch_and_add(&c->calls, 1);
+	__sync_fetch_and_add(&c->succeeded, m->succeeded);
+	__sync_fetch_and_add(&c->failed, m->failed);
+	__sync_fetch_and_add(&c->thp_succeeded, m->thp_succeeded);
+	__sync_fetch_and_add(&c->thp_failed, m->thp_failed);
+	__sync_fetch_and_add(&c->thp_split, m->thp_split);
+	__sync_fetch_and_add(&c->large_split, m->large_split);
+	if (paired) {
+		__sync_fetch_and_add(&c->paired, 1);
+		__sync_fetch_and_add(&c->total_ns, lat);
+	}
+}
+
+static __always_inline void count_per_process(__u64 pid_tgid, __u32 slot, const struct migration *m,
+					      __u64 lat, bool paired)
+{
+	struct numamove_proc_key key = {.pid = pid_tgid >> 32, .reason = slot};
+	struct numamove_proc_value *v = bpf_map_lookup_elem(&proc_counts, &key);
+
+	if (!v) {
+		struct numamove_proc_value zero = {};
+
+		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
+		if (bpf_map_update_elem(&proc_counts, &key, &zero, BPF_NOEXIST) == -E2BIG) {
+			__sync_fetch_and_add(&table_full, 1);
+			return;
+		}
+		v = bpf_map_lookup_elem(&proc_counts, &key);
+		if (!v)
+			return;
+	}
+	add_count(&v->c, m, lat, paired);
+}
+
+static __always_inline int on_end(const struct migration *m)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 now = bpf_ktime_get_ns(), lat = 0;
+	struct task_migration *state;
+	__u32 slot = reason_slot(m->reason);
+	bool paired = false;
+
+	if (!pid_selected(pid_tgid))
+		return 0;
+	/* The pages are counted whether or not the start was seen, so the sums stay exact. */
+	state = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), NULL, 0);
+	if (state && state->depth > 0 && state->depth <= NUMAMOVE_MAX_DEPTH) {
+		__u64 start;
+
+		state->depth--;
+		start = state->start[state->depth & (NUMAMOVE_MAX_DEPTH - 1)];
+		if (start && now >= start) {
+			lat = now - start;
+			paired = true;
+		}
+	}
+	if (!paired)
+		__sync_fetch_and_add(&unpaired_ends, 1);
+	add_count(&counts[slot], m, lat, paired);
+	if (hist_mode && paired)
+		__sync_fetch_and_add(&hist[slot][log2_slot(lat / 1000)], 1);
+	if (per_process)
+		count_per_process(pid_tgid, slot, m, lat, paired);
+	return 0;
+}
+
+/* The n-th argument of a tp_btf/raw_tp program. `n` comes from read-only data, so the
+ * verifier knows it and follows only its case: the others, which may lie beyond the
+ * arguments this kernel's tracepoint has, are never checked. Each case loads with inline
+ * assembly at a constant offset: written in C, clang merges the cases into one load from
+ * ctx + 8 * n, which the verifier refuses (no access to ctx at a computed offset). */
+#define CTX_LOAD(ctx, off)                                                                         \
+	({                                                                                         \
+		__u64 __v;                                                                         \
+		asm volatile("%0 = *(u64 *)(%1 + " #off ")" : "=r"(__v) : "r"(ctx));               \
+		__v;                                                                               \
+	})
+
+static __always_inline __u64 arg_at(__u64 *ctx, __u8 n)
+{
+	switch (n) {
+	case 0:
+		return CTX_LOAD(ctx, 0);
+	case 1:
+		return CTX_LOAD(ctx, 8);
+	case 2:
+		return CTX_LOAD(ctx, 16);
+	case 3:
+		return CTX_LOAD(ctx, 24);
+	case 4:
+		return CTX_LOAD(ctx, 32);
+	case 5:
+		return CTX_LOAD(ctx, 40);
+	case 6:
+		return CTX_LOAD(ctx, 48);
+	case 7:
+		return CTX_LOAD(ctx, 56);
+	case 8:
+		return CTX_LOAD(ctx, 64);
+	case 9:
+		return CTX_LOAD(ctx, 72);
+	}
+	return 0;
+}
+
+static __always_inline int on_end_args(__u64 *ctx)
+{
+	struct migration m = {
+	    .succeeded = arg_at(ctx, arg_succeeded),
+	    .failed = arg_at(ctx, arg_failed),
+	    .thp_succeeded = arg_at(ctx, arg_thp_succeeded),
+	    .thp_failed = arg_at(ctx, arg_thp_failed),
+	    .thp_split = arg_at(ctx, arg_thp_split),
+	    .large_split = arg_at(ctx, arg_large_split),
+	    .reason = (int)arg_at(ctx, arg_reason),
+	};
+
+	return on_end(&m);
+}
+
+SEC("tp_btf/mm_migrate_pages_start")
+int migrate_start_btf(__u64 *ctx)
+{
+	on_start();
+	return 0;
+}
+
+SEC("tp_btf/mm_migrate_pages")
+int migrate_end_btf(__u64 *ctx)
+{
+	return on_end_args(ctx);
+}
+
+SEC("raw_tp/mm_migrate_pages_start")
+int migrate_start_raw(__u64 *ctx)
+{
+	on_start();
+	return 0;
+}
+
+SEC("raw_tp/mm_migrate_pages")
+int migrate_end_raw(__u64 *ctx)
+{
+	return on_end_args(ctx);
+}
+
+SEC("tracepoint/migrate/mm_migrate_pages_start")
+int migrate_start_tp(void *ctx)
+{
+	on_start();
+	return 0;
+}
+
+/* The classic tracepoint's record has named fields: CO-RE finds them at the running kernel's
+ * offsets, and those a kernel lacks read as 0. */
+SEC("tracepoint/migrate/mm_migrate_pages")
+int migrate_end_tp(struct trace_event_raw_mm_migrate_pages *ctx)
+{
+	struct migration m = {
+	    .succeeded = ctx->succeeded,
+	    .failed = ctx->failed,
+	    .reason = ctx->reason,
+	};
+
+	if (bpf_core_field_exists(ctx->thp_succeeded)) {
+		m.thp_succeeded = ctx->thp_succeeded;
+		m.thp_failed = ctx->thp_failed;
+	}
+	if (bpf_core_field_exists(ctx->thp_split))
+		m.thp_split = ctx->thp_split;
+	if (bpf_core_field_exists(ctx->large_folio_split))
+		m.large_split = ctx->large_folio_split;
+	return on_end(&m);
+}
+
+/* The per-call view: entry to return of migrate_misplaced_folio (migrate_misplaced_page on
+ * older kernels), the function NUMA balancing's hinting fault calls for one misplaced page.
+ * On kernels that isolate the page from the LRU inside it (6.1 does; 6.18 does it before, in
+ * migrate_misplaced_folio_prepare), its time includes the isolation, which the tracepoint
+ * pair does not see; it also counts calls that never reach migrate_pages(). */
+static __always_inline void on_call_entry(void)
+{
+	struct task_migration *state;
+
+	if (!pid_selected(bpf_get_current_pid_tgid()))
+		return;
+	state = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), NULL,
+				     BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (state)
+		state->call_start = bpf_ktime_get_ns();
+}
+
+static __always_inline void on_call_return(void)
+{
+	struct task_migration *state;
+	__u64 now = bpf_ktime_get_ns(), start, lat;
+
+	if (!pid_selected(bpf_get_current_pid_tgid()))
+		return;
+	state = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), NULL, 0);
+	if (!state)
+		return;
+	start = state->call_start;
+	state->call_start = 0;
+	if (!start || now < start)
+		return;
+	lat = now - start;
+	__sync_fetch_and_add(&call_count.calls, 1);
+	__sync_fetch_and_add(&call_count.total_ns, lat);
+	if (hist_mode)
+		__sync_fetch_and_add(&call_hist[log2_slot(lat / 1000)], 1);
+}
+
+SEC("fentry/migrate_misplaced_folio")
+int BPF_PROG(misplaced_folio_fentry)
+{
+	on_call_entry();
+	return 0;
+}
+
+SEC("fexit/migrate_misplaced_folio")
+int BPF_PROG(misplaced_folio_fexit)
+{
+	on_call_return();
+	return 0;
+}
+
+SEC("fentry/migrate_misplaced_page")
+int BPF_PROG(misplaced_page_fentry)
+{
+	on_call_entry();
+	return 0;
+}
+
+SEC("fexit/migrate_misplaced_page")
+int BPF_PROG(misplaced_page_fexit)
+{
+	on_call_return();
+	return 0;
+}
+
+SEC("kprobe/migrate_misplaced_folio")
+int BPF_KPROBE(misplaced_folio_kprobe)
+{
+	on_call_entry();
+	return 0;
+}
+
+SEC("kretprobe/migrate_misplaced_folio")
+int BPF_KRETPROBE(misplaced_folio_kretprobe)
+{
+	on_call_return();
+	return 0;
+}
+
+SEC("kprobe/migrate_misplaced_page")
+int BPF_KPROBE(misplaced_page_kprobe)
+{
+	on_call_entry();
+	return 0;
+}
+
+SEC("kretprobe/migrate_misplaced_page")
+int BPF_KRETPROBE(misplaced_page_kretprobe)
+{
+	on_call_return();
+	return 0;
+}
+
+/* Task moves of NUMA balancing, counted for the task moved (its process for -p). */
+static __always_inline int on_task_move(__u32 kind, __u32 tgid)
+{
+	if (filter_pid && tgid != filter_pid)
+		return 0;
+	if (kind < NUMAMOVE_TASK_MOVES)
+		__sync_fetch_and_add(&task_moves[kind], 1);
+	return 0;
+}
+
+SEC("tp_btf/sched_move_numa")
+int BPF_PROG(move_numa_btf, struct task_struct *task)
+{
+	return on_task_move(NUMAMOVE_MOVE, BPF_CORE_READ(task, tgid));
+}
+
+SEC("tp_btf/sched_swap_numa")
+int BPF_PROG(swap_numa_btf, struct task_struct *task)
+{
+	return on_task_move(NUMAMOVE_SWAP, BPF_CORE_READ(task, tgid));
+}
+
+SEC("tp_btf/sched_stick_numa")
+int BPF_PROG(stick_numa_btf, struct task_struct *task)
+{
+	return on_task_move(NUMAMOVE_STICK, BPF_CORE_READ(task, tgid));
+}
+
+SEC("raw_tp/sched_move_numa")
+int BPF_PROG(move_numa_raw, struct task_struct *task)
+{
+	return on_task_move(NUMAMOVE_MOVE, BPF_CORE_READ(task, tgid));
+}
+
+SEC("raw_tp/sched_swap_numa")
+int BPF_PROG(swap_numa_raw, struct task_struct *task)
+{
+	return on_task_move(NUMAMOVE_SWAP, BPF_CORE_READ(task, tgid));
+}
+
+SEC("raw_tp/sched_stick_numa")
+int BPF_PROG(stick_numa_raw, struct task_struct *task)
+{
+	return on_task_move(NUMAMOVE_STICK, BPF_CORE_READ(task, tgid));
+}
+
+SEC("tracepoint/sched/sched_move_numa")
+int move_numa_tp(struct trace_event_raw_sched_move_numa *ctx)
+{
+	return on_task_move(NUMAMOVE_MOVE, ctx->tgid);
+}
+
+SEC("tracepoint/sched/sched_swap_numa")
+int swap_numa_tp(struct trace_event_raw_sched_numa_pair_template *ctx)
+{
+	return on_task_move(NUMAMOVE_SWAP, ctx->src_tgid);
+}
+
+SEC("tracepoint/sched/sched_stick_numa")
+int stick_numa_tp(struct trace_event_raw_sched_numa_pair_template *ctx)
+{
+	return on_task_move(NUMAMOVE_STICK, ctx->src_tgid);
+}

@@ -1,0 +1,401 @@
+#!/usr/bin/env python3
+"""Runtime tests of numamove: real page migrations on the live kernel, started by the tests.
+
+Compaction migrates pages within a node through the same migrate_pages() and the same
+migrate:mm_migrate_pages tracepoint as NUMA balancing, so it exercises everything but the
+numa_misplaced reason on a one-node machine. The workload (migrate_fragmenter) maps 64 MiB
+of base pages, frees every other one, and writes 1 to /proc/sys/vm/compact_memory, which
+compacts every zone synchronously, in the workload's own process (again, up to 8 rounds of
+64 MiB, until 8192 pages moved). It checks that its data survived the migrations and frees it all.
+
+The oracles are independent of BPF:
+- /proc/vmstat: migrate_pages() adds its succeeded pages to pgmigrate_success (and failed ones
+  to pgmigrate_fail, THPs to thp_migration_success) right before it fires mm_migrate_pages
+  with the same numbers, for every reason. Both count base pages (a THP counts 512). The tool
+  counts from attach to SIGINT; vmstat is read at s0 (before the tool starts), s1 (tool
+  ready), s2 (workload done) and s3 (tool stopped). So the tool's sum lies in
+  [s2 - s1, s3 - s0], and equals the delta exactly when nothing migrated outside s1..s2
+  (s3 - s0 == s2 - s1, the usual case on a quiet machine: then the check is exact).
+- an ftrace instance of our own recording mm_migrate_pages for the workload's PID only (-p).
+"""
+import os
+import re
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from memlat_test import (Failure, Test, Tool, Workload, build_dir, log, run, run_workload,  # noqa: E402
+                         scenario, skip, main, TRACEFS)
+
+# Up to 8 rounds of 64 MiB: compaction's scanners may meet before they reach the holes, so
+# the workload fragments and compacts again until 8192 pages moved (512 MiB at most).
+FRAGMENT = ("--mib", "64", "--compact", "--rounds", "8", "--min-migrated", "8192")
+
+
+def vmstat() -> dict:
+    with open("/proc/vmstat") as f:
+        return {k: int(v) for k, v in (line.split() for line in f)}
+
+
+def _read(path: str, default: str = None) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        if default is None:
+            raise
+        return default
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+class Windows:
+    """vmstat snapshots s0..s3 around the tools (see the module docstring)."""
+
+    KEYS = ("pgmigrate_success", "pgmigrate_fail", "thp_migration_success",
+            "numa_pages_migrated")
+
+    def __init__(self):
+        self.s = [vmstat()]
+
+    def mark(self) -> None:
+        self.s.append(vmstat())
+
+    def bracket(self, key: str) -> tuple:
+        s0, s1, s2, s3 = self.s
+        return s2[key] - s1[key], s3[key] - s0[key]
+
+    def check(self, t: Test, what: str, key: str, actual: int) -> bool:
+        lo, hi = self.bracket(key)
+        how = ("exact: nothing migrated outside the workload's window" if lo == hi else
+               f"other migrations ran outside the workload's window: {hi - lo} pages of slack")
+        return t.check(lo <= actual <= hi, f"{what} vs /proc/vmstat {key} delta",
+                       f"in [{lo}, {hi}] ({how})", actual)
+
+
+def reason_sums(result) -> dict:
+    """{reason: {field: sum over every interval}} from numamove -r -j."""
+    sums: dict = {}
+    for line in result.json_lines():
+        for r in line.get("reasons", []):
+            acc = sums.setdefault(r["reason"], {})
+            for k, v in r.items():
+                if isinstance(v, (int, float)) and k != "reason_id":
+                    acc[k] = acc.get(k, 0) + v
+    return sums
+
+
+def total(sums: dict, field: str) -> int:
+    return sum(r.get(field, 0) for r in sums.values())
+
+
+def fragment_and_compact() -> dict:
+    return run_workload("migrate_fragmenter", *FRAGMENT, timeout=90)
+
+
+def numa_nodes() -> list:
+    text = _read("/sys/devices/system/node/online", "0").strip()
+    nodes = []
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            nodes.extend(range(int(a), int(b) + 1))
+        elif part:
+            nodes.append(int(part))
+    return nodes
+
+
+def node_cpus(node: int) -> list:
+    text = _read(f"/sys/devices/system/node/node{node}/cpulist", "").strip()
+    cpus = []
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            cpus.extend(range(int(a), int(b) + 1))
+        elif part:
+            cpus.append(int(part))
+    return [c for c in cpus if c in os.sched_getaffinity(0)]
+
+
+class FtraceOracle:
+    """An ftrace instance of our own recording migrate:mm_migrate_pages for one PID."""
+
+    EVENT = "migrate/mm_migrate_pages"
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.path = os.path.join(TRACEFS, "instances", f"memlat_numamove_{os.getpid()}")
+
+    def __enter__(self) -> "FtraceOracle":
+        if not os.path.isdir(os.path.join(TRACEFS, "instances")):
+            skip("tracefs instances are not available (needed for the ftrace oracle)")
+        os.mkdir(self.path)
+        event_dir = os.path.join(self.path, "events", self.EVENT)
+        _write(os.path.join(self.path, "buffer_size_kb"), "4096")
+        _write(os.path.join(event_dir, "filter"), f"common_pid == {self.pid}")
+        _write(os.path.join(event_dir, "enable"), "1")
+        return self
+
+    def stop(self) -> list:
+        """Disables the event; returns (succeeded, failed, reason) of every recorded event."""
+        _write(os.path.join(self.path, "events", self.EVENT, "enable"), "0")
+        text = _read(os.path.join(self.path, "trace"))
+        if "LOST" in text:
+            raise Failure("the ftrace oracle lost events (buffer too small)")
+        return [(int(a), int(b), r) for a, b, r in
+                re.findall(r"nr_succeeded=(\d+) nr_failed=(\d+) .*reason=(\w+)", text)]
+
+    def __exit__(self, *exc) -> None:
+        try:
+            _write(os.path.join(self.path, "events", self.EVENT, "enable"), "0")
+        except OSError:
+            pass
+        for _ in range(50):
+            try:
+                os.rmdir(self.path)
+                return
+            except OSError:
+                time.sleep(0.1)
+
+
+# ---------------------------------------------------------------- scenarios
+
+@scenario("numamove_compaction_matches_vmstat")
+def _(t: Test):
+    w = Windows()
+    with Tool("numamove", "-r", "-j") as tool:
+        w.mark()
+        done = fragment_and_compact()
+        w.mark()
+    w.mark()
+    log(f"workload pid {done['pid']} fragmented and compacted memory {done['iterations']} time(s)")
+    res = tool.result
+    t.check_eq("numamove exit status", 0, res.rc)
+    sums = reason_sums(res)
+    log(f"reasons seen: { {k: v.get('succeeded') for k, v in sums.items()} }")
+    t.require("compaction" in sums, "a compaction row (reason name from the kernel's BTF)",
+              "present", sorted(sums))
+    comp = sums["compaction"]
+    t.check_ge("compaction pages succeeded (non-vacuous; the workload aims at 8192)", 256,
+               comp["succeeded"])
+    w.check(t, "pages succeeded, all reasons", "pgmigrate_success", total(sums, "succeeded"))
+    others = total(sums, "succeeded") - comp["succeeded"]
+    lo, hi = w.bracket("pgmigrate_success")
+    t.check(lo - others <= comp["succeeded"] <= hi,
+            "compaction pages succeeded vs pgmigrate_success delta minus other reasons",
+            f"in [{lo - others}, {hi}] (other reasons: {others} pages)", comp["succeeded"])
+    w.check(t, "pages failed, all reasons", "pgmigrate_fail", total(sums, "failed"))
+    w.check(t, "THPs migrated, all reasons", "thp_migration_success",
+            total(sums, "thp_succeeded"))
+    t.check_ge("compaction calls timed (start seen)", comp["calls"] - 2, comp["timed_calls"],
+               "at most a call or two in flight at attach")
+    t.check(comp["total_ns"] > 0, "compaction total time", "> 0 ns", comp["total_ns"])
+    t.check_close("total_ms is total_ns / 1e6", comp["total_ns"] / 1e6, comp["total_ms"],
+                  rel_tol=1e-9, abs_tol=1e-6)
+
+
+@scenario("numamove_pid_matches_ftrace")
+def _(t: Test):
+    with Workload("migrate_fragmenter", *FRAGMENT, held=True) as wl:
+        pid = str(wl.pid)
+        with FtraceOracle(wl.pid) as oracle, \
+                Tool("numamove", "-r", "-j", "-p", pid) as by_pid, \
+                Tool("numamove", "-r", "-H", "-j", "-p", pid) as hist, \
+                Tool("numamove", "-r", "-P", "-j") as per_process, \
+                Tool("numamove", "-r", "-P", "-p", pid) as text:
+            wl.release()
+            wl.wait_done(90)
+            time.sleep(0.2)
+            events = oracle.stop()
+    log(f"ftrace saw {len(events)} mm_migrate_pages events of pid {pid}")
+    t.require(len(events) > 0, "the ftrace oracle saw migrations of the workload", "> 0",
+              len(events))
+    o_calls = [e for e in events if e[2] == "compaction"]
+    o_succeeded = sum(e[0] for e in o_calls)
+    o_failed = sum(e[1] for e in o_calls)
+    for name, tool in (("-p", by_pid), ("-H -p", hist), ("-P", per_process), ("text -P -p", text)):
+        t.check_eq(f"numamove {name} exit status", 0, tool.result.rc)
+
+    sums = reason_sums(by_pid.result)
+    t.check_eq("-p: reasons seen", {"compaction"}, set(sums))
+    comp = sums.get("compaction", {})
+    t.check_eq("-p: compaction calls vs ftrace events (exact)", len(o_calls), comp.get("calls"))
+    t.check_eq("-p: pages succeeded vs ftrace nr_succeeded sum (exact)", o_succeeded,
+               comp.get("succeeded"))
+    t.check_eq("-p: pages failed vs ftrace nr_failed sum (exact)", o_failed, comp.get("failed"))
+    t.check_eq("-p: every call timed (the tool started before the workload)", comp.get("calls"),
+               comp.get("timed_calls"))
+
+    hists = [h for line in hist.result.json_lines() for h in line.get("histograms", [])]
+    t.check_eq("-H: histogram unit", {"usecs"}, {h["unit"] for h in hists})
+    t.check_eq("-H: histogram total vs ftrace events (exact)", len(o_calls),
+               sum(h["total"] for h in hists if h["what"] == "compaction"))
+
+    rows = [r for line in per_process.result.json_lines() for r in line.get("processes", [])
+            if r["pid"] == wl.pid and r["reason"] == "compaction"]
+    t.check_eq("-P: the workload's pages succeeded vs ftrace (exact)", o_succeeded,
+               sum(r["succeeded"] for r in rows))
+    t.check_eq("-P: the workload's comm", {"migrate_fragmen"}, {r["comm"] for r in rows})
+
+    out = text.result.stdout
+    t.check_in("text -P: table header", "PID      COMM             REASON              CALLS  "
+               "SUCCEEDED", out)
+    lines = [l.split() for l in out.splitlines() if l.startswith(pid + " ")]
+    t.check_eq("text -P: the workload's pages succeeded (exact)", o_succeeded,
+               sum(int(l[4]) for l in lines if l[2] == "compaction"))
+
+
+@scenario("numamove_fallbacks_agree")
+def _(t: Test):
+    w = Windows()
+    variants = (("tp_btf", {}), ("raw_tp", {"MEMLAT_DISABLE_HOOKS": "tp_btf"}),
+                ("tracepoint", {"MEMLAT_DISABLE_HOOKS": "tp_btf,raw_tp"}))
+    with Tool("numamove", "-r", "-j", "-v", env=variants[0][1]) as a, \
+            Tool("numamove", "-r", "-j", "-v", env=variants[1][1]) as b, \
+            Tool("numamove", "-r", "-j", "-v", env=variants[2][1]) as c:
+        w.mark()
+        fragment_and_compact()
+        w.mark()
+    w.mark()
+    for (hook, env), tool in zip(variants, (a, b, c)):
+        res = tool.result
+        t.check_eq(f"{hook}: exit status", 0, res.rc)
+        t.check_in(f"{hook}: -v names the hook", f"mm_migrate_pages: using {hook} ", res.stderr,
+                   "stderr")
+        sums = reason_sums(res)
+        t.check_ge(f"{hook}: compaction calls seen", 1, sums.get("compaction", {}).get("calls", 0))
+        w.check(t, f"{hook}: pages succeeded", "pgmigrate_success", total(sums, "succeeded"))
+        w.check(t, f"{hook}: pages failed", "pgmigrate_fail", total(sums, "failed"))
+    t.check_in("-v explains the tp_btf argument layout", "from the kernel's BTF "
+               "(btf_trace_mm_migrate_pages): succeeded=0 failed=1", a.result.stderr, "stderr")
+
+
+@scenario("numamove_default_view")
+def _(t: Test):
+    nodes = numa_nodes()
+    w = Windows()
+    with Tool("numamove", "-v", "1", "3", wait_exit=True) as text, \
+            Tool("numamove", "-j", "1", "3", wait_exit=True) as js, \
+            Tool("numamove", "-c", "-v", "-H", "1", "3", wait_exit=True) as per_call:
+        w.mark()
+        fragment_and_compact()
+        w.mark()
+    w.mark()
+    res = text.result
+    t.check_eq("exit status after COUNT intervals", 0, res.rc)
+    lines = res.stdout.splitlines()
+    t.check_eq("header (the anchors' columns)", ["TIME", "NUMA_migrations", "NUMA_migrations_ms"],
+               lines[0].split() if lines else [])
+    rows = [l.split() for l in lines[1:] if l.strip()]
+    t.check_eq("one line per interval", 3, len(rows))
+    t.check(all(len(r) == 3 and re.fullmatch(r"\d+\.\d{3}", r[2]) for r in rows),
+            "ms column has three decimals (from summed ns)", "like 0.000", rows)
+    js_lines = js.result.json_lines()
+    t.check_eq("JSON: one object per interval", 3, len(js_lines))
+    if js_lines:
+        t.check_eq("JSON keys", {"time", "numa_migrations", "numa_migrations_ms",
+                                 "numa_migrations_ns", "view", "pages_succeeded",
+                                 "pages_failed", "thp_succeeded", "table_full", "untimed_calls",
+                                 "nesting_too_deep"}, set(js_lines[0]))
+    numa = sum(j.get("pages_succeeded", 0) for j in js_lines)
+    if len(nodes) == 1:
+        # Compaction migrated thousands of pages in the window, none of them numa_misplaced.
+        t.check_eq("NUMA_migrations with one NUMA node (compaction is not counted)",
+                   [0, 0, 0], [int(r[1]) for r in rows])
+        t.check_eq("JSON numa pages with one NUMA node", 0, numa)
+    else:
+        w.check(t, "NUMA pages succeeded", "numa_pages_migrated", numa)
+    err = per_call.result.stderr
+    t.check_eq("-c exit status", 0, per_call.result.rc)
+    t.check_in("-c -v says which per-call hook was used",
+               "migrate_misplaced_folio/migrate_misplaced_page (per call): using ", err, "stderr")
+    if "(per call): using migrate_tracepoints" in err:
+        t.check_in("-c fell back, and says so without -v", "cannot time migrate_misplaced_folio",
+                   err, "stderr")
+        t.check_in("-v: why fentry was not used", "not migrate_misplaced_folio/fentry: ", err,
+                   "stderr")
+        t.check_in("-v: why kprobes were not used", "not migrate_misplaced_folio/kprobe: ", err,
+                   "stderr")
+
+
+@scenario("numamove_numa_misplaced")
+def _(t: Test):
+    nodes = numa_nodes()
+    if len(nodes) < 2:
+        skip(f"this machine has one NUMA node ({nodes}): NUMA-misplaced migrations cannot "
+             "happen here (the VM harness with two nodes runs this scenario)")
+    src, dst = nodes[1], nodes[0]
+    src_cpus, dst_cpus = node_cpus(src), node_cpus(dst)
+    if not src_cpus or not dst_cpus:
+        skip(f"nodes {src} and {dst} need a usable CPU each (have {src_cpus}, {dst_cpus})")
+    balancing = "/proc/sys/kernel/numa_balancing"
+    if not os.path.exists(balancing):
+        skip("the kernel has no automatic NUMA balancing (CONFIG_NUMA_BALANCING)")
+    saved = _read(balancing).strip()
+    try:
+        _write(balancing, "1")
+        w = Windows()
+        with Workload("numa_misplacer", "--from-cpu", str(src_cpus[0]), "--to-cpu",
+                      str(dst_cpus[0]), "--mib", "128", "--seconds", "15", held=True) as wl:
+            with Tool("numamove", "-j") as default, \
+                    Tool("numamove", "-r", "-j") as reasons, \
+                    Tool("numamove", "-P", "-j", "-p", str(wl.pid)) as per_process, \
+                    Tool("numamove", "-c", "-j", "-v", "-m") as per_call:
+                w.mark()
+                wl.release()
+                wl.wait_done(60)
+                w.mark()
+        w.mark()
+    finally:
+        _write(balancing, saved)
+    lines = default.result.json_lines()
+    calls = sum(j["numa_migrations"] for j in lines)
+    pages = sum(j["pages_succeeded"] for j in lines)
+    log(f"default view: {calls} NUMA migrations, {pages} pages")
+    t.check_ge("NUMA migrations seen (128 MiB used from the other node for 15 s)", 100, calls)
+    w.check(t, "default view: pages succeeded", "numa_pages_migrated", pages)
+    sums = reason_sums(reasons.result)
+    w.check(t, "-r numa_misplaced pages", "numa_pages_migrated",
+            sums.get("numa_misplaced", {}).get("succeeded", 0))
+    mine = [r for j in per_process.result.json_lines() for r in j.get("processes", [])]
+    t.check_eq("-P -p: only the workload", {wl.pid}, {r["pid"] for r in mine})
+    t.check_ge("-P -p: the workload's NUMA pages", 1, sum(r["succeeded"] for r in mine))
+    err = per_call.result.stderr
+    if "(per call): using migrate_tracepoints" not in err:
+        pc = sum(j["numa_migrations"] for j in per_call.result.json_lines())
+        t.check_ge("-c: calls of migrate_misplaced_* >= numa_misplaced migrate_pages() calls",
+                   calls - 2, pc, "every such call comes from migrate_misplaced_*")
+    t.check_eq("-c -m exit status", 0, per_call.result.rc)
+
+
+@scenario("numamove_bad_input")
+def _(t: Test):
+    tool = os.path.join(build_dir(), "numamove")
+    cases = [
+        (["-p", "999999999"], "no process with PID 999999999"),
+        (["-p", "abc"], "-p takes a number, not 'abc'"),
+        (["-c", "-r"], "-c times NUMA balancing's calls only"),
+        (["-m", "-r"], "-m adds columns to the default view"),
+        (["0"], "the interval must be a positive number"),
+        (["1", "0"], "the count must be a positive number"),
+        (["--bogus"], "unrecognized option"),
+    ]
+    for args, message in cases:
+        res = run([tool, *args], timeout=15)
+        t.check_eq(f"numamove {' '.join(args)}: exit status", 2, res.rc)
+        t.check_in(f"numamove {' '.join(args)}: message", message, res.stderr, "stderr")
+    res = run([tool, "-h"], timeout=15)
+    t.check_eq("numamove -h exit status", 0, res.rc)
+    for option in ("--reasons", "--per-process", "--pid", "--hist", "--per-call",
+                   "--task-moves", "--timestamp", "--duration", "--json", "--verbose",
+                   "interval", "count", "NUMA_migrations_ms", "MEMLAT_DISABLE_HOOKS"):
+        t.check_in(f"-h documents {option}", option, res.stdout)
+    t.check(all(len(l) <= 80 for l in res.stdout.splitlines()), "-h lines fit 80 columns",
+            "<= 80", max(len(l) for l in res.stdout.splitlines()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,497 @@
+// numamove: page migrations per second, exact, by reason (NUMA balancing's misplaced pages,
+// compaction, mbind, demotion, ...), with their time and the processes that ran them.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <fmt/format.h>
+#include <map>
+#include <optional>
+
+#include "bpf_runtime.h"
+#include "histogram.h"
+#include "numamove.h"
+#include "numamove.skel.h"
+#include "numamove_format.h"
+#include "options.h"
+#include "output.h"
+
+using namespace memlat;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char *tool_name = "numamove";
+
+constexpr const char *description =
+    R"(Count page migrations and the time they take, every second. The default
+view is the one of bpftrace's numamove.bt and libbpf-tools' numamove:
+  TIME  NUMA_migrations  NUMA_migrations_ms
+NUMA_migrations counts the migrations of automatic NUMA balancing (reason
+numa_misplaced: one call of migrate_pages() per misplaced page or THP) and
+NUMA_migrations_ms their summed time, from nanoseconds (never truncated to
+whole milliseconds per migration). The anchors time migrate_misplaced_page()
+instead; -c does that where the kernel allows it.
+
+numamove watches migrate:mm_migrate_pages_start and mm_migrate_pages, which
+every migration passes (compaction, mbind, NUMA balancing, demotion, ...):
+-r shows them all by reason, with the pages that succeeded and failed (base
+pages, as /proc/vmstat's pgmigrate_success and pgmigrate_fail count them),
+THPs migrated whole, failed or split, and the time. Reason names are read
+from the running kernel (enum migrate_reason). Migrations are attributed to
+the task that ran them: the faulting thread for NUMA balancing, kcompactd or
+the allocating task for compaction. INTERVAL defaults to 1 second; every
+view prints the time of each interval, with or without -T.)";
+
+constexpr const char *examples = R"(Examples:
+  numamove                  NUMA-balancing migrations per second
+  numamove -r               every migration by reason, per second
+  numamove -r -j 10 6       by reason, JSON, every 10 seconds for a minute
+  numamove -P -p 1234       process 1234's NUMA migrations, per process
+  numamove -r -P            who migrates what, by reason
+  numamove -H               log2 histogram of the time per migration
+  numamove -c -H            time migrate_misplaced_folio() calls instead
+  numamove -m               add NUMA balancing's task moves, swaps, sticks
+
+Environment:
+  MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
+  MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds or families (tp_btf,
+                            raw_tp, tracepoint, fentry, kprobe))";
+
+struct Options {
+    CommonOptions common;
+    std::optional<int> pid;
+    bool reasons = false;
+    bool per_process = false;
+    bool hist = false;
+    bool per_call = false;
+    bool task_moves = false;
+};
+
+struct ProcKey {
+    uint32_t pid, reason;
+    auto operator<=>(const ProcKey &) const = default;
+};
+
+// Everything the BPF side has counted so far; intervals print the difference of two.
+struct Snapshot {
+    std::array<numamove_count, NUMAMOVE_MAX_REASONS> counts{};
+    std::array<std::array<uint64_t, MEMLAT_HIST_SLOTS>, NUMAMOVE_MAX_REASONS> hist{};
+    numamove_call_count calls{};
+    std::array<uint64_t, MEMLAT_HIST_SLOTS> call_hist{};
+    std::array<uint64_t, NUMAMOVE_TASK_MOVES> moves{};
+    std::map<ProcKey, numamove_count> procs;
+    std::map<ProcKey, std::string> comms;
+    uint64_t table_full = 0, unpaired = 0, depth_overflow = 0;
+};
+
+class Numamove {
+  public:
+    explicit Numamove(Options options) : o_(std::move(options)) {}
+    int run();
+
+  private:
+    std::vector<Probe> plan() const;
+    void configure(numamove_bpf &skel) const;
+    Snapshot snapshot(numamove_bpf &skel) const;
+    void print_interval(const Snapshot &now, const Snapshot &before);
+    void print_default(const Snapshot &now, const Snapshot &before, json &out) const;
+    void print_reasons(const Snapshot &now, const Snapshot &before, json &out) const;
+    void print_processes(const Snapshot &now, const Snapshot &before, json &out) const;
+    void print_hists(const Snapshot &now, const Snapshot &before, json &out) const;
+
+    Options o_;
+    numamove::ReasonNames reasons_ = numamove::ReasonNames::from_kernel();
+    int64_t numa_reason_ = -1;
+    std::optional<numamove::ArgLayout> layout_;
+    std::string layout_why_;
+    bool per_call_view_ = false; // -c and the kernel let us time migrate_misplaced_*
+};
+
+std::vector<Probe> Numamove::plan() const {
+    auto three_ways = [](const std::string &family, const std::vector<std::string> &programs) {
+        auto with = [&](std::string_view suffix) {
+            std::vector<std::string> p;
+            for (const auto &name : programs)
+                p.push_back(name + std::string(suffix));
+            return p;
+        };
+        return std::vector<HookChoice>{
+            {HookKind::TpBtf, with("_btf"), family, "", ""},
+            {HookKind::RawTp, with("_raw"), family, "", ""},
+            {HookKind::Tracepoint, with("_tp"), family, "", ""},
+        };
+    };
+
+    std::vector<Probe> probes;
+    // The end first: a migration in flight when tracing starts is then counted (untimed),
+    // never timed from a start whose end was missed.
+    auto migrate = three_ways("", {"migrate_end", "migrate_start"});
+    if (!layout_) {
+        // tp_btf and raw_tp see positional arguments only; without a layout they would read
+        // the wrong ones. The classic tracepoint's named fields need no layout.
+        migrate[0].unavailable = "mm_migrate_pages' arguments not recognized: " + layout_why_;
+        migrate[1].unavailable = migrate[0].unavailable;
+    }
+    probes.emplace_back("migrate:mm_migrate_pages_start/mm_migrate_pages",
+                        "It needs the migrate:mm_migrate_pages_start and mm_migrate_pages "
+                        "tracepoints (Linux 5.10 or later).",
+                        std::move(migrate));
+
+    if (o_.per_call) {
+        auto call = [](HookKind kind, const std::string &function, const std::string &suffix) {
+            std::string base =
+                function == "migrate_misplaced_folio" ? "misplaced_folio" : "misplaced_page";
+            bool fentry = kind == HookKind::Fentry;
+            return HookChoice{
+                kind, {base + (fentry ? "_fexit" : "_kretprobe"), base + suffix}, function, "", ""};
+        };
+        std::vector<HookChoice> choices{
+            call(HookKind::Fentry, "migrate_misplaced_folio", "_fentry"),
+            call(HookKind::Fentry, "migrate_misplaced_page", "_fentry"),
+            call(HookKind::Kprobe, "migrate_misplaced_folio", "_kprobe"),
+            call(HookKind::Kprobe, "migrate_misplaced_page", "_kprobe"),
+            {HookKind::Tracepoint,
+             {},
+             "migrate_tracepoints",
+             "NUMA_migrations are the numa_misplaced migrate_pages() calls of the tracepoints "
+             "above; their time excludes what migrate_misplaced_* does around migrate_pages() "
+             "(isolating the page, on kernels that do it there)",
+             ""},
+        };
+        probes.emplace_back("migrate_misplaced_folio/migrate_misplaced_page (per call)", "",
+                            std::move(choices));
+    }
+    if (o_.task_moves)
+        probes.emplace_back("sched:sched_move_numa/sched_swap_numa/sched_stick_numa",
+                            "They need CONFIG_NUMA_BALANCING.",
+                            three_ways("", {"move_numa", "swap_numa", "stick_numa"}), false);
+    return probes;
+}
+
+void Numamove::configure(numamove_bpf &skel) const {
+    auto *ro = skel.rodata;
+    ro->filter_pid = static_cast<uint32_t>(o_.pid.value_or(0));
+    ro->per_process = o_.per_process;
+    ro->hist_mode = o_.hist;
+    if (layout_) {
+        ro->arg_succeeded = layout_->succeeded;
+        ro->arg_failed = layout_->failed;
+        ro->arg_thp_succeeded = layout_->thp_succeeded;
+        ro->arg_thp_failed = layout_->thp_failed;
+        ro->arg_thp_split = layout_->thp_split;
+        ro->arg_large_split = layout_->large_split;
+        ro->arg_reason = layout_->reason;
+    }
+    bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? 8192 : 1);
+}
+
+template <typename Key, typename Value>
+std::vector<std::pair<Key, Value>> read_hash(bpf_map *map) {
+    std::vector<std::pair<Key, Value>> entries;
+    Key key{}, next{};
+    const Key *prev = nullptr;
+    while (bpf_map__get_next_key(map, prev, &next, sizeof(Key)) == 0) {
+        Value value{};
+        if (bpf_map__lookup_elem(map, &next, sizeof(Key), &value, sizeof(Value), 0) == 0)
+            entries.emplace_back(next, value);
+        key = next;
+        prev = &key;
+    }
+    return entries;
+}
+
+Snapshot Numamove::snapshot(numamove_bpf &skel) const {
+    Snapshot s;
+    const auto *bss = skel.bss;
+    for (int r = 0; r < NUMAMOVE_MAX_REASONS; ++r) {
+        s.counts[r] = bss->counts[r];
+        std::copy(std::begin(bss->hist[r]), std::end(bss->hist[r]), s.hist[r].begin());
+    }
+    s.calls = bss->call_count;
+    std::copy(std::begin(bss->call_hist), std::end(bss->call_hist), s.call_hist.begin());
+    std::copy(std::begin(bss->task_moves), std::end(bss->task_moves), s.moves.begin());
+    if (o_.per_process)
+        for (const auto &[k, v] :
+             read_hash<numamove_proc_key, numamove_proc_value>(skel.maps.proc_counts)) {
+            ProcKey key{k.pid, k.reason};
+            s.procs[key] = v.c;
+            s.comms[key] = std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
+        }
+    s.table_full = bss->table_full;
+    s.unpaired = bss->unpaired_ends;
+    s.depth_overflow = bss->depth_overflow;
+    return s;
+}
+
+void Numamove::print_default(const Snapshot &now, const Snapshot &before, json &out) const {
+    numamove_count numa{};
+    if (numa_reason_ >= 0 && numa_reason_ < NUMAMOVE_MAX_REASONS)
+        numa = numamove::minus(now.counts[numa_reason_], before.counts[numa_reason_]);
+    uint64_t migrations = numa.calls, ns = numa.total_ns;
+    if (per_call_view_) {
+        migrations = now.calls.calls - before.calls.calls;
+        ns = now.calls.total_ns - before.calls.total_ns;
+    }
+    std::array<uint64_t, NUMAMOVE_TASK_MOVES> moves{};
+    for (int i = 0; i < NUMAMOVE_TASK_MOVES; ++i)
+        moves[i] = now.moves[i] - before.moves[i];
+    if (o_.common.json) {
+        out["numa_migrations"] = migrations;
+        out["numa_migrations_ms"] = ns / 1e6;
+        out["numa_migrations_ns"] = ns;
+        out["view"] = per_call_view_ ? "per_call" : "tracepoints";
+        out["pages_succeeded"] = numa.succeeded;
+        out["pages_failed"] = numa.failed;
+        out["thp_succeeded"] = numa.thp_succeeded;
+        if (o_.task_moves)
+            out["task_moves"] = {
+                {"move", moves[NUMAMOVE_MOVE]},
+                {"swap", moves[NUMAMOVE_SWAP]},
+                {"stick", moves[NUMAMOVE_STICK]},
+            };
+        return;
+    }
+    std::string line = numamove::default_line(wall_clock_time(), migrations, ns);
+    if (o_.task_moves)
+        line += fmt::format(" {:>10} {:>10} {:>10}", moves[NUMAMOVE_MOVE], moves[NUMAMOVE_SWAP],
+                            moves[NUMAMOVE_STICK]);
+    fmt::print("{}\n", line);
+}
+
+void Numamove::print_reasons(const Snapshot &now, const Snapshot &before, json &out) const {
+    std::vector<numamove::ReasonRow> rows;
+    for (int r = 0; r < NUMAMOVE_MAX_REASONS; ++r) {
+        auto d = numamove::minus(now.counts[r], before.counts[r]);
+        if (d.calls != 0)
+            rows.push_back({r, d});
+    }
+    if (o_.common.json) {
+        json list = json::array();
+        for (const auto &row : rows)
+            list.push_back(numamove::reason_json(row, reasons_));
+        out["reasons"] = list;
+        return;
+    }
+    fmt::print("{}\n", numamove::reasons_header());
+    for (const auto &row : rows)
+        fmt::print("{}\n", numamove::reason_line(row, reasons_));
+}
+
+void Numamove::print_processes(const Snapshot &now, const Snapshot &before, json &out) const {
+    std::vector<numamove::ProcessRow> rows;
+    for (const auto &[key, c] : now.procs) {
+        // Without -r, only the NUMA-balancing migrations, as in the default view.
+        if (!o_.reasons && key.reason != numa_reason_)
+            continue;
+        auto it = before.procs.find(key);
+        auto d = it == before.procs.end() ? c : numamove::minus(c, it->second);
+        if (d.calls != 0)
+            rows.push_back({key.pid, now.comms.at(key), key.reason, d});
+    }
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const auto &a, const auto &b) { return a.c.succeeded > b.c.succeeded; });
+    if (o_.common.json) {
+        json list = json::array();
+        for (const auto &row : rows)
+            list.push_back(numamove::process_json(row, reasons_));
+        out["processes"] = list;
+        return;
+    }
+    fmt::print("{}{}\n", o_.reasons ? "\n" : "", numamove::process_header());
+    for (const auto &row : rows)
+        fmt::print("{}\n", numamove::process_line(row, reasons_));
+}
+
+void Numamove::print_hists(const Snapshot &now, const Snapshot &before, json &out) const {
+    json list = json::array();
+    auto one = [&](const std::array<uint64_t, MEMLAT_HIST_SLOTS> &a,
+                   const std::array<uint64_t, MEMLAT_HIST_SLOTS> &b, const std::string &what,
+                   const std::string &title) {
+        std::array<uint64_t, MEMLAT_HIST_SLOTS> d{};
+        for (int i = 0; i < MEMLAT_HIST_SLOTS; ++i)
+            d[i] = a[i] - b[i];
+        if (hist_total(d) == 0)
+            return;
+        if (o_.common.json) {
+            json h = log2_hist_json(d, "usecs");
+            h["what"] = what;
+            list.push_back(h);
+            return;
+        }
+        fmt::print("\n{}\n{}", title, render_log2_hist(d, "usecs"));
+    };
+    if (o_.reasons) {
+        for (int r = 0; r < NUMAMOVE_MAX_REASONS; ++r)
+            one(now.hist[r], before.hist[r], reasons_.name(r),
+                fmt::format("{} migrations (migrate_pages() calls):", reasons_.name(r)));
+    } else if (per_call_view_) {
+        one(now.call_hist, before.call_hist, "migrate_misplaced",
+            "migrate_misplaced_* calls (NUMA balancing):");
+    } else if (numa_reason_ >= 0 && numa_reason_ < NUMAMOVE_MAX_REASONS) {
+        one(now.hist[numa_reason_], before.hist[numa_reason_], reasons_.name(numa_reason_),
+            "NUMA-balancing migrations (numa_misplaced migrate_pages() calls):");
+    }
+    if (o_.common.json)
+        out["histograms"] = list;
+}
+
+void Numamove::print_interval(const Snapshot &now, const Snapshot &before) {
+    json out = json::object();
+    const bool tables = o_.reasons || o_.per_process;
+    if (o_.common.json)
+        out["time"] = wall_clock_time();
+    else if (tables || o_.hist)
+        fmt::print("{}{}\n", tables ? "\n" : "", wall_clock_time());
+    if (!tables)
+        print_default(now, before, out);
+    if (o_.reasons)
+        print_reasons(now, before, out);
+    if (o_.per_process)
+        print_processes(now, before, out);
+    if (o_.hist)
+        print_hists(now, before, out);
+    uint64_t full = now.table_full - before.table_full;
+    uint64_t unpaired = now.unpaired - before.unpaired;
+    uint64_t deep = now.depth_overflow - before.depth_overflow;
+    if (o_.common.json) {
+        out["table_full"] = full;
+        out["untimed_calls"] = unpaired;
+        out["nesting_too_deep"] = deep;
+        print_json_line(out);
+        return;
+    }
+    if (full != 0)
+        fmt::print("{} migrations missing from the per-process table: it was full.\n", full);
+    if (deep != 0)
+        fmt::print("{} migrations nested deeper than {}: not timed.\n", deep, NUMAMOVE_MAX_DEPTH);
+}
+
+int Numamove::run() {
+    if (o_.pid) {
+        struct stat st {};
+        if (*o_.pid <= 0 || stat(fmt::format("/proc/{}", *o_.pid).c_str(), &st) != 0)
+            throw UsageError(fmt::format("no process with PID {}", *o_.pid));
+    }
+    if (o_.per_call && o_.reasons)
+        throw UsageError("-c times NUMA balancing's calls only; it does not go with -r");
+    if (o_.task_moves && (o_.reasons || o_.per_process))
+        throw UsageError("-m adds columns to the default view; it does not go with -r or -P");
+    if (o_.common.interval <= 0)
+        o_.common.interval = 1;
+
+    check_environment(tool_name);
+    auto v = o_.common.verbosity();
+    raise_memlock_limit(v);
+    if (reasons_.fallback())
+        verbose(v, "The kernel's BTF has no enum migrate_reason: reason names are those of "
+                   "Linux 6.18 and may be wrong here");
+    else
+        verbose(v, "Reason names from the kernel's BTF (enum migrate_reason)");
+    if (auto numa = reasons_.value("numa_misplaced"))
+        numa_reason_ = *numa;
+    else
+        verbose(v, "This kernel names no numa_misplaced reason: NUMA_migrations stays 0");
+    layout_ = numamove::kernel_migrate_pages_layout(layout_why_);
+    if (layout_)
+        verbose(v, fmt::format("mm_migrate_pages arguments for tp_btf/raw_tp, from the "
+                               "kernel's BTF (btf_trace_mm_migrate_pages): {}",
+                               layout_->describe()));
+    else
+        verbose(v, fmt::format("mm_migrate_pages arguments not recognized ({}): tp_btf and "
+                               "raw_tp not tried; the classic tracepoint reads them by name",
+                               layout_why_));
+
+    auto probes = plan();
+    Loaded<numamove_bpf> skel(
+        numamove_bpf__open, numamove_bpf__destroy, [&](numamove_bpf &s) { configure(s); }, probes,
+        v);
+    for (const auto &probe : probes)
+        if (probe.name.ends_with("(per call)")) {
+            per_call_view_ = !probe.uses_family("migrate_tracepoints");
+            if (!per_call_view_)
+                fmt::print(stderr,
+                           "{}: cannot time migrate_misplaced_folio/_page calls on this kernel "
+                           "(fentry and kprobes refused; -v says why): NUMA_migrations counts "
+                           "the numa_misplaced migrations of the migrate tracepoints instead.\n",
+                           tool_name);
+        }
+    for (const auto &probe : probes)
+        if (probe.name.starts_with("sched:") && probe.choice() == nullptr)
+            fmt::print(stderr,
+                       "{}: the kernel has no sched_*_numa tracepoints "
+                       "(CONFIG_NUMA_BALANCING off?): task moves stay 0.\n",
+                       tool_name);
+
+    install_stop_signals();
+    if (!o_.common.json && !o_.reasons && !o_.per_process) {
+        std::string header = numamove::default_header();
+        if (o_.task_moves)
+            header +=
+                fmt::format(" {:>10} {:>10} {:>10}", "TASK_MOVES", "TASK_SWAPS", "TASK_STICKS");
+        fmt::print("{}\n", header);
+    }
+    announce_tracing(o_.reasons ? "Tracing page migrations by reason..."
+                                : "Tracing NUMA page migrations...");
+    fflush(stdout);
+
+    Snapshot before = snapshot(*skel);
+    bool done = run_until_stopped(o_.common, sleep_for, [&] {
+        Snapshot now = snapshot(*skel);
+        print_interval(now, before);
+        before = std::move(now);
+    });
+    if (!done) {
+        // What happened since the last interval, so that nothing counted is left unprinted.
+        Snapshot now = snapshot(*skel);
+        print_interval(now, before);
+    }
+    if (uint64_t misses = recursion_misses(skel->obj); misses != 0)
+        fmt::print(stderr,
+                   "{}: the kernel skipped {} program runs because another BPF program was "
+                   "running on the same CPU; those migrations are not counted.\n",
+                   tool_name, misses);
+    if (uint64_t unpaired = skel->bss->unpaired_ends; unpaired != 0)
+        verbose(v, fmt::format("{} migrations were in flight when tracing began (or their start "
+                               "was not seen): counted, not timed",
+                               unpaired));
+    fflush(stdout);
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    return run_tool(tool_name, [&] {
+        Options o;
+        CommandLine cli(tool_name, description, examples);
+        cli.flag('r', "reasons",
+                 "A table per interval of every migration by reason (numa_misplaced, "
+                 "compaction, syscall, mempolicy_mbind, demotion, ...): calls, pages "
+                 "succeeded and failed, THPs, time",
+                 o.reasons);
+        cli.flag('P', "per-process",
+                 "A table per interval by process (PID, COMM of the task that ran the "
+                 "migration): NUMA balancing's migrations, or every reason with -r",
+                 o.per_process);
+        cli.option('p', "pid", "PID", "Only migrations run by tasks of process PID",
+                   [&o](const std::string &s) { o.pid = parse_number<int>(s, "-p"); });
+        cli.flag('H', "hist",
+                 "Log2 histogram of the time per migration (usecs), counted in the kernel: "
+                 "NUMA balancing's, per reason with -r, per call with -c",
+                 o.hist);
+        cli.flag('c', "per-call",
+                 "Time calls of migrate_misplaced_folio (migrate_misplaced_page on older "
+                 "kernels), as the anchors do, with fentry or kprobes; falls back to the "
+                 "tracepoints where the kernel refuses both",
+                 o.per_call);
+        cli.flag('m', "task-moves",
+                 "Add columns with NUMA balancing's task moves, swaps and sticks "
+                 "(sched_move_numa, sched_swap_numa, sched_stick_numa)",
+                 o.task_moves);
+        add_common_options(cli, o.common, true);
+        cli.parse(argc, argv);
+        return Numamove(std::move(o)).run();
+    });
+}
