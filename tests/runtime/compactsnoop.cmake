@@ -1,0 +1,3 @@
+foreach(scenario manual_matches_ftrace fallbacks hist_and_kinds direct_vs_compact_stall bad_input)
+    memlat_runtime_test(test_compactsnoop.py compactsnoop_${scenario})
+endforeach()

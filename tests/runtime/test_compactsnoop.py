@@ -1,0 +1,379 @@
+#!/usr/bin/env python3
+"""Runtime tests of compactsnoop: real compaction on the live kernel, started by the tests.
+
+Manual compaction: the compact_fragmenter workload fragments physical memory (it touches
+256 MiB page by page and gives every other page back, so the pages it keeps pin a
+checkerboard), then the test itself writes 1 to /proc/sys/vm/compact_memory, which compacts
+every populated zone of every node in the writer's context. The oracle is the kernel's own
+trace: an ftrace instance of our own, filtered to the writer's PID, records every
+mm_compaction_end (with its status) and mm_compaction_migratepages. compactsnoop -p WRITER
+must report the same runs, statuses and migrated pages (tolerance 0: both watch the same
+tracepoints over a window that contains the whole write). The same instance records
+mm_compaction_suitable, where BCC's compactsnoop starts its records: it fires 0 times for
+manual compaction, so BCC's tool prints nothing for it.
+
+Direct compaction: the fragmenter then faults THP memory with defrag=always (restored
+afterwards). Where the kernel compacts directly, the tool's direct-compaction entries are
+compared with /proc/vmstat compact_stall over the same window; where every THP fault finds a
+free huge page, the scenario is skipped and says so.
+"""
+import os
+import re
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from memlat_test import (Failure, Test, Tool, Workload, build_dir, log, main, run,  # noqa: E402
+                         run_workload, scenario, skip, TRACEFS)
+
+COMPACT_MEMORY = "/proc/sys/vm/compact_memory"
+THP = "/sys/kernel/mm/transparent_hugepage"
+FRAGMENT_MIB = "256"
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def compact_memory() -> float:
+    """Compacts every zone, in this process (the writer); returns the seconds it took."""
+    t0 = time.monotonic()
+    _write(COMPACT_MEMORY, "1")
+    took = time.monotonic() - t0
+    log(f"wrote 1 to {COMPACT_MEMORY} from pid {os.getpid()} ({took:.3f} s)")
+    return took
+
+
+def zoneinfo() -> dict:
+    """{(nid, zone name lower-cased): {"present", "managed", "free", "min", "low", "high"}}"""
+    zones, key = {}, None
+    for line in _read("/proc/zoneinfo").splitlines():
+        m = re.match(r"Node (\d+), zone\s+(\S+)", line)
+        if m:
+            key = (int(m.group(1)), m.group(2).lower())
+            zones[key] = {}
+            continue
+        m = re.match(r"\s+(pages free|min|low|high|present|managed)\s+(\d+)$", line)
+        if m and key is not None and m.group(1) not in zones[key]:
+            zones[key]["free" if m.group(1) == "pages free" else m.group(1)] = int(m.group(2))
+    return zones
+
+
+def populated_zones() -> set:
+    """The zones compact_node() visits: those with present pages."""
+    return {k for k, v in zoneinfo().items() if v.get("present", 0) > 0}
+
+
+def vmstat(name: str) -> int:
+    m = re.search(rf"^{name} (\d+)$", _read("/proc/vmstat"), re.M)
+    if not m:
+        skip(f"/proc/vmstat has no {name} (CONFIG_COMPACTION off?)")
+    return int(m.group(1))
+
+
+class FtraceOracle:
+    """An ftrace instance of our own recording some compaction tracepoints for one PID,
+    without BPF; removed on exit."""
+
+    def __init__(self, events: list, pid: int):
+        self.events = events  # e.g. ["mm_compaction_end"], in events/compaction/
+        self.pid = pid
+        self.path = os.path.join(TRACEFS, "instances", f"memlat_compactsnoop_{os.getpid()}")
+
+    def _event(self, name: str, file: str) -> str:
+        return os.path.join(self.path, "events", "compaction", name, file)
+
+    def __enter__(self) -> "FtraceOracle":
+        if not os.path.isdir(os.path.join(TRACEFS, "instances")):
+            skip("tracefs instances are not available (needed for the ftrace oracle)")
+        os.mkdir(self.path)
+        _write(os.path.join(self.path, "buffer_size_kb"), "4096")
+        for e in self.events:
+            _write(self._event(e, "filter"), f"common_pid == {self.pid}")
+            _write(self._event(e, "enable"), "1")
+        return self
+
+    def stop(self) -> dict:
+        """Disables the events; returns {event: [dict of its fields, ...]} in trace order."""
+        for e in self.events:
+            _write(self._event(e, "enable"), "0")
+        text = _read(os.path.join(self.path, "trace"))
+        if "LOST" in text:
+            raise Failure("the ftrace oracle lost events (buffer too small)")
+        out = {e: [] for e in self.events}
+        for line in text.splitlines():
+            m = re.search(r" (mm_compaction_\w+): (.*)$", line)
+            if m and m.group(1) in out:
+                out[m.group(1)].append(dict(re.findall(r"(\w+)=(\S+)", m.group(2))))
+        return out
+
+    def __exit__(self, *exc) -> None:
+        for e in self.events:
+            try:
+                _write(self._event(e, "enable"), "0")
+            except OSError:
+                pass
+        for _ in range(50):
+            try:
+                os.rmdir(self.path)
+                return
+            except OSError:
+                time.sleep(0.1)
+
+
+def run_events(result, t: Test) -> list:
+    lines = result.json_lines()
+    summary = [j for j in lines if "summary" in j]
+    t.require(len(summary) == 1, "compactsnoop printed its exit summary (one JSON object)", "1",
+              len(summary))
+    return [j for j in lines if "kind" in j and "lat_ns" in j]
+
+
+def check_manual_runs(t: Test, what: str, events: list, oracle: dict, zones: set) -> None:
+    ends = oracle["mm_compaction_end"]
+    me = os.getpid()
+    t.check_eq(f"{what}: runs vs the ftrace oracle's mm_compaction_end for pid {me} (exact)",
+               len(ends), len(events))
+    t.check_eq(f"{what}: KIND of every run", {"manual"}, {e["kind"] for e in events})
+    t.check_eq(f"{what}: PID of every run (the writer)", {me}, {e["pid"] for e in events})
+    t.check_eq(f"{what}: ORDER of every run (whole zone)", {-1}, {e["order"] for e in events})
+    t.check_eq(f"{what}: (node, zone) of the runs vs the populated zones of /proc/zoneinfo",
+               sorted(zones), sorted({(e["nid"], e["zone"]) for e in events}))
+    t.check_eq(f"{what}: runs with LAT > 0", len(events),
+               sum(1 for e in events if e["lat_ns"] > 0))
+    t.check_eq(f"{what}: STATUS of each run vs the oracle's status= (in order, exact)",
+               [e["status"] for e in ends], [e["status"] for e in events])
+
+
+def summary_of(result) -> dict:
+    return [j for j in result.json_lines() if "summary" in j][0]
+
+
+# ---------------------------------------------------------------- scenarios
+
+@scenario("compactsnoop_manual_matches_ftrace")
+def _(t: Test):
+    me = os.getpid()
+    zones = populated_zones()
+    log(f"populated zones: {sorted(zones)}")
+    with Workload("compact_fragmenter", "--mib", FRAGMENT_MIB) as frag:
+        done = frag.wait_done(60)
+        log(f"fragmenter pid {frag.pid} left {done['iterations']} order-0 holes")
+        with FtraceOracle(["mm_compaction_end", "mm_compaction_migratepages",
+                           "mm_compaction_suitable"], me) as oracle, \
+                Tool("compactsnoop", "-j", "-e", "-p", str(me)) as js, \
+                Tool("compactsnoop", "-T", "-e", "-K", "-p", str(me)) as text:
+            compact_memory()
+            after = zoneinfo()
+            time.sleep(0.3)
+            trace = oracle.stop()
+    for name, tool in (("-j -e", js), ("-T -e -K", text)):
+        t.check_eq(f"compactsnoop {name} exit status", 0, tool.result.rc)
+    events = run_events(js.result, t)
+    t.require(len(events) > 0, "manual-compaction runs reported", ">= 1", len(events))
+    check_manual_runs(t, "-j", events, trace, zones)
+    migrated = [int(e["nr_migrated"]) for e in trace["mm_compaction_migratepages"]]
+    failed = [int(e["nr_failed"]) for e in trace["mm_compaction_migratepages"]]
+    t.check_eq("sum of migrated pages vs the oracle's nr_migrated (exact)", sum(migrated),
+               sum(e["migrated"] for e in events))
+    t.check_eq("sum of failed pages vs the oracle's nr_failed (exact)", sum(failed),
+               sum(e["failed"] for e in events))
+    t.check_ge("pages migrated (the fragmenter's checkerboard was compacted)", 1,
+               sum(e["migrated"] for e in events))
+    t.check_eq("mm_compaction_suitable for the writer (where BCC's compactsnoop starts a "
+               "record: it would print none of these runs)", 0,
+               len(trace["mm_compaction_suitable"]))
+
+    # -e: the zone as the run began.
+    t.check_eq("FRAGIDX of whole-zone runs (no order to index)", {None},
+               {e["fragindex"] for e in events})
+    for e in events:
+        z = (e["nid"], e["zone"])
+        t.check(e["wmark_min"] <= e["wmark_low"] <= e["wmark_high"],
+                f"{z}: watermarks MIN <= LOW <= HIGH", "ordered",
+                (e["wmark_min"], e["wmark_low"], e["wmark_high"]))
+        # Watermarks move only when the zones' managed pages change (this kernel grows its
+        # Normal zone lazily): within 5% of /proc/zoneinfo read right after the write.
+        for w in ("min", "low", "high"):
+            t.check_close(f"{z}: {w.upper()} vs /proc/zoneinfo", after[z][w], e[f"wmark_{w}"],
+                          rel_tol=0.05)
+        from_lists = sum(n << o for o, n in enumerate(e["nr_free"]))
+        # NR_FREE_PAGES and the free lists are updated together under the zone lock; the
+        # two reads are a few instructions apart.
+        t.check_close(f"{z}: FREE vs the sum of its free lists (nr_free << order)",
+                      from_lists, e["free_pages"], rel_tol=0.01, abs_tol=64)
+        t.check_le(f"{z}: FREE <= managed pages", after[z]["managed"], e["free_pages"])
+
+    summary = summary_of(js.result)
+    manual = [s for s in summary["summary"] if s["kind"] == "manual"]
+    t.check_eq("summary runs (kind manual)", len(events), sum(s["runs"] for s in manual))
+    t.check_close("summary max_ms (kind manual)", max(e["lat_ms"] for e in events),
+                  max(s["max_ms"] for s in manual), rel_tol=1e-6)
+    t.check_eq("summary: lost events", 0, summary["lost_events"])
+
+    out = text.result.stdout
+    header = next((l for l in out.splitlines() if l.startswith("TIME(s)")), "")
+    t.check_eq("text header", ["TIME(s)", "COMM", "PID", "NODE", "ZONE", "ORDER", "MODE", "KIND",
+                               "FRAGIDX", "MIN", "LOW", "HIGH", "FREE", "MIGRATED", "FAILED",
+                               "LAT(ms)", "STATUS"], header.split())
+    rows = [l.split() for l in out.splitlines() if re.match(r"^\d+\.\d+\s", l)]
+    t.check_eq("text lines", len(events), len(rows))
+    t.check_eq("text KIND column", {"manual"}, {r[7] for r in rows})
+    t.check_eq("text PID column", {str(me)}, {r[2] for r in rows})
+    t.check_in("-K stack names the manual path", "sysctl_compaction_handler", out)
+    t.check_in("-K stack symbolized (compact_node)", "compact_node", out)
+    t.check_in("summary table", "Compaction runs by kind and status:", out)
+
+
+@scenario("compactsnoop_fallbacks")
+def _(t: Test):
+    me = os.getpid()
+    zones = populated_zones()
+    for disabled, hook in (("tp_btf", "raw_tp"), ("tp_btf,raw_tp", "tracepoint")):
+        with FtraceOracle(["mm_compaction_end"], me) as oracle, \
+                Tool("compactsnoop", "-j", "-v", "-e", "-p", str(me),
+                     env={"MEMLAT_DISABLE_HOOKS": disabled}) as tool:
+            compact_memory()
+            time.sleep(0.3)
+            trace = oracle.stop()
+        res = tool.result
+        t.check_eq(f"{hook}: exit status", 0, res.rc)
+        t.check_in(f"{hook}: -v names the hook", f"compaction:mm_compaction_begin/end: using "
+                   f"{hook}", res.stderr, "stderr")
+        events = run_events(res, t)
+        check_manual_runs(t, hook, events, trace, zones)
+        if hook == "raw_tp":
+            t.check_eq("raw_tp: MODE read from struct compact_control", {"sync"},
+                       {e["mode"] for e in events})
+            t.check_eq("raw_tp: whole_zone read from struct compact_control", {True},
+                       {e["whole_zone"] for e in events})
+        else:
+            t.check_in("tracepoint: -v says what the fall-back cannot show",
+                       "the classic tracepoints carry no struct compact_control", res.stderr,
+                       "stderr")
+            t.check_eq("tracepoint: no zone state with -e", {None},
+                       {e["free_pages"] for e in events})
+
+
+@scenario("compactsnoop_hist_and_kinds")
+def _(t: Test):
+    me = os.getpid()
+    with FtraceOracle(["mm_compaction_end"], me) as oracle, \
+            Tool("compactsnoop", "-H", "-O", "-j", "-p", str(me)) as hist, \
+            Tool("compactsnoop", "-H", "-p", str(me)) as text_hist, \
+            Tool("compactsnoop", "-j", "-k", "manual", "-p", str(me)) as manual, \
+            Tool("compactsnoop", "-j", "-k", "direct,kcompactd", "-p", str(me)) as others:
+        compact_memory()
+        time.sleep(0.3)
+        runs = len(oracle.stop()["mm_compaction_end"])
+    t.check_ge("runs in the oracle", 1, runs)
+    hists = [h for j in hist.result.json_lines() if "histograms" in j for h in j["histograms"]]
+    t.check_eq("-H -O: histogram total vs the oracle's runs (exact)", runs,
+               sum(h["total"] for h in hists))
+    t.check_eq("-H -O: (kind, order) of the histograms", {("manual", -1)},
+               {(h["kind"], h["order"]) for h in hists})
+    t.check_eq("-H: unit", {"usecs"}, {h["unit"] for h in hists})
+    out = text_hist.result.stdout
+    t.check_in("-H text: per-kind histogram", "manual compaction:", out)
+    t.check_in("-H text: star-style histogram", "usecs               : count    distribution",
+               out)
+    t.check_eq("-k manual: runs vs the oracle (exact)", runs,
+               len(run_events(manual.result, t)))
+    t.check_eq("-k direct,kcompactd: no manual runs", 0, len(run_events(others.result, t)))
+    t.check_eq("-k direct,kcompactd: summary is empty", [],
+               summary_of(others.result)["summary"])
+
+
+@scenario("compactsnoop_direct_vs_compact_stall")
+def _(t: Test):
+    defrag_path, enabled_path = os.path.join(THP, "defrag"), os.path.join(THP, "enabled")
+    if not os.path.isfile(defrag_path):
+        skip("no transparent huge pages on this kernel (needed to provoke direct compaction)")
+
+    def selected(path: str) -> str:
+        return re.search(r"\[(\S+)\]", _read(path)).group(1)
+
+    old_defrag, old_enabled = selected(defrag_path), selected(enabled_path)
+    log(f"THP enabled={old_enabled} defrag={old_defrag}; setting defrag=always")
+    try:
+        _write(defrag_path, "always")
+        if old_enabled == "never":
+            _write(enabled_path, "madvise")
+        with Tool("compactsnoop", "-j", "-k", "direct") as tool:
+            stall0, alloc0 = vmstat("compact_stall"), vmstat("thp_fault_alloc")
+            done = run_workload("compact_fragmenter", "--mib", FRAGMENT_MIB, "--thp-mib", "512",
+                                "--linger", "0", timeout=90)
+            stall1, alloc1 = vmstat("compact_stall"), vmstat("thp_fault_alloc")
+            time.sleep(0.3)
+    finally:
+        _write(defrag_path, old_defrag)
+        if old_enabled == "never":
+            _write(enabled_path, old_enabled)
+        log(f"restored THP defrag={selected(defrag_path)} enabled={selected(enabled_path)}")
+    t.check_eq("compactsnoop exit status", 0, tool.result.rc)
+    events = run_events(tool.result, t)
+    summary = summary_of(tool.result)
+    stalls = stall1 - stall0
+    entries, entries_run = summary["direct_entries"], summary["direct_entries_run"]
+    log(f"compact_stall +{stalls}, thp_fault_alloc +{alloc1 - alloc0}, fragmenter got "
+        f"{done['iterations']} holes; tool: {entries} direct entries, {entries_run} with a run, "
+        f"{len(events)} direct runs")
+    if stalls == 0 and entries == 0 and not events:
+        lazy = ("; this kernel also grows its zones on demand (deferred_init=lazy), handing "
+                "out fresh free blocks before it would compact"
+                if "deferred_init=lazy" in _read("/proc/cmdline") else "")
+        skip(f"the kernel never compacted directly: every THP fault found a free 2 MiB block "
+             f"(compact_stall +0, thp_fault_alloc +{alloc1 - alloc0}). Direct compaction needs "
+             f"every zone short of free high-order blocks, which takes more memory than a "
+             f"test may use here{lazy}")
+    # compact_stall counts try_to_compact_pages() calls whose result was not SKIPPED: every
+    # entry that ran compaction in some zone, plus entries whose zones were all deferred or
+    # already fine. So: entries with a run <= compact_stall <= entries. Slack 2 for an
+    # allocation straddling the window's edges.
+    t.check_le("direct entries that ran compaction <= compact_stall delta", stalls + 2,
+               entries_run)
+    t.check_le("compact_stall delta <= direct entries (mm_compaction_try_to_compact_pages)",
+               entries + 2, stalls)
+    t.check_ge("direct runs >= entries that ran compaction", entries_run, len(events))
+    t.check_eq("KIND of the runs", {"direct"} if events else set(), {e["kind"] for e in events})
+    t.check_eq("direct runs carry the entry's priority", len(events),
+               sum(1 for e in events if "priority" in e))
+    t.check("direct runs have an order >= 1", all(e["order"] >= 1 for e in events), "all >= 1",
+            sorted({e["order"] for e in events}))
+
+
+@scenario("compactsnoop_bad_input")
+def _(t: Test):
+    cases = [
+        (["-p", "999999999"], "no process with id 999999999"),
+        (["-p", "abc"], "-p takes a number, not 'abc'"),
+        (["-k", "bogus"], "unknown compaction kind 'bogus'"),
+        (["-k", "direct,,manual"], "kind list"),
+        (["-O"], "-O goes with -H"),
+        (["-H", "-e"], "-e and -K go with the per-event output"),
+        (["1"], "an interval goes with -H"),
+        (["--bogus"], "unrecognized option"),
+    ]
+    binary = os.path.join(build_dir(), "compactsnoop")
+    for args, message in cases:
+        res = run([binary, *args], timeout=15)
+        t.check_eq(f"compactsnoop {' '.join(args)}: exit status", 2, res.rc)
+        t.check_in(f"compactsnoop {' '.join(args)}: message", message, res.stderr, "stderr")
+    res = run([binary, "-h"], timeout=15)
+    t.check_eq("compactsnoop -h exit status", 0, res.rc)
+    for option in ("--pid", "--kind", "--extended", "--kernel-stack", "--hist", "--per-order",
+                   "--timestamp", "--duration", "--json", "--verbose", "interval", "FRAGIDX",
+                   "MEMLAT_DISABLE_HOOKS"):
+        t.check_in(f"-h documents {option}", option, res.stdout)
+    t.check("-h lines fit in 80 columns", all(len(l) <= 80 for l in res.stdout.splitlines()),
+            "<= 80", max(len(l) for l in res.stdout.splitlines()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

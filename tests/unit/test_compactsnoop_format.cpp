@@ -1,0 +1,228 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "compactsnoop_format.h"
+
+using namespace memlat;
+using namespace memlat::compactsnoop;
+
+namespace {
+
+// The names as the tool reads them from BTF (kernel_enum_names), for a 6.x x86 kernel.
+Names names() {
+    Names n;
+    n.zones = {{0, "dma"}, {1, "dma32"}, {2, "normal"}, {3, "movable"}, {4, "device"}};
+    n.statuses = {{0, "not_suitable_zone"}, {1, "skipped"},   {2, "deferred"},
+                  {3, "no_suitable_page"},  {4, "continue"},  {5, "complete"},
+                  {6, "partial_skipped"},   {7, "contended"}, {8, "success"}};
+    n.modes = {{0, "async"}, {1, "sync_light"}, {2, "sync"}};
+    n.prios = {{0, "sync_full"}, {1, "sync_light"}, {2, "async"}};
+    return n;
+}
+
+const GfpNames &gfp() {
+    static const GfpNames names = GfpNames::builtin();
+    return names;
+}
+
+compactsnoop_event sample() {
+    compactsnoop_event e{};
+    e.ts_ns = 5'000'000'000;
+    e.lat_ns = 2'345'678;
+    e.gfp = (1u << 10) | (1u << 11) | (1u << 6) | (1u << 7); // GFP_KERNEL on any layout
+    e.migrated = 512;
+    e.failed = 3;
+    e.pid = 4242;
+    e.tid = 4243;
+    e.kind = COMPACTSNOOP_DIRECT;
+    e.flags = COMPACTSNOOP_HAVE_CC;
+    e.nid = 0;
+    e.zone = 2;
+    e.order = 9;
+    e.mode = 0;
+    e.status = 8;
+    e.prio = -1;
+    e.kernel_stack = -1;
+    std::strcpy(e.comm, "postgres");
+    return e;
+}
+
+// Free blocks per order 0..10 of a zone with nothing of order 3 or above.
+const std::vector<uint64_t> small_blocks{10, 5, 2, 0, 0, 0, 0, 0, 0, 0, 0};
+
+} // namespace
+
+// ---- the kernel's fill_contig_page_info() and __fragmentation_index(), by hand
+
+TEST(CompactsnoopFragindex, ContigInfoSumsLikeTheKernel) {
+    auto info = contig_info(small_blocks, 3);
+    EXPECT_EQ(info.free_pages, 10u + 5 * 2 + 2 * 4); // 28 base pages
+    EXPECT_EQ(info.free_blocks_total, 17u);
+    EXPECT_EQ(info.free_blocks_suitable, 0u);
+    // For order 1: the order-1 blocks count once, each order-2 block twice.
+    info = contig_info(small_blocks, 1);
+    EXPECT_EQ(info.free_blocks_suitable, 5u + 2 * 2);
+}
+
+TEST(CompactsnoopFragindex, FragmentedZone) {
+    // requested = 8; 1000 - (1000 + 28 * 1000 / 8) / 17 = 1000 - 4500 / 17 = 1000 - 264.
+    EXPECT_EQ(fragmentation_index(3, contig_info(small_blocks, 3)), 736);
+    EXPECT_EQ(fragmentation_index(small_blocks, 3), 736);
+    EXPECT_EQ(fragindex_text(736), "0.736");
+}
+
+TEST(CompactsnoopFragindex, ManyOrderZeroPagesAreAlmostFullyFragmented) {
+    std::vector<uint64_t> blocks(11, 0);
+    blocks[0] = 1000;
+    // requested = 512; 1000 * 1000 / 512 = 1953; (1000 + 1953) / 1000 = 2; 1000 - 2.
+    EXPECT_EQ(fragmentation_index(blocks, 9), 998);
+    EXPECT_EQ(fragindex_text(998), "0.998");
+}
+
+TEST(CompactsnoopFragindex, ASuitableBlockMeansMinusOne) {
+    EXPECT_EQ(fragmentation_index(small_blocks, 2), -1000);
+    EXPECT_EQ(fragmentation_index(small_blocks, 0), -1000);
+    EXPECT_EQ(fragindex_text(-1000), "-1.000");
+}
+
+TEST(CompactsnoopFragindex, NoFreeBlockAtAllIsZero) {
+    std::vector<uint64_t> none(11, 0);
+    EXPECT_EQ(fragmentation_index(none, 4), 0);
+    EXPECT_EQ(fragindex_text(0), "0.000");
+}
+
+TEST(CompactsnoopFragindex, LackOfMemoryGoesBelowZero) {
+    // One free block of order 8 (256 pages) for an order-9 request: requested = 512,
+    // 256 * 1000 / 512 = 500, 1000 - (1000 + 500) / 1 = -500: failing for lack of memory.
+    std::vector<uint64_t> blocks(11, 0);
+    blocks[8] = 1;
+    EXPECT_EQ(fragmentation_index(blocks, 9), -500);
+    EXPECT_EQ(fragindex_text(-500), "-0.500");
+}
+
+TEST(CompactsnoopFragindex, WholeZoneAndOutOfRangeOrdersHaveNoIndex) {
+    EXPECT_FALSE(fragmentation_index(small_blocks, -1).has_value());
+    EXPECT_FALSE(fragmentation_index(small_blocks, 11).has_value());
+    EXPECT_TRUE(fragmentation_index(small_blocks, 10).has_value());
+}
+
+// ---- output lines
+
+TEST(CompactsnoopFormat, DefaultLineHasBccColumnsPlusKind) {
+    LineFormat f;
+    EXPECT_EQ(header(f), "COMM             PID     NODE ZONE     ORDER MODE       KIND        "
+                         "LAT(ms) STATUS");
+    EXPECT_EQ(line(sample(), 0, f, names()),
+              "postgres         4242       0 normal       9 async      direct        2.346 "
+              "success");
+}
+
+TEST(CompactsnoopFormat, ManualRunWithTimestamp) {
+    auto e = sample();
+    e.kind = COMPACTSNOOP_MANUAL;
+    e.order = -1;
+    e.mode = 2;
+    e.zone = 1;
+    e.status = 5;
+    LineFormat f{true, false};
+    EXPECT_EQ(header(f).substr(0, 14), "TIME(s)       ");
+    EXPECT_EQ(line(e, 1.25, f, names()),
+              "1.250000      postgres         4242       0 dma32       -1 sync       manual   "
+              "     2.346 complete");
+}
+
+TEST(CompactsnoopFormat, ExtendedColumns) {
+    auto e = sample();
+    e.flags |= COMPACTSNOOP_HAVE_ZONE_STATE;
+    e.nr_orders = 11;
+    std::copy(small_blocks.begin(), small_blocks.end(), e.nr_free);
+    e.order = 3;
+    e.wmark_min = 8997;
+    e.wmark_low = 11246;
+    e.wmark_high = 13495;
+    e.free_pages = 28;
+    LineFormat f{false, true};
+    EXPECT_EQ(header(f), "COMM             PID     NODE ZONE     ORDER MODE       KIND      "
+                         "FRAGIDX      MIN      LOW     HIGH     FREE MIGRATED FAILED   "
+                         "LAT(ms) STATUS");
+    EXPECT_EQ(line(e, 0, f, names()),
+              "postgres         4242       0 normal       3 async      direct      0.736     "
+              "8997    11246    13495       28      512      3     2.346 success");
+}
+
+TEST(CompactsnoopFormat, ExtendedWithoutZoneStateShowsDashes) {
+    auto e = sample();
+    e.flags = 0; // classic tracepoints: no struct compact_control
+    e.mode = -1;
+    e.sync = 1;
+    LineFormat f{false, true};
+    EXPECT_EQ(line(e, 0, f, names()),
+              "postgres         4242       0 normal       9 sync       direct          -        - "
+              "       -        -        -      512      3     2.346 success");
+    auto j = json_event(e, 0, f, names(), gfp());
+    EXPECT_TRUE(j["fragindex"].is_null());
+    EXPECT_TRUE(j["free_pages"].is_null());
+    EXPECT_FALSE(j.contains("gfp"));
+    EXPECT_FALSE(j.contains("whole_zone"));
+}
+
+TEST(CompactsnoopFormat, UnknownValuesPrintAsNumbers) {
+    auto e = sample();
+    e.status = 42;
+    e.zone = 7;
+    e.nid = -1;
+    LineFormat f;
+    auto text = line(e, 0, f, names());
+    EXPECT_NE(text.find("       - 7 "), std::string::npos) << text;
+    EXPECT_NE(text.find(" 42"), std::string::npos) << text;
+    e.zone = -1;
+    EXPECT_TRUE(json_event(e, 0, f, names(), gfp())["zone"].is_null());
+}
+
+TEST(CompactsnoopFormat, JsonCarriesEveryField) {
+    auto e = sample();
+    e.flags |= COMPACTSNOOP_HAVE_ZONE_STATE | COMPACTSNOOP_HAVE_ENTRY;
+    e.prio = 1;
+    e.whole_zone = 1;
+    e.nr_orders = 11;
+    std::copy(small_blocks.begin(), small_blocks.end(), e.nr_free);
+    e.order = 3;
+    e.free_pages = 28;
+    e.wmark_min = 1;
+    e.wmark_low = 2;
+    e.wmark_high = 3;
+    auto j = json_event(e, 0.5, LineFormat{false, true}, names(), gfp());
+    EXPECT_EQ(j["comm"], "postgres");
+    EXPECT_EQ(j["pid"], 4242);
+    EXPECT_EQ(j["tid"], 4243);
+    EXPECT_EQ(j["nid"], 0);
+    EXPECT_EQ(j["zone"], "normal");
+    EXPECT_EQ(j["zone_idx"], 2);
+    EXPECT_EQ(j["order"], 3);
+    EXPECT_EQ(j["mode"], "async");
+    EXPECT_EQ(j["kind"], "direct");
+    EXPECT_EQ(j["status"], "success");
+    EXPECT_EQ(j["status_raw"], 8);
+    EXPECT_EQ(j["lat_ns"], 2345678);
+    EXPECT_DOUBLE_EQ(j["lat_ms"].get<double>(), 2.345678);
+    EXPECT_EQ(j["migrated"], 512);
+    EXPECT_EQ(j["failed"], 3);
+    EXPECT_EQ(j["whole_zone"], true);
+    EXPECT_EQ(j["gfp"], "GFP_KERNEL");
+    EXPECT_EQ(j["priority"], "sync_light");
+    EXPECT_DOUBLE_EQ(j["fragindex"].get<double>(), 0.736);
+    EXPECT_EQ(j["free_pages"], 28);
+    EXPECT_EQ(j["wmark_high"], 3);
+    EXPECT_EQ(j["nr_free"].size(), 11u);
+    EXPECT_EQ(j["nr_free"][0], 10);
+}
+
+TEST(CompactsnoopFormat, KindNames) {
+    EXPECT_STREQ(kind_name(COMPACTSNOOP_DIRECT), "direct");
+    EXPECT_STREQ(kind_name(COMPACTSNOOP_KCOMPACTD), "kcompactd");
+    EXPECT_STREQ(kind_name(COMPACTSNOOP_PROACTIVE), "proactive");
+    EXPECT_STREQ(kind_name(COMPACTSNOOP_MANUAL), "manual");
+    EXPECT_STREQ(kind_name(99), "unknown");
+}

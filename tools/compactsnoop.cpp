@@ -1,0 +1,474 @@
+// compactsnoop: every memory-compaction run (the kernel moving pages to make free blocks for
+// a high-order allocation), by node, zone, order, mode and kind (direct, kcompactd, proactive,
+// manual), how long it took and how it ended.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <map>
+#include <optional>
+
+#include "bpf_runtime.h"
+#include "compactsnoop.h"
+#include "compactsnoop.skel.h"
+#include "compactsnoop_format.h"
+#include "gfp.h"
+#include "histogram.h"
+#include "options.h"
+#include "output.h"
+#include "symbols.h"
+
+using namespace memlat;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char *tool_name = "compactsnoop";
+
+constexpr const char *description =
+    R"(Trace memory compaction: every run of the kernel's compact_zone(), which
+moves pages to make free blocks for high-order allocations (THP faults, slab,
+network buffers). One line per run, or log2 latency histograms counted in the
+kernel (-H); a summary by kind and status at exit.
+
+Columns: NODE and ZONE of the run (zone names from the kernel's BTF, enum
+zone_type), ORDER the allocation order (-1: the whole zone), MODE the migrate
+mode (async, sync_light, sync), KIND who compacts: direct (an allocation
+stalls), kcompactd (the node's daemon, woken by kswapd), proactive (kcompactd
+on vm.compaction_proactiveness), manual (a write to
+/proc/sys/vm/compact_memory or /sys/devices/system/node/nodeN/compact, in the
+writer's context); LAT(ms) the run; STATUS how it ended (enum compact_result
+from BTF: success, complete, partial_skipped, contended, ...).
+With -e: FRAGIDX, the kernel's fragmentation index for ORDER when the run
+began (0 = failing for lack of memory, 1 = failing from fragmentation, -1 = a
+free block of ORDER existed), MIN LOW HIGH the zone's watermarks and FREE its
+free pages (in pages, as /proc/zoneinfo), MIGRATED and FAILED the pages the
+run migrated and failed to migrate. -T adds TIME(s), the seconds since the
+first run began (with -j: a wall-clock wall_time).
+Unlike BCC's compactsnoop, runs are paired from mm_compaction_begin, so
+manual and proactive compaction (which emit no mm_compaction_suitable) show.)";
+
+constexpr const char *examples = R"(Examples:
+  compactsnoop              trace every compaction run
+  compactsnoop -k direct -e
+                            direct-compaction stalls, with zone state
+  compactsnoop -p 1234 -K   runs in process 1234, with kernel stacks
+  compactsnoop -H -O 5      latency histograms per kind and order, every 5 s
+  compactsnoop -T -d 60     with times, for a minute
+  compactsnoop -j           JSON lines
+
+Environment:
+  MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
+  MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds (tp_btf, raw_tp,
+                            tracepoint))";
+
+struct Options {
+    CommonOptions common;
+    std::optional<int> pid;
+    std::string kinds;
+    bool extended = false;
+    bool stacks = false;
+    bool hist = false;
+    bool per_order = false;
+};
+
+// An enum of the running kernel by value, or empty (numbers are printed) when BTF lacks it.
+std::map<int64_t, std::string> enum_names(const char *name, const char *prefix,
+                                          std::vector<std::string> &missing) {
+    try {
+        return kernel_enum_names(name, prefix);
+    } catch (const RuntimeError &) {
+        missing.push_back(name);
+        return {};
+    }
+}
+
+class Compactsnoop {
+  public:
+    explicit Compactsnoop(Options options) : o_(std::move(options)) {}
+    int run();
+
+  private:
+    std::vector<Probe> plan() const;
+    void configure(compactsnoop_bpf &skel) const;
+    void print_event(compactsnoop_bpf &skel, const compactsnoop_event &e);
+    std::vector<std::string> stack_frames(compactsnoop_bpf &skel, int32_t id);
+    void print_histograms(compactsnoop_bpf &skel);
+    void print_summary(compactsnoop_bpf &skel);
+
+    Options o_;
+    uint32_t kind_mask_ = (1u << COMPACTSNOOP_KINDS) - 1;
+    compactsnoop::Names names_;
+    std::vector<std::string> missing_enums_;
+    GfpNames gfp_ = GfpNames::from_kernel();
+    compactsnoop::LineFormat format_{o_.common.timestamp, o_.extended};
+    std::optional<KernelSymbols> ksyms_;
+    uint64_t first_ns_ = 0;
+    // (kind, order row) -> slots, as last printed.
+    std::map<std::pair<uint32_t, uint32_t>, std::array<uint64_t, MEMLAT_HIST_SLOTS>> hist_before_;
+};
+
+std::vector<Probe> Compactsnoop::plan() const {
+    std::vector<Probe> probes;
+    probes.emplace_back(
+        "compaction:mm_compaction_begin/end",
+        "It needs the compaction:mm_compaction_begin and _end tracepoints "
+        "(CONFIG_COMPACTION).",
+        std::vector<HookChoice>{
+            {HookKind::TpBtf, {"begin_btf", "end_btf"}, "", "", ""},
+            {HookKind::RawTp, {"begin_raw", "end_raw"}, "", "", ""},
+            {HookKind::Tracepoint,
+             {"begin_tp", "end_tp", "finished_tp"},
+             "",
+             "the classic tracepoints carry no struct compact_control: NODE, ZONE and ORDER "
+             "come from mm_compaction_finished, KIND is inferred from the task (a kcompactd "
+             "thread or not) and the order, MODE is only sync/async, and -e shows no "
+             "FRAGIDX, watermarks or free pages, nor GFP and whole_zone in JSON",
+             ""},
+        });
+    probes.emplace_back(
+        "compaction:mm_compaction_migratepages", "",
+        std::vector<HookChoice>{
+            {HookKind::Tracepoint, {"migratepages_tp"}, "", "", ""},
+            {HookKind::TpBtf,
+             {"migratepages_btf"},
+             "",
+             "the raw arguments are read as Linux 6.0+ has them (pages tried, pages migrated)",
+             ""},
+            {HookKind::RawTp,
+             {"migratepages_raw"},
+             "",
+             "the raw arguments are read as Linux 6.0+ has them (pages tried, pages migrated)",
+             ""},
+        },
+        false);
+    auto context = [&](const char *tp, const char *prog, const char *what) {
+        std::string p(prog);
+        probes.emplace_back(fmt::format("compaction:{}", tp), what,
+                            std::vector<HookChoice>{
+                                {HookKind::TpBtf, {p + "_btf"}, "", "", ""},
+                                {HookKind::RawTp, {p + "_raw"}, "", "", ""},
+                                {HookKind::Tracepoint, {p + "_tp"}, "", "", ""},
+                            },
+                            false);
+    };
+    context("mm_compaction_try_to_compact_pages", "try_to_compact",
+            "Without it direct runs show no priority and the summary no direct entries.");
+    context("mm_compaction_deferred", "deferred",
+            "Without it the summary does not count deferred zones.");
+    context("mm_compaction_kcompactd_wake", "kcompactd_wake",
+            "Without it the summary does not count kcompactd wake-ups.");
+    return probes;
+}
+
+void Compactsnoop::configure(compactsnoop_bpf &skel) const {
+    auto *ro = skel.rodata;
+    ro->filter_pid = o_.pid.value_or(0);
+    ro->kind_mask = kind_mask_;
+    ro->extended = o_.extended;
+    ro->collect_stacks = o_.stacks;
+    ro->trace_events = !o_.hist;
+    ro->hist_mode = o_.hist;
+    bpf_map__set_max_entries(skel.maps.stacks, o_.stacks ? 4096 : 1);
+    bpf_map__set_max_entries(skel.maps.events, o_.hist ? 4096 : 1u << 20);
+}
+
+std::vector<std::string> Compactsnoop::stack_frames(compactsnoop_bpf &skel, int32_t id) {
+    std::vector<std::string> frames;
+    uint64_t ips[127] = {};
+    if (id < 0 || bpf_map__lookup_elem(skel.maps.stacks, &id, sizeof(id), ips, sizeof(ips), 0)) {
+        frames.push_back("[stack lost]");
+        return frames;
+    }
+    // The first frames are the BPF program and the tracepoint machinery that ran it; the
+    // stack that matters starts at the tracepoint's caller (compact_zone).
+    bool in_tracing = true;
+    for (uint64_t ip : ips) {
+        if (ip == 0)
+            break;
+        std::string frame = ksyms_ ? ksyms_->describe(ip) : fmt::format("0x{:x}", ip);
+        if (in_tracing) {
+            if (frame.starts_with("bpf_") || frame.starts_with("__bpf_") ||
+                frame.starts_with("0x") || frame.starts_with("__traceiter_") ||
+                frame.starts_with("trace_"))
+                continue;
+            in_tracing = false;
+        }
+        frames.push_back(std::move(frame));
+    }
+    return frames;
+}
+
+void Compactsnoop::print_event(compactsnoop_bpf &skel, const compactsnoop_event &e) {
+    if (first_ns_ == 0)
+        first_ns_ = e.ts_ns - e.lat_ns;
+    const double time_s = (e.ts_ns - first_ns_) / 1e9;
+    if (o_.common.json) {
+        auto j = compactsnoop::json_event(e, time_s, format_, names_, gfp_);
+        if (o_.common.timestamp)
+            j["wall_time"] = wall_clock_time();
+        if (o_.stacks)
+            j["kernel_stack"] = stack_frames(skel, e.kernel_stack);
+        print_json_line(j);
+        return;
+    }
+    fmt::print("{}\n", compactsnoop::line(e, time_s, format_, names_));
+    if (o_.stacks) {
+        for (const auto &frame : stack_frames(skel, e.kernel_stack))
+            fmt::print("    {}\n", frame);
+        fmt::print("\n");
+    }
+}
+
+void Compactsnoop::print_histograms(compactsnoop_bpf &skel) {
+    std::map<std::pair<uint32_t, uint32_t>, std::array<uint64_t, MEMLAT_HIST_SLOTS>> now;
+    for (uint32_t kind = 0; kind < COMPACTSNOOP_KINDS; ++kind)
+        for (uint32_t row = 0; row < COMPACTSNOOP_ORDER_ROWS; ++row) {
+            // Without -O the orders of a kind are summed into one histogram (row 0).
+            auto &slots = now[{kind, o_.per_order ? row : 0}];
+            for (int i = 0; i < MEMLAT_HIST_SLOTS; ++i)
+                slots[i] += skel.bss->hist[kind][row][i];
+        }
+    json hists = json::array();
+    if (!o_.common.json && (o_.common.timestamp || o_.common.interval > 0))
+        fmt::print("\n{}\n", wall_clock_time());
+    for (const auto &[key, slots] : now) {
+        std::array<uint64_t, MEMLAT_HIST_SLOTS> d = slots;
+        if (auto it = hist_before_.find(key); it != hist_before_.end())
+            for (int i = 0; i < MEMLAT_HIST_SLOTS; ++i)
+                d[i] -= it->second[i];
+        if (hist_total(d) == 0)
+            continue;
+        const char *kind = compactsnoop::kind_name(key.first);
+        const int order = static_cast<int>(key.second) - 1;
+        if (o_.common.json) {
+            json h = log2_hist_json(d, "usecs");
+            h["kind"] = kind;
+            if (o_.per_order)
+                h["order"] =
+                    key.second == COMPACTSNOOP_ORDER_ROWS - 1 ? json(nullptr) : json(order);
+            hists.push_back(h);
+            continue;
+        }
+        if (!o_.per_order)
+            fmt::print("\n{} compaction:\n", kind);
+        else if (order < 0)
+            fmt::print("\n{} compaction, order -1 (whole zone):\n", kind);
+        else
+            fmt::print("\n{} compaction, order {}{}:\n", kind, order,
+                       key.second == COMPACTSNOOP_ORDER_ROWS - 1 ? " and above" : "");
+        fmt::print("{}", render_log2_hist(d, "usecs"));
+    }
+    hist_before_ = std::move(now);
+    if (o_.common.json)
+        print_json_line({{"time", wall_clock_time()}, {"histograms", hists}});
+}
+
+void Compactsnoop::print_summary(compactsnoop_bpf &skel) {
+    const auto *bss = skel.bss;
+    struct Row {
+        uint32_t kind;
+        int32_t status;
+        compactsnoop_summary s;
+    };
+    std::vector<Row> rows;
+    for (uint32_t kind = 0; kind < COMPACTSNOOP_KINDS; ++kind)
+        for (int32_t st = 0; st < COMPACTSNOOP_MAX_STATUS; ++st)
+            if (bss->summary[kind][st].runs != 0)
+                rows.push_back({kind, st, bss->summary[kind][st]});
+    auto status = [&](int32_t st) {
+        return st == COMPACTSNOOP_MAX_STATUS - 1 ? std::string("other")
+                                                 : compactsnoop::status_name(st, names_);
+    };
+    if (o_.common.json) {
+        json list = json::array();
+        for (const auto &r : rows)
+            list.push_back({{"kind", compactsnoop::kind_name(r.kind)},
+                            {"status", status(r.status)},
+                            {"runs", r.s.runs},
+                            {"total_ms", r.s.total_ns / 1e6},
+                            {"max_ms", r.s.max_ns / 1e6},
+                            {"migrated", r.s.migrated},
+                            {"failed", r.s.failed}});
+        json deferred = json::object();
+        for (uint32_t kind = 0; kind < COMPACTSNOOP_KINDS; ++kind)
+            if (bss->deferred[kind] != 0)
+                deferred[compactsnoop::kind_name(kind)] = bss->deferred[kind];
+        print_json_line({{"summary", list},
+                         {"direct_entries", bss->direct_entries},
+                         {"direct_entries_run", bss->direct_entries_run},
+                         {"deferred", deferred},
+                         {"kcompactd_wakes", bss->kcompactd_wakes},
+                         {"unpaired_ends", bss->unpaired_ends},
+                         {"lost_events", bss->dropped_events},
+                         {"table_full", bss->table_full}});
+        return;
+    }
+    fmt::print("\nCompaction runs by kind and status:\n");
+    fmt::print("{:<10} {:<16} {:>8} {:>12} {:>10} {:>10} {:>8}\n", "KIND", "STATUS", "RUNS",
+               "TOTAL(ms)", "MAX(ms)", "MIGRATED", "FAILED");
+    for (uint32_t kind = 0; kind < COMPACTSNOOP_KINDS; ++kind) {
+        compactsnoop_summary all{};
+        int n = 0;
+        for (const auto &r : rows) {
+            if (r.kind != kind)
+                continue;
+            fmt::print("{:<10} {:<16} {:>8} {:>12.3f} {:>10.3f} {:>10} {:>8}\n",
+                       compactsnoop::kind_name(kind), status(r.status), r.s.runs,
+                       r.s.total_ns / 1e6, r.s.max_ns / 1e6, r.s.migrated, r.s.failed);
+            all.runs += r.s.runs;
+            all.total_ns += r.s.total_ns;
+            all.max_ns = std::max(all.max_ns, r.s.max_ns);
+            all.migrated += r.s.migrated;
+            all.failed += r.s.failed;
+            ++n;
+        }
+        if (n > 1)
+            fmt::print("{:<10} {:<16} {:>8} {:>12.3f} {:>10.3f} {:>10} {:>8}\n",
+                       compactsnoop::kind_name(kind), "(all)", all.runs, all.total_ns / 1e6,
+                       all.max_ns / 1e6, all.migrated, all.failed);
+    }
+    if (rows.empty())
+        fmt::print("(none)\n");
+    if (kind_mask_ & (1u << COMPACTSNOOP_DIRECT))
+        fmt::print("\nDirect-compaction entries: {} ({} ran compaction in a zone); zones "
+                   "skipped as deferred: {}\n",
+                   bss->direct_entries, bss->direct_entries_run,
+                   bss->deferred[COMPACTSNOOP_DIRECT]);
+    if (kind_mask_ & (1u << COMPACTSNOOP_KCOMPACTD))
+        fmt::print("kcompactd wake-ups: {}; zones skipped as deferred by kcompactd: {}\n",
+                   bss->kcompactd_wakes, bss->deferred[COMPACTSNOOP_KCOMPACTD]);
+    if (bss->unpaired_ends != 0)
+        fmt::print("\n{} runs were already under way when tracing began (not counted).\n",
+                   bss->unpaired_ends);
+    if (bss->dropped_events != 0)
+        fmt::print("\nLost {} events: the ring buffer was full (the summary still counts "
+                   "them).\n",
+                   bss->dropped_events);
+    if (bss->table_full != 0)
+        fmt::print("\n{} runs not counted: task storage could not be allocated.\n",
+                   bss->table_full);
+}
+
+int Compactsnoop::run() {
+    if (o_.pid) {
+        struct stat st {};
+        if (*o_.pid <= 0 || stat(fmt::format("/proc/{}", *o_.pid).c_str(), &st) != 0)
+            throw UsageError(fmt::format("no process with id {}", *o_.pid));
+    }
+    if (!o_.kinds.empty()) {
+        kind_mask_ = 0;
+        for (const auto &name : split_list(o_.kinds, "kind list")) {
+            uint32_t kind = 0;
+            while (kind < COMPACTSNOOP_KINDS && name != compactsnoop::kind_name(kind))
+                ++kind;
+            if (kind == COMPACTSNOOP_KINDS)
+                throw UsageError(fmt::format("unknown compaction kind '{}'; the kinds are "
+                                             "direct, kcompactd, proactive, manual",
+                                             name));
+            kind_mask_ |= 1u << kind;
+        }
+    }
+    if (o_.per_order && !o_.hist)
+        throw UsageError("-O goes with -H (histograms per order)");
+    if (o_.hist && (o_.stacks || o_.extended))
+        throw UsageError("-H counts in the kernel and prints no events: -e and -K go with the "
+                         "per-event output");
+    if (o_.common.interval > 0 && !o_.hist)
+        throw UsageError("an interval goes with -H; without it compactsnoop prints every run");
+
+    check_environment(tool_name);
+    auto v = o_.common.verbosity();
+    raise_memlock_limit(v);
+    names_.zones = enum_names("zone_type", "ZONE_", missing_enums_);
+    names_.statuses = enum_names("compact_result", "COMPACT_", missing_enums_);
+    names_.modes = enum_names("migrate_mode", "MIGRATE_", missing_enums_);
+    names_.prios = enum_names("compact_priority", "COMPACT_PRIO_", missing_enums_);
+    for (const auto &name : missing_enums_)
+        verbose(v,
+                fmt::format("the kernel's BTF has no enum {}: its values print as numbers", name));
+    verbose(v, "zone, status, mode and priority names from the running kernel's BTF");
+    verbose(v, fmt::format("GFP flag names from {}", gfp_.source()));
+    if (o_.stacks) {
+        ksyms_ = KernelSymbols::load();
+        if (ksyms_->addresses_hidden())
+            verbose(v, "/proc/kallsyms hides addresses from this user: stacks print as "
+                       "addresses");
+    }
+
+    auto probes = plan();
+    Loaded<compactsnoop_bpf> skel(
+        compactsnoop_bpf__open, compactsnoop_bpf__destroy,
+        [&](compactsnoop_bpf &s) { configure(s); }, probes, v);
+    if (probes[0].choice()->kind == HookKind::Tracepoint && o_.extended)
+        fmt::print(stderr,
+                   "{}: only classic tracepoints are available here: -e shows no "
+                   "zone state (FRAGIDX MIN LOW HIGH FREE print as -)\n",
+                   tool_name);
+
+    install_stop_signals();
+    std::optional<RingBuffer> events;
+    if (!o_.hist)
+        events.emplace(skel->maps.events, [&](const void *data, size_t size) {
+            if (size >= sizeof(compactsnoop_event))
+                print_event(*skel, *static_cast<const compactsnoop_event *>(data));
+        });
+    if (!o_.common.json && !o_.hist)
+        fmt::print("{}\n", compactsnoop::header(format_));
+    announce_tracing(o_.hist ? "Tracing memory compaction (histograms)..."
+                             : "Tracing memory compaction...");
+    fflush(stdout);
+
+    auto wait = [&](std::chrono::milliseconds timeout) {
+        if (events) {
+            events->poll(timeout);
+            fflush(stdout);
+        } else {
+            sleep_for(timeout);
+        }
+    };
+    bool done = run_until_stopped(o_.common, wait, [&] { print_histograms(*skel); });
+    if (events)
+        events->drain();
+    if (o_.hist && !done)
+        print_histograms(*skel);
+    print_summary(*skel);
+    if (uint64_t misses = recursion_misses(skel->obj); misses != 0)
+        fmt::print(stderr,
+                   "{}: the kernel skipped {} program runs because another BPF program was "
+                   "running on the same CPU; those runs are not counted.\n",
+                   tool_name, misses);
+    fflush(stdout);
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    return run_tool(tool_name, [&] {
+        Options o;
+        CommandLine cli(tool_name, description, examples);
+        cli.option('p', "pid", "PID",
+                   "Only runs in process PID (its direct compaction, or its "
+                   "writes to compact_memory)",
+                   [&o](const std::string &s) { o.pid = parse_number<int>(s, "-p"); });
+        cli.option('k', "kind", "LIST",
+                   "Only these kinds of compaction: direct, kcompactd, proactive, manual "
+                   "(default: all)",
+                   o.kinds);
+        cli.flag('e', "extended",
+                 "Add FRAGIDX (fragmentation index for ORDER), MIN LOW HIGH (watermarks), FREE "
+                 "(free pages) of the zone when the run began, and MIGRATED FAILED pages",
+                 o.extended);
+        cli.flag('K', "kernel-stack", "Print the kernel stack (symbolized) that began each run",
+                 o.stacks);
+        cli.flag('H', "hist",
+                 "Log2 histograms of run time per kind instead of one line per run, counted "
+                 "in the kernel; printed every INTERVAL or at the end",
+                 o.hist);
+        cli.flag('O', "per-order", "With -H: one histogram per kind and order", o.per_order);
+        add_common_options(cli, o.common, true);
+        cli.parse(argc, argv);
+        return Compactsnoop(std::move(o)).run();
+    });
+}

@@ -1,0 +1,170 @@
+#include "compactsnoop_format.h"
+
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+#include <vector>
+
+namespace memlat::compactsnoop {
+
+namespace {
+
+std::string comm_of(const compactsnoop_event &e) {
+    return std::string(e.comm, strnlen(e.comm, sizeof(e.comm)));
+}
+
+std::string name_or_number(const std::map<int64_t, std::string> &names, int64_t value) {
+    auto it = names.find(value);
+    return it != names.end() ? it->second : std::to_string(value);
+}
+
+// The event's counts are __u64 (unsigned long long), the arithmetic's uint64_t.
+std::vector<uint64_t> free_lists(const compactsnoop_event &e) {
+    uint32_t n = e.nr_orders < COMPACTSNOOP_MAX_ORDERS ? e.nr_orders : COMPACTSNOOP_MAX_ORDERS;
+    return std::vector<uint64_t>(e.nr_free, e.nr_free + n);
+}
+
+bool have_zone_state(const compactsnoop_event &e) {
+    return (e.flags & COMPACTSNOOP_HAVE_ZONE_STATE) != 0;
+}
+
+} // namespace
+
+ContigInfo contig_info(std::span<const uint64_t> nr_free, unsigned suitable_order) {
+    ContigInfo info;
+    for (unsigned order = 0; order < nr_free.size(); ++order) {
+        uint64_t blocks = nr_free[order];
+        info.free_blocks_total += blocks;
+        info.free_pages += blocks << order;
+        if (order >= suitable_order)
+            info.free_blocks_suitable += blocks << (order - suitable_order);
+    }
+    return info;
+}
+
+int fragmentation_index(unsigned order, const ContigInfo &info) {
+    if (info.free_blocks_total == 0)
+        return 0;
+    if (info.free_blocks_suitable != 0)
+        return -1000;
+    const uint64_t requested = uint64_t{1} << order;
+    // Integer division at both steps, as the kernel's div_u64().
+    return 1000 -
+           static_cast<int>((1000 + info.free_pages * 1000 / requested) / info.free_blocks_total);
+}
+
+std::optional<int> fragmentation_index(std::span<const uint64_t> nr_free, int order) {
+    if (order < 0 || static_cast<size_t>(order) >= nr_free.size())
+        return std::nullopt;
+    return fragmentation_index(order, contig_info(nr_free, order));
+}
+
+std::string fragindex_text(int index) {
+    // The kernel prints index / 1000 and index % 1000; -1000 is the only negative value.
+    return fmt::format("{}{}.{:03}", index < 0 ? "-" : "", std::abs(index) / 1000,
+                       std::abs(index) % 1000);
+}
+
+const char *kind_name(uint32_t kind) {
+    static const std::array<const char *, COMPACTSNOOP_KINDS> names{"direct", "kcompactd",
+                                                                    "proactive", "manual"};
+    return kind < COMPACTSNOOP_KINDS ? names[kind] : "unknown";
+}
+
+std::string zone_name(const compactsnoop_event &e, const Names &n) {
+    return e.zone < 0 ? "-" : name_or_number(n.zones, e.zone);
+}
+
+std::string status_name(int32_t status, const Names &n) {
+    return name_or_number(n.statuses, status);
+}
+
+std::string mode_name(const compactsnoop_event &e, const Names &n) {
+    if (e.mode >= 0)
+        return name_or_number(n.modes, e.mode);
+    return e.sync ? "sync" : "async";
+}
+
+std::string header(const LineFormat &f) {
+    std::string h;
+    if (f.timestamp)
+        h += fmt::format("{:<14}", "TIME(s)");
+    h += fmt::format("{:<16} {:<7} {:>4} {:<8} {:>5} {:<10} {:<9}", "COMM", "PID", "NODE", "ZONE",
+                     "ORDER", "MODE", "KIND");
+    if (f.extended)
+        h += fmt::format(" {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6}", "FRAGIDX", "MIN", "LOW",
+                         "HIGH", "FREE", "MIGRATED", "FAILED");
+    h += fmt::format(" {:>9} {}", "LAT(ms)", "STATUS");
+    return h;
+}
+
+std::string line(const compactsnoop_event &e, double time_s, const LineFormat &f, const Names &n) {
+    std::string out;
+    if (f.timestamp)
+        out += fmt::format("{:<14.6f}", time_s);
+    out += fmt::format("{:<16} {:<7} {:>4} {:<8} {:>5} {:<10} {:<9}", comm_of(e), e.pid,
+                       e.nid < 0 ? std::string("-") : std::to_string(e.nid), zone_name(e, n),
+                       e.order, mode_name(e, n), kind_name(e.kind));
+    if (f.extended) {
+        auto dash = [](std::optional<uint64_t> v) {
+            return v ? std::to_string(*v) : std::string("-");
+        };
+        bool zs = have_zone_state(e);
+        auto index = zs ? fragmentation_index(free_lists(e), e.order) : std::nullopt;
+        out += fmt::format(" {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6}",
+                           index ? fragindex_text(*index) : std::string("-"),
+                           dash(zs ? std::optional<uint64_t>(e.wmark_min) : std::nullopt),
+                           dash(zs ? std::optional<uint64_t>(e.wmark_low) : std::nullopt),
+                           dash(zs ? std::optional<uint64_t>(e.wmark_high) : std::nullopt),
+                           dash(zs ? std::optional<uint64_t>(e.free_pages) : std::nullopt),
+                           e.migrated, e.failed);
+    }
+    out += fmt::format(" {:>9.3f} {}", e.lat_ns / 1e6, status_name(e.status, n));
+    return out;
+}
+
+nlohmann::json json_event(const compactsnoop_event &e, double time_s, const LineFormat &f,
+                          const Names &n, const GfpNames &gfp) {
+    using nlohmann::json;
+    auto known = [](int32_t v) { return v < 0 ? json(nullptr) : json(v); };
+    json j = {{"time_s", time_s},
+              {"comm", comm_of(e)},
+              {"pid", e.pid},
+              {"tid", e.tid},
+              {"nid", known(e.nid)},
+              {"zone", e.zone < 0 ? json(nullptr) : json(zone_name(e, n))},
+              {"zone_idx", known(e.zone)},
+              {"order", e.order},
+              {"mode", mode_name(e, n)},
+              {"sync", e.sync != 0},
+              {"kind", kind_name(e.kind)},
+              {"lat_ms", e.lat_ns / 1e6},
+              {"lat_ns", e.lat_ns},
+              {"status", status_name(e.status, n)},
+              {"status_raw", e.status},
+              {"migrated", e.migrated},
+              {"failed", e.failed}};
+    if (e.flags & COMPACTSNOOP_HAVE_CC) {
+        j["whole_zone"] = e.whole_zone != 0;
+        j["gfp"] = gfp.decode(e.gfp);
+    }
+    if (e.flags & COMPACTSNOOP_HAVE_ENTRY) {
+        j["priority"] = name_or_number(n.prios, e.prio);
+        if (!(e.flags & COMPACTSNOOP_HAVE_CC))
+            j["gfp"] = gfp.decode(e.gfp);
+    }
+    if (f.extended) {
+        bool zs = have_zone_state(e);
+        auto index = zs ? fragmentation_index(free_lists(e), e.order) : std::nullopt;
+        j["fragindex"] = index ? json(*index / 1000.0) : json(nullptr);
+        j["wmark_min"] = zs ? json(e.wmark_min) : json(nullptr);
+        j["wmark_low"] = zs ? json(e.wmark_low) : json(nullptr);
+        j["wmark_high"] = zs ? json(e.wmark_high) : json(nullptr);
+        j["free_pages"] = zs ? json(e.free_pages) : json(nullptr);
+        j["nr_free"] = zs ? json(free_lists(e)) : json(nullptr);
+    }
+    return j;
+}
+
+} // namespace memlat::compactsnoop
