@@ -1,0 +1,530 @@
+// SPDX-License-Identifier: GPL-2.0
+/* cachestat: page-cache accesses, misses and dirties, counted in pages (folios are large).
+ *
+ *   accesses  filemap:mm_filemap_get_pages (read/splice: the range a read asks for, once per
+ *             read even though the kernel reports it once per folio batch), mm_filemap_map_pages
+ *             (the fault-around range) and mm_filemap_fault (one page). Kernels before ~6.12
+ *             lack these; then fentry/kprobe on folio_mark_accessed or mark_page_accessed.
+ *   misses    filemap:mm_filemap_add_to_page_cache, 1 << order pages per folio.
+ *   dirties   writeback:writeback_dirty_folio (writeback_dirty_page before 5.17), in pages.
+ *
+ * Every tracepoint has a tp_btf, a raw_tp and a classic tracepoint program; user space
+ * attaches the first the kernel accepts. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#include "common.bpf.h"
+#include "cachestat.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Options, set by user space before load. */
+const volatile __u32 filter_pid = 0;
+const volatile bool filter_cgroup_on = false;
+const volatile __u64 filter_cgroup_id = 0;
+const volatile __s32 filter_cgroup_level = 0;
+const volatile bool filter_on_v1 = false;
+const volatile bool per_process = false;
+const volatile bool per_file = false;
+const volatile __u32 page_shift = 12;
+
+/* Per-CPU counters, read by user space through the mmap'ed .bss. */
+struct cachestat_cpu_counts counts[CACHESTAT_MAX_CPUS] = {};
+__u64 table_full = 0;	   /* per-process or per-file hash map full */
+__u64 no_task_storage = 0; /* a read's cursor could not be kept: counted without de-dup */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct cachestat_proc_key);
+	__type(value, struct cachestat_proc_value);
+} proc_counts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct cachestat_file_key);
+	__type(value, struct cachestat_file_value);
+} file_counts SEC(".maps");
+
+/* The read cursor of each thread (see struct cachestat_cursor); freed with the task. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct cachestat_cursor);
+} cursors SEC(".maps");
+
+/* ---------------------------------------------------------------- filters */
+
+/* Kernels before 6.1 kept ancestor ids instead of ancestor pointers. */
+struct cgroup___ancestor_ids {
+	int level;
+	u64 ancestor_ids[];
+} __attribute__((preserve_access_index));
+
+static __always_inline struct cgroup *task_cgroup(struct task_struct *task, bool v1_memory)
+{
+	if (v1_memory) {
+		int id = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
+		struct cgroup_subsys_state *css;
+
+		if (id < 0 || id >= CGROUP_SUBSYS_COUNT)
+			return NULL;
+		css = BPF_CORE_READ(task, cgroups, subsys[id]);
+		return css ? BPF_CORE_READ(css, cgroup) : NULL;
+	}
+	return BPF_CORE_READ(task, cgroups, dfl_cgrp);
+}
+
+static __always_inline __u64 cgroup_id(struct cgroup *cgrp)
+{
+	return cgrp ? BPF_CORE_READ(cgrp, kn, id) : 0;
+}
+
+static __always_inline bool cgroup_selected(struct task_struct *task)
+{
+	struct cgroup *cgrp = task_cgroup(task, filter_on_v1);
+	int level;
+
+	if (!cgrp)
+		return false;
+	level = BPF_CORE_READ(cgrp, level);
+	if (level < filter_cgroup_level || filter_cgroup_level < 0 || filter_cgroup_level > 64)
+		return false;
+	if (bpf_core_field_exists(struct cgroup, ancestors)) {
+		struct cgroup *ancestor = NULL;
+
+		bpf_core_read(&ancestor, sizeof(ancestor), &cgrp->ancestors[filter_cgroup_level]);
+		return cgroup_id(ancestor) == filter_cgroup_id;
+	} else {
+		struct cgroup___ancestor_ids *old = (void *)cgrp;
+		u64 id = 0;
+
+		bpf_core_read(&id, sizeof(id), &old->ancestor_ids[filter_cgroup_level]);
+		return id == filter_cgroup_id;
+	}
+}
+
+/* Whether the current task's events are counted (-p, -G). */
+static __always_inline bool task_selected(void)
+{
+	if (filter_pid && (__u32)(bpf_get_current_pid_tgid() >> 32) != filter_pid)
+		return false;
+	if (filter_cgroup_on && !cgroup_selected(bpf_get_current_task_btf()))
+		return false;
+	return true;
+}
+
+/* ---------------------------------------------------------------- counting */
+
+static __always_inline void add_proc(__u32 counter, __u64 pages)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct cachestat_proc_key key = {.pid = pid_tgid >> 32};
+	struct cachestat_proc_value *v = bpf_map_lookup_elem(&proc_counts, &key);
+
+	if (!v) {
+		struct cachestat_proc_value zero = {};
+
+		zero.uid = (__u32)bpf_get_current_uid_gid();
+		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
+		if (bpf_map_update_elem(&proc_counts, &key, &zero, BPF_NOEXIST) == -E2BIG) {
+			__sync_fetch_and_add(&table_full, 1);
+			return;
+		}
+		v = bpf_map_lookup_elem(&proc_counts, &key);
+		if (!v)
+			return;
+	} else {
+		/* The name and user of the latest event: a process seen first between fork and
+		 * exec (the shell, the parent's name) shows the program it became. */
+		v->uid = (__u32)bpf_get_current_uid_gid();
+		bpf_get_current_comm(v->comm, sizeof(v->comm));
+	}
+	__sync_fetch_and_add(&v->counts.c[counter], pages);
+}
+
+static __always_inline void add_file(__u32 counter, __u64 pages, __u32 dev, __u64 ino)
+{
+	struct cachestat_file_key key = {.ino = ino, .dev = dev};
+	struct cachestat_file_value *v = bpf_map_lookup_elem(&file_counts, &key);
+
+	if (!v) {
+		struct cachestat_file_value zero = {};
+
+		if (bpf_map_update_elem(&file_counts, &key, &zero, BPF_NOEXIST) == -E2BIG) {
+			__sync_fetch_and_add(&table_full, 1);
+			return;
+		}
+		v = bpf_map_lookup_elem(&file_counts, &key);
+		if (!v)
+			return;
+	}
+	__sync_fetch_and_add(&v->counts.c[counter], pages);
+	v->last_pid = bpf_get_current_pid_tgid() >> 32;
+}
+
+/* Counts `pages` of one kind for the current task and, with -f, for file (dev, ino). The
+ * caller has applied the filters. Atomic adds even on the CPU's own row: a program on another
+ * tracepoint may interrupt this one on the same CPU. */
+static __always_inline void count(__u32 counter, __u64 pages, __u32 dev, __u64 ino)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+
+	if (!pages || counter >= CACHESTAT_COUNTERS)
+		return;
+	if (cpu < CACHESTAT_MAX_CPUS)
+		__sync_fetch_and_add(&counts[cpu].c[counter], pages);
+	if (per_process)
+		add_proc(counter, pages);
+	if (per_file)
+		add_file(counter, pages, dev, ino);
+}
+
+/* ---------------------------------------------------------------- kernel objects */
+
+struct file_id {
+	__u64 ino;
+	__u32 dev;
+	__u64 pages; /* file size in pages, CACHESTAT_SIZE_UNKNOWN if not read */
+};
+
+/* The file behind an address_space: what the filemap tracepoints print as dev and ino. */
+static __always_inline void mapping_file(struct address_space *mapping, struct file_id *f,
+					 bool want_size)
+{
+	struct inode *host;
+	struct super_block *sb;
+
+	f->ino = 0;
+	f->dev = 0;
+	f->pages = CACHESTAT_SIZE_UNKNOWN;
+	/* tp_btf marks the mapping of writeback_dirty_folio as maybe NULL: check before use. */
+	if (!mapping)
+		return;
+	host = BPF_CORE_READ(mapping, host);
+	if (!host)
+		return;
+	if (want_size)
+		f->pages = cachestat_file_pages(BPF_CORE_READ(host, i_size), page_shift);
+	if (!per_file)
+		return;
+	f->ino = BPF_CORE_READ(host, i_ino);
+	sb = BPF_CORE_READ(host, i_sb);
+	f->dev = sb ? BPF_CORE_READ(sb, s_dev) : BPF_CORE_READ(host, i_rdev);
+}
+
+/* Where kernels kept a folio's order: 6.1-6.5 in a byte of the first tail page. */
+struct folio___v61 {
+	unsigned char _folio_order;
+} __attribute__((preserve_access_index));
+
+/* 5.16-6.0: in the first tail page's compound_order. */
+struct page___compound {
+	unsigned char compound_order;
+} __attribute__((preserve_access_index));
+
+/* folio_nr_pages(), read through CO-RE for the running kernel's layout. */
+static __always_inline __u64 folio_pages(struct folio *folio)
+{
+	unsigned long flags = 0;
+	__u32 order = 0;
+
+	if (!folio)
+		return 1;
+	bpf_core_read(&flags, sizeof(flags), &folio->flags);
+	if (!(flags & (1UL << bpf_core_enum_value(enum pageflags, PG_head))))
+		return 1;
+	if (bpf_core_field_exists(struct folio___v61, _folio_order)) {
+		order = BPF_CORE_READ((struct folio___v61 *)folio, _folio_order);
+	} else if (bpf_core_field_exists(struct folio, _flags_1)) {
+		/* 6.6 and later: the order is the low byte of the first tail page's flags. */
+		order = BPF_CORE_READ(folio, _flags_1) & 0xff;
+	} else if (bpf_core_field_exists(struct page___compound, compound_order)) {
+		struct page___compound *tail = (void *)folio + bpf_core_type_size(struct page);
+
+		order = BPF_CORE_READ(tail, compound_order);
+	}
+	return cachestat_order_pages(order);
+}
+
+/* ---------------------------------------------------------------- misses */
+
+static __always_inline int on_add_folio(struct folio *folio)
+{
+	struct file_id f;
+
+	if (!task_selected())
+		return 0;
+	mapping_file(BPF_CORE_READ(folio, mapping), &f, false);
+	count(CACHESTAT_MISSES, folio_pages(folio), f.dev, f.ino);
+	return 0;
+}
+
+SEC("tp_btf/mm_filemap_add_to_page_cache")
+int BPF_PROG(add_btf, struct folio *folio)
+{
+	return on_add_folio(folio);
+}
+
+SEC("raw_tp/mm_filemap_add_to_page_cache")
+int BPF_PROG(add_raw, struct folio *folio)
+{
+	return on_add_folio(folio);
+}
+
+SEC("tracepoint/filemap/mm_filemap_add_to_page_cache")
+int add_tp(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
+{
+	__u32 order = 0;
+
+	if (!task_selected())
+		return 0;
+	/* The order field arrived with large folios in the page cache (6.x). */
+	if (bpf_core_field_exists(ctx->order))
+		order = ctx->order;
+	count(CACHESTAT_MISSES, cachestat_order_pages(order), ctx->s_dev, ctx->i_ino);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- dirties */
+
+static __always_inline int on_dirty(struct folio *folio, struct address_space *mapping,
+				    bool is_folio)
+{
+	struct file_id f;
+
+	if (!task_selected())
+		return 0;
+	mapping_file(mapping, &f, false);
+	count(CACHESTAT_DIRTIES, is_folio ? folio_pages(folio) : 1, f.dev, f.ino);
+	return 0;
+}
+
+SEC("tp_btf/writeback_dirty_folio")
+int BPF_PROG(dirty_folio_btf, struct folio *folio, struct address_space *mapping)
+{
+	return on_dirty(folio, mapping, true);
+}
+
+SEC("raw_tp/writeback_dirty_folio")
+int BPF_PROG(dirty_folio_raw, struct folio *folio, struct address_space *mapping)
+{
+	return on_dirty(folio, mapping, true);
+}
+
+/* The classic format has neither the folio's size nor the device: one page per folio, and
+ * the per-file view shows device 0. */
+SEC("tracepoint/writeback/writeback_dirty_folio")
+int dirty_folio_tp(struct trace_event_raw_writeback_folio_template *ctx)
+{
+	if (task_selected())
+		count(CACHESTAT_DIRTIES, 1, 0, ctx->ino);
+	return 0;
+}
+
+/* Kernels before 5.17 dirty pages, not folios. */
+struct trace_event_raw_writeback_page_template {
+	struct trace_entry ent;
+	char name[32];
+	ino_t ino;
+	unsigned long index;
+} __attribute__((preserve_access_index));
+
+SEC("tp_btf/writeback_dirty_page")
+int BPF_PROG(dirty_page_btf, struct page *page, struct address_space *mapping)
+{
+	return on_dirty(NULL, mapping, false);
+}
+
+SEC("raw_tp/writeback_dirty_page")
+int BPF_PROG(dirty_page_raw, struct page *page, struct address_space *mapping)
+{
+	return on_dirty(NULL, mapping, false);
+}
+
+SEC("tracepoint/writeback/writeback_dirty_page")
+int dirty_page_tp(struct trace_event_raw_writeback_page_template *ctx)
+{
+	if (task_selected())
+		count(CACHESTAT_DIRTIES, 1, 0, ctx->ino);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- accesses */
+
+/* One filemap_get_pages() call: [index, last] inclusive (checked against the kernel source
+ * and ftrace: a 4 KiB read at 0 prints ofs=0-4095). `key` identifies the file for the
+ * thread's cursor. */
+static __always_inline void on_read_range(__u64 key, __u64 index, __u64 last, __u64 file_pages,
+					  __u32 dev, __u64 ino)
+{
+	struct cachestat_cursor *cur;
+	__u64 pages;
+
+	cur = bpf_task_storage_get(&cursors, bpf_get_current_task_btf(), NULL,
+				   BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (cur) {
+		pages = cachestat_read_pages(cur, key, index, last, file_pages);
+	} else {
+		struct cachestat_cursor none = {};
+
+		__sync_fetch_and_add(&no_task_storage, 1);
+		pages = cachestat_read_pages(&none, key, index, last, file_pages);
+	}
+	count(CACHESTAT_ACCESSES, pages, dev, ino);
+}
+
+static __always_inline int on_get_pages(struct address_space *mapping, __u64 index, __u64 last)
+{
+	struct file_id f;
+
+	if (!task_selected())
+		return 0;
+	mapping_file(mapping, &f, true);
+	on_read_range((__u64)mapping, index, last, f.pages, f.dev, f.ino);
+	return 0;
+}
+
+/* The fault-around window [index, last] of one fault; pages of it that are not cached are
+ * skipped by the kernel (and counted by the fault that follows). */
+static __always_inline int on_map_pages(struct address_space *mapping, __u64 index, __u64 last)
+{
+	struct file_id f;
+	struct cachestat_cursor none = {};
+
+	if (!task_selected())
+		return 0;
+	mapping_file(mapping, &f, true);
+	count(CACHESTAT_ACCESSES, cachestat_read_pages(&none, 1, index, last, f.pages), f.dev,
+	      f.ino);
+	return 0;
+}
+
+static __always_inline int on_fault(struct address_space *mapping)
+{
+	struct file_id f;
+
+	if (!task_selected())
+		return 0;
+	mapping_file(mapping, &f, false);
+	count(CACHESTAT_ACCESSES, 1, f.dev, f.ino);
+	return 0;
+}
+
+SEC("tp_btf/mm_filemap_get_pages")
+int BPF_PROG(get_pages_btf, struct address_space *mapping, unsigned long index, unsigned long last)
+{
+	return on_get_pages(mapping, index, last);
+}
+
+SEC("tp_btf/mm_filemap_map_pages")
+int BPF_PROG(map_pages_btf, struct address_space *mapping, unsigned long index, unsigned long last)
+{
+	return on_map_pages(mapping, index, last);
+}
+
+SEC("tp_btf/mm_filemap_fault")
+int BPF_PROG(fault_btf, struct address_space *mapping, unsigned long index)
+{
+	return on_fault(mapping);
+}
+
+SEC("raw_tp/mm_filemap_get_pages")
+int BPF_PROG(get_pages_raw, struct address_space *mapping, unsigned long index, unsigned long last)
+{
+	return on_get_pages(mapping, index, last);
+}
+
+SEC("raw_tp/mm_filemap_map_pages")
+int BPF_PROG(map_pages_raw, struct address_space *mapping, unsigned long index, unsigned long last)
+{
+	return on_map_pages(mapping, index, last);
+}
+
+SEC("raw_tp/mm_filemap_fault")
+int BPF_PROG(fault_raw, struct address_space *mapping, unsigned long index)
+{
+	return on_fault(mapping);
+}
+
+/* The classic format has no address_space: the file is (dev, ino), and its size is unknown,
+ * so a read that asks past the end of the file counts the pages it asked for. */
+SEC("tracepoint/filemap/mm_filemap_get_pages")
+int get_pages_tp(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx)
+{
+	__u64 key = ((__u64)ctx->s_dev << 32) ^ ctx->i_ino;
+
+	if (!task_selected())
+		return 0;
+	on_read_range(key ? key : 1, ctx->index, ctx->last_index, CACHESTAT_SIZE_UNKNOWN,
+		      ctx->s_dev, ctx->i_ino);
+	return 0;
+}
+
+SEC("tracepoint/filemap/mm_filemap_map_pages")
+int map_pages_tp(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx)
+{
+	struct cachestat_cursor none = {};
+
+	if (!task_selected())
+		return 0;
+	count(CACHESTAT_ACCESSES,
+	      cachestat_read_pages(&none, 1, ctx->index, ctx->last_index, CACHESTAT_SIZE_UNKNOWN),
+	      ctx->s_dev, ctx->i_ino);
+	return 0;
+}
+
+SEC("tracepoint/filemap/mm_filemap_fault")
+int fault_tp(struct trace_event_raw_mm_filemap_fault *ctx)
+{
+	if (task_selected())
+		count(CACHESTAT_ACCESSES, 1, ctx->s_dev, ctx->i_ino);
+	return 0;
+}
+
+/* Fall-back for kernels without the access tracepoints: pages of the folios marked accessed.
+ * Reads mark only the first folio of each batch and faults mark none, so this is a lower
+ * bound (user space says so). Anonymous folios (mapping with the low bit set) are skipped. */
+static __always_inline int on_mark_accessed(struct folio *folio)
+{
+	struct address_space *mapping;
+	struct file_id f;
+
+	if (!folio || !task_selected())
+		return 0;
+	mapping = BPF_CORE_READ(folio, mapping);
+	if (!mapping || ((unsigned long)mapping & 3))
+		return 0;
+	mapping_file(mapping, &f, false);
+	count(CACHESTAT_ACCESSES, folio_pages(folio), f.dev, f.ino);
+	return 0;
+}
+
+SEC("fentry/folio_mark_accessed")
+int BPF_PROG(folio_accessed_fentry, struct folio *folio)
+{
+	return on_mark_accessed(folio);
+}
+
+SEC("kprobe/folio_mark_accessed")
+int BPF_KPROBE(folio_accessed_kprobe, struct folio *folio)
+{
+	return on_mark_accessed(folio);
+}
+
+/* Before folios a page is its own folio of order 0 or a compound head: same fields. */
+SEC("fentry/mark_page_accessed")
+int BPF_PROG(page_accessed_fentry, struct page *page)
+{
+	return on_mark_accessed((struct folio *)page);
+}
+
+SEC("kprobe/mark_page_accessed")
+int BPF_KPROBE(page_accessed_kprobe, struct page *page)
+{
+	return on_mark_accessed((struct folio *)page);
+}

@@ -1,0 +1,16 @@
+# cachestat (test_cachestat.py)
+foreach(scenario
+        cold_read
+        warm_read
+        mmap
+        dirties
+        per_process
+        per_file
+        cgroup
+        hits_unavailable
+        fallback_raw_tp
+        fallback_tracepoint
+        text_output
+        bad_input)
+    memlat_runtime_test(test_cachestat.py cachestat_${scenario})
+endforeach()

@@ -1,0 +1,514 @@
+// cachestat: page-cache hits, misses and dirties, counted in pages, per interval; machine-wide,
+// per process (-P) or per file (-f).
+#include <dirent.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <climits>
+#include <fmt/format.h>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "bpf_runtime.h"
+#include "cachestat.h"
+#include "cachestat.skel.h"
+#include "cachestat_format.h"
+#include "cgroups.h"
+#include "files.h"
+#include "options.h"
+#include "output.h"
+
+using namespace memlat;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char *tool_name = "cachestat";
+
+constexpr const char *description =
+    R"(Count page-cache hits, misses and dirtied pages per interval (every second
+unless INTERVAL is given, as BCC), machine-wide, per process (-P) or per file
+(-f). Everything is in pages (PAGE_SIZE): a large folio counts as the pages
+it holds, not as one call.
+
+Columns:
+  MISSES    pages added to the page cache (mm_filemap_add_to_page_cache):
+            read-ahead, read faults, and pages a write creates (appends,
+            holes), which are DIRTIES too.
+  ACCESSES  (JSON) pages looked up: the range each read(2) or splice asks
+            for, clamped to the file size (the kernel reports it once per
+            folio batch; cachestat counts it once per read), the fault-around
+            window of each mmap fault, and one page per filemap fault.
+  HITS      ACCESSES - MISSES, 0 when negative (read-ahead may run ahead of
+            the reads within an interval). BCC: mark_page_accessed calls
+            minus mark_buffer_dirty calls, minus misses.
+  HITRATIO  HITS / ACCESSES; "-" when nothing was accessed.
+  DIRTIES   pages of folios that went from clean to dirty
+            (writeback_dirty_folio), on every file system. BCC: calls to
+            mark_buffer_dirty (always 0 on XFS and btrfs).
+  BUFFERS_MB, CACHED_MB  Buffers and Cached of /proc/meminfo.
+-P: PID UID COMM HITS MISSES DIRTIES READ_HIT% per process (the task that
+was current: a read and its read-ahead run in the reader), busiest first.
+-f: DEV INO HITS MISSES DIRTIES HITRATIO PATH per file. PATH is looked up in
+/proc/PID/fd and /proc/PID/maps of the last process that used the file; "-"
+when it no longer has it open or mapped.
+Kernels without the access tracepoints (before 6.12) count accesses from
+folio_mark_accessed or mark_page_accessed (fentry or kprobe): a lower bound,
+as reads mark only the first folio of each batch. Where nothing can count
+accesses, HITS and HITRATIO print as "-" and cachestat says why.
+mmap: kernels map whole large folios at a fault, beyond the window the
+tracepoint reports, so mmap ACCESSES are a lower bound. Not seen: tmpfs and
+shmem reads, direct I/O, pages already mapped (no fault).
+At exit a summary covers the whole run (HITS from the run's totals).)";
+
+constexpr const char *examples = R"(Examples:
+  cachestat                 hits, misses, dirties every second (as BCC)
+  cachestat -T 5 12         every 5 seconds, 12 times, with the time
+  cachestat -p 1234         only process 1234
+  cachestat -G /sys/fs/cgroup/db.slice
+                            only tasks in that cgroup and below
+  cachestat -P 2            per process every 2 seconds (like cachetop)
+  cachestat -f -p 1234      per file, for process 1234
+  cachestat -j -d 10        JSON lines for 10 seconds, then a summary
+
+Environment:
+  MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
+  MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds or families
+                            (tp_btf, raw_tp, tracepoint, fentry, kprobe,
+                            filemap_access, folio_mark_accessed,
+                            mark_page_accessed, writeback_dirty_folio))";
+
+struct Options {
+    CommonOptions common;
+    std::optional<int> pid;
+    std::string cgroup;
+    bool per_process = false;
+    bool per_file = false;
+};
+
+struct FileKey {
+    uint32_t dev;
+    uint64_t ino;
+    auto operator<=>(const FileKey &) const = default;
+};
+
+struct Snapshot {
+    cachestat::Counts total;
+    std::map<uint32_t, cachestat_proc_value> procs;
+    std::map<FileKey, cachestat_file_value> files;
+    uint64_t table_full = 0;
+};
+
+// Paths of files by (kernel dev, ino), from the fds and mappings of the processes that used
+// them. Each process is scanned at most once per interval; a path found is kept.
+class PathFinder {
+  public:
+    std::optional<std::string> find(const FileKey &key, uint32_t pid) {
+        if (auto it = known_.find(key); it != known_.end())
+            return it->second;
+        if (pid == 0 || key.dev == 0)
+            return std::nullopt;
+        if (!scanned_.contains(pid)) {
+            scanned_.insert(pid);
+            scan(pid);
+        }
+        if (auto it = known_.find(key); it != known_.end())
+            return it->second;
+        return std::nullopt;
+    }
+    void new_interval() { scanned_.clear(); }
+
+  private:
+    static uint32_t kernel_dev(dev_t dev) { return (major(dev) << 20) | minor(dev); }
+
+    void scan(uint32_t pid) {
+        std::string fd_dir = fmt::format("/proc/{}/fd", pid);
+        if (DIR *dir = opendir(fd_dir.c_str())) {
+            while (dirent *e = readdir(dir)) {
+                if (e->d_name[0] == '.')
+                    continue;
+                std::string link = fd_dir + "/" + e->d_name;
+                struct stat st {};
+                if (stat(link.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+                    continue;
+                char target[PATH_MAX];
+                ssize_t n = readlink(link.c_str(), target, sizeof(target) - 1);
+                if (n > 0)
+                    known_.emplace(FileKey{kernel_dev(st.st_dev), st.st_ino},
+                                   std::string(target, n));
+            }
+            closedir(dir);
+        }
+        // address perms offset major:minor inode path (major and minor in hex)
+        auto maps = read_text_file(fmt::format("/proc/{}/maps", pid));
+        if (!maps)
+            return;
+        std::string_view rest = *maps, line;
+        while (next_line(rest, line)) {
+            unsigned long long inode = 0;
+            unsigned maj = 0, min = 0;
+            int path_at = 0;
+            std::string text(line);
+            if (sscanf(text.c_str(), "%*s %*s %*s %x:%x %llu %n", &maj, &min, &inode, &path_at) <
+                    3 ||
+                inode == 0 || path_at <= 0 || static_cast<size_t>(path_at) >= text.size() ||
+                text[path_at] != '/')
+                continue;
+            known_.emplace(FileKey{(maj << 20) | min, inode}, text.substr(path_at));
+        }
+    }
+
+    std::map<FileKey, std::string> known_;
+    std::set<uint32_t> scanned_;
+};
+
+template <typename Key, typename Value>
+std::vector<std::pair<Key, Value>> read_hash(bpf_map *map) {
+    std::vector<std::pair<Key, Value>> entries;
+    Key key{}, next{};
+    const Key *prev = nullptr;
+    while (bpf_map__get_next_key(map, prev, &next, sizeof(Key)) == 0) {
+        Value value{};
+        if (bpf_map__lookup_elem(map, &next, sizeof(Key), &value, sizeof(Value), 0) == 0)
+            entries.emplace_back(next, value);
+        key = next;
+        prev = &key;
+    }
+    return entries;
+}
+
+cachestat::Meminfo meminfo() {
+    auto text = read_text_file("/proc/meminfo");
+    return text ? cachestat::parse_meminfo(*text) : cachestat::Meminfo{};
+}
+
+class Cachestat {
+  public:
+    explicit Cachestat(Options options) : o_(std::move(options)) {}
+    int run();
+
+  private:
+    std::vector<Probe> plan() const;
+    void configure(cachestat_bpf &skel) const;
+    Snapshot snapshot(cachestat_bpf &skel) const;
+    void print_interval(const Snapshot &now, const Snapshot &before);
+    void print_summary(cachestat_bpf &skel, const Snapshot &now, double seconds);
+    std::vector<cachestat::ProcRow> proc_rows(const Snapshot &now, const Snapshot &before) const;
+    std::vector<cachestat::FileRow> file_rows(const Snapshot &now, const Snapshot &before);
+
+    Options o_;
+    std::optional<CgroupTarget> cgroup_;
+    bool accesses_known_ = true;
+    PathFinder paths_;
+    int ncpus_ = possible_cpus();
+};
+
+std::vector<Probe> Cachestat::plan() const {
+    auto three_ways = [](const std::string &family, const std::string &base,
+                         const std::string &tp_caveat) {
+        return std::vector<HookChoice>{
+            {HookKind::TpBtf, {base + "_btf"}, family, "", ""},
+            {HookKind::RawTp, {base + "_raw"}, family, "", ""},
+            {HookKind::Tracepoint, {base + "_tp"}, family, tp_caveat, ""},
+        };
+    };
+    std::vector<Probe> probes;
+    probes.emplace_back("filemap:mm_filemap_add_to_page_cache (misses)",
+                        "It needs the filemap:mm_filemap_add_to_page_cache tracepoint.",
+                        three_ways("", "add",
+                                   "on kernels whose classic format has no order field, a "
+                                   "large folio counts as one page"));
+
+    auto dirties = three_ways("writeback_dirty_folio", "dirty_folio",
+                              "the classic format has neither the folio's size nor the "
+                              "device: a large folio counts as one page, -f shows device 0:0");
+    for (auto &c : three_ways("writeback_dirty_page", "dirty_page",
+                              "the classic format has no device: -f shows device 0:0")) {
+        dirties.push_back(c);
+    }
+    probes.emplace_back("writeback:writeback_dirty_folio (dirties)",
+                        "It needs the writeback:writeback_dirty_folio or writeback_dirty_page "
+                        "tracepoint.",
+                        std::move(dirties));
+
+    const std::string lower_bound =
+        "accesses are the pages of folios marked accessed: reads mark only the first folio of "
+        "each batch and mmap faults none, so HITS and HITRATIO are lower bounds";
+    auto family = [](std::string base) {
+        return std::vector<std::string>{"get_pages" + base, "map_pages" + base, "fault" + base};
+    };
+    std::vector<HookChoice> accesses{
+        {HookKind::TpBtf, family("_btf"), "filemap_access", "", ""},
+        {HookKind::RawTp, family("_raw"), "filemap_access", "", ""},
+        {HookKind::Tracepoint, family("_tp"), "filemap_access",
+         "the classic format has no file size: a read that asks past the end of a file counts "
+         "the pages it asked for",
+         ""},
+        {HookKind::Fentry, {"folio_accessed_fentry"}, "folio_mark_accessed", lower_bound, ""},
+        {HookKind::Kprobe, {"folio_accessed_kprobe"}, "folio_mark_accessed", lower_bound, ""},
+        {HookKind::Fentry, {"page_accessed_fentry"}, "mark_page_accessed", lower_bound, ""},
+        {HookKind::Kprobe, {"page_accessed_kprobe"}, "mark_page_accessed", lower_bound, ""},
+    };
+    probes.emplace_back("filemap:mm_filemap_get_pages/map_pages/fault (accesses)",
+                        "The access tracepoints arrived in Linux 6.12.", std::move(accesses),
+                        false);
+    return probes;
+}
+
+void Cachestat::configure(cachestat_bpf &skel) const {
+    auto *ro = skel.rodata;
+    ro->filter_pid = o_.pid.value_or(0);
+    if (cgroup_) {
+        ro->filter_cgroup_on = true;
+        ro->filter_cgroup_id = cgroup_->id;
+        ro->filter_cgroup_level = cgroup_->level;
+        ro->filter_on_v1 = cgroup_->v1;
+    }
+    ro->per_process = o_.per_process;
+    ro->per_file = o_.per_file;
+    ro->page_shift = __builtin_ctz(static_cast<unsigned>(getpagesize()));
+    bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? 16384 : 1);
+    bpf_map__set_max_entries(skel.maps.file_counts, o_.per_file ? 65536 : 1);
+}
+
+Snapshot Cachestat::snapshot(cachestat_bpf &skel) const {
+    Snapshot s;
+    const auto *bss = skel.bss;
+    for (int cpu = 0; cpu < ncpus_ && cpu < CACHESTAT_MAX_CPUS; ++cpu) {
+        cachestat_counts c{};
+        for (int i = 0; i < CACHESTAT_COUNTERS; ++i)
+            c.c[i] = bss->counts[cpu].c[i];
+        s.total += cachestat::Counts::from(c);
+    }
+    if (o_.per_process)
+        for (const auto &[k, v] :
+             read_hash<cachestat_proc_key, cachestat_proc_value>(skel.maps.proc_counts))
+            s.procs[k.pid] = v;
+    if (o_.per_file)
+        for (const auto &[k, v] :
+             read_hash<cachestat_file_key, cachestat_file_value>(skel.maps.file_counts))
+            s.files[FileKey{k.dev, k.ino}] = v;
+    s.table_full = bss->table_full;
+    return s;
+}
+
+std::vector<cachestat::ProcRow> Cachestat::proc_rows(const Snapshot &now,
+                                                     const Snapshot &before) const {
+    std::vector<cachestat::ProcRow> rows;
+    for (const auto &[pid, v] : now.procs) {
+        auto c = cachestat::Counts::from(v.counts);
+        if (auto it = before.procs.find(pid); it != before.procs.end())
+            c = c.since(cachestat::Counts::from(it->second.counts));
+        if (c.activity() == 0)
+            continue;
+        rows.push_back({pid, v.uid, std::string(v.comm, strnlen(v.comm, sizeof(v.comm))), c});
+    }
+    cachestat::sort_rows(rows);
+    return rows;
+}
+
+std::vector<cachestat::FileRow> Cachestat::file_rows(const Snapshot &now, const Snapshot &before) {
+    std::vector<cachestat::FileRow> rows;
+    for (const auto &[key, v] : now.files) {
+        auto c = cachestat::Counts::from(v.counts);
+        if (auto it = before.files.find(key); it != before.files.end())
+            c = c.since(cachestat::Counts::from(it->second.counts));
+        if (c.activity() == 0)
+            continue;
+        rows.push_back({key.dev, key.ino, paths_.find(key, v.last_pid), c});
+    }
+    cachestat::sort_rows(rows);
+    return rows;
+}
+
+void Cachestat::print_interval(const Snapshot &now, const Snapshot &before) {
+    const auto time = wall_clock_time();
+    const auto mem = meminfo();
+    paths_.new_interval();
+    if (!o_.per_process && !o_.per_file) {
+        auto c = now.total.since(before.total);
+        if (o_.common.json) {
+            json j = cachestat::json_counts(c, accesses_known_);
+            j["time"] = time;
+            j["buffers_mb"] = mem.buffers_mb ? json(*mem.buffers_mb) : json(nullptr);
+            j["cached_mb"] = mem.cached_mb ? json(*mem.cached_mb) : json(nullptr);
+            print_json_line(j);
+        } else {
+            fmt::print("{}\n",
+                       cachestat::line(c, mem, {o_.common.timestamp, accesses_known_}, time));
+        }
+        return;
+    }
+    json list = json::array();
+    if (!o_.common.json)
+        fmt::print("\n{}\n{}\n", cachestat::table_title(time, mem),
+                   o_.per_process ? cachestat::proc_header() : cachestat::file_header());
+    if (o_.per_process) {
+        for (const auto &r : proc_rows(now, before)) {
+            if (o_.common.json)
+                list.push_back(cachestat::proc_json(r, accesses_known_));
+            else
+                fmt::print("{}\n", cachestat::proc_line(r, accesses_known_));
+        }
+    } else {
+        for (const auto &r : file_rows(now, before)) {
+            if (o_.common.json)
+                list.push_back(cachestat::file_json(r, accesses_known_));
+            else
+                fmt::print("{}\n", cachestat::file_line(r, accesses_known_));
+        }
+    }
+    if (o_.common.json)
+        print_json_line({{"time", time},
+                         {o_.per_process ? "processes" : "files", list},
+                         {"buffers_mb", mem.buffers_mb ? json(*mem.buffers_mb) : json(nullptr)},
+                         {"cached_mb", mem.cached_mb ? json(*mem.cached_mb) : json(nullptr)}});
+}
+
+void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double seconds) {
+    const Snapshot zero;
+    paths_.new_interval();
+    const auto &c = now.total;
+    uint64_t misses_recursion = recursion_misses(skel.obj);
+    if (o_.common.json) {
+        json s = cachestat::json_counts(c, accesses_known_);
+        s["seconds"] = seconds;
+        if (o_.per_process) {
+            json list = json::array();
+            for (const auto &r : proc_rows(now, zero))
+                list.push_back(cachestat::proc_json(r, accesses_known_));
+            s["processes"] = list;
+        }
+        if (o_.per_file) {
+            json list = json::array();
+            for (const auto &r : file_rows(now, zero))
+                list.push_back(cachestat::file_json(r, accesses_known_));
+            s["files"] = list;
+        }
+        print_json_line({{"summary", s},
+                         {"table_full", now.table_full},
+                         {"no_task_storage", skel.bss->no_task_storage},
+                         {"recursion_misses", misses_recursion}});
+    } else {
+        auto ratio = cachestat::hit_ratio(c);
+        fmt::print("\nTotal over {:.1f} s: HITS {} MISSES {} DIRTIES {} HITRATIO {} (ACCESSES "
+                   "{})\n",
+                   seconds, accesses_known_ ? std::to_string(cachestat::hits(c)) : "-", c.misses,
+                   c.dirties, accesses_known_ && ratio ? fmt::format("{:.2f}%", *ratio) : "-",
+                   accesses_known_ ? std::to_string(c.accesses) : "-");
+        if (o_.per_process) {
+            fmt::print("{}\n", cachestat::proc_header());
+            for (const auto &r : proc_rows(now, zero))
+                fmt::print("{}\n", cachestat::proc_line(r, accesses_known_));
+        }
+        if (o_.per_file) {
+            fmt::print("{}\n", cachestat::file_header());
+            for (const auto &r : file_rows(now, zero))
+                fmt::print("{}\n", cachestat::file_line(r, accesses_known_));
+        }
+    }
+    if (now.table_full != 0)
+        fmt::print(stderr,
+                   "{}: {} events not counted per {}: the table was full (the totals count "
+                   "them).\n",
+                   tool_name, now.table_full, o_.per_process ? "process" : "file");
+    if (skel.bss->no_task_storage != 0)
+        fmt::print(stderr,
+                   "{}: {} read events had no per-thread cursor (task storage refused): their "
+                   "accesses may be counted more than once.\n",
+                   tool_name, skel.bss->no_task_storage);
+    if (misses_recursion != 0)
+        fmt::print(stderr,
+                   "{}: the kernel skipped {} program runs because another BPF program was "
+                   "running on the same CPU; those pages are not counted.\n",
+                   tool_name, misses_recursion);
+}
+
+int Cachestat::run() {
+    if (o_.pid) {
+        struct stat st {};
+        if (*o_.pid <= 0 || stat(fmt::format("/proc/{}", *o_.pid).c_str(), &st) != 0)
+            throw UsageError(fmt::format("no process with id {}", *o_.pid));
+    }
+    if (o_.per_process && o_.per_file)
+        throw UsageError("-P and -f are two views; choose one");
+    if (!o_.cgroup.empty())
+        cgroup_ = resolve_cgroup(o_.cgroup);
+
+    check_environment(tool_name);
+    auto v = o_.common.verbosity();
+    raise_memlock_limit(v);
+
+    auto probes = plan();
+    Loaded<cachestat_bpf> skel(
+        cachestat_bpf__open, cachestat_bpf__destroy, [&](cachestat_bpf &s) { configure(s); },
+        probes, v);
+
+    const Probe &access = probes.back();
+    accesses_known_ = access.choice() != nullptr;
+    if (!accesses_known_) {
+        std::string why;
+        for (const auto &[index, reason] : access.refused)
+            why += fmt::format("\n  {}: {}", access.choices[index].label(), reason);
+        fmt::print(stderr,
+                   "{}: HITS and HITRATIO are unavailable: nothing on this kernel can count "
+                   "page-cache accesses (the filemap access tracepoints need Linux 6.12; "
+                   "folio_mark_accessed needs fentry or kprobes). Tried:{}\n",
+                   tool_name, why);
+    } else if (!access.uses_family("filemap_access")) {
+        fmt::print(stderr,
+                   "{}: accesses come from {} ({}): reads mark only the first folio of each "
+                   "batch, so HITS and HITRATIO are lower bounds.\n",
+                   tool_name, access.choice()->family, access.choice()->label());
+    }
+
+    install_stop_signals();
+    const auto started = std::chrono::steady_clock::now();
+    Snapshot before = snapshot(*skel);
+    if (!o_.common.json && !o_.per_process && !o_.per_file)
+        fmt::print("{}\n", cachestat::header({o_.common.timestamp, accesses_known_}));
+    announce_tracing(o_.per_process ? "Counting page-cache use per process..."
+                     : o_.per_file  ? "Counting page-cache use per file..."
+                                    : "Counting page-cache hits, misses and dirties...");
+    fflush(stdout);
+
+    run_until_stopped(o_.common, sleep_for, [&] {
+        Snapshot now = snapshot(*skel);
+        print_interval(now, before);
+        before = std::move(now);
+    });
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    print_summary(*skel, snapshot(*skel), seconds);
+    fflush(stdout);
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    return run_tool(tool_name, [&] {
+        Options o;
+        o.common.interval = 1; // as BCC: every second unless an interval is given
+        CommandLine cli(tool_name, description, examples);
+        cli.option('p', "pid", "PID", "Only the tasks of process PID",
+                   [&o](const std::string &s) { o.pid = parse_number<int>(s, "-p"); });
+        cli.option('G', "cgroup", "PATH",
+                   "Only tasks in this cgroup and below (a cgroup v2 directory, or one of the "
+                   "cgroup v1 memory hierarchy)",
+                   o.cgroup);
+        cli.flag('P', "per-process",
+                 "A table per interval: PID UID COMM HITS MISSES DIRTIES READ_HIT%, busiest "
+                 "first (like BCC's cachetop)",
+                 o.per_process);
+        cli.flag('f', "per-file",
+                 "A table per interval: DEV INO HITS MISSES DIRTIES HITRATIO PATH, busiest "
+                 "first",
+                 o.per_file);
+        add_common_options(cli, o.common, true);
+        cli.parse(argc, argv);
+        return Cachestat(std::move(o)).run();
+    });
+}

@@ -1,0 +1,82 @@
+// cachestat's arithmetic and output lines, apart from the tool so the unit tests can check them.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cachestat.h"
+
+namespace memlat::cachestat {
+
+// Pages counted over some window. `accesses` is meaningless when access counting is
+// unavailable on the running kernel; the formatting then prints HITS and HITRATIO as "-".
+struct Counts {
+    uint64_t accesses = 0; // pages looked up by reads and faults
+    uint64_t misses = 0;   // pages added to the page cache
+    uint64_t dirties = 0;  // pages that went from clean to dirty
+
+    static Counts from(const cachestat_counts &c);
+    Counts &operator+=(const Counts &o);
+    // The change since `before`; a counter that went backwards (it cannot) gives 0.
+    Counts since(const Counts &before) const;
+    uint64_t activity() const { return accesses + misses + dirties; }
+    bool operator==(const Counts &) const = default;
+};
+
+// HITS = ACCESSES - MISSES, clamped at 0 (BCC's formula with our definitions).
+uint64_t hits(const Counts &c);
+// HITRATIO in percent = HITS / ACCESSES * 100; none when nothing was accessed.
+std::optional<double> hit_ratio(const Counts &c);
+// Pages of a folio of `order`.
+uint64_t order_pages(unsigned order);
+
+// Buffers and Cached of /proc/meminfo, in MiB (as BCC's BUFFERS_MB and CACHED_MB).
+struct Meminfo {
+    std::optional<double> buffers_mb, cached_mb;
+};
+Meminfo parse_meminfo(std::string_view text);
+
+// "254:0" for the kernel's dev_t (major << 20 | minor).
+std::string dev_name(uint32_t kernel_dev);
+unsigned dev_major(uint32_t kernel_dev);
+unsigned dev_minor(uint32_t kernel_dev);
+
+// ---- the default view: one line per interval
+struct LineFormat {
+    bool timestamp = false;     // a TIME column (HH:MM:SS)
+    bool accesses_known = true; // false: HITS and HITRATIO are unavailable
+};
+std::string header(const LineFormat &f);
+std::string line(const Counts &c, const Meminfo &m, const LineFormat &f, std::string_view time);
+nlohmann::json json_counts(const Counts &c, bool accesses_known);
+
+// ---- the per-process and per-file views: a table per interval, busiest first
+struct ProcRow {
+    uint32_t pid = 0;
+    uint32_t uid = 0;
+    std::string comm;
+    Counts c;
+};
+struct FileRow {
+    uint32_t dev = 0; // the kernel's dev_t; 0 when the hook does not tell
+    uint64_t ino = 0;
+    std::optional<std::string> path;
+    Counts c;
+};
+// Sorted by activity (ACCESSES + MISSES + DIRTIES), then by PID or (dev, ino).
+void sort_rows(std::vector<ProcRow> &rows);
+void sort_rows(std::vector<FileRow> &rows);
+
+std::string table_title(std::string_view time, const Meminfo &m);
+std::string proc_header();
+std::string proc_line(const ProcRow &r, bool accesses_known);
+nlohmann::json proc_json(const ProcRow &r, bool accesses_known);
+std::string file_header();
+std::string file_line(const FileRow &r, bool accesses_known);
+nlohmann::json file_json(const FileRow &r, bool accesses_known);
+
+} // namespace memlat::cachestat
