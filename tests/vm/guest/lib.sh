@@ -1,0 +1,212 @@
+# Helpers of the guest's scenario scripts (busybox sh). A scenario script
+# (tests/vm/scenarios/TOOL.sh) runs in a subshell of /init with these functions:
+#
+#   vm_begin NAME            start scenario NAME (TOOL.SCENARIO[.HOOKPATH]: one reported line)
+#   vm_meta KEY VALUE        a fact for the host's checker (e.g. the workload's pid)
+#   vm_skip REASON           the guest cannot run this scenario (reported as skipped)
+#   vm_tool LABEL [VAR=VALUE ...] PROG ARGS...
+#                            start a tool with MEMLAT_READY=1 and wait for "memlat: ready"
+#                            (READY_TIMEOUT s); stdout/stderr/exit status go back as LABEL.*
+#   vm_stop LABEL            SIGINT the tool, wait for its exit (STOP_TIMEOUT s, then SIGKILL)
+#   vm_wait LABEL [SECONDS]  let the tool end by itself (-d, interval count)
+#   vm_run LABEL [VAR=VALUE ...] PROG ARGS...
+#                            run a command to its end (RUN_TIMEOUT s), keeping LABEL.*
+#   vm_bg LABEL PROG ARGS... / vm_bg_wait LABEL [SECONDS]   the same, in the background
+#   vm_held LABEL PROG ARGS... / vm_release LABEL
+#                            start a command held at the door: its PID ($VM_PID, LABEL.pid)
+#                            exists for a tool's -p or a filter; it exec()s on release
+#   vm_ramdisk               /dev/ram0 and ram1 (brd, 1 GiB each, sparse: reading it makes clean page
+#                            cache without using memory for the data; there is no disk)
+#   vm_snap LABEL FILE       copy FILE now (e.g. /proc/vmstat); sent back as LABEL
+#   vm_end                   send everything of the scenario back to the host
+#
+# Nothing is judged in the guest: the host's checker (tests/vm/check_TOOL.py) parses the
+# blocks and compares. Everything is kept in /tmp/run and only sent at vm_end, so that the
+# slow emulated serial port does not run during a measurement.
+#
+# Wire format on /dev/ttyS1 (a file on the host), one scenario per block:
+#   @@vm begin NAME | @@vm meta KEY VALUE | @@vm skip REASON | @@vm file LABEL ... @@vm endfile
+#   | @@vm end NAME; finally @@vm done. Global facts: @@vm gmeta KEY VALUE.
+
+READY_TIMEOUT=${READY_TIMEOUT:-60}
+STOP_TIMEOUT=${STOP_TIMEOUT:-30}
+RUN_TIMEOUT=${RUN_TIMEOUT:-120}
+RESULTS=/dev/ttyS1
+RUN=/tmp/run
+VM_SCENARIO=""
+
+vm_open_results() {
+    stty -F "$RESULTS" raw -echo 2>/dev/null
+    exec 3>"$RESULTS"
+}
+
+vm_emit() { echo "$*" >&3; }
+
+vm_meta_global() { vm_emit "@@vm gmeta $1 $2"; }
+
+vm_now() { cut -d' ' -f1 /proc/uptime; }
+
+vm_begin() {
+    VM_SCENARIO=$1
+    rm -rf "$RUN"
+    mkdir -p "$RUN"
+    : > "$RUN/.meta"
+    echo "memlat-vm: scenario $1" > /dev/console
+    vm_meta started "$(vm_now)"
+}
+
+vm_meta() { echo "$1 $2" >> "$RUN/.meta"; }
+
+vm_skip() { echo "$*" > "$RUN/.skip"; }
+
+vm_snap() { cat "$2" > "$RUN/$1" 2>&1; }
+
+# Splits leading VAR=VALUE words off into $VM_ENV; the rest is the command.
+_vm_split_env() {
+    VM_ENV=""
+    VM_CMD_SHIFT=0
+    for word in "$@"; do
+        case "$word" in
+        *=*) VM_ENV="$VM_ENV $word"; VM_CMD_SHIFT=$((VM_CMD_SHIFT + 1)) ;;
+        *) break ;;
+        esac
+    done
+}
+
+vm_tool() {
+    label=$1
+    shift
+    _vm_split_env "$@"
+    shift $VM_CMD_SHIFT
+    echo "$VM_ENV $*" > "$RUN/$label.argv"
+    start=$(vm_now)
+    # shellcheck disable=SC2086
+    env MEMLAT_READY=1 $VM_ENV "$@" > "$RUN/$label.out" 2> "$RUN/$label.err" < /dev/null &
+    pid=$!
+    echo "$pid" > "$RUN/$label.pid"
+    waited=0
+    while ! grep -q "^memlat: ready" "$RUN/$label.err" 2>/dev/null; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            wait "$pid"
+            echo "$?" > "$RUN/$label.rc"
+            echo "exited before it was ready" > "$RUN/$label.ready"
+            return 1
+        fi
+        if [ "$waited" -ge $((READY_TIMEOUT * 10)) ]; then
+            kill -9 "$pid" 2>/dev/null
+            wait "$pid"
+            echo "killed" > "$RUN/$label.rc"
+            echo "not ready within $READY_TIMEOUT s" > "$RUN/$label.ready"
+            return 1
+        fi
+        usleep 100000
+        waited=$((waited + 1))
+    done
+    echo "ready after $(awk -v a="$start" -v b="$(vm_now)" 'BEGIN {print b - a}') s" \
+        > "$RUN/$label.ready"
+    return 0
+}
+
+_vm_reap() {
+    label=$1
+    limit=$2
+    pid=$(cat "$RUN/$label.pid" 2>/dev/null) || return 0
+    [ -f "$RUN/$label.rc" ] && return 0
+    waited=0
+    while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt $((limit * 10)) ]; do
+        usleep 100000
+        waited=$((waited + 1))
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -9 "$pid" 2>/dev/null
+        wait "$pid"
+        echo "killed" > "$RUN/$label.rc"
+        return 1
+    fi
+    wait "$pid"
+    echo "$?" > "$RUN/$label.rc"
+}
+
+vm_stop() {
+    pid=$(cat "$RUN/$1.pid" 2>/dev/null) || return 0
+    [ -f "$RUN/$1.rc" ] && return 0
+    kill -INT "$pid" 2>/dev/null
+    _vm_reap "$1" "$STOP_TIMEOUT"
+}
+
+vm_wait() { _vm_reap "$1" "${2:-$STOP_TIMEOUT}"; }
+
+vm_run() {
+    label=$1
+    shift
+    _vm_split_env "$@"
+    shift $VM_CMD_SHIFT
+    echo "$VM_ENV $*" > "$RUN/$label.argv"
+    # shellcheck disable=SC2086
+    timeout -s KILL "$RUN_TIMEOUT" env $VM_ENV "$@" > "$RUN/$label.out" 2> "$RUN/$label.err" \
+        < /dev/null
+    echo "$?" > "$RUN/$label.rc"
+}
+
+vm_bg() {
+    label=$1
+    shift
+    echo "$*" > "$RUN/$label.argv"
+    "$@" > "$RUN/$label.out" 2> "$RUN/$label.err" < /dev/null &
+    echo "$!" > "$RUN/$label.pid"
+}
+
+vm_held() {
+    label=$1
+    shift
+    echo "$*" > "$RUN/$label.argv"
+    (
+        while [ ! -e "$RUN/$label.go" ]; do usleep 20000; done
+        exec "$@"
+    ) > "$RUN/$label.out" 2> "$RUN/$label.err" < /dev/null &
+    VM_PID=$!
+    echo "$VM_PID" > "$RUN/$label.pid"
+}
+
+vm_release() { : > "$RUN/$1.go"; }
+
+vm_ramdisk() {
+    [ -b /dev/ram0 ] && return 0
+    insmod /modules/brd.ko rd_nr=2 rd_size=1048576 max_part=0 || return 1
+    n=0
+    while [ ! -b /dev/ram0 ] && [ $n -lt 50 ]; do usleep 100000; n=$((n + 1)); done
+    [ -b /dev/ram0 ]
+}
+
+vm_bg_wait() { _vm_reap "$1" "${2:-$RUN_TIMEOUT}"; }
+
+vm_end() {
+    vm_meta ended "$(vm_now)"
+    vm_emit "@@vm begin $VM_SCENARIO"
+    while read -r key value; do
+        vm_emit "@@vm meta $key $value"
+    done < "$RUN/.meta"
+    [ -f "$RUN/.skip" ] && vm_emit "@@vm skip $(cat "$RUN/.skip")"
+    for f in "$RUN"/*; do
+        [ -f "$f" ] || continue
+        name=$(basename "$f")
+        vm_emit "@@vm file $name"
+        cat "$f" >&3
+        # A file without a final newline must not swallow the end marker.
+        [ -s "$f" ] && [ "$(tail -c 1 "$f" | od -An -c | tr -d ' ')" != '\n' ] && echo >&3
+        vm_emit "@@vm endfile $name"
+    done
+    vm_emit "@@vm end $VM_SCENARIO"
+    VM_SCENARIO=""
+}
+
+vm_done() { vm_emit "@@vm done"; }
+
+# The tool's binary, or a skip when it is not in the initramfs (not built yet).
+vm_have() {
+    if [ -x "/memlat/$1" ]; then
+        return 0
+    fi
+    vm_skip "/memlat/$1 is not in the initramfs (the tool was not built)"
+    return 1
+}

@@ -1,0 +1,340 @@
+#!/usr/bin/env python3
+"""The VM tests: memlat's static binaries on a second kernel (Debian's 6.1), in a qemu guest
+with two NUMA nodes, booted from an initramfs this script builds.
+
+    run_vm_tests.py [--build-dir DIR] [--tools tlbflush,drsnoop] [--keep] [--timeout S]
+    run_vm_tests.py --prepare      # only fetch the kernel and check the prerequisites
+
+Steps: fetch linux-image-6.1.0-*-amd64 with apt-get download into BUILD/vm-cache (once),
+extract vmlinux; build an initramfs (busybox-static, the tools BUILD/TOOL, the static workloads
+BUILD/tests/vm/*, guest/init + guest/lib.sh, scenarios/TOOL.sh, the modules the scenarios
+need); boot it under qemu (TCG: the host's KVM cannot run this guest) with -smp 2,sockets=2 and
+one memory backend per node; the guest runs every scenario and writes its report to the second
+serial port, a file here; each scenario is judged by tests/vm/check_TOOL.py.
+
+Every scenario prints "PASS", "FAIL" or "SKIP (reason)" with its name TOOL.SCENARIO.HOOKPATH.
+Exit status: 0 all passed (skips allowed), 1 a failure or a guest that did not finish, 77 when
+the VM cannot run here at all (no qemu, no kernel package) unless MEMLAT_VM_REQUIRED=1, which
+makes that a failure too (CI sets it). Installs nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import importlib
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+import traceback
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "runtime"))
+import vmkernel  # noqa: E402
+from memlat_test import Failure, Skip, Test, log  # noqa: E402
+from vmcheck import find_checker, parse_report  # noqa: E402
+
+SKIP_STATUS = 77
+QEMU = "qemu-system-x86_64"
+BUSYBOX_PATHS = ["/bin/busybox", "/usr/bin/busybox"]
+NODE_MEM_MB = 256           # per NUMA node; the guest has 2 nodes and 2 CPUs (CPU i on node i)
+DEFAULT_TIMEOUT = 900       # seconds for one boot (all scenarios of the selected tools)
+# Kernel modules the scenarios may load (insmod /modules/NAME.ko); brd gives a block device
+# whose page cache is reclaimable without any disk.
+MODULES = ["brd"]
+
+
+class VmSkip(Exception):
+    pass
+
+
+def which(prog: str) -> str | None:
+    return shutil.which(prog)
+
+
+def tools_in(build: str) -> list[str]:
+    """The tools with a VM scenario script, and whether their binary exists."""
+    return sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(HERE, "scenarios",
+                                                                          "*.sh")))
+
+
+def is_static(path: str) -> bool:
+    r = subprocess.run(["readelf", "-l", path], capture_output=True, text=True)
+    return r.returncode == 0 and "INTERP" not in r.stdout
+
+
+# ---------------------------------------------------------------- initramfs (newc cpio)
+
+class Cpio:
+    """Writes a newc-format cpio archive (what the kernel unpacks as initramfs)."""
+
+    def __init__(self, path: str):
+        self.f = open(path, "wb")
+        self.ino = 1
+        self.dirs: set[str] = set()
+
+    def _entry(self, name: str, mode: int, data: bytes = b"") -> None:
+        name_b = name.encode() + b"\0"
+        hdr = "070701" + "".join(f"{v:08x}" for v in (
+            self.ino, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(name_b), 0))
+        self.ino += 1
+        self.f.write(hdr.encode() + name_b)
+        self.f.write(b"\0" * ((4 - (110 + len(name_b)) % 4) % 4))
+        self.f.write(data)
+        self.f.write(b"\0" * ((4 - len(data) % 4) % 4))
+
+    def mkdir(self, name: str) -> None:
+        parts = name.strip("/").split("/")
+        for i in range(1, len(parts) + 1):
+            d = "/".join(parts[:i])
+            if d and d not in self.dirs:
+                self.dirs.add(d)
+                self._entry(d, stat.S_IFDIR | 0o755)
+
+    def file(self, name: str, data: bytes, mode: int = 0o755) -> None:
+        self.mkdir(os.path.dirname(name.strip("/")))
+        self._entry(name.strip("/"), stat.S_IFREG | mode, data)
+
+    def copy(self, name: str, src: str, mode: int = 0o755) -> None:
+        with open(src, "rb") as f:
+            self.file(name, f.read(), mode)
+
+    def symlink(self, name: str, target: str) -> None:
+        self.mkdir(os.path.dirname(name.strip("/")))
+        self._entry(name.strip("/"), stat.S_IFLNK | 0o777, target.encode())
+
+    def close(self) -> None:
+        self._entry("TRAILER!!!", 0)
+        self.f.close()
+
+
+def build_initramfs(path: str, build: str, tools: list[str], kernel: vmkernel.Kernel,
+                    busybox: str) -> list[str]:
+    """Writes the initramfs; returns the notes about what it lacks (missing tool binaries)."""
+    notes = []
+    c = Cpio(path)
+    for d in ("bin", "sbin", "proc", "sys", "dev", "tmp", "memlat", "modules", "scenarios",
+              "sys", "root"):
+        c.mkdir(d)
+    c.copy("bin/busybox", busybox)
+    applets = subprocess.run([busybox, "--list"], capture_output=True, text=True).stdout.split()
+    for a in applets:
+        if a != "busybox":
+            c.symlink(f"bin/{a}", "busybox")
+    c.copy("init", os.path.join(HERE, "guest", "init"))
+    c.copy("lib.sh", os.path.join(HERE, "guest", "lib.sh"), 0o644)
+    for tool in tools:
+        c.copy(f"scenarios/{tool}.sh", os.path.join(HERE, "scenarios", f"{tool}.sh"), 0o644)
+    # Every tool built goes in (a scenario may use another tool, and a debugging session
+    # any of them); the ones whose scenarios run must be there.
+    all_tools = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(
+        HERE, "..", "..", "tools", "*.cpp")))
+    for tool in sorted(set(all_tools) | set(tools)):
+        binary = os.path.join(build, tool)
+        if os.path.isfile(binary) and is_static(binary):
+            c.copy(f"memlat/{tool}", binary)
+        elif tool in tools:
+            notes.append(f"{binary} is not static (MEMLAT_STATIC=OFF?): the guest has no libc"
+                         if os.path.isfile(binary) else f"{binary} not built")
+    wl_dir = os.path.join(build, "tests", "vm")
+    for wl in sorted(glob.glob(os.path.join(wl_dir, "*"))):
+        if os.path.isfile(wl) and os.access(wl, os.X_OK) and is_static(wl):
+            c.copy(f"memlat/{os.path.basename(wl)}", wl)
+    for m in MODULES:
+        ko = vmkernel.find_module(kernel, m)
+        if ko:
+            c.copy(f"modules/{os.path.basename(ko)}", ko, 0o644)
+    c.close()
+    return notes
+
+
+# ---------------------------------------------------------------- qemu
+
+def qemu_argv(kernel: vmkernel.Kernel, initrd: str, console: str, results: str,
+              only: list[str]) -> list[str]:
+    mem = NODE_MEM_MB
+    return [
+        QEMU, "-machine", "pc", "-accel", "tcg", "-cpu", "max",
+        "-smp", "2,sockets=2,cores=1,threads=1", "-m", f"{2 * mem}M",
+        "-object", f"memory-backend-ram,id=m0,size={mem}M",
+        "-object", f"memory-backend-ram,id=m1,size={mem}M",
+        "-numa", "node,nodeid=0,cpus=0,memdev=m0",
+        "-numa", "node,nodeid=1,cpus=1,memdev=m1",
+        "-kernel", kernel.vmlinux, "-initrd", initrd,
+        "-append", "console=ttyS0 panic=-1 loglevel=4 rdinit=/init"
+                   " memlat.only=" + ",".join(only),
+        "-nodefaults", "-display", "none", "-no-reboot",
+        "-serial", f"file:{console}", "-serial", f"file:{results}",
+    ]
+
+
+def boot(argv: list[str], timeout: float, results: str) -> tuple[int | None, float]:
+    """Runs qemu to its end (the guest powers off), killed after `timeout` s."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        while True:
+            try:
+                proc.wait(5)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if time.monotonic() - t0 > timeout:
+                log(f"vm: the guest did not finish within {timeout:.0f} s: killing qemu")
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+                return None, time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    out = proc.stdout.read().decode(errors="replace").strip()
+    if out:
+        log("vm: qemu said: " + out[-2000:])
+    return proc.returncode, time.monotonic() - t0
+
+
+# ---------------------------------------------------------------- main
+
+def prerequisites() -> str:
+    """The busybox to use; raises VmSkip naming what is missing."""
+    missing = [p for p in (QEMU, "apt-get", "apt-cache", "dpkg-deb", "readelf") if not which(p)]
+    busybox = next((p for p in BUSYBOX_PATHS if os.path.isfile(p) and is_static(p)), None)
+    if busybox is None:
+        missing.append("a static busybox (package busybox-static)")
+    if missing:
+        raise VmSkip("missing " + ", ".join(missing) + " (scripts/install-deps.sh installs them)")
+    return busybox
+
+
+def judge(blocks, facts, done: bool, only: list[str]) -> tuple[list[tuple[str, str, str]], bool]:
+    rows = []
+    ok = True
+    kernel = facts.get("kernel", "?")
+    for tool in only:
+        mod = f"check_{tool}"
+        if os.path.isfile(os.path.join(HERE, mod + ".py")):
+            importlib.import_module(mod)
+    for b in blocks:
+        b.facts = facts
+        log(f"\n==== {b.name} (guest kernel {kernel}) ====")
+        if not b.complete:
+            rows.append((b.name, "FAIL", "the guest's report of it was cut short"))
+            ok = False
+            continue
+        if b.skip:
+            log(f"skipped: {b.skip}")
+            rows.append((b.name, "SKIP", b.skip))
+            continue
+        fn, variant = find_checker(b.name)
+        if fn is None:
+            rows.append((b.name, "FAIL", "no checker for it in tests/vm/check_*.py"))
+            ok = False
+            continue
+        b.variant = variant
+        t = Test(b.name)
+        try:
+            fn(t, b)
+        except Skip as e:
+            log(f"skipped: {e}")
+            rows.append((b.name, "SKIP", str(e)))
+            continue
+        except Failure as e:
+            t.failures.append(str(e))
+            log(f"FAIL  {e}")
+        except Exception:
+            t.failures.append("exception")
+            log("FAIL  the checker raised:\n" + traceback.format_exc())
+        if t.failures or t.checks == 0:
+            ok = False
+            why = t.failures[0].splitlines()[0] if t.failures else "no check was made"
+            rows.append((b.name, "FAIL", f"{len(t.failures)} of {max(t.checks, 1)} checks: {why}"))
+        else:
+            rows.append((b.name, "PASS", f"{t.checks} checks"))
+    if not done:
+        ok = False
+        rows.append(("(guest)", "FAIL", "the guest did not finish (no \"@@vm done\"): see the "
+                     "console log"))
+    return rows, ok
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build-dir", default=os.environ.get("MEMLAT_BUILD_DIR"))
+    ap.add_argument("--tools", default="", help="comma-separated; default: every scenario script")
+    ap.add_argument("--prepare", action="store_true", help="only fetch and unpack the kernel")
+    ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
+    ap.add_argument("--keep", action="store_true", help="keep the console log on success")
+    args = ap.parse_args()
+    if not args.build_dir:
+        log("run_vm_tests.py: give --build-dir or set MEMLAT_BUILD_DIR")
+        return 2
+    build = os.path.abspath(args.build_dir)
+    required = os.environ.get("MEMLAT_VM_REQUIRED") == "1"
+    cache = os.path.join(build, "vm-cache")
+    try:
+        if os.geteuid() != 0 and not args.prepare:
+            pass  # qemu needs no root; apt-get download needs none either
+        busybox = prerequisites()
+        kernel = vmkernel.fetch_kernel(cache, log)
+    except (VmSkip, vmkernel.KernelError, OSError, subprocess.SubprocessError) as e:
+        log(f"{'FAIL' if required else 'skipped'}: the VM tests cannot run here: {e}")
+        return 1 if required else SKIP_STATUS
+    log(f"vm: kernel {kernel.version} from {kernel.package}")
+    if args.prepare:
+        return 0
+
+    only = [x for x in args.tools.split(",") if x] or tools_in(build)
+    unknown = [x for x in only if not os.path.isfile(os.path.join(HERE, "scenarios", x + ".sh"))]
+    if unknown:
+        log(f"skipped: no VM scenarios for {', '.join(unknown)} yet "
+            f"(tests/vm/scenarios/TOOL.sh and tests/vm/check_TOOL.py)")
+        only = [x for x in only if x not in unknown]
+        if not only:
+            return SKIP_STATUS
+    work = os.path.join(build, "vm-run", "-".join(only))
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    initrd = os.path.join(work, "initramfs.cpio")
+    notes = build_initramfs(initrd, build, only, kernel, busybox)
+    for n in notes:
+        log(f"vm: note: {n}")
+    if not glob.glob(os.path.join(build, "tests", "vm", "*")):
+        log(f"FAIL: no static workloads in {build}/tests/vm (build the vm_* targets: make)")
+        return 1
+    console, results = os.path.join(work, "console.log"), os.path.join(work, "results.log")
+    argv = qemu_argv(kernel, initrd, console, results, only)
+    log("vm: $ " + " ".join(argv))
+    rc, took = boot(argv, args.timeout, results)
+    log(f"vm: qemu exit {rc} after {took:.1f} s")
+    with open(results, "rb") as f:
+        text = f.read().decode(errors="replace")
+    facts, blocks, done = parse_report(text)
+    log("vm: guest: " + ", ".join(f"{k}={v}" for k, v in facts.items() if k != "cmdline"))
+    rows, ok = judge(blocks, facts, done, only)
+    if not ok or args.keep:
+        with open(console, errors="replace") as f:
+            tail = f.read()[-6000:]
+        log(f"\n---- guest console ({console}), last lines ----\n{tail}")
+    log(f"\n==== VM results: {facts.get('kernel', '?')} ({took:.0f} s) ====")
+    width = max((len(r[0]) for r in rows), default=10)
+    for name, status, detail in rows:
+        log(f"{status:4}  {name:{width}}  {detail}")
+    if not rows:
+        log("FAIL: the guest reported no scenario")
+        return 1
+    if not ok:
+        return 1
+    if all(r[1] == "SKIP" for r in rows):
+        return SKIP_STATUS
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

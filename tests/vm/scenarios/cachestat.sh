@@ -1,0 +1,38 @@
+# cachestat on the guest kernel, which has no filemap access tracepoints (6.1): accesses come
+# from folio_mark_accessed through fentry, else kprobe, else are not counted. Each path reads
+# CACHE_MB of /dev/ram0 cold (after drop_caches: the guest's own page cache, nothing of the
+# host's) and then warm, each read watched by its own cachestat -p. Checked by
+# tests/vm/check_cachestat.py.
+
+CACHE_MB=64
+
+cachestat_read() { # PHASE DISABLE
+    vm_held "$1.reader" dd if=/dev/ram0 of=/dev/null bs=1M count=$CACHE_MB
+    if vm_tool "$1.tool" MEMLAT_DISABLE_HOOKS="$2" cachestat -v -j -p "$VM_PID" 1000; then
+        vm_release "$1.reader"
+        vm_bg_wait "$1.reader"
+        usleep 300000
+    fi
+    vm_stop "$1.tool"
+    vm_bg_wait "$1.reader" 5
+}
+
+cachestat_cold_warm() { # NAME DISABLE
+    vm_begin "$1"
+    if vm_have cachestat && vm_ramdisk; then
+        vm_meta pages $((CACHE_MB * 256))
+        sync
+        echo 1 > /proc/sys/vm/drop_caches
+        # Keep the ram disk open between the reads: the last close of a block device drops
+        # its page cache (kill_bdev), and the warm read would be cold again.
+        exec 4< /dev/ram0
+        cachestat_read cold "$2"
+        cachestat_read warm "$2"
+        exec 4<&-
+    fi
+    vm_end
+}
+
+cachestat_cold_warm cachestat.cold_warm.fentry ""
+cachestat_cold_warm cachestat.cold_warm.kprobe fentry
+cachestat_cold_warm cachestat.cold_warm.no_accesses fentry,kprobe

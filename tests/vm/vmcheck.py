@@ -1,0 +1,178 @@
+"""Host side of the VM tests: the guest's report (blocks written by guest/lib.sh to the second
+serial port) parsed into Blocks, and the registry of checkers.
+
+A tool's checker module tests/vm/check_TOOL.py registers one function per guest scenario
+family; the function gets a memlat_test.Test (same check_* methods and output as the runtime
+tests) and the scenario's Block:
+
+    from vmcheck import Block, checker, vmstat_delta
+
+    @checker("tlbflush.count")             # matches tlbflush.count and tlbflush.count.*
+    def _(t: Test, b: Block) -> None:
+        res = b.tool("tool")                 # memlat_test.Result from tool.out/.err/.rc
+        t.check_eq("exit status", 0, res.rc)
+
+Block.variant is the part of the name after the registered prefix (e.g. "raw_tp"), which the
+scenario scripts use for the hook path.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import Callable, Optional
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime"))
+from memlat_test import Failure, Result, Test, log  # noqa: E402
+
+
+class Block:
+    """One scenario's report: meta facts, the files the guest kept, an optional skip."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.meta: dict[str, str] = {}
+        self.files: dict[str, str] = {}
+        self.skip: Optional[str] = None
+        self.complete = False
+        self.variant = ""
+        self.facts: dict[str, str] = {}     # the guest's global facts (kernel, nodes, ...)
+
+    def file(self, name: str) -> str:
+        if name not in self.files:
+            raise Failure(f"the guest sent no {name!r} for {self.name} "
+                          f"(it sent {sorted(self.files)})")
+        return self.files[name]
+
+    def tool(self, label: str) -> Result:
+        """The run named `label` (vm_tool/vm_run) as a memlat_test.Result; a tool that was
+        never ready or that was killed is a Failure showing its output."""
+        rc_text = self.files.get(f"{label}.rc", "").strip()
+        res = Result((self.files.get(f"{label}.argv", label)).split(),
+                     int(rc_text) if rc_text.lstrip("-").isdigit() else None,
+                     self.files.get(f"{label}.out", ""), self.files.get(f"{label}.err", ""), 0.0)
+        ready = self.files.get(f"{label}.ready", "").strip()
+        if ready and not ready.startswith("ready"):
+            raise Failure(f"{label}: {ready}\n{res.describe()}")
+        if f"{label}.rc" not in self.files:
+            raise Failure(f"{label}: the guest kept no exit status (did it run?) "
+                          f"files: {sorted(self.files)}")
+        if res.rc is None:
+            raise Failure(f"{label}: {rc_text or 'no exit status'}\n{res.describe()}")
+        return res
+
+    def workload(self, label: str = "workload") -> dict:
+        """{"pid", "iterations"} from a workload's "pid=P iterations=N" line."""
+        res = self.tool(label)
+        m = re.search(r"pid=(\d+) iterations=(\d+)", res.stdout)
+        if res.rc != 0 or not m:
+            raise Failure(f"workload {label} failed\n{res.describe()}")
+        return {"pid": int(m.group(1)), "iterations": int(m.group(2))}
+
+
+def parse_report(text: str) -> tuple[dict[str, str], list[Block], bool]:
+    """(global facts, blocks in order, whether the guest said "done")."""
+    facts: dict[str, str] = {}
+    blocks: list[Block] = []
+    done = False
+    cur: Optional[Block] = None
+    in_file: Optional[str] = None
+    buf: list[str] = []
+    for raw in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        if in_file is not None:
+            if raw == f"@@vm endfile {in_file}":
+                cur.files[in_file] = "".join(line + "\n" for line in buf)
+                in_file, buf = None, []
+            else:
+                buf.append(raw)
+            continue
+        if not raw.startswith("@@vm "):
+            continue
+        parts = raw.split(" ", 3)
+        word = parts[1] if len(parts) > 1 else ""
+        rest = raw.split(" ", 2)[2] if len(parts) > 2 else ""
+        if word == "gmeta":
+            k, _, v = rest.partition(" ")
+            facts[k] = v
+        elif word == "begin":
+            cur = Block(rest)
+            blocks.append(cur)
+        elif word == "meta" and cur is not None:
+            k, _, v = rest.partition(" ")
+            cur.meta[k] = v
+        elif word == "skip" and cur is not None:
+            cur.skip = rest
+        elif word == "file" and cur is not None:
+            in_file = rest
+        elif word == "end" and cur is not None:
+            cur.complete = True
+            cur = None
+        elif word == "done":
+            done = True
+    return facts, blocks, done
+
+
+_CHECKERS: list[tuple[str, Callable[[Test, Block], None]]] = []
+
+
+def checker(prefix: str):
+    """Registers the checker of the scenarios named `prefix` or `prefix.<variant>`."""
+    def register(fn):
+        _CHECKERS.append((prefix, fn))
+        return fn
+    return register
+
+
+def find_checker(name: str) -> tuple[Optional[Callable], str]:
+    best = None
+    for prefix, fn in _CHECKERS:
+        if name == prefix or name.startswith(prefix + "."):
+            if best is None or len(prefix) > len(best[0]):
+                best = (prefix, fn)
+    if best is None:
+        return None, ""
+    return best[1], name[len(best[0]) + 1:]
+
+
+# ---------------------------------------------------------------- parsing /proc snapshots
+
+def vmstat(text: str) -> dict[str, int]:
+    out = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].lstrip("-").isdigit():
+            out[parts[0]] = int(parts[1])
+    return out
+
+
+def vmstat_delta(b: Block, before: str, after: str, *keys: str) -> dict[str, int]:
+    """after - before for the given /proc/vmstat keys (a prefix ending in "*" sums them)."""
+    x, y = vmstat(b.file(before)), vmstat(b.file(after))
+    out = {}
+    for key in keys:
+        if key.endswith("*"):
+            names = [k for k in y if k.startswith(key[:-1])]
+            out[key] = sum(y[k] - x.get(k, 0) for k in names)
+        else:
+            out[key] = y.get(key, 0) - x.get(key, 0)
+    return out
+
+
+def interrupt_row(text: str, name: str) -> list[int]:
+    lines = text.splitlines()
+    ncpu = len(lines[0].split())
+    for line in lines[1:]:
+        fields = line.split()
+        if fields and fields[0] == name + ":":
+            return [int(x) for x in fields[1:1 + ncpu]]
+    raise Failure(f"no {name} row in the guest's /proc/interrupts")
+
+
+def hook_lines(stderr: str) -> list[str]:
+    """The -v lines naming the hook chosen for each probe ("PROBE: using HOOK ...")."""
+    return [line for line in stderr.splitlines() if ": using " in line or "not traced" in line]
+
+
+def show_hooks(stderr: str) -> None:
+    for line in hook_lines(stderr):
+        log(f"  -v: {line}")
