@@ -187,21 +187,6 @@ void Numamove::configure(numamove_bpf &skel) const {
     bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? 8192 : 1);
 }
 
-template <typename Key, typename Value>
-std::vector<std::pair<Key, Value>> read_hash(bpf_map *map) {
-    std::vector<std::pair<Key, Value>> entries;
-    Key key{}, next{};
-    const Key *prev = nullptr;
-    while (bpf_map__get_next_key(map, prev, &next, sizeof(Key)) == 0) {
-        Value value{};
-        if (bpf_map__lookup_elem(map, &next, sizeof(Key), &value, sizeof(Value), 0) == 0)
-            entries.emplace_back(next, value);
-        key = next;
-        prev = &key;
-    }
-    return entries;
-}
-
 Snapshot Numamove::snapshot(numamove_bpf &skel) const {
     Snapshot s;
     const auto *bss = skel.bss;
@@ -214,7 +199,7 @@ Snapshot Numamove::snapshot(numamove_bpf &skel) const {
     std::copy(std::begin(bss->task_moves), std::end(bss->task_moves), s.moves.begin());
     if (o_.per_process)
         for (const auto &[k, v] :
-             read_hash<numamove_proc_key, numamove_proc_value>(skel.maps.proc_counts)) {
+             read_hash_map<numamove_proc_key, numamove_proc_value>(skel.maps.proc_counts)) {
             ProcKey key{k.pid, k.reason};
             s.procs[key] = v.c;
             s.comms[key] = std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
@@ -437,7 +422,7 @@ int Numamove::run() {
     fflush(stdout);
 
     Snapshot before = snapshot(*skel);
-    bool done = run_until_stopped(o_.common, sleep_for, [&] {
+    bool done = trace_until_stopped(o_.common, nullptr, [&] {
         Snapshot now = snapshot(*skel);
         print_interval(now, before);
         before = std::move(now);
@@ -447,11 +432,7 @@ int Numamove::run() {
         Snapshot now = snapshot(*skel);
         print_interval(now, before);
     }
-    if (uint64_t misses = recursion_misses(skel->obj); misses != 0)
-        fmt::print(stderr,
-                   "{}: the kernel skipped {} program runs because another BPF program was "
-                   "running on the same CPU; those migrations are not counted.\n",
-                   tool_name, misses);
+    report_skipped_runs(tool_name, skel->obj, "migrations");
     if (uint64_t unpaired = skel->bss->unpaired_ends; unpaired != 0)
         verbose(v, fmt::format("{} migrations were in flight when tracing began (or their start "
                                "was not seen): counted, not timed",

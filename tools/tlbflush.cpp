@@ -599,31 +599,17 @@ int Tlbflush::run() {
     fflush(stdout);
 
     Snapshot before = snapshot(*skel);
-    auto wait = [&](std::chrono::milliseconds timeout) {
-        if (events) {
-            events->poll(timeout);
-            fflush(stdout);
-        } else {
-            sleep_for(timeout);
-        }
-    };
-    bool done = run_until_stopped(o_.common, wait, [&] {
+    bool done = trace_until_stopped(o_.common, events ? &*events : nullptr, [&] {
         Snapshot now = snapshot(*skel);
         print_interval(*skel, now, before);
         before = std::move(now);
     });
-    if (events)
-        events->drain();
     if (!done) {
         // The final summary: everything since the last interval (or since the start).
         Snapshot now = snapshot(*skel);
         print_interval(*skel, now, before);
     }
-    if (uint64_t misses = recursion_misses(skel->obj); misses != 0)
-        fmt::print(stderr,
-                   "{}: the kernel skipped {} program runs because another BPF program was "
-                   "running on the same CPU; those events are not counted.\n",
-                   tool_name, misses);
+    report_skipped_runs(tool_name, skel->obj, "events");
     fflush(stdout);
     return 0;
 }

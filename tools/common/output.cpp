@@ -86,4 +86,28 @@ bool run_until_stopped(const CommonOptions &options,
     return false;
 }
 
+bool trace_until_stopped(const CommonOptions &options, RingBuffer *events,
+                         const std::function<void()> &on_interval) {
+    auto wait = [events](std::chrono::milliseconds timeout) {
+        if (events == nullptr) {
+            sleep_for(timeout);
+            return;
+        }
+        events->poll(timeout);
+        fflush(stdout);
+    };
+    bool done = run_until_stopped(options, wait, on_interval);
+    if (events != nullptr)
+        events->drain();
+    return done;
+}
+
+void report_skipped_runs(std::string_view tool, bpf_object *obj, std::string_view what) {
+    if (uint64_t misses = recursion_misses(obj); misses != 0)
+        fmt::print(stderr,
+                   "{}: the kernel skipped {} program runs because another BPF program was "
+                   "running on the same CPU; those {} are not counted.\n",
+                   tool, misses, what);
+}
+
 } // namespace memlat

@@ -38,4 +38,13 @@ bool run_until_stopped(const CommonOptions &options,
 // A wait that just sleeps (interrupted by the stop signals).
 void sleep_for(std::chrono::milliseconds timeout);
 
+// run_until_stopped() as every tool uses it: waits on `events` when the tool prints events
+// (printing each batch as it arrives), else sleeps; drains the ring buffer at the end.
+bool trace_until_stopped(const CommonOptions &options, RingBuffer *events,
+                         const std::function<void()> &on_interval);
+
+// Tells on stderr how many program runs the kernel skipped because another BPF program was
+// running on the same CPU (bpf_prog_info.recursion_misses): those `what` were not counted.
+void report_skipped_runs(std::string_view tool, bpf_object *obj, std::string_view what);
+
 } // namespace memlat
