@@ -217,6 +217,34 @@ static __always_inline void mapping_file(struct address_space *mapping, struct f
 	f->dev = sb ? BPF_CORE_READ(sb, s_dev) : BPF_CORE_READ(host, i_rdev);
 }
 
+/* A folio's first word holds its page flags: a bare unsigned long up to 6.17, wrapped in
+ * memdesc_flags_t (a struct with one member, f) since 6.18. CO-RE refuses to relocate a
+ * struct-typed field onto an integer one (and the reverse), so each layout is read through its
+ * own flavor, and bpf_core_field_exists() (false when the types do not match) picks the one
+ * the running kernel has. The read of the other layout is dead code the verifier drops. */
+struct folio___flags_ulong {
+	unsigned long flags;
+} __attribute__((preserve_access_index));
+
+struct folio___flags_memdesc {
+	struct {
+		unsigned long f;
+	} flags;
+} __attribute__((preserve_access_index));
+
+static __always_inline unsigned long folio_flags(struct folio *folio)
+{
+	struct folio___flags_memdesc *memdesc = (void *)folio;
+	struct folio___flags_ulong *plain = (void *)folio;
+	unsigned long flags = 0;
+
+	if (bpf_core_field_exists(memdesc->flags.f))
+		bpf_core_read(&flags, sizeof(flags), &memdesc->flags.f);
+	else if (bpf_core_field_exists(plain->flags))
+		bpf_core_read(&flags, sizeof(flags), &plain->flags);
+	return flags;
+}
+
 /* Where kernels kept a folio's order: 6.1-6.5 in a byte of the first tail page. */
 struct folio___v61 {
 	unsigned char _folio_order;
@@ -227,16 +255,15 @@ struct page___compound {
 	unsigned char compound_order;
 } __attribute__((preserve_access_index));
 
-/* folio_nr_pages(), read through CO-RE for the running kernel's layout. */
+/* folio_nr_pages(), read through CO-RE for the running kernel's layout: a folio without
+ * PG_head is one page; a large folio's order is in its first tail page. */
 static __always_inline __u64 folio_pages(struct folio *folio)
 {
-	unsigned long flags = 0;
 	__u32 order = 0;
 
 	if (!folio)
 		return 1;
-	bpf_core_read(&flags, sizeof(flags), &folio->flags);
-	if (!(flags & (1UL << bpf_core_enum_value(enum pageflags, PG_head))))
+	if (!(folio_flags(folio) & (1UL << bpf_core_enum_value(enum pageflags, PG_head))))
 		return 1;
 	if (bpf_core_field_exists(struct folio___v61, _folio_order)) {
 		order = BPF_CORE_READ((struct folio___v61 *)folio, _folio_order);
@@ -487,8 +514,9 @@ int fault_tp(struct trace_event_raw_mm_filemap_fault *ctx)
 }
 
 /* Fall-back for kernels without the access tracepoints: pages of the folios marked accessed.
- * Reads mark only the first folio of each batch and faults mark none, so this is a lower
- * bound (user space says so). Anonymous folios (mapping with the low bit set) are skipped. */
+ * filemap_read() marks every folio it copies (the first of a batch only if the previous read
+ * did not end in it); faults mark none, but zapping a young file PTE (munmap, exit) does, so
+ * mapped pages count late. Anonymous folios (mapping with the low bit set) are skipped. */
 static __always_inline int on_mark_accessed(struct folio *folio)
 {
 	struct address_space *mapping;

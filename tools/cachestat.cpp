@@ -55,9 +55,11 @@ was current: a read and its read-ahead run in the reader), busiest first.
 /proc/PID/fd and /proc/PID/maps of the last process that used the file; "-"
 when it no longer has it open or mapped.
 Kernels without the access tracepoints (before 6.12) count accesses from
-folio_mark_accessed or mark_page_accessed (fentry or kprobe): a lower bound,
-as reads mark only the first folio of each batch. Where nothing can count
-accesses, HITS and HITRATIO print as "-" and cachestat says why.
+folio_mark_accessed or mark_page_accessed (fentry or kprobe): read(2) marks
+every folio it copies (a folio that successive small reads stay in, once);
+mmap faults mark nothing, and mapped pages count when the process unmaps
+them (munmap, exit) if they were used. Where nothing can count accesses,
+HITS and HITRATIO print as "-" and cachestat says why.
 mmap: kernels map whole large folios at a fault, beyond the window the
 tracepoint reports, so mmap ACCESSES are a lower bound. Not seen: tmpfs and
 shmem reads, direct I/O, pages already mapped (no fault).
@@ -233,9 +235,9 @@ std::vector<Probe> Cachestat::plan() const {
                         "tracepoint.",
                         std::move(dirties));
 
-    const std::string lower_bound =
-        "accesses are the pages of folios marked accessed: reads mark only the first folio of "
-        "each batch and mmap faults none, so HITS and HITRATIO are lower bounds";
+    const std::string marked =
+        "accesses are the pages of folios marked accessed: read(2) marks each folio it copies, "
+        "mmap faults none (mapped pages count at unmap, if used)";
     auto family = [](std::string base) {
         return std::vector<std::string>{"get_pages" + base, "map_pages" + base, "fault" + base};
     };
@@ -246,10 +248,10 @@ std::vector<Probe> Cachestat::plan() const {
          "the classic format has no file size: a read that asks past the end of a file counts "
          "the pages it asked for",
          ""},
-        {HookKind::Fentry, {"folio_accessed_fentry"}, "folio_mark_accessed", lower_bound, ""},
-        {HookKind::Kprobe, {"folio_accessed_kprobe"}, "folio_mark_accessed", lower_bound, ""},
-        {HookKind::Fentry, {"page_accessed_fentry"}, "mark_page_accessed", lower_bound, ""},
-        {HookKind::Kprobe, {"page_accessed_kprobe"}, "mark_page_accessed", lower_bound, ""},
+        {HookKind::Fentry, {"folio_accessed_fentry"}, "folio_mark_accessed", marked, ""},
+        {HookKind::Kprobe, {"folio_accessed_kprobe"}, "folio_mark_accessed", marked, ""},
+        {HookKind::Fentry, {"page_accessed_fentry"}, "mark_page_accessed", marked, ""},
+        {HookKind::Kprobe, {"page_accessed_kprobe"}, "mark_page_accessed", marked, ""},
     };
     probes.emplace_back("filemap:mm_filemap_get_pages/map_pages/fault (accesses)",
                         "The access tracepoints arrived in Linux 6.12.", std::move(accesses),
@@ -459,8 +461,9 @@ int Cachestat::run() {
                    tool_name, why);
     } else if (!access.uses_family("filemap_access")) {
         fmt::print(stderr,
-                   "{}: accesses come from {} ({}): reads mark only the first folio of each "
-                   "batch, so HITS and HITRATIO are lower bounds.\n",
+                   "{}: accesses come from {} ({}): read(2) counts every folio it copies; "
+                   "mmap faults count nothing: mapped pages count when unmapped (munmap, exit), "
+                   "if used.\n",
                    tool_name, access.choice()->family, access.choice()->label());
     }
 

@@ -1,17 +1,32 @@
 """Host checks of cachestat's VM scenarios (tests/vm/scenarios/cachestat.sh): a cold and a
-warm read of the same 64 MiB of /dev/ram0, on a kernel without filemap access tracepoints."""
+warm read of the same 64 MiB of /dev/ram0 by dd (1 MiB reads), each watched by its own
+`cachestat -j -f -p DD`, on a kernel without the filemap access tracepoints (6.1).
+
+What the access fall-back counts there (Linux 6.1 mm/filemap.c filemap_read(), mm/memory.c
+zap_pte_range()):
+- read(2) calls folio_mark_accessed() for EVERY folio it copies; only the first folio of a
+  batch is skipped, and only when the previous read ended inside it. dd's reads are 1 MiB at
+  page-aligned offsets, so every page read is counted once, cold or warm: the same number the
+  access tracepoints of 6.12+ give, so the host test's cold/warm assertions
+  (tests/runtime/test_cachestat.py check_cold/check_warm, 5%) are asserted unchanged. It is
+  NOT a lower bound of one call per folio batch.
+- Unmapping a file page whose PTE is young marks it accessed too: dd's own program text at
+  its exit, a few hundred pages counted under dd's PID but in another file (seen: 333 pages
+  of one initramfs file, 0:2 ino 13, in both reads). -f separates
+  them: the ram disk's row (the file that took the misses) must count the pages read within
+  RAMDISK_TOL, and the totals above absorb the rest within the 5%.
+"""
 from __future__ import annotations
 
 from memlat_test import Failure, Test, log
 from vmcheck import Block, checker, show_hooks
 
-# Read-ahead may add pages past what dd asked for (the read-ahead window, at most a few
-# hundred pages) or find some already cached: 5% either way.
-MISS_TOL = 0.05
-# Without the access tracepoints, 6.1's filemap_read() marks the first folio of each batch
-# of up to 15 folios (PAGEVEC_SIZE) accessed: accesses are a lower bound of at least
-# pages/15 for a read of base-page folios (block-device page cache).
-BATCH = 15
+# As the host test: read-ahead may add pages past what dd asked for, and the exec and exit
+# of dd add accesses of its own program (see above).
+TOL = 0.05
+# The ram disk's own row: one count per page read, exact by the kernel source; 1% leaves
+# room for a read-ahead page found or a batch cut differently, not for a per-batch count.
+RAMDISK_TOL = 0.01
 
 
 def _summary(t: Test, b: Block, phase: str) -> tuple[dict, str]:
@@ -25,8 +40,18 @@ def _summary(t: Test, b: Block, phase: str) -> tuple[dict, str]:
                       f"{res.describe()}")
     s = objs[0]["summary"]
     log(f"  {phase}: misses {s.get('misses')} accesses {s.get('accesses')} hits "
-        f"{s.get('hits')} dirties {s.get('dirties')}")
+        f"{s.get('hits')} hit_ratio_pct {s.get('hit_ratio_pct')} dirties {s.get('dirties')}")
+    for f in s.get("files", []):
+        log(f"    {phase} -f: {f.get('dev')} {f.get('ino')} accesses {f.get('accesses')} "
+            f"misses {f.get('misses')} path {f.get('path')}")
     return s, res.stderr
+
+
+def _file_row(rows: list[dict], key: tuple) -> dict:
+    for f in rows:
+        if (f.get("dev"), f.get("ino")) == key:
+            return f
+    return {}
 
 
 @checker("cachestat.cold_warm")
@@ -35,28 +60,38 @@ def cold_warm(t: Test, b: Block) -> None:
     cold, err = _summary(t, b, "cold")
     warm, _ = _summary(t, b, "warm")
     show_hooks(err)
+    tol = f"{TOL * 100:g}% of the pages read"
+    # Misses and dirties need no access hook: the same on every path.
+    t.check_close("cold: MISSES vs the pages read", pages, cold.get("misses", 0), rel_tol=TOL)
+    t.check_le("warm: MISSES", round(pages * TOL), warm.get("misses", 0), tol)
+    t.check_eq("DIRTIES of a read-only workload", (0, 0), (cold.get("dirties"),
+                                                          warm.get("dirties")))
     probe = "(accesses): using "
     if b.variant == "no_accesses":
         t.check_in("-v: no way to count accesses", "(accesses): not traced", err, "stderr")
-        t.check_eq("hits without an access hook", (None, None), (cold.get("hits"),
+        t.check_eq("HITS without an access hook", (None, None), (cold.get("hits"),
                                                                  warm.get("hits")))
+        return
+    fn = ("folio_mark_accessed" if "folio_mark_accessed" in b.facts.get("kernel_functions", "")
+          else "mark_page_accessed")
+    if "filemap/mm_filemap_get_pages" in b.facts.get("tracepoints", ""):
+        t.check_in("-v: accesses from the filemap tracepoints", probe, err, "stderr")
     else:
-        fn = ("folio_mark_accessed" if "folio_mark_accessed" in b.facts.get("kernel_functions",
-                                                                           "")
-              else "mark_page_accessed")
-        if "filemap/mm_filemap_get_pages" in b.facts.get("tracepoints", ""):
-            t.check_in("-v: accesses from the filemap tracepoints", probe, err, "stderr")
-        else:
-            t.check_in(f"-v: accesses through {fn}/{b.variant}", f"{probe}{fn}/{b.variant}",
-                       err, "stderr")
-        t.check_ge("warm: hits (a lower bound: one per batch of folios)", pages // BATCH,
-                   warm.get("hits") or 0, f"{pages} pages / {BATCH}")
-        t.check_le("warm: hits", pages, warm.get("hits") or 0, "the pages read")
-        t.check_le("cold: hits", round(pages * MISS_TOL), cold.get("hits") or 0,
-                   f"{MISS_TOL * 100:g}% of the pages read")
-    t.check_close("cold: misses vs the pages read", pages, cold.get("misses", 0),
-                  rel_tol=MISS_TOL)
-    t.check_le("warm: misses", round(pages * MISS_TOL), warm.get("misses", 0),
-               f"{MISS_TOL * 100:g}% of the pages read")
-    t.check_eq("dirties of a read-only workload", (0, 0), (cold.get("dirties"),
-                                                          warm.get("dirties")))
+        t.check_in(f"-v: accesses through the {fn}/{b.variant} fall-back",
+                   f"{probe}{fn}/{b.variant}", err, "stderr")
+    # The host test's assertions (check_cold, check_warm), same tolerance.
+    t.check_close("cold: ACCESSES vs the pages read", pages, cold.get("accesses") or 0,
+                  rel_tol=TOL)
+    t.check_le("cold: HITRATIO %", 5.0, cold.get("hit_ratio_pct") or 0.0)
+    t.check_close("warm: HITS vs the pages read", pages, warm.get("hits") or 0, rel_tol=TOL)
+    t.check_ge("warm: HITRATIO %", 95.0, warm.get("hit_ratio_pct") or 0.0)
+    # The ram disk alone (-f): one access per page read, cold and warm.
+    cold_files, warm_files = cold.get("files", []), warm.get("files", [])
+    if not cold_files:
+        raise Failure("cold: no -f rows in the summary")
+    disk = max(cold_files, key=lambda f: f.get("misses", 0))
+    key = (disk.get("dev"), disk.get("ino"))
+    t.check_close("cold: ram disk's ACCESSES (-f) vs the pages read", pages,
+                  disk.get("accesses") or 0, rel_tol=RAMDISK_TOL)
+    t.check_close("warm: ram disk's ACCESSES (-f) vs the pages read", pages,
+                  _file_row(warm_files, key).get("accesses") or 0, rel_tol=RAMDISK_TOL)

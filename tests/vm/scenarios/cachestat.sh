@@ -1,14 +1,14 @@
 # cachestat on the guest kernel, which has no filemap access tracepoints (6.1): accesses come
 # from folio_mark_accessed through fentry, else kprobe, else are not counted. Each path reads
 # CACHE_MB of /dev/ram0 cold (after drop_caches: the guest's own page cache, nothing of the
-# host's) and then warm, each read watched by its own cachestat -p. Checked by
-# tests/vm/check_cachestat.py.
+# host's) and then warm, each read watched by its own cachestat -f -p (-f: the ram disk's row
+# apart from dd's own program). Checked by tests/vm/check_cachestat.py.
 
 CACHE_MB=64
 
 cachestat_read() { # PHASE DISABLE
     vm_held "$1.reader" dd if=/dev/ram0 of=/dev/null bs=1M count=$CACHE_MB
-    if vm_tool "$1.tool" MEMLAT_DISABLE_HOOKS="$2" cachestat -v -j -p "$VM_PID" 1000; then
+    if vm_tool "$1.tool" MEMLAT_DISABLE_HOOKS="$2" cachestat -v -j -f -p "$VM_PID" 1000; then
         vm_release "$1.reader"
         vm_bg_wait "$1.reader"
         usleep 300000

@@ -3,14 +3,11 @@
 # memcg.HOOK: the runtime tests' main scenario (memcg limit reclaim against an ftrace-instance
 # oracle), once per hook path of the vmscan tracepoints: a reader in a memory cgroup limited to
 # 16 MiB reads 64 MiB of /dev/ram0 (brd: clean, reclaimable page cache; the guest has no disk).
-# direct: global direct reclaim, which the host cannot provoke safely: two readers stream
-# DIRECT_MB of /dev/ram0 and /dev/ram1 at the same time through the HEADROOM_MB the 512 MiB
-# guest has left once a tmpfs file holds the rest; compared with /proc/vmstat allocstall_* and
-# pgsteal_direct.
+# direct: global direct reclaim, which the host cannot provoke safely: reclaim_hog (see its
+# header) makes it certain by keeping kswapd0 off its CPU; compared with /proc/vmstat
+# allocstall_* and pgsteal_direct.
 
 CG=/sys/fs/cgroup/memlat_vm
-DIRECT_MB=512
-HEADROOM_MB=96
 
 drsnoop_memcg() { # NAME DISABLE
     vm_begin "$1"
@@ -50,24 +47,23 @@ drsnoop_memcg drsnoop.memcg.tracepoint tp_btf,raw_tp
 vm_begin drsnoop.direct
 if vm_have drsnoop && vm_ramdisk; then
     echo 1 > /proc/sys/vm/drop_caches
-    # Most of the memory held in tmpfs (no swap: not reclaimable) leaves the readers a small
-    # LRU, which kswapd alone cannot keep free fast enough.
-    free_mb=$(awk '/MemAvailable/ {print int($2 / 1024)}' /proc/meminfo)
-    hog_mb=$((free_mb - HEADROOM_MB))
+    # reclaim_hog fills node 0's page cache from the ram disk, then, bound to node 0 and
+    # running SCHED_FIFO on its only CPU (where kswapd0 must run), touches more anonymous
+    # memory than node 0 has free: the allocations reclaim the cache themselves.
+    node_free_mb=$(awk '/MemFree/ {print int($4 / 1024)}' /sys/devices/system/node/node0/meminfo)
+    fill_mb=$((node_free_mb * 3 / 4))
+    hog_mb=$((node_free_mb * 9 / 10))
     vm_meta hog_mb "$hog_mb"
-    mkdir -p /hog
-    mount -t tmpfs -o size=$((hog_mb + 1))m hog /hog
-    dd if=/dev/zero of=/hog/hog bs=1M count="$hog_mb" 2>/dev/null
+    vm_meta fill_mb "$fill_mb"
+    vm_snap node0.start /sys/devices/system/node/node0/meminfo
     if vm_tool tool drsnoop -v -j -k direct; then
         vm_snap vmstat.before /proc/vmstat
-        vm_bg reader0 dd if=/dev/ram0 of=/dev/null bs=1M count=$DIRECT_MB
-        vm_bg reader1 dd if=/dev/ram1 of=/dev/null bs=1M count=$DIRECT_MB
-        vm_bg_wait reader0
-        vm_bg_wait reader1
+        vm_run hog reclaim_hog --node 0 --cpu 0 --fill /dev/ram0 --fill-mb "$fill_mb" \
+            --mb "$hog_mb"
         vm_snap vmstat.after /proc/vmstat
+        vm_snap node0.after /sys/devices/system/node/node0/meminfo
     fi
     vm_stop tool
     vm_snap meminfo /proc/meminfo
-    umount /hog
 fi
 vm_end

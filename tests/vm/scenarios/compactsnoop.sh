@@ -1,0 +1,137 @@
+# compactsnoop on the guest kernel. Checked by tests/vm/check_compactsnoop.py.
+#
+# manual.HOOK: the runtime tests' main scenario, once per hook path of
+# compaction:mm_compaction_begin/end. compact_fragmenter pins a checkerboard of pages over
+# FRAG_PCT % of the guest's available memory; then a shell whose PID is known before it runs
+# (vm_held) writes 1 to /proc/sys/vm/compact_memory, which compacts every populated zone of
+# both nodes in that shell's context. compactsnoop -p WRITER must report the same runs,
+# statuses and migrated pages as an ftrace instance filtered to the writer (exact); the
+# zones are compared with /proc/zoneinfo, the migrated pages also with /proc/vmstat.
+# direct.HOOK: after fragmenting, the fragmenter (held, so its PID is known) faults THP_PCT %
+# of the available memory as MADV_HUGEPAGE with THP defrag=always, so that THP faults find no
+# free 2 MiB block and compact directly; compared with an ftrace instance filtered to the
+# fragmenter (runs, statuses, entries: exact) and with /proc/vmstat compact_stall over a
+# window inside the tool's.
+
+FRAG_PCT=50
+THP_PCT=55
+THP=/sys/kernel/mm/transparent_hugepage
+INST=/sys/kernel/tracing/instances/memlat_compactsnoop
+
+avail_mb() { awk '/MemAvailable/ {print int($2 / 1024)}' /proc/meminfo; }
+
+# Starts compact_fragmenter (label frag) and waits for its report line; it then holds its
+# checkerboard until frag_stop.
+frag_start() { # ARGS...
+    vm_bg frag compact_fragmenter "$@"
+    n=0
+    while ! grep -q "^pid=" "$RUN/frag.out" 2>/dev/null; do
+        if ! kill -0 "$(cat "$RUN/frag.pid")" 2>/dev/null || [ $n -ge 900 ]; then
+            return 1
+        fi
+        usleep 100000
+        n=$((n + 1))
+    done
+}
+
+frag_stop() {
+    kill "$(cat "$RUN/frag.pid")" 2>/dev/null
+    vm_bg_wait frag 10
+}
+
+compactsnoop_manual() { # NAME DISABLE
+    vm_begin "$1"
+    if vm_have compactsnoop; then
+        frag_mb=$(($(avail_mb) * FRAG_PCT / 100))
+        vm_meta frag_mb "$frag_mb"
+        if frag_start --mib "$frag_mb"; then
+            vm_held writer sh -c "echo 1 > /proc/sys/vm/compact_memory"
+            vm_meta writer_pid "$VM_PID"
+            mkdir -p $INST
+            echo 4096 > $INST/buffer_size_kb
+            for e in mm_compaction_end mm_compaction_migratepages; do
+                echo "common_pid == $VM_PID" > $INST/events/compaction/"$e"/filter
+                echo 1 > $INST/events/compaction/"$e"/enable
+            done
+            if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" compactsnoop -v -j -e -p "$VM_PID"; then
+                vm_snap vmstat.before /proc/vmstat
+                vm_meta write_start "$(vm_now)"
+                vm_release writer
+                vm_bg_wait writer
+                vm_meta write_end "$(vm_now)"
+                vm_snap vmstat.after /proc/vmstat
+                vm_snap zoneinfo /proc/zoneinfo
+                usleep 300000
+            fi
+            vm_stop tool
+            vm_release writer
+            vm_bg_wait writer 30
+            for e in mm_compaction_end mm_compaction_migratepages; do
+                echo 0 > $INST/events/compaction/"$e"/enable
+            done
+            cat $INST/trace > "$RUN/ftrace"
+            rmdir $INST
+        fi
+        frag_stop
+    fi
+    vm_end
+}
+
+compactsnoop_manual compactsnoop.manual.tp_btf ""
+compactsnoop_manual compactsnoop.manual.raw_tp tp_btf
+compactsnoop_manual compactsnoop.manual.tracepoint tp_btf,raw_tp
+
+# THP is off by default on this guest: Linux 6.1 leaves enabled and defrag at "never" when
+# the machine has less than 512 MiB (hugepage_init()); the scenario turns it on and back off.
+compactsnoop_direct() { # NAME DISABLE
+    vm_begin "$1"
+    if ! vm_have compactsnoop; then
+        :
+    elif [ ! -f $THP/defrag ]; then
+        vm_skip "no transparent huge pages in the guest kernel ($THP/defrag)"
+    else
+        old_defrag=$(sed 's/.*\[\(.*\)\].*/\1/' $THP/defrag)
+        old_enabled=$(sed 's/.*\[\(.*\)\].*/\1/' $THP/enabled)
+        vm_meta old_defrag "$old_defrag"
+        vm_meta old_enabled "$old_enabled"
+        echo always > $THP/defrag
+        [ "$old_enabled" = never ] && echo madvise > $THP/enabled
+        avail=$(avail_mb)
+        vm_meta frag_mb $((avail * FRAG_PCT / 100))
+        vm_meta thp_mb $((avail * THP_PCT / 100))
+        vm_held frag compact_fragmenter --mib $((avail * FRAG_PCT / 100)) \
+            --thp-mib $((avail * THP_PCT / 100)) --linger 0
+        vm_meta frag_pid "$VM_PID"
+        mkdir -p $INST
+        echo 4096 > $INST/buffer_size_kb
+        for e in $DIRECT_EVENTS; do
+            echo "common_pid == $VM_PID" > $INST/events/compaction/"$e"/filter
+            echo 1 > $INST/events/compaction/"$e"/enable
+        done
+        vm_snap buddyinfo.before /proc/buddyinfo
+        if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" compactsnoop -v -j -k direct; then
+            vm_snap vmstat.before /proc/vmstat
+            vm_release frag
+            vm_bg_wait frag
+            vm_snap vmstat.after /proc/vmstat
+            usleep 300000
+        fi
+        vm_stop tool
+        vm_snap buddyinfo.after /proc/buddyinfo
+        vm_release frag
+        vm_bg_wait frag
+        for e in $DIRECT_EVENTS; do
+            echo 0 > $INST/events/compaction/"$e"/enable
+        done
+        cat $INST/trace > "$RUN/ftrace"
+        rmdir $INST
+        echo "$old_defrag" > $THP/defrag
+        echo "$old_enabled" > $THP/enabled
+    fi
+    vm_end
+}
+
+DIRECT_EVENTS="mm_compaction_end mm_compaction_migratepages mm_compaction_try_to_compact_pages"
+compactsnoop_direct compactsnoop.direct.tp_btf ""
+compactsnoop_direct compactsnoop.direct.raw_tp tp_btf
+compactsnoop_direct compactsnoop.direct.tracepoint tp_btf,raw_tp
