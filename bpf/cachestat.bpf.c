@@ -15,6 +15,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 
+#include "cgroup.bpf.h"
 #include "common.bpf.h"
 #include "cachestat.h"
 
@@ -59,53 +60,10 @@ struct {
 
 /* ---------------------------------------------------------------- filters */
 
-/* Kernels before 6.1 kept ancestor ids instead of ancestor pointers. */
-struct cgroup___ancestor_ids {
-	int level;
-	u64 ancestor_ids[];
-} __attribute__((preserve_access_index));
-
-static __always_inline struct cgroup *task_cgroup(struct task_struct *task, bool v1_memory)
-{
-	if (v1_memory) {
-		int id = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
-		struct cgroup_subsys_state *css;
-
-		if (id < 0 || id >= CGROUP_SUBSYS_COUNT)
-			return NULL;
-		css = BPF_CORE_READ(task, cgroups, subsys[id]);
-		return css ? BPF_CORE_READ(css, cgroup) : NULL;
-	}
-	return BPF_CORE_READ(task, cgroups, dfl_cgrp);
-}
-
-static __always_inline __u64 cgroup_id(struct cgroup *cgrp)
-{
-	return cgrp ? BPF_CORE_READ(cgrp, kn, id) : 0;
-}
-
 static __always_inline bool cgroup_selected(struct task_struct *task)
 {
-	struct cgroup *cgrp = task_cgroup(task, filter_on_v1);
-	int level;
-
-	if (!cgrp)
-		return false;
-	level = BPF_CORE_READ(cgrp, level);
-	if (level < filter_cgroup_level || filter_cgroup_level < 0 || filter_cgroup_level > 64)
-		return false;
-	if (bpf_core_field_exists(struct cgroup, ancestors)) {
-		struct cgroup *ancestor = NULL;
-
-		bpf_core_read(&ancestor, sizeof(ancestor), &cgrp->ancestors[filter_cgroup_level]);
-		return cgroup_id(ancestor) == filter_cgroup_id;
-	} else {
-		struct cgroup___ancestor_ids *old = (void *)cgrp;
-		u64 id = 0;
-
-		bpf_core_read(&id, sizeof(id), &old->ancestor_ids[filter_cgroup_level]);
-		return id == filter_cgroup_id;
-	}
+	return !filter_cgroup_on || cgroup_is_under(task_cgroup(task, filter_on_v1),
+						    filter_cgroup_id, filter_cgroup_level);
 }
 
 /* Whether the current task's events are counted (-p, -G). */
@@ -131,11 +89,7 @@ static __always_inline void add_proc(__u32 counter, __u64 pages)
 
 		zero.uid = (__u32)bpf_get_current_uid_gid();
 		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
-		if (bpf_map_update_elem(&proc_counts, &key, &zero, BPF_NOEXIST) == -E2BIG) {
-			__sync_fetch_and_add(&table_full, 1);
-			return;
-		}
-		v = bpf_map_lookup_elem(&proc_counts, &key);
+		v = map_insert_lookup(&proc_counts, &key, &zero, &table_full);
 		if (!v)
 			return;
 	} else {
@@ -155,11 +109,7 @@ static __always_inline void add_file(__u32 counter, __u64 pages, __u32 dev, __u6
 	if (!v) {
 		struct cachestat_file_value zero = {};
 
-		if (bpf_map_update_elem(&file_counts, &key, &zero, BPF_NOEXIST) == -E2BIG) {
-			__sync_fetch_and_add(&table_full, 1);
-			return;
-		}
-		v = bpf_map_lookup_elem(&file_counts, &key);
+		v = map_insert_lookup(&file_counts, &key, &zero, &table_full);
 		if (!v)
 			return;
 	}

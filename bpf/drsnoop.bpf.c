@@ -7,6 +7,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 
+#include "cgroup.bpf.h"
 #include "common.bpf.h"
 #include "drsnoop.h"
 
@@ -76,56 +77,10 @@ struct {
 	__uint(max_entries, 256 * 1024);
 } events SEC(".maps");
 
-/* Kernels before 6.1 kept ancestor ids instead of ancestor pointers. */
-struct cgroup___ancestor_ids {
-	int level;
-	u64 ancestor_ids[];
-} __attribute__((preserve_access_index));
-
-static __always_inline struct cgroup *task_cgroup(struct task_struct *task, bool v1_memory)
-{
-	if (v1_memory) {
-		int id = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
-		struct cgroup_subsys_state *css;
-
-		if (id < 0 || id >= CGROUP_SUBSYS_COUNT)
-			return NULL;
-		css = BPF_CORE_READ(task, cgroups, subsys[id]);
-		return css ? BPF_CORE_READ(css, cgroup) : NULL;
-	}
-	return BPF_CORE_READ(task, cgroups, dfl_cgrp);
-}
-
-static __always_inline __u64 cgroup_id(struct cgroup *cgrp)
-{
-	return cgrp ? BPF_CORE_READ(cgrp, kn, id) : 0;
-}
-
 static __always_inline bool cgroup_selected(struct task_struct *task)
 {
-	struct cgroup *cgrp;
-	int level;
-
-	if (!filter_cgroup_on)
-		return true;
-	cgrp = task_cgroup(task, filter_on_v1);
-	if (!cgrp)
-		return false;
-	level = BPF_CORE_READ(cgrp, level);
-	if (level < filter_cgroup_level || filter_cgroup_level < 0 || filter_cgroup_level > 64)
-		return false;
-	if (bpf_core_field_exists(struct cgroup, ancestors)) {
-		struct cgroup *ancestor = NULL;
-
-		bpf_core_read(&ancestor, sizeof(ancestor), &cgrp->ancestors[filter_cgroup_level]);
-		return cgroup_id(ancestor) == filter_cgroup_id;
-	} else {
-		struct cgroup___ancestor_ids *old = (void *)cgrp;
-		u64 id = 0;
-
-		bpf_core_read(&id, sizeof(id), &old->ancestor_ids[filter_cgroup_level]);
-		return id == filter_cgroup_id;
-	}
+	return !filter_cgroup_on || cgroup_is_under(task_cgroup(task, filter_on_v1),
+						    filter_cgroup_id, filter_cgroup_level);
 }
 
 static __always_inline bool comm_selected(void)

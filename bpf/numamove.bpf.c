@@ -135,11 +135,7 @@ static __always_inline void count_per_process(__u64 pid_tgid, __u32 slot, const 
 		struct numamove_proc_value zero = {};
 
 		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
-		if (bpf_map_update_elem(&proc_counts, &key, &zero, BPF_NOEXIST) == -E2BIG) {
-			__sync_fetch_and_add(&table_full, 1);
-			return;
-		}
-		v = bpf_map_lookup_elem(&proc_counts, &key);
+		v = map_insert_lookup(&proc_counts, &key, &zero, &table_full);
 		if (!v)
 			return;
 	}

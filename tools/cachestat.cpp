@@ -166,21 +166,6 @@ class PathFinder {
     std::set<uint32_t> scanned_;
 };
 
-template <typename Key, typename Value>
-std::vector<std::pair<Key, Value>> read_hash(bpf_map *map) {
-    std::vector<std::pair<Key, Value>> entries;
-    Key key{}, next{};
-    const Key *prev = nullptr;
-    while (bpf_map__get_next_key(map, prev, &next, sizeof(Key)) == 0) {
-        Value value{};
-        if (bpf_map__lookup_elem(map, &next, sizeof(Key), &value, sizeof(Value), 0) == 0)
-            entries.emplace_back(next, value);
-        key = next;
-        prev = &key;
-    }
-    return entries;
-}
-
 cachestat::Meminfo meminfo() {
     auto text = read_text_file("/proc/meminfo");
     return text ? cachestat::parse_meminfo(*text) : cachestat::Meminfo{};
@@ -286,11 +271,11 @@ Snapshot Cachestat::snapshot(cachestat_bpf &skel) const {
     }
     if (o_.per_process)
         for (const auto &[k, v] :
-             read_hash<cachestat_proc_key, cachestat_proc_value>(skel.maps.proc_counts))
+             read_hash_map<cachestat_proc_key, cachestat_proc_value>(skel.maps.proc_counts))
             s.procs[k.pid] = v;
     if (o_.per_file)
         for (const auto &[k, v] :
-             read_hash<cachestat_file_key, cachestat_file_value>(skel.maps.file_counts))
+             read_hash_map<cachestat_file_key, cachestat_file_value>(skel.maps.file_counts))
             s.files[FileKey{k.dev, k.ino}] = v;
     s.table_full = bss->table_full;
     return s;
@@ -477,7 +462,7 @@ int Cachestat::run() {
                                     : "Counting page-cache hits, misses and dirties...");
     fflush(stdout);
 
-    run_until_stopped(o_.common, sleep_for, [&] {
+    trace_until_stopped(o_.common, nullptr, [&] {
         Snapshot now = snapshot(*skel);
         print_interval(now, before);
         before = std::move(now);

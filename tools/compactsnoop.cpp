@@ -419,25 +419,12 @@ int Compactsnoop::run() {
                              : "Tracing memory compaction...");
     fflush(stdout);
 
-    auto wait = [&](std::chrono::milliseconds timeout) {
-        if (events) {
-            events->poll(timeout);
-            fflush(stdout);
-        } else {
-            sleep_for(timeout);
-        }
-    };
-    bool done = run_until_stopped(o_.common, wait, [&] { print_histograms(*skel); });
-    if (events)
-        events->drain();
+    bool done = trace_until_stopped(o_.common, events ? &*events : nullptr,
+                                    [&] { print_histograms(*skel); });
     if (o_.hist && !done)
         print_histograms(*skel);
     print_summary(*skel);
-    if (uint64_t misses = recursion_misses(skel->obj); misses != 0)
-        fmt::print(stderr,
-                   "{}: the kernel skipped {} program runs because another BPF program was "
-                   "running on the same CPU; those runs are not counted.\n",
-                   tool_name, misses);
+    report_skipped_runs(tool_name, skel->obj, "runs");
     fflush(stdout);
     return 0;
 }
