@@ -495,7 +495,7 @@ int main(int argc, char **argv) {
                  "A table per interval: DEV INO HITS MISSES DIRTIES HITRATIO PATH, busiest "
                  "first",
                  o.per_file);
-        add_common_options(cli, o.common, true);
+        add_common_options(cli, o.common, true, "Start each line with a TIME column (HH:MM:SS)");
         cli.parse(argc, argv);
         return Cachestat(std::move(o)).run();
     });

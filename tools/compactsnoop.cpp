@@ -454,7 +454,9 @@ int main(int argc, char **argv) {
                  "in the kernel; printed every INTERVAL or at the end",
                  o.hist);
         cli.flag('O', "per-order", "With -H: one histogram per kind and order", o.per_order);
-        add_common_options(cli, o.common, true);
+        add_common_options(
+            cli, o.common, true,
+            "Add a TIME(s) column: seconds since the first run began; with -j a wall_time field");
         cli.parse(argc, argv);
         return Compactsnoop(std::move(o)).run();
     });

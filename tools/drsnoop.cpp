@@ -371,7 +371,9 @@ int main(int argc, char **argv) {
                  "counted in the kernel; printed every INTERVAL or at the end",
                  o.hist);
         cli.flag('P', "per-process", "With -H: one histogram per process and kind", o.per_process);
-        add_common_options(cli, o.common, true);
+        add_common_options(cli, o.common, true,
+                           "Add a TIME(s) column: seconds since the first stall began, as BCC's "
+                           "drsnoop; with -j a wall_time field");
         cli.parse(argc, argv);
         return Drsnoop(std::move(o)).run();
     });

@@ -471,7 +471,9 @@ int main(int argc, char **argv) {
                  "Add columns with NUMA balancing's task moves, swaps and sticks "
                  "(sched_move_numa, sched_swap_numa, sched_stick_numa)",
                  o.task_moves);
-        add_common_options(cli, o.common, true);
+        add_common_options(
+            cli, o.common, true,
+            "Accepted for compatibility: every line already starts with its time (HH:MM:SS)");
         cli.parse(argc, argv);
         return Numamove(std::move(o)).run();
     });

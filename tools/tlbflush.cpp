@@ -648,7 +648,8 @@ int main(int argc, char **argv) {
                  "IPI (usecs): the stall the interrupted task suffers",
                  o.latency);
         cli.flag('t', "trace", "One line per flush: TIME CPU PID COMM REASON PAGES", o.trace);
-        add_common_options(cli, o.common, true);
+        add_common_options(cli, o.common, true,
+                           "A wall-clock time (HH:MM:SS) on each interval, and on each -t line");
         cli.parse(argc, argv);
         return Tlbflush(std::move(o)).run();
     });

@@ -91,8 +91,9 @@ void CommandLine::parse(int argc, char **argv) {
     argp_parse(&spec, argc, argv, 0, nullptr, this);
 }
 
-void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic) {
-    cli.flag('T', "timestamp", "Print a wall-clock time (HH:MM:SS)", options.timestamp);
+void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,
+                        std::string timestamp_help) {
+    cli.flag('T', "timestamp", std::move(timestamp_help), options.timestamp);
     cli.option('d', "duration", "SECONDS",
                "Stop after SECONDS and print the summary (default: run until Ctrl-C)",
                [&options](const std::string &text) {

@@ -86,8 +86,11 @@ class CommandLine {
     int next_long_key_ = 256;
 };
 
-// Adds -T, -d, -j, -v and, for tools that print periodically, [interval [count]].
-void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic);
+// Adds -T, -d, -j, -v and, for tools that print periodically, [interval [count]]. What -T
+// adds differs between tools as it did in BCC (a TIME(s) column of seconds for the event
+// tracers, HH:MM:SS for the periodic ones), so each tool says it in `timestamp_help`.
+void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,
+                        std::string timestamp_help = "Print a wall-clock time (HH:MM:SS)");
 
 // Runs a tool's body and turns what it throws into the message and exit status users expect:
 // UsageError -> 2 (with a hint to -h), RuntimeError -> 1.
