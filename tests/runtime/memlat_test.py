@@ -16,6 +16,13 @@ A test script defines scenarios with @scenario and ends with `sys.exit(main())`;
 
 Every check prints what is compared, the expected and actual values and the tolerance, then
 "ok" or "FAIL"; a scenario fails if any check failed. t.require() stops the scenario at once.
+
+What several tools' tests need is here once: read_file/write_file (kernel knobs, cgroup and
+tracefs files), vmstat() snapshots, TestFile (a file of our own in the build directory that
+can be evicted from the page cache), MemoryCgroup (a cgroup of our own, with a memory limit if
+asked), FtraceOracle (an ftrace instance recording tracepoints for one PID: the kernel's own
+count to compare a tool with), snoop_events (the per-event JSON of drsnoop and compactsnoop),
+check_bad_arguments and check_help (usage errors exit 2 with a message; -h documents options).
 Only the standard library is used (Python 3.8+).
 """
 from __future__ import annotations
@@ -207,6 +214,210 @@ def bpf_ids_of(pid: int) -> dict[str, set[int]]:
             if m:
                 ids[kind].add(int(m.group(1)))
     return ids
+
+
+# ---------------------------------------------------------------- small files
+
+def read_file(path: str, default: Optional[str] = None) -> str:
+    """The text of a small file (/proc, /sys, tracefs, cgroupfs); `default` if it cannot be
+    read and a default was given, else the OSError is raised."""
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        if default is None:
+            raise
+        return default
+
+
+def write_file(path: str, text: str) -> None:
+    """Writes `text` to a small file: a kernel knob, a cgroup file, a tracefs control file."""
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def vmstat() -> dict[str, int]:
+    """A snapshot of /proc/vmstat: {counter name: value}."""
+    with open("/proc/vmstat") as f:
+        return {k: int(v) for k, v in (line.split() for line in f)}
+
+
+# ---------------------------------------------------------------- things of a test's own
+
+def own_name(tag: str) -> str:
+    """The name of a file, cgroup or trace instance of this test process: memlat_TAG_PID."""
+    return f"memlat_{tag}_{os.getpid()}"
+
+
+class TestFile:
+    """A file of our own of `size` bytes (whole MiB) in the build directory, on a disk file
+    system (/tmp may be tmpfs, whose pages cannot be evicted: they are the file's only copy),
+    fsync'ed when written and removed on exit. evict() drops its pages, and only its pages, from the page cache (fsync,
+    then posix_fadvise DONTNEED): the machine's page cache is left alone. cold=True evicts on
+    entry; warm() reads it whole."""
+
+    def __init__(self, size: int, tag: str, cold: bool = False):
+        self.size = size
+        self.cold = cold
+        self.path = os.path.join(build_dir(), own_name(tag) + ".dat")
+
+    def __enter__(self) -> "TestFile":
+        chunk = b"\x5a" * (1 << 20)
+        with open(self.path, "wb") as f:
+            for _ in range(self.size // len(chunk)):
+                f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+        if self.cold:
+            self.evict()
+        return self
+
+    def evict(self) -> None:
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+    def warm(self) -> None:
+        with open(self.path, "rb") as f:
+            while f.read(1 << 20):
+                pass
+
+    def dev_ino(self) -> tuple[str, int]:
+        """("MAJOR:MINOR", inode number) of the file, as the tools print them."""
+        st = os.stat(self.path)
+        return f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", st.st_ino
+
+    def __exit__(self, *exc) -> None:
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+
+CGROUP_V1_MEMORY = "/sys/fs/cgroup/memory"
+CGROUP_V2_ROOT = "/sys/fs/cgroup"
+
+
+class MemoryCgroup:
+    """A cgroup of our own, memlat_TAG_PID, removed on exit: in the cgroup v1 memory
+    hierarchy if the machine has one, else in cgroup v2 at /sys/fs/cgroup (skips if neither).
+
+    With a `limit` (bytes) it is a memory cgroup proper: the limit is written to
+    memory.limit_in_bytes (v1) or memory.max (v2). On v2 that needs the memory controller
+    (skips without it), which is enabled in the root's cgroup.subtree_control for the test's
+    duration if it was not. Without a limit it only groups tasks (for a tool's -G)."""
+
+    def __init__(self, tag: str, limit: Optional[int] = None):
+        self.limit = limit
+        self.v1 = os.path.isfile(os.path.join(CGROUP_V1_MEMORY, "memory.limit_in_bytes"))
+        if not self.v1:
+            controllers = os.path.join(CGROUP_V2_ROOT, "cgroup.controllers")
+            if limit is None and not os.path.isfile(controllers):
+                skip("neither a cgroup v1 memory hierarchy nor cgroup v2 at /sys/fs/cgroup")
+            if limit is not None and "memory" not in read_file(controllers, "").split():
+                skip("no memory cgroup controller on this machine (neither v1 nor v2)")
+        self.path = os.path.join(CGROUP_V1_MEMORY if self.v1 else CGROUP_V2_ROOT, own_name(tag))
+        self.enabled_controller = False
+
+    def __enter__(self) -> "MemoryCgroup":
+        if self.limit is not None and not self.v1:
+            control = os.path.join(CGROUP_V2_ROOT, "cgroup.subtree_control")
+            if "memory" not in read_file(control, "").split():
+                write_file(control, "+memory")
+                self.enabled_controller = True
+        os.mkdir(self.path)
+        if self.limit is not None:
+            write_file(os.path.join(self.path, "memory.limit_in_bytes" if self.v1
+                                    else "memory.max"), str(self.limit))
+        log(f"cgroup {self.path} (cgroup {'v1' if self.v1 else 'v2'})"
+            + (f", memory limit {self.limit >> 20} MiB" if self.limit is not None else ""))
+        return self
+
+    def add(self, pid: int) -> None:
+        """Moves process `pid` into the cgroup."""
+        write_file(os.path.join(self.path, "cgroup.procs"), str(pid))
+
+    def __exit__(self, *exc) -> None:
+        # Its tasks have exited by now; a cgroup without tasks can be removed.
+        for _ in range(50):
+            try:
+                os.rmdir(self.path)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            log(f"note: could not remove {self.path}")
+        if self.enabled_controller:
+            write_file(os.path.join(CGROUP_V2_ROOT, "cgroup.subtree_control"), "-memory")
+
+
+# ---------------------------------------------------------------- the ftrace oracle
+
+class FtraceOracle:
+    """An ftrace instance of our own recording some tracepoints for one PID, without BPF: the
+    kernel's own account of the events a tool is compared with. Removed on exit; skips where
+    tracefs has no instances.
+
+        with FtraceOracle(["vmscan/mm_vmscan_memcg_reclaim_end"], pid) as oracle, Tool(...):
+            ...
+            events = oracle.stop()["mm_vmscan_memcg_reclaim_end"]   # [{"nr_reclaimed": "12", ...}]
+
+    `events` are "SYSTEM/EVENT" names (as under tracefs events/); each is filtered to
+    common_pid == pid. stop() disables them and parses the trace; a trace that lost events is
+    a Failure (make buffer_kb, the per-CPU buffer size, larger)."""
+
+    def __init__(self, events: Sequence[str], pid: int, buffer_kb: int = 4096):
+        self.events = list(events)
+        self.pid = pid
+        self.buffer_kb = buffer_kb
+        self.path = os.path.join(TRACEFS, "instances", own_name("oracle"))
+
+    def _control(self, event: str, file: str) -> str:
+        return os.path.join(self.path, "events", event, file)
+
+    def __enter__(self) -> "FtraceOracle":
+        if not os.path.isdir(os.path.join(TRACEFS, "instances")):
+            skip("tracefs instances are not available (needed for the ftrace oracle)")
+        os.mkdir(self.path)
+        write_file(os.path.join(self.path, "buffer_size_kb"), str(self.buffer_kb))
+        for e in self.events:
+            write_file(self._control(e, "filter"), f"common_pid == {self.pid}")
+            write_file(self._control(e, "enable"), "1")
+        return self
+
+    def stop(self) -> dict[str, list[dict[str, str]]]:
+        """Disables the events; returns {EVENT (without SYSTEM/): [its fields as
+        {name: value string}, ...]} in trace order, for every event asked for."""
+        for e in self.events:
+            write_file(self._control(e, "enable"), "0")
+        text = read_file(os.path.join(self.path, "trace"))
+        if "LOST" in text:
+            raise Failure("the ftrace oracle lost events (buffer too small)")
+        out: dict[str, list[dict[str, str]]] = {e.split("/")[-1]: [] for e in self.events}
+        line_re = re.compile(r" (" + "|".join(re.escape(name) for name in out) + r"): (.*)$")
+        for line in text.splitlines():
+            m = line_re.search(line)
+            if m:
+                out[m.group(1)].append(dict(re.findall(r"(\w+)=(\S+)", m.group(2))))
+        return out
+
+    def __exit__(self, *exc) -> None:
+        for e in self.events:
+            try:
+                write_file(self._control(e, "enable"), "0")
+            except OSError:
+                pass
+        for _ in range(50):
+            try:
+                os.rmdir(self.path)
+                return
+            except OSError:
+                time.sleep(0.1)
 
 
 # ---------------------------------------------------------------- output collection
@@ -510,6 +721,43 @@ class Test:
 
 def _num(x: float) -> str:
     return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+# ---------------------------------------------------------------- checks every tool's tests make
+
+def check_bad_arguments(t: Test, tool: str, cases: Sequence[tuple[Sequence[str], str]],
+                        timeout: float = 15.0) -> None:
+    """Runs `tool` once per (arguments, message) case: each must be refused as a usage error
+    (exit status 2) with `message` on stderr."""
+    path = binary(tool)
+    for args, message in cases:
+        res = run([path, *args], timeout=timeout)
+        t.check_eq(f"{tool} {' '.join(args)}: exit status", 2, res.rc)
+        t.check_in(f"{tool} {' '.join(args)}: message", message, res.stderr, "stderr")
+
+
+def check_help(t: Test, tool: str, documented: Iterable[str], width: Optional[int] = 80,
+               timeout: float = 15.0) -> None:
+    """`tool -h` exits with status 0 and its stdout names every item of `documented` (options,
+    columns, environment variables); unless `width` is None, no line is longer than it."""
+    res = run([binary(tool), "-h"], timeout=timeout)
+    t.check_eq(f"{tool} -h exit status", 0, res.rc)
+    for item in documented:
+        t.check_in(f"-h documents {item}", item, res.stdout)
+    if width is not None:
+        t.check(all(len(l) <= width for l in res.stdout.splitlines()),
+                f"-h lines fit {width} columns",
+                f"<= {width}", max(len(l) for l in res.stdout.splitlines()))
+
+
+def snoop_events(t: Test, result: Result) -> list[dict]:
+    """The per-event objects ("kind" and "lat_ns") of a snoop tool's -j output (drsnoop,
+    compactsnoop), after requiring that it printed exactly one exit summary."""
+    lines = result.json_lines()
+    summary = [j for j in lines if "summary" in j]
+    t.require(len(summary) == 1, f"{os.path.basename(result.argv[0])} printed its exit summary "
+              "(one JSON object)", "1", len(summary))
+    return [j for j in lines if "kind" in j and "lat_ns" in j]
 
 
 _SCENARIOS: dict[str, Callable[[Test], None]] = {}

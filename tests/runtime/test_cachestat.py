@@ -19,29 +19,15 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memlat_test import (Failure, Test, Tool, binary, build_dir, log, run,  # noqa: E402
-                         run_workload, scenario, skip, main, TRACEFS)
+from memlat_test import (Failure, FtraceOracle, MemoryCgroup, Test, TestFile, Tool,  # noqa: E402
+                         binary, build_dir, check_bad_arguments, check_help, log, main,
+                         own_name, read_file, run_workload, scenario, skip)
 
 FILE_SIZE = 64 << 20
 FILE_PAGES = FILE_SIZE // 4096
 WRITE_MIB = 16
 WRITE_PAGES = WRITE_MIB * 256
 TOL = 0.05
-
-
-def _read(path: str, default: str = None) -> str:
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        if default is None:
-            raise
-        return default
-
-
-def _write(path: str, text: str) -> None:
-    with open(path, "w") as f:
-        f.write(text)
 
 
 def require_page_size() -> None:
@@ -51,45 +37,15 @@ def require_page_size() -> None:
 
 # ---------------------------------------------------------------- files and workloads
 
-class TestFile:
-    """A file of our own in the build directory; removed on exit. evict() drops its pages
-    (and only its pages) from the page cache; warm() reads it whole."""
+def data_file() -> TestFile:
+    """The file the reads are measured on: FILE_SIZE bytes in the build directory."""
+    return TestFile(FILE_SIZE, "cachestat_data")
 
-    def __init__(self, size: int = FILE_SIZE, tag: str = "data"):
-        self.size = size
-        self.path = os.path.join(build_dir(), f"memlat_cachestat_{tag}_{os.getpid()}.dat")
 
-    def __enter__(self) -> "TestFile":
-        chunk = b"\x5a" * (1 << 20)
-        with open(self.path, "wb") as f:
-            for _ in range(self.size // len(chunk)):
-                f.write(chunk)
-            f.flush()
-            os.fsync(f.fileno())
-        return self
-
-    def evict(self) -> None:
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-    def warm(self) -> None:
-        with open(self.path, "rb") as f:
-            while f.read(1 << 20):
-                pass
-
-    def dev_ino(self) -> tuple:
-        st = os.stat(self.path)
-        return f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", st.st_ino
-
-    def __exit__(self, *exc) -> None:
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
+def written_file_path() -> str:
+    """Where cache_writer writes its WRITE_MIB MiB (in the build directory; removed by the
+    scenario)."""
+    return os.path.join(build_dir(), own_name("cachestat_write") + ".dat")
 
 
 class Reader:
@@ -128,47 +84,17 @@ class Reader:
             self.proc.wait()
 
 
-class AddOracle:
-    """An ftrace instance of our own recording filemap:mm_filemap_add_to_page_cache for one
-    PID, without BPF: pages() sums 1 << order over the folios added."""
+ADDED_TO_PAGE_CACHE = "filemap/mm_filemap_add_to_page_cache"
 
-    EVENT = "filemap/mm_filemap_add_to_page_cache"
 
-    def __init__(self, pid: int):
-        self.pid = pid
-        self.path = os.path.join(TRACEFS, "instances", f"memlat_cachestat_{os.getpid()}")
-
-    def __enter__(self) -> "AddOracle":
-        if not os.path.isdir(os.path.join(TRACEFS, "instances")):
-            skip("tracefs instances are not available (needed for the ftrace oracle)")
-        os.mkdir(self.path)
-        _write(os.path.join(self.path, "buffer_size_kb"), "8192")
-        event = os.path.join(self.path, "events", self.EVENT)
-        _write(os.path.join(event, "filter"), f"common_pid == {self.pid}")
-        _write(os.path.join(event, "enable"), "1")
-        return self
-
-    def pages(self) -> int:
-        _write(os.path.join(self.path, "events", self.EVENT, "enable"), "0")
-        text = _read(os.path.join(self.path, "trace"))
-        if "LOST" in text:
-            raise Failure("the ftrace oracle lost events (buffer too small)")
-        orders = [int(m) for m in re.findall(r"order=(\d+)", text)]
-        if not orders and "mm_filemap_add_to_page_cache" in text:
-            skip("this kernel's mm_filemap_add_to_page_cache has no order field")
-        return sum(1 << o for o in orders)
-
-    def __exit__(self, *exc) -> None:
-        try:
-            _write(os.path.join(self.path, "events", self.EVENT, "enable"), "0")
-        except OSError:
-            pass
-        for _ in range(50):
-            try:
-                os.rmdir(self.path)
-                return
-            except OSError:
-                time.sleep(0.1)
+def pages_added(oracle: FtraceOracle) -> int:
+    """Stops the oracle of ADDED_TO_PAGE_CACHE; the pages added: 1 << order summed over the
+    folios added."""
+    added = oracle.stop()["mm_filemap_add_to_page_cache"]
+    orders = [int(e["order"]) for e in added if "order" in e]
+    if not orders and added:
+        skip("this kernel's mm_filemap_add_to_page_cache has no order field")
+    return sum(1 << o for o in orders)
 
 
 def summary_of(tool: Tool, t: Test) -> dict:
@@ -185,14 +111,15 @@ def measure_read(t: Test, f: TestFile, *reader_args: str, env: dict = None,
     """Reads `f` once with a gated reader while `cachestat -j -p READER` runs; returns the
     summary (and checks MISSES against the ftrace oracle when asked)."""
     with Reader(f.path, *reader_args) as reader:
-        oracle_ctx = AddOracle(reader.pid) if oracle else None
+        oracle_ctx = FtraceOracle([ADDED_TO_PAGE_CACHE], reader.pid, buffer_kb=8192) \
+            if oracle else None
         if oracle_ctx:
             oracle_ctx.__enter__()
         try:
             with Tool("cachestat", "-j", "-p", str(reader.pid), *tool_args, env=env) as tool:
                 reader.go()
                 time.sleep(0.2)
-            oracle_pages = oracle_ctx.pages() if oracle_ctx else None
+            oracle_pages = pages_added(oracle_ctx) if oracle_ctx else None
         finally:
             if oracle_ctx:
                 oracle_ctx.__exit__(None, None, None)
@@ -223,7 +150,7 @@ def check_warm(t: Test, s: dict, what: str = "warm read") -> None:
 @scenario("cachestat_cold_read")
 def _(t: Test):
     require_page_size()
-    with TestFile() as f:
+    with data_file() as f:
         f.evict()
         s = measure_read(t, f, oracle=True)
     check_cold(t, s)
@@ -232,7 +159,7 @@ def _(t: Test):
 @scenario("cachestat_warm_read")
 def _(t: Test):
     require_page_size()
-    with TestFile() as f:
+    with data_file() as f:
         f.warm()
         s = measure_read(t, f)
         check_warm(t, s)
@@ -247,7 +174,7 @@ def _(t: Test):
 @scenario("cachestat_mmap")
 def _(t: Test):
     require_page_size()
-    with TestFile() as f:
+    with data_file() as f:
         f.evict()
         cold = measure_read(t, f, "--mmap", oracle=True)
         warm = measure_read(t, f, "--mmap")
@@ -268,7 +195,7 @@ def _(t: Test):
 @scenario("cachestat_dirties")
 def _(t: Test):
     require_page_size()
-    path = os.path.join(build_dir(), f"memlat_cachestat_write_{os.getpid()}.dat")
+    path = written_file_path()
     try:
         for extra in ([], ["--fsync"]):
             # Held before exec (so the tool can be given its PID): the writer's own start-up
@@ -304,7 +231,7 @@ def _(t: Test):
 @scenario("cachestat_per_process")
 def _(t: Test):
     require_page_size()
-    with TestFile() as f:
+    with data_file() as f:
         f.evict()
         dev, ino = f.dev_ino()
         with Reader(f.path) as cold, Reader(f.path) as warm, \
@@ -339,7 +266,7 @@ def _(t: Test):
 @scenario("cachestat_per_file")
 def _(t: Test):
     require_page_size()
-    with TestFile() as f:
+    with data_file() as f:
         f.warm()
         dev, ino = f.dev_ino()
         # Many warm passes keep the file open over several 0.2 s intervals: the path is
@@ -364,42 +291,11 @@ def _(t: Test):
             "text row with dev, inode and path", f"a line '{dev} {ino} ... {f.path}'", out[-600:])
 
 
-class Cgroup:
-    """A cgroup of our own (memory v1 hierarchy, or v2), removed on exit."""
-
-    def __init__(self, name: str):
-        v1 = "/sys/fs/cgroup/memory"
-        if os.path.isfile(os.path.join(v1, "cgroup.procs")):
-            root = v1
-        elif os.path.isfile("/sys/fs/cgroup/cgroup.controllers"):
-            root = "/sys/fs/cgroup"
-        else:
-            skip("neither a cgroup v1 memory hierarchy nor cgroup v2 at /sys/fs/cgroup")
-        self.path = os.path.join(root, f"memlat_cachestat_{name}_{os.getpid()}")
-
-    def __enter__(self) -> "Cgroup":
-        os.mkdir(self.path)
-        return self
-
-    def add(self, pid: int) -> None:
-        _write(os.path.join(self.path, "cgroup.procs"), str(pid))
-
-    def __exit__(self, *exc) -> None:
-        for _ in range(50):
-            try:
-                os.rmdir(self.path)
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.1)
-        log(f"note: could not remove {self.path}")
-
-
 @scenario("cachestat_cgroup")
 def _(t: Test):
     require_page_size()
-    with TestFile() as f, Cgroup("in") as cg, Cgroup("empty") as empty:
+    with data_file() as f, MemoryCgroup("cachestat_in") as cg, \
+            MemoryCgroup("cachestat_empty") as empty:
         f.evict()
         with Reader(f.path) as reader:
             cg.add(reader.pid)
@@ -420,7 +316,7 @@ def _(t: Test):
 def _(t: Test):
     require_page_size()
     env = {"MEMLAT_DISABLE_HOOKS": "filemap_access"}
-    with TestFile() as f:
+    with data_file() as f:
         f.evict()
         s = measure_read(t, f, env=env)
         err = s["_tool"].result.stderr
@@ -442,7 +338,7 @@ def _(t: Test):
 def fallback(t: Test, disabled: str, expect: str, dirties: bool):
     require_page_size()
     env = {"MEMLAT_DISABLE_HOOKS": disabled}
-    with TestFile() as f:
+    with data_file() as f:
         f.evict()
         cold = measure_read(t, f, env=env, tool_args=("-v",), oracle=True)
         warm = measure_read(t, f, env=env)
@@ -453,7 +349,7 @@ def fallback(t: Test, disabled: str, expect: str, dirties: bool):
     check_cold(t, cold)
     check_warm(t, warm)
     if dirties:
-        path = os.path.join(build_dir(), f"memlat_cachestat_write_{os.getpid()}.dat")
+        path = written_file_path()
         try:
             with Tool("cachestat", "-j", env=env) as tool:
                 w = run_workload("cache_writer", "--file", path, "--mib", str(WRITE_MIB))
@@ -490,7 +386,7 @@ def _(t: Test):
                lines[0].split() if lines else [])
     rows = [l for l in lines[1:] if re.match(r"^\d\d:\d\d:\d\d\s", l)]
     t.check_eq("interval lines for COUNT=3", 3, len(rows))
-    meminfo = dict(l.split(":", 1) for l in _read("/proc/meminfo").splitlines())
+    meminfo = dict(l.split(":", 1) for l in read_file("/proc/meminfo").splitlines())
     cached_mb = int(meminfo["Cached"].split()[0]) / 1024
     if rows:
         t.check_close("CACHED_MB vs /proc/meminfo Cached", cached_mb, float(rows[-1].split()[6]),
@@ -515,19 +411,11 @@ def _(t: Test):
         (["1", "0"], "the count must be a positive number"),
         (["--bogus"], "unrecognized option"),
     ]
-    tool = os.path.join(build_dir(), "cachestat")
-    for args, message in cases:
-        res = run([tool, *args], timeout=15)
-        t.check_eq(f"cachestat {' '.join(args)}: exit status", 2, res.rc)
-        t.check_in(f"cachestat {' '.join(args)}: message", message, res.stderr, "stderr")
-    res = run([tool, "-h"], timeout=15)
-    t.check_eq("cachestat -h exit status", 0, res.rc)
-    for option in ("--pid", "--cgroup", "--per-process", "--per-file", "--timestamp",
-                   "--duration", "--json", "--verbose", "interval", "count", "HITRATIO",
-                   "MISSES", "DIRTIES", "BUFFERS_MB", "READ_HIT%", "MEMLAT_DISABLE_HOOKS"):
-        t.check_in(f"-h documents {option}", option, res.stdout)
-    t.check(all(len(l) <= 80 for l in res.stdout.splitlines()), "-h lines fit 80 columns",
-            "<= 80", max(len(l) for l in res.stdout.splitlines()))
+    check_bad_arguments(t, "cachestat", cases)
+    check_help(t, "cachestat", (
+        "--pid", "--cgroup", "--per-process", "--per-file", "--timestamp", "--duration", "--json",
+        "--verbose", "interval", "count", "HITRATIO", "MISSES", "DIRTIES", "BUFFERS_MB",
+        "READ_HIT%", "MEMLAT_DISABLE_HOOKS"))
 
 
 if __name__ == "__main__":

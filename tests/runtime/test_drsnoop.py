@@ -8,181 +8,49 @@ PID, records every mm_vmscan_memcg_reclaim_end with its nr_reclaimed, without BP
 report the same number of stalls and the same sum of pages (tolerance: 0, as both watch the
 same tracepoint over a window that contains the whole workload).
 """
+import contextlib
 import os
 import re
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memlat_test import (Failure, Test, Tool, Workload, build_dir, log, run, scenario, skip,  # noqa: E402
-                         main, TRACEFS)
+from memlat_test import (Failure, FtraceOracle, MemoryCgroup, Test, TestFile, Tool,  # noqa: E402
+                         Workload, binary, check_bad_arguments, check_help, log, main,
+                         read_file, run, scenario, skip, snoop_events)
 
 LIMIT = 32 << 20
 FILE_SIZE = 128 << 20
-CGROUP_V1_ROOT = "/sys/fs/cgroup/memory"
-CGROUP_V2_ROOT = "/sys/fs/cgroup"
 
 
-# ---------------------------------------------------------------- the memory cgroup
-
-class MemoryCgroup:
-    """A memory cgroup of our own with a limit; removed on exit (v1 or v2, whichever the
-    machine has the memory controller on)."""
-
-    def __init__(self, limit: int):
-        self.limit = limit
-        name = f"memlat_test_{os.getpid()}"
-        if os.path.isfile(os.path.join(CGROUP_V1_ROOT, "memory.limit_in_bytes")):
-            self.path, self.v1 = os.path.join(CGROUP_V1_ROOT, name), True
-        elif "memory" in _read(os.path.join(CGROUP_V2_ROOT, "cgroup.controllers"), "").split():
-            self.path, self.v1 = os.path.join(CGROUP_V2_ROOT, name), False
-        else:
-            skip("no memory cgroup controller on this machine (neither v1 nor v2)")
-        self.enabled_controller = False
-
-    def __enter__(self) -> "MemoryCgroup":
-        if not self.v1:
-            control = os.path.join(CGROUP_V2_ROOT, "cgroup.subtree_control")
-            if "memory" not in _read(control, "").split():
-                _write(control, "+memory")
-                self.enabled_controller = True
-        os.mkdir(self.path)
-        _write(os.path.join(self.path, "memory.limit_in_bytes" if self.v1 else "memory.max"),
-               str(self.limit))
-        log(f"memory cgroup {self.path} (cgroup {'v1' if self.v1 else 'v2'}), limit "
-            f"{self.limit >> 20} MiB")
-        return self
-
-    def __exit__(self, *exc) -> None:
-        # The readers have exited by now; a cgroup without tasks can be removed.
-        for _ in range(50):
-            try:
-                os.rmdir(self.path)
-                break
-            except FileNotFoundError:
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            log(f"note: could not remove {self.path}")
-        if self.enabled_controller:
-            _write(os.path.join(CGROUP_V2_ROOT, "cgroup.subtree_control"), "-memory")
-
-
-def _read(path: str, default: str = None) -> str:
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        if default is None:
-            raise
-        return default
-
-
-def _write(path: str, text: str) -> None:
-    with open(path, "w") as f:
-        f.write(text)
-
-
-class ColdFile:
-    """A file of our own on a disk file system (the build directory), with its page cache
-    evicted (posix_fadvise DONTNEED on this file only: the machine's cache is left alone)."""
-
-    def __init__(self, size: int):
-        self.size = size
-        self.path = os.path.join(build_dir(), f"memlat_test_reclaim_{os.getpid()}.dat")
-
-    def __enter__(self) -> "ColdFile":
-        chunk = b"\x5a" * (1 << 20)
-        with open(self.path, "wb") as f:
-            for _ in range(self.size // len(chunk)):
-                f.write(chunk)
-            f.flush()
-            os.fsync(f.fileno())
-        self.evict()
-        return self
-
-    def evict(self) -> None:
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-    def __exit__(self, *exc) -> None:
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
-
-
-# ---------------------------------------------------------------- the ftrace oracle
-
-class FtraceOracle:
-    """An ftrace instance of our own recording one tracepoint for one PID, without BPF."""
-
-    def __init__(self, event: str, pid: int):
-        self.event = event  # e.g. "vmscan/mm_vmscan_memcg_reclaim_end"
-        self.pid = pid
-        self.path = os.path.join(TRACEFS, "instances", f"memlat_test_{os.getpid()}")
-
-    def __enter__(self) -> "FtraceOracle":
-        if not os.path.isdir(os.path.join(TRACEFS, "instances")):
-            skip("tracefs instances are not available (needed for the ftrace oracle)")
-        os.mkdir(self.path)
-        event_dir = os.path.join(self.path, "events", self.event)
-        _write(os.path.join(self.path, "buffer_size_kb"), "4096")
-        _write(os.path.join(event_dir, "filter"), f"common_pid == {self.pid}")
-        _write(os.path.join(event_dir, "enable"), "1")
-        return self
-
-    def stop(self) -> list[int]:
-        """Disables the event; returns nr_reclaimed of every recorded event."""
-        _write(os.path.join(self.path, "events", self.event, "enable"), "0")
-        text = _read(os.path.join(self.path, "trace"))
-        if "LOST" in text:
-            raise Failure("the ftrace oracle lost events (buffer too small)")
-        return [int(m) for m in re.findall(r"nr_reclaimed=(\d+)", text)]
-
-    def __exit__(self, *exc) -> None:
-        try:
-            _write(os.path.join(self.path, "events", self.event, "enable"), "0")
-        except OSError:
-            pass
-        for _ in range(50):
-            try:
-                os.rmdir(self.path)
-                return
-            except OSError:
-                time.sleep(0.1)
-
-
-def memcg_events(result, t: Test) -> list[dict]:
-    events = [e for e in result.json_lines() if "kind" in e and "lat_ns" in e]
-    summary = [e for e in result.json_lines() if "summary" in e]
-    t.require(len(summary) == 1, "drsnoop printed its exit summary (one JSON object)",
-              "1", len(summary))
-    return events
+@contextlib.contextmanager
+def reader_under_limit():
+    """Yields (cgroup, reader): a memory cgroup of our own limited to LIMIT bytes, and
+    file_reader held at the door (see Workload) to read a cold FILE_SIZE file in it."""
+    with MemoryCgroup("drsnoop", LIMIT) as cg, \
+            TestFile(FILE_SIZE, "drsnoop_reclaim", cold=True) as f, \
+            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, held=True) as reader:
+        yield cg, reader
 
 
 # ---------------------------------------------------------------- scenarios
 
 @scenario("drsnoop_memcg_matches_ftrace")
 def _(t: Test):
-    with MemoryCgroup(LIMIT) as cg, ColdFile(FILE_SIZE) as f, \
-            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, held=True) as reader:
-        with FtraceOracle("vmscan/mm_vmscan_memcg_reclaim_end", reader.pid) as oracle, \
+    with reader_under_limit() as (cg, reader):
+        with FtraceOracle(["vmscan/mm_vmscan_memcg_reclaim_end"], reader.pid) as oracle, \
                 Tool("drsnoop", "-j", "-p", str(reader.pid)) as by_pid, \
                 Tool("drsnoop", "-j", "-k", "memcg", "-G", cg.path) as by_cgroup:
             reader.release()
             done = reader.wait_done(60)
             time.sleep(0.3)
-            pages_oracle = oracle.stop()
+            pages_oracle = [int(e["nr_reclaimed"])
+                            for e in oracle.stop()["mm_vmscan_memcg_reclaim_end"]]
         log(f"reader pid {reader.pid} read {done['iterations']} pass(es)")
     for name, tool in (("-p", by_pid), ("-G", by_cgroup)):
         res = tool.result
         t.check_eq(f"drsnoop {name} exit status", 0, res.rc)
-        events = memcg_events(res, t)
+        events = snoop_events(t, res)
         t.check_ge(f"{name}: memcg stalls reported", 10, len(events))
         t.check_eq(f"{name}: PIDs in the events (only the reader's)", {reader.pid},
                    {e["pid"] for e in events})
@@ -207,15 +75,14 @@ def _(t: Test):
 @scenario("drsnoop_hist_matches_lines")
 def _(t: Test):
     # Both modes watch the same workload at the same time, so they see the same stalls.
-    with MemoryCgroup(LIMIT) as cg, ColdFile(FILE_SIZE) as f, \
-            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, held=True) as reader:
+    with reader_under_limit() as (cg, reader):
         with Tool("drsnoop", "-j", "-p", str(reader.pid)) as lines, \
                 Tool("drsnoop", "-j", "-H", "-p", str(reader.pid)) as hist, \
                 Tool("drsnoop", "-H", "-P", "-p", str(reader.pid)) as text_hist:
             reader.release()
             reader.wait_done(60)
             time.sleep(0.3)
-    events = memcg_events(lines.result, t)
+    events = snoop_events(t, lines.result)
     hists = [h for j in hist.result.json_lines() if "histograms" in j for h in j["histograms"]]
     total = sum(h["total"] for h in hists if h["kind"] == "memcg")
     t.check_ge("stalls in line mode", 10, len(events))
@@ -229,14 +96,13 @@ def _(t: Test):
 
 @scenario("drsnoop_extended_text")
 def _(t: Test):
-    with MemoryCgroup(LIMIT) as cg, ColdFile(FILE_SIZE) as f, \
-            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, held=True) as reader:
+    with reader_under_limit() as (cg, reader):
         with Tool("drsnoop", "-e", "-T", "-U", "-p", str(reader.pid)) as tool:
             reader.release()
             reader.wait_done(60)
             time.sleep(0.3)
             zone_free_kb = sum(int(m) for m in re.findall(r"^\s+pages free\s+(\d+)",
-                                                         _read("/proc/zoneinfo"), re.M)) * 4
+                                                         read_file("/proc/zoneinfo"), re.M)) * 4
     out = tool.result.stdout.splitlines()
     header = next((l for l in out if l.startswith("TIME(s)")), "")
     t.check_eq("header", ["TIME(s)", "UID", "COMM", "PID", "LAT(ms)", "PAGES", "KIND", "ORDER",
@@ -280,22 +146,17 @@ def _(t: Test):
         (["-n", "a-name-longer-than-15"], "longer than a task name"),
         (["--bogus"], "unrecognized option"),
     ]
-    for args, message in cases:
-        res = run([os.path.join(build_dir(), "drsnoop"), *args], timeout=15)
-        t.check_eq(f"drsnoop {' '.join(args)}: exit status", 2, res.rc)
-        t.check_in(f"drsnoop {' '.join(args)}: message", message, res.stderr, "stderr")
+    check_bad_arguments(t, "drsnoop", cases)
     # Without privileges: its own message and status 1 (setpriv drops to nobody).
     res = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-               os.path.join(build_dir(), "drsnoop"), "-d", "1"], timeout=15)
+               binary("drsnoop"), "-d", "1"], timeout=15)
     t.check_eq("drsnoop as nobody: exit status", 1, res.rc)
     t.check_in("drsnoop as nobody: message", "needs root, or the capabilities CAP_BPF and "
                "CAP_PERFMON", res.stderr, "stderr")
-    res = run([os.path.join(build_dir(), "drsnoop"), "-h"], timeout=15)
-    t.check_eq("drsnoop -h exit status", 0, res.rc)
-    for option in ("--pid", "--tid", "--uid", "--name", "--print-uid", "--extended", "--kind",
-                   "--cgroup", "--hist", "--per-process", "--timestamp", "--duration", "--json",
-                   "--verbose", "interval", "FREE(KB)"):
-        t.check_in(f"-h documents {option}", option, res.stdout)
+    check_help(t, "drsnoop", (
+        "--pid", "--tid", "--uid", "--name", "--print-uid", "--extended", "--kind", "--cgroup",
+        "--hist", "--per-process", "--timestamp", "--duration", "--json", "--verbose",
+        "interval", "FREE(KB)"), width=None)
 
 
 if __name__ == "__main__":

@@ -24,32 +24,13 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memlat_test import (Failure, Test, Tool, Workload, build_dir, log, run, run_workload,  # noqa: E402
-                         scenario, skip, main, TRACEFS)
+from memlat_test import (FtraceOracle, Test, Tool, Workload, check_bad_arguments,  # noqa: E402
+                         check_help, log, main, read_file, run_workload, scenario, skip, vmstat,
+                         write_file)
 
 # Up to 8 rounds of 64 MiB: compaction's scanners may meet before they reach the holes, so
 # the workload fragments and compacts again until 8192 pages moved (512 MiB at most).
 FRAGMENT = ("--mib", "64", "--compact", "--rounds", "8", "--min-migrated", "8192")
-
-
-def vmstat() -> dict:
-    with open("/proc/vmstat") as f:
-        return {k: int(v) for k, v in (line.split() for line in f)}
-
-
-def _read(path: str, default: str = None) -> str:
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        if default is None:
-            raise
-        return default
-
-
-def _write(path: str, text: str) -> None:
-    with open(path, "w") as f:
-        f.write(text)
 
 
 class Windows:
@@ -96,69 +77,25 @@ def fragment_and_compact() -> dict:
     return run_workload("migrate_fragmenter", *FRAGMENT, timeout=90)
 
 
-def numa_nodes() -> list:
-    text = _read("/sys/devices/system/node/online", "0").strip()
-    nodes = []
-    for part in text.split(","):
+def number_list(text: str) -> list:
+    """The numbers of a kernel list such as "0-3,8" (sysfs node and CPU lists)."""
+    numbers = []
+    for part in text.strip().split(","):
         if "-" in part:
             a, b = part.split("-")
-            nodes.extend(range(int(a), int(b) + 1))
+            numbers.extend(range(int(a), int(b) + 1))
         elif part:
-            nodes.append(int(part))
-    return nodes
+            numbers.append(int(part))
+    return numbers
+
+
+def numa_nodes() -> list:
+    return number_list(read_file("/sys/devices/system/node/online", "0"))
 
 
 def node_cpus(node: int) -> list:
-    text = _read(f"/sys/devices/system/node/node{node}/cpulist", "").strip()
-    cpus = []
-    for part in text.split(","):
-        if "-" in part:
-            a, b = part.split("-")
-            cpus.extend(range(int(a), int(b) + 1))
-        elif part:
-            cpus.append(int(part))
+    cpus = number_list(read_file(f"/sys/devices/system/node/node{node}/cpulist", ""))
     return [c for c in cpus if c in os.sched_getaffinity(0)]
-
-
-class FtraceOracle:
-    """An ftrace instance of our own recording migrate:mm_migrate_pages for one PID."""
-
-    EVENT = "migrate/mm_migrate_pages"
-
-    def __init__(self, pid: int):
-        self.pid = pid
-        self.path = os.path.join(TRACEFS, "instances", f"memlat_numamove_{os.getpid()}")
-
-    def __enter__(self) -> "FtraceOracle":
-        if not os.path.isdir(os.path.join(TRACEFS, "instances")):
-            skip("tracefs instances are not available (needed for the ftrace oracle)")
-        os.mkdir(self.path)
-        event_dir = os.path.join(self.path, "events", self.EVENT)
-        _write(os.path.join(self.path, "buffer_size_kb"), "4096")
-        _write(os.path.join(event_dir, "filter"), f"common_pid == {self.pid}")
-        _write(os.path.join(event_dir, "enable"), "1")
-        return self
-
-    def stop(self) -> list:
-        """Disables the event; returns (succeeded, failed, reason) of every recorded event."""
-        _write(os.path.join(self.path, "events", self.EVENT, "enable"), "0")
-        text = _read(os.path.join(self.path, "trace"))
-        if "LOST" in text:
-            raise Failure("the ftrace oracle lost events (buffer too small)")
-        return [(int(a), int(b), r) for a, b, r in
-                re.findall(r"nr_succeeded=(\d+) nr_failed=(\d+) .*reason=(\w+)", text)]
-
-    def __exit__(self, *exc) -> None:
-        try:
-            _write(os.path.join(self.path, "events", self.EVENT, "enable"), "0")
-        except OSError:
-            pass
-        for _ in range(50):
-            try:
-                os.rmdir(self.path)
-                return
-            except OSError:
-                time.sleep(0.1)
 
 
 # ---------------------------------------------------------------- scenarios
@@ -201,7 +138,7 @@ def _(t: Test):
 def _(t: Test):
     with Workload("migrate_fragmenter", *FRAGMENT, held=True) as wl:
         pid = str(wl.pid)
-        with FtraceOracle(wl.pid) as oracle, \
+        with FtraceOracle(["migrate/mm_migrate_pages"], wl.pid) as oracle, \
                 Tool("numamove", "-r", "-j", "-p", pid) as by_pid, \
                 Tool("numamove", "-r", "-H", "-j", "-p", pid) as hist, \
                 Tool("numamove", "-r", "-P", "-j") as per_process, \
@@ -209,7 +146,8 @@ def _(t: Test):
             wl.release()
             wl.wait_done(90)
             time.sleep(0.2)
-            events = oracle.stop()
+            events = [(int(e["nr_succeeded"]), int(e["nr_failed"]), e["reason"])
+                      for e in oracle.stop()["mm_migrate_pages"]]
     log(f"ftrace saw {len(events)} mm_migrate_pages events of pid {pid}")
     t.require(len(events) > 0, "the ftrace oracle saw migrations of the workload", "> 0",
               len(events))
@@ -334,9 +272,9 @@ def _(t: Test):
     balancing = "/proc/sys/kernel/numa_balancing"
     if not os.path.exists(balancing):
         skip("the kernel has no automatic NUMA balancing (CONFIG_NUMA_BALANCING)")
-    saved = _read(balancing).strip()
+    saved = read_file(balancing).strip()
     try:
-        _write(balancing, "1")
+        write_file(balancing, "1")
         w = Windows()
         with Workload("numa_misplacer", "--from-cpu", str(src_cpus[0]), "--to-cpu",
                       str(dst_cpus[0]), "--mib", "128", "--seconds", "15", held=True) as wl:
@@ -350,7 +288,7 @@ def _(t: Test):
                 w.mark()
         w.mark()
     finally:
-        _write(balancing, saved)
+        write_file(balancing, saved)
     lines = default.result.json_lines()
     calls = sum(j["numa_migrations"] for j in lines)
     pages = sum(j["pages_succeeded"] for j in lines)
@@ -373,7 +311,6 @@ def _(t: Test):
 
 @scenario("numamove_bad_input")
 def _(t: Test):
-    tool = os.path.join(build_dir(), "numamove")
     cases = [
         (["-p", "999999999"], "no process with PID 999999999"),
         (["-p", "abc"], "-p takes a number, not 'abc'"),
@@ -383,18 +320,11 @@ def _(t: Test):
         (["1", "0"], "the count must be a positive number"),
         (["--bogus"], "unrecognized option"),
     ]
-    for args, message in cases:
-        res = run([tool, *args], timeout=15)
-        t.check_eq(f"numamove {' '.join(args)}: exit status", 2, res.rc)
-        t.check_in(f"numamove {' '.join(args)}: message", message, res.stderr, "stderr")
-    res = run([tool, "-h"], timeout=15)
-    t.check_eq("numamove -h exit status", 0, res.rc)
-    for option in ("--reasons", "--per-process", "--pid", "--hist", "--per-call",
-                   "--task-moves", "--timestamp", "--duration", "--json", "--verbose",
-                   "interval", "count", "NUMA_migrations_ms", "MEMLAT_DISABLE_HOOKS"):
-        t.check_in(f"-h documents {option}", option, res.stdout)
-    t.check(all(len(l) <= 80 for l in res.stdout.splitlines()), "-h lines fit 80 columns",
-            "<= 80", max(len(l) for l in res.stdout.splitlines()))
+    check_bad_arguments(t, "numamove", cases)
+    check_help(t, "numamove", (
+        "--reasons", "--per-process", "--pid", "--hist", "--per-call", "--task-moves",
+        "--timestamp", "--duration", "--json", "--verbose", "interval", "count",
+        "NUMA_migrations_ms", "MEMLAT_DISABLE_HOOKS"))
 
 
 if __name__ == "__main__":
