@@ -70,8 +70,8 @@ int main(int argc, char **argv) {
                 break;
         }
         fprintf(stderr, "reclaim_hog: read %ld MiB of %s\n", filled, fill.c_str());
-        for (const char *meminfo : {"/sys/devices/system/node/node0/meminfo",
-                                    "/sys/devices/system/node/node1/meminfo"}) {
+        for (const char *meminfo :
+             {"/sys/devices/system/node/node0/meminfo", "/sys/devices/system/node/node1/meminfo"}) {
             // Where the page cache went, for the scenario's log.
             FILE *f = fopen(meminfo, "r");
             char line[256];
