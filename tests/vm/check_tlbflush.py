@@ -10,10 +10,13 @@ from vmcheck import Block, checker, interrupt_row, show_hooks
 
 VICTIM = 1
 MIN_IPIS = 100          # under TCG the workload makes 50-300 munmaps a second, not 20000
-COUNT_TOL = 0.02        # as on the host (tests/runtime/test_tlbflush.py) ...
-# ... but at least a few IPIs: /proc/interrupts counts an IPI that reaches CPU 1 after it left
-# the workload's mm, which flush_tlb_func then drops before its tracepoint. On the host that is
-# < 0.1% of 40000 IPIs; at TCG's few hundred it is 1-3 (measured on 6.1: diffs of -1..-3).
+# /proc/interrupts counts every TLB IPI that reaches CPU 1; tlb:tlb_flush misses those whose
+# flush_tlb_func returns before its tracepoint. On 6.1 that is every IPI that finds CPU 1 idle
+# (init_mm loaded) or lazy: 6.18 traces those as remote_wrong_cpu, and the host test holds
+# 2% (measured < 0.1%). Under TCG the worker thread is often off CPU 1, so on 6.1 the tool
+# reads up to about 2% low (measured: -1..-3 of a few hundred; -60 of 2908, -2.06%). The VM
+# allows 5%, and at least 5 IPIs.
+COUNT_TOL = 0.05
 COUNT_ABS = 5
 FALLBACK_TOL = 0.05     # culprits/latency from remote_send_ipi and irq_vectors
 REMOTE = ("remote_shootdown", "remote_wrong_cpu")
