@@ -3,7 +3,7 @@
 
 Files live in the build directory (a disk file system) and are evicted from the page cache with
 posix_fadvise(DONTNEED) on those files only (after fsync): the machine's page cache is left
-alone. The reader (cache_reader --wait) finishes starting up, prints "ready" and waits, so a
+alone. The reader (file_reader --wait) finishes starting up, prints "ready" and waits, so a
 cachestat given its PID counts only its reads of the file, not the dynamic loader's.
 
 Oracles: the file size (a 64 MiB file is 16384 pages: every page is missed once when cold, and
@@ -49,10 +49,10 @@ def written_file_path() -> str:
 
 
 class Reader:
-    """cache_reader --wait: started, ready (its start-up done), then released with go()."""
+    """file_reader --wait: started, ready (its start-up done), then released with go()."""
 
     def __init__(self, path: str, *args: str):
-        self.argv = [binary("cache_reader"), "--file", path, "--wait", *args]
+        self.argv = [binary("file_reader"), "--file", path, "--wait", *args]
 
     def __enter__(self) -> "Reader":
         log(f"$ {' '.join(self.argv)}")
@@ -62,7 +62,7 @@ class Reader:
         line = self.proc.stdout.readline().decode()
         if line.strip() != "ready":
             self.proc.kill()
-            raise Failure(f"cache_reader did not get ready: {line!r} "
+            raise Failure(f"file_reader did not get ready: {line!r} "
                           f"{self.proc.stderr.read().decode()!r}")
         return self
 
@@ -73,9 +73,9 @@ class Reader:
             out, err = self.proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            raise Failure("cache_reader did not finish")
+            raise Failure("file_reader did not finish")
         if self.proc.returncode != 0 or not re.search(r"pid=\d+ iterations=\d+", out.decode()):
-            raise Failure(f"cache_reader failed: {out.decode()!r} {err.decode()!r}")
+            raise Failure(f"file_reader failed: {out.decode()!r} {err.decode()!r}")
         log(f"  reader {self.pid}: {out.decode().strip()}")
 
     def __exit__(self, *exc) -> None:
@@ -243,7 +243,7 @@ def _(t: Test):
     t.require(cold.pid in p and warm.pid in p, "rows for both readers in -P",
               f"{cold.pid} and {warm.pid}", sorted(p)[:20])
     c, w = p[cold.pid], p[warm.pid]
-    t.check_eq("COMM of the reader", "cache_reader", c["comm"])
+    t.check_eq("COMM of the reader", "file_reader", c["comm"])
     t.check_eq("UID of the reader", os.getuid(), c["uid"])
     t.check_close("cold reader: MISSES vs the file's pages", FILE_PAGES, c["misses"], TOL)
     t.check_le("cold reader: READ_HIT%", 5.0, c["hit_ratio_pct"])

@@ -42,10 +42,11 @@ def compact_memory() -> float:
     return took
 
 
-def zoneinfo() -> dict:
-    """{(nid, zone name lower-cased): {"present", "managed", "free", "min", "low", "high"}}"""
+def parse_zoneinfo(text: str) -> dict:
+    """/proc/zoneinfo as {(nid, zone name lower-cased): {"present", "managed", "free", "min",
+    "low", "high"}} (also used by the VM checker, tests/vm/check_compactsnoop.py)."""
     zones, key = {}, None
-    for line in read_file("/proc/zoneinfo").splitlines():
+    for line in text.splitlines():
         m = re.match(r"Node (\d+), zone\s+(\S+)", line)
         if m:
             key = (int(m.group(1)), m.group(2).lower())
@@ -55,6 +56,31 @@ def zoneinfo() -> dict:
         if m and key is not None and m.group(1) not in zones[key]:
             zones[key]["free" if m.group(1) == "pages free" else m.group(1)] = int(m.group(2))
     return zones
+
+
+def zoneinfo() -> dict:
+    return parse_zoneinfo(read_file("/proc/zoneinfo"))
+
+
+def check_zone_state(t: Test, events: list, zones: dict) -> None:
+    """-e: each run's zone as it began, against /proc/zoneinfo read right after the runs
+    (`zones`, from parse_zoneinfo). Also used by the VM checker."""
+    for e in events:
+        z = (e["nid"], e["zone"])
+        t.check(e["wmark_min"] <= e["wmark_low"] <= e["wmark_high"],
+                f"{z}: watermarks MIN <= LOW <= HIGH", "ordered",
+                (e["wmark_min"], e["wmark_low"], e["wmark_high"]))
+        # Watermarks move only when the zones' managed pages change (this kernel grows its
+        # Normal zone lazily): within 5%.
+        for w in ("min", "low", "high"):
+            t.check_close(f"{z}: {w.upper()} vs /proc/zoneinfo", zones[z][w], e[f"wmark_{w}"],
+                          rel_tol=0.05)
+        from_lists = sum(n << o for o, n in enumerate(e["nr_free"]))
+        # NR_FREE_PAGES and the free lists are updated together under the zone lock; the
+        # two reads are a few instructions apart.
+        t.check_close(f"{z}: FREE vs the sum of its free lists (nr_free << order)",
+                      from_lists, e["free_pages"], rel_tol=0.01, abs_tol=64)
+        t.check_le(f"{z}: FREE <= managed pages", zones[z]["managed"], e["free_pages"])
 
 
 def populated_zones() -> set:
@@ -136,22 +162,7 @@ def _(t: Test):
     # -e: the zone as the run began.
     t.check_eq("FRAGIDX of whole-zone runs (no order to index)", {None},
                {e["fragindex"] for e in events})
-    for e in events:
-        z = (e["nid"], e["zone"])
-        t.check(e["wmark_min"] <= e["wmark_low"] <= e["wmark_high"],
-                f"{z}: watermarks MIN <= LOW <= HIGH", "ordered",
-                (e["wmark_min"], e["wmark_low"], e["wmark_high"]))
-        # Watermarks move only when the zones' managed pages change (this kernel grows its
-        # Normal zone lazily): within 5% of /proc/zoneinfo read right after the write.
-        for w in ("min", "low", "high"):
-            t.check_close(f"{z}: {w.upper()} vs /proc/zoneinfo", after[z][w], e[f"wmark_{w}"],
-                          rel_tol=0.05)
-        from_lists = sum(n << o for o, n in enumerate(e["nr_free"]))
-        # NR_FREE_PAGES and the free lists are updated together under the zone lock; the
-        # two reads are a few instructions apart.
-        t.check_close(f"{z}: FREE vs the sum of its free lists (nr_free << order)",
-                      from_lists, e["free_pages"], rel_tol=0.01, abs_tol=64)
-        t.check_le(f"{z}: FREE <= managed pages", after[z]["managed"], e["free_pages"])
+    check_zone_state(t, events, after)
 
     summary = summary_of(js.result)
     manual = [s for s in summary["summary"] if s["kind"] == "manual"]

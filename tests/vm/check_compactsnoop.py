@@ -6,22 +6,8 @@ from __future__ import annotations
 import re
 
 from memlat_test import Test, log, skip
+from test_compactsnoop import check_zone_state, parse_zoneinfo
 from vmcheck import Block, checker, show_hooks, vmstat_delta
-
-
-def zoneinfo(text: str) -> dict:
-    """{(nid, zone name lower-cased): {"present", "managed", "free", "min", "low", "high"}}"""
-    zones, key = {}, None
-    for line in text.splitlines():
-        m = re.match(r"Node (\d+), zone\s+(\S+)", line)
-        if m:
-            key = (int(m.group(1)), m.group(2).lower())
-            zones[key] = {}
-            continue
-        m = re.match(r"\s+(pages free|min|low|high|present|managed)\s+(\d+)$", line)
-        if m and key is not None and m.group(1) not in zones[key]:
-            zones[key]["free" if m.group(1) == "pages free" else m.group(1)] = int(m.group(2))
-    return zones
 
 
 def ftrace(text: str) -> dict:
@@ -65,7 +51,7 @@ def manual(t: Test, b: Block) -> None:
     oracle = ftrace(trace_text)
     ends = oracle["mm_compaction_end"]
     mig = oracle["mm_compaction_migratepages"]
-    zones = zoneinfo(b.file("zoneinfo"))
+    zones = parse_zoneinfo(b.file("zoneinfo"))
     populated = sorted(k for k, v in zones.items() if v.get("present", 0) > 0)
     d = vmstat_delta(b, "vmstat.before", "vmstat.after", "compact_migrate_scanned",
                      "compact_isolated", "pgmigrate_success", "compact_stall",
@@ -118,18 +104,7 @@ def manual(t: Test, b: Block) -> None:
                    {e["mode"] for e in events})
         t.check_eq("whole_zone read from struct compact_control", {True},
                    {e["whole_zone"] for e in events})
-        for e in events:
-            z = (e["nid"], e["zone"])
-            t.check(e["wmark_min"] <= e["wmark_low"] <= e["wmark_high"],
-                    f"{z}: watermarks MIN <= LOW <= HIGH", "ordered",
-                    (e["wmark_min"], e["wmark_low"], e["wmark_high"]))
-            for w in ("min", "low", "high"):
-                t.check_close(f"{z}: {w.upper()} vs /proc/zoneinfo", zones[z][w],
-                              e[f"wmark_{w}"], rel_tol=0.05)
-            from_lists = sum(n << o for o, n in enumerate(e["nr_free"]))
-            t.check_close(f"{z}: FREE vs the sum of its free lists (nr_free << order)",
-                          from_lists, e["free_pages"], rel_tol=0.01, abs_tol=64)
-            t.check_le(f"{z}: FREE <= managed pages", zones[z]["managed"], e["free_pages"])
+        check_zone_state(t, events, zones)
     else:
         t.check_in("-v says what the tracepoint fall-back cannot show",
                    "the classic tracepoints carry no struct compact_control", res.stderr,

@@ -1,8 +1,10 @@
 // Reads a file, for the reclaim and page-cache tests: optionally first moves itself into a
 // cgroup (so that the page cache it faults in is charged there), then reads the whole file
-// PASSES times with read(2) or through mmap.
+// PASSES times with read(2) or through mmap. With --wait it first finishes starting up (the
+// dynamic loader's own page-cache reads of the libraries, its buffer faulted in), prints
+// "ready" and waits for a line on stdin: a tool given its PID then sees only the file's reads.
 //
-//   file_reader --file PATH [--cgroup DIR] [--passes N] [--mmap]
+//   file_reader --file PATH [--cgroup DIR] [--passes N] [--mmap] [--wait]
 // Prints "pid=PID iterations=PASSES bytes=B" when done.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -28,8 +30,7 @@ void join_cgroup(const std::string &dir) {
         die(procs.c_str());
 }
 
-unsigned long read_pass(int fd) {
-    std::vector<char> buf(1 << 20);
+unsigned long read_pass(int fd, std::vector<char> &buf) {
     unsigned long total = 0;
     if (lseek(fd, 0, SEEK_SET) != 0)
         die("lseek");
@@ -59,11 +60,15 @@ unsigned long mmap_pass(int fd, size_t size) {
 int main(int argc, char **argv) {
     std::string file, cgroup;
     long passes = 1;
-    bool use_mmap = false;
+    bool use_mmap = false, wait = false;
     for (int i = 1; i < argc; ++i) {
         std::string opt = argv[i];
         if (opt == "--mmap") {
             use_mmap = true;
+            continue;
+        }
+        if (opt == "--wait") {
+            wait = true;
             continue;
         }
         if (i + 1 >= argc) {
@@ -88,6 +93,14 @@ int main(int argc, char **argv) {
     }
     if (!cgroup.empty())
         join_cgroup(cgroup);
+    std::vector<char> buf(1 << 20, 0); // allocated and faulted in before any wait
+    if (wait) {
+        printf("ready\n");
+        fflush(stdout);
+        char line[16];
+        if (fgets(line, sizeof(line), stdin) == nullptr)
+            return 1;
+    }
     int fd = open(file.c_str(), O_RDONLY);
     if (fd < 0)
         die(file.c_str());
@@ -96,7 +109,7 @@ int main(int argc, char **argv) {
         die("fstat");
     unsigned long bytes = 0;
     for (long pass = 0; pass < passes; ++pass)
-        bytes += use_mmap ? mmap_pass(fd, static_cast<size_t>(st.st_size)) : read_pass(fd);
+        bytes += use_mmap ? mmap_pass(fd, static_cast<size_t>(st.st_size)) : read_pass(fd, buf);
     close(fd);
     printf("pid=%d iterations=%ld bytes=%lu\n", getpid(), passes, bytes);
     return 0;
