@@ -54,6 +54,9 @@ const KernelFeatures &kernel_features() {
         f.ringbuf = map_type_supported(BPF_MAP_TYPE_RINGBUF);
         f.kernel_btf = access("/sys/kernel/btf/vmlinux", R_OK) == 0;
         apply_disabled(f);
+        // bpf_task_storage_get() takes a task pointer that only the kernel's own BTF types.
+        if (!f.kernel_btf)
+            f.task_storage = false;
         cached = f;
     }
     return *cached;
