@@ -1,8 +1,12 @@
 #include "options.h"
 
+#include "output.h"
+
 #include <argp.h>
+#include <cerrno>
 #include <charconv>
 #include <fmt/format.h>
+#include <system_error>
 
 namespace memlat {
 
@@ -126,7 +130,18 @@ void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,
 
 int run_tool(std::string_view tool, const std::function<int()> &body) {
     try {
-        return body();
+        int status = body();
+        // Output still buffered is written now: a failure here is the tool's failure too.
+        flush_output();
+        return status;
+    } catch (const OutputClosed &) {
+        return 1;
+    } catch (const std::system_error &e) {
+        // {fmt} reports a failed write to stdout this way.
+        if (e.code().value() == EPIPE)
+            return 1;
+        fmt::print(stderr, "{}: cannot write the output: {}\n", tool, e.code().message());
+        return 1;
     } catch (const UsageError &e) {
         fmt::print(stderr, "{}: {}\nRun '{} -h' for the options.\n", tool, e.what(), tool);
         return 2;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -15,8 +16,27 @@ namespace memlat {
 // "HH:MM:SS" in local time.
 std::string wall_clock_time();
 
-// Writes one JSON object as one line on stdout.
+// Writes one JSON object as one line on stdout. Strings that are not valid UTF-8 (task names
+// and file names are bytes; the kernel cuts a task name at 15 bytes, sometimes inside a
+// character) are written with each invalid byte replaced by U+FFFD, and an object member NAME
+// holding such a string gets a sibling NAME_hex with its exact bytes in lowercase hex, so
+// nothing is lost and every JSON parser accepts the line.
 void print_json_line(const nlohmann::json &object);
+
+// Whether `text` is well-formed UTF-8 (no overlong forms, surrogates or values past U+10FFFF).
+bool is_valid_utf8(std::string_view text);
+// `text` with every byte that is not part of a well-formed UTF-8 sequence replaced by U+FFFD.
+std::string replace_invalid_utf8(std::string_view text);
+// The bytes of `text` in lowercase hex, two digits each.
+std::string hex_bytes(std::string_view text);
+
+// Flushes stdout. A write error other than a closed pipe throws RuntimeError naming it; a
+// closed pipe (the reader went away, e.g. `| head`) throws OutputClosed, which ends the tool
+// quietly.
+void flush_output();
+struct OutputClosed : std::runtime_error {
+    OutputClosed() : std::runtime_error("the reader of the output went away") {}
+};
 
 // SIGINT and SIGTERM end the tool cleanly: they set a flag and interrupt the wait.
 void install_stop_signals();

@@ -1,0 +1,15 @@
+# Robustness tests (label: robustness): the tools under hostile names, failing output and
+# badly timed signals. Run as root like the runtime tests, one at a time.
+foreach(scenario
+        non_utf8_comm
+        non_utf8_path
+        write_errors
+        sigint_while_blocked
+        sigterm_while_blocked)
+    add_test(NAME robustness.output_${scenario}
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/test_output.py
+                     output_${scenario})
+    set_tests_properties(robustness.output_${scenario} PROPERTIES
+        LABELS robustness RUN_SERIAL TRUE SKIP_RETURN_CODE 77 TIMEOUT 120
+        ENVIRONMENT "${MEMLAT_RUNTIME_ENV}")
+endforeach()

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Robustness of the tools' output: names that are not UTF-8, output that cannot be written,
+and a stop signal while the reader of the output is slow. Runs the real tools as root, like
+tests/runtime (same harness, memlat_test.py)."""
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime"))
+from memlat_test import *  # noqa: E402,F401,F403
+from memlat_test import (Failure, Result, Test, Tool, Workload, binary, build_dir, log,  # noqa: E402
+                         main, require_cpus, scenario, own_name)
+from test_cachestat import Reader, summary_of  # noqa: E402
+
+TOOLS = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat"]
+SENDER, VICTIM = 0, 1
+TASK_COMM_LEN = 15  # bytes of a task name the kernel keeps
+# A byte no UTF-8 text has, and a name the kernel cuts inside its eighth "é" (2 bytes each).
+NAMES = [b"mem\xfflat\xfe", "ééééééééé".encode()]
+
+
+def kernel_comm(name: bytes) -> bytes:
+    return name[:TASK_COMM_LEN]
+
+
+def replaced(raw: bytes) -> str:
+    """What the tools print in place of `raw`: each invalid byte as U+FFFD."""
+    return raw.decode("utf-8", "replace")
+
+
+def renamed(workload: str, name: bytes, directory: str) -> str:
+    """A symlink to the workload whose exec gives the process the task name `name`; returned
+    as a str that subprocess turns back into the same bytes."""
+    path = os.path.join(os.fsencode(directory), name)
+    os.symlink(binary(workload), path)
+    return os.fsdecode(path)
+
+
+@scenario("output_non_utf8_comm")
+def _(t: Test):
+    """tlbflush -t -j with the workload under names that are not UTF-8: every line is JSON, the
+    comm field has U+FFFD for each bad byte and comm_hex the exact bytes."""
+    require_cpus(SENDER, VICTIM)
+    with tempfile.TemporaryDirectory(dir=build_dir()) as tmp:
+        for name in NAMES:
+            wl = Workload("tlb_workload", "--seconds", "0.5", "--main-cpu", str(SENDER),
+                          "--worker-cpu", str(VICTIM), held=True)
+            wl.argv[0] = renamed("tlb_workload", name, tmp)
+            with wl:
+                with Tool("tlbflush", "-t", "-j", "-p", str(wl.pid)) as tool:
+                    wl.release()
+                    wl.wait_done(60)
+            res = tool.result
+            t.check_eq(f"{name!r}: exit status", 0, res.rc)
+            objs = res.json_lines()  # a line that is not JSON fails here
+            events = [o for o in objs if "comm" in o]
+            t.check_ge(f"{name!r}: trace lines of the workload", 100, len(events))
+            comm = kernel_comm(name)
+            # The held workload's shell ("sh") may flush before it execs the workload.
+            events = [o for o in events if o.get("comm") != "sh"]
+            t.check_eq(f"{name!r}: lines whose comm_hex is the task name's bytes", len(events),
+                       sum(o.get("comm_hex") == comm.hex() for o in events))
+            t.check_eq(f"{name!r}: lines whose comm is the name with U+FFFD", len(events),
+                       sum(o.get("comm") == replaced(comm) for o in events))
+            t.check("stderr has no internal error", "no 'internal error'",
+                    "internal error" not in res.stderr, res.stderr[-300:])
+
+
+@scenario("output_non_utf8_path")
+def _(t: Test):
+    """cachestat -f -j on a file whose name is not UTF-8: the row's path carries the bytes."""
+    name = os.fsdecode(own_name("robust").encode() + b"-\xff\xfe.dat")
+    path = os.path.join(build_dir(), name)
+    with open(path, "wb") as f:
+        f.write(b"\x5a" * (64 << 20))
+        f.flush()
+        os.fsync(f.fileno())
+    try:
+        # Many passes keep the file open over several 0.2 s intervals: cachestat finds the
+        # path in the reader's /proc/PID/fd while it reads.
+        with Reader(path, "--passes", "60") as reader:
+            with Tool("cachestat", "-f", "-j", "-p", str(reader.pid), "0.2") as tool:
+                reader.go()
+                time.sleep(0.3)
+        rows = summary_of(tool, t)["files"]
+        st = os.stat(path)
+        ours = [r for r in rows if r.get("ino") == st.st_ino]
+        t.require(len(ours) == 1, "one -f row for the file", 1, len(ours))
+        raw = os.fsencode(path)
+        t.check_eq("path_hex is the file's path, byte for byte", raw.hex(),
+                   ours[0].get("path_hex"))
+        t.check_eq("path has U+FFFD for the bad bytes", replaced(raw), ours[0].get("path"))
+    finally:
+        os.unlink(path)
+
+
+def run_with_stdout(tool: str, stdout_spec: str, *args: str) -> Result:
+    """Runs TOOL -d 1 ARGS with its stdout redirected by the shell (e.g. '>/dev/full')."""
+    argv = ["/bin/sh", "-c", f'exec "$0" "$@" {stdout_spec}', binary(tool), *args]
+    t0 = time.monotonic()
+    p = subprocess.run(argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=30)
+    return Result(argv, p.returncode, "", p.stderr.decode(errors="replace"),
+                  time.monotonic() - t0)
+
+
+@scenario("output_write_errors")
+def _(t: Test):
+    """A full device or a closed stdout is an error (exit 1, a message), for every tool."""
+    for tool in TOOLS:
+        full = run_with_stdout(tool, ">/dev/full", "-d", "0.5")
+        t.check_eq(f"{tool} >/dev/full: exit status", 1, full.rc)
+        t.check(f"{tool} >/dev/full: says why", "No space left on device",
+                "No space left on device" in full.stderr, full.stderr.strip()[-200:])
+        closed = run_with_stdout(tool, ">&-", "-d", "0.5")
+        t.check_eq(f"{tool} with stdout closed: exit status", 1, closed.rc)
+        t.check(f"{tool} with stdout closed: says why", "Bad file descriptor",
+                "Bad file descriptor" in closed.stderr, closed.stderr.strip()[-200:])
+
+
+def blocked_then_stopped(t: Test, sig: int) -> None:
+    """tlbflush -t -j writes into a pipe nobody reads until it is full; the stop signal comes
+    while it is blocked; then the pipe is read: every line whole, the summary last, exit 0."""
+    require_cpus(SENDER, VICTIM)
+    argv = [binary("tlbflush"), "-t", "-j"]
+    log(f"$ {' '.join(argv)}   (stdout not read for a while)")
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=dict(os.environ, MEMLAT_READY="1"),
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        err = b""
+        while b"memlat: ready" not in err:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise Failure(f"tlbflush not ready: {err!r}")
+            if select.select([proc.stderr], [], [], 0.2)[0]:
+                err += os.read(proc.stderr.fileno(), 4096)
+        # 2 s of munmaps give far more than a pipe's 64 KiB of trace lines.
+        with Workload("tlb_workload", "--seconds", "2", "--main-cpu", str(SENDER),
+                      "--worker-cpu", str(VICTIM)) as wl:
+            wl.wait_done(60)
+        proc.send_signal(sig)
+        time.sleep(1.0)  # the tool is still blocked in write(); now start reading
+        out, rest = proc.communicate(timeout=30)
+        err += rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    name = signal.Signals(sig).name
+    t.check_eq(f"{name} while blocked: exit status", 0, proc.returncode)
+    t.check(f"{name}: no error on stderr", "no 'error'", b"error" not in err, err[-300:])
+    lines = out.decode().splitlines()
+    t.check_ge(f"{name}: lines written (more than a pipe holds)", 1000, len(lines))
+    res = Result(argv, proc.returncode, out.decode(), err.decode(errors="replace"), 0)
+    objs = res.json_lines()  # a line cut in half fails here
+    t.check(f"{name}: the last line is the summary", "\"counts\" in the last line",
+            bool(objs) and "counts" in objs[-1], objs[-1] if objs else None)
+
+
+@scenario("output_sigint_while_blocked")
+def _(t: Test):
+    blocked_then_stopped(t, signal.SIGINT)
+
+
+@scenario("output_sigterm_while_blocked")
+def _(t: Test):
+    blocked_then_stopped(t, signal.SIGTERM)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+// JSON lines carry names that are not UTF-8 without throwing and without losing bytes.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "output.h"
+
+using namespace memlat;
+
+TEST(Utf8, AcceptsWellFormedText) {
+    EXPECT_TRUE(is_valid_utf8(""));
+    EXPECT_TRUE(is_valid_utf8("kworker/1:2"));
+    EXPECT_TRUE(is_valid_utf8("\xc3\xa9t\xc3\xa9"));         // été
+    EXPECT_TRUE(is_valid_utf8("\xe2\x82\xac"));              // €
+    EXPECT_TRUE(is_valid_utf8("\xf0\x9f\x98\x80"));          // U+1F600
+    EXPECT_TRUE(is_valid_utf8(std::string_view("a\0b", 3))); // NUL is a character
+}
+
+TEST(Utf8, RejectsWhatNlohmannRejects) {
+    EXPECT_FALSE(is_valid_utf8("\xff"));
+    EXPECT_FALSE(is_valid_utf8("\xc3"));             // cut inside a character
+    EXPECT_FALSE(is_valid_utf8("\xc0\xaf"));         // overlong '/'
+    EXPECT_FALSE(is_valid_utf8("\xe0\x80\xaf"));     // overlong
+    EXPECT_FALSE(is_valid_utf8("\xed\xa0\x80"));     // surrogate U+D800
+    EXPECT_FALSE(is_valid_utf8("\xf4\x90\x80\x80")); // past U+10FFFF
+    EXPECT_FALSE(is_valid_utf8("\x80"));             // continuation byte alone
+}
+
+TEST(Utf8, ReplacesEachInvalidByte) {
+    EXPECT_EQ(replace_invalid_utf8("a\xff"
+                                   "b"),
+              "a\xef\xbf\xbd"
+              "b");
+    // 15 bytes of "ééééééééé", as the kernel keeps a task name: the last character is cut.
+    std::string cut = "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3";
+    EXPECT_EQ(replace_invalid_utf8(cut), cut.substr(0, 14) + "\xef\xbf\xbd");
+    EXPECT_EQ(hex_bytes("\xff"
+                        "A"),
+              "ff41");
+}
+
+TEST(JsonLine, CarriesInvalidNamesLosslessly) {
+    nlohmann::json line{{"comm", "x\xff"}, {"pid", 7}, {"nested", {{"path", "/tmp/\xfe"}}}};
+    testing::internal::CaptureStdout();
+    print_json_line(line);
+    std::string out = testing::internal::GetCapturedStdout();
+    auto parsed = nlohmann::json::parse(out);
+    EXPECT_EQ(parsed["comm"], "x\xef\xbf\xbd");
+    EXPECT_EQ(parsed["comm_hex"], "78ff");
+    EXPECT_EQ(parsed["pid"], 7);
+    EXPECT_EQ(parsed["nested"]["path_hex"], hex_bytes("/tmp/\xfe"));
+    EXPECT_FALSE(parsed.contains("pid_hex"));
+}
+
+TEST(JsonLine, ValidNamesGetNoHexField) {
+    testing::internal::CaptureStdout();
+    print_json_line({{"comm", "\xc3\xa9t\xc3\xa9"}});
+    auto parsed = nlohmann::json::parse(testing::internal::GetCapturedStdout());
+    EXPECT_EQ(parsed, (nlohmann::json{{"comm", "\xc3\xa9t\xc3\xa9"}}));
+}
