@@ -149,3 +149,22 @@ TEST(ParseNumber, RejectsTrailingGarbage) {
     EXPECT_THROW(memlat::parse_number<int>("", "-x"), UsageError);
     EXPECT_THROW(memlat::parse_number<unsigned>("-1", "-x"), UsageError);
 }
+
+TEST(ParseSeconds, RejectsTimesThatMeanNothing) {
+    using memlat::min_interval, memlat::parse_seconds, memlat::UsageError;
+    for (const char *text : {"inf", "-inf", "nan", "1e300", "9223372037", "0", "-1", "", "1s"})
+        EXPECT_THROW(parse_seconds(text, "-d", 0), UsageError) << text;
+    EXPECT_THROW(parse_seconds("0.001", "the interval", min_interval), UsageError);
+    EXPECT_DOUBLE_EQ(parse_seconds("0.5", "-d", 0), 0.5);
+    EXPECT_DOUBLE_EQ(parse_seconds("86400", "the interval", min_interval), 86400);
+}
+
+TEST(ParseSeconds, NamesTheOptionAndTheText) {
+    using memlat::parse_seconds, memlat::UsageError;
+    try {
+        parse_seconds("nan", "-d", 0);
+        FAIL() << "no exception";
+    } catch (const UsageError &e) {
+        EXPECT_EQ(std::string(e.what()), "-d must be a positive number of seconds, not 'nan'");
+    }
+}

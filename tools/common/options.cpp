@@ -5,6 +5,7 @@
 #include <argp.h>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <fmt/format.h>
 #include <system_error>
 
@@ -95,16 +96,30 @@ void CommandLine::parse(int argc, char **argv) {
     argp_parse(&spec, argc, argv, 0, nullptr, this);
 }
 
+double parse_seconds(std::string_view text, std::string_view what, double at_least) {
+    double seconds = parse_number<double>(text, what);
+    // from_chars accepts "inf" and "nan"; neither is a time to wait.
+    if (!std::isfinite(seconds) || seconds <= 0)
+        throw UsageError(
+            fmt::format("{} must be a positive number of seconds, not '{}'", what, text));
+    if (seconds > max_seconds)
+        throw UsageError(
+            fmt::format("{} of {} seconds is longer than memlat can wait (at most {:.0f} "
+                        "seconds, about three years); to run until Ctrl-C, leave it out",
+                        what, text, max_seconds));
+    if (seconds < at_least)
+        throw UsageError(
+            fmt::format("{} must be at least {} seconds, not '{}'", what, at_least, text));
+    return seconds;
+}
+
 void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,
                         std::string timestamp_help) {
     cli.flag('T', "timestamp", std::move(timestamp_help), options.timestamp);
-    cli.option('d', "duration", "SECONDS",
-               "Stop after SECONDS and print the summary (default: run until Ctrl-C)",
-               [&options](const std::string &text) {
-                   options.duration = parse_number<double>(text, "-d");
-                   if (options.duration <= 0)
-                       throw UsageError("-d takes a positive number of seconds");
-               });
+    cli.option(
+        'd', "duration", "SECONDS",
+        "Stop after SECONDS and print the summary (default: run until Ctrl-C)",
+        [&options](const std::string &text) { options.duration = parse_seconds(text, "-d", 0); });
     cli.flag('j', "json",
              "JSON lines on stdout instead of text: one object per event or "
              "interval (schema in README)",
@@ -117,9 +132,7 @@ void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,
         return;
     cli.positional("interval", "print every INTERVAL seconds instead of once at the end",
                    [&options](const std::string &text) {
-                       options.interval = parse_number<double>(text, "interval");
-                       if (options.interval <= 0)
-                           throw UsageError("the interval must be a positive number of seconds");
+                       options.interval = parse_seconds(text, "the interval", min_interval);
                    });
     cli.positional("count", "stop after COUNT intervals", [&options](const std::string &text) {
         options.count = parse_number<uint64_t>(text, "count");
