@@ -19,6 +19,7 @@
 #include "files.h"
 #include "options.h"
 #include "output.h"
+#include "tasks.h"
 
 using namespace memlat;
 using nlohmann::json;
@@ -414,11 +415,8 @@ void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double s
 }
 
 int Cachestat::run() {
-    if (o_.pid) {
-        struct stat st {};
-        if (*o_.pid <= 0 || stat(fmt::format("/proc/{}", *o_.pid).c_str(), &st) != 0)
-            throw UsageError(fmt::format("no process with id {}", *o_.pid));
-    }
+    if (o_.pid)
+        require_process(*o_.pid, "-p");
     if (o_.per_process && o_.per_file)
         throw UsageError("-P and -f are two views; choose one");
     if (!o_.cgroup.empty())

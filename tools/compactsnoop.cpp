@@ -17,6 +17,7 @@
 #include "options.h"
 #include "output.h"
 #include "symbols.h"
+#include "tasks.h"
 
 using namespace memlat;
 using nlohmann::json;
@@ -351,11 +352,8 @@ void Compactsnoop::print_summary(compactsnoop_bpf &skel) {
 }
 
 int Compactsnoop::run() {
-    if (o_.pid) {
-        struct stat st {};
-        if (*o_.pid <= 0 || stat(fmt::format("/proc/{}", *o_.pid).c_str(), &st) != 0)
-            throw UsageError(fmt::format("no process with id {}", *o_.pid));
-    }
+    if (o_.pid)
+        require_process(*o_.pid, "-p");
     if (!o_.kinds.empty()) {
         kind_mask_ = 0;
         for (const auto &name : split_list(o_.kinds, "kind list")) {

@@ -18,6 +18,7 @@
 #include "histogram.h"
 #include "options.h"
 #include "output.h"
+#include "tasks.h"
 
 using namespace memlat;
 using nlohmann::json;
@@ -273,15 +274,10 @@ void Drsnoop::print_summary(drsnoop_bpf &skel) {
 }
 
 int Drsnoop::run() {
-    auto must_exist = [](std::string_view what, int id, const std::string &path) {
-        struct stat st {};
-        if (id <= 0 || stat(path.c_str(), &st) != 0)
-            throw UsageError(fmt::format("no {} with id {}", what, id));
-    };
     if (o_.pid)
-        must_exist("process", *o_.pid, fmt::format("/proc/{}", *o_.pid));
+        require_process(*o_.pid, "-p");
     if (o_.tid)
-        must_exist("thread", *o_.tid, fmt::format("/proc/{}", *o_.tid));
+        require_thread(*o_.tid, "-t");
     if (o_.comm.size() >= DRSNOOP_COMM_LEN)
         throw UsageError(fmt::format("-n '{}' is longer than a task name ({} characters)", o_.comm,
                                      DRSNOOP_COMM_LEN - 1));

@@ -16,6 +16,7 @@
 #include "numamove_format.h"
 #include "options.h"
 #include "output.h"
+#include "tasks.h"
 
 using namespace memlat;
 using nlohmann::json;
@@ -354,11 +355,8 @@ void Numamove::print_interval(const Snapshot &now, const Snapshot &before) {
 }
 
 int Numamove::run() {
-    if (o_.pid) {
-        struct stat st {};
-        if (*o_.pid <= 0 || stat(fmt::format("/proc/{}", *o_.pid).c_str(), &st) != 0)
-            throw UsageError(fmt::format("no process with PID {}", *o_.pid));
-    }
+    if (o_.pid)
+        require_process(*o_.pid, "-p");
     if (o_.per_call && o_.reasons)
         throw UsageError("-c times NUMA balancing's calls only; it does not go with -r");
     if (o_.task_moves && (o_.reasons || o_.per_process))

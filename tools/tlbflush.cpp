@@ -12,6 +12,7 @@
 #include "options.h"
 #include "output.h"
 #include "symbols.h"
+#include "tasks.h"
 #include "tlbflush.h"
 #include "tlbflush.skel.h"
 
@@ -552,11 +553,8 @@ int Tlbflush::run() {
                                        ncpus_, TLBFLUSH_MAX_CPUS));
     if (!o_.reasons.empty())
         reason_mask_ = reasons_.parse_mask(o_.reasons);
-    if (o_.pid_given) {
-        struct stat st {};
-        if (o_.pid <= 0 || stat(fmt::format("/proc/{}", o_.pid).c_str(), &st) != 0)
-            throw UsageError(fmt::format("no process with PID {}", o_.pid));
-    }
+    if (o_.pid_given)
+        require_process(o_.pid, "-p");
     if (o_.stacks)
         o_.culprits = true;
     if (o_.trace && o_.common.interval > 0)

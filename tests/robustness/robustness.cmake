@@ -5,11 +5,11 @@ foreach(scenario
         non_utf8_path
         write_errors
         sigint_while_blocked
-        sigterm_while_blocked)
-    add_test(NAME robustness.output_${scenario}
-             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/test_output.py
-                     output_${scenario})
-    set_tests_properties(robustness.output_${scenario} PROPERTIES
+        sigterm_while_blocked
+        thread_id_as_pid)
+    add_test(NAME robustness.${scenario}
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/test_output.py ${scenario})
+    set_tests_properties(robustness.${scenario} PROPERTIES
         LABELS robustness RUN_SERIAL TRUE SKIP_RETURN_CODE 77 TIMEOUT 120
         ENVIRONMENT "${MEMLAT_RUNTIME_ENV}")
 endforeach()

@@ -43,7 +43,7 @@ def renamed(workload: str, name: bytes, directory: str) -> str:
     return os.fsdecode(path)
 
 
-@scenario("output_non_utf8_comm")
+@scenario("non_utf8_comm")
 def _(t: Test):
     """tlbflush -t -j with the workload under names that are not UTF-8: every line is JSON, the
     comm field has U+FFFD for each bad byte and comm_hex the exact bytes."""
@@ -73,7 +73,7 @@ def _(t: Test):
                     "internal error" not in res.stderr, res.stderr[-300:])
 
 
-@scenario("output_non_utf8_path")
+@scenario("non_utf8_path")
 def _(t: Test):
     """cachestat -f -j on a file whose name is not UTF-8: the row's path carries the bytes."""
     name = os.fsdecode(own_name("robust").encode() + b"-\xff\xfe.dat")
@@ -110,7 +110,7 @@ def run_with_stdout(tool: str, stdout_spec: str, *args: str) -> Result:
                   time.monotonic() - t0)
 
 
-@scenario("output_write_errors")
+@scenario("write_errors")
 def _(t: Test):
     """A full device or a closed stdout is an error (exit 1, a message), for every tool."""
     for tool in TOOLS:
@@ -163,14 +163,35 @@ def blocked_then_stopped(t: Test, sig: int) -> None:
             bool(objs) and "counts" in objs[-1], objs[-1] if objs else None)
 
 
-@scenario("output_sigint_while_blocked")
+@scenario("sigint_while_blocked")
 def _(t: Test):
     blocked_then_stopped(t, signal.SIGINT)
 
 
-@scenario("output_sigterm_while_blocked")
+@scenario("sigterm_while_blocked")
 def _(t: Test):
     blocked_then_stopped(t, signal.SIGTERM)
+
+
+@scenario("thread_id_as_pid")
+def _(t: Test):
+    """-p given a thread id of another process is a usage error naming that process (it would
+    match nothing, silently), for every tool."""
+    require_cpus(SENDER, VICTIM)
+    with Workload("tlb_workload", "--seconds", "5", "--main-cpu", str(SENDER),
+                  "--worker-cpu", str(VICTIM)) as wl:
+        deadline = time.monotonic() + 5
+        tids: list[int] = []
+        while time.monotonic() < deadline and not tids:
+            tids = [int(x) for x in os.listdir(f"/proc/{wl.pid}/task") if int(x) != wl.pid]
+            time.sleep(0.05)
+        t.require(bool(tids), "the workload has a second thread", ">= 1", len(tids))
+        for tool in TOOLS:
+            res = run_with_stdout(tool, "", "-p", str(tids[0]), "-d", "0.2")
+            t.check_eq(f"{tool} -p THREAD: exit status", 2, res.rc)
+            want = f"-p {tids[0]} is a thread of process {wl.pid}"
+            t.check(f"{tool} -p THREAD: names the process", want, want in res.stderr,
+                    res.stderr.strip()[:200])
 
 
 if __name__ == "__main__":

@@ -312,7 +312,7 @@ def _(t: Test):
 @scenario("numamove_bad_input")
 def _(t: Test):
     cases = [
-        (["-p", "999999999"], "no process with PID 999999999"),
+        (["-p", "999999999"], "no process with id 999999999"),
         (["-p", "abc"], "-p takes a number, not 'abc'"),
         (["-c", "-r"], "-c times NUMA balancing's calls only"),
         (["-m", "-r"], "-m adds columns to the default view"),
