@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <charconv>
 #include <fmt/format.h>
 #include <map>
 #include <optional>
@@ -96,10 +97,15 @@ struct Reasons {
         uint32_t mask = 0;
         for (const auto &item : split_list(list, "reason list")) {
             int64_t v = -1;
-            if (auto named = value(item))
+            if (auto named = value(item)) {
                 v = *named;
-            else if (!item.empty() && item.find_first_not_of("0123456789") == std::string::npos)
-                v = std::stoll(item);
+            } else {
+                // A number is accepted only when the running kernel has a reason of that value.
+                int64_t number = -1;
+                auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), number);
+                if (ec == std::errc{} && end == item.data() + item.size() && names.contains(number))
+                    v = number;
+            }
             if (v < 0 || v >= TLBFLUSH_MAX_REASONS) {
                 std::string known;
                 for (const auto &[value, n] : names)

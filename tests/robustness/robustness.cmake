@@ -13,3 +13,8 @@ foreach(scenario
         LABELS robustness RUN_SERIAL TRUE SKIP_RETURN_CODE 77 TIMEOUT 120
         ENVIRONMENT "${MEMLAT_RUNTIME_ENV}")
 endforeach()
+
+add_test(NAME robustness.bad_arguments
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/test_arguments.py bad_arguments)
+set_tests_properties(robustness.bad_arguments PROPERTIES
+    LABELS robustness SKIP_RETURN_CODE 77 TIMEOUT 120 ENVIRONMENT "${MEMLAT_RUNTIME_ENV}")

@@ -69,8 +69,8 @@ def _(t: Test):
                        sum(o.get("comm_hex") == comm.hex() for o in events))
             t.check_eq(f"{name!r}: lines whose comm is the name with U+FFFD", len(events),
                        sum(o.get("comm") == replaced(comm) for o in events))
-            t.check("stderr has no internal error", "no 'internal error'",
-                    "internal error" not in res.stderr, res.stderr[-300:])
+            t.check("internal error" not in res.stderr, "stderr has no internal error",
+                    "no 'internal error'", res.stderr[-300:])
 
 
 @scenario("non_utf8_path")
@@ -116,12 +116,14 @@ def _(t: Test):
     for tool in TOOLS:
         full = run_with_stdout(tool, ">/dev/full", "-d", "0.5")
         t.check_eq(f"{tool} >/dev/full: exit status", 1, full.rc)
-        t.check(f"{tool} >/dev/full: says why", "No space left on device",
-                "No space left on device" in full.stderr, full.stderr.strip()[-200:])
+        t.check("No space left on device" in full.stderr, f"{tool} >/dev/full: says why",
+                "No space left on device", full.stderr.strip()[-200:])
+        quiet = run_with_stdout(tool, ">/dev/null 2>&-", "-d", "0.3")
+        t.check_eq(f"{tool} with stderr closed: exit status (runs normally)", 0, quiet.rc)
         closed = run_with_stdout(tool, ">&-", "-d", "0.5")
         t.check_eq(f"{tool} with stdout closed: exit status", 1, closed.rc)
-        t.check(f"{tool} with stdout closed: says why", "Bad file descriptor",
-                "Bad file descriptor" in closed.stderr, closed.stderr.strip()[-200:])
+        t.check("Bad file descriptor" in closed.stderr, f"{tool} with stdout closed: says why",
+                "Bad file descriptor", closed.stderr.strip()[-200:])
 
 
 def blocked_then_stopped(t: Test, sig: int) -> None:
@@ -154,13 +156,13 @@ def blocked_then_stopped(t: Test, sig: int) -> None:
             proc.kill()
     name = signal.Signals(sig).name
     t.check_eq(f"{name} while blocked: exit status", 0, proc.returncode)
-    t.check(f"{name}: no error on stderr", "no 'error'", b"error" not in err, err[-300:])
+    t.check(b"error" not in err, f"{name}: no error on stderr", "no 'error'", err[-300:])
     lines = out.decode().splitlines()
     t.check_ge(f"{name}: lines written (more than a pipe holds)", 1000, len(lines))
     res = Result(argv, proc.returncode, out.decode(), err.decode(errors="replace"), 0)
     objs = res.json_lines()  # a line cut in half fails here
-    t.check(f"{name}: the last line is the summary", "\"counts\" in the last line",
-            bool(objs) and "counts" in objs[-1], objs[-1] if objs else None)
+    t.check(bool(objs) and "counts" in objs[-1], f"{name}: the last line is the summary",
+            "\"counts\" in the last line", objs[-1] if objs else None)
 
 
 @scenario("sigint_while_blocked")
@@ -190,8 +192,8 @@ def _(t: Test):
             res = run_with_stdout(tool, "", "-p", str(tids[0]), "-d", "0.2")
             t.check_eq(f"{tool} -p THREAD: exit status", 2, res.rc)
             want = f"-p {tids[0]} is a thread of process {wl.pid}"
-            t.check(f"{tool} -p THREAD: names the process", want, want in res.stderr,
-                    res.stderr.strip()[:200])
+            t.check(want in res.stderr, f"{tool} -p THREAD: names the process",
+                    want, res.stderr.strip()[:200])
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -70,8 +71,13 @@ bool has_option(const std::string &options, std::string_view option) {
 
 CgroupTarget resolve_cgroup(const std::string &path) {
     char real[PATH_MAX];
-    if (realpath(path.c_str(), real) == nullptr)
-        throw UsageError(fmt::format("cannot use cgroup '{}': it does not exist", path));
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0 || realpath(path.c_str(), real) == nullptr)
+        throw UsageError(fmt::format("cannot use cgroup '{}': {}", path,
+                                     errno == ENOENT ? "it does not exist" : strerror(errno)));
+    if (!S_ISDIR(st.st_mode))
+        throw UsageError(
+            fmt::format("'{}' is a file, not a cgroup (a cgroup is a directory)", path));
     struct statfs fs {};
     if (statfs(real, &fs) != 0 ||
         (fs.f_type != CGROUP2_SUPER_MAGIC && fs.f_type != CGROUP_SUPER_MAGIC))

@@ -6,8 +6,11 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstring>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <system_error>
+#include <unistd.h>
 
 namespace memlat {
 
@@ -83,6 +86,12 @@ void CommandLine::parse(int argc, char **argv) {
             }
             for (const auto &e : self->entries_)
                 if (e.key == key) {
+                    // No option of any tool means anything with an empty value (-c '' would
+                    // otherwise select nothing, or everything, silently).
+                    if (arg != nullptr && *arg == '\0')
+                        throw UsageError(fmt::format(
+                            "{} needs a value, and it was given an empty one",
+                            e.key < 256 ? fmt::format("-{}", char(e.key)) : "--" + e.long_name));
                     e.on(arg ? std::string(arg) : std::string());
                     return 0;
                 }
@@ -141,8 +150,35 @@ void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,
     });
 }
 
+namespace {
+
+bool fd_is_open(int fd) {
+    return fcntl(fd, F_GETFD) != -1 || errno != EBADF;
+}
+
+// A tool started with a standard descriptor closed would hand that number to the next file it
+// opens (a BPF map, a tracefs file) and then write its output or messages into it. stdin and
+// stderr are pointed at /dev/null instead; a closed stdout is an error, since nothing could
+// be written.
+void check_standard_descriptors() {
+    for (int fd : {STDIN_FILENO, STDERR_FILENO})
+        if (!fd_is_open(fd)) {
+            int null = open("/dev/null", fd == STDIN_FILENO ? O_RDONLY : O_WRONLY);
+            if (null >= 0 && null != fd) {
+                dup2(null, fd);
+                close(null);
+            }
+        }
+    if (!fd_is_open(STDOUT_FILENO))
+        throw RuntimeError(
+            fmt::format("cannot write the output: stdout is closed ({})", strerror(EBADF)));
+}
+
+} // namespace
+
 int run_tool(std::string_view tool, const std::function<int()> &body) {
     try {
+        check_standard_descriptors();
         int status = body();
         // Output still buffered is written now: a failure here is the tool's failure too.
         flush_output();

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Arguments a user or an attacker would try, for every tool: each must be a usage error
+(exit 2) whose message names the problem, before anything is loaded into the kernel. One
+table; each row is (tools, arguments, a phrase the message must contain)."""
+from __future__ import annotations
+
+import os
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime"))
+from memlat_test import Test, binary, main, run, scenario  # noqa: E402
+
+ALL = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat"]
+NO_PID = "999999999"
+
+CASES: list[tuple[list[str], list[str], str]] = [
+    # Durations and intervals that are numbers to a parser but no time to wait.
+    (ALL, ["-d", "inf"], "must be a positive number of seconds"),
+    (ALL, ["-d", "nan"], "must be a positive number of seconds"),
+    (ALL, ["-d", "-1"], "must be a positive number of seconds"),
+    (ALL, ["-d", "0"], "must be a positive number of seconds"),
+    (ALL, ["-d", "1e300"], "longer than memlat can wait"),
+    (ALL, ["-d", "9223372037"], "longer than memlat can wait"),
+    (ALL, ["-d", "1s"], "takes a number"),
+    (["tlbflush", "numamove", "cachestat"], ["nan"], "must be a positive number of seconds"),
+    (["tlbflush", "numamove", "cachestat"], ["inf"], "must be a positive number of seconds"),
+    (["tlbflush", "numamove", "cachestat"], ["0.0001"], "must be at least 0.01 seconds"),
+    (["tlbflush", "numamove", "cachestat"], ["1", "0"], "count must be a positive number"),
+    (["tlbflush", "numamove", "cachestat"], ["1", "-3"], "invalid option"),
+    # Empty values: -c '' would select nothing, or everything, silently.
+    (ALL, ["-p", ""], "-p needs a value"),
+    (["tlbflush"], ["-c", ""], "-c needs a value"),
+    (["tlbflush"], ["-r", ""], "-r needs a value"),
+    (["drsnoop", "compactsnoop"], ["-k", ""], "-k needs a value"),
+    (["drsnoop", "cachestat"], ["-G", ""], "-G needs a value"),
+    (["drsnoop"], ["-n", ""], "-n needs a value"),
+    (["drsnoop"], ["-t", ""], "-t needs a value"),
+    # Ids that name nothing.
+    (ALL, ["-p", NO_PID], "no process with id"),
+    (ALL, ["-p", "0"], "no process with id"),
+    (ALL, ["-p", "-5"], "no process with id"),
+    (ALL, ["-p", "12abc"], "takes a number"),
+    (ALL, ["-p", "99999999999999999999"], "takes a number"),
+    (["drsnoop"], ["-t", NO_PID], "no thread with id"),
+    # CPU lists and reasons.
+    (["tlbflush"], ["-c", "4096"], "does not exist"),
+    (["tlbflush"], ["-c", "1-0"], "runs backwards"),
+    (["tlbflush"], ["-c", "0,,1"], "empty item"),
+    (["tlbflush"], ["-c", "x"], "is not a CPU number"),
+    (["tlbflush"], ["-r", "99999999999999999999"], "unknown TLB flush reason"),
+    (["tlbflush"], ["-r", "31"], "unknown TLB flush reason"),
+    (["tlbflush"], ["-r", "no_such_reason"], "unknown TLB flush reason"),
+    (["tlbflush"], ["-r", "1,"], "empty item"),
+    # Cgroups that are not cgroups.
+    (["drsnoop", "cachestat"], ["-G", "/nonexistent/cgroup"], "does not exist"),
+    (["drsnoop", "cachestat"], ["-G", "/tmp"], "is not a cgroup directory"),
+    (["drsnoop", "cachestat"], ["-G", "/sys/fs/cgroup/memory/memory.stat"] if
+     os.path.exists("/sys/fs/cgroup/memory/memory.stat") else ["-G", "/sys/fs/cgroup/cgroup.procs"],
+     "is a file, not a cgroup"),
+    # Kinds, names and options that do not exist.
+    (["drsnoop"], ["-k", "nonsense"], "nonsense"),
+    (["drsnoop"], ["-n", "a-name-longer-than-fifteen"], "longer than a task name"),
+    (ALL, ["--no-such-option"], "unrecognized option"),
+    (ALL, ["1", "2", "3"], "unexpected argument"),
+]
+
+
+@scenario("bad_arguments")
+def _(t: Test):
+    cases = 0
+    for tools, args, phrase in CASES:
+        for tool in tools:
+            res = run([binary(tool), *args], timeout=15)
+            cases += 1
+            what = f"{tool} {' '.join(repr(a) if a == '' else a for a in args)}"
+            t.check_eq(f"{what}: exit status", 2, res.rc)
+            t.check(phrase in res.stderr, f"{what}: message",
+                    phrase, res.stderr.strip().splitlines()[0] if res.stderr.strip() else "(nothing)")
+            t.check(res.stdout == "", f"{what}: nothing on stdout", "", res.stdout[:100])
+    t.check_ge("cases run", 100, cases)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
