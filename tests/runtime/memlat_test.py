@@ -392,18 +392,22 @@ class FtraceOracle:
 
     def stop(self) -> dict[str, list[dict[str, str]]]:
         """Disables the events; returns {EVENT (without SYSTEM/): [its fields as
-        {name: value string}, ...]} in trace order, for every event asked for."""
+        {name: value string}, ...]} in trace order, for every event asked for. Each event also
+        has "_ts": its timestamp in seconds (the trace clock, microseconds in the text)."""
         for e in self.events:
             write_file(self._control(e, "enable"), "0")
         text = read_file(os.path.join(self.path, "trace"))
         if "LOST" in text:
             raise Failure("the ftrace oracle lost events (buffer too small)")
         out: dict[str, list[dict[str, str]]] = {e.split("/")[-1]: [] for e in self.events}
-        line_re = re.compile(r" (" + "|".join(re.escape(name) for name in out) + r"): (.*)$")
+        line_re = re.compile(r" (\d+\.\d+): (" + "|".join(re.escape(name) for name in out) +
+                             r"): (.*)$")
         for line in text.splitlines():
             m = line_re.search(line)
             if m:
-                out[m.group(1)].append(dict(re.findall(r"(\w+)=(\S+)", m.group(2))))
+                fields = dict(re.findall(r"(\w+)=(\S+)", m.group(3)))
+                fields["_ts"] = m.group(1)
+                out[m.group(2)].append(fields)
         return out
 
     def __exit__(self, *exc) -> None:
@@ -418,6 +422,39 @@ class FtraceOracle:
                 return
             except OSError:
                 time.sleep(0.1)
+
+
+def oracle_durations_ns(begins: list[dict], ends: list[dict]) -> list[int]:
+    """Durations of begin/end pairs of one thread's ftrace events, in trace order, in ns
+    (microsecond resolution: the trace prints microseconds)."""
+    return [round((float(e["_ts"]) - float(b["_ts"])) * 1e9) for b, e in zip(begins, ends)]
+
+
+def check_latencies(t: Test, what: str, tool_ns: list[int], oracle_ns: list[int],
+                    rel_tol: float = 0.1, abs_tol_ns: int = 3000) -> None:
+    """Each latency the tool printed against the oracle's duration of the same event (paired in
+    order). A BPF program and ftrace record the same tracepoint a little apart, and an
+    interrupt can land between the two (measured: a few us, once 60 us), and the trace prints
+    microseconds; so the medians must agree within max(rel_tol, abs_tol_ns), nearly every pair
+    too (all but max(1, 10%)), and every pair within a factor of 2 plus 200 us. A unit mistake
+    (us for ns) or a wrong pairing fails this; a count-only check would not see it."""
+    t.check_eq(f"{what}: latencies to compare (tool vs oracle)", len(oracle_ns), len(tool_ns))
+    if not tool_ns or len(tool_ns) != len(oracle_ns):
+        return
+    def close(a: int, b: int) -> bool:
+        return abs(a - b) <= max(rel_tol * b, abs_tol_ns)
+    med_t, med_o = sorted(tool_ns)[len(tool_ns) // 2], sorted(oracle_ns)[len(oracle_ns) // 2]
+    log(f"  {what}: median {med_t} ns (tool) vs {med_o} ns (oracle), "
+        f"max {max(tool_ns)} vs {max(oracle_ns)}")
+    tol = f"max({rel_tol:.0%}, {abs_tol_ns / 1000:g} us)"
+    t.check(close(med_t, med_o), f"{what}: median within {tol}", med_o, med_t)
+    off = [(a, b) for a, b in zip(tool_ns, oracle_ns) if not close(a, b)]
+    if off:
+        log(f"  {what}: pairs off by more than {tol}, (tool ns, oracle ns): {off[:5]}")
+    t.check_le(f"{what}: pairs off by more than {tol}", max(1, len(tool_ns) // 10), len(off))
+    wild = [(a, b) for a, b in zip(tool_ns, oracle_ns) if not (b / 2 - 200_000 <= a <= 2 * b +
+                                                               200_000)]
+    t.check_eq(f"{what}: pairs off by more than a factor of 2 plus 200 us", [], wild[:5])
 
 
 # ---------------------------------------------------------------- output collection

@@ -24,7 +24,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from memlat_test import (FtraceOracle, Result, Test, Tool, Workload,  # noqa: E402
-                         check_bad_arguments, check_help, log, main, read_file, run_workload,
+                         check_bad_arguments, check_help, check_latencies, log,
+                         oracle_durations_ns, main, read_file, run_workload,
                          scenario, skip, snoop_events, vmstat, write_file)
 
 COMPACT_MEMORY = "/proc/sys/vm/compact_memory"
@@ -109,6 +110,10 @@ def check_manual_runs(t: Test, what: str, events: list, oracle: dict, zones: set
                sum(1 for e in events if e["lat_ns"] > 0))
     t.check_eq(f"{what}: STATUS of each run vs the oracle's status= (in order, exact)",
                [e["status"] for e in ends], [e["status"] for e in events])
+    # Manual compaction runs back to back in this thread: each begin is followed by its end.
+    check_latencies(t, f"{what}: LAT per run vs the oracle's end - begin",
+                    [e["lat_ns"] for e in events],
+                    oracle_durations_ns(oracle["mm_compaction_begin"], ends))
 
 
 def summary_of(result: Result) -> dict:
@@ -125,7 +130,7 @@ def _(t: Test):
     with Workload("compact_fragmenter", "--mib", FRAGMENT_MIB) as frag:
         done = frag.wait_done(60)
         log(f"fragmenter pid {frag.pid} left {done['iterations']} order-0 holes")
-        with FtraceOracle(["compaction/mm_compaction_end",
+        with FtraceOracle(["compaction/mm_compaction_begin", "compaction/mm_compaction_end",
                            "compaction/mm_compaction_migratepages",
                            "compaction/mm_compaction_suitable"], me) as oracle, \
                 Tool("compactsnoop", "-j", "-e", "-p", str(me)) as js, \
@@ -190,7 +195,7 @@ def _(t: Test):
     me = os.getpid()
     zones = populated_zones()
     for disabled, hook in (("tp_btf", "raw_tp"), ("tp_btf,raw_tp", "tracepoint")):
-        with FtraceOracle(["compaction/mm_compaction_end"], me) as oracle, \
+        with FtraceOracle(["compaction/mm_compaction_begin", "compaction/mm_compaction_end"], me) as oracle, \
                 Tool("compactsnoop", "-j", "-v", "-e", "-p", str(me),
                      env={"MEMLAT_DISABLE_HOOKS": disabled}) as tool:
             compact_memory()
@@ -218,7 +223,7 @@ def _(t: Test):
 @scenario("compactsnoop_hist_and_kinds")
 def _(t: Test):
     me = os.getpid()
-    with FtraceOracle(["compaction/mm_compaction_end"], me) as oracle, \
+    with FtraceOracle(["compaction/mm_compaction_begin", "compaction/mm_compaction_end"], me) as oracle, \
             Tool("compactsnoop", "-H", "-O", "-j", "-p", str(me)) as hist, \
             Tool("compactsnoop", "-H", "-p", str(me)) as text_hist, \
             Tool("compactsnoop", "-j", "-k", "manual", "-p", str(me)) as manual, \

@@ -16,7 +16,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from memlat_test import (Failure, FtraceOracle, MemoryCgroup, Test, TestFile, Tool,  # noqa: E402
-                         Workload, binary, check_bad_arguments, check_help, log, main,
+                         Workload, binary, check_bad_arguments, check_help, check_latencies,
+                         log, main, oracle_durations_ns,
                          read_file, run, scenario, skip, snoop_events)
 
 LIMIT = 32 << 20
@@ -38,14 +39,17 @@ def reader_under_limit():
 @scenario("drsnoop_memcg_matches_ftrace")
 def _(t: Test):
     with reader_under_limit() as (cg, reader):
-        with FtraceOracle(["vmscan/mm_vmscan_memcg_reclaim_end"], reader.pid) as oracle, \
+        with FtraceOracle(["vmscan/mm_vmscan_memcg_reclaim_begin",
+                           "vmscan/mm_vmscan_memcg_reclaim_end"], reader.pid) as oracle, \
                 Tool("drsnoop", "-j", "-p", str(reader.pid)) as by_pid, \
                 Tool("drsnoop", "-j", "-k", "memcg", "-G", cg.path) as by_cgroup:
             reader.release()
             done = reader.wait_done(60)
             time.sleep(0.3)
-            pages_oracle = [int(e["nr_reclaimed"])
-                            for e in oracle.stop()["mm_vmscan_memcg_reclaim_end"]]
+            trace = oracle.stop()
+            pages_oracle = [int(e["nr_reclaimed"]) for e in trace["mm_vmscan_memcg_reclaim_end"]]
+            lat_oracle = oracle_durations_ns(trace["mm_vmscan_memcg_reclaim_begin"],
+                                             trace["mm_vmscan_memcg_reclaim_end"])
         log(f"reader pid {reader.pid} read {done['iterations']} pass(es)")
     for name, tool in (("-p", by_pid), ("-G", by_cgroup)):
         res = tool.result
@@ -63,6 +67,8 @@ def _(t: Test):
                    len(events))
         t.check_eq(f"{name}: sum of PAGES vs the ftrace oracle's nr_reclaimed (exact)",
                    sum(pages_oracle), sum(e["pages"] for e in events))
+        check_latencies(t, f"{name}: LAT per stall vs the oracle's end - begin",
+                        [e["lat_ns"] for e in events], lat_oracle)
         summary = [e for e in res.json_lines() if "summary" in e][0]["summary"]
         mine = [s for s in summary if s["pid"] == reader.pid and s["kind"] == "memcg"]
         t.require(len(mine) == 1, f"{name}: a summary row for the reader", "1", len(mine))
