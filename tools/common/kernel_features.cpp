@@ -1,5 +1,7 @@
 #include "kernel_features.h"
 
+#include "kernel_btf.h"
+
 #include <bpf/libbpf.h>
 #include <unistd.h>
 
@@ -52,7 +54,7 @@ const KernelFeatures &kernel_features() {
         KernelFeatures f;
         f.task_storage = map_type_supported(BPF_MAP_TYPE_TASK_STORAGE);
         f.ringbuf = map_type_supported(BPF_MAP_TYPE_RINGBUF);
-        f.kernel_btf = access("/sys/kernel/btf/vmlinux", R_OK) == 0;
+        f.kernel_btf = access(kernel_btf_sysfs_path, R_OK) == 0;
         apply_disabled(f);
         // bpf_task_storage_get() takes a task pointer that only the kernel's own BTF types.
         if (!f.kernel_btf)

@@ -86,7 +86,7 @@ class CommandLine {
     int next_long_key_ = 256;
 };
 
-// Adds -T, -d, -j, -v and, for tools that print periodically, [interval [count]]. What -T
+// Adds -T, -d, -j, -v, --btf and, for tools that print periodically, [interval [count]]. What -T
 // adds differs between tools as it did in BCC (a TIME(s) column of seconds for the event
 // tracers, HH:MM:SS for the periodic ones), so each tool says it in `timestamp_help`.
 void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,
