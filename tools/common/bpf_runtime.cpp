@@ -112,10 +112,11 @@ bool advance(Probe &probe, int from) {
             continue;
         }
         // tp_btf and fentry programs are attached by the kernel's own BTF type ids: another
-        // BTF (embedded, --btf) serves CO-RE but cannot name the attach point.
-        const HookKind kind = probe.choices[i].kind;
-        if ((kind == HookKind::TpBtf || kind == HookKind::Fentry) &&
-            !kernel_features().kernel_btf) {
+        // BTF (embedded, --btf) serves CO-RE but cannot name the attach point. A choice
+        // without programs of its own attaches nothing, whatever its kind.
+        const HookChoice &choice = probe.choices[i];
+        if ((choice.kind == HookKind::TpBtf || choice.kind == HookKind::Fentry) &&
+            !choice.programs.empty() && !kernel_features().kernel_btf) {
             probe.refused.emplace_back(i, "needs the kernel's own BTF");
             continue;
         }

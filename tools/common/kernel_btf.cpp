@@ -115,10 +115,17 @@ std::string BtfChoice::describe() const {
 }
 
 const EmbeddedBtf *find_embedded(std::span<const EmbeddedBtf> index, const HostIdentity &host) {
-    for (const auto &entry : index)
-        if (host.release == entry.release && host.distro_id == entry.distro_id)
+    const EmbeddedBtf *found = nullptr;
+    int same_release = 0;
+    for (const auto &entry : index) {
+        if (host.release != entry.release)
+            continue;
+        ++same_release;
+        if (host.distro_id == entry.distro_id)
             return &entry;
-    return nullptr;
+        found = &entry;
+    }
+    return same_release == 1 ? found : nullptr;
 }
 
 std::string no_btf_message(const BtfRequest &request, const HostIdentity &host,
@@ -131,21 +138,24 @@ std::string no_btf_message(const BtfRequest &request, const HostIdentity &host,
         embedded = "none";
     const bool sysfs_present = access(request.sysfs_path.c_str(), F_OK) == 0;
     return fmt::format(
-        "No BTF for this kernel ({}, {}). CO-RE needs the kernel's type information; "
-        "memlat looked for:\n"
+        "No BTF for this kernel ({release}, {distro}). The tools need the kernel's type "
+        "information (BTF) and looked for it in:\n"
         "  --btf FILE or MEMLAT_BTF=FILE: not given\n"
-        "  {}: {}\n"
-        "  BTF embedded in this tool: {} (none for {} on {})\n"
-        "Make a BTF file for this kernel from its debug information (Debian: package "
-        "linux-image-{}-dbg; Ubuntu: linux-image-{}-dbgsym; RHEL: kernel-debuginfo):\n"
-        "  pahole --btf_encode_detached={}.btf /usr/lib/debug/boot/vmlinux-{}\n"
-        "then run with --btf {}.btf (or MEMLAT_BTF={}.btf).",
-        host.release, host.distro_name, request.sysfs_path,
-        !request.kernel_has_btf && sysfs_present
-            ? "present, but ignored (MEMLAT_DISABLE_FEATURES=kernel_btf)"
-            : "missing (the kernel was built without CONFIG_DEBUG_INFO_BTF)",
-        embedded, host.release, host.distro_id.empty() ? "this distribution" : host.distro_id,
-        host.release, host.release, host.release, host.release, host.release, host.release);
+        "  {sysfs}: {sysfs_state}\n"
+        "  BTF embedded in this tool: {embedded} (none for {release})\n"
+        "Make a BTF file from this kernel's debug information (the package "
+        "linux-image-{release}-dbg on Debian, linux-image-unsigned-{release}-dbgsym on Ubuntu, "
+        "kernel-debuginfo on RHEL, whose vmlinux is /usr/lib/debug/lib/modules/{release}/vmlinux) "
+        "with pahole from dwarves:\n"
+        "  pahole --btf_encode_detached={release}.btf /usr/lib/debug/boot/vmlinux-{release}\n"
+        "then pass it with --btf {release}.btf (or MEMLAT_BTF={release}.btf).",
+        fmt::arg("release", host.release), fmt::arg("distro", host.distro_name),
+        fmt::arg("sysfs", request.sysfs_path),
+        fmt::arg("sysfs_state",
+                 !request.kernel_has_btf && sysfs_present
+                     ? "present, but ignored (MEMLAT_DISABLE_FEATURES=kernel_btf)"
+                     : "missing (the kernel was built without CONFIG_DEBUG_INFO_BTF)"),
+        fmt::arg("embedded", embedded));
 }
 
 BtfChoice choose_btf(const BtfRequest &request, const HostIdentity &host,

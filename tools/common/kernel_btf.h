@@ -73,9 +73,12 @@ struct BtfChoice {
     std::string describe() const;
 };
 
-// The embedded entry for the host: same release and distro ID. VERSION_ID need not match: a
-// kernel installed from another release of the same distribution (backports) is the same
-// build, and so has the same BTF.
+// The embedded entry for the host's kernel: the one of the same release, or, when several
+// distributions' kernels share that release, the one of the host's distro ID. The release
+// decides, not os-release: in a container /etc/os-release describes the image, not the host
+// whose kernel runs, and minimal systems (initramfs, the VM tests) have none. VERSION_ID
+// plays no part: a kernel from another release of the same distribution (backports) is the
+// same build.
 const EmbeddedBtf *find_embedded(std::span<const EmbeddedBtf> index, const HostIdentity &host);
 
 // Chooses the BTF, or throws RuntimeError with the full explanation (no_btf_message) when

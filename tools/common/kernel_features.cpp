@@ -1,13 +1,13 @@
 #include "kernel_features.h"
 
-#include "kernel_btf.h"
-
 #include <bpf/libbpf.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <fmt/format.h>
 #include <optional>
+
+#include "kernel_btf.h"
 
 namespace memlat {
 
