@@ -236,9 +236,12 @@ void check_environment(std::string_view tool) {
             "loading BPF programs needs root, or the capabilities CAP_BPF and CAP_PERFMON. "
             "Run {} with sudo.",
             tool));
-    // Chooses the BTF (or explains that there is none) and reads it now, so that a bad
-    // --btf file is reported as such and not as a failure deep inside libbpf.
-    kernel_btf().types();
+    // Chooses the BTF (or explains that there is none) and reads any other than the
+    // kernel's own now, so that a bad --btf file is reported as such and not as a failure deep
+    // inside libbpf. The kernel's own is read only if user space needs it.
+    KernelBtf &btf = kernel_btf();
+    if (btf.choice().origin != BtfChoice::Origin::Kernel)
+        btf.types();
 }
 
 std::string libbpf_btf_path() {
@@ -259,6 +262,9 @@ std::vector<Link> load_and_attach(const std::function<bpf_object *()> &reopen,
     libbpf_log().passthrough_level = v.level;
     libbpf_set_print(capture_libbpf);
     verbose(v, kernel_btf().choice().describe());
+    // User space has read what it needs from BTF before loading; libbpf parses the file
+    // itself, so free our copy first and keep peak memory at one parsed BTF.
+    kernel_btf().release_types();
     for (auto &probe : probes)
         if (probe.chosen < 0 && !advance(probe, 0) && probe.required)
             no_hook_left(probe);
@@ -332,8 +338,7 @@ std::vector<Link> load_and_attach(const std::function<bpf_object *()> &reopen,
         if (retry)
             continue; // the partial links die here, before the object is reopened
         explain_choices(probes, v);
-        // User space has read what it needs from BTF before loading, and libbpf is done with
-        // it: free the parsed types and the memfd for the rest of the run.
+        // libbpf is done with the BTF: close the memfd of embedded BTF too.
         kernel_btf().release();
         return links;
     }

@@ -106,6 +106,8 @@ class KernelBtf {
     // BTF (libbpf finds it itself), the file for --btf/MEMLAT_BTF, and /proc/self/fd/N of a
     // memfd holding the decompressed embedded BTF.
     std::string libbpf_path();
+    // Frees the parsed types; they are parsed again if asked for.
+    void release_types() { types_.reset(); }
     // Frees the parsed types and the memfd; both come back if asked for again.
     void release();
 
