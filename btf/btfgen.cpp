@@ -3,6 +3,10 @@
 //   btfgen extend FULL.btf MIN.btf TYPES.txt OUT.btf
 //       MIN.btf (bpftool gen min_core_btf: the types the BPF object relocates against) plus
 //       the types user space reads, listed in TYPES.txt, copied from the kernel's FULL.btf.
+//   btfgen trim FULL.btf OUT.btf
+//       The kernel's BTF without what neither CO-RE nor user space reads: functions (FUNC),
+//       variables and data sections, declaration tags, and the prototypes only functions
+//       used. About a third smaller; what Makefile.btf checks in for each kernel.
 //   btfgen embed OUT.cpp [ID VERSION_ID NAME RELEASE FILE.btf]...
 //       A C++ source defining memlat::embedded_btfs(): each FILE compressed with zlib (which
 //       the static tools link anyway, for libbpf), with its index entry. No entries: an empty
@@ -212,6 +216,103 @@ int extend(const char *full_path, const char *min_path, const char *types_path,
     return 0;
 }
 
+// Calls visit(type id field) for every type id a type refers to.
+template <typename Visit>
+void for_each_ref(btf_type *t, Visit visit) {
+    switch (btf_kind(t)) {
+    case BTF_KIND_PTR:
+    case BTF_KIND_TYPEDEF:
+    case BTF_KIND_CONST:
+    case BTF_KIND_VOLATILE:
+    case BTF_KIND_RESTRICT:
+    case BTF_KIND_TYPE_TAG:
+    case BTF_KIND_FUNC:
+    case BTF_KIND_VAR:
+    case BTF_KIND_DECL_TAG:
+        visit(t->type);
+        break;
+    case BTF_KIND_ARRAY:
+        visit(btf_array(t)->type);
+        visit(btf_array(t)->index_type);
+        break;
+    case BTF_KIND_STRUCT:
+    case BTF_KIND_UNION:
+        for (int i = 0; i < btf_vlen(t); ++i)
+            visit(btf_members(t)[i].type);
+        break;
+    case BTF_KIND_FUNC_PROTO:
+        visit(t->type);
+        for (int i = 0; i < btf_vlen(t); ++i)
+            visit(btf_params(t)[i].type);
+        break;
+    case BTF_KIND_DATASEC:
+        for (int i = 0; i < btf_vlen(t); ++i)
+            visit(btf_var_secinfos(t)[i].type);
+        break;
+    default:
+        break;
+    }
+}
+
+// libbpf hands out const types; the copies in a BTF being built are ours to patch.
+btf_type *mutable_type(const btf *b, int id) {
+    return const_cast<btf_type *>(btf__type_by_id(b, id));
+}
+
+int trim(const char *full_path, const char *out_path) {
+    BtfPtr full = parse(full_path);
+    const int count = static_cast<int>(btf__type_cnt(full.get()));
+    // Keep every type but functions, variables, sections and tags, and what they refer to;
+    // anonymous prototypes only as far as a kept type (a function pointer member, the
+    // btf_trace_* typedefs) refers to them.
+    std::vector<bool> keep(count, false);
+    std::vector<int> pending;
+    for (int id = 1; id < count; ++id) {
+        switch (btf_kind(btf__type_by_id(full.get(), id))) {
+        case BTF_KIND_FUNC:
+        case BTF_KIND_VAR:
+        case BTF_KIND_DATASEC:
+        case BTF_KIND_DECL_TAG:
+        case BTF_KIND_FUNC_PROTO:
+            break;
+        default:
+            keep[id] = true;
+            pending.push_back(id);
+        }
+    }
+    while (!pending.empty()) {
+        int id = pending.back();
+        pending.pop_back();
+        for_each_ref(mutable_type(full.get(), id), [&](__u32 &ref) {
+            if (ref != 0 && !keep[ref]) {
+                keep[ref] = true;
+                pending.push_back(static_cast<int>(ref));
+            }
+        });
+    }
+    std::vector<__u32> new_id(count, 0);
+    __u32 next = 1;
+    for (int id = 1; id < count; ++id)
+        if (keep[id])
+            new_id[id] = next++;
+    BtfPtr out(btf__new_empty());
+    for (int id = 1; id < count; ++id) {
+        if (!keep[id])
+            continue;
+        int made = btf__add_type(out.get(), full.get(), btf__type_by_id(full.get(), id));
+        if (made < 0 || static_cast<__u32>(made) != new_id[id])
+            fail("cannot copy type " + std::to_string(id));
+        for_each_ref(mutable_type(out.get(), made), [&](__u32 &ref) { ref = new_id[ref]; });
+    }
+    uint32_t size = 0;
+    const void *raw = btf__raw_data(out.get(), &size);
+    if (raw == nullptr)
+        fail("cannot serialize the BTF");
+    write_file(out_path, raw, size);
+    fprintf(stderr, "btfgen: kept %u of %d types\n", next - 1, count - 1);
+    return 0;
+}
+
 std::string c_string(std::string_view s) {
     std::string out = "\"";
     for (char c : s) {
@@ -262,9 +363,12 @@ int main(int argc, char **argv) {
         std::string_view command = argc > 1 ? argv[1] : "";
         if (command == "extend" && argc == 6)
             return extend(argv[2], argv[3], argv[4], argv[5]);
+        if (command == "trim" && argc == 4)
+            return trim(argv[2], argv[3]);
         if (command == "embed" && argc >= 3 && (argc - 3) % 5 == 0)
             return embed(argv[2], (argc - 3) / 5, argv + 3);
         fprintf(stderr, "usage: btfgen extend FULL.btf MIN.btf TYPES.txt OUT.btf\n"
+                        "       btfgen trim FULL.btf OUT.btf\n"
                         "       btfgen embed OUT.cpp [ID VERSION_ID NAME RELEASE FILE.btf]...\n");
         return 2;
     } catch (const std::exception &e) {
