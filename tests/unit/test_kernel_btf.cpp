@@ -59,6 +59,20 @@ TEST(KernelBtf, ParsesOsRelease) {
     EXPECT_EQ(host("x", "").distro_name, "unknown distribution");
 }
 
+TEST(KernelBtf, RunningHostReadsTheGivenOsRelease) {
+    char name[] = "/tmp/memlat-os-release-XXXXXX";
+    int fd = mkstemp(name);
+    ASSERT_GE(fd, 0);
+    std::string text = "ID=rhel\nVERSION_ID=\"8.10\"\nNAME=\"Red Hat Enterprise Linux\"\n";
+    ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    close(fd);
+    auto h = HostIdentity::running(name);
+    unlink(name);
+    EXPECT_EQ(h.distro_id, "rhel");
+    EXPECT_EQ(h.distro_name, "Red Hat Enterprise Linux 8.10");
+    EXPECT_FALSE(h.release.empty()); // uname -r of this machine
+}
+
 TEST(KernelBtf, OptionBeatsEnvironmentBeatsKernel) {
     BtfRequest r;
     r.sysfs_path = "/proc/self/exe"; // readable: stands for the kernel's own BTF
