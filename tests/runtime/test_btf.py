@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memlat_test import Test, binary, check_bad_arguments, check_help, main, run, scenario  # noqa: E402
+from memlat_test import (Test, binary, check_bad_arguments, check_help, main, run,  # noqa: E402
+                         scenario, skip)
 
 TOOLS = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat"]
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -84,6 +86,26 @@ def embedded_index(t: Test) -> None:
         t.check_in(f"{tool}: the embedded index (listed by the no-BTF error)",
                    f"BTF embedded in this tool: {', '.join(kernels)} (none for",
                    res.stderr, "stderr")
+
+
+@scenario("btf_libbpf_leaves_sysfs")
+def libbpf_leaves_sysfs(t: Test) -> None:
+    """With btf_custom_path and no tp_btf/fentry program autoloaded, libbpf must not read the
+    kernel's BTF: on a kernel without it that would fail the load."""
+    strace = shutil.which("strace")
+    if strace is None:
+        skip("strace is not installed")
+    copy = os.path.join(os.environ["MEMLAT_BUILD_DIR"], "runtime-btf", "vmlinux.btf")
+    os.makedirs(os.path.dirname(copy), exist_ok=True)
+    shutil.copyfile("/sys/kernel/btf/vmlinux", copy)
+    for tool in TOOLS:
+        res = run([strace, "-f", "-e", "trace=open,openat", "-o", "/dev/stderr", binary(tool),
+                   "--btf", copy, "-d", "0.2"], env={"MEMLAT_DISABLE_FEATURES": "kernel_btf"})
+        t.check_eq(f"{tool} --btf, kernel_btf disabled: exit status", 0, res.rc)
+        opened = [line for line in res.stderr.splitlines() if "/sys/kernel/btf/vmlinux" in line]
+        t.check_eq(f"{tool}: opens of /sys/kernel/btf/vmlinux", [], opened)
+        t.check_ge(f"{tool}: opens of the --btf file (ours and libbpf's)", 2,
+                   sum(f'"{copy}"' in line for line in res.stderr.splitlines()))
 
 
 if __name__ == "__main__":
