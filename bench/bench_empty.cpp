@@ -18,7 +18,7 @@ int main(int argc, char **argv) {
         std::vector<Probe> probes{Probe{
             "tlb:tlb_flush", "", {HookChoice{HookKind::TpBtf, {"empty_tlb_flush"}, "", "", ""}}}};
         Loaded<bench_empty_bpf> skel(
-            bench_empty_bpf__open, bench_empty_bpf__destroy, [](bench_empty_bpf &) {}, probes,
+            bench_empty_bpf__open_opts, bench_empty_bpf__destroy, [](bench_empty_bpf &) {}, probes,
             o.verbosity());
         install_stop_signals();
         announce_tracing("Attached an empty program to tlb:tlb_flush.");

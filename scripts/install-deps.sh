@@ -9,6 +9,9 @@ packages=(
     nlohmann-json3-dev libfmt-dev       # JSON output, formatting (header-only)
     libgtest-dev                # unit tests
     python3 binutils            # runtime tests and the static-binary check (readelf)
+    strace                      # runtime test: libbpf leaves sysfs BTF alone with --btf
+    xz-utils                    # the kernels' BTF (btf/*/*.btf.xz), unpacked by the build
+    dwarves                     # pahole: BTF from DWARF (Makefile.btf kernel-btf-dwarf)
     qemu-system-x86 busybox-static      # VM tests (tests/vm): a second kernel in a guest
 )
 if [ "$(id -u)" -ne 0 ]; then

@@ -428,7 +428,7 @@ int Cachestat::run() {
 
     auto probes = plan();
     Loaded<cachestat_bpf> skel(
-        cachestat_bpf__open, cachestat_bpf__destroy, [&](cachestat_bpf &s) { configure(s); },
+        cachestat_bpf__open_opts, cachestat_bpf__destroy, [&](cachestat_bpf &s) { configure(s); },
         probes, v);
 
     const Probe &access = probes.back();

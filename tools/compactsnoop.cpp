@@ -396,7 +396,7 @@ int Compactsnoop::run() {
 
     auto probes = plan();
     Loaded<compactsnoop_bpf> skel(
-        compactsnoop_bpf__open, compactsnoop_bpf__destroy,
+        compactsnoop_bpf__open_opts, compactsnoop_bpf__destroy,
         [&](compactsnoop_bpf &s) { configure(s); }, probes, v);
     if (probes[0].choice()->kind == HookKind::Tracepoint && o_.extended)
         fmt::print(stderr,

@@ -312,7 +312,8 @@ int Drsnoop::run() {
 
     auto probes = plan();
     Loaded<drsnoop_bpf> skel(
-        drsnoop_bpf__open, drsnoop_bpf__destroy, [&](drsnoop_bpf &s) { configure(s); }, probes, v);
+        drsnoop_bpf__open_opts, drsnoop_bpf__destroy, [&](drsnoop_bpf &s) { configure(s); }, probes,
+        v);
 
     install_stop_signals();
     std::optional<RingBuffer> events;

@@ -388,8 +388,8 @@ int Numamove::run() {
 
     auto probes = plan();
     Loaded<numamove_bpf> skel(
-        numamove_bpf__open, numamove_bpf__destroy, [&](numamove_bpf &s) { configure(s); }, probes,
-        v);
+        numamove_bpf__open_opts, numamove_bpf__destroy, [&](numamove_bpf &s) { configure(s); },
+        probes, v);
     for (const auto &probe : probes)
         if (probe.name.ends_with("(per call)")) {
             per_call_view_ = !probe.uses_family("migrate_tracepoints");

@@ -578,8 +578,8 @@ int Tlbflush::run() {
 
     auto probes = plan(ksyms_ ? &*ksyms_ : nullptr);
     Loaded<tlbflush_bpf> skel(
-        tlbflush_bpf__open, tlbflush_bpf__destroy, [&](tlbflush_bpf &s) { configure(s, probes); },
-        probes, v);
+        tlbflush_bpf__open_opts, tlbflush_bpf__destroy,
+        [&](tlbflush_bpf &s) { configure(s, probes); }, probes, v);
     for (const auto &probe : probes) {
         if (probe.name.starts_with("csd:csd_queue_cpu"))
             culprits_any_cpu_ = probe.uses_family("remote_send_ipi");

@@ -536,8 +536,16 @@ class Tool:
                  wait_exit: bool = False, exit_timeout: float = 30.0,
                  ready_timeout: float = READY_TIMEOUT):
         self.argv = [binary(name), *args]
-        self.env = dict(os.environ, MEMLAT_READY="1", **(env or {}))
-        self.extra_env = env or {}
+        env = dict(env or {})
+        if _BTF_VARIANT.path:
+            # The run as on a kernel without BTF of its own: CO-RE from a file, no tp_btf or
+            # fentry, no kernel-BTF-only helpers; -v shows the BTF and hooks, checked at the end.
+            self.argv += ["--btf", _BTF_VARIANT.path] + ([] if "-v" in args else ["-v"])
+            disabled = [x for x in env.get("MEMLAT_DISABLE_FEATURES", "").split(",") if x]
+            env["MEMLAT_DISABLE_FEATURES"] = ",".join(disabled + ["kernel_btf"])
+            _BTF_VARIANT.tools.append(self)
+        self.env = dict(os.environ, MEMLAT_READY="1", **env)
+        self.extra_env = env
         self.wait_exit = wait_exit
         self.exit_timeout = exit_timeout
         self.ready_timeout = ready_timeout
@@ -797,6 +805,44 @@ def snoop_events(t: Test, result: Result) -> list[dict]:
     return [j for j in lines if "kind" in j and "lat_ns" in j]
 
 
+class _BtfVariant:
+    """`SCENARIO --btf-file`: the scenario as it runs on a kernel without BTF of its own.
+    Every Tool gets `--btf COPY -v` (COPY: a copy of /sys/kernel/btf/vmlinux in the build
+    directory) and MEMLAT_DISABLE_FEATURES=kernel_btf; the scenario's own checks must pass
+    as they do normally, and each run's -v must name the file and no tp_btf/fentry hook."""
+
+    def __init__(self) -> None:
+        self.path: Optional[str] = None
+        self.tools: list["Tool"] = []
+
+    def start(self) -> None:
+        if not os.path.exists("/sys/kernel/btf/vmlinux"):
+            skip("this kernel has no /sys/kernel/btf/vmlinux to copy")
+        self.path = os.path.join(build_dir(), "runtime-btf", "vmlinux.btf")
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        tmp = f"{self.path}.{os.getpid()}"
+        with open("/sys/kernel/btf/vmlinux", "rb") as src, open(tmp, "wb") as dst:
+            dst.write(src.read())
+        os.replace(tmp, self.path)
+
+    def check(self, t: "Test") -> None:
+        t.require(bool(self.tools), "the scenario ran a tool", "at least 1", len(self.tools))
+        for tool in self.tools:
+            if tool.result is None:
+                continue
+            err = tool.result.stderr
+            t.check_in(f"{os.path.basename(tool.argv[0])} -v names the BTF",
+                       f"BTF: {self.path} (--btf)", err, "stderr")
+            chosen = re.findall(r"^\S.*: using (\S+)", err, re.M)
+            log("  -v: " + "; ".join(line for line in err.splitlines()
+                                     if line.startswith("BTF: ") or ": using " in line))
+            t.check_ge("hooks named by -v", 1, len(chosen))
+            t.check_eq("hooks that need the kernel's own BTF (tp_btf, fentry) chosen", [],
+                       [c for c in chosen if c.split("/")[-1] in ("tp_btf", "fentry")])
+
+
+_BTF_VARIANT = _BtfVariant()
+
 _SCENARIOS: dict[str, Callable[[Test], None]] = {}
 
 
@@ -816,17 +862,24 @@ def scenarios() -> list[str]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    btf_file = argv[1:] == ["--btf-file"]
+    if btf_file:
+        argv = argv[:1]
     if len(argv) != 1 or argv[0] not in _SCENARIOS:
-        print(f"usage: {os.path.basename(sys.argv[0])} SCENARIO\nscenarios: "
+        print(f"usage: {os.path.basename(sys.argv[0])} SCENARIO [--btf-file]\nscenarios: "
               + " ".join(_SCENARIOS), file=sys.stderr)
         return 2
     name = argv[0]
-    t = Test(name)
+    t = Test(name + (" --btf-file" if btf_file else ""))
     t0 = time.monotonic()
     try:
         require_root()
         ensure_tracefs()
+        if btf_file:
+            _BTF_VARIANT.start()
         _SCENARIOS[name](t)
+        if btf_file:
+            _BTF_VARIANT.check(t)
     except Skip as e:
         log(f"skipped: {e}")
         return SKIP_STATUS

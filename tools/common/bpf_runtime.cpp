@@ -16,6 +16,9 @@
 #include <unistd.h>
 #include <utility>
 
+#include "kernel_btf.h"
+#include "kernel_features.h"
+
 namespace memlat {
 
 namespace {
@@ -106,6 +109,15 @@ bool advance(Probe &probe, int from) {
     for (int i = from; i < static_cast<int>(probe.choices.size()); ++i) {
         if (disabled_by_environment(probe.choices[i])) {
             probe.refused.emplace_back(i, "disabled by MEMLAT_DISABLE_HOOKS");
+            continue;
+        }
+        // tp_btf and fentry programs are attached by the kernel's own BTF type ids: another
+        // BTF (embedded, --btf) serves CO-RE but cannot name the attach point. A choice
+        // without programs of its own attaches nothing, whatever its kind.
+        const HookChoice &choice = probe.choices[i];
+        if ((choice.kind == HookKind::TpBtf || choice.kind == HookKind::Fentry) &&
+            !choice.programs.empty() && !kernel_features().kernel_btf) {
+            probe.refused.emplace_back(i, "needs the kernel's own BTF");
             continue;
         }
         if (!probe.choices[i].unavailable.empty()) {
@@ -224,11 +236,16 @@ void check_environment(std::string_view tool) {
             "loading BPF programs needs root, or the capabilities CAP_BPF and CAP_PERFMON. "
             "Run {} with sudo.",
             tool));
-    if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
-        throw RuntimeError(
-            "This kernel exposes no BTF (/sys/kernel/btf/vmlinux is missing), which CO-RE "
-            "tools need. Use a kernel built with CONFIG_DEBUG_INFO_BTF=y (Linux 5.4 or later "
-            "from most distributions has it).");
+    // Chooses the BTF (or explains that there is none) and reads any other than the
+    // kernel's own now, so that a bad --btf file is reported as such and not as a failure deep
+    // inside libbpf. The kernel's own is read only if user space needs it.
+    KernelBtf &btf = kernel_btf();
+    if (btf.choice().origin != BtfChoice::Origin::Kernel)
+        btf.types();
+}
+
+std::string libbpf_btf_path() {
+    return kernel_btf().libbpf_path();
 }
 
 void raise_memlock_limit(const Verbosity &v) {
@@ -244,6 +261,10 @@ std::vector<Link> load_and_attach(const std::function<bpf_object *()> &reopen,
                                   const Verbosity &v) {
     libbpf_log().passthrough_level = v.level;
     libbpf_set_print(capture_libbpf);
+    verbose(v, kernel_btf().choice().describe());
+    // User space has read what it needs from BTF before loading; libbpf parses the file
+    // itself, so free our copy first and keep peak memory at one parsed BTF.
+    kernel_btf().release_types();
     for (auto &probe : probes)
         if (probe.chosen < 0 && !advance(probe, 0) && probe.required)
             no_hook_left(probe);
@@ -317,6 +338,8 @@ std::vector<Link> load_and_attach(const std::function<bpf_object *()> &reopen,
         if (retry)
             continue; // the partial links die here, before the object is reopened
         explain_choices(probes, v);
+        // libbpf is done with the BTF: close the memfd of embedded BTF too.
+        kernel_btf().release();
         return links;
     }
 }
@@ -353,17 +376,14 @@ void RingBuffer::drain() {
 
 std::map<int64_t, std::string> kernel_enum_names(std::string_view enum_name,
                                                  std::string_view prefix) {
-    std::unique_ptr<btf, decltype(&btf__free)> vmlinux(btf__load_vmlinux_btf(), btf__free);
-    if (!vmlinux)
-        throw RuntimeError("Cannot read the kernel's BTF (/sys/kernel/btf/vmlinux): " +
-                           strerr(errno));
+    const btf *types = &kernel_btf().types();
     std::string name(enum_name);
-    int id = btf__find_by_name_kind(vmlinux.get(), name.c_str(), BTF_KIND_ENUM);
+    int id = btf__find_by_name_kind(types, name.c_str(), BTF_KIND_ENUM);
     if (id < 0)
-        id = btf__find_by_name_kind(vmlinux.get(), name.c_str(), BTF_KIND_ENUM64);
+        id = btf__find_by_name_kind(types, name.c_str(), BTF_KIND_ENUM64);
     if (id < 0)
-        throw RuntimeError(fmt::format("The running kernel's BTF has no enum {}.", enum_name));
-    const btf_type *t = btf__type_by_id(vmlinux.get(), id);
+        throw RuntimeError(fmt::format("The kernel's BTF has no enum {}.", enum_name));
+    const btf_type *t = btf__type_by_id(types, id);
     std::map<int64_t, std::string> names;
     auto add = [&](const char *raw, int64_t value) {
         std::string_view s(raw);
@@ -379,11 +399,11 @@ std::map<int64_t, std::string> kernel_enum_names(std::string_view enum_name,
     if (btf_is_enum(t)) {
         const struct btf_enum *e = btf_enum(t);
         for (int i = 0; i < btf_vlen(t); ++i)
-            add(btf__name_by_offset(vmlinux.get(), e[i].name_off), e[i].val);
+            add(btf__name_by_offset(types, e[i].name_off), e[i].val);
     } else {
         const struct btf_enum64 *e = btf_enum64(t);
         for (int i = 0; i < btf_vlen(t); ++i)
-            add(btf__name_by_offset(vmlinux.get(), e[i].name_off),
+            add(btf__name_by_offset(types, e[i].name_off),
                 static_cast<int64_t>(btf_enum64_value(&e[i])));
     }
     return names;

@@ -80,7 +80,8 @@ struct Probe {
 };
 
 // Checks the common preconditions before anything is opened, so the user gets the real
-// reason instead of an errno from deep inside libbpf: privileges and kernel BTF.
+// reason instead of an errno from deep inside libbpf: privileges, and a BTF for CO-RE (the
+// kernel's own, --btf/MEMLAT_BTF or embedded; kernel_btf.h), which it reads.
 void check_environment(std::string_view tool);
 
 // Raises RLIMIT_MEMLOCK where the kernel still charges BPF memory to it; kernels since 5.11
@@ -96,12 +97,21 @@ std::vector<Link> load_and_attach(const std::function<bpf_object *()> &reopen,
                                   const std::function<int()> &load, std::vector<Probe> &probes,
                                   const Verbosity &v);
 
+// Where libbpf should read the BTF it relocates against (bpf_object_open_opts.
+// btf_custom_path): empty when it is the kernel's own, which libbpf finds itself. See
+// kernel_btf.h. With a custom path libbpf (1.1) still loads /sys/kernel/btf/vmlinux when an
+// autoloaded program is tp_btf/fentry (BPF_PROG_TYPE_TRACING), LSM or struct_ops, or for a
+// typed __ksym extern; without the kernel's BTF the loader autoloads no such program, and
+// the tools declare no such extern, so it does not.
+std::string libbpf_btf_path();
+
 // A skeleton and the links made from it. Links are declared after the skeleton so they are
 // destroyed first: nothing outlives the tool.
 template <typename Skel>
 class Loaded {
   public:
-    using OpenFn = Skel *(*)();
+    // TOOL_bpf__open_opts: the skeleton opened with options, which carry the BTF to use.
+    using OpenFn = Skel *(*)(const bpf_object_open_opts *);
     using DestroyFn = void (*)(Skel *);
 
     // configure(skel) sets rodata and map sizes on a freshly opened skeleton; it may read the
@@ -112,7 +122,11 @@ class Loaded {
         links_ = load_and_attach(
             [&]() -> bpf_object * {
                 skel_.reset();
-                skel_.reset(open());
+                const std::string btf_path = libbpf_btf_path();
+                bpf_object_open_opts options{};
+                options.sz = sizeof(options);
+                options.btf_custom_path = btf_path.empty() ? nullptr : btf_path.c_str();
+                skel_.reset(open(&options));
                 if (!skel_)
                     throw RuntimeError("Cannot open the BPF object: " + errno_text(errno));
                 configure(*skel_);
@@ -156,10 +170,10 @@ class RingBuffer {
     ring_buffer *rb_ = nullptr;
 };
 
-// Names of the values of an enum in the running kernel's BTF, with `prefix` removed and
+// Names of the values of an enum in the run's BTF (kernel_btf()), with `prefix` removed and
 // lower-cased: enum tlb_flush_reason, "TLB_" -> {0: "flush_on_task_switch", ...}. Values
-// whose names start with "NR_" are skipped. Throws RuntimeError when the kernel has no BTF
-// or no such enum.
+// whose names start with "NR_" are skipped. Throws RuntimeError when there is no BTF or no
+// such enum.
 std::map<int64_t, std::string> kernel_enum_names(std::string_view enum_name,
                                                  std::string_view prefix);
 

@@ -4,8 +4,10 @@
 
 #include <fmt/format.h>
 #include <initializer_list>
-#include <memory>
 #include <vector>
+
+#include "errors.h"
+#include "kernel_btf.h"
 
 namespace memlat {
 
@@ -44,19 +46,22 @@ GfpNames GfpNames::builtin() {
 }
 
 GfpNames GfpNames::from_kernel() {
-    std::unique_ptr<btf, decltype(&btf__free)> vmlinux(btf__load_vmlinux_btf(), btf__free);
-    if (!vmlinux)
-        return builtin();
+    const btf *types = nullptr;
+    try {
+        types = &kernel_btf().types();
+    } catch (const RuntimeError &) {
+        return builtin(); // the tool reports the missing BTF when it checks its environment
+    }
     // The enum is anonymous: find it by its members' names.
-    const int types = static_cast<int>(btf__type_cnt(vmlinux.get()));
-    for (int id = 1; id < types; ++id) {
-        const btf_type *t = btf__type_by_id(vmlinux.get(), id);
+    const int count = static_cast<int>(btf__type_cnt(types));
+    for (int id = 1; id < count; ++id) {
+        const btf_type *t = btf__type_by_id(types, id);
         if (!btf_is_enum(t))
             continue;
         const struct btf_enum *e = btf_enum(t);
         std::map<int, std::string> bits;
         for (int i = 0; i < btf_vlen(t); ++i) {
-            std::string_view name = btf__name_by_offset(vmlinux.get(), e[i].name_off);
+            std::string_view name = btf__name_by_offset(types, e[i].name_off);
             if (!name.starts_with("___GFP_") || !name.ends_with("_BIT"))
                 break;
             if (name == "___GFP_LAST_BIT")

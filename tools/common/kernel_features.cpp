@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <optional>
 
+#include "kernel_btf.h"
+
 namespace memlat {
 
 namespace {
@@ -52,7 +54,7 @@ const KernelFeatures &kernel_features() {
         KernelFeatures f;
         f.task_storage = map_type_supported(BPF_MAP_TYPE_TASK_STORAGE);
         f.ringbuf = map_type_supported(BPF_MAP_TYPE_RINGBUF);
-        f.kernel_btf = access("/sys/kernel/btf/vmlinux", R_OK) == 0;
+        f.kernel_btf = access(kernel_btf_sysfs_path, R_OK) == 0;
         apply_disabled(f);
         // bpf_task_storage_get() takes a task pointer that only the kernel's own BTF types.
         if (!f.kernel_btf)

@@ -12,6 +12,8 @@
 #include <system_error>
 #include <unistd.h>
 
+#include "kernel_btf.h"
+
 namespace memlat {
 
 namespace {
@@ -137,6 +139,16 @@ void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,
              "Say on stderr which hook was chosen for each probe and why the "
              "others were not; -vv also shows libbpf's own messages",
              [&options] { options.verbose++; });
+    cli.option(0, "btf", "FILE",
+               "The running kernel's BTF, for kernels without /sys/kernel/btf/vmlinux that "
+               "this tool embeds none for: raw BTF (pahole --btf_encode_detached) or a vmlinux "
+               "with a .BTF section. Also MEMLAT_BTF=FILE. -v says which BTF is used",
+               [&options](const std::string &path) {
+                   if (access(path.c_str(), R_OK) != 0)
+                       throw UsageError(
+                           fmt::format("--btf {}: cannot read it ({})", path, strerror(errno)));
+                   set_btf_option(path);
+               });
     if (!periodic)
         return;
     cli.positional("interval", "print every INTERVAL seconds instead of once at the end",

@@ -92,7 +92,7 @@ constexpr double max_seconds = 1e8;
 constexpr double min_interval = 0.01; // shorter intervals would only spin
 double parse_seconds(std::string_view text, std::string_view what, double at_least);
 
-// Adds -T, -d, -j, -v and, for tools that print periodically, [interval [count]]. What -T
+// Adds -T, -d, -j, -v, --btf and, for tools that print periodically, [interval [count]]. What -T
 // adds differs between tools as it did in BCC (a TIME(s) column of seconds for the event
 // tracers, HH:MM:SS for the periodic ones), so each tool says it in `timestamp_help`.
 void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,

@@ -2,11 +2,10 @@
 
 #include <bpf/btf.h>
 
-#include <cerrno>
 #include <fmt/format.h>
-#include <memory>
 
 #include "bpf_runtime.h"
+#include "kernel_btf.h"
 
 namespace memlat::numamove {
 
@@ -103,12 +102,13 @@ std::optional<ArgLayout> migrate_pages_layout(const std::vector<ParamKind> &para
 }
 
 std::optional<ArgLayout> kernel_migrate_pages_layout(std::string &why) {
-    std::unique_ptr<btf, decltype(&btf__free)> vmlinux(btf__load_vmlinux_btf(), btf__free);
-    if (!vmlinux) {
-        why = fmt::format("cannot read the kernel's BTF (errno {})", errno);
+    const btf *b = nullptr;
+    try {
+        b = &kernel_btf().types();
+    } catch (const RuntimeError &e) {
+        why = e.what();
         return std::nullopt;
     }
-    const btf *b = vmlinux.get();
     int id = btf__find_by_name_kind(b, "btf_trace_mm_migrate_pages", BTF_KIND_TYPEDEF);
     if (id < 0) {
         why = "the kernel's BTF has no btf_trace_mm_migrate_pages";

@@ -1,0 +1,90 @@
+# The kernels' BTF each tool embeds, for hosts without /sys/kernel/btf/vmlinux (see
+# tools/common/kernel_btf.h). For each kernel of btf/kernels.txt, from its checked-in full BTF
+# btf/ID/RELEASE.btf.xz: bpftool gen min_core_btf keeps what the tool's BPF object relocates
+# against, btfgen appends what its user space reads (btf/user-types.txt), and btfgen embed
+# compresses the results into a generated source with their index. Everything is derived at
+# build time, so it follows every change of the BPF code.
+
+find_program(MEMLAT_XZ NAMES xz REQUIRED)
+
+# The host tool of those steps (btf/btfgen.cpp).
+add_executable(btfgen ${PROJECT_SOURCE_DIR}/btf/btfgen.cpp)
+target_include_directories(btfgen PRIVATE ${LIBBPF_INCLUDE_DIRS})
+target_link_libraries(btfgen PRIVATE ${MEMLAT_BPF_LIBS})
+
+set(MEMLAT_BTF_DIR ${CMAKE_BINARY_DIR}/btf)
+set(MEMLAT_USER_TYPES ${PROJECT_SOURCE_DIR}/btf/user-types.txt)
+
+# MEMLAT_KERNELS: one "ID;VERSION_ID;RELEASE" per kernel; each kernel's full BTF is
+# decompressed once into the build tree.
+set(MEMLAT_KERNELS "")
+file(STRINGS ${PROJECT_SOURCE_DIR}/btf/kernels.txt kernel_lines REGEX "^[^#]")
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/btf/kernels.txt)
+foreach(line ${kernel_lines})
+    separate_arguments(fields UNIX_COMMAND "${line}")
+    list(LENGTH fields count)
+    if(count LESS 3)
+        continue()
+    endif()
+    list(GET fields 0 id)
+    list(GET fields 1 version)
+    list(GET fields 2 release)
+    set(packed ${PROJECT_SOURCE_DIR}/btf/${id}/${release}.btf.xz)
+    if(NOT EXISTS ${packed})
+        message(FATAL_ERROR "btf/kernels.txt lists ${release} but there is no ${packed}; make "
+                            "it with 'make -f Makefile.btf kernel-btf RELEASE=${release}'.")
+    endif()
+    set(full ${MEMLAT_BTF_DIR}/${id}/${release}.btf)
+    file(MAKE_DIRECTORY ${MEMLAT_BTF_DIR}/${id})
+    add_custom_command(
+        OUTPUT ${full}
+        COMMAND sh -c "'${MEMLAT_XZ}' -dc '${packed}' > '${full}.tmp'"
+        COMMAND ${CMAKE_COMMAND} -E rename ${full}.tmp ${full}
+        DEPENDS ${packed}
+        COMMENT "BTF of ${id} ${release}"
+        VERBATIM)
+    list(APPEND MEMLAT_KERNELS "${id}|${version}|${release}")
+    list(APPEND kernel_files ${full})
+endforeach()
+# Every tool reads these files: one target makes them, so parallel builds never race on them.
+add_custom_target(memlat_kernel_btf DEPENDS ${kernel_files})
+
+# memlat_embedded_btf(NAME): the generated source with NAME's embedded BTF, returned in
+# NAME_EMBEDDED_BTF; NAME's BPF object is bpf/NAME.bpf.o (memlat_bpf_skeleton). The target
+# that compiles the source must depend on memlat_kernel_btf.
+function(memlat_embedded_btf name)
+    set(obj ${CMAKE_BINARY_DIR}/bpf/${name}.bpf.o)
+    set(source ${MEMLAT_BTF_DIR}/${name}_btf.cpp)
+    file(MAKE_DIRECTORY ${MEMLAT_BTF_DIR}/${name})
+    set(entries "")
+    set(files "")
+    foreach(kernel ${MEMLAT_KERNELS})
+        string(REPLACE "|" ";" fields "${kernel}")
+        list(GET fields 0 id)
+        list(GET fields 1 version)
+        list(GET fields 2 release)
+        set(full ${MEMLAT_BTF_DIR}/${id}/${release}.btf)
+        set(core ${MEMLAT_BTF_DIR}/${name}/${release}.core.btf)
+        set(out ${MEMLAT_BTF_DIR}/${name}/${release}.btf)
+        add_custom_command(
+            OUTPUT ${out}
+            COMMAND ${MEMLAT_BPFTOOL} gen min_core_btf ${full} ${core} ${obj}
+            COMMAND btfgen extend ${full} ${core} ${MEMLAT_USER_TYPES} ${out}
+            DEPENDS ${full} ${obj} ${MEMLAT_USER_TYPES} btfgen
+            COMMENT "BTF of ${id} ${release} for ${name}"
+            VERBATIM)
+        # "debian" -> "Debian 11"
+        string(SUBSTRING ${id} 0 1 first)
+        string(SUBSTRING ${id} 1 -1 rest)
+        string(TOUPPER ${first} first)
+        list(APPEND entries ${id} ${version} "${first}${rest} ${version}" ${release} ${out})
+        list(APPEND files ${out})
+    endforeach()
+    add_custom_command(
+        OUTPUT ${source}
+        COMMAND btfgen embed ${source} ${entries}
+        DEPENDS ${files} btfgen
+        COMMENT "embedded BTF for ${name}"
+        VERBATIM)
+    set(${name}_EMBEDDED_BTF ${source} PARENT_SCOPE)
+endfunction()

@@ -1,0 +1,300 @@
+#include "kernel_btf.h"
+
+#include <sys/mman.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <bpf/libbpf.h>
+#include <cstdarg>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+#include <optional>
+#include <utility>
+
+#include "errors.h"
+#include "files.h"
+#include "kernel_features.h"
+
+namespace memlat {
+
+namespace {
+
+std::string origin_note(BtfChoice::Origin origin) {
+    return origin == BtfChoice::Origin::Option ? "--btf" : "MEMLAT_BTF";
+}
+
+// os-release values may be quoted ("Debian GNU/Linux 12 (bookworm)").
+std::string unquote(std::string_view value) {
+    if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
+        value.back() == value.front())
+        value = value.substr(1, value.size() - 2);
+    return std::string(value);
+}
+
+std::string read_text(const std::string &path) {
+    return read_text_file(path).value_or("");
+}
+
+std::string btf_error(const std::string &path, int err) {
+    // libbpf answers a file that is neither BTF nor ELF with its own LIBBPF_ERRNO__FORMAT.
+    const bool not_btf = err == EINVAL || err == EPROTO || err == ENODATA || err == ENOENT ||
+                         err >= __LIBBPF_ERRNO__START;
+    if (err == ENOENT && access(path.c_str(), F_OK) != 0)
+        return fmt::format("Cannot read BTF from {}: no such file", path);
+    return fmt::format("Cannot read BTF from {}: {}", path,
+                       not_btf ? "it is not a BTF file (raw BTF, or an ELF vmlinux with a .BTF "
+                                 "section)"
+                               : std::strerror(err));
+}
+
+// libbpf prints its own complaint about a file it cannot parse ("failed to get EHDR"); the
+// tool says it better, so libbpf is quiet while the BTF is read.
+int quiet(enum libbpf_print_level, const char *, va_list) {
+    return 0;
+}
+
+} // namespace
+
+HostIdentity HostIdentity::from_os_release(std::string release, std::string_view text) {
+    HostIdentity host;
+    host.release = std::move(release);
+    std::string name, pretty;
+    while (!text.empty()) {
+        auto newline = text.find('\n');
+        std::string_view line = text.substr(0, newline);
+        text = newline == std::string_view::npos ? std::string_view{} : text.substr(newline + 1);
+        auto equals = line.find('=');
+        if (equals == std::string_view::npos)
+            continue;
+        auto key = line.substr(0, equals);
+        auto value = unquote(line.substr(equals + 1));
+        if (key == "ID")
+            host.distro_id = value;
+        else if (key == "VERSION_ID")
+            host.distro_version = value;
+        else if (key == "NAME")
+            name = value;
+        else if (key == "PRETTY_NAME")
+            pretty = value;
+    }
+    if (!pretty.empty())
+        host.distro_name = pretty;
+    else if (!name.empty())
+        host.distro_name = host.distro_version.empty() ? name : name + " " + host.distro_version;
+    else
+        host.distro_name = "unknown distribution";
+    return host;
+}
+
+HostIdentity HostIdentity::running(const std::string &os_release) {
+    utsname u{};
+    uname(&u);
+    std::string text;
+    if (!os_release.empty())
+        text = read_text(os_release);
+    else if (text = read_text("/etc/os-release"); text.empty())
+        text = read_text("/usr/lib/os-release");
+    return from_os_release(u.release, text);
+}
+
+std::string BtfChoice::describe() const {
+    switch (origin) {
+    case Origin::Kernel:
+        return "BTF: " + path;
+    case Origin::Embedded:
+        return fmt::format("BTF: embedded, {}, {}", embedded->distro_name, embedded->release);
+    case Origin::Option:
+    case Origin::Environment:
+        return fmt::format("BTF: {} ({})", path, origin_note(origin));
+    }
+    return "BTF: ?";
+}
+
+const EmbeddedBtf *find_embedded(std::span<const EmbeddedBtf> index, const HostIdentity &host) {
+    const EmbeddedBtf *found = nullptr;
+    int same_release = 0;
+    for (const auto &entry : index) {
+        if (host.release != entry.release)
+            continue;
+        ++same_release;
+        if (host.distro_id == entry.distro_id)
+            return &entry;
+        found = &entry;
+    }
+    return same_release == 1 ? found : nullptr;
+}
+
+std::string no_btf_message(const BtfRequest &request, const HostIdentity &host,
+                           std::span<const EmbeddedBtf> index) {
+    std::string embedded;
+    for (const auto &entry : index)
+        embedded +=
+            fmt::format("{}{} {}", embedded.empty() ? "" : ", ", entry.distro_name, entry.release);
+    if (embedded.empty())
+        embedded = "none";
+    const bool sysfs_present = access(request.sysfs_path.c_str(), F_OK) == 0;
+    return fmt::format(
+        "No BTF for this kernel ({release}, {distro}). The tools need the kernel's type "
+        "information (BTF) and looked for it in:\n"
+        "  --btf FILE or MEMLAT_BTF=FILE: not given\n"
+        "  {sysfs}: {sysfs_state}\n"
+        "  BTF embedded in this tool: {embedded} (none for {release})\n"
+        "Make a BTF file from this kernel's debug information (the package "
+        "linux-image-{release}-dbg on Debian, linux-image-unsigned-{release}-dbgsym on Ubuntu, "
+        "kernel-debuginfo on RHEL, whose vmlinux is /usr/lib/debug/lib/modules/{release}/vmlinux) "
+        "with pahole from dwarves:\n"
+        "  pahole --btf_encode_detached={release}.btf /usr/lib/debug/boot/vmlinux-{release}\n"
+        "then pass it with --btf {release}.btf (or MEMLAT_BTF={release}.btf).",
+        fmt::arg("release", host.release), fmt::arg("distro", host.distro_name),
+        fmt::arg("sysfs", request.sysfs_path),
+        fmt::arg("sysfs_state",
+                 !request.kernel_has_btf && sysfs_present
+                     ? "present, but ignored (MEMLAT_DISABLE_FEATURES=kernel_btf)"
+                     : "missing (the kernel was built without CONFIG_DEBUG_INFO_BTF)"),
+        fmt::arg("embedded", embedded));
+}
+
+BtfChoice choose_btf(const BtfRequest &request, const HostIdentity &host,
+                     std::span<const EmbeddedBtf> index) {
+    if (!request.option_path.empty())
+        return {BtfChoice::Origin::Option, request.option_path};
+    if (!request.environment_path.empty())
+        return {BtfChoice::Origin::Environment, request.environment_path};
+    // kernel_has_btf is false also when MEMLAT_DISABLE_FEATURES=kernel_btf hides the kernel's
+    // own BTF, so that the tests reach the embedded path on a kernel that has BTF.
+    if (request.kernel_has_btf && access(request.sysfs_path.c_str(), R_OK) == 0)
+        return {BtfChoice::Origin::Kernel, request.sysfs_path};
+    if (const EmbeddedBtf *entry = find_embedded(index, host))
+        return {BtfChoice::Origin::Embedded, "", entry};
+    throw RuntimeError(no_btf_message(request, host, index));
+}
+
+std::vector<unsigned char> decompress(const EmbeddedBtf &entry) {
+    std::vector<unsigned char> raw(entry.raw_size);
+    uLongf size = raw.size();
+    int err = uncompress(raw.data(), &size, entry.compressed, entry.compressed_size);
+    if (err != Z_OK || size != entry.raw_size)
+        throw RuntimeError(fmt::format("The BTF embedded for {} {} is damaged ({}).",
+                                       entry.distro_name, entry.release,
+                                       err != Z_OK ? zError(err) : "wrong size"));
+    return raw;
+}
+
+KernelBtf::OwnedFd &KernelBtf::OwnedFd::operator=(OwnedFd &&other) noexcept {
+    if (this != &other) {
+        if (fd_ >= 0)
+            close(fd_);
+        fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+}
+
+KernelBtf::OwnedFd::~OwnedFd() {
+    if (fd_ >= 0)
+        close(fd_);
+}
+
+const btf &KernelBtf::types() {
+    if (types_)
+        return *types_;
+    btf *parsed = nullptr;
+    if (choice_.origin == BtfChoice::Origin::Embedded) {
+        auto raw = decompress(*choice_.embedded);
+        parsed = btf__new(raw.data(), raw.size());
+        if (parsed == nullptr)
+            throw RuntimeError(fmt::format("The BTF embedded for {} {} does not parse: {}",
+                                           choice_.embedded->distro_name, choice_.embedded->release,
+                                           std::strerror(errno)));
+    } else {
+        // btf__parse takes raw BTF (as in sysfs or from pahole) and ELF files with .BTF.
+        libbpf_print_fn_t previous = libbpf_set_print(quiet);
+        parsed = btf__parse(choice_.path.c_str(), nullptr);
+        const int err = errno;
+        libbpf_set_print(previous);
+        if (parsed == nullptr) {
+            std::string message = btf_error(choice_.path, err);
+            if (choice_.origin != BtfChoice::Origin::Kernel)
+                message += fmt::format(" (given with {})", origin_note(choice_.origin));
+            throw RuntimeError(message);
+        }
+    }
+    types_.reset(parsed);
+    return *types_;
+}
+
+std::string KernelBtf::libbpf_path() {
+    switch (choice_.origin) {
+    case BtfChoice::Origin::Kernel:
+        return "";
+    case BtfChoice::Origin::Option:
+    case BtfChoice::Origin::Environment:
+        return choice_.path;
+    case BtfChoice::Origin::Embedded:
+        break;
+    }
+    if (memfd_.get() < 0) {
+        // libbpf reads btf_custom_path by name: the decompressed BTF goes into an anonymous
+        // file rather than a temporary one that could be left behind.
+        int fd = memfd_create("memlat-btf", MFD_CLOEXEC);
+        if (fd < 0)
+            throw RuntimeError(fmt::format("memfd_create: {}", std::strerror(errno)));
+        memfd_ = OwnedFd(fd);
+        auto raw = decompress(*choice_.embedded);
+        for (size_t done = 0; done < raw.size();) {
+            ssize_t n = write(fd, raw.data() + done, raw.size() - done);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                throw RuntimeError(
+                    fmt::format("Writing the embedded BTF to a memfd: {}", std::strerror(errno)));
+            done += static_cast<size_t>(n);
+        }
+    }
+    return fmt::format("/proc/self/fd/{}", memfd_.get());
+}
+
+void KernelBtf::release() {
+    types_.reset();
+    memfd_ = OwnedFd();
+}
+
+namespace {
+
+std::string &btf_option() {
+    static std::string path;
+    return path;
+}
+
+} // namespace
+
+void set_btf_option(std::string path) {
+    btf_option() = std::move(path);
+}
+
+KernelBtf &kernel_btf() {
+    // The choice, or why there is none, is made once; a failed choice throws every time.
+    static std::optional<KernelBtf> chosen;
+    static std::string failure;
+    if (chosen)
+        return *chosen;
+    if (failure.empty()) {
+        try {
+            BtfRequest request;
+            request.option_path = btf_option();
+            if (const char *env = getenv("MEMLAT_BTF"))
+                request.environment_path = env;
+            request.kernel_has_btf = kernel_features().kernel_btf;
+            chosen.emplace(choose_btf(request, HostIdentity::running(), embedded_btfs()));
+            return *chosen;
+        } catch (const RuntimeError &e) {
+            failure = e.what();
+        }
+    }
+    throw RuntimeError(failure);
+}
+
+} // namespace memlat
