@@ -9,6 +9,7 @@
 
 #include "bpf_runtime.h"
 #include "histogram.h"
+#include "kernel_features.h"
 #include "options.h"
 #include "output.h"
 #include "symbols.h"
@@ -21,6 +22,10 @@ using nlohmann::json;
 namespace {
 
 constexpr const char *tool_name = "tlbflush";
+
+// The ring buffer's size with -t, and the batch after which user space is woken.
+constexpr size_t event_buffer_bytes = 4u << 20;
+constexpr size_t event_wakeup_bytes = 64 * 1024;
 
 constexpr const char *description =
     R"(Count TLB flushes by CPU and reason, find the senders of remote
@@ -161,6 +166,8 @@ class Tlbflush {
     bool latency_from_ipis_ = false;
     uint64_t first_event_ns_ = 0;
     Probe *culprit_probe_ = nullptr;
+    // The trace events' reader (-t), whose perf buffers count the records they lost.
+    const EventReader *events_ = nullptr;
 };
 
 std::vector<Probe> Tlbflush::plan(const KernelSymbols *ksyms) const {
@@ -273,7 +280,11 @@ void Tlbflush::configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) c
         bpf_map__set_max_entries(skel.maps.proc_counts, 1);
     bpf_map__set_max_entries(skel.maps.culprits, o_.culprits ? 16384 : 1);
     bpf_map__set_max_entries(skel.maps.stacks, o_.stacks ? 16384 : 1);
-    bpf_map__set_max_entries(skel.maps.events, o_.trace ? 4u << 20 : 4096);
+    ro->wakeup_bytes = event_wakeup_bytes;
+    bpf_map__set_max_entries(skel.maps.events, o_.trace ? event_buffer_bytes : 4096);
+    const auto &features = kernel_features();
+    set_compat(*ro, features);
+    use_events_map(skel.maps.events, features);
 }
 
 Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) const {
@@ -308,7 +319,7 @@ Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) const {
             s.ipis_handled[cpu] = bss->ipis_handled[cpu];
         }
     }
-    s.dropped = bss->dropped_events;
+    s.dropped = bss->dropped_events + (events_ != nullptr ? events_->lost() : 0);
     s.table_full = bss->table_full;
     return s;
 }
@@ -508,7 +519,8 @@ void Tlbflush::print_interval(tlbflush_bpf &skel, const Snapshot &now, const Sna
         return;
     }
     if (dropped != 0)
-        fmt::print("\nLost {} trace events: the ring buffer was full.\n", dropped);
+        fmt::print("\nLost {} trace events: the {} was full.\n", dropped,
+                   events_ != nullptr ? events_->name() : "ring buffer");
     if (full != 0)
         fmt::print("\n{} events not counted: a BPF hash table was full.\n", full);
 }
@@ -572,6 +584,7 @@ int Tlbflush::run() {
                                "run as root or set kernel.kptr_restrict=0.");
     }
 
+    describe_features(v, kernel_features());
     auto probes = plan(ksyms_ ? &*ksyms_ : nullptr);
     Loaded<tlbflush_bpf> skel(
         tlbflush_bpf__open, tlbflush_bpf__destroy, [&](tlbflush_bpf &s) { configure(s, probes); },
@@ -584,12 +597,17 @@ int Tlbflush::run() {
     }
 
     install_stop_signals();
-    std::optional<RingBuffer> events;
+    std::optional<EventReader> events;
     if (o_.trace) {
-        events.emplace(skel->maps.events, [this](const void *data, size_t size) {
-            if (size >= sizeof(tlbflush_event))
-                print_event(*static_cast<const tlbflush_event *>(data));
-        });
+        events.emplace(
+            skel->maps.events,
+            [this](const void *data, size_t size) {
+                if (size >= sizeof(tlbflush_event))
+                    print_event(*static_cast<const tlbflush_event *>(data));
+            },
+            event_buffer_bytes, event_wakeup_bytes);
+        events_ = &*events;
+        verbose(v, "events through " + events->describe());
         if (!o_.common.json)
             fmt::print("{}{:<12} {:<4} {:<8} {:<16} {:<22} {:>8}\n",
                        o_.common.timestamp ? fmt::format("{:<9}", "TIME") : "", "TIME(s)", "CPU",

@@ -137,23 +137,35 @@ std::string Loaded<Skel>::errno_text(int err) {
     return buf;
 }
 
-// Consumes a BPF ring buffer. The BPF side wakes us only in batches, so we also drain on a
-// timer: poll() waits at most `timeout` and then consumes whatever is there.
-class RingBuffer {
+// Reads the events the BPF side emits, through whichever buffer its events map is: a BPF ring
+// buffer, or, on kernels before 5.8, a perf event array (one perf buffer per CPU; see
+// use_events_map() in kernel_features.h). Both wake user space only in batches (the ring
+// buffer from the BPF side, the perf buffer by a wake-up watermark), so poll() also drains on
+// a timer: it waits at most `timeout` and then consumes whatever is there.
+class EventReader {
   public:
     using Handler = std::function<void(const void *data, size_t size)>;
-    RingBuffer(bpf_map *map, Handler handler);
-    RingBuffer(const RingBuffer &) = delete;
-    RingBuffer &operator=(const RingBuffer &) = delete;
-    ~RingBuffer();
+    // `buffer_bytes`: the ring buffer's size as the tool set it (the perf buffers share as
+    // much, split per CPU); `wakeup_bytes`: the batch after which user space is woken.
+    EventReader(bpf_map *map, Handler handler, size_t buffer_bytes, size_t wakeup_bytes);
+    EventReader(const EventReader &) = delete;
+    EventReader &operator=(const EventReader &) = delete;
+    ~EventReader();
     // Returns false when interrupted by a signal.
     bool poll(std::chrono::milliseconds timeout);
     void drain();
+    // Records the kernel could not write into a full perf buffer (it reports them as lost
+    // samples); 0 for a ring buffer, whose full reservations the BPF side counts itself.
+    uint64_t lost() const;
+    // "ring buffer" or "perf buffer", for messages about lost events.
+    std::string name() const;
+    // How the events travel, for -v: "perf buffers (N pages per CPU, woken every W bytes)".
+    std::string describe() const;
+
+    class Buffer; // one implementation per buffer kind
 
   private:
-    static int dispatch(void *self, void *data, size_t size);
-    Handler handler_;
-    ring_buffer *rb_ = nullptr;
+    std::unique_ptr<Buffer> buffer_;
 };
 
 // Names of the values of an enum in the running kernel's BTF, with `prefix` removed and
@@ -179,6 +191,11 @@ std::vector<std::pair<Key, Value>> read_hash_map(bpf_map *map) {
     }
     return entries;
 }
+
+// The parameters of a raw tracepoint as the running kernel's BTF declares them (typedef
+// btf_trace_NAME, without its leading void *__data): "struct compact_control *", "long
+// unsigned int", ... Empty when the kernel's BTF cannot be read or has no such tracepoint.
+std::vector<std::string> tracepoint_parameters(std::string_view tracepoint);
 
 // Number of possible CPUs (what per-CPU BPF data is sized by).
 int possible_cpus();
