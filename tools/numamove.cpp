@@ -140,15 +140,15 @@ std::vector<Probe> Numamove::plan() const {
                         std::move(end));
     // The start only times the calls. mm_migrate_pages_start came in Linux 5.16; before it,
     // the entry of migrate_pages(), where that tracepoint sits, is the same moment.
-    auto start = three_ways("", {"migrate_start"});
+    auto start = three_ways("migrate_pages_start", {"migrate_start"});
     start.push_back({HookKind::Fentry,
                      {"migrate_start_fentry"},
-                     "",
+                     "migrate_pages",
                      "the entry of migrate_pages(), where mm_migrate_pages_start sits on 5.16+",
                      ""});
     start.push_back({HookKind::Kprobe,
                      {"migrate_start_kprobe"},
-                     "",
+                     "migrate_pages",
                      "the entry of migrate_pages(), where mm_migrate_pages_start sits on 5.16+",
                      ""});
     probes.emplace_back("migrate:mm_migrate_pages_start (times each migrate_pages() call)", "",
