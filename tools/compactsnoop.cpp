@@ -231,7 +231,9 @@ std::vector<std::string> Compactsnoop::stack_frames(compactsnoop_bpf &skel, int3
 void Compactsnoop::print_event(compactsnoop_bpf &skel, const compactsnoop_event &e) {
     if (first_ns_ == 0)
         first_ns_ = e.ts_ns - e.lat_ns;
-    const double time_s = (e.ts_ns - first_ns_) / 1e9;
+    // Signed: perf buffers (kernels before 5.8) deliver each CPU's events in batches, so an
+    // event of another CPU may precede the first one printed.
+    const double time_s = static_cast<double>(static_cast<int64_t>(e.ts_ns - first_ns_)) / 1e9;
     if (o_.common.json) {
         auto j = compactsnoop::json_event(e, time_s, format_, names_, gfp_);
         if (o_.common.timestamp)
@@ -295,7 +297,8 @@ void Compactsnoop::print_histograms(compactsnoop_bpf &skel) {
 
 void Compactsnoop::print_summary(compactsnoop_bpf &skel, const EventReader *events) {
     // Records the BPF side could not reserve or write, and those a perf buffer lost.
-    const uint64_t lost = skel.bss->dropped_events + (events != nullptr ? events->lost() : 0);
+    const uint64_t lost =
+        events != nullptr ? events->lost(skel.bss->dropped_events) : skel.bss->dropped_events;
     const std::string events_name = events != nullptr ? events->name() : "ring buffer";
     const auto *bss = skel.bss;
     struct Row {

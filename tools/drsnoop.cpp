@@ -183,7 +183,9 @@ void Drsnoop::print_header() const {
 void Drsnoop::print_event(const drsnoop_event &e) {
     if (first_ns_ == 0)
         first_ns_ = e.ts_ns - e.lat_ns;
-    const double time_s = (e.ts_ns - first_ns_) / 1e9;
+    // Signed: perf buffers (kernels before 5.8) deliver each CPU's events in batches, so an
+    // event of another CPU may precede the first one printed.
+    const double time_s = static_cast<double>(static_cast<int64_t>(e.ts_ns - first_ns_)) / 1e9;
     if (o_.common.json) {
         auto j = drsnoop::json_event(e, time_s, format_, gfp_);
         if (o_.common.timestamp)
@@ -249,7 +251,8 @@ void Drsnoop::print_histograms(drsnoop_bpf &skel) {
 
 void Drsnoop::print_summary(drsnoop_bpf &skel, const EventReader *events) {
     // Records the BPF side could not reserve or write, and those a perf buffer lost.
-    const uint64_t lost = skel.bss->dropped_events + (events != nullptr ? events->lost() : 0);
+    const uint64_t lost =
+        events != nullptr ? events->lost(skel.bss->dropped_events) : skel.bss->dropped_events;
     const std::string events_name = events != nullptr ? events->name() : "ring buffer";
     auto rows = read_hash_map<drsnoop_proc_key, drsnoop_summary>(skel.maps.summaries);
     std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {

@@ -319,7 +319,7 @@ Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) const {
             s.ipis_handled[cpu] = bss->ipis_handled[cpu];
         }
     }
-    s.dropped = bss->dropped_events + (events_ != nullptr ? events_->lost() : 0);
+    s.dropped = events_ != nullptr ? events_->lost(bss->dropped_events) : bss->dropped_events;
     s.table_full = bss->table_full;
     return s;
 }
@@ -528,10 +528,14 @@ void Tlbflush::print_interval(tlbflush_bpf &skel, const Snapshot &now, const Sna
 void Tlbflush::print_event(const tlbflush_event &e) {
     if (first_event_ns_ == 0)
         first_event_ns_ = e.ts_ns;
+    // Signed: perf buffers (kernels before 5.8) deliver each CPU's events in batches, so an
+    // event of another CPU may precede the first one printed.
+    const double time_s =
+        static_cast<double>(static_cast<int64_t>(e.ts_ns - first_event_ns_)) / 1e9;
     std::string comm(e.comm, strnlen(e.comm, sizeof(e.comm)));
     std::string pages = e.pages == ~0ull ? "full" : std::to_string(e.pages);
     if (o_.common.json) {
-        json line = {{"time_s", (e.ts_ns - first_event_ns_) / 1e9},
+        json line = {{"time_s", time_s},
                      {"cpu", e.cpu},
                      {"pid", e.pid},
                      {"tid", e.tid},
@@ -546,8 +550,8 @@ void Tlbflush::print_event(const tlbflush_event &e) {
     }
     if (o_.common.timestamp)
         fmt::print("{:<9}", wall_clock_time());
-    fmt::print("{:<12.6f} {:<4} {:<8} {:<16} {:<22} {:>8}\n", (e.ts_ns - first_event_ns_) / 1e9,
-               e.cpu, e.pid, comm, reasons_.name(e.reason), pages);
+    fmt::print("{:<12.6f} {:<4} {:<8} {:<16} {:<22} {:>8}\n", time_s, e.cpu, e.pid, comm,
+               reasons_.name(e.reason), pages);
 }
 
 int Tlbflush::run() {
@@ -613,10 +617,11 @@ int Tlbflush::run() {
                        o_.common.timestamp ? fmt::format("{:<9}", "TIME") : "", "TIME(s)", "CPU",
                        "PID", "COMM", "REASON", "PAGES");
     }
+    // The baseline before "ready": a workload started on that signal is counted whole.
+    Snapshot before = snapshot(*skel);
     announce_tracing("Tracing TLB flushes...");
     fflush(stdout);
 
-    Snapshot before = snapshot(*skel);
     bool done = trace_until_stopped(o_.common, events ? &*events : nullptr, [&] {
         Snapshot now = snapshot(*skel);
         print_interval(*skel, now, before);

@@ -463,8 +463,8 @@ void EventReader::drain() {
     buffer_->consume();
 }
 
-uint64_t EventReader::lost() const {
-    return buffer_->lost();
+uint64_t EventReader::lost(uint64_t counted_by_bpf) const {
+    return std::max(counted_by_bpf, buffer_->lost());
 }
 
 std::string EventReader::name() const {

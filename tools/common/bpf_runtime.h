@@ -154,9 +154,12 @@ class EventReader {
     // Returns false when interrupted by a signal.
     bool poll(std::chrono::milliseconds timeout);
     void drain();
-    // Records the kernel could not write into a full perf buffer (it reports them as lost
-    // samples); 0 for a ring buffer, whose full reservations the BPF side counts itself.
-    uint64_t lost() const;
+    // The records lost, given those the BPF side counted itself (a failed ring-buffer
+    // reservation, a failed bpf_perf_event_output()). A full perf buffer also reports its
+    // losses to user space (PERF_RECORD_LOST); those are the same records the helper failed
+    // on, where the kernel tells the helper (not every kernel did), so the larger count is
+    // the number lost, never the sum.
+    uint64_t lost(uint64_t counted_by_bpf) const;
     // "ring buffer" or "perf buffer", for messages about lost events.
     std::string name() const;
     // How the events travel, for -v: "perf buffers (N pages per CPU, woken every W bytes)".
