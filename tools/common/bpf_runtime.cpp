@@ -140,15 +140,26 @@ std::string refusals_text(const Probe &probe) {
         probe.name, probe.needs.empty() ? "" : probe.needs + " ", refusals_text(probe)));
 }
 
+std::string kernel_release() {
+    utsname u{};
+    uname(&u);
+    return u.release;
+}
+
 // Explains a load failure that names no program: the object as a whole was refused.
-[[noreturn]] void object_refused(int err, const std::vector<std::string> &lines) {
-    std::string detail = lines.empty() ? "" : "\nlibbpf said: " + lines.back();
+[[noreturn]] void object_refused(int err, const std::vector<std::string> &lines, bpf_object *obj) {
     if (err == EPERM || err == EACCES)
         throw RuntimeError("The kernel refused to load BPF programs (" + strerr(err) +
                            "). Run as root, or with CAP_BPF and CAP_PERFMON; check that "
                            "kernel.unprivileged_bpf_disabled and lockdown allow tracing." +
-                           detail);
-    throw RuntimeError("The kernel refused the BPF object: " + strerr(err) + "." + detail);
+                           (lines.empty() ? "" : "\nlibbpf said: " + lines.back()));
+    throw RuntimeError(object_refusal_message(
+        err, lines, kernel_release(), [obj](const std::string &name) -> std::string {
+            const bpf_map *map = bpf_object__find_map_by_name(obj, name.c_str());
+            if (map == nullptr)
+                return "";
+            return map_type_requirement(bpf_map__type(map), bpf_map__is_internal(map));
+        }));
 }
 
 void explain_choices(const std::vector<Probe> &probes, const Verbosity &v) {
@@ -247,6 +258,7 @@ std::vector<Link> load_and_attach(const std::function<bpf_object *()> &reopen,
                                   const Verbosity &v) {
     libbpf_log().passthrough_level = v.level;
     libbpf_set_print(capture_libbpf);
+    check_kernel_floor();
     for (auto &probe : probes)
         if (probe.chosen < 0 && !advance(probe, 0) && probe.required)
             no_hook_left(probe);
@@ -286,8 +298,13 @@ std::vector<Link> load_and_attach(const std::function<bpf_object *()> &reopen,
             std::string program = refused_program(libbpf_log().lines, reason);
             Probe *probe = program.empty() ? nullptr : owner_of(program);
             if (probe == nullptr)
-                object_refused(-err, libbpf_log().lines);
-            refuse(*probe, fmt::format("program {} not loaded: {}", program, reason));
+                object_refused(-err, libbpf_log().lines, obj);
+            std::string needs;
+            if (const bpf_program *p = bpf_object__find_program_by_name(obj, program.c_str()))
+                needs =
+                    program_requirement(bpf_program__type(p), bpf_program__expected_attach_type(p));
+            refuse(*probe, fmt::format("program {} not loaded: {}{}", program, reason,
+                                       needs.empty() ? "" : " (" + needs + ")"));
             continue;
         }
 
@@ -322,6 +339,133 @@ std::vector<Link> load_and_attach(const std::function<bpf_object *()> &reopen,
         explain_choices(probes, v);
         return links;
     }
+}
+
+std::string map_type_requirement(bpf_map_type type, bool internal) {
+    if (internal)
+        return "global variables: Linux 5.2, read through memory-mapped arrays: 5.5";
+    switch (type) {
+    case BPF_MAP_TYPE_RINGBUF:
+        return "a BPF ring buffer: Linux 5.8";
+    case BPF_MAP_TYPE_TASK_STORAGE:
+        return "task-local storage: Linux 5.11 (in tracing programs)";
+    case BPF_MAP_TYPE_PERCPU_ARRAY:
+    case BPF_MAP_TYPE_PERCPU_HASH:
+    case BPF_MAP_TYPE_STACK_TRACE:
+    case BPF_MAP_TYPE_PERF_EVENT_ARRAY:
+        return "Linux 4.6";
+    default:
+        return "";
+    }
+}
+
+std::string program_requirement(bpf_prog_type type, bpf_attach_type attach) {
+    switch (type) {
+    case BPF_PROG_TYPE_TRACING:
+        if (attach == BPF_TRACE_RAW_TP)
+            return "tp_btf programs need Linux 5.5 and the kernel's own BTF";
+        if (attach == BPF_TRACE_FENTRY || attach == BPF_TRACE_FEXIT)
+            return "fentry/fexit programs need Linux 5.5 on x86 (later elsewhere), the "
+                   "kernel's own BTF and a traceable (not inlined) function";
+        return "tracing programs need Linux 5.5";
+    case BPF_PROG_TYPE_RAW_TRACEPOINT:
+        return "raw_tp programs need Linux 4.17";
+    case BPF_PROG_TYPE_KPROBE:
+        return "kprobes need CONFIG_KPROBES and a function the kernel lets them probe";
+    default:
+        return "";
+    }
+}
+
+std::optional<RefusedMap> refused_map(const std::vector<std::string> &lines) {
+    constexpr std::string_view marker = "map '";
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+        auto start = it->find(marker);
+        if (start == std::string::npos || it->find("failed to create") == std::string::npos)
+            continue;
+        start += marker.size();
+        auto end = it->find("': ", start);
+        if (end == std::string::npos)
+            continue;
+        std::string reason = it->substr(end + 3);
+        // "failed to create: Invalid argument(-22)": keep what follows the marker.
+        if (auto colon = reason.find("failed to create: "); colon != std::string::npos)
+            reason = reason.substr(colon + std::string_view("failed to create: ").size());
+        return RefusedMap{it->substr(start, end - start), reason};
+    }
+    return std::nullopt;
+}
+
+std::string
+object_refusal_message(int err, const std::vector<std::string> &lines,
+                       std::string_view kernel_release,
+                       const std::function<std::string(const std::string &map)> &requirement_of) {
+    if (auto map = refused_map(lines)) {
+        std::string needs = requirement_of(map->name);
+        return fmt::format("The running kernel ({}) could not create the BPF map '{}'{}: {}.",
+                           kernel_release, map->name, needs.empty() ? "" : " (" + needs + ")",
+                           map->reason);
+    }
+    return fmt::format("The running kernel ({}) refused the BPF object: {}.{}", kernel_release,
+                       strerr(err), lines.empty() ? "" : "\nlibbpf said: " + lines.back());
+}
+
+namespace {
+
+// A file descriptor closed when it goes out of scope.
+class OwnedFd {
+  public:
+    explicit OwnedFd(int fd) : fd_(fd) {}
+    OwnedFd(const OwnedFd &) = delete;
+    OwnedFd &operator=(const OwnedFd &) = delete;
+    ~OwnedFd() {
+        if (fd_ >= 0)
+            close(fd_);
+    }
+    int get() const { return fd_; }
+
+  private:
+    int fd_;
+};
+
+// A refusal that says the kernel lacks something (not that we may not ask).
+bool lacks(int fd) {
+    return fd < 0 && errno != EPERM && errno != EACCES && errno != ENOMEM;
+}
+
+} // namespace
+
+std::string missing_floor_feature() {
+    OwnedFd array(bpf_map_create(BPF_MAP_TYPE_ARRAY, "memlat_floor", sizeof(uint32_t),
+                                 sizeof(uint64_t), 1, nullptr));
+    if (array.get() < 0)
+        return ""; // no privileges or no memory: the real load says so
+    // r1 = &value of the array (a global variable's access), r0 = *r1, exit.
+    const bpf_insn global_data[] = {
+        {BPF_LD | BPF_DW | BPF_IMM, 1, BPF_PSEUDO_MAP_VALUE, 0, array.get()},
+        {0, 0, 0, 0, 0},
+        {BPF_LDX | BPF_MEM | BPF_DW, 0, 1, 0, 0},
+        {BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
+    };
+    OwnedFd prog(bpf_prog_load(BPF_PROG_TYPE_SOCKET_FILTER, "memlat_floor", "GPL", global_data,
+                               std::size(global_data), nullptr));
+    if (lacks(prog.get()))
+        return "BPF global variables (Linux 5.2)";
+    LIBBPF_OPTS(bpf_map_create_opts, mmapable, .map_flags = BPF_F_MMAPABLE);
+    OwnedFd mapped(bpf_map_create(BPF_MAP_TYPE_ARRAY, "memlat_floor", sizeof(uint32_t),
+                                  sizeof(uint64_t), 1, &mmapable));
+    if (lacks(mapped.get()))
+        return "memory-mapped BPF arrays (BPF_F_MMAPABLE, Linux 5.5), through which the tools "
+               "read their counters";
+    return "";
+}
+
+void check_kernel_floor() {
+    static const std::string missing = missing_floor_feature();
+    if (!missing.empty())
+        throw RuntimeError(fmt::format("This kernel ({}) is too old for memlat: it lacks {}. "
+                                       "memlat needs Linux 5.5 or later.",
+                                       kernel_release(), missing));
 }
 
 // What an EventReader reads from: a BPF ring buffer or per-CPU perf buffers.

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -86,6 +87,32 @@ void check_environment(std::string_view tool);
 // Raises RLIMIT_MEMLOCK where the kernel still charges BPF memory to it; kernels since 5.11
 // charge memory cgroups instead, and a refusal is harmless there, so it never fails.
 void raise_memlock_limit(const Verbosity &v);
+
+// What a kernel needs for a BPF map type or program kind, for messages: "BPF ring buffers
+// (Linux 5.8)". Empty for what every supported kernel has.
+std::string map_type_requirement(bpf_map_type type, bool internal);
+std::string program_requirement(bpf_prog_type type, bpf_attach_type attach);
+
+// The map libbpf names in its last "map 'NAME': failed to create" line, and what it said.
+struct RefusedMap {
+    std::string name;
+    std::string reason;
+};
+std::optional<RefusedMap> refused_map(const std::vector<std::string> &libbpf_lines);
+
+// The message for a BPF object the kernel refused as a whole: names the map that could not be
+// created and the kernel feature it needs (`requirement_of(name)`), else quotes libbpf.
+std::string
+object_refusal_message(int err, const std::vector<std::string> &libbpf_lines,
+                       std::string_view kernel_release,
+                       const std::function<std::string(const std::string &map)> &requirement_of);
+
+// The oldest kernel memlat runs on is 5.5: the tools keep their counters in global variables
+// (Linux 5.2) that they read through memory-mapped BPF arrays (BPF_F_MMAPABLE, 5.5). Probes
+// both; empty when present (or when the probe cannot tell), else the missing feature.
+std::string missing_floor_feature();
+// Throws the one-line RuntimeError for a kernel below the floor; called before loading.
+void check_kernel_floor();
 
 // The non-template core of Loaded<Skel>: open (through `reopen`), configure, load and attach
 // with fall-back, retrying with the next choice of a probe whenever the kernel refuses one.
