@@ -598,6 +598,9 @@ int Tlbflush::run() {
             culprits_any_cpu_ = probe.uses_family("remote_send_ipi");
         if (probe.name.starts_with("csd:csd_function"))
             latency_from_ipis_ = probe.uses_family("irq_vectors");
+        // What this kernel cannot show (no csd tracepoints before 6.3), said once, -v or not.
+        if (probe.uses_family("remote_send_ipi") || probe.uses_family("irq_vectors"))
+            fmt::print(stderr, "{}: {}\n", tool_name, probe.choice()->caveat);
     }
 
     install_stop_signals();
