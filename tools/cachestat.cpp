@@ -82,7 +82,10 @@ Environment:
   MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds or families
                             (tp_btf, raw_tp, tracepoint, fentry, kprobe,
                             filemap_access, folio_mark_accessed,
-                            mark_page_accessed, writeback_dirty_folio))";
+                            mark_page_accessed, writeback_dirty_folio)
+  MEMLAT_DISABLE_FEATURES=LIST
+                            act as on an older kernel: task_storage (5.11),
+                            ringbuf (5.8), kernel_btf; -v shows the choice)";
 
 struct Options {
     CommonOptions common;

@@ -54,7 +54,10 @@ constexpr const char *examples = R"(Examples:
 Environment:
   MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
   MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds (tp_btf, raw_tp,
-                            tracepoint))";
+                            tracepoint)
+  MEMLAT_DISABLE_FEATURES=LIST
+                            act as on an older kernel: task_storage (5.11),
+                            ringbuf (5.8), kernel_btf; -v shows the choice)";
 
 // The ring buffer's size, and the batch after which user space is woken.
 constexpr size_t event_buffer_bytes = 1u << 20;

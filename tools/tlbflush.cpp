@@ -55,7 +55,10 @@ constexpr const char *examples = R"(Examples:
 Environment:
   MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
   MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds or families
-                            (tp_btf, raw_tp, tracepoint, csd, irq_vectors))";
+                            (tp_btf, raw_tp, tracepoint, csd, irq_vectors)
+  MEMLAT_DISABLE_FEATURES=LIST
+                            act as on an older kernel: task_storage (5.11),
+                            ringbuf (5.8), kernel_btf; -v shows the choice)";
 
 struct Options {
     CommonOptions common;
