@@ -11,7 +11,8 @@
 const volatile bool memlat_task_storage = true;
 /* BPF_MAP_TYPE_RINGBUF (5.8); else a perf event array. */
 const volatile bool memlat_ringbuf = true;
-/* The kernel's own BTF: bpf_get_current_task_btf() and tp_btf/fentry programs. */
+/* The kernel's own BTF: tp_btf/fentry programs (bpf_get_current_task_btf() needs 5.11 too:
+ * see current_task()). */
 const volatile bool memlat_kernel_btf = true;
 
 /* Per-thread state kept in a hash map (no task storage): entries created, and entries removed
@@ -20,11 +21,12 @@ const volatile bool memlat_kernel_btf = true;
 __u64 memlat_thread_entries_created = 0;
 __u64 memlat_thread_entries_exit_deleted = 0;
 
-/* The current task, as a pointer only CO-RE reads may follow. With the kernel's own BTF it is
- * a trusted BTF pointer, which bpf_task_storage_get() needs. */
+/* The current task, as a pointer only CO-RE reads may follow. bpf_get_current_task_btf()
+ * came in 5.11 with task storage (which user space enables only with the kernel's own BTF), so
+ * the task-storage flag stands for it: 5.10 has BTF but not the helper. */
 static __always_inline struct task_struct *current_task(void)
 {
-	if (memlat_kernel_btf)
+	if (memlat_task_storage)
 		return bpf_get_current_task_btf();
 	return (struct task_struct *)bpf_get_current_task();
 }

@@ -86,6 +86,33 @@ std::string refused_program(const std::vector<std::string> &lines, std::string &
     return {};
 }
 
+// The verifier's verdict on `program`: the last meaningful line of the load log libbpf quotes
+// ("-- BEGIN PROG LOAD LOG --" ... "-- END PROG LOAD LOG --"), e.g. "invalid func unknown#158"
+// (a helper the kernel does not have). Empty when libbpf quoted none.
+std::string verifier_verdict(const std::vector<std::string> &lines, const std::string &program) {
+    const std::string begin = "prog '" + program + "': -- BEGIN PROG LOAD LOG --";
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+        auto start = it->find(begin);
+        if (start == std::string::npos)
+            continue;
+        std::string_view log(*it);
+        log.remove_prefix(start + begin.size());
+        if (auto end = log.find("-- END PROG LOAD LOG --"); end != std::string_view::npos)
+            log = log.substr(0, end);
+        std::string verdict;
+        while (!log.empty()) {
+            auto nl = log.find('\n');
+            std::string_view line = log.substr(0, nl);
+            log = nl == std::string_view::npos ? std::string_view{} : log.substr(nl + 1);
+            if (!line.empty() && !line.starts_with("processed ") &&
+                !line.starts_with("verification time"))
+                verdict = line;
+        }
+        return verdict;
+    }
+    return {};
+}
+
 // Hook kinds or families listed in MEMLAT_DISABLE_HOOKS are never tried: the tests and the VM
 // harness use it to force each fall-back path on a kernel that would accept the preferred one.
 bool disabled_by_environment(const HookChoice &choice) {
@@ -303,7 +330,9 @@ std::vector<Link> load_and_attach(const std::function<bpf_object *()> &reopen,
             if (const bpf_program *p = bpf_object__find_program_by_name(obj, program.c_str()))
                 needs =
                     program_requirement(bpf_program__type(p), bpf_program__expected_attach_type(p));
-            refuse(*probe, fmt::format("program {} not loaded: {}{}", program, reason,
+            std::string verdict = verifier_verdict(libbpf_log().lines, program);
+            refuse(*probe, fmt::format("program {} not loaded: {}{}{}", program, reason,
+                                       verdict.empty() ? "" : " (verifier: " + verdict + ")",
                                        needs.empty() ? "" : " (" + needs + ")"));
             continue;
         }
