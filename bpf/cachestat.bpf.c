@@ -498,17 +498,64 @@ int BPF_KPROBE(folio_accessed_kprobe, struct folio *folio)
 	return on_mark_accessed(folio);
 }
 
-/* Before folios a page is its own folio of order 0 or a compound head: same fields. */
+/* Kernels before folios (5.16) mark pages. Their BTF has no struct folio, so the page is read
+ * as a struct page (flavors below), never cast to a folio: CO-RE could not relocate that. A
+ * page of a compound page (file THP) counts as the whole compound page, from its head. */
+struct page___flags_ulong {
+	unsigned long flags;
+} __attribute__((preserve_access_index));
+
+struct page___tail {
+	unsigned long compound_head; /* bit 0 set: a tail page, the rest the head's address */
+} __attribute__((preserve_access_index));
+
+static __always_inline __u64 page_pages(struct page *page)
+{
+	struct page___flags_ulong *plain = (void *)page;
+	struct page___compound *tail;
+	unsigned long flags = 0;
+
+	if (bpf_core_field_exists(plain->flags))
+		bpf_core_read(&flags, sizeof(flags), &plain->flags);
+	if (!(flags & (1UL << bpf_core_enum_value(enum pageflags, PG_head))))
+		return 1;
+	if (!bpf_core_field_exists(struct page___compound, compound_order))
+		return 1;
+	tail = (void *)page + bpf_core_type_size(struct page);
+	return cachestat_order_pages(BPF_CORE_READ(tail, compound_order));
+}
+
+static __always_inline int on_mark_page_accessed(struct page *page)
+{
+	struct page___tail *t = (void *)page;
+	struct address_space *mapping;
+	unsigned long head = 0;
+	struct file_id f;
+
+	if (!page || !task_selected())
+		return 0;
+	if (bpf_core_field_exists(t->compound_head))
+		bpf_core_read(&head, sizeof(head), &t->compound_head);
+	if (head & 1)
+		page = (struct page *)(head - 1);
+	mapping = BPF_CORE_READ(page, mapping);
+	if (!mapping || ((unsigned long)mapping & 3))
+		return 0;
+	mapping_file(mapping, &f, false);
+	count(CACHESTAT_ACCESSES, page_pages(page), f.dev, f.ino);
+	return 0;
+}
+
 SEC("fentry/mark_page_accessed")
 int BPF_PROG(page_accessed_fentry, struct page *page)
 {
-	return on_mark_accessed((struct folio *)page);
+	return on_mark_page_accessed(page);
 }
 
 SEC("kprobe/mark_page_accessed")
 int BPF_KPROBE(page_accessed_kprobe, struct page *page)
 {
-	return on_mark_accessed((struct folio *)page);
+	return on_mark_page_accessed(page);
 }
 
 /* Without task-local storage: an exiting thread's cursor goes with it. */
