@@ -582,15 +582,18 @@ class PerfBufferSource final : public EventReader::Buffer {
     }
 
   private:
-    // A power of two (perf requires it), at least 2; MEMLAT_PERF_BUFFER_PAGES overrides it so
+    // A power of two (perf requires it), at least 8 (32 KiB: on a host with many CPUs the
+    // ring buffer's share per CPU would be tiny); MEMLAT_PERF_BUFFER_PAGES overrides it so
     // that the tests can make the buffers overflow.
     static size_t perf_buffer_pages(size_t wanted) {
+        constexpr size_t min_pages = 8;
+        wanted = std::max(wanted, min_pages);
         if (const char *env = getenv("MEMLAT_PERF_BUFFER_PAGES"))
-            wanted = parse_number<size_t>(env, "MEMLAT_PERF_BUFFER_PAGES");
+            wanted = std::max<size_t>(parse_number<size_t>(env, "MEMLAT_PERF_BUFFER_PAGES"), 1);
         size_t pages = 1;
         while (pages * 2 <= wanted)
             pages *= 2;
-        return std::max<size_t>(pages, 1);
+        return pages;
     }
     static bpf_perf_event_ret dispatch(void *self_ptr, int /*cpu*/, perf_event_header *header) {
         auto *self = static_cast<PerfBufferSource *>(self_ptr);
