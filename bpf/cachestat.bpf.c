@@ -17,6 +17,7 @@
 
 #include "cgroup.bpf.h"
 #include "common.bpf.h"
+#include "compat.bpf.h"
 #include "cachestat.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -50,13 +51,18 @@ struct {
 	__type(value, struct cachestat_file_value);
 } file_counts SEC(".maps");
 
-/* The read cursor of each thread (see struct cachestat_cursor); freed with the task. */
+/* The read cursor of each thread (see struct cachestat_cursor); freed with the task. Kernels
+ * before 5.11 keep it in a hash map keyed by TID (compat.bpf.h), whose entry goes when the
+ * thread exits: a cursor serves the thread's next read, so no end frees it earlier. */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
 	__type(value, struct cachestat_cursor);
 } cursors SEC(".maps");
+
+/* A zeroed cursor, to create entries of the hash map from (static: not in the skeleton). */
+static const volatile struct cachestat_cursor no_cursor;
 
 /* ---------------------------------------------------------------- filters */
 
@@ -71,7 +77,7 @@ static __always_inline bool task_selected(void)
 {
 	if (filter_pid && (__u32)(bpf_get_current_pid_tgid() >> 32) != filter_pid)
 		return false;
-	if (filter_cgroup_on && !cgroup_selected(bpf_get_current_task_btf()))
+	if (filter_cgroup_on && !cgroup_selected(current_task()))
 		return false;
 	return true;
 }
@@ -342,14 +348,12 @@ static __always_inline void on_read_range(__u64 key, __u64 index, __u64 last, __
 	struct cachestat_cursor *cur;
 	__u64 pages;
 
-	cur = bpf_task_storage_get(&cursors, bpf_get_current_task_btf(), NULL,
-				   BPF_LOCAL_STORAGE_GET_F_CREATE);
+	cur = thread_state(&cursors, (const void *)&no_cursor, true, &no_task_storage);
 	if (cur) {
 		pages = cachestat_read_pages(cur, key, index, last, file_pages);
 	} else {
 		struct cachestat_cursor none = {};
 
-		__sync_fetch_and_add(&no_task_storage, 1);
 		pages = cachestat_read_pages(&none, key, index, last, file_pages);
 	}
 	count(CACHESTAT_ACCESSES, pages, dev, ino);
@@ -494,15 +498,77 @@ int BPF_KPROBE(folio_accessed_kprobe, struct folio *folio)
 	return on_mark_accessed(folio);
 }
 
-/* Before folios a page is its own folio of order 0 or a compound head: same fields. */
+/* Kernels before folios (5.16) mark pages. Their BTF has no struct folio, so the page is read
+ * as a struct page (flavors below), never cast to a folio: CO-RE could not relocate that. A
+ * page of a compound page (file THP) counts as the whole compound page, from its head. */
+struct page___flags_ulong {
+	unsigned long flags;
+} __attribute__((preserve_access_index));
+
+struct page___tail {
+	unsigned long compound_head; /* bit 0 set: a tail page, the rest the head's address */
+} __attribute__((preserve_access_index));
+
+static __always_inline __u64 page_pages(struct page *page)
+{
+	struct page___flags_ulong *plain = (void *)page;
+	struct page___compound *tail;
+	unsigned long flags = 0;
+
+	if (bpf_core_field_exists(plain->flags))
+		bpf_core_read(&flags, sizeof(flags), &plain->flags);
+	if (!(flags & (1UL << bpf_core_enum_value(enum pageflags, PG_head))))
+		return 1;
+	if (!bpf_core_field_exists(struct page___compound, compound_order))
+		return 1;
+	tail = (void *)page + bpf_core_type_size(struct page);
+	return cachestat_order_pages(BPF_CORE_READ(tail, compound_order));
+}
+
+static __always_inline int on_mark_page_accessed(struct page *page)
+{
+	struct page___tail *t = (void *)page;
+	struct address_space *mapping;
+	unsigned long head = 0;
+	struct file_id f;
+
+	if (!page || !task_selected())
+		return 0;
+	if (bpf_core_field_exists(t->compound_head))
+		bpf_core_read(&head, sizeof(head), &t->compound_head);
+	if (head & 1)
+		page = (struct page *)(head - 1);
+	mapping = BPF_CORE_READ(page, mapping);
+	if (!mapping || ((unsigned long)mapping & 3))
+		return 0;
+	mapping_file(mapping, &f, false);
+	count(CACHESTAT_ACCESSES, page_pages(page), f.dev, f.ino);
+	return 0;
+}
+
 SEC("fentry/mark_page_accessed")
 int BPF_PROG(page_accessed_fentry, struct page *page)
 {
-	return on_mark_accessed((struct folio *)page);
+	return on_mark_page_accessed(page);
 }
 
 SEC("kprobe/mark_page_accessed")
 int BPF_KPROBE(page_accessed_kprobe, struct page *page)
 {
-	return on_mark_accessed((struct folio *)page);
+	return on_mark_page_accessed(page);
+}
+
+/* Without task-local storage: an exiting thread's cursor goes with it. */
+SEC("raw_tp/sched_process_exit")
+int thread_exit_raw(void *ctx)
+{
+	thread_state_exit(&cursors);
+	return 0;
+}
+
+SEC("tracepoint/sched/sched_process_exit")
+int thread_exit_tp(void *ctx)
+{
+	thread_state_exit(&cursors);
+	return 0;
 }

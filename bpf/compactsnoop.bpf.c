@@ -3,7 +3,9 @@
  * node, zone, order, mode, kind, latency and status. The begin is kept in task-local storage:
  * a task runs one compact_zone() at a time (compaction allocates its target pages itself and
  * direct compaction runs with PF_MEMALLOC, so runs never nest), and the kernel frees the
- * storage with the task.
+ * storage with the task. Kernels before 5.11 keep it in a hash map keyed by TID instead
+ * (compat.bpf.h): an entry goes at the end of a run, unless it holds a direct-compaction entry
+ * that the allocation's next runs need, and always when the thread exits.
  *
  * With tp_btf or raw_tp the begin carries struct compact_control *, read through CO-RE: zone
  * (node and zone index), order, mode, direct/proactive/whole-zone. The classic tracepoints
@@ -16,6 +18,7 @@
 #include <bpf/bpf_core_read.h>
 
 #include "common.bpf.h"
+#include "compat.bpf.h"
 #include "compactsnoop.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -79,6 +82,17 @@ struct {
 	__type(value, struct task_compaction);
 } tasks SEC(".maps");
 
+/* A zeroed state, to create entries of the hash map from (static: not in the skeleton). */
+static const volatile struct task_compaction no_compaction;
+
+/* Where an event is built when the events map is a perf event array. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct compactsnoop_event);
+} event_scratch SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
 	__uint(max_entries, 1);
@@ -98,10 +112,7 @@ static __always_inline bool pid_selected(void)
 
 static __always_inline struct task_compaction *state_of(bool create)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-
-	return bpf_task_storage_get(&tasks, task, NULL,
-				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	return thread_state(&tasks, (const void *)&no_compaction, create, &table_full);
 }
 
 /* Node id and zone index (enum zone_type) of a zone: the index is the zone's position in its
@@ -166,10 +177,8 @@ static __always_inline struct task_compaction *start_run(void *ctx)
 	if (!pid_selected())
 		return NULL;
 	s = state_of(true);
-	if (!s) {
-		__sync_fetch_and_add(&table_full, 1);
+	if (!s)
 		return NULL;
-	}
 	s->run.gfp = 0;
 	s->run.migrated = 0;
 	s->run.failed = 0;
@@ -247,7 +256,7 @@ static __always_inline int on_finished(int nid, int idx, int order)
 
 static __always_inline bool is_kcompactd(void)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
+	struct task_struct *task = current_task();
 	char comm[COMPACTSNOOP_COMM_LEN] = {};
 
 	if (!(BPF_CORE_READ(task, flags) & PF_KTHREAD))
@@ -295,7 +304,7 @@ static __always_inline void add_hist(__u32 kind, int order, __u64 lat)
 	__sync_fetch_and_add(&hist[k][row][slot], 1);
 }
 
-static __always_inline int on_end(int status)
+static __always_inline int end_run(void *ctx, int status, bool *release)
 {
 	struct task_compaction *s = state_of(false);
 	struct run_start *r;
@@ -314,6 +323,8 @@ static __always_inline int on_end(int status)
 	}
 	lat = now - r->ts;
 	r->ts = 0;
+	/* A direct-compaction entry serves the allocation's later runs: kept until exit. */
+	*release = !s->entry_seen;
 	if (r->kind >= 0) {
 		kind = r->kind;
 	} else {
@@ -336,7 +347,7 @@ static __always_inline int on_end(int status)
 	if (!trace_events)
 		return 0;
 
-	struct compactsnoop_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct compactsnoop_event *e = event_reserve(&events, &event_scratch, sizeof(*e));
 
 	if (!e) {
 		__sync_fetch_and_add(&dropped_events, 1);
@@ -375,7 +386,7 @@ static __always_inline int on_end(int status)
 	e->whole_zone = r->whole_zone;
 	__builtin_memset(e->pad, 0, sizeof(e->pad));
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
-	submit_batched(e, &events, wakeup_bytes);
+	event_submit(ctx, &events, e, sizeof(*e), wakeup_bytes, &dropped_events);
 	return 0;
 }
 
@@ -397,10 +408,8 @@ static __always_inline int on_try_to_compact(int order, __u64 gfp, int prio)
 	if (!pid_selected() || !((kind_mask >> COMPACTSNOOP_DIRECT) & 1))
 		return 0;
 	s = state_of(true);
-	if (!s) {
-		__sync_fetch_and_add(&table_full, 1);
+	if (!s)
 		return 0;
-	}
 	s->entry_gfp = gfp;
 	s->entry_order = order;
 	s->entry_prio = prio;
@@ -427,6 +436,18 @@ static __always_inline int on_kcompactd_wake(void)
 	return 0;
 }
 
+/* A run ended. A hash-map entry released earlier could be reused by another thread at once,
+ * so it goes only after the run's record is written. */
+static __always_inline int on_end(void *ctx, int status)
+{
+	bool release = false;
+
+	end_run(ctx, status, &release);
+	if (release)
+		thread_state_done(&tasks);
+	return 0;
+}
+
 /* ---- mm_compaction_begin / mm_compaction_end: three ways in, the first accepted is used. */
 
 SEC("tp_btf/mm_compaction_begin")
@@ -440,7 +461,7 @@ SEC("tp_btf/mm_compaction_end")
 int BPF_PROG(end_btf, struct compact_control *cc, unsigned long zone_start, unsigned long zone_end,
 	     bool sync, int status)
 {
-	return on_end(status);
+	return on_end(ctx, status);
 }
 
 SEC("raw_tp/mm_compaction_begin")
@@ -454,7 +475,7 @@ SEC("raw_tp/mm_compaction_end")
 int BPF_PROG(end_raw, struct compact_control *cc, unsigned long zone_start, unsigned long zone_end,
 	     bool sync, int status)
 {
-	return on_end(status);
+	return on_end(ctx, status);
 }
 
 SEC("tracepoint/compaction/mm_compaction_begin")
@@ -472,7 +493,7 @@ int finished_tp(struct trace_event_raw_mm_compaction_suitable_template *ctx)
 SEC("tracepoint/compaction/mm_compaction_end")
 int end_tp(struct trace_event_raw_mm_compaction_end *ctx)
 {
-	return on_end(ctx->status);
+	return on_end(ctx, ctx->status);
 }
 
 /* ---- Context: pages migrated per run. The classic tracepoint comes first: its fields are
@@ -555,4 +576,19 @@ SEC("tracepoint/compaction/mm_compaction_kcompactd_wake")
 int kcompactd_wake_tp(void *ctx)
 {
 	return on_kcompactd_wake();
+}
+
+/* Without task-local storage: what an exiting thread left in the hash map goes with it. */
+SEC("raw_tp/sched_process_exit")
+int thread_exit_raw(void *ctx)
+{
+	thread_state_exit(&tasks);
+	return 0;
+}
+
+SEC("tracepoint/sched/sched_process_exit")
+int thread_exit_tp(void *ctx)
+{
+	thread_state_exit(&tasks);
+	return 0;
 }

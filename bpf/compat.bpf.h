@@ -1,7 +1,9 @@
-/* What the running kernel offers, set by user space before load (tools/common/features.h,
+/* What the running kernel offers, set by user space before load (tools/common/kernel_features.h,
  * set_compat()). Every program that needs one of these has a fall-back behind the flag; the
- * verifier never looks at the branch a flag rules out, so helpers and map types an old kernel
- * lacks may appear there. Include once per BPF object, after vmlinux.h and the libbpf headers. */
+ * verifier never looks at the branch a flag rules out (and root's loads have that dead code
+ * removed before helpers are resolved), so helpers and map types an old kernel lacks may
+ * appear there. Include once per BPF object, after vmlinux.h, the libbpf headers and
+ * common.bpf.h. */
 #ifndef MEMLAT_COMPAT_BPF_H
 #define MEMLAT_COMPAT_BPF_H
 
@@ -9,7 +11,99 @@
 const volatile bool memlat_task_storage = true;
 /* BPF_MAP_TYPE_RINGBUF (5.8); else a perf event array. */
 const volatile bool memlat_ringbuf = true;
-/* The kernel's own BTF: bpf_get_current_task_btf() and tp_btf/fentry programs. */
+/* The kernel's own BTF: tp_btf/fentry programs (bpf_get_current_task_btf() needs 5.11 too:
+ * see current_task()). */
 const volatile bool memlat_kernel_btf = true;
+
+/* Per-thread state kept in a hash map (no task storage): entries created, and entries removed
+ * by the thread-exit program (a thread that left in the middle of something). User space
+ * reports them with -v, with the entries left whose thread no longer exists (leaks: none). */
+__u64 memlat_thread_entries_created = 0;
+__u64 memlat_thread_entries_exit_deleted = 0;
+
+/* The current task, as a pointer only CO-RE reads may follow. bpf_get_current_task_btf()
+ * came in 5.11 with task storage (which user space enables only with the kernel's own BTF), so
+ * the task-storage flag stands for it: 5.10 has BTF but not the helper. */
+static __always_inline struct task_struct *current_task(void)
+{
+	if (memlat_task_storage)
+		return bpf_get_current_task_btf();
+	return (struct task_struct *)bpf_get_current_task();
+}
+
+/* The current thread's state in `map`: task-local storage, or the map's entry for this TID
+ * when user space made it a hash map (tools/common/kernel_features.h,
+ * use_thread_state_map()). With `create`, a missing entry is made from `zero` (a zeroed value
+ * of the map's value size in read-only data); a state that could not be made (full hash map,
+ * no memory) is counted in *full. */
+static __always_inline void *thread_state(void *map, const void *zero, bool create, __u64 *full)
+{
+	__u32 tid;
+	void *state;
+
+	if (memlat_task_storage) {
+		state = bpf_task_storage_get(map, bpf_get_current_task_btf(), NULL,
+					     create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+		if (!state && create)
+			__sync_fetch_and_add(full, 1); /* out of memory */
+		return state;
+	}
+	tid = (__u32)bpf_get_current_pid_tgid();
+	state = bpf_map_lookup_elem(map, &tid);
+	if (state || !create)
+		return state;
+	state = map_insert_lookup(map, &tid, zero, full);
+	if (state)
+		__sync_fetch_and_add(&memlat_thread_entries_created, 1);
+	return state;
+}
+
+/* The current thread is done with its state: the hash map's entry goes. Task-local storage is
+ * kept (the kernel frees it with the task, and re-creating it costs an allocation). */
+static __always_inline void thread_state_done(void *map)
+{
+	__u32 tid;
+
+	if (memlat_task_storage)
+		return;
+	tid = (__u32)bpf_get_current_pid_tgid();
+	bpf_map_delete_elem(map, &tid);
+}
+
+/* sched_process_exit, which every exiting thread passes: whatever it left in `map` goes. */
+static __always_inline void thread_state_exit(void *map)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	if (!memlat_task_storage && bpf_map_delete_elem(map, &tid) == 0)
+		__sync_fetch_and_add(&memlat_thread_entries_exit_deleted, 1);
+}
+
+/* Where to write an event record of `size` bytes: a reserved ring-buffer record, or, when the
+ * events map is a perf event array, this CPU's record in `scratch` (a one-entry per-CPU array
+ * of the record's type), which event_submit() copies out. NULL: nothing reserved. */
+static __always_inline void *event_reserve(void *events, void *scratch, __u64 size)
+{
+	__u32 zero = 0;
+
+	if (memlat_ringbuf)
+		return bpf_ringbuf_reserve(events, size, 0);
+	return bpf_map_lookup_elem(scratch, &zero);
+}
+
+/* Hands a record from event_reserve() to user space. The ring buffer wakes it only in batches
+ * (submit_batched()); the perf buffer's wake-up watermark, set by user space, does the same. A
+ * perf-buffer record the kernel could not write is counted in *dropped, as a failed ring-buffer
+ * reservation is by the caller. */
+static __always_inline void event_submit(void *ctx, void *events, void *record, __u64 size,
+					 __u64 batch_bytes, __u64 *dropped)
+{
+	if (memlat_ringbuf) {
+		submit_batched(record, events, batch_bytes);
+		return;
+	}
+	if (bpf_perf_event_output(ctx, events, BPF_F_CURRENT_CPU, record, size) != 0)
+		__sync_fetch_and_add(dropped, 1);
+}
 
 #endif

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /* drsnoop: stalls in direct, memory-cgroup, soft-limit and node reclaim, per thread. Each kind
  * is a begin/end tracepoint pair; the begin is kept in task-local storage, which the kernel
- * frees with the task, so threads that exit or never end leave nothing behind. */
+ * frees with the task, so threads that exit or never end leave nothing behind. Kernels before
+ * 5.11 keep it in a hash map keyed by TID instead, emptied at the end of the stall and, for a
+ * thread that exits in between, by the thread-exit program (compat.bpf.h). */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -9,6 +11,7 @@
 
 #include "cgroup.bpf.h"
 #include "common.bpf.h"
+#include "compat.bpf.h"
 #include "drsnoop.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -51,12 +54,24 @@ struct task_reclaim {
 	struct reclaim_start kinds[DRSNOOP_KINDS];
 };
 
+/* Task-local storage; a hash map keyed by TID on kernels without it (set by user space). */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
 	__type(value, struct task_reclaim);
 } starts SEC(".maps");
+
+/* A zeroed state, to create entries of the hash map from (static: not in the skeleton). */
+static const volatile struct task_reclaim no_reclaim;
+
+/* Where an event is built when the events map is a perf event array. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct drsnoop_event);
+} event_scratch SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -180,14 +195,12 @@ static __always_inline int on_begin(__u32 kind, int order, __u64 gfp, int nid)
 		return 0;
 	if (!comm_selected())
 		return 0;
-	task = bpf_get_current_task_btf();
+	task = current_task();
 	if (!cgroup_selected(task))
 		return 0;
-	state = bpf_task_storage_get(&starts, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!state) {
-		__sync_fetch_and_add(&table_full, 1);
+	state = thread_state(&starts, (const void *)&no_reclaim, true, &table_full);
+	if (!state)
 		return 0;
-	}
 	start = &state->kinds[kind];
 	start->gfp = gfp;
 	start->order = order;
@@ -242,18 +255,25 @@ static __always_inline void add_hist(__u64 pid_tgid, __u32 kind, __u64 lat)
 
 static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
+	struct task_struct *task = current_task();
 	struct task_reclaim *state;
 	struct reclaim_start start;
 	__u64 now = bpf_ktime_get_ns(), pid_tgid, lat;
+	bool idle = true;
 
 	if (kind >= DRSNOOP_KINDS)
 		return 0;
-	state = bpf_task_storage_get(&starts, task, NULL, 0);
+	state = thread_state(&starts, NULL, false, NULL);
 	if (!state)
 		return 0;
 	start = state->kinds[kind];
 	state->kinds[kind].ts = 0;
+	for (int k = 0; k < DRSNOOP_KINDS; k++)
+		if (state->kinds[k].ts)
+			idle = false;
+	/* Nothing open any more (soft-limit reclaim may still be inside direct reclaim). */
+	if (idle)
+		thread_state_done(&starts);
 	if (!start.ts || now < start.ts) {
 		if (!start.ts)
 			__sync_fetch_and_add(&unpaired_ends, 1);
@@ -267,7 +287,7 @@ static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
 	if (!trace_events)
 		return 0;
 
-	struct drsnoop_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct drsnoop_event *e = event_reserve(&events, &event_scratch, sizeof(*e));
 
 	if (!e) {
 		__sync_fetch_and_add(&dropped_events, 1);
@@ -286,7 +306,7 @@ static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
 	e->order = start.order;
 	e->nid = start.nid;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
-	submit_batched(e, &events, wakeup_bytes);
+	event_submit(ctx, &events, e, sizeof(*e), wakeup_bytes, &dropped_events);
 	return 0;
 }
 
@@ -362,4 +382,19 @@ SEC("tracepoint/vmscan/mm_vmscan_node_reclaim_end")
 int node_reclaim_end_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_end_template *ctx)
 {
 	return on_end(ctx, DRSNOOP_NODE, ctx->nr_reclaimed);
+}
+
+/* Without task-local storage: what an exiting thread left in the hash map goes with it. */
+SEC("raw_tp/sched_process_exit")
+int thread_exit_raw(void *ctx)
+{
+	thread_state_exit(&starts);
+	return 0;
+}
+
+SEC("tracepoint/sched/sched_process_exit")
+int thread_exit_tp(void *ctx)
+{
+	thread_state_exit(&starts);
+	return 0;
 }

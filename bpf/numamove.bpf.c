@@ -10,6 +10,7 @@
 #include <bpf/bpf_core_read.h>
 
 #include "common.bpf.h"
+#include "compat.bpf.h"
 #include "numamove.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -48,7 +49,9 @@ __u64 depth_overflow = 0; /* migrate_pages() nested deeper than NUMAMOVE_MAX_DEP
 
 /* Per thread: the starts of its open migrate_pages() calls (a stack: a migration can nest
  * inside another through the allocation of its target page) and of its open per-call hook.
- * Task-local storage is freed with the task, so nothing leaks when threads exit. */
+ * Task-local storage is freed with the task, so nothing leaks when threads exit. Kernels
+ * before 5.11 keep it in a hash map keyed by TID (compat.bpf.h), whose entry goes when the
+ * thread has nothing open any more, or when it exits. */
 struct task_migration {
 	__u64 start[NUMAMOVE_MAX_DEPTH];
 	__u32 depth;
@@ -62,6 +65,22 @@ struct {
 	__type(key, int);
 	__type(value, struct task_migration);
 } starts SEC(".maps");
+
+/* A zeroed state, to create entries of the hash map from (static: not in the skeleton). */
+static const volatile struct task_migration no_migration;
+
+static __always_inline struct task_migration *migration_state(bool create)
+{
+	return thread_state(&starts, (const void *)&no_migration, create, &table_full);
+}
+
+/* Nothing open any more: the hash map's entry can go (after its last use: a released entry
+ * may be reused by another thread at once). */
+static __always_inline void release_if_idle(struct task_migration *state)
+{
+	if (state->depth == 0 && state->call_start == 0)
+		thread_state_done(&starts);
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -92,10 +111,9 @@ static __always_inline void on_start(void)
 
 	if (!pid_selected(bpf_get_current_pid_tgid()))
 		return;
-	state = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), NULL,
-				     BPF_LOCAL_STORAGE_GET_F_CREATE);
+	state = migration_state(true);
 	if (!state)
-		return; /* out of memory: the end counts the call, untimed */
+		return; /* no memory or full: the end counts the call, untimed */
 	if (state->depth >= NUMAMOVE_MAX_DEPTH) {
 		__sync_fetch_and_add(&depth_overflow, 1);
 		return;
@@ -153,7 +171,7 @@ static __always_inline int on_end(const struct migration *m)
 	if (!pid_selected(pid_tgid))
 		return 0;
 	/* The pages are counted whether or not the start was seen, so the sums stay exact. */
-	state = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), NULL, 0);
+	state = migration_state(false);
 	if (state && state->depth > 0 && state->depth <= NUMAMOVE_MAX_DEPTH) {
 		__u64 start;
 
@@ -164,6 +182,8 @@ static __always_inline int on_end(const struct migration *m)
 			paired = true;
 		}
 	}
+	if (state)
+		release_if_idle(state);
 	if (!paired)
 		__sync_fetch_and_add(&unpaired_ends, 1);
 	add_count(&counts[slot], m, lat, paired);
@@ -261,6 +281,22 @@ int migrate_start_tp(void *ctx)
 	return 0;
 }
 
+/* Kernels before 5.16 have no mm_migrate_pages_start: the entry of migrate_pages(), where that
+ * tracepoint sits, is the same moment (mm_migrate_pages is at its return on every kernel). */
+SEC("fentry/migrate_pages")
+int BPF_PROG(migrate_start_fentry)
+{
+	on_start();
+	return 0;
+}
+
+SEC("kprobe/migrate_pages")
+int BPF_KPROBE(migrate_start_kprobe)
+{
+	on_start();
+	return 0;
+}
+
 /* The classic tracepoint's record has named fields: CO-RE finds them at the running kernel's
  * offsets, and those a kernel lacks read as 0. */
 SEC("tracepoint/migrate/mm_migrate_pages")
@@ -294,8 +330,7 @@ static __always_inline void on_call_entry(void)
 
 	if (!pid_selected(bpf_get_current_pid_tgid()))
 		return;
-	state = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), NULL,
-				     BPF_LOCAL_STORAGE_GET_F_CREATE);
+	state = migration_state(true);
 	if (state)
 		state->call_start = bpf_ktime_get_ns();
 }
@@ -307,11 +342,12 @@ static __always_inline void on_call_return(void)
 
 	if (!pid_selected(bpf_get_current_pid_tgid()))
 		return;
-	state = bpf_task_storage_get(&starts, bpf_get_current_task_btf(), NULL, 0);
+	state = migration_state(false);
 	if (!state)
 		return;
 	start = state->call_start;
 	state->call_start = 0;
+	release_if_idle(state);
 	if (!start || now < start)
 		return;
 	lat = now - start;
@@ -439,4 +475,19 @@ SEC("tracepoint/sched/sched_stick_numa")
 int stick_numa_tp(struct trace_event_raw_sched_numa_pair_template *ctx)
 {
 	return on_task_move(NUMAMOVE_STICK, ctx->src_tgid);
+}
+
+/* Without task-local storage: what an exiting thread left in the hash map goes with it. */
+SEC("raw_tp/sched_process_exit")
+int thread_exit_raw(void *ctx)
+{
+	thread_state_exit(&starts);
+	return 0;
+}
+
+SEC("tracepoint/sched/sched_process_exit")
+int thread_exit_tp(void *ctx)
+{
+	thread_state_exit(&starts);
+	return 0;
 }

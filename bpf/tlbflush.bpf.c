@@ -8,6 +8,7 @@
 #include <bpf/bpf_core_read.h>
 
 #include "common.bpf.h"
+#include "compat.bpf.h"
 #include "tlbflush.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -72,6 +73,14 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4096);
 } events SEC(".maps");
+
+/* Where an event is built when the events map is a perf event array (kernels before 5.8). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tlbflush_event);
+} event_scratch SEC(".maps");
 
 static __always_inline bool pid_selected(__u64 pid_tgid)
 {
@@ -146,9 +155,10 @@ static __always_inline void count_culprit(void *ctx, __u64 pid_tgid, __u32 targe
 	__sync_fetch_and_add(&v->count, 1);
 }
 
-static __always_inline void trace_event(__u64 pid_tgid, __u32 cpu, int reason, unsigned long pages)
+static __always_inline void trace_event(void *ctx, __u64 pid_tgid, __u32 cpu, int reason,
+				       unsigned long pages)
 {
-	struct tlbflush_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct tlbflush_event *e = event_reserve(&events, &event_scratch, sizeof(*e));
 
 	if (!e) {
 		__sync_fetch_and_add(&dropped_events, 1);
@@ -161,7 +171,7 @@ static __always_inline void trace_event(__u64 pid_tgid, __u32 cpu, int reason, u
 	e->tid = (__u32)pid_tgid;
 	e->reason = reason;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
-	submit_batched(e, &events, wakeup_bytes);
+	event_submit(ctx, &events, e, sizeof(*e), wakeup_bytes, &dropped_events);
 }
 
 static __always_inline int on_tlb_flush(void *ctx, int reason, unsigned long pages)
@@ -205,7 +215,7 @@ static __always_inline int on_tlb_flush(void *ctx, int reason, unsigned long pag
 	if (per_process)
 		count_per_process(pid_tgid, cpu, slot, pages);
 	if (trace_events)
-		trace_event(pid_tgid, cpu, reason, pages);
+		trace_event(ctx, pid_tgid, cpu, reason, pages);
 	return 0;
 }
 

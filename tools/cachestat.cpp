@@ -5,6 +5,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <fmt/format.h>
 #include <map>
@@ -17,6 +18,7 @@
 #include "cachestat_format.h"
 #include "cgroups.h"
 #include "files.h"
+#include "kernel_features.h"
 #include "options.h"
 #include "output.h"
 #include "tasks.h"
@@ -81,7 +83,10 @@ Environment:
   MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds or families
                             (tp_btf, raw_tp, tracepoint, fentry, kprobe,
                             filemap_access, folio_mark_accessed,
-                            mark_page_accessed, writeback_dirty_folio))";
+                            mark_page_accessed, writeback_dirty_folio)
+  MEMLAT_DISABLE_FEATURES=LIST
+                            act as on an older kernel: task_storage (5.11),
+                            ringbuf (5.8), kernel_btf; -v shows the choice)";
 
 struct Options {
     CommonOptions common;
@@ -242,6 +247,8 @@ std::vector<Probe> Cachestat::plan() const {
     probes.emplace_back("filemap:mm_filemap_get_pages/map_pages/fault (accesses)",
                         "The access tracepoints arrived in Linux 6.12.", std::move(accesses),
                         false);
+    if (auto exit_probe = thread_exit_probe(kernel_features()))
+        probes.push_back(std::move(*exit_probe));
     return probes;
 }
 
@@ -259,6 +266,9 @@ void Cachestat::configure(cachestat_bpf &skel) const {
     ro->page_shift = __builtin_ctz(static_cast<unsigned>(getpagesize()));
     bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? 16384 : 1);
     bpf_map__set_max_entries(skel.maps.file_counts, o_.per_file ? 65536 : 1);
+    const auto &features = kernel_features();
+    set_compat(*ro, features);
+    use_thread_state_map(skel.maps.cursors, features);
 }
 
 Snapshot Cachestat::snapshot(cachestat_bpf &skel) const {
@@ -404,7 +414,8 @@ void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double s
                    tool_name, now.table_full, o_.per_process ? "process" : "file");
     if (skel.bss->no_task_storage != 0)
         fmt::print(stderr,
-                   "{}: {} read events had no per-thread cursor (task storage refused): their "
+                   "{}: {} read events had no per-thread cursor (task storage refused, or the "
+                   "per-thread hash map full): their "
                    "accesses may be counted more than once.\n",
                    tool_name, skel.bss->no_task_storage);
     if (misses_recursion != 0)
@@ -426,12 +437,15 @@ int Cachestat::run() {
     auto v = o_.common.verbosity();
     raise_memlock_limit(v);
 
+    describe_features(v, kernel_features());
     auto probes = plan();
     Loaded<cachestat_bpf> skel(
         cachestat_bpf__open_opts, cachestat_bpf__destroy, [&](cachestat_bpf &s) { configure(s); },
         probes, v);
 
-    const Probe &access = probes.back();
+    const Probe &access = *std::find_if(probes.begin(), probes.end(), [](const Probe &p) {
+        return p.name.ends_with("(accesses)");
+    });
     accesses_known_ = access.choice() != nullptr;
     if (!accesses_known_) {
         std::string why;
@@ -468,6 +482,9 @@ int Cachestat::run() {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     print_summary(*skel, snapshot(*skel), seconds);
+    report_thread_state(v, kernel_features(), skel->maps.cursors,
+                        skel->bss->memlat_thread_entries_created,
+                        skel->bss->memlat_thread_entries_exit_deleted);
     fflush(stdout);
     return 0;
 }

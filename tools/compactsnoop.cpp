@@ -14,6 +14,7 @@
 #include "compactsnoop_format.h"
 #include "gfp.h"
 #include "histogram.h"
+#include "kernel_features.h"
 #include "options.h"
 #include "output.h"
 #include "symbols.h"
@@ -61,7 +62,10 @@ constexpr const char *examples = R"(Examples:
 Environment:
   MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
   MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds (tp_btf, raw_tp,
-                            tracepoint))";
+                            tracepoint)
+  MEMLAT_DISABLE_FEATURES=LIST
+                            act as on an older kernel: task_storage (5.11),
+                            ringbuf (5.8), kernel_btf; -v shows the choice)";
 
 struct Options {
     CommonOptions common;
@@ -95,7 +99,7 @@ class Compactsnoop {
     void print_event(compactsnoop_bpf &skel, const compactsnoop_event &e);
     std::vector<std::string> stack_frames(compactsnoop_bpf &skel, int32_t id);
     void print_histograms(compactsnoop_bpf &skel);
-    void print_summary(compactsnoop_bpf &skel);
+    void print_summary(compactsnoop_bpf &skel, const EventReader *events);
 
     Options o_;
     uint32_t kind_mask_ = (1u << COMPACTSNOOP_KINDS) - 1;
@@ -109,15 +113,36 @@ class Compactsnoop {
     std::map<std::pair<uint32_t, uint32_t>, std::array<uint64_t, MEMLAT_HIST_SLOTS>> hist_before_;
 };
 
+// The events map's ring-buffer size, and the batch after which user space is woken.
+constexpr size_t event_buffer_bytes = 1u << 20;
+constexpr size_t event_wakeup_bytes = 16 * 1024;
+
+// Why tp_btf and raw_tp cannot pair mm_compaction_begin/end here, or "": their programs read
+// struct compact_control * from the first argument, which kernels before 6.0 do not pass
+// (5.10's begin passes zone_start, migrate_pfn, free_pfn, zone_end, sync: the programs would
+// load and read the wrong arguments).
+std::string compact_control_missing() {
+    auto params = tracepoint_parameters("mm_compaction_begin");
+    if (params.empty())
+        return "the kernel's BTF does not say what mm_compaction_begin passes (its struct "
+               "compact_control * is read from the first argument)";
+    if (params[0] != "struct compact_control *")
+        return fmt::format("this kernel's mm_compaction_begin passes no struct "
+                           "compact_control (Linux 6.0+) but ({})",
+                           fmt::join(params, ", "));
+    return "";
+}
+
 std::vector<Probe> Compactsnoop::plan() const {
     std::vector<Probe> probes;
+    const std::string no_cc = compact_control_missing();
     probes.emplace_back(
         "compaction:mm_compaction_begin/end",
         "It needs the compaction:mm_compaction_begin and _end tracepoints "
         "(CONFIG_COMPACTION).",
         std::vector<HookChoice>{
-            {HookKind::TpBtf, {"begin_btf", "end_btf"}, "", "", ""},
-            {HookKind::RawTp, {"begin_raw", "end_raw"}, "", "", ""},
+            {HookKind::TpBtf, {"begin_btf", "end_btf"}, "", "", no_cc},
+            {HookKind::RawTp, {"begin_raw", "end_raw"}, "", "", no_cc},
             {HookKind::Tracepoint,
              {"begin_tp", "end_tp", "finished_tp"},
              "",
@@ -159,6 +184,8 @@ std::vector<Probe> Compactsnoop::plan() const {
             "Without it the summary does not count deferred zones.");
     context("mm_compaction_kcompactd_wake", "kcompactd_wake",
             "Without it the summary does not count kcompactd wake-ups.");
+    if (auto exit_probe = thread_exit_probe(kernel_features()))
+        probes.push_back(std::move(*exit_probe));
     return probes;
 }
 
@@ -171,7 +198,12 @@ void Compactsnoop::configure(compactsnoop_bpf &skel) const {
     ro->trace_events = !o_.hist;
     ro->hist_mode = o_.hist;
     bpf_map__set_max_entries(skel.maps.stacks, o_.stacks ? 4096 : 1);
-    bpf_map__set_max_entries(skel.maps.events, o_.hist ? 4096 : 1u << 20);
+    ro->wakeup_bytes = event_wakeup_bytes;
+    bpf_map__set_max_entries(skel.maps.events, o_.hist ? 4096 : event_buffer_bytes);
+    const auto &features = kernel_features();
+    set_compat(*ro, features);
+    use_thread_state_map(skel.maps.tasks, features);
+    use_events_map(skel.maps.events, features);
 }
 
 std::vector<std::string> Compactsnoop::stack_frames(compactsnoop_bpf &skel, int32_t id) {
@@ -203,7 +235,9 @@ std::vector<std::string> Compactsnoop::stack_frames(compactsnoop_bpf &skel, int3
 void Compactsnoop::print_event(compactsnoop_bpf &skel, const compactsnoop_event &e) {
     if (first_ns_ == 0)
         first_ns_ = e.ts_ns - e.lat_ns;
-    const double time_s = (e.ts_ns - first_ns_) / 1e9;
+    // Signed: perf buffers (kernels before 5.8) deliver each CPU's events in batches, so an
+    // event of another CPU may precede the first one printed.
+    const double time_s = static_cast<double>(static_cast<int64_t>(e.ts_ns - first_ns_)) / 1e9;
     if (o_.common.json) {
         auto j = compactsnoop::json_event(e, time_s, format_, names_, gfp_);
         if (o_.common.timestamp)
@@ -265,7 +299,11 @@ void Compactsnoop::print_histograms(compactsnoop_bpf &skel) {
         print_json_line({{"time", wall_clock_time()}, {"histograms", hists}});
 }
 
-void Compactsnoop::print_summary(compactsnoop_bpf &skel) {
+void Compactsnoop::print_summary(compactsnoop_bpf &skel, const EventReader *events) {
+    // Records the BPF side could not reserve or write, and those a perf buffer lost.
+    const uint64_t lost =
+        events != nullptr ? events->lost(skel.bss->dropped_events) : skel.bss->dropped_events;
+    const std::string events_name = events != nullptr ? events->name() : "ring buffer";
     const auto *bss = skel.bss;
     struct Row {
         uint32_t kind;
@@ -301,7 +339,7 @@ void Compactsnoop::print_summary(compactsnoop_bpf &skel) {
                          {"deferred", deferred},
                          {"kcompactd_wakes", bss->kcompactd_wakes},
                          {"unpaired_ends", bss->unpaired_ends},
-                         {"lost_events", bss->dropped_events},
+                         {"lost_events", lost},
                          {"table_full", bss->table_full}});
         return;
     }
@@ -342,12 +380,12 @@ void Compactsnoop::print_summary(compactsnoop_bpf &skel) {
     if (bss->unpaired_ends != 0)
         fmt::print("\n{} runs were already under way when tracing began (not counted).\n",
                    bss->unpaired_ends);
-    if (bss->dropped_events != 0)
-        fmt::print("\nLost {} events: the ring buffer was full (the summary still counts "
-                   "them).\n",
-                   bss->dropped_events);
+    if (lost != 0)
+        fmt::print("\nLost {} events: the {} was full (the summary still counts them).\n", lost,
+                   events_name);
     if (bss->table_full != 0)
-        fmt::print("\n{} runs not counted: task storage could not be allocated.\n",
+        fmt::print("\n{} runs not counted: per-thread state could not be allocated (task "
+                   "storage out of memory, or the per-thread hash map full).\n",
                    bss->table_full);
 }
 
@@ -394,6 +432,7 @@ int Compactsnoop::run() {
                        "addresses");
     }
 
+    describe_features(v, kernel_features());
     auto probes = plan();
     Loaded<compactsnoop_bpf> skel(
         compactsnoop_bpf__open_opts, compactsnoop_bpf__destroy,
@@ -405,12 +444,17 @@ int Compactsnoop::run() {
                    tool_name);
 
     install_stop_signals();
-    std::optional<RingBuffer> events;
+    std::optional<EventReader> events;
     if (!o_.hist)
-        events.emplace(skel->maps.events, [&](const void *data, size_t size) {
-            if (size >= sizeof(compactsnoop_event))
-                print_event(*skel, *static_cast<const compactsnoop_event *>(data));
-        });
+        events.emplace(
+            skel->maps.events,
+            [&](const void *data, size_t size) {
+                if (size >= sizeof(compactsnoop_event))
+                    print_event(*skel, *static_cast<const compactsnoop_event *>(data));
+            },
+            event_buffer_bytes, event_wakeup_bytes);
+    if (events)
+        verbose(v, "events through " + events->describe());
     if (!o_.common.json && !o_.hist)
         fmt::print("{}\n", compactsnoop::header(format_));
     announce_tracing(o_.hist ? "Tracing memory compaction (histograms)..."
@@ -421,8 +465,11 @@ int Compactsnoop::run() {
                                     [&] { print_histograms(*skel); });
     if (o_.hist && !done)
         print_histograms(*skel);
-    print_summary(*skel);
+    print_summary(*skel, events ? &*events : nullptr);
     report_skipped_runs(tool_name, skel->obj, "runs");
+    report_thread_state(v, kernel_features(), skel->maps.tasks,
+                        skel->bss->memlat_thread_entries_created,
+                        skel->bss->memlat_thread_entries_exit_deleted);
     fflush(stdout);
     return 0;
 }

@@ -16,6 +16,7 @@
 #include "files.h"
 #include "gfp.h"
 #include "histogram.h"
+#include "kernel_features.h"
 #include "options.h"
 #include "output.h"
 #include "tasks.h"
@@ -54,7 +55,14 @@ constexpr const char *examples = R"(Examples:
 Environment:
   MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
   MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds (tp_btf, raw_tp,
-                            tracepoint))";
+                            tracepoint)
+  MEMLAT_DISABLE_FEATURES=LIST
+                            act as on an older kernel: task_storage (5.11),
+                            ringbuf (5.8), kernel_btf; -v shows the choice)";
+
+// The ring buffer's size, and the batch after which user space is woken.
+constexpr size_t event_buffer_bytes = 1u << 20;
+constexpr size_t event_wakeup_bytes = 16 * 1024;
 
 const std::array<const char *, DRSNOOP_KINDS> kind_tracepoints{
     "direct_reclaim", "memcg_reclaim", "memcg_softlimit_reclaim", "node_reclaim"};
@@ -83,7 +91,7 @@ class Drsnoop {
     void print_header() const;
     void print_event(const drsnoop_event &e);
     void print_histograms(drsnoop_bpf &skel);
-    void print_summary(drsnoop_bpf &skel);
+    void print_summary(drsnoop_bpf &skel, const EventReader *events);
 
     Options o_;
     std::array<bool, DRSNOOP_KINDS> kinds_{true, true, true, true};
@@ -137,6 +145,8 @@ std::vector<Probe> Drsnoop::plan() const {
                             },
                             kinds_explicit_ || kind == DRSNOOP_DIRECT || kind == DRSNOOP_MEMCG);
     }
+    if (auto exit_probe = thread_exit_probe(kernel_features()))
+        probes.push_back(std::move(*exit_probe));
     return probes;
 }
 
@@ -161,7 +171,12 @@ void Drsnoop::configure(drsnoop_bpf &skel) const {
     ro->hist_per_process = o_.hist && o_.per_process;
     ro->nr_nodes = std::min(node_count(), DRSNOOP_MAX_NODES);
     bpf_map__set_max_entries(skel.maps.proc_hists, o_.hist && o_.per_process ? 8192 : 1);
-    bpf_map__set_max_entries(skel.maps.events, o_.hist ? 4096 : 1u << 20);
+    ro->wakeup_bytes = event_wakeup_bytes;
+    bpf_map__set_max_entries(skel.maps.events, o_.hist ? 4096 : event_buffer_bytes);
+    const auto &features = kernel_features();
+    set_compat(*ro, features);
+    use_thread_state_map(skel.maps.starts, features);
+    use_events_map(skel.maps.events, features);
 }
 
 void Drsnoop::print_header() const {
@@ -172,7 +187,9 @@ void Drsnoop::print_header() const {
 void Drsnoop::print_event(const drsnoop_event &e) {
     if (first_ns_ == 0)
         first_ns_ = e.ts_ns - e.lat_ns;
-    const double time_s = (e.ts_ns - first_ns_) / 1e9;
+    // Signed: perf buffers (kernels before 5.8) deliver each CPU's events in batches, so an
+    // event of another CPU may precede the first one printed.
+    const double time_s = static_cast<double>(static_cast<int64_t>(e.ts_ns - first_ns_)) / 1e9;
     if (o_.common.json) {
         auto j = drsnoop::json_event(e, time_s, format_, gfp_);
         if (o_.common.timestamp)
@@ -236,7 +253,11 @@ void Drsnoop::print_histograms(drsnoop_bpf &skel) {
     }
 }
 
-void Drsnoop::print_summary(drsnoop_bpf &skel) {
+void Drsnoop::print_summary(drsnoop_bpf &skel, const EventReader *events) {
+    // Records the BPF side could not reserve or write, and those a perf buffer lost.
+    const uint64_t lost =
+        events != nullptr ? events->lost(skel.bss->dropped_events) : skel.bss->dropped_events;
+    const std::string events_name = events != nullptr ? events->name() : "ring buffer";
     auto rows = read_hash_map<drsnoop_proc_key, drsnoop_summary>(skel.maps.summaries);
     std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
         return a.second.total_ns != b.second.total_ns ? a.second.total_ns > b.second.total_ns
@@ -253,9 +274,8 @@ void Drsnoop::print_summary(drsnoop_bpf &skel) {
                             {"total_ms", s.total_ns / 1e6},
                             {"max_ms", s.max_ns / 1e6},
                             {"pages", s.pages}});
-        print_json_line({{"summary", list},
-                         {"lost_events", bss->dropped_events},
-                         {"table_full", bss->table_full}});
+        print_json_line(
+            {{"summary", list}, {"lost_events", lost}, {"table_full", bss->table_full}});
         return;
     }
     fmt::print("\nReclaim stalls by process:\n");
@@ -265,10 +285,9 @@ void Drsnoop::print_summary(drsnoop_bpf &skel) {
         fmt::print("{:<7} {:<16} {:<9} {:>8} {:>12.3f} {:>10.3f} {:>10}\n", k.pid,
                    std::string(s.comm, strnlen(s.comm, sizeof(s.comm))), drsnoop::kind_name(k.kind),
                    s.stalls, s.total_ns / 1e6, s.max_ns / 1e6, s.pages);
-    if (bss->dropped_events != 0)
-        fmt::print("\nLost {} events: the ring buffer was full (the summary still counts "
-                   "them).\n",
-                   bss->dropped_events);
+    if (lost != 0)
+        fmt::print("\nLost {} events: the {} was full (the summary still counts them).\n", lost,
+                   events_name);
     if (bss->table_full != 0)
         fmt::print("\n{} stalls not counted: a BPF table was full.\n", bss->table_full);
 }
@@ -305,6 +324,7 @@ int Drsnoop::run() {
     check_environment(tool_name);
     auto v = o_.common.verbosity();
     raise_memlock_limit(v);
+    describe_features(v, kernel_features());
     verbose(v, fmt::format("GFP flag names from {}", gfp_.source()));
     verbose(v,
             fmt::format("CGROUP is the task's {}",
@@ -316,12 +336,17 @@ int Drsnoop::run() {
         v);
 
     install_stop_signals();
-    std::optional<RingBuffer> events;
+    std::optional<EventReader> events;
     if (!o_.hist)
-        events.emplace(skel->maps.events, [this](const void *data, size_t size) {
-            if (size >= sizeof(drsnoop_event))
-                print_event(*static_cast<const drsnoop_event *>(data));
-        });
+        events.emplace(
+            skel->maps.events,
+            [this](const void *data, size_t size) {
+                if (size >= sizeof(drsnoop_event))
+                    print_event(*static_cast<const drsnoop_event *>(data));
+            },
+            event_buffer_bytes, event_wakeup_bytes);
+    if (events)
+        verbose(v, "events through " + events->describe());
     print_header();
     announce_tracing(o_.hist ? "Tracing reclaim stalls (histograms)..."
                              : "Tracing reclaim stalls...");
@@ -331,8 +356,11 @@ int Drsnoop::run() {
                                     [&] { print_histograms(*skel); });
     if (o_.hist && !done)
         print_histograms(*skel);
-    print_summary(*skel);
+    print_summary(*skel, events ? &*events : nullptr);
     report_skipped_runs(tool_name, skel->obj, "stalls");
+    report_thread_state(v, kernel_features(), skel->maps.starts,
+                        skel->bss->memlat_thread_entries_created,
+                        skel->bss->memlat_thread_entries_exit_deleted);
     fflush(stdout);
     return 0;
 }

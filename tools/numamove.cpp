@@ -11,6 +11,7 @@
 
 #include "bpf_runtime.h"
 #include "histogram.h"
+#include "kernel_features.h"
 #include "numamove.h"
 #include "numamove.skel.h"
 #include "numamove_format.h"
@@ -58,7 +59,11 @@ constexpr const char *examples = R"(Examples:
 Environment:
   MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
   MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds or families (tp_btf,
-                            raw_tp, tracepoint, fentry, kprobe))";
+                            raw_tp, tracepoint, fentry, kprobe,
+                            migrate_pages_start, migrate_pages)
+  MEMLAT_DISABLE_FEATURES=LIST
+                            act as on an older kernel: task_storage (5.11),
+                            ringbuf (5.8), kernel_btf; -v shows the choice)";
 
 struct Options {
     CommonOptions common;
@@ -128,17 +133,31 @@ std::vector<Probe> Numamove::plan() const {
     std::vector<Probe> probes;
     // The end first: a migration in flight when tracing starts is then counted (untimed),
     // never timed from a start whose end was missed.
-    auto migrate = three_ways("", {"migrate_end", "migrate_start"});
+    auto end = three_ways("", {"migrate_end"});
     if (!layout_) {
         // tp_btf and raw_tp see positional arguments only; without a layout they would read
         // the wrong ones. The classic tracepoint's named fields need no layout.
-        migrate[0].unavailable = "mm_migrate_pages' arguments not recognized: " + layout_why_;
-        migrate[1].unavailable = migrate[0].unavailable;
+        end[0].unavailable = "mm_migrate_pages' arguments not recognized: " + layout_why_;
+        end[1].unavailable = end[0].unavailable;
     }
-    probes.emplace_back("migrate:mm_migrate_pages_start/mm_migrate_pages",
-                        "It needs the migrate:mm_migrate_pages_start and mm_migrate_pages "
-                        "tracepoints (Linux 5.10 or later).",
-                        std::move(migrate));
+    probes.emplace_back("migrate:mm_migrate_pages",
+                        "It needs the migrate:mm_migrate_pages tracepoint (CONFIG_MIGRATION).",
+                        std::move(end));
+    // The start only times the calls. mm_migrate_pages_start came in Linux 5.16; before it,
+    // the entry of migrate_pages(), where that tracepoint sits, is the same moment.
+    auto start = three_ways("migrate_pages_start", {"migrate_start"});
+    start.push_back({HookKind::Fentry,
+                     {"migrate_start_fentry"},
+                     "migrate_pages",
+                     "the entry of migrate_pages(), where mm_migrate_pages_start sits on 5.16+",
+                     ""});
+    start.push_back({HookKind::Kprobe,
+                     {"migrate_start_kprobe"},
+                     "migrate_pages",
+                     "the entry of migrate_pages(), where mm_migrate_pages_start sits on 5.16+",
+                     ""});
+    probes.emplace_back("migrate:mm_migrate_pages_start (times each migrate_pages() call)", "",
+                        std::move(start), false);
 
     if (o_.per_call) {
         auto call = [](HookKind kind, const std::string &function, const std::string &suffix) {
@@ -168,6 +187,8 @@ std::vector<Probe> Numamove::plan() const {
         probes.emplace_back("sched:sched_move_numa/sched_swap_numa/sched_stick_numa",
                             "They need CONFIG_NUMA_BALANCING.",
                             three_ways("", {"move_numa", "swap_numa", "stick_numa"}), false);
+    if (auto exit_probe = thread_exit_probe(kernel_features()))
+        probes.push_back(std::move(*exit_probe));
     return probes;
 }
 
@@ -186,6 +207,9 @@ void Numamove::configure(numamove_bpf &skel) const {
         ro->arg_reason = layout_->reason;
     }
     bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? 8192 : 1);
+    const auto &features = kernel_features();
+    set_compat(*ro, features);
+    use_thread_state_map(skel.maps.starts, features);
 }
 
 Snapshot Numamove::snapshot(numamove_bpf &skel) const {
@@ -386,6 +410,7 @@ int Numamove::run() {
                                "raw_tp not tried; the classic tracepoint reads them by name",
                                layout_why_));
 
+    describe_features(v, kernel_features());
     auto probes = plan();
     Loaded<numamove_bpf> skel(
         numamove_bpf__open_opts, numamove_bpf__destroy, [&](numamove_bpf &s) { configure(s); },
@@ -400,6 +425,13 @@ int Numamove::run() {
                            "the numa_misplaced migrations of the migrate tracepoints instead.\n",
                            tool_name);
         }
+    for (const auto &probe : probes)
+        if (probe.name.starts_with("migrate:mm_migrate_pages_start") && probe.choice() == nullptr)
+            fmt::print(stderr,
+                       "{}: cannot time migrations on this kernel (no mm_migrate_pages_start, "
+                       "and fentry and kprobes on migrate_pages() refused; -v says why): pages "
+                       "and calls are exact, times (_ms, AVG_us, -H) stay 0.\n",
+                       tool_name);
     for (const auto &probe : probes)
         if (probe.name.starts_with("sched:") && probe.choice() == nullptr)
             fmt::print(stderr,
@@ -431,6 +463,9 @@ int Numamove::run() {
         print_interval(now, before);
     }
     report_skipped_runs(tool_name, skel->obj, "migrations");
+    report_thread_state(v, kernel_features(), skel->maps.starts,
+                        skel->bss->memlat_thread_entries_created,
+                        skel->bss->memlat_thread_entries_exit_deleted);
     if (uint64_t unpaired = skel->bss->unpaired_ends; unpaired != 0)
         verbose(v, fmt::format("{} migrations were in flight when tracing began (or their start "
                                "was not seen): counted, not timed",

@@ -10,6 +10,7 @@
 
 #include "bpf_runtime.h"
 #include "histogram.h"
+#include "kernel_features.h"
 #include "options.h"
 #include "output.h"
 #include "symbols.h"
@@ -23,6 +24,10 @@ using nlohmann::json;
 namespace {
 
 constexpr const char *tool_name = "tlbflush";
+
+// The ring buffer's size with -t, and the batch after which user space is woken.
+constexpr size_t event_buffer_bytes = 4u << 20;
+constexpr size_t event_wakeup_bytes = 64 * 1024;
 
 constexpr const char *description =
     R"(Count TLB flushes by CPU and reason, find the senders of remote
@@ -52,7 +57,10 @@ constexpr const char *examples = R"(Examples:
 Environment:
   MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
   MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds or families
-                            (tp_btf, raw_tp, tracepoint, csd, irq_vectors))";
+                            (tp_btf, raw_tp, tracepoint, csd, irq_vectors)
+  MEMLAT_DISABLE_FEATURES=LIST
+                            act as on an older kernel: task_storage (5.11),
+                            ringbuf (5.8), kernel_btf; -v shows the choice)";
 
 struct Options {
     CommonOptions common;
@@ -168,6 +176,8 @@ class Tlbflush {
     bool latency_from_ipis_ = false;
     uint64_t first_event_ns_ = 0;
     Probe *culprit_probe_ = nullptr;
+    // The trace events' reader (-t), whose perf buffers count the records they lost.
+    const EventReader *events_ = nullptr;
 };
 
 std::vector<Probe> Tlbflush::plan(const KernelSymbols *ksyms) const {
@@ -280,7 +290,11 @@ void Tlbflush::configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) c
         bpf_map__set_max_entries(skel.maps.proc_counts, 1);
     bpf_map__set_max_entries(skel.maps.culprits, o_.culprits ? 16384 : 1);
     bpf_map__set_max_entries(skel.maps.stacks, o_.stacks ? 16384 : 1);
-    bpf_map__set_max_entries(skel.maps.events, o_.trace ? 4u << 20 : 4096);
+    ro->wakeup_bytes = event_wakeup_bytes;
+    bpf_map__set_max_entries(skel.maps.events, o_.trace ? event_buffer_bytes : 4096);
+    const auto &features = kernel_features();
+    set_compat(*ro, features);
+    use_events_map(skel.maps.events, features);
 }
 
 Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) const {
@@ -315,7 +329,7 @@ Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) const {
             s.ipis_handled[cpu] = bss->ipis_handled[cpu];
         }
     }
-    s.dropped = bss->dropped_events;
+    s.dropped = events_ != nullptr ? events_->lost(bss->dropped_events) : bss->dropped_events;
     s.table_full = bss->table_full;
     return s;
 }
@@ -515,7 +529,8 @@ void Tlbflush::print_interval(tlbflush_bpf &skel, const Snapshot &now, const Sna
         return;
     }
     if (dropped != 0)
-        fmt::print("\nLost {} trace events: the ring buffer was full.\n", dropped);
+        fmt::print("\nLost {} trace events: the {} was full.\n", dropped,
+                   events_ != nullptr ? events_->name() : "ring buffer");
     if (full != 0)
         fmt::print("\n{} events not counted: a BPF hash table was full.\n", full);
 }
@@ -523,10 +538,14 @@ void Tlbflush::print_interval(tlbflush_bpf &skel, const Snapshot &now, const Sna
 void Tlbflush::print_event(const tlbflush_event &e) {
     if (first_event_ns_ == 0)
         first_event_ns_ = e.ts_ns;
+    // Signed: perf buffers (kernels before 5.8) deliver each CPU's events in batches, so an
+    // event of another CPU may precede the first one printed.
+    const double time_s =
+        static_cast<double>(static_cast<int64_t>(e.ts_ns - first_event_ns_)) / 1e9;
     std::string comm(e.comm, strnlen(e.comm, sizeof(e.comm)));
     std::string pages = e.pages == ~0ull ? "full" : std::to_string(e.pages);
     if (o_.common.json) {
-        json line = {{"time_s", (e.ts_ns - first_event_ns_) / 1e9},
+        json line = {{"time_s", time_s},
                      {"cpu", e.cpu},
                      {"pid", e.pid},
                      {"tid", e.tid},
@@ -541,8 +560,8 @@ void Tlbflush::print_event(const tlbflush_event &e) {
     }
     if (o_.common.timestamp)
         fmt::print("{:<9}", wall_clock_time());
-    fmt::print("{:<12.6f} {:<4} {:<8} {:<16} {:<22} {:>8}\n", (e.ts_ns - first_event_ns_) / 1e9,
-               e.cpu, e.pid, comm, reasons_.name(e.reason), pages);
+    fmt::print("{:<12.6f} {:<4} {:<8} {:<16} {:<22} {:>8}\n", time_s, e.cpu, e.pid, comm,
+               reasons_.name(e.reason), pages);
 }
 
 int Tlbflush::run() {
@@ -576,6 +595,7 @@ int Tlbflush::run() {
                                "run as root or set kernel.kptr_restrict=0.");
     }
 
+    describe_features(v, kernel_features());
     auto probes = plan(ksyms_ ? &*ksyms_ : nullptr);
     Loaded<tlbflush_bpf> skel(
         tlbflush_bpf__open_opts, tlbflush_bpf__destroy,
@@ -585,24 +605,33 @@ int Tlbflush::run() {
             culprits_any_cpu_ = probe.uses_family("remote_send_ipi");
         if (probe.name.starts_with("csd:csd_function"))
             latency_from_ipis_ = probe.uses_family("irq_vectors");
+        // What this kernel cannot show (no csd tracepoints before 6.3), said once, -v or not.
+        if (probe.uses_family("remote_send_ipi") || probe.uses_family("irq_vectors"))
+            fmt::print(stderr, "{}: {}\n", tool_name, probe.choice()->caveat);
     }
 
     install_stop_signals();
-    std::optional<RingBuffer> events;
+    std::optional<EventReader> events;
     if (o_.trace) {
-        events.emplace(skel->maps.events, [this](const void *data, size_t size) {
-            if (size >= sizeof(tlbflush_event))
-                print_event(*static_cast<const tlbflush_event *>(data));
-        });
+        events.emplace(
+            skel->maps.events,
+            [this](const void *data, size_t size) {
+                if (size >= sizeof(tlbflush_event))
+                    print_event(*static_cast<const tlbflush_event *>(data));
+            },
+            event_buffer_bytes, event_wakeup_bytes);
+        events_ = &*events;
+        verbose(v, "events through " + events->describe());
         if (!o_.common.json)
             fmt::print("{}{:<12} {:<4} {:<8} {:<16} {:<22} {:>8}\n",
                        o_.common.timestamp ? fmt::format("{:<9}", "TIME") : "", "TIME(s)", "CPU",
                        "PID", "COMM", "REASON", "PAGES");
     }
+    // The baseline before "ready": a workload started on that signal is counted whole.
+    Snapshot before = snapshot(*skel);
     announce_tracing("Tracing TLB flushes...");
     fflush(stdout);
 
-    Snapshot before = snapshot(*skel);
     bool done = trace_until_stopped(o_.common, events ? &*events : nullptr, [&] {
         Snapshot now = snapshot(*skel);
         print_interval(*skel, now, before);

@@ -9,6 +9,8 @@ foreach(scenario
         cgroup
         hits_unavailable
         fallback_raw_tp
+        fallback_raw_tp_old_kernel
+        fallback_raw_tp_no_kernel_btf
         fallback_tracepoint
         text_output
         bad_input)

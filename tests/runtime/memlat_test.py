@@ -544,6 +544,11 @@ class Tool:
             disabled = [x for x in env.get("MEMLAT_DISABLE_FEATURES", "").split(",") if x]
             env["MEMLAT_DISABLE_FEATURES"] = ",".join(disabled + ["kernel_btf"])
             _BTF_VARIANT.tools.append(self)
+        elif "kernel_btf" in env.get("MEMLAT_DISABLE_FEATURES", "").split(",") and \
+                "--btf" not in args:
+            # Without the kernel's own BTF a tool needs another for CO-RE (6.18 has none
+            # embedded): the variant no_kernel_btf runs as a BTF-less host given --btf.
+            self.argv += ["--btf", kernel_btf_copy()]
         self.env = dict(os.environ, MEMLAT_READY="1", **env)
         self.extra_env = env
         self.wait_exit = wait_exit
@@ -805,6 +810,20 @@ def snoop_events(t: Test, result: Result) -> list[dict]:
     return [j for j in lines if "kind" in j and "lat_ns" in j]
 
 
+def kernel_btf_copy() -> str:
+    """A copy of this kernel's BTF in the build directory: what a host without BTF of its own
+    gets with --btf (tests run the no-BTF paths with it)."""
+    if not os.path.exists("/sys/kernel/btf/vmlinux"):
+        skip("this kernel has no /sys/kernel/btf/vmlinux to copy")
+    path = os.path.join(build_dir(), "runtime-btf", "vmlinux.btf")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}"
+    with open("/sys/kernel/btf/vmlinux", "rb") as src, open(tmp, "wb") as dst:
+        dst.write(src.read())
+    os.replace(tmp, path)
+    return path
+
+
 class _BtfVariant:
     """`SCENARIO --btf-file`: the scenario as it runs on a kernel without BTF of its own.
     Every Tool gets `--btf COPY -v` (COPY: a copy of /sys/kernel/btf/vmlinux in the build
@@ -816,14 +835,7 @@ class _BtfVariant:
         self.tools: list["Tool"] = []
 
     def start(self) -> None:
-        if not os.path.exists("/sys/kernel/btf/vmlinux"):
-            skip("this kernel has no /sys/kernel/btf/vmlinux to copy")
-        self.path = os.path.join(build_dir(), "runtime-btf", "vmlinux.btf")
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        tmp = f"{self.path}.{os.getpid()}"
-        with open("/sys/kernel/btf/vmlinux", "rb") as src, open(tmp, "wb") as dst:
-            dst.write(src.read())
-        os.replace(tmp, self.path)
+        self.path = kernel_btf_copy()
 
     def check(self, t: "Test") -> None:
         t.require(bool(self.tools), "the scenario ran a tool", "at least 1", len(self.tools))
@@ -842,6 +854,88 @@ class _BtfVariant:
 
 
 _BTF_VARIANT = _BtfVariant()
+
+
+# ---------------------------------------------------------------- old-kernel fall-backs
+
+# The kernel features the tools can do without, forced off on this kernel so that the host
+# tests run the old kernels' paths (MEMLAT_DISABLE_FEATURES): "" is this kernel's own choice;
+# "old_kernel" is Linux 5.4-5.7 (no task storage, no ring buffer: a TID-keyed hash map and perf
+# buffers); "no_kernel_btf" is a kernel without /sys/kernel/btf/vmlinux as well (no tp_btf,
+# no bpf_get_current_task_btf()). Scenarios that test them register one scenario per variant
+# (scenario names get the suffix "_old_kernel" / "_no_kernel_btf").
+FEATURE_VARIANTS: dict[str, dict[str, str]] = {
+    "": {},
+    "old_kernel": {"MEMLAT_DISABLE_FEATURES": "task_storage,ringbuf"},
+    "no_kernel_btf": {"MEMLAT_DISABLE_FEATURES": "task_storage,ringbuf,kernel_btf",
+                      "MEMLAT_DISABLE_HOOKS": "tp_btf,fentry"},
+}
+
+
+def variant_env(variant: str, disable_hooks: str = "") -> dict[str, str]:
+    """The environment of a feature variant, with `disable_hooks` (MEMLAT_DISABLE_HOOKS of the
+    scenario itself) merged into the variant's."""
+    env = dict(FEATURE_VARIANTS[variant])
+    hooks = [h for h in (env.get("MEMLAT_DISABLE_HOOKS", ""), disable_hooks) if h]
+    if hooks:
+        env["MEMLAT_DISABLE_HOOKS"] = ",".join(hooks)
+    return env
+
+
+def variant_scenarios(base: str):
+    """Registers fn(t, variant) once per FEATURE_VARIANTS entry: base, base_old_kernel,
+    base_no_kernel_btf."""
+    def register(fn):
+        for variant in FEATURE_VARIANTS:
+            name = base + (f"_{variant}" if variant else "")
+            scenario(name)(lambda t, v=variant: fn(t, v))
+        return fn
+    return register
+
+
+THREAD_STATE_RE = re.compile(
+    r"per-thread hash map (\w+): (\d+) entries created, (\d+) removed at thread exit, "
+    r"(\d+) left, (\d+) of them of threads that no longer exist")
+
+
+def check_variant_chosen(t: Test, variant: str, stderr: str, events: bool = False,
+                         thread_state: bool = True) -> Optional[dict]:
+    """Checks from a -v run's stderr that the tool chose the fall-backs of `variant` (the
+    features, the thread-exit clean-up, the event buffer when `events`), and returns the
+    per-thread hash map's counts ({"created", "removed_at_exit", "left", "left_dead"}), None
+    for this kernel's own choice. No entry may be left of a thread that no longer exists."""
+    if not variant:
+        t.check_in("-v: task storage used", "task-local storage (5.11): yes", stderr, "stderr")
+        if events:
+            t.check_in("-v: events through the ring buffer", "events through a BPF ring buffer",
+                       stderr, "stderr")
+        return None
+    if thread_state:
+        t.check_in("-v: task storage forced off", "task-local storage (5.11): no, using a hash "
+                   "map keyed by thread id", stderr, "stderr")
+        t.check_in("-v: thread-exit clean-up attached",
+                   "sched:sched_process_exit (per-thread hash map clean-up): using", stderr,
+                   "stderr")
+    t.check_in("-v: ring buffer forced off", "ring buffer (5.8): no, using a perf buffer",
+               stderr, "stderr")
+    if events:
+        t.check_in("-v: events through perf buffers", "events through perf buffers", stderr,
+                   "stderr")
+    if variant == "no_kernel_btf":
+        t.check_in("-v: kernel BTF forced off", "kernel BTF (/sys/kernel/btf/vmlinux): no",
+                   stderr, "stderr")
+        t.check(not re.search(r": using (\w+/)?tp_btf", stderr), "-v: no tp_btf hook chosen",
+                "none", re.findall(r".*: using (?:\w+/)?tp_btf.*", stderr))
+    if not thread_state:
+        return None
+    m = THREAD_STATE_RE.search(stderr)
+    t.require(m is not None, "-v reports the per-thread hash map", "a line", "none")
+    counts = {"created": int(m.group(2)), "removed_at_exit": int(m.group(3)),
+              "left": int(m.group(4)), "left_dead": int(m.group(5))}
+    t.check_eq(f"hash map {m.group(1)}: entries left of threads that no longer exist (leaks)",
+               0, counts["left_dead"])
+    return counts
+
 
 _SCENARIOS: dict[str, Callable[[Test], None]] = {}
 

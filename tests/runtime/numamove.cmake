@@ -4,6 +4,9 @@ foreach(scenario
         compaction_matches_vmstat
         pid_matches_ftrace
         fallbacks_agree
+        fallbacks_agree_old_kernel
+        fallbacks_agree_no_kernel_btf
+        no_start_tracepoint
         default_view
         numa_misplaced
         bad_input)

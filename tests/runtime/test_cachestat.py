@@ -20,8 +20,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from memlat_test import (Failure, FtraceOracle, MemoryCgroup, Test, TestFile, Tool,  # noqa: E402
-                         binary, build_dir, check_bad_arguments, check_help, log, main,
-                         own_name, read_file, run_workload, scenario, skip)
+                         binary, build_dir, check_bad_arguments, check_help,
+                         check_variant_chosen, log, main, own_name, read_file, run_workload,
+                         scenario, skip, variant_env, variant_scenarios)
 
 FILE_SIZE = 64 << 20
 FILE_PAGES = FILE_SIZE // 4096
@@ -335,9 +336,9 @@ def _(t: Test):
         t.check_eq("text: HITS and HITRATIO print as '-'", ["-", "-"], [fields[0], fields[3]])
 
 
-def fallback(t: Test, disabled: str, expect: str, dirties: bool):
+def fallback(t: Test, disabled: str, expect: str, dirties: bool, variant: str = ""):
     require_page_size()
-    env = {"MEMLAT_DISABLE_HOOKS": disabled}
+    env = variant_env(variant, disabled)
     with data_file() as f:
         f.evict()
         cold = measure_read(t, f, env=env, tool_args=("-v",), oracle=True)
@@ -348,6 +349,14 @@ def fallback(t: Test, disabled: str, expect: str, dirties: bool):
         t.check_in(f"-v: {probe}", probe, err, "stderr")
     check_cold(t, cold)
     check_warm(t, warm)
+    state = check_variant_chosen(t, variant, err)
+    if state is not None:
+        # The reader (one thread, the only one -p counts) kept its read cursor until it
+        # exited: the thread-exit program must have removed it.
+        t.check_eq("hash map: cursors created (the reader's thread)", 1, state["created"])
+        t.check_eq("hash map: cursors removed when the reader exited", 1,
+                   state["removed_at_exit"])
+        t.check_eq("hash map: entries left after the reader exited", 0, state["left"])
     if dirties:
         path = written_file_path()
         try:
@@ -364,9 +373,10 @@ def fallback(t: Test, disabled: str, expect: str, dirties: bool):
         log(f"  writer {w['pid']}: machine-wide dirties {s['dirties']}")
 
 
-@scenario("cachestat_fallback_raw_tp")
-def _(t: Test):
-    fallback(t, "tp_btf", "raw_tp", dirties=True)
+@variant_scenarios("cachestat_fallback_raw_tp")
+def _(t: Test, variant: str):
+    # Also with the old kernels' fall-backs forced (FEATURE_VARIANTS).
+    fallback(t, "tp_btf", "raw_tp", dirties=True, variant=variant)
 
 
 @scenario("cachestat_fallback_tracepoint")

@@ -24,9 +24,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from memlat_test import (FtraceOracle, Result, Test, Tool, Workload,  # noqa: E402
-                         check_bad_arguments, check_help, check_latencies, log,
-                         oracle_durations_ns, main, read_file, run_workload,
-                         scenario, skip, snoop_events, vmstat, write_file)
+                         check_bad_arguments, check_help, check_latencies, check_variant_chosen,
+                         log, main, oracle_durations_ns, read_file, run_workload, scenario,
+                         skip, snoop_events, variant_env, variant_scenarios, vmstat, write_file)
 
 COMPACT_MEMORY = "/proc/sys/vm/compact_memory"
 MANUAL_ROUNDS = 4
@@ -190,14 +190,15 @@ def _(t: Test):
     t.check_in("summary table", "Compaction runs by kind and status:", out)
 
 
-@scenario("compactsnoop_fallbacks")
-def _(t: Test):
+@variant_scenarios("compactsnoop_fallbacks")
+def _(t: Test, variant: str):
+    # Each hook path, also with the old kernels' fall-backs forced (FEATURE_VARIANTS).
     me = os.getpid()
     zones = populated_zones()
     for disabled, hook in (("tp_btf", "raw_tp"), ("tp_btf,raw_tp", "tracepoint")):
         with FtraceOracle(["compaction/mm_compaction_begin", "compaction/mm_compaction_end"], me) as oracle, \
                 Tool("compactsnoop", "-j", "-v", "-e", "-p", str(me),
-                     env={"MEMLAT_DISABLE_HOOKS": disabled}) as tool:
+                     env=variant_env(variant, disabled)) as tool:
             compact_memory()
             time.sleep(0.3)
             trace = oracle.stop()
@@ -218,6 +219,12 @@ def _(t: Test):
                        "stderr")
             t.check_eq("tracepoint: no zone state with -e", {None},
                        {e["free_pages"] for e in events})
+        state = check_variant_chosen(t, variant, res.stderr, events=True)
+        if state is not None:
+            # Manual runs hold no direct-compaction entry: each run's entry goes at its end.
+            t.check_eq(f"{hook}: hash-map entries created, one per run (the oracle's count)",
+                       len(trace["mm_compaction_end"]), state["created"])
+            t.check_eq(f"{hook}: hash-map entries left after the run", 0, state["left"])
 
 
 @scenario("compactsnoop_hist_and_kinds")

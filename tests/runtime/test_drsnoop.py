@@ -16,9 +16,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from memlat_test import (Failure, FtraceOracle, MemoryCgroup, Test, TestFile, Tool,  # noqa: E402
-                         Workload, binary, check_bad_arguments, check_help, check_latencies,
-                         log, main, oracle_durations_ns,
-                         read_file, run, scenario, skip, snoop_events)
+                         binary, check_bad_arguments, check_help, check_latencies,
+                         check_variant_chosen, log, main, oracle_durations_ns, read_file, run,
+                         scenario, skip, snoop_events, variant_env, variant_scenarios, Workload)
 
 LIMIT = 32 << 20
 FILE_SIZE = 128 << 20
@@ -36,13 +36,16 @@ def reader_under_limit():
 
 # ---------------------------------------------------------------- scenarios
 
-@scenario("drsnoop_memcg_matches_ftrace")
-def _(t: Test):
+@variant_scenarios("drsnoop_memcg_matches_ftrace")
+def _(t: Test, variant: str):
+    # Also run with the old kernels' fall-backs forced (see FEATURE_VARIANTS): the same
+    # numbers against the same oracle.
+    env = variant_env(variant)
     with reader_under_limit() as (cg, reader):
         with FtraceOracle(["vmscan/mm_vmscan_memcg_reclaim_begin",
                            "vmscan/mm_vmscan_memcg_reclaim_end"], reader.pid) as oracle, \
-                Tool("drsnoop", "-j", "-p", str(reader.pid)) as by_pid, \
-                Tool("drsnoop", "-j", "-k", "memcg", "-G", cg.path) as by_cgroup:
+                Tool("drsnoop", "-v", "-j", "-p", str(reader.pid), env=env) as by_pid, \
+                Tool("drsnoop", "-j", "-k", "memcg", "-G", cg.path, env=env) as by_cgroup:
             reader.release()
             done = reader.wait_done(60)
             time.sleep(0.3)
@@ -76,6 +79,12 @@ def _(t: Test):
         t.check_eq(f"{name}: summary pages", sum(e["pages"] for e in events), mine[0]["pages"])
         t.check_close(f"{name}: summary max_ms", max(e["lat_ms"] for e in events),
                       mine[0]["max_ms"], rel_tol=1e-6)
+    state = check_variant_chosen(t, variant, by_pid.result.stderr, events=True)
+    if state is not None:
+        # Each of the reader's stalls made an entry at its begin and removed it at its end.
+        t.check_eq("-p: hash-map entries created, one per stall (the ftrace oracle's count)",
+                   len(pages_oracle), state["created"])
+        t.check_eq("-p: hash-map entries left after the run", 0, state["left"])
 
 
 @scenario("drsnoop_hist_matches_lines")

@@ -18,6 +18,7 @@ The oracles are independent of BPF:
   (s3 - s0 == s2 - s1, the usual case on a quiet machine: then the check is exact).
 - an ftrace instance of our own recording mm_migrate_pages for the workload's PID only (-p).
 """
+import contextlib
 import os
 import re
 import sys
@@ -25,8 +26,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from memlat_test import (FtraceOracle, Test, Tool, Workload, check_bad_arguments,  # noqa: E402
-                         check_help, log, main, read_file, run_workload, scenario, skip, vmstat,
-                         write_file)
+                         check_help, check_variant_chosen, log, main, read_file, run_workload,
+                         scenario, skip, variant_env, variant_scenarios, vmstat, write_file)
 
 # Up to 8 rounds of 64 MiB: compaction's scanners may meet before they reach the holes, so
 # the workload fragments and compacts again until 8192 pages moved (512 MiB at most).
@@ -186,29 +187,70 @@ def _(t: Test):
                sum(int(l[4]) for l in lines if l[2] == "compaction"))
 
 
-@scenario("numamove_fallbacks_agree")
-def _(t: Test):
+@variant_scenarios("numamove_fallbacks_agree")
+def _(t: Test, variant: str):
+    # Each hook path, also with the old kernels' fall-backs forced (FEATURE_VARIANTS).
     w = Windows()
-    variants = (("tp_btf", {}), ("raw_tp", {"MEMLAT_DISABLE_HOOKS": "tp_btf"}),
-                ("tracepoint", {"MEMLAT_DISABLE_HOOKS": "tp_btf,raw_tp"}))
-    with Tool("numamove", "-r", "-j", "-v", env=variants[0][1]) as a, \
-            Tool("numamove", "-r", "-j", "-v", env=variants[1][1]) as b, \
-            Tool("numamove", "-r", "-j", "-v", env=variants[2][1]) as c:
+    variants = (("tp_btf", variant_env(variant)), ("raw_tp", variant_env(variant, "tp_btf")),
+                ("tracepoint", variant_env(variant, "tp_btf,raw_tp")))
+    if variant == "no_kernel_btf":
+        variants = variants[1:]  # no tp_btf without the kernel's BTF
+    tools = [Tool("numamove", "-r", "-j", "-v", env=env) for _, env in variants]
+    with contextlib.ExitStack() as stack:
+        for tool in tools:
+            stack.enter_context(tool)
         w.mark()
         fragment_and_compact()
         w.mark()
     w.mark()
-    for (hook, env), tool in zip(variants, (a, b, c)):
+    for (hook, env), tool in zip(variants, tools):
         res = tool.result
         t.check_eq(f"{hook}: exit status", 0, res.rc)
         t.check_in(f"{hook}: -v names the hook", f"mm_migrate_pages: using {hook} ", res.stderr,
                    "stderr")
         sums = reason_sums(res)
         t.check_ge(f"{hook}: compaction calls seen", 1, sums.get("compaction", {}).get("calls", 0))
+        t.check_ge(f"{hook}: compaction calls timed (start and end paired)", 1,
+                   sums.get("compaction", {}).get("timed_calls", 0))
         w.check(t, f"{hook}: pages succeeded", "pgmigrate_success", total(sums, "succeeded"))
         w.check(t, f"{hook}: pages failed", "pgmigrate_fail", total(sums, "failed"))
-    t.check_in("-v explains the tp_btf argument layout", "from the kernel's BTF "
-               "(btf_trace_mm_migrate_pages): succeeded=0 failed=1", a.result.stderr, "stderr")
+        check_variant_chosen(t, variant, res.stderr)
+    if not variant:
+        t.check_in("-v explains the tp_btf argument layout", "from the kernel's BTF "
+                   "(btf_trace_mm_migrate_pages): succeeded=0 failed=1", tools[0].result.stderr,
+                   "stderr")
+
+
+@scenario("numamove_no_start_tracepoint")
+def _(t: Test):
+    # Kernels before 5.16 have no mm_migrate_pages_start: numamove then times migrate_pages()
+    # from its entry (fentry or kprobe). This kernel refuses fentry and has no kprobes, as a
+    # kernel without either would: the counts must stay exact, the times absent, and the tool
+    # must say so once on stderr.
+    w = Windows()
+    with Tool("numamove", "-r", "-j", "-v",
+              env={"MEMLAT_DISABLE_HOOKS": "migrate_pages_start"}) as tool:
+        w.mark()
+        fragment_and_compact()
+        w.mark()
+    w.mark()
+    res = tool.result
+    t.check_eq("exit status", 0, res.rc)
+    t.check_in("-v: the start tracepoints disabled", "migrate_pages_start/tp_btf: disabled "
+               "by MEMLAT_DISABLE_HOOKS", res.stderr, "stderr")
+    chosen = re.search(r"mm_migrate_pages_start \(times each migrate_pages\(\) call\): "
+                       r"(using [\w/]+|not traced)", res.stderr)
+    t.require(chosen is not None, "-v says how the start is observed", "a line", "none")
+    if chosen.group(1) != "not traced":
+        skip(f"this kernel accepted {chosen.group(1)} on migrate_pages(): the untimed path "
+             "cannot be forced here")
+    t.check_eq("stderr says once that migrations are not timed", 1,
+               res.stderr.count("cannot time migrations on this kernel"))
+    sums = reason_sums(res)
+    t.check_ge("compaction calls seen", 1, sums.get("compaction", {}).get("calls", 0))
+    t.check_eq("no call timed", 0, sum(r.get("timed_calls", 0) for r in sums.values()))
+    w.check(t, "pages succeeded", "pgmigrate_success", total(sums, "succeeded"))
+    w.check(t, "pages failed", "pgmigrate_fail", total(sums, "failed"))
 
 
 @scenario("numamove_default_view")

@@ -8,6 +8,9 @@ foreach(scenario
         stacks
         latency
         trace
+        trace_old_kernel
+        trace_no_kernel_btf
+        trace_perf_buffer_lost
         sigint_summary
         no_link_left
         fallback_raw_tp

@@ -57,7 +57,7 @@ def misplaced(t: Test, b: Block) -> None:
                after - before, "half of them at least")
 
     t.check_in(f"-r: migrate tracepoints through {path_a}",
-               f"migrate:mm_migrate_pages_start/mm_migrate_pages: using {path_a}", tp.stderr,
+               f"migrate:mm_migrate_pages: using {path_a}", tp.stderr,
                "stderr")
     obj = _final(t, tp, "numamove -r")
     reasons = {r["reason"]: r for r in obj.get("reasons") or []}

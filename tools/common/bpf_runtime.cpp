@@ -1,8 +1,11 @@
 #include "bpf_runtime.h"
 
+#include "options.h"
+
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <linux/capability.h>
+#include <linux/perf_event.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -86,6 +89,33 @@ std::string refused_program(const std::vector<std::string> &lines, std::string &
     return {};
 }
 
+// The verifier's verdict on `program`: the last meaningful line of the load log libbpf quotes
+// ("-- BEGIN PROG LOAD LOG --" ... "-- END PROG LOAD LOG --"), e.g. "invalid func unknown#158"
+// (a helper the kernel does not have). Empty when libbpf quoted none.
+std::string verifier_verdict(const std::vector<std::string> &lines, const std::string &program) {
+    const std::string begin = "prog '" + program + "': -- BEGIN PROG LOAD LOG --";
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+        auto start = it->find(begin);
+        if (start == std::string::npos)
+            continue;
+        std::string_view log(*it);
+        log.remove_prefix(start + begin.size());
+        if (auto end = log.find("-- END PROG LOAD LOG --"); end != std::string_view::npos)
+            log = log.substr(0, end);
+        std::string verdict;
+        while (!log.empty()) {
+            auto nl = log.find('\n');
+            std::string_view line = log.substr(0, nl);
+            log = nl == std::string_view::npos ? std::string_view{} : log.substr(nl + 1);
+            if (!line.empty() && !line.starts_with("processed ") &&
+                !line.starts_with("verification time"))
+                verdict = line;
+        }
+        return verdict;
+    }
+    return {};
+}
+
 // Hook kinds or families listed in MEMLAT_DISABLE_HOOKS are never tried: the tests and the VM
 // harness use it to force each fall-back path on a kernel that would accept the preferred one.
 bool disabled_by_environment(const HookChoice &choice) {
@@ -149,15 +179,26 @@ std::string refusals_text(const Probe &probe) {
         probe.name, probe.needs.empty() ? "" : probe.needs + " ", refusals_text(probe)));
 }
 
+std::string kernel_release() {
+    utsname u{};
+    uname(&u);
+    return u.release;
+}
+
 // Explains a load failure that names no program: the object as a whole was refused.
-[[noreturn]] void object_refused(int err, const std::vector<std::string> &lines) {
-    std::string detail = lines.empty() ? "" : "\nlibbpf said: " + lines.back();
+[[noreturn]] void object_refused(int err, const std::vector<std::string> &lines, bpf_object *obj) {
     if (err == EPERM || err == EACCES)
         throw RuntimeError("The kernel refused to load BPF programs (" + strerr(err) +
                            "). Run as root, or with CAP_BPF and CAP_PERFMON; check that "
                            "kernel.unprivileged_bpf_disabled and lockdown allow tracing." +
-                           detail);
-    throw RuntimeError("The kernel refused the BPF object: " + strerr(err) + "." + detail);
+                           (lines.empty() ? "" : "\nlibbpf said: " + lines.back()));
+    throw RuntimeError(object_refusal_message(
+        err, lines, kernel_release(), [obj](const std::string &name) -> std::string {
+            const bpf_map *map = bpf_object__find_map_by_name(obj, name.c_str());
+            if (map == nullptr)
+                return "";
+            return map_type_requirement(bpf_map__type(map), bpf_map__is_internal(map));
+        }));
 }
 
 void explain_choices(const std::vector<Probe> &probes, const Verbosity &v) {
@@ -261,6 +302,7 @@ std::vector<Link> load_and_attach(const std::function<bpf_object *()> &reopen,
                                   const Verbosity &v) {
     libbpf_log().passthrough_level = v.level;
     libbpf_set_print(capture_libbpf);
+    check_kernel_floor();
     verbose(v, kernel_btf().choice().describe());
     // User space has read what it needs from BTF before loading; libbpf parses the file
     // itself, so free our copy first and keep peak memory at one parsed BTF.
@@ -304,8 +346,15 @@ std::vector<Link> load_and_attach(const std::function<bpf_object *()> &reopen,
             std::string program = refused_program(libbpf_log().lines, reason);
             Probe *probe = program.empty() ? nullptr : owner_of(program);
             if (probe == nullptr)
-                object_refused(-err, libbpf_log().lines);
-            refuse(*probe, fmt::format("program {} not loaded: {}", program, reason));
+                object_refused(-err, libbpf_log().lines, obj);
+            std::string needs;
+            if (const bpf_program *p = bpf_object__find_program_by_name(obj, program.c_str()))
+                needs =
+                    program_requirement(bpf_program__type(p), bpf_program__expected_attach_type(p));
+            std::string verdict = verifier_verdict(libbpf_log().lines, program);
+            refuse(*probe, fmt::format("program {} not loaded: {}{}{}", program, reason,
+                                       verdict.empty() ? "" : " (verifier: " + verdict + ")",
+                                       needs.empty() ? "" : " (" + needs + ")"));
             continue;
         }
 
@@ -344,34 +393,285 @@ std::vector<Link> load_and_attach(const std::function<bpf_object *()> &reopen,
     }
 }
 
-RingBuffer::RingBuffer(bpf_map *map, Handler handler) : handler_(std::move(handler)) {
-    rb_ = ring_buffer__new(bpf_map__fd(map), dispatch, this, nullptr);
-    if (rb_ == nullptr)
-        throw RuntimeError("Cannot set up the ring buffer: " + strerr(errno));
+std::string map_type_requirement(bpf_map_type type, bool internal) {
+    if (internal)
+        return "global variables: Linux 5.2, read through memory-mapped arrays: 5.5";
+    switch (type) {
+    case BPF_MAP_TYPE_RINGBUF:
+        return "a BPF ring buffer: Linux 5.8";
+    case BPF_MAP_TYPE_TASK_STORAGE:
+        return "task-local storage: Linux 5.11 (in tracing programs)";
+    case BPF_MAP_TYPE_PERCPU_ARRAY:
+    case BPF_MAP_TYPE_PERCPU_HASH:
+    case BPF_MAP_TYPE_STACK_TRACE:
+    case BPF_MAP_TYPE_PERF_EVENT_ARRAY:
+        return "Linux 4.6";
+    default:
+        return "";
+    }
 }
 
-RingBuffer::~RingBuffer() {
-    ring_buffer__free(rb_);
+std::string program_requirement(bpf_prog_type type, bpf_attach_type attach) {
+    switch (type) {
+    case BPF_PROG_TYPE_TRACING:
+        if (attach == BPF_TRACE_RAW_TP)
+            return "tp_btf programs need Linux 5.5 and the kernel's own BTF";
+        if (attach == BPF_TRACE_FENTRY || attach == BPF_TRACE_FEXIT)
+            return "fentry/fexit programs need Linux 5.5 on x86 (later elsewhere), the "
+                   "kernel's own BTF and a traceable (not inlined) function";
+        return "tracing programs need Linux 5.5";
+    case BPF_PROG_TYPE_RAW_TRACEPOINT:
+        return "raw_tp programs need Linux 4.17";
+    case BPF_PROG_TYPE_KPROBE:
+        return "kprobes need CONFIG_KPROBES and a function the kernel lets them probe";
+    default:
+        return "";
+    }
 }
 
-int RingBuffer::dispatch(void *self, void *data, size_t size) {
-    static_cast<RingBuffer *>(self)->handler_(data, size);
-    return 0;
+std::optional<RefusedMap> refused_map(const std::vector<std::string> &lines) {
+    constexpr std::string_view marker = "map '";
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+        auto start = it->find(marker);
+        if (start == std::string::npos || it->find("failed to create") == std::string::npos)
+            continue;
+        start += marker.size();
+        auto end = it->find("': ", start);
+        if (end == std::string::npos)
+            continue;
+        std::string reason = it->substr(end + 3);
+        // "failed to create: Invalid argument(-22)": keep what follows the marker.
+        if (auto colon = reason.find("failed to create: "); colon != std::string::npos)
+            reason = reason.substr(colon + std::string_view("failed to create: ").size());
+        return RefusedMap{it->substr(start, end - start), reason};
+    }
+    return std::nullopt;
 }
 
-bool RingBuffer::poll(std::chrono::milliseconds timeout) {
-    int n = ring_buffer__poll(rb_, static_cast<int>(timeout.count()));
+std::string
+object_refusal_message(int err, const std::vector<std::string> &lines,
+                       std::string_view kernel_release,
+                       const std::function<std::string(const std::string &map)> &requirement_of) {
+    if (auto map = refused_map(lines)) {
+        std::string needs = requirement_of(map->name);
+        return fmt::format("The running kernel ({}) could not create the BPF map '{}'{}: {}.",
+                           kernel_release, map->name, needs.empty() ? "" : " (" + needs + ")",
+                           map->reason);
+    }
+    return fmt::format("The running kernel ({}) refused the BPF object: {}.{}", kernel_release,
+                       strerr(err), lines.empty() ? "" : "\nlibbpf said: " + lines.back());
+}
+
+namespace {
+
+// A file descriptor closed when it goes out of scope.
+class OwnedFd {
+  public:
+    explicit OwnedFd(int fd) : fd_(fd) {}
+    OwnedFd(const OwnedFd &) = delete;
+    OwnedFd &operator=(const OwnedFd &) = delete;
+    ~OwnedFd() {
+        if (fd_ >= 0)
+            close(fd_);
+    }
+    int get() const { return fd_; }
+
+  private:
+    int fd_;
+};
+
+// A refusal that says the kernel lacks something (not that we may not ask).
+bool lacks(int fd) {
+    return fd < 0 && errno != EPERM && errno != EACCES && errno != ENOMEM;
+}
+
+} // namespace
+
+std::string missing_floor_feature() {
+    OwnedFd array(bpf_map_create(BPF_MAP_TYPE_ARRAY, "memlat_floor", sizeof(uint32_t),
+                                 sizeof(uint64_t), 1, nullptr));
+    if (array.get() < 0)
+        return ""; // no privileges or no memory: the real load says so
+    // r1 = &value of the array (a global variable's access), r0 = *r1, exit.
+    const bpf_insn global_data[] = {
+        {BPF_LD | BPF_DW | BPF_IMM, 1, BPF_PSEUDO_MAP_VALUE, 0, array.get()},
+        {0, 0, 0, 0, 0},
+        {BPF_LDX | BPF_MEM | BPF_DW, 0, 1, 0, 0},
+        {BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
+    };
+    OwnedFd prog(bpf_prog_load(BPF_PROG_TYPE_SOCKET_FILTER, "memlat_floor", "GPL", global_data,
+                               std::size(global_data), nullptr));
+    if (lacks(prog.get()))
+        return "BPF global variables (Linux 5.2)";
+    LIBBPF_OPTS(bpf_map_create_opts, mmapable, .map_flags = BPF_F_MMAPABLE);
+    OwnedFd mapped(bpf_map_create(BPF_MAP_TYPE_ARRAY, "memlat_floor", sizeof(uint32_t),
+                                  sizeof(uint64_t), 1, &mmapable));
+    if (lacks(mapped.get()))
+        return "memory-mapped BPF arrays (BPF_F_MMAPABLE, Linux 5.5), through which the tools "
+               "read their counters";
+    return "";
+}
+
+void check_kernel_floor() {
+    static const std::string missing = missing_floor_feature();
+    if (!missing.empty())
+        throw RuntimeError(fmt::format("This kernel ({}) is too old for memlat: it lacks {}. "
+                                       "memlat needs Linux 5.5 or later.",
+                                       kernel_release(), missing));
+}
+
+// What an EventReader reads from: a BPF ring buffer or per-CPU perf buffers.
+class EventReader::Buffer {
+  public:
+    virtual ~Buffer() = default;
+    // Waits at most `timeout_ms` for a wake-up and consumes what arrived: the number of records
+    // or a negative errno (-EINTR when a signal came).
+    virtual int poll(int timeout_ms) = 0;
+    virtual void consume() = 0;
+    virtual uint64_t lost() const { return 0; }
+    virtual std::string name() const = 0;
+    virtual std::string describe() const = 0;
+};
+
+namespace {
+
+class RingBufferSource final : public EventReader::Buffer {
+  public:
+    RingBufferSource(bpf_map *map, EventReader::Handler handler) : handler_(std::move(handler)) {
+        rb_ = ring_buffer__new(bpf_map__fd(map), dispatch, this, nullptr);
+        if (rb_ == nullptr)
+            throw RuntimeError("Cannot set up the ring buffer: " + strerr(errno));
+    }
+    RingBufferSource(const RingBufferSource &) = delete;
+    RingBufferSource &operator=(const RingBufferSource &) = delete;
+    ~RingBufferSource() override { ring_buffer__free(rb_); }
+    int poll(int timeout_ms) override { return ring_buffer__poll(rb_, timeout_ms); }
+    void consume() override { ring_buffer__consume(rb_); }
+    std::string name() const override { return "ring buffer"; }
+    std::string describe() const override { return "a BPF ring buffer"; }
+
+  private:
+    static int dispatch(void *self, void *data, size_t size) {
+        static_cast<RingBufferSource *>(self)->handler_(data, size);
+        return 0;
+    }
+    EventReader::Handler handler_;
+    ring_buffer *rb_ = nullptr;
+};
+
+// The records of a perf buffer that carries bpf_perf_event_output() data (PERF_SAMPLE_RAW).
+struct PerfSampleRecord {
+    perf_event_header header;
+    uint32_t size; // followed by `size` bytes of data
+    const void *data() const { return reinterpret_cast<const char *>(&size) + sizeof(size); }
+};
+struct PerfLostRecord {
+    perf_event_header header;
+    uint64_t id;
+    uint64_t lost;
+};
+
+class PerfBufferSource final : public EventReader::Buffer {
+  public:
+    PerfBufferSource(bpf_map *map, EventReader::Handler handler, size_t buffer_bytes,
+                     size_t wakeup_bytes)
+        : handler_(std::move(handler)) {
+        const size_t page = static_cast<size_t>(getpagesize());
+        pages_ = perf_buffer_pages(buffer_bytes / static_cast<size_t>(possible_cpus()) / page);
+        // The watermark must leave room to write while user space wakes up.
+        wakeup_bytes_ = std::min(wakeup_bytes, pages_ * page / 2);
+        perf_event_attr attr{};
+        attr.type = PERF_TYPE_SOFTWARE;
+        attr.config = PERF_COUNT_SW_BPF_OUTPUT;
+        attr.sample_type = PERF_SAMPLE_RAW;
+        attr.sample_period = 1;
+        // Wake up after a batch of bytes, not after every record.
+        attr.watermark = 1;
+        attr.wakeup_watermark = static_cast<uint32_t>(std::max<size_t>(wakeup_bytes_, 1));
+        pb_ = perf_buffer__new_raw(bpf_map__fd(map), pages_, &attr, dispatch, this, nullptr);
+        if (pb_ == nullptr)
+            throw RuntimeError("Cannot set up the perf buffers: " + strerr(errno));
+    }
+    PerfBufferSource(const PerfBufferSource &) = delete;
+    PerfBufferSource &operator=(const PerfBufferSource &) = delete;
+    ~PerfBufferSource() override { perf_buffer__free(pb_); }
+    int poll(int timeout_ms) override { return perf_buffer__poll(pb_, timeout_ms); }
+    void consume() override { perf_buffer__consume(pb_); }
+    uint64_t lost() const override { return lost_; }
+    std::string name() const override { return "perf buffer"; }
+    std::string describe() const override {
+        return fmt::format("perf buffers ({} pages per CPU, woken every {} bytes)", pages_,
+                           wakeup_bytes_);
+    }
+
+  private:
+    // A power of two (perf requires it), at least 8 (32 KiB: on a host with many CPUs the
+    // ring buffer's share per CPU would be tiny); MEMLAT_PERF_BUFFER_PAGES overrides it so
+    // that the tests can make the buffers overflow.
+    static size_t perf_buffer_pages(size_t wanted) {
+        constexpr size_t min_pages = 8;
+        wanted = std::max(wanted, min_pages);
+        if (const char *env = getenv("MEMLAT_PERF_BUFFER_PAGES"))
+            wanted = std::max<size_t>(parse_number<size_t>(env, "MEMLAT_PERF_BUFFER_PAGES"), 1);
+        size_t pages = 1;
+        while (pages * 2 <= wanted)
+            pages *= 2;
+        return pages;
+    }
+    static bpf_perf_event_ret dispatch(void *self_ptr, int /*cpu*/, perf_event_header *header) {
+        auto *self = static_cast<PerfBufferSource *>(self_ptr);
+        if (header->type == PERF_RECORD_SAMPLE) {
+            const auto *sample = reinterpret_cast<const PerfSampleRecord *>(header);
+            self->handler_(sample->data(), sample->size);
+        } else if (header->type == PERF_RECORD_LOST) {
+            self->lost_ += reinterpret_cast<const PerfLostRecord *>(header)->lost;
+        }
+        return LIBBPF_PERF_EVENT_CONT;
+    }
+    EventReader::Handler handler_;
+    perf_buffer *pb_ = nullptr;
+    size_t pages_ = 0;
+    size_t wakeup_bytes_ = 0;
+    uint64_t lost_ = 0;
+};
+
+} // namespace
+
+EventReader::EventReader(bpf_map *map, Handler handler, size_t buffer_bytes, size_t wakeup_bytes) {
+    if (bpf_map__type(map) == BPF_MAP_TYPE_PERF_EVENT_ARRAY)
+        buffer_ =
+            std::make_unique<PerfBufferSource>(map, std::move(handler), buffer_bytes, wakeup_bytes);
+    else
+        buffer_ = std::make_unique<RingBufferSource>(map, std::move(handler));
+}
+
+EventReader::~EventReader() = default;
+
+bool EventReader::poll(std::chrono::milliseconds timeout) {
+    int n = buffer_->poll(static_cast<int>(timeout.count()));
     if (n == -EINTR)
         return false;
     if (n < 0)
-        throw RuntimeError("Reading the ring buffer failed: " + strerr(-n));
+        throw RuntimeError("Reading the event buffer failed: " + strerr(-n));
     // The BPF side wakes us only when a batch has built up; take the rest now.
-    ring_buffer__consume(rb_);
+    buffer_->consume();
     return true;
 }
 
-void RingBuffer::drain() {
-    ring_buffer__consume(rb_);
+void EventReader::drain() {
+    buffer_->consume();
+}
+
+uint64_t EventReader::lost(uint64_t counted_by_bpf) const {
+    return std::max(counted_by_bpf, buffer_->lost());
+}
+
+std::string EventReader::name() const {
+    return buffer_->name();
+}
+
+std::string EventReader::describe() const {
+    return buffer_->describe();
 }
 
 std::map<int64_t, std::string> kernel_enum_names(std::string_view enum_name,
@@ -407,6 +707,57 @@ std::map<int64_t, std::string> kernel_enum_names(std::string_view enum_name,
                 static_cast<int64_t>(btf_enum64_value(&e[i])));
     }
     return names;
+}
+
+namespace {
+
+// "struct zone *", "int", "long unsigned int": enough of a C type name to compare prototypes.
+std::string btf_type_text(const btf *b, uint32_t id) {
+    std::string suffix;
+    for (int depth = 0; depth < 16; ++depth) {
+        const btf_type *t = btf__type_by_id(b, id);
+        if (t == nullptr)
+            break;
+        if (btf_is_ptr(t)) {
+            suffix += "*";
+            id = t->type;
+            continue;
+        }
+        if (btf_is_const(t) || btf_is_volatile(t) || btf_is_restrict(t)) {
+            id = t->type;
+            continue;
+        }
+        std::string name = btf__name_by_offset(b, t->name_off);
+        const char *tag = btf_is_struct(t)     ? "struct "
+                          : btf_is_union(t)    ? "union "
+                          : btf_is_any_enum(t) ? "enum "
+                                               : "";
+        return std::string(tag) + (name.empty() ? "(anon)" : name) +
+               (suffix.empty() ? "" : " " + suffix);
+    }
+    return "?";
+}
+
+} // namespace
+
+std::vector<std::string> tracepoint_parameters(std::string_view tracepoint) {
+    std::unique_ptr<btf, decltype(&btf__free)> vmlinux(btf__load_vmlinux_btf(), btf__free);
+    if (!vmlinux)
+        return {};
+    std::string name = "btf_trace_" + std::string(tracepoint);
+    int id = btf__find_by_name_kind(vmlinux.get(), name.c_str(), BTF_KIND_TYPEDEF);
+    if (id < 0)
+        return {};
+    const btf_type *t = btf__type_by_id(vmlinux.get(), id);
+    for (int depth = 0; t != nullptr && depth < 4 && !btf_is_func_proto(t); ++depth)
+        t = btf__type_by_id(vmlinux.get(), t->type);
+    if (t == nullptr || !btf_is_func_proto(t))
+        return {};
+    std::vector<std::string> params;
+    const btf_param *p = btf_params(t);
+    for (int i = 1; i < btf_vlen(t); ++i) // the first is the tracepoint's void *__data
+        params.push_back(btf_type_text(vmlinux.get(), p[i].type));
+    return params;
 }
 
 int possible_cpus() {

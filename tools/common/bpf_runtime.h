@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -88,6 +89,32 @@ void check_environment(std::string_view tool);
 // charge memory cgroups instead, and a refusal is harmless there, so it never fails.
 void raise_memlock_limit(const Verbosity &v);
 
+// What a kernel needs for a BPF map type or program kind, for messages: "BPF ring buffers
+// (Linux 5.8)". Empty for what every supported kernel has.
+std::string map_type_requirement(bpf_map_type type, bool internal);
+std::string program_requirement(bpf_prog_type type, bpf_attach_type attach);
+
+// The map libbpf names in its last "map 'NAME': failed to create" line, and what it said.
+struct RefusedMap {
+    std::string name;
+    std::string reason;
+};
+std::optional<RefusedMap> refused_map(const std::vector<std::string> &libbpf_lines);
+
+// The message for a BPF object the kernel refused as a whole: names the map that could not be
+// created and the kernel feature it needs (`requirement_of(name)`), else quotes libbpf.
+std::string
+object_refusal_message(int err, const std::vector<std::string> &libbpf_lines,
+                       std::string_view kernel_release,
+                       const std::function<std::string(const std::string &map)> &requirement_of);
+
+// The oldest kernel memlat runs on is 5.5: the tools keep their counters in global variables
+// (Linux 5.2) that they read through memory-mapped BPF arrays (BPF_F_MMAPABLE, 5.5). Probes
+// both; empty when present (or when the probe cannot tell), else the missing feature.
+std::string missing_floor_feature();
+// Throws the one-line RuntimeError for a kernel below the floor; called before loading.
+void check_kernel_floor();
+
 // The non-template core of Loaded<Skel>: open (through `reopen`), configure, load and attach
 // with fall-back, retrying with the next choice of a probe whenever the kernel refuses one.
 // `reopen` destroys any previous object and returns a freshly opened, configured one; `load`
@@ -151,23 +178,38 @@ std::string Loaded<Skel>::errno_text(int err) {
     return buf;
 }
 
-// Consumes a BPF ring buffer. The BPF side wakes us only in batches, so we also drain on a
-// timer: poll() waits at most `timeout` and then consumes whatever is there.
-class RingBuffer {
+// Reads the events the BPF side emits, through whichever buffer its events map is: a BPF ring
+// buffer, or, on kernels before 5.8, a perf event array (one perf buffer per CPU; see
+// use_events_map() in kernel_features.h). Both wake user space only in batches (the ring
+// buffer from the BPF side, the perf buffer by a wake-up watermark), so poll() also drains on
+// a timer: it waits at most `timeout` and then consumes whatever is there.
+class EventReader {
   public:
     using Handler = std::function<void(const void *data, size_t size)>;
-    RingBuffer(bpf_map *map, Handler handler);
-    RingBuffer(const RingBuffer &) = delete;
-    RingBuffer &operator=(const RingBuffer &) = delete;
-    ~RingBuffer();
+    // `buffer_bytes`: the ring buffer's size as the tool set it (the perf buffers share as
+    // much, split per CPU); `wakeup_bytes`: the batch after which user space is woken.
+    EventReader(bpf_map *map, Handler handler, size_t buffer_bytes, size_t wakeup_bytes);
+    EventReader(const EventReader &) = delete;
+    EventReader &operator=(const EventReader &) = delete;
+    ~EventReader();
     // Returns false when interrupted by a signal.
     bool poll(std::chrono::milliseconds timeout);
     void drain();
+    // The records lost, given those the BPF side counted itself (a failed ring-buffer
+    // reservation, a failed bpf_perf_event_output()). A full perf buffer also reports its
+    // losses to user space (PERF_RECORD_LOST); those are the same records the helper failed
+    // on, where the kernel tells the helper (not every kernel did), so the larger count is
+    // the number lost, never the sum.
+    uint64_t lost(uint64_t counted_by_bpf) const;
+    // "ring buffer" or "perf buffer", for messages about lost events.
+    std::string name() const;
+    // How the events travel, for -v: "perf buffers (N pages per CPU, woken every W bytes)".
+    std::string describe() const;
+
+    class Buffer; // one implementation per buffer kind
 
   private:
-    static int dispatch(void *self, void *data, size_t size);
-    Handler handler_;
-    ring_buffer *rb_ = nullptr;
+    std::unique_ptr<Buffer> buffer_;
 };
 
 // Names of the values of an enum in the run's BTF (kernel_btf()), with `prefix` removed and
@@ -193,6 +235,11 @@ std::vector<std::pair<Key, Value>> read_hash_map(bpf_map *map) {
     }
     return entries;
 }
+
+// The parameters of a raw tracepoint as the running kernel's BTF declares them (typedef
+// btf_trace_NAME, without its leading void *__data): "struct compact_control *", "long
+// unsigned int", ... Empty when the kernel's BTF cannot be read or has no such tracepoint.
+std::vector<std::string> tracepoint_parameters(std::string_view tracepoint);
 
 // Number of possible CPUs (what per-CPU BPF data is sized by).
 int possible_cpus();

@@ -1,6 +1,7 @@
 #include "kernel_features.h"
 
 #include <bpf/libbpf.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -76,6 +77,69 @@ std::vector<std::string> KernelFeatures::describe() const {
         line("kernel BTF (/sys/kernel/btf/vmlinux)", kernel_btf,
              "another BTF for CO-RE; no tp_btf or fentry programs"),
     };
+}
+
+void use_thread_state_map(bpf_map *map, const KernelFeatures &f) {
+    if (f.task_storage)
+        return;
+    bpf_map__set_type(map, BPF_MAP_TYPE_HASH);
+    bpf_map__set_key_size(map, sizeof(uint32_t));
+    // Preallocated: the kernel warns about run-time allocated hash maps in tracing programs,
+    // and a full map then fails cleanly (counted by the BPF side) instead of allocating.
+    bpf_map__set_map_flags(map, 0);
+    bpf_map__set_max_entries(map, thread_state_map_entries);
+}
+
+void use_events_map(bpf_map *map, const KernelFeatures &f) {
+    if (f.ringbuf)
+        return;
+    bpf_map__set_type(map, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+    bpf_map__set_key_size(map, sizeof(uint32_t));
+    bpf_map__set_value_size(map, sizeof(uint32_t));
+    bpf_map__set_max_entries(map, static_cast<uint32_t>(possible_cpus()));
+}
+
+std::optional<Probe> thread_exit_probe(const KernelFeatures &f) {
+    if (f.task_storage)
+        return std::nullopt;
+    return Probe{"sched:sched_process_exit (per-thread hash map clean-up)",
+                 "Without task-local storage (Linux 5.11) it needs the sched:sched_process_exit "
+                 "tracepoint, so that exiting threads leave no state behind.",
+                 std::vector<HookChoice>{
+                     {HookKind::RawTp, {"thread_exit_raw"}, "", "", ""},
+                     {HookKind::Tracepoint, {"thread_exit_tp"}, "", "", ""},
+                 }};
+}
+
+ThreadStateCount count_thread_state(bpf_map *map, uint64_t created, uint64_t removed_at_exit) {
+    ThreadStateCount count{created, removed_at_exit, 0, 0};
+    uint32_t key = 0, next = 0;
+    const uint32_t *prev = nullptr;
+    while (bpf_map__get_next_key(map, prev, &next, sizeof(next)) == 0) {
+        ++count.left;
+        // /proc/TID exists for every live thread, listed in /proc or not.
+        struct stat st {};
+        if (stat(fmt::format("/proc/{}", next).c_str(), &st) != 0)
+            ++count.left_dead;
+        key = next;
+        prev = &key;
+    }
+    return count;
+}
+
+void report_thread_state(const Verbosity &v, const KernelFeatures &f, bpf_map *map,
+                         uint64_t created, uint64_t removed_at_exit) {
+    if (!v.on() || f.task_storage)
+        return;
+    auto c = count_thread_state(map, created, removed_at_exit);
+    verbose(v, fmt::format("per-thread hash map {}: {} entries created, {} removed at thread "
+                           "exit, {} left, {} of them of threads that no longer exist",
+                           bpf_map__name(map), c.created, c.removed_at_exit, c.left, c.left_dead));
+}
+
+void describe_features(const Verbosity &v, const KernelFeatures &f) {
+    for (const auto &line : f.describe())
+        verbose(v, line);
 }
 
 } // namespace memlat

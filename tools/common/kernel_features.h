@@ -5,6 +5,8 @@
 // has it with MEMLAT_DISABLE_FEATURES=LIST, so the host tests cover the old kernels' paths.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,8 +21,8 @@ struct KernelFeatures {
     bool task_storage = true;
     // BPF_MAP_TYPE_RINGBUF (Linux 5.8). Without it, events go through a perf buffer.
     bool ringbuf = true;
-    // The running kernel's own BTF (/sys/kernel/btf/vmlinux): tp_btf and fentry programs and
-    // bpf_get_current_task_btf() need it. Without it, CO-RE relocates against another BTF
+    // The running kernel's own BTF (/sys/kernel/btf/vmlinux): tp_btf and fentry programs need
+    // it, and bpf_get_current_task_btf() (which also needs 5.11, like task storage). Without it, CO-RE relocates against another BTF
     // (embedded or --btf) and the programs use raw_tp/tracepoint/kprobe and
     // bpf_get_current_task() with CO-RE reads.
     bool kernel_btf = true;
@@ -43,5 +45,40 @@ void set_compat(Rodata &rodata, const KernelFeatures &f) {
     rodata.memlat_ringbuf = f.ringbuf;
     rodata.memlat_kernel_btf = f.kernel_btf;
 }
+
+// Entries of a per-thread hash map (one per live thread with something open).
+inline constexpr uint32_t thread_state_map_entries = 16384;
+
+// A map declared BPF_MAP_TYPE_TASK_STORAGE becomes, on a kernel without task storage, a
+// preallocated hash map keyed by thread id (compat.bpf.h's thread_state() uses it so). Call on
+// the opened skeleton, before load. One map whose type changes, rather than two maps of which
+// one goes unused: libbpf 1.1 cannot leave a map that programs reference uncreated.
+void use_thread_state_map(bpf_map *map, const KernelFeatures &f);
+
+// A map declared BPF_MAP_TYPE_RINGBUF becomes, on a kernel without ring buffers, a perf event
+// array with one slot per possible CPU (compat.bpf.h's event_submit() writes to it so, and
+// EventReader reads it). Call after the tool has sized the ring buffer.
+void use_events_map(bpf_map *map, const KernelFeatures &f);
+
+// sched:sched_process_exit, which removes an exiting thread's entries from the per-thread hash
+// maps: needed only without task storage. Every BPF object that keeps per-thread state has the
+// programs thread_exit_raw and thread_exit_tp.
+std::optional<Probe> thread_exit_probe(const KernelFeatures &f);
+
+// With -v and without task storage: how many per-thread entries the BPF side created, how many
+// the thread-exit program removed, and how many are left in `map`, of those how many belong to
+// threads that no longer exist (a leak; there should be none).
+struct ThreadStateCount {
+    uint64_t created = 0;
+    uint64_t removed_at_exit = 0;
+    uint64_t left = 0;
+    uint64_t left_dead = 0;
+};
+ThreadStateCount count_thread_state(bpf_map *map, uint64_t created, uint64_t removed_at_exit);
+void report_thread_state(const Verbosity &v, const KernelFeatures &f, bpf_map *map,
+                         uint64_t created, uint64_t removed_at_exit);
+
+// -v lines: the features, then how the tool's events travel.
+void describe_features(const Verbosity &v, const KernelFeatures &f);
 
 } // namespace memlat

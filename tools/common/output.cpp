@@ -223,7 +223,7 @@ bool run_until_stopped(const CommonOptions &options,
     return false;
 }
 
-bool trace_until_stopped(const CommonOptions &options, RingBuffer *events,
+bool trace_until_stopped(const CommonOptions &options, EventReader *events,
                          const std::function<void()> &on_interval) {
     auto wait = [events](std::chrono::milliseconds timeout) {
         if (events == nullptr) {

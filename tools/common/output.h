@@ -60,7 +60,7 @@ void sleep_for(std::chrono::milliseconds timeout);
 
 // run_until_stopped() as every tool uses it: waits on `events` when the tool prints events
 // (printing each batch as it arrives), else sleeps; drains the ring buffer at the end.
-bool trace_until_stopped(const CommonOptions &options, RingBuffer *events,
+bool trace_until_stopped(const CommonOptions &options, EventReader *events,
                          const std::function<void()> &on_interval);
 
 // Tells on stderr how many program runs the kernel skipped because another BPF program was
