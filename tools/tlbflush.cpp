@@ -61,7 +61,8 @@ constexpr const char *examples = R"(Examples:
                             remote shootdowns that hit CPU 11 in 10 seconds
   tlbflush -c 11 --culprits -s
                             who sends shootdown IPIs to CPU 11, with stacks
-  tlbflush -c 11 -L         time CPU 11 spends handling them (histogram)
+  tlbflush -c 11 -L         how long they interrupt CPU 11: IPI handler and
+                            flush callback histograms
   tlbflush -P -p 1234       flushes of process 1234, per process and CPU
   tlbflush -t               one line per flush
   tlbflush -j 1             a JSON line per second

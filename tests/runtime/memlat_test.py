@@ -427,7 +427,9 @@ IPI_EVENTS = ["irq_vectors/call_function_entry", "irq_vectors/call_function_exit
 # else a remote flush reported by tlb_flush inside the run.
 IPI_CSD_EVENTS = ["csd/csd_function_entry", "csd/csd_function_exit"]
 IPI_TLB_EVENTS = ["tlb/tlb_flush"]
-IPI_REMOTE_REASONS = ("remote_shootdown", "remote_wrong_cpu")
+# tlb_flush prints reasons with spaces ("reason:remote shootdown (1)"); 6.18 adds "remote wrong
+# CPU" for an IPI that found the CPU lazy or on another mm.
+IPI_REMOTE_REASON = re.compile(r"reason:remote[ _](shootdown|wrong[ _]cpu)", re.I)
 # The calibration marks written into the trace: "memlat_clock <CLOCK_MONOTONIC ns>".
 CLOCK_MARK = "memlat_clock"
 _TRACE_LINE = re.compile(r"\[(\d+)\]\s+\S+\s+(\d+)(?:\.(\d+))?: (\w+): (.*)$")
@@ -517,7 +519,7 @@ def parse_ipi_trace(text: str, cpu: int) -> IpiTrace:
                 flushes += 1
                 callback_since = ts
         elif name == "tlb_flush" and not has_csd:
-            if not any(f"reason:{r}" in rest for r in IPI_REMOTE_REASONS):
+            if not IPI_REMOTE_REASON.search(rest):
                 continue
             if since is None:
                 out.without_ipi += 1
