@@ -539,21 +539,20 @@ void Tlbflush::print_latency(const Snapshot &now, const Snapshot &before, json &
                            {"without_ipi", d.without_ipi}};
             continue;
         }
-        fmt::print("\nCPU {}: IPI handler time, call_function(_single) entry to exit, of the {} "
-                   "handler runs that flushed the TLB{}\n",
+        fmt::print("\nCPU {}: IPI handler, entry to exit, in the {} runs that flushed the TLB{}\n",
                    cpu, d.handler_runs,
                    d.shared_runs != 0
                        ? fmt::format(" ({} with several flushes, counted once)", d.shared_runs)
                        : "");
         fmt::print("{}", render_log2_hist(handler_ns, "nsecs"));
         if (!marks_from_tlb_flush_ && d.callbacks != 0) {
-            fmt::print("\nCPU {}: flush_tlb_func callback time inside those runs ({} callbacks)\n",
-                       cpu, d.callbacks);
+            fmt::print("\nCPU {}: flush_tlb_func callback, inside those runs ({} callbacks)\n", cpu,
+                       d.callbacks);
             fmt::print("{}", render_log2_hist(callback_ns, "nsecs"));
         }
         if (d.without_ipi != 0 || !marks_from_tlb_flush_)
-            fmt::print("\nCPU {}: TLB flush {} without an IPI handler (idle loop): {}, not in the "
-                       "histograms\n",
+            fmt::print("\nCPU {}: TLB flush {} without an IPI handler (idle loop): {}, in no "
+                       "histogram\n",
                        cpu, marks_from_tlb_flush_ ? "remote flushes" : "callbacks run",
                        d.without_ipi);
     }
