@@ -458,7 +458,8 @@ class IpiTrace:
 def parse_ipi_trace(text: str, cpu: int) -> IpiTrace:
     """Pairs the IPI oracle's events on `cpu` (see IpiOracle and the VM scenario). The trace
     clock is x86-tsc, whose timestamps are raw TSC counts: they are converted to ns with the
-    rate between the first and last memlat_clock marks (two CLOCK_MONOTONIC readings)."""
+    rate between the first and last memlat_clock marks (two CLOCK_MONOTONIC readings). Only
+    the events between those marks count: the marks bracket the tool's window."""
     out = IpiTrace()
     out.lost = "LOST" in text
     marks: list[tuple[int, int]] = []
@@ -481,6 +482,7 @@ def parse_ipi_trace(text: str, cpu: int) -> IpiTrace:
         raise Failure(f"the IPI oracle's trace has {len(marks)} clock marks on CPU {cpu}; "
                       "two are needed to convert TSC ticks to ns")
     out.ns_per_tick = (marks[-1][1] - marks[0][1]) / (marks[-1][0] - marks[0][0])
+    events = [e for e in events if marks[0][0] <= e[0] <= marks[-1][0]]
     has_csd = any(name.startswith("csd_function") for _, name, _ in events)
     if has_csd:
         out.callback_ns = []
@@ -574,16 +576,22 @@ class IpiOracle:
     on exit.
 
         with IpiOracle(1) as oracle, Tool(...):
+            oracle.mark()          # once the tool is ready
             ...
-        trace = oracle.stop()      # IpiTrace"""
+            oracle.mark()          # before it stops
+        trace = oracle.stop()      # IpiTrace: the events between the first and last mark"""
 
-    def __init__(self, cpu: int, buffer_kb: int = 16384):
+    def __init__(self, cpu: int, buffer_kb: int = 16384, tlb_flush_marks: bool = False):
+        """tlb_flush_marks: mark the handler runs with tlb_flush's remote flushes even where
+        the csd tracepoints exist: what tlbflush does without them, compared like with like
+        (a flush_tlb_func that returns early reports no flush)."""
         self.cpu = cpu
+        self.tlb_flush_marks = tlb_flush_marks
         self.buffer_kb = buffer_kb
         self.path = os.path.join(TRACEFS, "instances", own_name("ipi_oracle"))
         self.enabled: list[str] = []
 
-    def _mark(self) -> None:
+    def mark(self) -> None:
         # The mark must be written on the traced CPU: the others are masked out.
         old = os.sched_getaffinity(0)
         os.sched_setaffinity(0, {self.cpu})
@@ -604,18 +612,17 @@ class IpiOracle:
             write_file(os.path.join(self.path, "trace_clock"), "x86-tsc")
             write_file(os.path.join(self.path, "tracing_cpumask"), f"{1 << self.cpu:x}")
             write_file(os.path.join(self.path, "buffer_size_kb"), str(self.buffer_kb))
-            csd = os.path.isdir(os.path.join(self.path, "events", "csd", "csd_function_entry"))
+            csd = (not self.tlb_flush_marks and
+                   os.path.isdir(os.path.join(self.path, "events", "csd", "csd_function_entry")))
             for e in IPI_EVENTS + (IPI_CSD_EVENTS if csd else IPI_TLB_EVENTS):
                 write_file(os.path.join(self.path, "events", e, "enable"), "1")
                 self.enabled.append(e)
-            self._mark()
         except BaseException:
             self.__exit__()
             raise
         return self
 
     def stop(self) -> IpiTrace:
-        self._mark()
         write_file(os.path.join(self.path, "tracing_on"), "0")
         trace = parse_ipi_trace(read_file(os.path.join(self.path, "trace")), self.cpu)
         if trace.lost:

@@ -60,23 +60,28 @@ class Run:
 
 
 def measured_run(t: Test, *tool_args: str, env: dict | None = None,
-                 alone: bool = False, attempts: int = 3) -> Run:
+                 alone: bool = False, attempts: int = 3, oracle: IpiOracle | None = None) -> Run:
     """Runs the tool around one workload run.
 
     Another tlb_workload on the machine at the same time (a benchmark, another test run)
     also sends CPU 1 IPIs. Counts compared with /proc/interrupts stay like with like, but
     the attribution to our workload would not: with alone=True the run waits for a quiet
     moment and is repeated (up to `attempts` runs) while another one ran; if none was alone,
-    Run.others names the intruders, whose share the attribution checks then set aside."""
+    Run.others names the intruders, whose share the attribution checks then set aside.
+    An IPI oracle gets its marks with the /proc/interrupts snapshots: the same window."""
     require_cpus(SENDER, VICTIM)
     for attempt in range(1, attempts + 1):
         if alone and not wait_quiet("tlb_workload", quiet_for=1.0, timeout=15):
             log("  another tlb_workload kept running for 15 s; trying anyway")
         with ProcessWatch("tlb_workload") as watch:
             with Tool("tlbflush", *tool_args, env=env) as tool:
+                if oracle:
+                    oracle.mark()
                 before = tlb_interrupts()
                 wl = run_workload("tlb_workload", *workload_args())
                 after = tlb_interrupts()
+                if oracle:
+                    oracle.mark()
                 res = tool.stop()
         others = sorted(watch.seen - {wl["pid"]})
         if not others or not alone:
@@ -268,8 +273,9 @@ def latency_against_oracle(t: Test, env: dict, expect: list[str], csd: bool,
                            csd_tp_btf: bool = False) -> None:
     """-L with one set of hooks, in the same run as the IPI oracle on CPU 1 (an ftrace
     instance's entry/exit timestamps, x86-tsc ticks calibrated to ns)."""
-    with IpiOracle(VICTIM) as oracle:
-        r = measured_run(t, "-v", "-L", "-c", str(VICTIM), "-j", env=env)
+    # Without csd the tool marks runs with tlb_flush, and so does the oracle then.
+    with IpiOracle(VICTIM, tlb_flush_marks=not csd) as oracle:
+        r = measured_run(t, "-v", "-L", "-c", str(VICTIM), "-j", env=env, oracle=oracle)
         trace = oracle.stop()
     res = r.res
     log("  stderr:\n" + "".join("    " + line + "\n" for line in res.stderr.splitlines()))
@@ -291,11 +297,12 @@ def latency_against_oracle(t: Test, env: dict, expect: list[str], csd: bool,
     remote = check_remote_counts(t, obj, r.delta)
     handler = check_histogram(t, obj, remote, 0.05)
     counts = obj["tlb_ipis"][str(VICTIM)]
-    # The oracle's window is the tool's plus its start and stop: at least as many runs.
+    # The oracle's window is the workload's, inside the tool's.
     t.check_close("tool's handler runs vs the oracle's", expected=len(trace.handler_ns),
                   actual=counts["handler_runs"], rel_tol=0.05)
-    t.check_le("tool's flushes without an IPI handler vs the oracle's (a wider window)",
-               trace.without_ipi + 5, counts["without_ipi"], "+ 5")
+    # At least those ftrace saw; the tool sees more, which ftrace misses (tlbflush_latency_idle).
+    t.check_ge("tool's flushes without an IPI handler vs those the oracle saw",
+               trace.without_ipi, counts["without_ipi"])
     log(f"  tool: {counts['handler_runs']} handler runs ({counts['shared_runs']} shared), "
         f"{counts['callbacks']} callbacks timed, {counts['without_ipi']} without an IPI handler")
     compare_quantiles(t, "IPI handler time", handler, trace.handler_ns)
@@ -349,6 +356,56 @@ def latency_no_csd(t: Test) -> None:
     # What kernels before 6.3 run: tlb_flush marks the handler runs that flushed.
     latency_against_oracle(t, {"MEMLAT_DISABLE_HOOKS": "csd"},
                            [IRQ_CHOSEN + "tp_btf", CSD_CHOSEN + "tlb_flush"], False)
+
+
+@scenario("tlbflush_latency_idle")
+def latency_idle(t: Test) -> None:
+    """CPU 1 mostly idle (the worker sleeps between touches) and 4 MiB unmaps (freed page
+    tables reach lazy CPUs too), so that some flush callbacks may run without an IPI handler.
+    Whatever the tool counts apart stays out of the histograms: the handler runs and the
+    callbacks timed are the oracle's in-handler ones, and median and p90 still agree.
+
+    What the oracle does not confirm (measured on 6.18): the tool counts 0-65 callbacks a run
+    outside any handler, all in the idle task (tid 0), 0.5-2.5 ms after the previous handler
+    exit: an idle-loop drain. The ftrace instance records nothing at those times, though it
+    records every in-handler callback the tool times; why it misses them is not known. So
+    the count is checked only against what ftrace did see outside a handler (at least that
+    many), and the scenario says "skipped" when ftrace saw none."""
+    require_cpus(SENDER, VICTIM)
+    with IpiOracle(VICTIM) as oracle:
+        with Tool("tlbflush", "-L", "-c", str(VICTIM), "-j") as tool:
+            oracle.mark()
+            wl = run_workload("tlb_workload", *workload_args("--worker-sleep-us", "1",
+                                                               "--size", str(4 << 20)))
+            oracle.mark()
+            res = tool.stop()
+        trace = oracle.stop()
+    t.check_eq("tool exit status after SIGINT", 0, res.rc)
+    obj = final_object(t, res)
+    counts = (obj.get("tlb_ipis") or {}).get(str(VICTIM)) or {}
+    log(f"  workload {wl['iterations']} munmaps; tool: {counts}; oracle: "
+        f"{len(trace.handler_ns)} handler runs, {trace.without_ipi} callbacks without an IPI "
+        f"handler, {trace.unpaired} unpaired")
+    t.check_ge("handler runs that flushed (the workload worked)", 100,
+               counts.get("handler_runs", 0))
+    t.check_close("tool's handler runs vs the oracle's", expected=len(trace.handler_ns),
+                  actual=counts.get("handler_runs", 0), rel_tol=0.05)
+    t.check_close("tool's callbacks timed in handlers vs the oracle's",
+                  expected=len(trace.callback_ns or []), actual=counts.get("callbacks", 0),
+                  rel_tol=0.05)
+    handler = (obj.get("handler_latency") or {}).get(str(VICTIM)) or {}
+    t.check_eq("handler histogram total == handler_runs (callbacks outside handlers not in "
+               "it)", counts.get("handler_runs"), handler.get("total"))
+    callback = (obj.get("callback_latency") or {}).get(str(VICTIM)) or {}
+    t.check_eq("callback histogram total == callbacks timed in handlers",
+               counts.get("callbacks"), callback.get("total"))
+    t.check_ge("tool's callbacks without an IPI handler vs those the oracle saw",
+               trace.without_ipi, counts.get("without_ipi", 0))
+    compare_quantiles(t, "IPI handler time", handler, trace.handler_ns)
+    if trace.without_ipi == 0 and not t.failures:
+        skip(f"the ftrace oracle saw no flush callback outside an IPI handler (the tool counted "
+             f"{counts.get('without_ipi')}): the separate count is not confirmed; the checks "
+             "above passed")
 
 
 # ---------------------------------------------------------------- 5. trace

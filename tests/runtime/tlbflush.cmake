@@ -11,6 +11,7 @@ foreach(scenario
         latency_tp_btf
         latency_tracepoint
         latency_no_csd
+        latency_idle
         trace
         trace_old_kernel
         trace_no_kernel_btf

@@ -44,13 +44,12 @@ tlb_latency() { # NAME DISABLE
             for e in $IPI_EVENTS; do
                 [ -d $IPI_INST/events/$e ] && echo 1 > $IPI_INST/events/$e/enable
             done
-            ipi_mark
-            vm_tool tool MEMLAT_DISABLE_HOOKS="$2" tlbflush -v -L -c 1 -j &&
+            # The marks bracket the workload, inside the tool's window.
+            vm_tool tool MEMLAT_DISABLE_HOOKS="$2" tlbflush -v -L -c 1 -j && ipi_mark &&
                 vm_snap interrupts.before /proc/interrupts &&
                 vm_run workload tlb_workload --seconds 3 --main-cpu 0 --worker-cpu 1 &&
-                vm_snap interrupts.after /proc/interrupts
+                vm_snap interrupts.after /proc/interrupts && ipi_mark
             vm_stop tool
-            ipi_mark
             echo 0 > $IPI_INST/tracing_on
             cat $IPI_INST/trace > "$RUN/ftrace"
             for e in $IPI_EVENTS; do
