@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /* tlbflush: TLB flushes by CPU and reason, who sends the remote shootdown IPIs, and how long
  * the victim CPUs spend handling them. Every view has a tp_btf, a raw_tp and a classic
- * tracepoint program; user space attaches the first the kernel accepts. */
+ * tracepoint program; user space attaches the first the kernel accepts.
+ *
+ * -L times two intervals on the victim CPU: the call-function IPI handler, from the
+ * irq_vectors entry tracepoint to the exit one, for handler runs that did a TLB flush; and,
+ * where the csd tracepoints exist (6.3+), the flush_tlb_func callback inside it. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -28,8 +32,9 @@ const volatile bool collect_stacks = false;
 const volatile __u64 tlb_flush_func = 0;
 /* Culprits from tlb_flush(remote_send_ipi) when the csd tracepoints are missing. */
 const volatile bool culprits_from_send_ipi = false;
-/* Latency from the call-function IPI vectors when the csd tracepoints are missing. */
-const volatile bool latency_from_ipi_vectors = false;
+/* Without the csd tracepoints (before 6.3), a handler run is a TLB shootdown when tlb_flush
+ * reports a remote flush inside it. */
+const volatile bool tlb_marks_from_tlb_flush = false;
 const volatile __u64 wakeup_bytes = 64 * 1024;
 const volatile __u32 reason_remote_shootdown = 1;
 const volatile __u32 reason_remote_wrong_cpu = 5;
@@ -38,15 +43,17 @@ const volatile __u32 reason_remote_send_ipi = 4;
 /* Counters, read by user space through the mmap'ed .bss. Each CPU writes only its own row,
  * and the kernel never nests one program inside itself on a CPU, so plain adds are exact. */
 struct tlbflush_count counts[TLBFLUSH_MAX_CPUS][TLBFLUSH_MAX_REASONS] = {};
-__u64 latency_hist[TLBFLUSH_MAX_CPUS][MEMLAT_HIST_SLOTS] = {};
-__u64 ipis_handled[TLBFLUSH_MAX_CPUS] = {};
+/* -L: the IPI handler's time in ns and, for the JSON "latency" of earlier versions, in us;
+ * the flush callback's time in ns; and how the TLB flushes reached each CPU. */
+__u64 handler_hist_ns[TLBFLUSH_MAX_CPUS][MEMLAT_HIST_SLOTS] = {};
+__u64 handler_hist_us[TLBFLUSH_MAX_CPUS][MEMLAT_HIST_SLOTS] = {};
+__u64 callback_hist_ns[TLBFLUSH_MAX_CPUS][MEMLAT_HIST_SLOTS] = {};
+struct tlbflush_ipi_counts ipi_counts[TLBFLUSH_MAX_CPUS] = {};
 __u64 dropped_events = 0; /* ring buffer full */
 __u64 table_full = 0;	  /* hash map full */
 
-/* Start of the shootdown being handled on each CPU (csd path), or of the call-function IPI
- * (irq_vectors path) and whether a remote TLB flush happened inside it. */
-__u64 handling_since[TLBFLUSH_MAX_CPUS] = {};
-__u8 ipi_flushed_tlb[TLBFLUSH_MAX_CPUS] = {};
+/* What each CPU is handling now (see struct tlbflush_ipi_state). */
+struct tlbflush_ipi_state ipi_state[TLBFLUSH_MAX_CPUS] = {};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -174,6 +181,29 @@ static __always_inline void trace_event(void *ctx, __u64 pid_tgid, __u32 cpu, in
 	event_submit(ctx, &events, e, sizeof(*e), wakeup_bytes, &dropped_events);
 }
 
+static __always_inline void hist_add(__u64 hist[MEMLAT_HIST_SLOTS], __u64 value)
+{
+	hist[log2_slot(value)]++;
+}
+
+/* A TLB flush ran on this CPU: inside a call-function IPI handler it makes that run a TLB
+ * stall, however many flushes share it; outside one, the idle loop drained the queue (or the
+ * flush came without an IPI), which is no IPI stall and is only counted. */
+static __always_inline void note_tlb_flush(__u32 cpu)
+{
+	struct tlbflush_ipi_state *st;
+
+	if (cpu >= TLBFLUSH_MAX_CPUS)
+		return;
+	st = &ipi_state[cpu];
+	if (st->handler_since) {
+		st->tlb_flushes++;
+		return;
+	}
+	if (cpu_selected(cpu))
+		ipi_counts[cpu].without_ipi++;
+}
+
 static __always_inline int on_tlb_flush(void *ctx, int reason, unsigned long pages)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
@@ -182,11 +212,11 @@ static __always_inline int on_tlb_flush(void *ctx, int reason, unsigned long pag
 
 	if (cpu >= TLBFLUSH_MAX_CPUS || reason < 0)
 		return 0;
-	/* The fall-back latency view marks call-function IPIs that flushed this CPU's TLB;
-	 * before any filter, as the filters concern counting, not which IPI this is. */
-	if (latency_from_ipi_vectors && handling_since[cpu] &&
+	/* Without the csd tracepoints, a remote flush marks the handler run it happens in as a
+	 * TLB shootdown; before any filter, as those concern counting, not which IPI this is. */
+	if (tlb_marks_from_tlb_flush &&
 	    (reason == reason_remote_shootdown || reason == reason_remote_wrong_cpu))
-		ipi_flushed_tlb[cpu] = 1;
+		note_tlb_flush(cpu);
 	/* The fall-back culprit view counts senders on the sending CPU: -c names a target CPU and
 	 * -r a reason of the counts, so neither applies here; -p (the sender) does. */
 	if (culprits_from_send_ipi && reason == reason_remote_send_ipi) {
@@ -276,34 +306,33 @@ static __always_inline bool remote_tlb_callback(void *func, void *csd)
 	return (__u64)func == tlb_flush_func && csd;
 }
 
-static __always_inline void record_handling(__u32 cpu, __u64 start)
-{
-	__u64 now = bpf_ktime_get_ns();
-
-	if (cpu >= TLBFLUSH_MAX_CPUS || !start || now < start)
-		return;
-	latency_hist[cpu][log2_slot((now - start) / 1000)]++;
-}
-
 static __always_inline int on_csd_entry(void *func, void *csd)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 
 	if (!remote_tlb_callback(func, csd) || cpu >= TLBFLUSH_MAX_CPUS)
 		return 0;
-	ipis_handled[cpu]++;
-	handling_since[cpu] = bpf_ktime_get_ns();
+	note_tlb_flush(cpu);
+	/* Only callbacks inside a handler run are timed: the idle loop's are counted above. */
+	ipi_state[cpu].callback_since = ipi_state[cpu].handler_since ? bpf_ktime_get_ns() : 0;
 	return 0;
 }
 
 static __always_inline int on_csd_exit(void *func, void *csd)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
+	struct tlbflush_ipi_state *st;
+	__u64 now;
 
-	if (!remote_tlb_callback(func, csd) || cpu >= TLBFLUSH_MAX_CPUS || !cpu_selected(cpu))
+	if (!remote_tlb_callback(func, csd) || cpu >= TLBFLUSH_MAX_CPUS)
 		return 0;
-	record_handling(cpu, handling_since[cpu]);
-	handling_since[cpu] = 0;
+	st = &ipi_state[cpu];
+	now = bpf_ktime_get_ns();
+	if (st->callback_since && now >= st->callback_since && cpu_selected(cpu)) {
+		ipi_counts[cpu].callbacks++;
+		hist_add(callback_hist_ns[cpu], now - st->callback_since);
+	}
+	st->callback_since = 0;
 	return 0;
 }
 
@@ -343,31 +372,42 @@ int csd_exit_tp(struct trace_event_raw_csd_function *ctx)
 	return on_csd_exit(ctx->func, ctx->csd);
 }
 
-/* Fall-back victim side, for kernels without the csd tracepoints: time every call-function
- * IPI and keep those in which tlb_flush reported a remote flush on this CPU. */
+/* The handler window: every call-function IPI is timed from its entry tracepoint to its exit
+ * tracepoint, and kept when a TLB flush ran inside it (the csd callbacks above, or tlb_flush
+ * without them), once per run however many callbacks shared the IPI. */
 static __always_inline int on_ipi_entry(void)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 
 	if (cpu >= TLBFLUSH_MAX_CPUS)
 		return 0;
-	handling_since[cpu] = bpf_ktime_get_ns();
-	ipi_flushed_tlb[cpu] = 0;
+	ipi_state[cpu].handler_since = bpf_ktime_get_ns();
+	ipi_state[cpu].tlb_flushes = 0;
 	return 0;
 }
 
 static __always_inline int on_ipi_exit(void)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
+	struct tlbflush_ipi_state *st;
+	__u64 now, since, ns;
 
 	if (cpu >= TLBFLUSH_MAX_CPUS)
 		return 0;
-	if (ipi_flushed_tlb[cpu] && cpu_selected(cpu)) {
-		ipis_handled[cpu]++;
-		record_handling(cpu, handling_since[cpu]);
-	}
-	handling_since[cpu] = 0;
-	ipi_flushed_tlb[cpu] = 0;
+	st = &ipi_state[cpu];
+	since = st->handler_since;
+	st->handler_since = 0;
+	if (!st->tlb_flushes || !since || !cpu_selected(cpu))
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (now < since)
+		return 0;
+	ns = now - since;
+	ipi_counts[cpu].handler_runs++;
+	if (st->tlb_flushes > 1)
+		ipi_counts[cpu].shared_runs++;
+	hist_add(handler_hist_ns[cpu], ns);
+	hist_add(handler_hist_us[cpu], ns / 1000);
 	return 0;
 }
 

@@ -51,6 +51,26 @@ struct tlbflush_culprit_value {
 	char comm[TLBFLUSH_COMM_LEN];
 };
 
+/* -L, per victim CPU. A handler run is one call-function IPI handled (irq_vectors entry to
+ * exit) in which at least one TLB flush ran. */
+struct tlbflush_ipi_counts {
+	__u64 handler_runs; /* handler runs with a TLB flush: the handler histogram's samples */
+	__u64 shared_runs;  /* of those, runs with more than one TLB flush (counted once) */
+	__u64 callbacks;    /* flush_tlb_func callbacks timed inside handler runs (csd only) */
+	__u64 without_ipi;  /* TLB flush callbacks (or remote flushes) outside any handler run */
+};
+
+/* What a CPU is handling now (BPF side only): written only by that CPU, and a call-function
+ * IPI handler runs with interrupts off, so one run never interleaves with another on the same
+ * CPU. A cache line each, so that CPUs do not share one. */
+struct tlbflush_ipi_state {
+	__u64 handler_since;  /* bpf_ktime_get_ns() at the handler's entry; 0 outside one */
+	__u64 callback_since; /* at flush_tlb_func's entry; 0 outside it */
+	__u32 tlb_flushes;    /* TLB flushes in the current handler run */
+	__u32 pad;
+	__u64 pad2[5];
+};
+
 struct tlbflush_event {
 	__u64 ts_ns; /* bpf_ktime_get_ns() */
 	__u64 pages;

@@ -40,7 +40,21 @@ What a CPU and a PID mean depends on the reason:
   flush_on_task_switch, local_*: on the CPU that flushed its own TLB.
 --culprits and -s look at the sender: -p selects the sending process and -c
 the target CPU. -L looks at the victim: -c selects the victim CPU.
-Reason names are read from the running kernel (enum tlb_flush_reason).)";
+Reason names are read from the running kernel (enum tlb_flush_reason).
+
+-L shows two intervals per victim CPU, in nanoseconds:
+  IPI handler: from irq_vectors:call_function(_single)_entry to its _exit, for
+      the handler runs in which a TLB flush ran (a flush_tlb_func csd
+      callback, or before Linux 6.3 a remote flush reported by tlb_flush),
+      once per run however many flushes shared it: the stall the interrupted
+      task suffers, as far as tracepoints can see it.
+  flush callback: from csd_function_entry to _exit of flush_tlb_func inside
+      those runs (Linux 6.3+ only): the flush itself, a part of the above.
+  No tracepoint sees the interrupt's delivery, the entry and exit code before
+  the first and after the last tracepoint (register saves, the return to the
+  task), nor, in a VM, the hypervisor's part: the real stall is longer.
+  Flush callbacks that ran outside any IPI handler (the idle loop drains the
+  queue without one) are counted apart, not in the histograms.)";
 
 constexpr const char *examples = R"(Examples:
   tlbflush                  count TLB flushes by CPU and reason until Ctrl-C
@@ -49,7 +63,8 @@ constexpr const char *examples = R"(Examples:
                             remote shootdowns that hit CPU 11 in 10 seconds
   tlbflush -c 11 --culprits -s
                             who sends shootdown IPIs to CPU 11, with stacks
-  tlbflush -c 11 -L         time CPU 11 spends handling them (histogram)
+  tlbflush -c 11 -L         how long they interrupt CPU 11: IPI handler and
+                            flush callback histograms
   tlbflush -P -p 1234       flushes of process 1234, per process and CPU
   tlbflush -t               one line per flush
   tlbflush -j 1             a JSON line per second
@@ -144,8 +159,9 @@ struct Snapshot {
     std::map<CountKey, std::string> comms;
     std::map<CulpritKey, uint64_t> culprits;
     std::map<CulpritKey, std::string> culprit_comms;
-    std::vector<std::array<uint64_t, MEMLAT_HIST_SLOTS>> latency;
-    std::vector<uint64_t> ipis_handled;
+    using Hist = std::array<uint64_t, MEMLAT_HIST_SLOTS>;
+    std::vector<Hist> handler_ns, handler_us, callback_ns; // -L, per CPU
+    std::vector<tlbflush_ipi_counts> ipi_counts;
     uint64_t dropped = 0, table_full = 0;
 };
 
@@ -173,7 +189,7 @@ class Tlbflush {
     std::optional<KernelSymbols> ksyms_;
     std::map<uint32_t, ProcessSymbols> process_syms_;
     bool culprits_any_cpu_ = false;
-    bool latency_from_ipis_ = false;
+    bool marks_from_tlb_flush_ = false; // -L without the csd tracepoints
     uint64_t first_event_ns_ = 0;
     Probe *culprit_probe_ = nullptr;
     // The trace events' reader (-t), whose perf buffers count the records they lost.
@@ -237,20 +253,25 @@ std::vector<Probe> Tlbflush::plan(const KernelSymbols *ksyms) const {
         probes.push_back(Probe{"csd:csd_queue_cpu (culprits)", "", std::move(choices)});
     }
     if (o_.latency) {
+        // The handler window, timed on every kernel; then what says a TLB flush ran in it.
+        probes.push_back(
+            Probe{"irq_vectors:call_function(_single)_entry/exit (latency)",
+                  "It needs the irq_vectors call-function tracepoints (x86).",
+                  three_ways("irq_vectors", "ipi_entry_btf", "ipi_entry_raw", "ipi_entry_tp",
+                             {"ipi_exit_btf", "ipi1_entry_btf", "ipi1_exit_btf"},
+                             {"ipi_exit_raw", "ipi1_entry_raw", "ipi1_exit_raw"},
+                             {"ipi_exit_tp", "ipi1_entry_tp", "ipi1_exit_tp"})});
         auto choices = csd_ways("csd_entry", "csd_exit");
         for (auto &c : choices)
             c.unavailable = no_symbol;
-        auto ipis = three_ways("irq_vectors", "ipi_entry_btf", "ipi_entry_raw", "ipi_entry_tp",
-                               {"ipi_exit_btf", "ipi1_entry_btf", "ipi1_exit_btf"},
-                               {"ipi_exit_raw", "ipi1_entry_raw", "ipi1_exit_raw"},
-                               {"ipi_exit_tp", "ipi1_entry_tp", "ipi1_exit_tp"});
-        for (auto &c : ipis)
-            c.caveat = "without the csd tracepoints (Linux 6.3+) only call-function IPIs in "
-                       "which tlb_flush saw a remote flush are timed, IPI entry to exit; "
-                       "shootdowns drained by the idle loop are missed";
-        choices.insert(choices.end(), ipis.begin(), ipis.end());
-        probes.push_back(Probe{"csd:csd_function_entry/exit (latency)",
-                               "It needs the csd or irq_vectors tracepoints.", std::move(choices)});
+        choices.push_back({HookKind::TpBtf,
+                           {},
+                           "tlb_flush",
+                           "without the csd tracepoints (Linux 6.3+) only IPI handler runs in "
+                           "which tlb_flush saw a remote flush are timed, and the flush "
+                           "callback itself is not: -L shows the handler histogram alone",
+                           ""});
+        probes.push_back(Probe{"csd:csd_function_entry/exit (latency)", "", std::move(choices)});
     }
     return probes;
 }
@@ -281,7 +302,7 @@ void Tlbflush::configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) c
         if (probe.name.starts_with("csd:csd_queue_cpu"))
             ro->culprits_from_send_ipi = probe.uses_family("remote_send_ipi");
         if (probe.name.starts_with("csd:csd_function"))
-            ro->latency_from_ipi_vectors = probe.uses_family("irq_vectors");
+            ro->tlb_marks_from_tlb_flush = probe.uses_family("tlb_flush");
     }
     // Size the maps for what the options use; unused ones stay at one entry.
     if (o_.per_process)
@@ -321,12 +342,17 @@ Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) const {
             s.culprit_comms[key] = std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
         }
     if (o_.latency) {
-        s.latency.resize(ncpus_);
-        s.ipis_handled.resize(ncpus_);
+        auto copy = [](const auto &from, Snapshot::Hist &to) {
+            std::copy(std::begin(from), std::end(from), to.begin());
+        };
+        for (auto *h : {&s.handler_ns, &s.handler_us, &s.callback_ns})
+            h->resize(ncpus_);
+        s.ipi_counts.resize(ncpus_);
         for (int cpu = 0; cpu < ncpus_ && cpu < TLBFLUSH_MAX_CPUS; ++cpu) {
-            std::copy(std::begin(bss->latency_hist[cpu]), std::end(bss->latency_hist[cpu]),
-                      s.latency[cpu].begin());
-            s.ipis_handled[cpu] = bss->ipis_handled[cpu];
+            copy(bss->handler_hist_ns[cpu], s.handler_ns[cpu]);
+            copy(bss->handler_hist_us[cpu], s.handler_us[cpu]);
+            copy(bss->callback_hist_ns[cpu], s.callback_ns[cpu]);
+            s.ipi_counts[cpu] = bss->ipi_counts[cpu];
         }
     }
     s.dropped = events_ != nullptr ? events_->lost(bss->dropped_events) : bss->dropped_events;
@@ -489,23 +515,62 @@ void Tlbflush::print_culprits(tlbflush_bpf &skel, const Snapshot &now, const Sna
 }
 
 void Tlbflush::print_latency(const Snapshot &now, const Snapshot &before, json &out) const {
-    json per_cpu = json::object();
-    for (int cpu = 0; cpu < ncpus_; ++cpu) {
-        std::array<uint64_t, MEMLAT_HIST_SLOTS> d{};
+    auto diff = [&](const std::vector<Snapshot::Hist> &a, const std::vector<Snapshot::Hist> &b,
+                    int cpu) {
+        Snapshot::Hist d{};
         for (int i = 0; i < MEMLAT_HIST_SLOTS; ++i)
-            d[i] = now.latency[cpu][i] - (before.latency.empty() ? 0 : before.latency[cpu][i]);
-        if (hist_total(d) == 0)
+            d[i] = a[cpu][i] - (b.empty() ? 0 : b[cpu][i]);
+        return d;
+    };
+    json handler = json::object(), callback = json::object(), legacy = json::object();
+    json counts = json::object();
+    for (int cpu = 0; cpu < ncpus_; ++cpu) {
+        const auto &n = now.ipi_counts[cpu];
+        const tlbflush_ipi_counts b =
+            before.ipi_counts.empty() ? tlbflush_ipi_counts{} : before.ipi_counts[cpu];
+        const tlbflush_ipi_counts d{n.handler_runs - b.handler_runs, n.shared_runs - b.shared_runs,
+                                    n.callbacks - b.callbacks, n.without_ipi - b.without_ipi};
+        if (d.handler_runs == 0 && d.without_ipi == 0)
             continue;
+        const auto handler_ns = diff(now.handler_ns, before.handler_ns, cpu);
+        const auto callback_ns = diff(now.callback_ns, before.callback_ns, cpu);
+        const std::string key = std::to_string(cpu);
         if (o_.common.json) {
-            per_cpu[std::to_string(cpu)] = log2_hist_json(d, "usecs");
+            handler[key] = log2_hist_json(handler_ns, "nsecs");
+            legacy[key] = log2_hist_json(diff(now.handler_us, before.handler_us, cpu), "usecs");
+            if (!marks_from_tlb_flush_)
+                callback[key] = log2_hist_json(callback_ns, "nsecs");
+            counts[key] = {{"handler_runs", d.handler_runs},
+                           {"shared_runs", d.shared_runs},
+                           {"callbacks", marks_from_tlb_flush_ ? json(nullptr) : json(d.callbacks)},
+                           {"without_ipi", d.without_ipi}};
             continue;
         }
-        fmt::print("\nCPU {}: time handling TLB-shootdown IPIs{}\n", cpu,
-                   latency_from_ipis_ ? " (call-function IPIs that flushed the TLB)" : "");
-        fmt::print("{}", render_log2_hist(d, "usecs"));
+        fmt::print("\nCPU {}: IPI handler, entry to exit, in the {} runs that flushed the TLB{}\n",
+                   cpu, d.handler_runs,
+                   d.shared_runs != 0
+                       ? fmt::format(" ({} with several flushes, counted once)", d.shared_runs)
+                       : "");
+        fmt::print("{}", render_log2_hist(handler_ns, "nsecs"));
+        if (!marks_from_tlb_flush_ && d.callbacks != 0) {
+            fmt::print("\nCPU {}: flush_tlb_func callback, inside those runs ({} callbacks)\n", cpu,
+                       d.callbacks);
+            fmt::print("{}", render_log2_hist(callback_ns, "nsecs"));
+        }
+        if (d.without_ipi != 0 || !marks_from_tlb_flush_)
+            fmt::print("\nCPU {}: TLB flush {} without an IPI handler (idle loop): {}, in no "
+                       "histogram\n",
+                       cpu, marks_from_tlb_flush_ ? "remote flushes" : "callbacks run",
+                       d.without_ipi);
     }
-    if (o_.common.json)
-        out["latency"] = per_cpu;
+    if (!o_.common.json)
+        return;
+    out["handler_latency"] = handler;
+    out["callback_latency"] = marks_from_tlb_flush_ ? json(nullptr) : callback;
+    out["tlb_ipis"] = counts;
+    // Earlier versions' "latency" (usecs) timed only the flush callback; it is now the
+    // handler time, in its old unit, for readers of that key.
+    out["latency"] = legacy;
 }
 
 void Tlbflush::print_interval(tlbflush_bpf &skel, const Snapshot &now, const Snapshot &before) {
@@ -604,9 +669,9 @@ int Tlbflush::run() {
         if (probe.name.starts_with("csd:csd_queue_cpu"))
             culprits_any_cpu_ = probe.uses_family("remote_send_ipi");
         if (probe.name.starts_with("csd:csd_function"))
-            latency_from_ipis_ = probe.uses_family("irq_vectors");
+            marks_from_tlb_flush_ = probe.uses_family("tlb_flush");
         // What this kernel cannot show (no csd tracepoints before 6.3), said once, -v or not.
-        if (probe.uses_family("remote_send_ipi") || probe.uses_family("irq_vectors"))
+        if (probe.uses_family("remote_send_ipi") || probe.uses_family("tlb_flush"))
             fmt::print(stderr, "{}: {}\n", tool_name, probe.choice()->caveat);
     }
 
@@ -677,8 +742,8 @@ int main(int argc, char **argv) {
                  "most frequent first",
                  o.stacks);
         cli.flag('L', "latency",
-                 "Log2 histogram per victim CPU of the time spent handling each TLB-shootdown "
-                 "IPI (usecs): the stall the interrupted task suffers",
+                 "Log2 histograms (nsecs) per victim CPU: the IPI handler's time for each "
+                 "call-function IPI that flushed the TLB, and the flush callback's (see below)",
                  o.latency);
         cli.flag('t', "trace", "One line per flush: TIME CPU PID COMM REASON PAGES", o.trace);
         add_common_options(cli, o.common, true,

@@ -457,6 +457,229 @@ def check_latencies(t: Test, what: str, tool_ns: list[int], oracle_ns: list[int]
     t.check_eq(f"{what}: pairs off by more than a factor of 2 plus 200 us", [], wild[:5])
 
 
+# The call-function IPI handler on one CPU, as ftrace records it: the oracle of tlbflush -L.
+IPI_EVENTS = ["irq_vectors/call_function_entry", "irq_vectors/call_function_exit",
+              "irq_vectors/call_function_single_entry", "irq_vectors/call_function_single_exit"]
+# What says that a handler run flushed the TLB: the flush_tlb_func csd callback (Linux 6.3+),
+# else a remote flush reported by tlb_flush inside the run.
+IPI_CSD_EVENTS = ["csd/csd_function_entry", "csd/csd_function_exit"]
+IPI_TLB_EVENTS = ["tlb/tlb_flush"]
+# tlb_flush prints reasons with spaces ("reason:remote shootdown (1)"); 6.18 adds "remote wrong
+# CPU" for an IPI that found the CPU lazy or on another mm.
+IPI_REMOTE_REASON = re.compile(r"reason:remote[ _](shootdown|wrong[ _]cpu)", re.I)
+# The calibration marks written into the trace: "memlat_clock <CLOCK_MONOTONIC ns>".
+CLOCK_MARK = "memlat_clock"
+_TRACE_LINE = re.compile(r"\[(\d+)\]\s+\S+\s+(\d+)(?:\.(\d+))?: (\w+): (.*)$")
+
+
+class IpiTrace:
+    """A parsed IPI-oracle trace: handler runs that flushed the TLB, in nanoseconds.
+
+    handler_ns: entry-to-exit time of every call-function IPI handler run on the CPU in which
+        a TLB flush ran (counted once however many); callback_ns: flush_tlb_func's
+        csd_function_entry-to-exit inside those runs (csd kernels only, else None);
+        without_ipi: flush callbacks (or remote flushes) outside any handler run;
+        ns_per_tick: the trace clock's resolution (x86-tsc ticks, calibrated against
+        CLOCK_MONOTONIC with two marks written into the trace); lost: events ftrace lost."""
+
+    def __init__(self) -> None:
+        self.handler_ns: list[float] = []
+        self.callback_ns: Optional[list[float]] = None
+        self.shared_runs = 0
+        self.without_ipi = 0
+        self.unpaired = 0
+        self.ns_per_tick = 0.0
+        self.lost = False
+
+
+def parse_ipi_trace(text: str, cpu: int) -> IpiTrace:
+    """Pairs the IPI oracle's events on `cpu` (see IpiOracle and the VM scenario). The trace
+    clock is x86-tsc, whose timestamps are raw TSC counts: they are converted to ns with the
+    rate between the first and last memlat_clock marks (two CLOCK_MONOTONIC readings). Only
+    the events between those marks count: the marks bracket the tool's window."""
+    out = IpiTrace()
+    out.lost = "LOST" in text
+    marks: list[tuple[int, int]] = []
+    events: list[tuple[int, str, str]] = []
+    for line in text.splitlines():
+        m = _TRACE_LINE.search(line)
+        if not m or int(m.group(1)) != cpu:
+            continue
+        if m.group(3) is not None:
+            raise Failure("the IPI oracle's trace has sec.usec timestamps: the trace clock is "
+                          "not x86-tsc")
+        ts, name, rest = int(m.group(2)), m.group(4), m.group(5)
+        if name == "tracing_mark_write":
+            words = rest.split()
+            if len(words) == 2 and words[0] == CLOCK_MARK:
+                marks.append((ts, int(words[1])))
+            continue
+        events.append((ts, name, rest))
+    if len(marks) < 2 or marks[-1][0] <= marks[0][0]:
+        raise Failure(f"the IPI oracle's trace has {len(marks)} clock marks on CPU {cpu}; "
+                      "two are needed to convert TSC ticks to ns")
+    out.ns_per_tick = (marks[-1][1] - marks[0][1]) / (marks[-1][0] - marks[0][0])
+    events = [e for e in events if marks[0][0] <= e[0] <= marks[-1][0]]
+    has_csd = any(name.startswith("csd_function") for _, name, _ in events)
+    if has_csd:
+        out.callback_ns = []
+    since = None
+    flushes = 0
+    callback_since = None
+    callbacks: list[float] = []
+    for ts, name, rest in events:
+        if name in ("call_function_entry", "call_function_single_entry"):
+            if since is not None:
+                out.unpaired += 1
+            since, flushes, callbacks = ts, 0, []
+        elif name in ("call_function_exit", "call_function_single_exit"):
+            if since is None:
+                out.unpaired += 1
+                continue
+            if flushes:
+                out.handler_ns.append((ts - since) * out.ns_per_tick)
+                out.shared_runs += flushes > 1
+                if out.callback_ns is not None:
+                    out.callback_ns.extend(callbacks)
+            since = None
+        elif name == "csd_function_entry" or name == "csd_function_exit":
+            # "func=flush_tlb_func, csd=0000000012345678"; a zero csd is a local call.
+            if "func=flush_tlb_func," not in rest or re.search(r"csd=0+$", rest):
+                continue
+            if name == "csd_function_exit":
+                if since is not None and callback_since is not None:
+                    callbacks.append((ts - callback_since) * out.ns_per_tick)
+                callback_since = None
+                continue
+            if since is None:
+                out.without_ipi += 1
+                callback_since = None
+            else:
+                flushes += 1
+                callback_since = ts
+        elif name == "tlb_flush" and not has_csd:
+            if not IPI_REMOTE_REASON.search(rest):
+                continue
+            if since is None:
+                out.without_ipi += 1
+            else:
+                flushes += 1
+    return out
+
+
+def log2_slot(value: float) -> int:
+    """The histogram slot of a value, as the BPF side computes it (include/memlat/hist.h)."""
+    v = int(value)
+    return 0 if v < 2 else v.bit_length() - 1
+
+
+def slot_quantile(counts: dict[int, int], q: float) -> Optional[int]:
+    """The slot holding the q-quantile of a log2 histogram {slot: count}: the first slot at
+    which the cumulative count reaches q of the total. None for an empty histogram."""
+    total = sum(counts.values())
+    if total == 0:
+        return None
+    seen = 0
+    for slot in sorted(counts):
+        seen += counts[slot]
+        if seen >= q * total:
+            return slot
+    return max(counts)
+
+
+def slots_of_values(values: Iterable[float]) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for v in values:
+        out[log2_slot(v)] = out.get(log2_slot(v), 0) + 1
+    return out
+
+
+def slots_of_json_hist(hist: dict) -> dict[int, int]:
+    """{slot: count} of a tool's JSON log2 histogram ({"buckets": [{"low", "high", "count"}]})."""
+    return {log2_slot(b["low"]): b["count"] for b in hist.get("buckets", [])}
+
+
+def slot_range(slot: Optional[int]) -> str:
+    if slot is None:
+        return "none"
+    return f"{0 if slot == 0 else 1 << slot}-{(1 << (slot + 1)) - 1}"
+
+
+class IpiOracle:
+    """An ftrace instance of our own recording the call-function IPI handler on one CPU (its
+    tracing_cpumask), with what marks a TLB flush inside it, in the x86-tsc trace clock: raw
+    TSC counts, because the nanosecond clocks print only microseconds in the text. Two marks
+    (CLOCK_MONOTONIC ns, written from a thread pinned to the CPU) calibrate the ticks. Removed
+    on exit.
+
+        with IpiOracle(1) as oracle, Tool(...):
+            oracle.mark()          # once the tool is ready
+            ...
+            oracle.mark()          # before it stops
+        trace = oracle.stop()      # IpiTrace: the events between the first and last mark"""
+
+    def __init__(self, cpu: int, buffer_kb: int = 16384, tlb_flush_marks: bool = False):
+        """tlb_flush_marks: mark the handler runs with tlb_flush's remote flushes even where
+        the csd tracepoints exist: what tlbflush does without them, compared like with like
+        (a flush_tlb_func that returns early reports no flush)."""
+        self.cpu = cpu
+        self.tlb_flush_marks = tlb_flush_marks
+        self.buffer_kb = buffer_kb
+        self.path = os.path.join(TRACEFS, "instances", own_name("ipi_oracle"))
+        self.enabled: list[str] = []
+
+    def mark(self) -> None:
+        # The mark must be written on the traced CPU: the others are masked out.
+        old = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {self.cpu})
+        try:
+            before = time.monotonic_ns()
+            with open(os.path.join(self.path, "trace_marker"), "w") as f:
+                f.write(f"{CLOCK_MARK} {before}\n")
+        finally:
+            os.sched_setaffinity(0, old)
+
+    def __enter__(self) -> "IpiOracle":
+        if not os.path.isdir(os.path.join(TRACEFS, "instances")):
+            skip("tracefs instances are not available (needed for the IPI oracle)")
+        os.mkdir(self.path)
+        try:
+            if "x86-tsc" not in read_file(os.path.join(self.path, "trace_clock")):
+                skip("the x86-tsc trace clock is not available (needed for ns timestamps)")
+            write_file(os.path.join(self.path, "trace_clock"), "x86-tsc")
+            write_file(os.path.join(self.path, "tracing_cpumask"), f"{1 << self.cpu:x}")
+            write_file(os.path.join(self.path, "buffer_size_kb"), str(self.buffer_kb))
+            csd = (not self.tlb_flush_marks and
+                   os.path.isdir(os.path.join(self.path, "events", "csd", "csd_function_entry")))
+            for e in IPI_EVENTS + (IPI_CSD_EVENTS if csd else IPI_TLB_EVENTS):
+                write_file(os.path.join(self.path, "events", e, "enable"), "1")
+                self.enabled.append(e)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def stop(self) -> IpiTrace:
+        write_file(os.path.join(self.path, "tracing_on"), "0")
+        trace = parse_ipi_trace(read_file(os.path.join(self.path, "trace")), self.cpu)
+        if trace.lost:
+            raise Failure("the IPI oracle lost events (buffer too small)")
+        return trace
+
+    def __exit__(self, *exc) -> None:
+        for e in self.enabled:
+            try:
+                write_file(os.path.join(self.path, "events", e, "enable"), "0")
+            except OSError:
+                pass
+        for _ in range(50):
+            try:
+                os.rmdir(self.path)
+                return
+            except OSError:
+                time.sleep(0.1)
+
+
 # ---------------------------------------------------------------- output collection
 
 class _Collector(threading.Thread):

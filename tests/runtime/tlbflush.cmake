@@ -7,6 +7,11 @@ foreach(scenario
         culprits
         stacks
         latency
+        latency_raw_tp
+        latency_tp_btf
+        latency_tracepoint
+        latency_no_csd
+        latency_idle
         trace
         trace_old_kernel
         trace_no_kernel_btf

@@ -5,7 +5,8 @@ CPU 1 a TLB-shootdown IPI, which the guest kernel counts in the TLB row of /proc
 The tool's remote shootdowns on CPU 1 must match that row's delta over the tool's window."""
 from __future__ import annotations
 
-from memlat_test import Test, log
+from memlat_test import (Test, log, parse_ipi_trace, slot_quantile, slot_range,
+                         slots_of_json_hist, slots_of_values)
 from vmcheck import Block, checker, interrupt_row, show_hooks
 
 VICTIM = 1
@@ -73,8 +74,8 @@ def culprits_latency(t: Test, b: Block) -> None:
                    res.stderr, "stderr")
         target = VICTIM
         tol = 0.05
-    lat = (obj.get("latency") or {}).get(str(VICTIM)) or {}
-    log(f"  latency CPU{VICTIM}: total {lat.get('total')} " + ", ".join(
+    lat = (obj.get("handler_latency") or {}).get(str(VICTIM)) or {}
+    log(f"  handler CPU{VICTIM}: total {lat.get('total')} " + ", ".join(
         f"[{x['low']}-{x['high']}]={x['count']}" for x in lat.get("buckets", [])))
     t.check_close(f"latency samples vs remote shootdowns on CPU{VICTIM}", remote,
                   lat.get("total", 0), rel_tol=tol, abs_tol=COUNT_ABS)
@@ -85,3 +86,44 @@ def culprits_latency(t: Test, b: Block) -> None:
                round(min((1 - tol) * delta, delta - COUNT_ABS), 1), ours, f"{(1 - tol) * 100:g}% of the delta")
     t.check_le("workload's culprit count vs its munmaps", round(wl["iterations"] * 1.01 + 10),
                ours, "one IPI per munmap with 2 CPUs")
+
+
+# The VM's handler times are noisy (TCG, a host CPU shared with other work): the issue's rule
+# is median and p90 in the same or an adjacent log2 slot as the oracle's, nothing looser.
+@checker("tlbflush.latency")
+def latency(t: Test, b: Block) -> None:
+    res, obj, remote, _, _ = _measured(t, b)
+    hook = EXPECTED_HOOK[b.variant]
+    t.check_in(f"-v: the IPI handler via {hook}",
+               f"irq_vectors:call_function(_single)_entry/exit (latency): using irq_vectors/{hook}",
+               res.stderr, "stderr")
+    csd = "csd_function_entry" in b.facts.get("tracepoints", "")
+    trace = parse_ipi_trace(b.file("ftrace"), VICTIM)
+    t.check_eq("the oracle lost no events", False, trace.lost)
+    log(f"  oracle: x86-tsc, {trace.ns_per_tick:.4f} ns per tick; {len(trace.handler_ns)} handler "
+        f"runs that flushed ({trace.shared_runs} shared), {trace.without_ipi} remote flushes "
+        f"without an IPI handler, {trace.unpaired} unpaired")
+    t.check_le("oracle's trace clock resolution (ns per tick)", 1.0, trace.ns_per_tick)
+    hist = (obj.get("handler_latency") or {}).get(str(VICTIM)) or {}
+    counts = (obj.get("tlb_ipis") or {}).get(str(VICTIM)) or {}
+    log(f"  tool: handler " + ", ".join(f"[{x['low']}-{x['high']}]={x['count']}"
+                                        for x in hist.get("buckets", [])) +
+        f"; {counts.get('handler_runs')} runs, {counts.get('without_ipi')} without an IPI handler")
+    t.check_eq("handler_runs == handler histogram total", hist.get("total"),
+               counts.get("handler_runs"))
+    t.check_close("handler samples vs remote shootdowns on CPU1", remote, hist.get("total", 0),
+                  rel_tol=FALLBACK_TOL, abs_tol=COUNT_ABS)
+    t.check_close("tool's handler runs vs the oracle's (a wider window)", len(trace.handler_ns),
+                  counts.get("handler_runs", 0), rel_tol=FALLBACK_TOL, abs_tol=COUNT_ABS)
+    if not csd:
+        t.check_eq("callback_latency without the csd tracepoints", None,
+                   obj.get("callback_latency"))
+    tool_slots = slots_of_json_hist(hist)
+    oracle_slots = slots_of_values(trace.handler_ns)
+    log("  oracle handler: " + ", ".join(f"[{slot_range(k)}]={v}"
+                                         for k, v in sorted(oracle_slots.items())))
+    for name, q in (("median", 0.5), ("p90", 0.9)):
+        ts, os_ = slot_quantile(tool_slots, q), slot_quantile(oracle_slots, q)
+        t.check(ts is not None and os_ is not None and abs(ts - os_) <= 1,
+                f"IPI handler time {name}: tool's log2 slot vs the ftrace oracle's (ns)",
+                f"oracle {slot_range(os_)} ns +- 1 slot", f"{slot_range(ts)} ns")

@@ -4,9 +4,12 @@
 // then flush the second CPU's TLB with an IPI, because that CPU runs the same address space.
 //
 //   tlb_workload [--seconds S | --iterations N] [--main-cpu A] [--worker-cpu B] [--size BYTES]
-//                [--linger S]
-// It prints "pid=PID iterations=N" on stdout when done; --linger keeps the process alive
-// afterwards so that tools can still read /proc/PID/maps for symbolization.
+//                [--linger S] [--worker-sleep-us U]
+// With --worker-sleep-us the second thread sleeps U microseconds between touches, so that its
+// CPU is often idle (lazily still in this address space): some flushes then reach it in the
+// idle loop rather than in an IPI handler. It prints "pid=PID iterations=N" on stdout when done;
+// --linger keeps the process alive afterwards so that tools can still read /proc/PID/maps for
+// symbolization.
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -25,6 +28,7 @@ namespace {
 
 std::atomic<bool> worker_running{false};
 std::atomic<bool> stop_worker{false};
+long worker_sleep_us = 0;
 
 void pin_to(int cpu) {
     cpu_set_t set;
@@ -40,8 +44,11 @@ void keep_touching(int cpu) {
     pin_to(cpu);
     std::vector<char> memory(1 << 20);
     worker_running = true;
-    for (size_t i = 0; !stop_worker.load(std::memory_order_relaxed); i += 4096)
+    for (size_t i = 0; !stop_worker.load(std::memory_order_relaxed); i += 4096) {
         memory[i % memory.size()]++;
+        if (worker_sleep_us > 0)
+            std::this_thread::sleep_for(std::chrono::microseconds(worker_sleep_us));
+    }
 }
 
 // Kept out of line so that stacks show it between main and munmap.
@@ -78,6 +85,8 @@ int main(int argc, char **argv) {
             size = strtoul(val, nullptr, 0);
         else if (opt == "--linger")
             linger = atof(val);
+        else if (opt == "--worker-sleep-us")
+            worker_sleep_us = atol(val);
         else {
             fprintf(stderr, "tlb_workload: unknown option %s\n", opt.c_str());
             return 2;

@@ -126,7 +126,9 @@ bool disabled_by_environment(const HookChoice &choice) {
     while (!list.empty()) {
         auto comma = list.find(',');
         auto token = list.substr(0, comma);
-        if (token == hook_kind_name(choice.kind) ||
+        // A choice without programs of its own (it reuses another probe's) is not of a kind:
+        // disabling tp_btf must not take away, say, tlbflush's tlb_flush marks.
+        if ((!choice.programs.empty() && token == hook_kind_name(choice.kind)) ||
             (!choice.family.empty() && token == choice.family) || token == choice.label())
             return true;
         list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);

@@ -2,6 +2,9 @@
 # culprits + latency with and without the csd family (Linux 6.1 has no csd tracepoints, so
 # there the irq_vectors / remote_send_ipi fall-backs are what runs either way).
 # Checked by tests/vm/check_tlbflush.py against the guest's /proc/interrupts TLB row.
+# latency.HOOKPATH: -L in the same run as an ftrace instance recording the call-function IPI
+# handler and tlb_flush on CPU 1 (tracing_cpumask), in the x86-tsc trace clock; two marks
+# written on CPU 1 carry CLOCK_MONOTONIC ns (/proc/timer_list) to convert the ticks to ns.
 
 tlb_count() { # NAME DISABLE ARGS...
     name=$1
@@ -23,3 +26,44 @@ tlb_count tlbflush.count.raw_tp tp_btf -c 1 -j
 tlb_count tlbflush.count.tracepoint tp_btf,raw_tp -c 1 -j
 tlb_count tlbflush.culprits_latency.default "" --culprits -L -c 1 -j
 tlb_count tlbflush.culprits_latency.no_csd csd --culprits -L -c 1 -j
+
+IPI_INST=/sys/kernel/tracing/instances/memlat_tlb_ipi
+IPI_EVENTS="irq_vectors/call_function_entry irq_vectors/call_function_exit
+irq_vectors/call_function_single_entry irq_vectors/call_function_single_exit tlb/tlb_flush"
+
+ipi_mark() { # written on CPU 1: the instance traces only that CPU
+    taskset 2 sh -c "echo memlat_clock \$(awk '/^now at/ {print \$3; exit}' /proc/timer_list) \
+        > $IPI_INST/trace_marker"
+}
+
+tlb_latency() { # NAME DISABLE
+    vm_begin "$1"
+    if vm_have tlbflush; then
+        if mkdir $IPI_INST && echo x86-tsc > $IPI_INST/trace_clock &&
+            echo 2 > $IPI_INST/tracing_cpumask && echo 4096 > $IPI_INST/buffer_size_kb; then
+            for e in $IPI_EVENTS; do
+                [ -d $IPI_INST/events/$e ] && echo 1 > $IPI_INST/events/$e/enable
+            done
+            # The marks bracket the workload, inside the tool's window.
+            vm_tool tool MEMLAT_DISABLE_HOOKS="$2" tlbflush -v -L -c 1 -j && ipi_mark &&
+                vm_snap interrupts.before /proc/interrupts &&
+                vm_run workload tlb_workload --seconds 3 --main-cpu 0 --worker-cpu 1 &&
+                vm_snap interrupts.after /proc/interrupts && ipi_mark
+            vm_stop tool
+            echo 0 > $IPI_INST/tracing_on
+            cat $IPI_INST/trace > "$RUN/ftrace"
+            for e in $IPI_EVENTS; do
+                [ -d $IPI_INST/events/$e ] && echo 0 > $IPI_INST/events/$e/enable
+            done
+            rmdir $IPI_INST
+        else
+            vm_skip "no ftrace instance with the x86-tsc clock on CPU 1"
+            rmdir $IPI_INST 2>/dev/null
+        fi
+    fi
+    vm_end
+}
+
+tlb_latency tlbflush.latency.tp_btf ""
+tlb_latency tlbflush.latency.raw_tp tp_btf
+tlb_latency tlbflush.latency.tracepoint tp_btf,raw_tp
