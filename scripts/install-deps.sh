@@ -9,7 +9,8 @@ packages=(
     nlohmann-json3-dev libfmt-dev       # JSON output, formatting (header-only)
     libgtest-dev                # unit tests
     python3 binutils            # runtime tests and the static-binary check (readelf)
-    qemu-system-x86 busybox-static      # VM tests (tests/vm): a second kernel in a guest
+    qemu-system-x86 busybox-static      # VM tests (tests/vm): Debian's kernels in a guest
+    zstd                        # VM tests: newer kernels' zstd-compressed modules
 )
 if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps.sh: run as root (sudo) to install packages" >&2

@@ -19,7 +19,7 @@ cachestat_read() { # PHASE DISABLE
 
 cachestat_cold_warm() { # NAME DISABLE
     vm_begin "$1"
-    if vm_have cachestat && vm_ramdisk; then
+    if vm_have cachestat && vm_btf_for "${1##*.}" && vm_ramdisk; then
         vm_meta pages $((CACHE_MB * 256))
         sync
         echo 1 > /proc/sys/vm/drop_caches

@@ -41,7 +41,7 @@ frag_stop() {
 
 compactsnoop_manual() { # NAME DISABLE
     vm_begin "$1"
-    if vm_have compactsnoop; then
+    if vm_have compactsnoop && vm_btf_for "${1##*.}"; then
         frag_mb=$(($(avail_mb) * FRAG_PCT / 100))
         vm_meta frag_mb "$frag_mb"
         if frag_start --mib "$frag_mb"; then
@@ -85,7 +85,7 @@ compactsnoop_manual compactsnoop.manual.tracepoint tp_btf,raw_tp
 # the machine has less than 512 MiB (hugepage_init()); the scenario turns it on and back off.
 compactsnoop_direct() { # NAME DISABLE
     vm_begin "$1"
-    if ! vm_have compactsnoop; then
+    if ! vm_have compactsnoop || ! vm_btf_for "${1##*.}"; then
         :
     elif [ ! -f $THP/defrag ]; then
         vm_skip "no transparent huge pages in the guest kernel ($THP/defrag)"
