@@ -241,7 +241,20 @@ def prerequisites() -> str:
     return busybox
 
 
-def judge(blocks, facts, done: bool, only: list[str]) -> tuple[list[tuple[str, str, str]], bool]:
+def guest_crash(console: str) -> str:
+    """The guest kernel's first Oops/BUG/panic line in the console log, "" when none."""
+    try:
+        with open(console, errors="replace") as f:
+            for line in f:
+                if any(w in line for w in ("Oops:", "BUG:", "Kernel panic", "RIP: 0010:")):
+                    return line.strip()
+    except OSError:
+        pass
+    return ""
+
+
+def judge(blocks, facts, done: bool, only: list[str],
+          crash: str = "") -> tuple[list[tuple[str, str, str]], bool]:
     rows = []
     ok = True
     kernel = facts.get("kernel", "?")
@@ -287,8 +300,8 @@ def judge(blocks, facts, done: bool, only: list[str]) -> tuple[list[tuple[str, s
             rows.append((b.name, "PASS", f"{t.checks} checks"))
     if not done:
         ok = False
-        rows.append(("(guest)", "FAIL", "the guest did not finish (no \"@@vm done\"): see the "
-                     "console log"))
+        rows.append(("(guest)", "FAIL", "the guest did not finish (no \"@@vm done\"): "
+                     + (f"its kernel said: {crash}" if crash else "see the console log")))
     return rows, ok
 
 
@@ -366,7 +379,7 @@ def report(args, results: str, console: str, only: list[str], took: float | None
         text = f.read().decode(errors="replace")
     facts, blocks, done = parse_report(text)
     log("vm: guest: " + ", ".join(f"{k}={v}" for k, v in facts.items() if k != "cmdline"))
-    rows, ok = judge(blocks, facts, done, only)
+    rows, ok = judge(blocks, facts, done, only, guest_crash(console))
     if not ok or args.keep:
         with open(console, errors="replace") as f:
             tail = f.read()[-6000:]
