@@ -12,7 +12,8 @@ packages=(
     strace                      # runtime test: libbpf leaves sysfs BTF alone with --btf
     xz-utils                    # the kernels' BTF (btf/*/*.btf.xz), unpacked by the build
     dwarves                     # pahole: BTF from DWARF (Makefile.btf kernel-btf-dwarf)
-    qemu-system-x86 busybox-static      # VM tests (tests/vm): a second kernel in a guest
+    qemu-system-x86 busybox-static      # VM tests (tests/vm): Debian's kernels in a guest
+    zstd                        # VM tests: newer kernels' zstd-compressed modules
 )
 if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps.sh: run as root (sudo) to install packages" >&2

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""The VM tests: memlat's static binaries on a second kernel (Debian's 6.1), in a qemu guest
-with two NUMA nodes, booted from an initramfs this script builds.
+"""The VM tests: memlat's static binaries on Debian's kernels (5.10, 6.1, 6.12, the newest), in a
+qemu guest with two NUMA nodes, booted from an initramfs this script builds.
 
-    run_vm_tests.py [--build-dir DIR] [--tools tlbflush,drsnoop] [--keep] [--timeout S]
-    run_vm_tests.py --prepare      # only fetch the kernel and check the prerequisites
+    run_vm_tests.py [--build-dir DIR] [--kernel 6.1] [--tools all|tlbflush,drsnoop]
+                    [--hide-btf] [--keep] [--timeout S]
+    run_vm_tests.py --kernel 5.10 --prepare   # only fetch the kernel, check the prerequisites
 
-Steps: fetch linux-image-6.1.0-*-amd64 with apt-get download into BUILD/vm-cache (once),
-extract vmlinux; build an initramfs (busybox-static, the tools BUILD/TOOL, the static workloads
-BUILD/tests/vm/*, guest/init + guest/lib.sh, scenarios/TOOL.sh, the modules the scenarios
-need); boot it under qemu (TCG: the host's KVM cannot run this guest) with -smp 2,sockets=2 and
+Steps: fetch the kernel pinned in kernels.txt with apt-get download through a scratch apt
+configuration into the machine-wide cache (vmkernel.py; once), extract vmlinux; build an
+initramfs (busybox-static, the tools BUILD/TOOL, the static workloads BUILD/tests/vm/*,
+guest/init + guest/lib.sh, scenarios/TOOL.sh, the modules the scenarios need, decompressed);
+boot it under qemu (TCG: the host's KVM cannot run this guest) with -smp 2,sockets=2 and
 one memory backend per node; the guest runs every scenario and writes its report to the second
 serial port, a file here; each scenario is judged by tests/vm/check_TOOL.py.
 
@@ -42,11 +44,21 @@ from vmcheck import find_checker, parse_report  # noqa: E402
 SKIP_STATUS = 77
 QEMU = "qemu-system-x86_64"
 BUSYBOX_PATHS = ["/bin/busybox", "/usr/bin/busybox"]
+# One host thread runs both vCPUs: with qemu 7.2's multi-threaded TCG a 6.12 guest died of
+# "Oops: int3" in flush_tlb_func while tlbflush attached (the other vCPU still ran a stale
+# translation of the int3 that text_poke_bp puts in while patching a tracepoint's static
+# key). Single-threaded TCG keeps code patching coherent, and on this 2-CPU machine, busy
+# with other builds, a whole run was no slower (6.12: 120 s against 126-138 s).
+# MEMLAT_VM_TCG=thread=multi brings the other back for experiments.
+TCG = "tcg," + os.environ.get("MEMLAT_VM_TCG", "thread=single")
 NODE_MEM_MB = 256           # per NUMA node; the guest has 2 nodes and 2 CPUs (CPU i on node i)
-DEFAULT_TIMEOUT = 900       # seconds for one boot (all scenarios of the selected tools)
+DEFAULT_TIMEOUT = 1800      # seconds for one boot (all scenarios of the selected tools)
+DEFAULT_KERNEL = "6.1"
 # Kernel modules the scenarios may load (insmod /modules/NAME.ko); brd gives a block device
-# whose page cache is reclaimable without any disk.
-MODULES = ["brd"]
+# whose page cache is reclaimable without any disk. Built in (=y) instead, its parameters go on
+# the kernel command line.
+MODULES = {"brd": {"CONFIG": "CONFIG_BLK_DEV_RAM",
+                   "params": "rd_nr=2 rd_size=1048576 max_part=0"}}
 
 
 class VmSkip(Exception):
@@ -145,29 +157,52 @@ def build_initramfs(path: str, build: str, tools: list[str], kernel: vmkernel.Ke
     for wl in sorted(glob.glob(os.path.join(wl_dir, "*"))):
         if os.path.isfile(wl) and os.access(wl, os.X_OK) and is_static(wl):
             c.copy(f"memlat/{os.path.basename(wl)}", wl)
-    for m in MODULES:
-        ko = vmkernel.find_module(kernel, m)
-        if ko:
-            c.copy(f"modules/{os.path.basename(ko)}", ko, 0o644)
+    for m in sorted(modules_needed(kernel)):
+        c.copy(f"modules/{m}.ko", vmkernel.find_module(kernel, m), 0o644)
     c.close()
     return notes
+
+
+def modules_needed(kernel: vmkernel.Kernel) -> list[str]:
+    """MODULES and what they depend on, each checked to exist in the package (decompressed by
+    find_module); raises KernelError naming a module the package lacks."""
+    out = []
+    for m, spec in MODULES.items():
+        if vmkernel.config_value(kernel, spec["CONFIG"]) == "y":
+            continue
+        for dep in vmkernel.module_deps(kernel, m) + [m]:
+            if vmkernel.find_module(kernel, dep) is None:
+                value = vmkernel.config_value(kernel, spec["CONFIG"])
+                raise vmkernel.KernelError(f"{kernel.version} has no {dep}.ko (needed for {m}; "
+                                           f"{spec['CONFIG']}={value})")
+            if dep not in out:
+                out.append(dep)
+    return out
+
+
+def builtin_params(kernel: vmkernel.Kernel) -> list[str]:
+    """Command-line parameters of the MODULES this kernel has built in."""
+    return [f"{m}.{p}" for m, spec in MODULES.items()
+            if vmkernel.config_value(kernel, spec["CONFIG"]) == "y"
+            for p in spec["params"].split()]
 
 
 # ---------------------------------------------------------------- qemu
 
 def qemu_argv(kernel: vmkernel.Kernel, initrd: str, console: str, results: str,
-              only: list[str]) -> list[str]:
+              only: list[str], hide_btf: bool) -> list[str]:
     mem = NODE_MEM_MB
     return [
-        QEMU, "-machine", "pc", "-accel", "tcg", "-cpu", "max",
+        QEMU, "-machine", "pc", "-accel", TCG, "-cpu", "max",
         "-smp", "2,sockets=2,cores=1,threads=1", "-m", f"{2 * mem}M",
         "-object", f"memory-backend-ram,id=m0,size={mem}M",
         "-object", f"memory-backend-ram,id=m1,size={mem}M",
         "-numa", "node,nodeid=0,cpus=0,memdev=m0",
         "-numa", "node,nodeid=1,cpus=1,memdev=m1",
-        "-kernel", kernel.vmlinux, "-initrd", initrd,
-        "-append", "console=ttyS0 panic=-1 loglevel=4 rdinit=/init"
-                   " memlat.only=" + ",".join(only),
+        "-kernel", kernel.boot_image, "-initrd", initrd,
+        "-append", " ".join(["console=ttyS0 panic=-1 loglevel=4 rdinit=/init",
+                             "memlat.only=" + ",".join(only)]
+                            + (["memlat.nobtf=1"] if hide_btf else []) + builtin_params(kernel)),
         "-nodefaults", "-display", "none", "-no-reboot",
         "-serial", f"file:{console}", "-serial", f"file:{results}",
     ]
@@ -213,7 +248,20 @@ def prerequisites() -> str:
     return busybox
 
 
-def judge(blocks, facts, done: bool, only: list[str]) -> tuple[list[tuple[str, str, str]], bool]:
+def guest_crash(console: str) -> str:
+    """The guest kernel's first Oops/BUG/panic line in the console log, "" when none."""
+    try:
+        with open(console, errors="replace") as f:
+            for line in f:
+                if any(w in line for w in ("Oops:", "BUG:", "Kernel panic", "RIP: 0010:")):
+                    return line.strip()
+    except OSError:
+        pass
+    return ""
+
+
+def judge(blocks, facts, done: bool, only: list[str],
+          crash: str = "") -> tuple[list[tuple[str, str, str]], bool]:
     rows = []
     ok = True
     kernel = facts.get("kernel", "?")
@@ -259,16 +307,24 @@ def judge(blocks, facts, done: bool, only: list[str]) -> tuple[list[tuple[str, s
             rows.append((b.name, "PASS", f"{t.checks} checks"))
     if not done:
         ok = False
-        rows.append(("(guest)", "FAIL", "the guest did not finish (no \"@@vm done\"): see the "
-                     "console log"))
+        rows.append(("(guest)", "FAIL", "the guest did not finish (no \"@@vm done\"): "
+                     + (f"its kernel said: {crash}" if crash else "see the console log")))
     return rows, ok
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build-dir", default=os.environ.get("MEMLAT_BUILD_DIR"))
-    ap.add_argument("--tools", default="", help="comma-separated; default: every scenario script")
+    ap.add_argument("--kernel", default=DEFAULT_KERNEL,
+                    help=f"a key of tests/vm/kernels.txt (default {DEFAULT_KERNEL})")
+    ap.add_argument("--tools", default="all",
+                    help="comma-separated, or all (default): every scenario script, one boot")
+    ap.add_argument("--hide-btf", action="store_true",
+                    help="the guest mounts a tmpfs over /sys/kernel/btf before the scenarios "
+                         "(they see MEMLAT_VM_NO_BTF=1)")
     ap.add_argument("--prepare", action="store_true", help="only fetch and unpack the kernel")
+    ap.add_argument("--rejudge", action="store_true",
+                    help="judge the last run's report again (after editing a checker), no boot")
     ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
     ap.add_argument("--keep", action="store_true", help="keep the console log on success")
     args = ap.parse_args()
@@ -277,20 +333,23 @@ def main() -> int:
         return 2
     build = os.path.abspath(args.build_dir)
     required = os.environ.get("MEMLAT_VM_REQUIRED") == "1"
-    cache = os.path.join(build, "vm-cache")
+    cache = vmkernel.cache_dir(build)
     try:
-        if os.geteuid() != 0 and not args.prepare:
-            pass  # qemu needs no root; apt-get download needs none either
         busybox = prerequisites()
-        kernel = vmkernel.fetch_kernel(cache, log)
+        t0 = time.monotonic()
+        kernel = vmkernel.fetch_kernel(args.kernel, cache, log)
+        modules = modules_needed(kernel)
     except (VmSkip, vmkernel.KernelError, OSError, subprocess.SubprocessError) as e:
         log(f"{'FAIL' if required else 'skipped'}: the VM tests cannot run here: {e}")
         return 1 if required else SKIP_STATUS
-    log(f"vm: kernel {kernel.version} from {kernel.package}")
+    log(f"vm: kernel {args.kernel}: {kernel.version} from {kernel.package} (cache {cache}, "
+        f"{time.monotonic() - t0:.1f} s); boots {'vmlinux (PVH)' if kernel.pvh else 'bzImage'}; "
+        f"modules: {', '.join(modules) or 'none'}"
+        + (f"; built in: {' '.join(builtin_params(kernel))}" if builtin_params(kernel) else ""))
     if args.prepare:
         return 0
 
-    only = [x for x in args.tools.split(",") if x] or tools_in(build)
+    only = [x for x in args.tools.split(",") if x and x != "all"] or tools_in(build)
     unknown = [x for x in only if not os.path.isfile(os.path.join(HERE, "scenarios", x + ".sh"))]
     if unknown:
         log(f"skipped: no VM scenarios for {', '.join(unknown)} yet "
@@ -298,7 +357,13 @@ def main() -> int:
         only = [x for x in only if x not in unknown]
         if not only:
             return SKIP_STATUS
-    work = os.path.join(build, "vm-run", "-".join(only))
+    name = args.kernel + ("-nobtf" if args.hide_btf else "")
+    if only != tools_in(build):
+        name += "-" + "-".join(only)
+    work = os.path.join(build, "vm-run", name)
+    console, results = os.path.join(work, "console.log"), os.path.join(work, "results.log")
+    if args.rejudge:
+        return report(args, results, console, only, None)
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     initrd = os.path.join(work, "initramfs.cpio")
@@ -308,21 +373,28 @@ def main() -> int:
     if not glob.glob(os.path.join(build, "tests", "vm", "*")):
         log(f"FAIL: no static workloads in {build}/tests/vm (build the vm_* targets: make)")
         return 1
-    console, results = os.path.join(work, "console.log"), os.path.join(work, "results.log")
-    argv = qemu_argv(kernel, initrd, console, results, only)
+    argv = qemu_argv(kernel, initrd, console, results, only, args.hide_btf)
     log("vm: $ " + " ".join(argv))
     rc, took = boot(argv, args.timeout, results)
     log(f"vm: qemu exit {rc} after {took:.1f} s")
+    return report(args, results, console, only, took)
+
+
+def report(args, results: str, console: str, only: list[str], took: float | None) -> int:
+    """Judges the guest's report and prints the summary; the exit status of the run."""
     with open(results, "rb") as f:
         text = f.read().decode(errors="replace")
     facts, blocks, done = parse_report(text)
     log("vm: guest: " + ", ".join(f"{k}={v}" for k, v in facts.items() if k != "cmdline"))
-    rows, ok = judge(blocks, facts, done, only)
+    rows, ok = judge(blocks, facts, done, only, guest_crash(console))
     if not ok or args.keep:
         with open(console, errors="replace") as f:
             tail = f.read()[-6000:]
         log(f"\n---- guest console ({console}), last lines ----\n{tail}")
-    log(f"\n==== VM results: {facts.get('kernel', '?')} ({took:.0f} s) ====")
+    btf = " without kernel BTF (--hide-btf)" if args.hide_btf else ""
+    when = "re-judged" if took is None else f"{took:.0f} s"
+    log(f"\n==== VM results: kernel {args.kernel}, {facts.get('kernel', '?')}{btf} ({when}; "
+        f"guest init at {facts.get('init_uptime', '?')} s) ====")
     width = max((len(r[0]) for r in rows), default=10)
     for name, status, detail in rows:
         log(f"{status:4}  {name:{width}}  {detail}")

@@ -1,5 +1,6 @@
-# VM tests (label: vm): every tool on a second kernel (Debian's 6.1) in a qemu guest with two
-# NUMA nodes. Included by tests/CMakeLists.txt; see tests/vm/README.md.
+# VM tests (label: vm): every tool on Debian's kernels (tests/vm/kernels.txt: 5.10, 6.1, 6.12,
+# the newest) in a qemu guest with two NUMA nodes. Included by tests/CMakeLists.txt; see
+# tests/vm/README.md.
 #
 # The guest has no libc: the workloads are linked statically for it into BUILD/tests/vm/
 # (every tests/workloads/NAME.cpp, and the guest-only tests/vm/guest/NAME.cpp).
@@ -14,19 +15,53 @@ foreach(source ${memlat_vm_workloads})
     target_link_options(vm_${workload} PRIVATE -static -pthread)
 endforeach()
 
-# vm.kernel fetches and unpacks the kernel package once (BUILD/vm-cache); then one test per
-# tool boots a guest that runs that tool's scenarios (tests/vm/scenarios/TOOL.sh), each
-# reported as PASS/FAIL/SKIP on its own line. They keep both CPUs busy: RUN_SERIAL, and CI
-# runs them after the other tests (ctest -LE vm, then ctest -L vm).
+# Per kernel K of tests/vm/kernels.txt: vm.kernel.K fetches and unpacks it once into the
+# machine-wide cache (a fixture), vm.K boots one guest that runs every tool's scenarios
+# (tests/vm/scenarios/*.sh), each reported as PASS/FAIL/SKIP on its own line. They keep both
+# CPUs busy: RUN_SERIAL, and CI runs them after the other tests (ctest -LE vm, then -L vm).
+# Timeouts: one boot with every tool took 100-170 s per kernel on this 2-CPU machine under
+# other builds' load (README.md has the measurements); 720 s is about 4x the slowest. 5.10
+# gets no less although it fails fast today: with the old-kernel fall-backs it runs as 6.1.
 set(memlat_vm_runner ${CMAKE_CURRENT_LIST_DIR}/run_vm_tests.py)
-add_test(NAME vm.kernel
-         COMMAND ${Python3_EXECUTABLE} ${memlat_vm_runner} --build-dir ${CMAKE_BINARY_DIR} --prepare)
-set_tests_properties(vm.kernel PROPERTIES LABELS vm RUN_SERIAL TRUE SKIP_RETURN_CODE 77
-                     TIMEOUT 900 FIXTURES_SETUP memlat_vm_kernel)
-foreach(tool ${MEMLAT_TOOLS})
-    add_test(NAME vm.${tool}
+set(memlat_vm_kernels 5.10 6.1 6.12 newest)
+set(memlat_vm_timeout_5.10 720)
+set(memlat_vm_timeout_6.1 720)
+set(memlat_vm_timeout_6.12 720)
+set(memlat_vm_timeout_newest 720)
+# vm.K.nobtf: the same boot with the kernel's BTF hidden (--hide-btf), for the tools' embedded
+# BTF. They fail until that work lands, so they are off by default; the integrator turns
+# them on (-DMEMLAT_VM_NOBTF=ON).
+option(MEMLAT_VM_NOBTF "Register the vm.K.nobtf tests (kernel BTF hidden in the guest)" OFF)
+set(memlat_vm_nobtf_kernels 5.10 6.1)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+             ${CMAKE_CURRENT_LIST_DIR}/kernels.txt)
+foreach(kernel ${memlat_vm_kernels})
+    add_test(NAME vm.kernel.${kernel}
              COMMAND ${Python3_EXECUTABLE} ${memlat_vm_runner} --build-dir ${CMAKE_BINARY_DIR}
-                     --tools ${tool})
-    set_tests_properties(vm.${tool} PROPERTIES LABELS vm RUN_SERIAL TRUE SKIP_RETURN_CODE 77
-                         TIMEOUT 900 FIXTURES_REQUIRED memlat_vm_kernel)
+                     --kernel ${kernel} --prepare)
+    set_tests_properties(vm.kernel.${kernel} PROPERTIES LABELS vm RUN_SERIAL TRUE
+                         SKIP_RETURN_CODE 77 TIMEOUT 1800
+                         FIXTURES_SETUP memlat_vm_kernel_${kernel})
+    set(variants "")
+    if(MEMLAT_VM_NOBTF AND kernel IN_LIST memlat_vm_nobtf_kernels)
+        set(variants nobtf)
+    endif()
+    foreach(variant "" ${variants})
+        set(name vm.${kernel})
+        set(extra "")
+        if(variant STREQUAL "nobtf")
+            set(name vm.${kernel}.nobtf)
+            set(extra --hide-btf)
+        endif()
+        add_test(NAME ${name}
+                 COMMAND ${Python3_EXECUTABLE} ${memlat_vm_runner} --build-dir ${CMAKE_BINARY_DIR}
+                         --kernel ${kernel} --tools all ${extra}
+                         --timeout ${memlat_vm_timeout_${kernel}})
+        # ctest's own timeout is above the runner's, so that the runner kills the guest and
+        # still prints what the guest reported.
+        math(EXPR ctest_timeout "${memlat_vm_timeout_${kernel}} + 120")
+        set_tests_properties(${name} PROPERTIES LABELS vm RUN_SERIAL TRUE SKIP_RETURN_CODE 77
+                             TIMEOUT ${ctest_timeout}
+                             FIXTURES_REQUIRED memlat_vm_kernel_${kernel})
+    endforeach()
 endforeach()

@@ -53,7 +53,8 @@ class Block:
                      self.files.get(f"{label}.out", ""), self.files.get(f"{label}.err", ""), 0.0)
         ready = self.files.get(f"{label}.ready", "").strip()
         if ready and not ready.startswith("ready"):
-            raise Failure(f"{label}: {ready}\n{res.describe()}")
+            raise Failure(f"{label}: {ready} (exit {rc_text or '?'}){_said(res)}\n"
+                          f"{res.describe()}")
         if f"{label}.rc" not in self.files:
             raise Failure(f"{label}: the guest kept no exit status (did it run?) "
                           f"files: {sorted(self.files)}")
@@ -68,6 +69,16 @@ class Block:
         if res.rc != 0 or not m:
             raise Failure(f"workload {label} failed\n{res.describe()}")
         return {"pid": int(m.group(1)), "iterations": int(m.group(2))}
+
+
+def _said(res: Result) -> str:
+    """The tool's own error line (for the one-line summary): the first stderr line that starts
+    with the program's name, else the last one."""
+    prog = next((w for w in res.argv if "=" not in w), "")
+    lines = [line.strip() for line in res.stderr.splitlines() if line.strip()]
+    said = next((line for line in lines if prog and line.startswith(prog + ":")),
+                lines[-1] if lines else "")
+    return f": {said}" if said else ""
 
 
 def parse_report(text: str) -> tuple[dict[str, str], list[Block], bool]:

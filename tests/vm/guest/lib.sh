@@ -4,6 +4,7 @@
 #   vm_begin NAME            start scenario NAME (TOOL.SCENARIO[.HOOKPATH]: one reported line)
 #   vm_meta KEY VALUE        a fact for the host's checker (e.g. the workload's pid)
 #   vm_skip REASON           the guest cannot run this scenario (reported as skipped)
+#   vm_btf_for HOOKPATH      false (and a skip) when HOOKPATH needs the hidden kernel BTF
 #   vm_tool LABEL [VAR=VALUE ...] PROG ARGS...
 #                            start a tool with MEMLAT_READY=1 and wait for "memlat: ready"
 #                            (READY_TIMEOUT s); stdout/stderr/exit status go back as LABEL.*
@@ -201,6 +202,19 @@ vm_end() {
 }
 
 vm_done() { vm_emit "@@vm done"; }
+
+# Whether the scenario's hook path can run without the kernel's BTF visible, else a skip:
+# tp_btf and fentry programs name their target by its BTF id in the running kernel, which a
+# tool finds only in /sys/kernel/btf/vmlinux (BTF embedded in the tool serves CO-RE, not
+# attach targets). Under --hide-btf (MEMLAT_VM_NO_BTF=1) a scenario that exists to cover
+# such a path (HOOKPATH: the scenario name's last part, e.g. "tp_btf+fentry") says so
+# instead of failing; the other paths run and show what the tools do without it.
+vm_btf_for() { # HOOKPATH
+    [ "${MEMLAT_VM_NO_BTF:-0}" = 1 ] || return 0
+    case "$1" in *tp_btf* | *fentry*) ;; *) return 0 ;; esac
+    vm_skip "no kernel BTF: $1 needs it (--hide-btf)"
+    return 1
+}
 
 # The tool's binary, or a skip when it is not in the initramfs (not built yet).
 vm_have() {

@@ -1,5 +1,8 @@
-# cachestat on the guest kernel, which has no filemap access tracepoints (6.1): accesses come
-# from folio_mark_accessed through fentry, else kprobe, else are not counted. Each path reads
+# cachestat's access fall-backs on the guest kernel: accesses come from folio_mark_accessed
+# (or mark_page_accessed) through fentry, else kprobe, else are not counted. Kernels with the
+# filemap access tracepoints (6.12 and newer; not 6.1) would use those first: every variant
+# disables them (the filemap_access family; a no-op where they do not exist), so that each
+# covers the path its name says. The host tests cover the filemap tracepoints. Each path reads
 # CACHE_MB of /dev/ram0 cold (after drop_caches: the guest's own page cache, nothing of the
 # host's) and then warm, each read watched by its own cachestat -f -p (-f: the ram disk's row
 # apart from dd's own program). Checked by tests/vm/check_cachestat.py.
@@ -19,7 +22,7 @@ cachestat_read() { # PHASE DISABLE
 
 cachestat_cold_warm() { # NAME DISABLE
     vm_begin "$1"
-    if vm_have cachestat && vm_ramdisk; then
+    if vm_have cachestat && vm_btf_for "${1##*.}" && vm_ramdisk; then
         vm_meta pages $((CACHE_MB * 256))
         sync
         echo 1 > /proc/sys/vm/drop_caches
@@ -33,6 +36,6 @@ cachestat_cold_warm() { # NAME DISABLE
     vm_end
 }
 
-cachestat_cold_warm cachestat.cold_warm.fentry ""
-cachestat_cold_warm cachestat.cold_warm.kprobe fentry
-cachestat_cold_warm cachestat.cold_warm.no_accesses fentry,kprobe
+cachestat_cold_warm cachestat.cold_warm.fentry filemap_access
+cachestat_cold_warm cachestat.cold_warm.kprobe filemap_access,fentry
+cachestat_cold_warm cachestat.cold_warm.no_accesses filemap_access,fentry,kprobe

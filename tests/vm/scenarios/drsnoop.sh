@@ -11,7 +11,7 @@ CG=/sys/fs/cgroup/memlat_vm
 
 drsnoop_memcg() { # NAME DISABLE
     vm_begin "$1"
-    if vm_have drsnoop && vm_ramdisk; then
+    if vm_have drsnoop && vm_btf_for "${1##*.}" && vm_ramdisk; then
         echo +memory > /sys/fs/cgroup/cgroup.subtree_control
         mkdir -p $CG
         echo $((16 << 20)) > $CG/memory.max

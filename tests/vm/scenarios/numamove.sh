@@ -11,22 +11,44 @@ MIB=32
 SECONDS_RUN=8
 DBG=/sys/kernel/debug/sched/numa_balancing
 
+# The scan knobs: debugfs from Linux 5.13, sysctls (kernel.numa_balancing_scan_*) before.
+numa_knob() { # NAME
+    if [ -d $DBG ]; then echo "$DBG/$1"; else echo "/proc/sys/kernel/numa_balancing_$1"; fi
+}
+
+# Every tool's scenarios share one boot, so numa_restore puts NUMA balancing and its scan
+# rate back as they were (Debian's kernels turn it on for a 2-node machine): left fast, the
+# scanner's PTE changes in the workloads of later scenarios send TLB-shootdown IPIs of their
+# own (tlbflush counts IPIs per munmap: 6.1 failed with 609 IPIs from 576 munmaps).
+NUMA_KNOBS="scan_delay_ms scan_period_min_ms scan_period_max_ms"
 numa_setup() {
+    numa_saved=$(cat /proc/sys/kernel/numa_balancing)
+    for k in $NUMA_KNOBS; do
+        numa_saved="$numa_saved $(cat "$(numa_knob $k)" 2>/dev/null)"
+    done
     sysctl -qw kernel.numa_balancing=1
     # Scan sooner and more often than the defaults (1 s delay, 1 s..60 s period), so that the
     # misplaced pages are found within the run under TCG.
-    if [ -d $DBG ]; then
-        echo 100 > $DBG/scan_delay_ms
-        echo 100 > $DBG/scan_period_min_ms
-        echo 400 > $DBG/scan_period_max_ms
-    fi
+    echo 100 > "$(numa_knob scan_delay_ms)"
+    echo 100 > "$(numa_knob scan_period_min_ms)"
+    echo 400 > "$(numa_knob scan_period_max_ms)"
     # Let NUMA balancing settle the guest's own processes before anything is measured.
     [ -f /tmp/numa_settled ] || { sleep 3; : > /tmp/numa_settled; }
 }
 
+numa_restore() {
+    set -- $numa_saved
+    sysctl -qw kernel.numa_balancing="$1"
+    shift
+    for k in $NUMA_KNOBS; do
+        [ -n "$1" ] && echo "$1" > "$(numa_knob $k)"
+        shift
+    done
+}
+
 numamove_misplaced() { # NAME DISABLE_A DISABLE_B
     vm_begin "$1"
-    if vm_have numamove; then
+    if vm_have numamove && vm_btf_for "${1##*.}"; then
         numa_setup
         vm_snap numa_balancing /proc/sys/kernel/numa_balancing
         if vm_tool tracepoints MEMLAT_DISABLE_HOOKS="$2" numamove -v -j -r 1000 &&
@@ -38,6 +60,7 @@ numamove_misplaced() { # NAME DISABLE_A DISABLE_B
         fi
         vm_stop tracepoints
         vm_stop per_call
+        numa_restore
     fi
     vm_end
 }

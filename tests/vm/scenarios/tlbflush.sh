@@ -11,7 +11,7 @@ tlb_count() { # NAME DISABLE ARGS...
     disable=$2
     shift 2
     vm_begin "$name"
-    if vm_have tlbflush; then
+    if vm_have tlbflush && vm_btf_for "${name##*.}"; then
         vm_tool tool MEMLAT_DISABLE_HOOKS="$disable" tlbflush -v "$@" &&
             vm_snap interrupts.before /proc/interrupts &&
             vm_run workload tlb_workload --seconds 3 --main-cpu 0 --worker-cpu 1 &&
