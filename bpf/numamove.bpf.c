@@ -297,16 +297,27 @@ int BPF_KPROBE(migrate_start_kprobe)
 	return 0;
 }
 
+/* Linux 7.3 declares the record's reason as enum migrate_reason, not int: CO-RE does not
+ * match an int field against an enum, so this flavor reads it there. */
+struct trace_event_raw_mm_migrate_pages___enum_reason {
+	enum migrate_reason reason;
+} __attribute__((preserve_access_index));
+
 /* The classic tracepoint's record has named fields: CO-RE finds them at the running kernel's
  * offsets, and those a kernel lacks read as 0. */
 SEC("tracepoint/migrate/mm_migrate_pages")
 int migrate_end_tp(struct trace_event_raw_mm_migrate_pages *ctx)
 {
+	struct trace_event_raw_mm_migrate_pages___enum_reason *with_enum = (void *)ctx;
 	struct migration m = {
 	    .succeeded = ctx->succeeded,
 	    .failed = ctx->failed,
-	    .reason = ctx->reason,
 	};
+
+	if (bpf_core_field_exists(ctx->reason))
+		m.reason = ctx->reason;
+	else if (bpf_core_field_exists(with_enum->reason))
+		m.reason = with_enum->reason;
 
 	if (bpf_core_field_exists(ctx->thp_succeeded)) {
 		m.thp_succeeded = ctx->thp_succeeded;

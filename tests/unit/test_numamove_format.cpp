@@ -231,3 +231,15 @@ TEST(NumamoveFormat, IntervalsAreDifferences) {
     EXPECT_EQ(d.paired, 200u);
     EXPECT_EQ(d.total_ns, 60'000'000u);
 }
+
+TEST(NumamoveLayout, Linux7_3ReasonIsAnEnum) {
+    std::string why;
+    auto l = numamove::migrate_pages_layout(
+        {ParamKind::Pointer, ParamKind::UnsignedLong, ParamKind::UnsignedLong,
+         ParamKind::UnsignedLong, ParamKind::UnsignedLong, ParamKind::UnsignedLong,
+         ParamKind::UnsignedLong, ParamKind::MigrateMode, ParamKind::MigrateReason},
+        why);
+    ASSERT_TRUE(l) << why;
+    EXPECT_EQ(l->mode, 6);
+    EXPECT_EQ(l->reason, 7);
+}

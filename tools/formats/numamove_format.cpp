@@ -70,9 +70,11 @@ std::optional<ArgLayout> migrate_pages_layout(const std::vector<ParamKind> &para
     size_t longs = 0;
     while (longs < args.size() && args[longs] == ParamKind::UnsignedLong)
         ++longs;
+    // The reason is an int until 7.2 and an enum migrate_reason from 7.3 on: both 32 bits.
     if (longs + 2 != args.size() || args[longs] != ParamKind::MigrateMode ||
-        args[longs + 1] != ParamKind::Int) {
-        why = fmt::format("{} arguments that are not N unsigned longs, enum migrate_mode, int",
+        (args[longs + 1] != ParamKind::Int && args[longs + 1] != ParamKind::MigrateReason)) {
+        why = fmt::format("{} arguments that are not N unsigned longs, enum migrate_mode, and "
+                          "int or enum migrate_reason",
                           args.size());
         return std::nullopt;
     }
@@ -132,7 +134,9 @@ std::optional<ArgLayout> kernel_migrate_pages_layout(std::string &why) {
         else if (btf_is_ptr(pt))
             k = ParamKind::Pointer;
         else if (btf_is_enum(pt) || btf_is_enum64(pt))
-            k = name == "migrate_mode" ? ParamKind::MigrateMode : ParamKind::Other;
+            k = name == "migrate_mode"     ? ParamKind::MigrateMode
+                : name == "migrate_reason" ? ParamKind::MigrateReason
+                                           : ParamKind::Other;
         else if (btf_is_int(pt) && name == "long unsigned int")
             k = ParamKind::UnsignedLong;
         else if (btf_is_int(pt) && name == "int")

@@ -38,7 +38,7 @@ class ReasonNames {
 };
 
 // What one parameter of a tracepoint's BTF prototype is, as far as the layout needs.
-enum class ParamKind { Pointer, UnsignedLong, MigrateMode, Int, Other };
+enum class ParamKind { Pointer, UnsignedLong, MigrateMode, MigrateReason, Int, Other };
 
 // Positions of mm_migrate_pages' arguments as BPF_PROG counts them (the prototype's leading
 // `void *__data` removed); NUMAMOVE_NO_ARG where the kernel has no such argument.
