@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds, and runs the whole test suite: unit tests, the build
 # checks (static binaries under 2 MB), the runtime tests, which load the real tools into the
-# running kernel and need root, and the VM tests, which run them on a second kernel in qemu.
+# running kernel and need root, and the VM tests, which run them on four Debian kernels in qemu.
 # Tests that cannot run here report "skipped: reason".
 set -euo pipefail
 cd "$(dirname "$0")"

@@ -317,7 +317,9 @@ int migrate_end_tp(struct trace_event_raw_mm_migrate_pages *ctx)
 	if (bpf_core_field_exists(ctx->reason))
 		m.reason = ctx->reason;
 	else if (bpf_core_field_exists(with_enum->reason))
-		m.reason = with_enum->reason;
+		/* A helper read: two direct loads at CO-RE offsets let clang merge them into one
+		 * load through a computed context pointer, which the verifier refuses. */
+		bpf_core_read(&m.reason, sizeof(m.reason), &with_enum->reason);
 
 	if (bpf_core_field_exists(ctx->thp_succeeded)) {
 		m.thp_succeeded = ctx->thp_succeeded;

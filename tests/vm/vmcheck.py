@@ -187,3 +187,28 @@ def hook_lines(stderr: str) -> list[str]:
 def show_hooks(stderr: str) -> None:
     for line in hook_lines(stderr):
         log(f"  -v: {line}")
+
+
+# ---------------------------------------------------------------- TOOL.choices (every tool)
+
+def check_choices(t: Test, b: Block) -> None:
+    """TOOL.choices (guest/lib.sh vm_choices): the tool, with nothing forced, starts on this
+    kernel with each option set, says with -v what it chose for every probe, and ends cleanly
+    on SIGINT. What it chose becomes README's support table (support_table.py)."""
+    n = 1
+    while f"args{n}" in b.meta or f"run{n}.argv" in b.files:
+        res = b.tool(f"run{n}")
+        args = b.meta.get(f"args{n}", "")
+        what = f"{b.name.split('.')[0]} -v {args}".strip()
+        t.check_eq(f"{what}: exit status after SIGINT", 0, res.rc)
+        lines = hook_lines(res.stderr)
+        for line in lines:
+            log(f"  -v: {line}")
+        t.check_ge(f"{what}: probes whose hook -v names", 1,
+                   sum(": using " in line for line in lines))
+        n += 1
+    t.check_ge("option sets run", 1, n - 1)
+
+
+for _tool in ("tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat"):
+    checker(f"{_tool}.choices")(check_choices)

@@ -224,3 +224,23 @@ vm_have() {
     vm_skip "/memlat/$1 is not in the initramfs (the tool was not built)"
     return 1
 }
+
+# TOOL.choices: the tool started with nothing forced (no MEMLAT_DISABLE_*), once per option
+# set given as one quoted argument each, -v, for two seconds: what it chooses on this kernel
+# by itself. tests/vm/support_table.py builds README's support table from these runs.
+vm_choices() { # TOOL "ARGS" ["ARGS" ...]
+    tool=$1
+    shift
+    vm_begin "$tool.choices"
+    if vm_have "$tool"; then
+        n=0
+        for args in "$@"; do
+            n=$((n + 1))
+            vm_meta "args$n" "$args"
+            # shellcheck disable=SC2086
+            vm_tool "run$n" "$tool" -v $args && sleep 2
+            vm_stop "run$n"
+        done
+    fi
+    vm_end
+}

@@ -39,3 +39,5 @@ cachestat_cold_warm() { # NAME DISABLE
 cachestat_cold_warm cachestat.cold_warm.fentry filemap_access
 cachestat_cold_warm cachestat.cold_warm.kprobe filemap_access,fentry
 cachestat_cold_warm cachestat.cold_warm.no_accesses filemap_access,fentry,kprobe
+
+vm_choices cachestat "" "-P"

@@ -147,3 +147,5 @@ DIRECT_EVENTS="mm_compaction_end mm_compaction_migratepages mm_compaction_try_to
 compactsnoop_direct compactsnoop.direct.tp_btf ""
 compactsnoop_direct compactsnoop.direct.raw_tp tp_btf
 compactsnoop_direct compactsnoop.direct.tracepoint tp_btf,raw_tp
+
+vm_choices compactsnoop "" "-H"

@@ -67,3 +67,5 @@ if vm_have drsnoop && vm_ramdisk; then
     vm_snap meminfo /proc/meminfo
 fi
 vm_end
+
+vm_choices drsnoop "" "-H"

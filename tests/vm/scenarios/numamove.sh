@@ -68,3 +68,5 @@ numamove_misplaced() { # NAME DISABLE_A DISABLE_B
 numamove_misplaced numamove.misplaced.tp_btf+fentry "" ""
 numamove_misplaced numamove.misplaced.raw_tp+kprobe tp_btf fentry
 numamove_misplaced numamove.misplaced.tracepoint+migrate_tracepoints tp_btf,raw_tp fentry,kprobe
+
+vm_choices numamove "" "-r" "-c"

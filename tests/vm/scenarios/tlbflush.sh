@@ -67,3 +67,5 @@ tlb_latency() { # NAME DISABLE
 tlb_latency tlbflush.latency.tp_btf ""
 tlb_latency tlbflush.latency.raw_tp tp_btf
 tlb_latency tlbflush.latency.tracepoint tp_btf,raw_tp
+
+vm_choices tlbflush "" "--culprits -L" "-t"
