@@ -22,9 +22,9 @@ struct KernelFeatures {
     // BPF_MAP_TYPE_RINGBUF (Linux 5.8). Without it, events go through a perf buffer.
     bool ringbuf = true;
     // The running kernel's own BTF (/sys/kernel/btf/vmlinux): tp_btf and fentry programs need
-    // it, and bpf_get_current_task_btf() (which also needs 5.11, like task storage). Without it, CO-RE relocates against another BTF
-    // (embedded or --btf) and the programs use raw_tp/tracepoint/kprobe and
-    // bpf_get_current_task() with CO-RE reads.
+    // it, and bpf_get_current_task_btf() (which also needs 5.11, like task storage). Without it,
+    // CO-RE relocates against another BTF (embedded or --btf) and the programs use
+    // raw_tp/tracepoint/kprobe and bpf_get_current_task() with CO-RE reads.
     bool kernel_btf = true;
 
     // One line per feature for -v: "ring buffer: yes" / "task storage: no (...), using ...".
