@@ -422,6 +422,10 @@ def trace(t: Test, variant: str) -> None:
                   env=variant_env(variant)) as tool:
             wl.release()
             info = wl.wait_done(60)
+            # Its exit unmaps and flushes too: wait until it is gone, so that every event of
+            # the PID was emitted before the tool's final drain and count (with perf buffers
+            # the last ones otherwise reach the counts but not the lines).
+            wl.proc.wait(30)
             res = tool.stop()
     log(f"  workload pid {wl.pid} (reported {info['pid']}): {info['iterations']} munmaps; "
         f"tool exit {res.rc}, {len(res.stdout.splitlines())} stdout lines")

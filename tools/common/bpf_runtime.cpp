@@ -730,10 +730,13 @@ std::string btf_type_text(const btf *b, uint32_t id) {
             continue;
         }
         std::string name = btf__name_by_offset(b, t->name_off);
-        const char *tag = btf_is_struct(t)     ? "struct "
-                          : btf_is_union(t)    ? "union "
-                          : btf_is_any_enum(t) ? "enum "
-                                               : "";
+        // A forward declaration (what embedded BTF keeps of structs it does not need whole)
+        // names a struct, or a union when its kind flag is set.
+        bool fwd_union = btf_is_fwd(t) && btf_kflag(t);
+        const char *tag = btf_is_struct(t) || (btf_is_fwd(t) && !fwd_union) ? "struct "
+                          : btf_is_union(t) || fwd_union                    ? "union "
+                          : btf_is_any_enum(t)                              ? "enum "
+                                                                            : "";
         return std::string(tag) + (name.empty() ? "(anon)" : name) +
                (suffix.empty() ? "" : " " + suffix);
     }
@@ -743,22 +746,27 @@ std::string btf_type_text(const btf *b, uint32_t id) {
 } // namespace
 
 std::vector<std::string> tracepoint_parameters(std::string_view tracepoint) {
-    std::unique_ptr<btf, decltype(&btf__free)> vmlinux(btf__load_vmlinux_btf(), btf__free);
-    if (!vmlinux)
+    // The run's one BTF (the kernel's, --btf, or embedded: btf/user-types.txt lists the
+    // prototypes that must be embedded), never a second parse of the kernel's.
+    const btf *types = nullptr;
+    try {
+        types = &kernel_btf().types();
+    } catch (const RuntimeError &) {
         return {};
+    }
     std::string name = "btf_trace_" + std::string(tracepoint);
-    int id = btf__find_by_name_kind(vmlinux.get(), name.c_str(), BTF_KIND_TYPEDEF);
+    int id = btf__find_by_name_kind(types, name.c_str(), BTF_KIND_TYPEDEF);
     if (id < 0)
         return {};
-    const btf_type *t = btf__type_by_id(vmlinux.get(), id);
+    const btf_type *t = btf__type_by_id(types, id);
     for (int depth = 0; t != nullptr && depth < 4 && !btf_is_func_proto(t); ++depth)
-        t = btf__type_by_id(vmlinux.get(), t->type);
+        t = btf__type_by_id(types, t->type);
     if (t == nullptr || !btf_is_func_proto(t))
         return {};
     std::vector<std::string> params;
     const btf_param *p = btf_params(t);
     for (int i = 1; i < btf_vlen(t); ++i) // the first is the tracepoint's void *__data
-        params.push_back(btf_type_text(vmlinux.get(), p[i].type));
+        params.push_back(btf_type_text(types, p[i].type));
     return params;
 }
 
