@@ -52,7 +52,9 @@ if vm_have drsnoop && vm_ramdisk; then
     # memory than node 0 has free: the allocations reclaim the cache themselves.
     node_free_mb=$(awk '/MemFree/ {print int($4 / 1024)}' /sys/devices/system/node/node0/meminfo)
     fill_mb=$((node_free_mb * 3 / 4))
-    hog_mb=$((node_free_mb * 9 / 10))
+    # 8/10, not 9/10: with 9/10 the OOM killer took the hog in 2 of 3 runs on 5.10 (the node
+    # kept too little reclaimable cache above the watermarks once the hog's own pages counted).
+    hog_mb=$((node_free_mb * 8 / 10))
     vm_meta hog_mb "$hog_mb"
     vm_meta fill_mb "$fill_mb"
     vm_snap node0.start /sys/devices/system/node/node0/meminfo

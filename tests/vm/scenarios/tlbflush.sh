@@ -38,7 +38,7 @@ ipi_mark() { # written on CPU 1: the instance traces only that CPU
 
 tlb_latency() { # NAME DISABLE
     vm_begin "$1"
-    if vm_have tlbflush; then
+    if vm_have tlbflush && vm_btf_for "${1##*.}"; then
         if mkdir $IPI_INST && echo x86-tsc > $IPI_INST/trace_clock &&
             echo 2 > $IPI_INST/tracing_cpumask && echo 4096 > $IPI_INST/buffer_size_kb; then
             for e in $IPI_EVENTS; do
