@@ -24,8 +24,11 @@ from vmkernel import kernel_table  # noqa: E402
 TOOLS = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat"]
 USING = re.compile(r"^(\S.*?): using (\S+)")
 FEATURE = re.compile(r"^(task-local storage|ring buffer|kernel BTF)[^:]*: no")
-# What a tool says once on stderr that it cannot show on this kernel.
-CANNOT = re.compile(r"^\w+: (.*(cannot|not shown|no .* on this kernel|untimed|not timed).*)$")
+# What a tool says once on stderr that it cannot show on this kernel ("tlbflush: without the
+# csd tracepoints ... is not known", "numamove: cannot time ...", "cachestat: HITS ... are
+# unavailable").
+CANNOT = re.compile(r"^(?:tlbflush|drsnoop|compactsnoop|numamove|cachestat): "
+                    r"(.*(?:cannot|not known|is not|unavailable|not timed).*)$")
 
 
 def tool_choices(blocks, tool: str) -> tuple[dict[str, set[str]], set[str], set[str]]:
@@ -43,11 +46,11 @@ def tool_choices(blocks, tool: str) -> tuple[dict[str, set[str]], set[str], set[
             for line in text.splitlines():
                 m = USING.match(line)
                 if m:
-                    hooks.setdefault(m.group(1), set()).add(m.group(2))
+                    hooks.setdefault(m.group(1), set()).add(m.group(2).rstrip(";,"))
                 elif FEATURE.match(line):
                     missing.add(FEATURE.match(line).group(1))
                 elif CANNOT.match(line):
-                    cannot.add(CANNOT.match(line).group(1).split(";")[0].strip())
+                    cannot.add(CANNOT.match(line).group(1).split(":")[0].strip())
     return hooks, missing, cannot
 
 
