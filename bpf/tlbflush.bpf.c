@@ -163,7 +163,7 @@ static __always_inline void count_culprit(void *ctx, __u64 pid_tgid, __u32 targe
 }
 
 static __always_inline void trace_event(void *ctx, __u64 pid_tgid, __u32 cpu, int reason,
-				       unsigned long pages)
+					unsigned long pages)
 {
 	struct tlbflush_event *e = event_reserve(&events, &event_scratch, sizeof(*e));
 
