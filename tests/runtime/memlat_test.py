@@ -431,13 +431,13 @@ def oracle_durations_ns(begins: list[dict], ends: list[dict]) -> list[int]:
 
 
 def check_latencies(t: Test, what: str, tool_ns: list[int], oracle_ns: list[int],
-                    rel_tol: float = 0.1, abs_tol_ns: int = 3000) -> None:
+                    rel_tol: float = 0.1, abs_tol_ns: int = 5000) -> None:
     """Each latency the tool printed against the oracle's duration of the same event (paired in
     order). A BPF program and ftrace record the same tracepoint a little apart, and an
     interrupt, or on a virtual machine the hypervisor, can take the CPU between the two
     (measured on this VM host: a few us usually, up to 500 us in 8 of 45 stalls of one run),
-    and the trace prints microseconds; so the medians must agree within max(rel_tol,
-    abs_tol_ns), three pairs in four too (all but max(2, 25%)), and every pair within a factor
+    and the trace prints microseconds (each difference +/-1 us); so the medians must agree
+    within max(rel_tol, abs_tol_ns) (measured: 22.0 us against 19 us once, a 20 us stall), three pairs in four too (all but max(2, 25%)), and every pair within a factor
     of 2 plus 200 us. A unit mistake (us for ns) or a wrong pairing fails this; a count-only
     check would not see it."""
     t.check_eq(f"{what}: latencies to compare (tool vs oracle)", len(oracle_ns), len(tool_ns))
