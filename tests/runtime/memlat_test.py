@@ -358,6 +358,22 @@ class MemoryCgroup:
 
 # ---------------------------------------------------------------- the ftrace oracle
 
+def remove_ftrace_instance(path: str, events: Sequence[str]) -> None:
+    """Disables the instance's "SYSTEM/EVENT"s and removes it (the kernel refuses the rmdir
+    for a moment while a reader still holds the trace open)."""
+    for e in events:
+        try:
+            write_file(os.path.join(path, "events", e, "enable"), "0")
+        except OSError:
+            pass
+    for _ in range(50):
+        try:
+            os.rmdir(path)
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
 class FtraceOracle:
     """An ftrace instance of our own recording some tracepoints for one PID, without BPF: the
     kernel's own account of the events a tool is compared with. Removed on exit; skips where
@@ -411,17 +427,7 @@ class FtraceOracle:
         return out
 
     def __exit__(self, *exc) -> None:
-        for e in self.events:
-            try:
-                write_file(self._control(e, "enable"), "0")
-            except OSError:
-                pass
-        for _ in range(50):
-            try:
-                os.rmdir(self.path)
-                return
-            except OSError:
-                time.sleep(0.1)
+        remove_ftrace_instance(self.path, self.events)
 
 
 def oracle_durations_ns(begins: list[dict], ends: list[dict]) -> list[int]:
@@ -669,17 +675,7 @@ class IpiOracle:
         return trace
 
     def __exit__(self, *exc) -> None:
-        for e in self.enabled:
-            try:
-                write_file(os.path.join(self.path, "events", e, "enable"), "0")
-            except OSError:
-                pass
-        for _ in range(50):
-            try:
-                os.rmdir(self.path)
-                return
-            except OSError:
-                time.sleep(0.1)
+        remove_ftrace_instance(self.path, self.enabled)
 
 
 # ---------------------------------------------------------------- output collection
