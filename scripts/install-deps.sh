@@ -20,5 +20,7 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+# Waits for another apt run (a second build, unattended upgrades) instead of failing.
+apt_lock=(-o DPkg::Lock::Timeout=900)
+apt-get "${apt_lock[@]}" update -qq
+apt-get "${apt_lock[@]}" install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
