@@ -107,15 +107,15 @@ static __always_inline void add_proc(__u32 counter, __u64 pages)
 	__sync_fetch_and_add(&v->counts.c[counter], pages);
 }
 
-static __always_inline void add_file(__u32 counter, __u64 pages, __u32 dev, __u64 ino)
+static __always_inline void add_file(__u32 counter, __u64 pages,
+				     const struct cachestat_file_key *key)
 {
-	struct cachestat_file_key key = {.ino = ino, .dev = dev};
-	struct cachestat_file_value *v = bpf_map_lookup_elem(&file_counts, &key);
+	struct cachestat_file_value *v = bpf_map_lookup_elem(&file_counts, key);
 
 	if (!v) {
 		struct cachestat_file_value zero = {};
 
-		v = map_insert_lookup(&file_counts, &key, &zero, &table_full);
+		v = map_insert_lookup(&file_counts, key, &zero, &table_full);
 		if (!v)
 			return;
 	}
@@ -123,10 +123,10 @@ static __always_inline void add_file(__u32 counter, __u64 pages, __u32 dev, __u6
 	v->last_pid = bpf_get_current_pid_tgid() >> 32;
 }
 
-/* Counts `pages` of one kind for the current task and, with -f, for file (dev, ino). The
+/* Counts `pages` of one kind for the current task and, with -f, for the file `key`. The
  * caller has applied the filters. Atomic adds even on the CPU's own row: a program on another
  * tracepoint may interrupt this one on the same CPU. */
-static __always_inline void count(__u32 counter, __u64 pages, __u32 dev, __u64 ino)
+static __always_inline void count(__u32 counter, __u64 pages, const struct cachestat_file_key *key)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 
@@ -137,16 +137,23 @@ static __always_inline void count(__u32 counter, __u64 pages, __u32 dev, __u64 i
 	if (per_process)
 		add_proc(counter, pages);
 	if (per_file)
-		add_file(counter, pages, dev, ino);
+		add_file(counter, pages, key);
 }
 
 /* ---------------------------------------------------------------- kernel objects */
 
 struct file_id {
-	__u64 ino;
-	__u32 dev;
+	struct cachestat_file_key key;
 	__u64 pages; /* file size in pages, CACHESTAT_SIZE_UNKNOWN if not read */
 };
+
+/* A file as the classic tracepoints name it: no inode, so no generation. */
+static __always_inline struct cachestat_file_key classic_file(__u32 dev, __u64 ino)
+{
+	struct cachestat_file_key key = {.ino = ino, .dev = dev};
+
+	return key;
+}
 
 /* The file behind an address_space: what the filemap tracepoints print as dev and ino. */
 static __always_inline void mapping_file(struct address_space *mapping, struct file_id *f,
@@ -155,8 +162,7 @@ static __always_inline void mapping_file(struct address_space *mapping, struct f
 	struct inode *host;
 	struct super_block *sb;
 
-	f->ino = 0;
-	f->dev = 0;
+	f->key = (struct cachestat_file_key){};
 	f->pages = CACHESTAT_SIZE_UNKNOWN;
 	/* tp_btf marks the mapping of writeback_dirty_folio as maybe NULL: check before use. */
 	if (!mapping)
@@ -168,9 +174,10 @@ static __always_inline void mapping_file(struct address_space *mapping, struct f
 		f->pages = cachestat_file_pages(BPF_CORE_READ(host, i_size), page_shift);
 	if (!per_file)
 		return;
-	f->ino = BPF_CORE_READ(host, i_ino);
+	f->key.ino = BPF_CORE_READ(host, i_ino);
+	f->key.generation = BPF_CORE_READ(host, i_generation);
 	sb = BPF_CORE_READ(host, i_sb);
-	f->dev = sb ? BPF_CORE_READ(sb, s_dev) : BPF_CORE_READ(host, i_rdev);
+	f->key.dev = sb ? BPF_CORE_READ(sb, s_dev) : BPF_CORE_READ(host, i_rdev);
 }
 
 /* A folio's first word holds its page flags: a bare unsigned long up to 6.17, wrapped in
@@ -243,7 +250,7 @@ static __always_inline int on_add_folio(struct folio *folio)
 	if (!task_selected())
 		return 0;
 	mapping_file(BPF_CORE_READ(folio, mapping), &f, false);
-	count(CACHESTAT_MISSES, folio_pages(folio), f.dev, f.ino);
+	count(CACHESTAT_MISSES, folio_pages(folio), &f.key);
 	return 0;
 }
 
@@ -269,7 +276,9 @@ int add_tp(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
 	/* The order field arrived with large folios in the page cache (6.x). */
 	if (bpf_core_field_exists(ctx->order))
 		order = ctx->order;
-	count(CACHESTAT_MISSES, cachestat_order_pages(order), ctx->s_dev, ctx->i_ino);
+	struct cachestat_file_key file = classic_file(ctx->s_dev, ctx->i_ino);
+
+	count(CACHESTAT_MISSES, cachestat_order_pages(order), &file);
 	return 0;
 }
 
@@ -283,7 +292,7 @@ static __always_inline int on_dirty(struct folio *folio, struct address_space *m
 	if (!task_selected())
 		return 0;
 	mapping_file(mapping, &f, false);
-	count(CACHESTAT_DIRTIES, is_folio ? folio_pages(folio) : 1, f.dev, f.ino);
+	count(CACHESTAT_DIRTIES, is_folio ? folio_pages(folio) : 1, &f.key);
 	return 0;
 }
 
@@ -304,8 +313,10 @@ int BPF_PROG(dirty_folio_raw, struct folio *folio, struct address_space *mapping
 SEC("tracepoint/writeback/writeback_dirty_folio")
 int dirty_folio_tp(struct trace_event_raw_writeback_folio_template *ctx)
 {
+	struct cachestat_file_key file = classic_file(0, ctx->ino);
+
 	if (task_selected())
-		count(CACHESTAT_DIRTIES, 1, 0, ctx->ino);
+		count(CACHESTAT_DIRTIES, 1, &file);
 	return 0;
 }
 
@@ -332,8 +343,10 @@ int BPF_PROG(dirty_page_raw, struct page *page, struct address_space *mapping)
 SEC("tracepoint/writeback/writeback_dirty_page")
 int dirty_page_tp(struct trace_event_raw_writeback_page_template *ctx)
 {
+	struct cachestat_file_key file = classic_file(0, ctx->ino);
+
 	if (task_selected())
-		count(CACHESTAT_DIRTIES, 1, 0, ctx->ino);
+		count(CACHESTAT_DIRTIES, 1, &file);
 	return 0;
 }
 
@@ -343,7 +356,7 @@ int dirty_page_tp(struct trace_event_raw_writeback_page_template *ctx)
  * and ftrace: a 4 KiB read at 0 prints ofs=0-4095). `key` identifies the file for the
  * thread's cursor. */
 static __always_inline void on_read_range(__u64 key, __u64 index, __u64 last, __u64 file_pages,
-					  __u32 dev, __u64 ino)
+					  const struct cachestat_file_key *file)
 {
 	struct cachestat_cursor *cur;
 	__u64 pages;
@@ -356,7 +369,7 @@ static __always_inline void on_read_range(__u64 key, __u64 index, __u64 last, __
 
 		pages = cachestat_read_pages(&none, key, index, last, file_pages);
 	}
-	count(CACHESTAT_ACCESSES, pages, dev, ino);
+	count(CACHESTAT_ACCESSES, pages, file);
 }
 
 static __always_inline int on_get_pages(struct address_space *mapping, __u64 index, __u64 last)
@@ -366,7 +379,7 @@ static __always_inline int on_get_pages(struct address_space *mapping, __u64 ind
 	if (!task_selected())
 		return 0;
 	mapping_file(mapping, &f, true);
-	on_read_range((__u64)mapping, index, last, f.pages, f.dev, f.ino);
+	on_read_range((__u64)mapping, index, last, f.pages, &f.key);
 	return 0;
 }
 
@@ -380,8 +393,7 @@ static __always_inline int on_map_pages(struct address_space *mapping, __u64 ind
 	if (!task_selected())
 		return 0;
 	mapping_file(mapping, &f, true);
-	count(CACHESTAT_ACCESSES, cachestat_read_pages(&none, 1, index, last, f.pages), f.dev,
-	      f.ino);
+	count(CACHESTAT_ACCESSES, cachestat_read_pages(&none, 1, index, last, f.pages), &f.key);
 	return 0;
 }
 
@@ -392,7 +404,7 @@ static __always_inline int on_fault(struct address_space *mapping)
 	if (!task_selected())
 		return 0;
 	mapping_file(mapping, &f, false);
-	count(CACHESTAT_ACCESSES, 1, f.dev, f.ino);
+	count(CACHESTAT_ACCESSES, 1, &f.key);
 	return 0;
 }
 
@@ -438,11 +450,11 @@ SEC("tracepoint/filemap/mm_filemap_get_pages")
 int get_pages_tp(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx)
 {
 	__u64 key = ((__u64)ctx->s_dev << 32) ^ ctx->i_ino;
+	struct cachestat_file_key file = classic_file(ctx->s_dev, ctx->i_ino);
 
 	if (!task_selected())
 		return 0;
-	on_read_range(key ? key : 1, ctx->index, ctx->last_index, CACHESTAT_SIZE_UNKNOWN,
-		      ctx->s_dev, ctx->i_ino);
+	on_read_range(key ? key : 1, ctx->index, ctx->last_index, CACHESTAT_SIZE_UNKNOWN, &file);
 	return 0;
 }
 
@@ -450,20 +462,23 @@ SEC("tracepoint/filemap/mm_filemap_map_pages")
 int map_pages_tp(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx)
 {
 	struct cachestat_cursor none = {};
+	struct cachestat_file_key file = classic_file(ctx->s_dev, ctx->i_ino);
 
 	if (!task_selected())
 		return 0;
 	count(CACHESTAT_ACCESSES,
 	      cachestat_read_pages(&none, 1, ctx->index, ctx->last_index, CACHESTAT_SIZE_UNKNOWN),
-	      ctx->s_dev, ctx->i_ino);
+	      &file);
 	return 0;
 }
 
 SEC("tracepoint/filemap/mm_filemap_fault")
 int fault_tp(struct trace_event_raw_mm_filemap_fault *ctx)
 {
+	struct cachestat_file_key file = classic_file(ctx->s_dev, ctx->i_ino);
+
 	if (task_selected())
-		count(CACHESTAT_ACCESSES, 1, ctx->s_dev, ctx->i_ino);
+		count(CACHESTAT_ACCESSES, 1, &file);
 	return 0;
 }
 
@@ -482,7 +497,7 @@ static __always_inline int on_mark_accessed(struct folio *folio)
 	if (!mapping || ((unsigned long)mapping & 3))
 		return 0;
 	mapping_file(mapping, &f, false);
-	count(CACHESTAT_ACCESSES, folio_pages(folio), f.dev, f.ino);
+	count(CACHESTAT_ACCESSES, folio_pages(folio), &f.key);
 	return 0;
 }
 
@@ -542,7 +557,7 @@ static __always_inline int on_mark_page_accessed(struct page *page)
 	if (!mapping || ((unsigned long)mapping & 3))
 		return 0;
 	mapping_file(mapping, &f, false);
-	count(CACHESTAT_ACCESSES, page_pages(page), f.dev, f.ino);
+	count(CACHESTAT_ACCESSES, page_pages(page), &f.key);
 	return 0;
 }
 

@@ -21,6 +21,10 @@
 #include "compat.bpf.h"
 #include "compactsnoop.h"
 
+/* Array indexes are masked with KINDS - 1 (the verifier needs a bound it can see). */
+_Static_assert((COMPACTSNOOP_KINDS & (COMPACTSNOOP_KINDS - 1)) == 0,
+	       "COMPACTSNOOP_KINDS must be a power of two");
+
 char LICENSE[] SEC("license") = "GPL";
 
 #define PF_KTHREAD 0x00200000 /* include/linux/sched.h: a kernel thread */

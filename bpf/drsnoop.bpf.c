@@ -14,6 +14,9 @@
 #include "compat.bpf.h"
 #include "drsnoop.h"
 
+/* Array indexes are masked with KINDS - 1 (the verifier needs a bound it can see). */
+_Static_assert((DRSNOOP_KINDS & (DRSNOOP_KINDS - 1)) == 0, "DRSNOOP_KINDS must be a power of two");
+
 char LICENSE[] SEC("license") = "GPL";
 
 /* Options, set by user space before load. */

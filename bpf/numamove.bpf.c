@@ -13,6 +13,12 @@
 #include "compat.bpf.h"
 #include "numamove.h"
 
+/* Array indexes are masked with SIZE - 1 (the verifier needs a bound it can see). */
+_Static_assert((NUMAMOVE_MAX_REASONS & (NUMAMOVE_MAX_REASONS - 1)) == 0,
+	       "NUMAMOVE_MAX_REASONS must be a power of two");
+_Static_assert((NUMAMOVE_MAX_DEPTH & (NUMAMOVE_MAX_DEPTH - 1)) == 0,
+	       "NUMAMOVE_MAX_DEPTH must be a power of two");
+
 char LICENSE[] SEC("license") = "GPL";
 
 /* Options, set by user space before load. */
@@ -115,7 +121,11 @@ static __always_inline void on_start(void)
 	if (!state)
 		return; /* no memory or full: the end counts the call, untimed */
 	if (state->depth >= NUMAMOVE_MAX_DEPTH) {
+		/* Too deep to time. Its depth is still counted, so that its end pops nothing
+		 * and the ends of the calls around it find their own starts. */
 		__sync_fetch_and_add(&depth_overflow, 1);
+		if (state->depth < NUMAMOVE_DEPTH_LIMIT)
+			state->depth++;
 		return;
 	}
 	state->start[state->depth & (NUMAMOVE_MAX_DEPTH - 1)] = bpf_ktime_get_ns();
@@ -172,14 +182,16 @@ static __always_inline int on_end(const struct migration *m)
 		return 0;
 	/* The pages are counted whether or not the start was seen, so the sums stay exact. */
 	state = migration_state(false);
-	if (state && state->depth > 0 && state->depth <= NUMAMOVE_MAX_DEPTH) {
-		__u64 start;
-
+	if (state && state->depth > 0) {
 		state->depth--;
-		start = state->start[state->depth & (NUMAMOVE_MAX_DEPTH - 1)];
-		if (start && now >= start) {
-			lat = now - start;
-			paired = true;
+		/* A call that nested too deep had no start recorded: untimed. */
+		if (state->depth < NUMAMOVE_MAX_DEPTH) {
+			__u64 start = state->start[state->depth & (NUMAMOVE_MAX_DEPTH - 1)];
+
+			if (start && now >= start) {
+				lat = now - start;
+				paired = true;
+			}
 		}
 	}
 	if (state)

@@ -47,7 +47,10 @@ struct cachestat_proc_value {
 struct cachestat_file_key {
 	__u64 ino;
 	__u32 dev; /* the kernel's dev_t: major << 20 | minor; 0 when not known */
-	__u32 pad;
+	/* The inode's i_generation: a file created after another was deleted often gets the same
+	 * inode number at once (ext4 hands out the lowest free one), and must not be counted or
+	 * named as the old file. 0 where the hook cannot see the inode (classic tracepoints). */
+	__u32 generation;
 };
 
 struct cachestat_file_value {

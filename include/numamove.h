@@ -13,6 +13,8 @@
 #define NUMAMOVE_COMM_LEN 16
 /* migrate_pages() calls one thread can have open at once (nested through an allocation). */
 #define NUMAMOVE_MAX_DEPTH 4
+/* Nesting counted beyond that (each level untimed) before the count saturates. */
+#define NUMAMOVE_DEPTH_LIMIT 64
 /* Where an argument of mm_migrate_pages is absent on the running kernel (tp_btf/raw_tp). */
 #define NUMAMOVE_NO_ARG 0xffu
 

@@ -1,6 +1,9 @@
 // cachestat: page-cache hits, misses and dirties, counted in pages, per interval; machine-wide,
 // per process (-P) or per file (-f).
 #include <dirent.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -96,9 +99,12 @@ struct Options {
     bool per_file = false;
 };
 
+// A file as the BPF side keys it: a new file that reuses a freed inode number is a new key
+// (its generation differs) where the hook can see the inode.
 struct FileKey {
     uint32_t dev;
     uint64_t ino;
+    uint32_t generation;
     auto operator<=>(const FileKey &) const = default;
 };
 
@@ -109,27 +115,77 @@ struct Snapshot {
     uint64_t table_full = 0;
 };
 
-// Paths of files by (kernel dev, ino), from the fds and mappings of the processes that used
-// them. Each process is scanned at most once per interval; a path found is kept.
+// Paths of files, from the fds and mappings of the processes that used them (the BPF side
+// keeps the last one per file). A path is checked before it is trusted: the inode number of
+// a deleted file is often handed to the next file created at once, so a name found for
+// (dev, ino) may belong to another file, and a name kept from an earlier interval may have
+// been deleted or renamed since.
 class PathFinder {
   public:
     std::optional<std::string> find(const FileKey &key, uint32_t pid) {
-        if (auto it = known_.find(key); it != known_.end())
-            return it->second;
+        if (auto it = known_.find(key); it != known_.end()) {
+            if (auto still = recheck(key, it->second))
+                return still;
+            known_.erase(it);
+        }
         if (pid == 0 || key.dev == 0)
             return std::nullopt;
         if (!scanned_.contains(pid)) {
             scanned_.insert(pid);
             scan(pid);
         }
-        if (auto it = known_.find(key); it != known_.end())
-            return it->second;
+        auto [first, last] = candidates_.equal_range({key.dev, key.ino});
+        for (auto it = first; it != last; ++it) {
+            if (!same_generation(it->second.link, key.generation))
+                continue;
+            known_[key] = it->second.path;
+            return it->second.path;
+        }
         return std::nullopt;
     }
-    void new_interval() { scanned_.clear(); }
+    // The processes' fds and mappings change between intervals: look again.
+    void new_interval() {
+        scanned_.clear();
+        candidates_.clear();
+    }
 
   private:
+    struct Candidate {
+        std::string path; // as the process sees it
+        std::string link; // /proc/PID/fd/N or /proc/PID/map_files/RANGE: the file itself
+    };
+
     static uint32_t kernel_dev(dev_t dev) { return (major(dev) << 20) | minor(dev); }
+
+    // The name kept for `key` if it still names that file; " (deleted)" appended once the
+    // name is gone (the interval still counts what the file did before); nothing when the
+    // name now belongs to another file.
+    static std::optional<std::string> recheck(const FileKey &key, const std::string &path) {
+        constexpr std::string_view deleted = " (deleted)";
+        if (path.ends_with(deleted))
+            return path;
+        struct stat st {};
+        if (stat(path.c_str(), &st) != 0)
+            return errno == ENOENT ? std::optional(path + std::string(deleted)) : std::nullopt;
+        if (kernel_dev(st.st_dev) != key.dev || st.st_ino != key.ino)
+            return std::nullopt;
+        return path;
+    }
+
+    // Whether the file behind `link` has inode generation `generation`, where the file
+    // system tells (FS_IOC_GETVERSION: ext2/3/4, btrfs...). Where it does not (tmpfs, or
+    // the hook gave no generation) the (dev, ino) match has to do.
+    static bool same_generation(const std::string &link, uint32_t generation) {
+        if (generation == 0)
+            return true;
+        const int fd = open(link.c_str(), O_RDONLY | O_NOATIME | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0)
+            return true;
+        int version = 0;
+        const bool told = ioctl(fd, FS_IOC_GETVERSION, &version) == 0;
+        close(fd);
+        return !told || static_cast<uint32_t>(version) == generation;
+    }
 
     void scan(uint32_t pid) {
         std::string fd_dir = fmt::format("/proc/{}/fd", pid);
@@ -144,8 +200,8 @@ class PathFinder {
                 char target[PATH_MAX];
                 ssize_t n = readlink(link.c_str(), target, sizeof(target) - 1);
                 if (n > 0)
-                    known_.emplace(FileKey{kernel_dev(st.st_dev), st.st_ino},
-                                   std::string(target, n));
+                    candidates_.emplace(std::pair{kernel_dev(st.st_dev), uint64_t(st.st_ino)},
+                                        Candidate{std::string(target, n), link});
             }
             closedir(dir);
         }
@@ -157,18 +213,22 @@ class PathFinder {
         while (next_line(rest, line)) {
             unsigned long long inode = 0;
             unsigned maj = 0, min = 0;
-            int path_at = 0;
+            int range_end = 0, path_at = 0;
             std::string text(line);
-            if (sscanf(text.c_str(), "%*s %*s %*s %x:%x %llu %n", &maj, &min, &inode, &path_at) <
-                    3 ||
+            if (sscanf(text.c_str(), "%*s%n %*s %*s %x:%x %llu %n", &range_end, &maj, &min, &inode,
+                       &path_at) < 3 ||
                 inode == 0 || path_at <= 0 || static_cast<size_t>(path_at) >= text.size() ||
                 text[path_at] != '/')
                 continue;
-            known_.emplace(FileKey{(maj << 20) | min, inode}, text.substr(path_at));
+            candidates_.emplace(
+                std::pair{(maj << 20) | min, uint64_t(inode)},
+                Candidate{text.substr(path_at),
+                          fmt::format("/proc/{}/map_files/{}", pid, text.substr(0, range_end))});
         }
     }
 
-    std::map<FileKey, std::string> known_;
+    std::map<FileKey, std::string> known_; // names found, rechecked before each use
+    std::multimap<std::pair<uint32_t, uint64_t>, Candidate> candidates_; // this interval's
     std::set<uint32_t> scanned_;
 };
 
@@ -176,6 +236,11 @@ cachestat::Meminfo meminfo() {
     auto text = read_text_file("/proc/meminfo");
     return text ? cachestat::parse_meminfo(*text) : cachestat::Meminfo{};
 }
+
+// The probes plan() makes, looked up by these and not by their labels.
+enum class ProbeId { Misses, Dirties, Accesses };
+// The accesses' preferred family: the filemap access tracepoints (Linux 6.12).
+constexpr const char *filemap_access = "filemap_access";
 
 class Cachestat {
   public:
@@ -208,7 +273,7 @@ std::vector<Probe> Cachestat::plan() const {
         };
     };
     std::vector<Probe> probes;
-    probes.emplace_back("filemap:mm_filemap_add_to_page_cache (misses)",
+    probes.emplace_back(ProbeId::Misses, "filemap:mm_filemap_add_to_page_cache (misses)",
                         "It needs the filemap:mm_filemap_add_to_page_cache tracepoint.",
                         three_ways("", "add",
                                    "on kernels whose classic format has no order field, a "
@@ -221,7 +286,7 @@ std::vector<Probe> Cachestat::plan() const {
                               "the classic format has no device: -f shows device 0:0")) {
         dirties.push_back(c);
     }
-    probes.emplace_back("writeback:writeback_dirty_folio (dirties)",
+    probes.emplace_back(ProbeId::Dirties, "writeback:writeback_dirty_folio (dirties)",
                         "It needs the writeback:writeback_dirty_folio or writeback_dirty_page "
                         "tracepoint.",
                         std::move(dirties));
@@ -233,9 +298,9 @@ std::vector<Probe> Cachestat::plan() const {
         return std::vector<std::string>{"get_pages" + base, "map_pages" + base, "fault" + base};
     };
     std::vector<HookChoice> accesses{
-        {HookKind::TpBtf, family("_btf"), "filemap_access", "", ""},
-        {HookKind::RawTp, family("_raw"), "filemap_access", "", ""},
-        {HookKind::Tracepoint, family("_tp"), "filemap_access",
+        {HookKind::TpBtf, family("_btf"), filemap_access, "", ""},
+        {HookKind::RawTp, family("_raw"), filemap_access, "", ""},
+        {HookKind::Tracepoint, family("_tp"), filemap_access,
          "the classic format has no file size: a read that asks past the end of a file counts "
          "the pages it asked for",
          ""},
@@ -244,9 +309,9 @@ std::vector<Probe> Cachestat::plan() const {
         {HookKind::Fentry, {"page_accessed_fentry"}, "mark_page_accessed", marked, ""},
         {HookKind::Kprobe, {"page_accessed_kprobe"}, "mark_page_accessed", marked, ""},
     };
-    probes.emplace_back("filemap:mm_filemap_get_pages/map_pages/fault (accesses)",
-                        "The access tracepoints arrived in Linux 6.12.", std::move(accesses),
-                        false);
+    probes.emplace_back(
+        ProbeId::Accesses, "filemap:mm_filemap_get_pages/map_pages/fault (accesses)",
+        "The access tracepoints arrived in Linux 6.12.", std::move(accesses), false);
     if (auto exit_probe = thread_exit_probe(kernel_features()))
         probes.push_back(std::move(*exit_probe));
     return probes;
@@ -264,8 +329,8 @@ void Cachestat::configure(cachestat_bpf &skel) const {
     ro->per_process = o_.per_process;
     ro->per_file = o_.per_file;
     ro->page_shift = __builtin_ctz(static_cast<unsigned>(getpagesize()));
-    bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? 16384 : 1);
-    bpf_map__set_max_entries(skel.maps.file_counts, o_.per_file ? 65536 : 1);
+    bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? o_.common.entries(16384) : 1);
+    bpf_map__set_max_entries(skel.maps.file_counts, o_.per_file ? o_.common.entries(65536) : 1);
     const auto &features = kernel_features();
     set_compat(*ro, features);
     use_thread_state_map(skel.maps.cursors, features);
@@ -287,7 +352,7 @@ Snapshot Cachestat::snapshot(cachestat_bpf &skel) const {
     if (o_.per_file)
         for (const auto &[k, v] :
              read_hash_map<cachestat_file_key, cachestat_file_value>(skel.maps.file_counts))
-            s.files[FileKey{k.dev, k.ino}] = v;
+            s.files[FileKey{k.dev, k.ino, k.generation}] = v;
     s.table_full = bss->table_full;
     return s;
 }
@@ -358,11 +423,18 @@ void Cachestat::print_interval(const Snapshot &now, const Snapshot &before) {
                 fmt::print("{}\n", cachestat::file_line(r, accesses_known_));
         }
     }
+    // Events of this interval the table had no room for: its rows are incomplete.
+    const uint64_t full = now.table_full - before.table_full;
     if (o_.common.json)
         print_json_line({{"time", time},
                          {o_.per_process ? "processes" : "files", list},
                          {"buffers_mb", mem.buffers_mb ? json(*mem.buffers_mb) : json(nullptr)},
-                         {"cached_mb", mem.cached_mb ? json(*mem.cached_mb) : json(nullptr)}});
+                         {"cached_mb", mem.cached_mb ? json(*mem.cached_mb) : json(nullptr)},
+                         {"table_full", full}});
+    else if (full != 0)
+        fmt::print("{} events of this interval missing from the rows: the per-{} table was "
+                   "full (the totals count them).\n",
+                   full, o_.per_process ? "process" : "file");
 }
 
 void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double seconds) {
@@ -443,9 +515,7 @@ int Cachestat::run() {
         cachestat_bpf__open_opts, cachestat_bpf__destroy, [&](cachestat_bpf &s) { configure(s); },
         probes, v);
 
-    const Probe &access = *std::find_if(probes.begin(), probes.end(), [](const Probe &p) {
-        return p.name.ends_with("(accesses)");
-    });
+    const Probe &access = *find_probe(probes, ProbeId::Accesses);
     accesses_known_ = access.choice() != nullptr;
     if (!accesses_known_) {
         std::string why;
@@ -456,7 +526,7 @@ int Cachestat::run() {
                    "page-cache accesses (the filemap access tracepoints need Linux 6.12; "
                    "folio_mark_accessed needs fentry or kprobes). Tried:{}\n",
                    tool_name, why);
-    } else if (!access.uses_family("filemap_access")) {
+    } else if (!access.uses_family(filemap_access)) {
         fmt::print(stderr,
                    "{}: accesses come from {} ({}): read(2) counts every folio it copies; "
                    "mmap faults count nothing: mapped pages count when unmapped (munmap, exit), "

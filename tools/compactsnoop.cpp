@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <map>
 #include <optional>
+#include <utility>
 
 #include "bpf_runtime.h"
 #include "compactsnoop.h"
@@ -111,6 +112,7 @@ class Compactsnoop {
     uint64_t first_ns_ = 0;
     // (kind, order row) -> slots, as last printed.
     std::map<std::pair<uint32_t, uint32_t>, std::array<uint64_t, MEMLAT_HIST_SLOTS>> hist_before_;
+    uint64_t table_full_before_ = 0; // table_full at the last interval
 };
 
 // The events map's ring-buffer size, and the batch after which user space is woken.
@@ -133,11 +135,14 @@ std::string compact_control_missing() {
     return "";
 }
 
+// The probes plan() makes, looked up by these and not by their labels.
+enum class ProbeId { Runs, MigratePages, TryToCompact, Deferred, KcompactdWake };
+
 std::vector<Probe> Compactsnoop::plan() const {
     std::vector<Probe> probes;
     const std::string no_cc = compact_control_missing();
     probes.emplace_back(
-        "compaction:mm_compaction_begin/end",
+        ProbeId::Runs, "compaction:mm_compaction_begin/end",
         "It needs the compaction:mm_compaction_begin and _end tracepoints "
         "(CONFIG_COMPACTION).",
         std::vector<HookChoice>{
@@ -153,7 +158,7 @@ std::vector<Probe> Compactsnoop::plan() const {
              ""},
         });
     probes.emplace_back(
-        "compaction:mm_compaction_migratepages", "",
+        ProbeId::MigratePages, "compaction:mm_compaction_migratepages", "",
         std::vector<HookChoice>{
             {HookKind::Tracepoint, {"migratepages_tp"}, "", "", ""},
             {HookKind::TpBtf,
@@ -168,9 +173,9 @@ std::vector<Probe> Compactsnoop::plan() const {
              ""},
         },
         false);
-    auto context = [&](const char *tp, const char *prog, const char *what) {
+    auto context = [&](ProbeId id, const char *tp, const char *prog, const char *what) {
         std::string p(prog);
-        probes.emplace_back(fmt::format("compaction:{}", tp), what,
+        probes.emplace_back(id, fmt::format("compaction:{}", tp), what,
                             std::vector<HookChoice>{
                                 {HookKind::TpBtf, {p + "_btf"}, "", "", ""},
                                 {HookKind::RawTp, {p + "_raw"}, "", "", ""},
@@ -178,11 +183,11 @@ std::vector<Probe> Compactsnoop::plan() const {
                             },
                             false);
     };
-    context("mm_compaction_try_to_compact_pages", "try_to_compact",
+    context(ProbeId::TryToCompact, "mm_compaction_try_to_compact_pages", "try_to_compact",
             "Without it direct runs show no priority and the summary no direct entries.");
-    context("mm_compaction_deferred", "deferred",
+    context(ProbeId::Deferred, "mm_compaction_deferred", "deferred",
             "Without it the summary does not count deferred zones.");
-    context("mm_compaction_kcompactd_wake", "kcompactd_wake",
+    context(ProbeId::KcompactdWake, "mm_compaction_kcompactd_wake", "kcompactd_wake",
             "Without it the summary does not count kcompactd wake-ups.");
     if (auto exit_probe = thread_exit_probe(kernel_features()))
         probes.push_back(std::move(*exit_probe));
@@ -197,7 +202,7 @@ void Compactsnoop::configure(compactsnoop_bpf &skel) const {
     ro->collect_stacks = o_.stacks;
     ro->trace_events = !o_.hist;
     ro->hist_mode = o_.hist;
-    bpf_map__set_max_entries(skel.maps.stacks, o_.stacks ? 4096 : 1);
+    bpf_map__set_max_entries(skel.maps.stacks, o_.stacks ? o_.common.entries(4096) : 1);
     ro->wakeup_bytes = event_wakeup_bytes;
     bpf_map__set_max_entries(skel.maps.events, o_.hist ? 4096 : event_buffer_bytes);
     const auto &features = kernel_features();
@@ -295,8 +300,14 @@ void Compactsnoop::print_histograms(compactsnoop_bpf &skel) {
         fmt::print("{}", render_log2_hist(d, "usecs"));
     }
     hist_before_ = std::move(now);
+    // Runs of this interval whose start had no room in the per-thread table (kernels without
+    // task storage): its histograms lack them.
+    const uint64_t full =
+        skel.bss->table_full - std::exchange(table_full_before_, skel.bss->table_full);
     if (o_.common.json)
-        print_json_line({{"time", wall_clock_time()}, {"histograms", hists}});
+        print_json_line({{"time", wall_clock_time()}, {"histograms", hists}, {"table_full", full}});
+    else if (full != 0)
+        fmt::print("\n{} compaction runs of this interval missing: a BPF table was full.\n", full);
 }
 
 void Compactsnoop::print_summary(compactsnoop_bpf &skel, const EventReader *events) {
@@ -437,7 +448,7 @@ int Compactsnoop::run() {
     Loaded<compactsnoop_bpf> skel(
         compactsnoop_bpf__open_opts, compactsnoop_bpf__destroy,
         [&](compactsnoop_bpf &s) { configure(s); }, probes, v);
-    if (probes[0].choice()->kind == HookKind::Tracepoint && o_.extended)
+    if (find_probe(probes, ProbeId::Runs)->choice()->kind == HookKind::Tracepoint && o_.extended)
         fmt::print(stderr,
                    "{}: only classic tracepoints are available here: -e shows no "
                    "zone state (FRAGIDX MIN LOW HIGH FREE print as -)\n",

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <map>
 #include <optional>
+#include <utility>
 
 #include "bpf_runtime.h"
 #include "cgroups.h"
@@ -103,6 +104,7 @@ class Drsnoop {
                                 getpagesize() / 1024};
     uint64_t first_ns_ = 0;
     std::map<std::pair<uint32_t, uint32_t>, std::array<uint64_t, MEMLAT_HIST_SLOTS>> hist_before_;
+    uint64_t table_full_before_ = 0; // table_full at the last interval
 };
 
 int node_count() {
@@ -122,6 +124,9 @@ int node_count() {
     }
 }
 
+// One probe per reclaim kind: its DRSNOOP_* value.
+enum class ProbeId {};
+
 std::vector<Probe> Drsnoop::plan() const {
     std::vector<Probe> probes;
     for (int kind = 0; kind < DRSNOOP_KINDS; ++kind) {
@@ -134,7 +139,7 @@ std::vector<Probe> Drsnoop::plan() const {
         };
         // A kind the user did not ask for by name may be missing from a kernel (soft-limit
         // reclaim exists only with cgroup v1 support); the others are required.
-        probes.emplace_back(fmt::format("vmscan:mm_vmscan_{}_begin/end", tp),
+        probes.emplace_back(ProbeId{kind}, fmt::format("vmscan:mm_vmscan_{}_begin/end", tp),
                             fmt::format("It needs the vmscan:mm_vmscan_{}_begin and _end "
                                         "tracepoints.",
                                         tp),
@@ -170,7 +175,9 @@ void Drsnoop::configure(drsnoop_bpf &skel) const {
     ro->hist_mode = o_.hist;
     ro->hist_per_process = o_.hist && o_.per_process;
     ro->nr_nodes = std::min(node_count(), DRSNOOP_MAX_NODES);
-    bpf_map__set_max_entries(skel.maps.proc_hists, o_.hist && o_.per_process ? 8192 : 1);
+    bpf_map__set_max_entries(skel.maps.summaries, o_.common.entries(8192));
+    bpf_map__set_max_entries(skel.maps.proc_hists,
+                             o_.hist && o_.per_process ? o_.common.entries(8192) : 1);
     ro->wakeup_bytes = event_wakeup_bytes;
     bpf_map__set_max_entries(skel.maps.events, o_.hist ? 4096 : event_buffer_bytes);
     const auto &features = kernel_features();
@@ -247,9 +254,16 @@ void Drsnoop::print_histograms(drsnoop_bpf &skel) {
         fmt::print("{}", render_log2_hist(d, "usecs"));
     }
     hist_before_ = std::move(now);
+    // Stalls of this interval a table had no room for (the per-process histograms, or the
+    // per-thread start times on kernels without task storage): its histograms lack them.
+    const uint64_t full =
+        skel.bss->table_full - std::exchange(table_full_before_, skel.bss->table_full);
     if (o_.common.json) {
         out["histograms"] = hists;
+        out["table_full"] = full;
         print_json_line(out);
+    } else if (full != 0) {
+        fmt::print("\n{} stalls of this interval missing: a BPF table was full.\n", full);
     }
 }
 

@@ -92,6 +92,12 @@ struct Snapshot {
     uint64_t table_full = 0, unpaired = 0, depth_overflow = 0;
 };
 
+// The probes plan() makes, looked up by these and not by their labels.
+enum class ProbeId { End, Start, PerCall, TaskMoves };
+// -M's fall-back when fentry and kprobes are refused: the numa_misplaced calls the migrate
+// tracepoints already see.
+constexpr const char *per_call_from_tracepoints = "migrate_tracepoints";
+
 class Numamove {
   public:
     explicit Numamove(Options options) : o_(std::move(options)) {}
@@ -140,7 +146,7 @@ std::vector<Probe> Numamove::plan() const {
         end[0].unavailable = "mm_migrate_pages' arguments not recognized: " + layout_why_;
         end[1].unavailable = end[0].unavailable;
     }
-    probes.emplace_back("migrate:mm_migrate_pages",
+    probes.emplace_back(ProbeId::End, "migrate:mm_migrate_pages",
                         "It needs the migrate:mm_migrate_pages tracepoint (CONFIG_MIGRATION).",
                         std::move(end));
     // The start only times the calls. mm_migrate_pages_start came in Linux 5.16; before it,
@@ -156,7 +162,8 @@ std::vector<Probe> Numamove::plan() const {
                      "migrate_pages",
                      "the entry of migrate_pages(), where mm_migrate_pages_start sits on 5.16+",
                      ""});
-    probes.emplace_back("migrate:mm_migrate_pages_start (times each migrate_pages() call)", "",
+    probes.emplace_back(ProbeId::Start,
+                        "migrate:mm_migrate_pages_start (times each migrate_pages() call)", "",
                         std::move(start), false);
 
     if (o_.per_call) {
@@ -174,17 +181,19 @@ std::vector<Probe> Numamove::plan() const {
             call(HookKind::Kprobe, "migrate_misplaced_page", "_kprobe"),
             {HookKind::Tracepoint,
              {},
-             "migrate_tracepoints",
+             per_call_from_tracepoints,
              "NUMA_migrations are the numa_misplaced migrate_pages() calls of the tracepoints "
              "above; their time excludes what migrate_misplaced_* does around migrate_pages() "
              "(isolating the page, on kernels that do it there)",
              ""},
         };
-        probes.emplace_back("migrate_misplaced_folio/migrate_misplaced_page (per call)", "",
+        probes.emplace_back(ProbeId::PerCall,
+                            "migrate_misplaced_folio/migrate_misplaced_page (per call)", "",
                             std::move(choices));
     }
     if (o_.task_moves)
-        probes.emplace_back("sched:sched_move_numa/sched_swap_numa/sched_stick_numa",
+        probes.emplace_back(ProbeId::TaskMoves,
+                            "sched:sched_move_numa/sched_swap_numa/sched_stick_numa",
                             "They need CONFIG_NUMA_BALANCING.",
                             three_ways("", {"move_numa", "swap_numa", "stick_numa"}), false);
     if (auto exit_probe = thread_exit_probe(kernel_features()))
@@ -206,7 +215,7 @@ void Numamove::configure(numamove_bpf &skel) const {
         ro->arg_large_split = layout_->large_split;
         ro->arg_reason = layout_->reason;
     }
-    bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? 8192 : 1);
+    bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? o_.common.entries(8192) : 1);
     const auto &features = kernel_features();
     set_compat(*ro, features);
     use_thread_state_map(skel.maps.starts, features);
@@ -415,29 +424,26 @@ int Numamove::run() {
     Loaded<numamove_bpf> skel(
         numamove_bpf__open_opts, numamove_bpf__destroy, [&](numamove_bpf &s) { configure(s); },
         probes, v);
-    for (const auto &probe : probes)
-        if (probe.name.ends_with("(per call)")) {
-            per_call_view_ = !probe.uses_family("migrate_tracepoints");
-            if (!per_call_view_)
-                fmt::print(stderr,
-                           "{}: cannot time migrate_misplaced_folio/_page calls on this kernel "
-                           "(fentry and kprobes refused; -v says why): NUMA_migrations counts "
-                           "the numa_misplaced migrations of the migrate tracepoints instead.\n",
-                           tool_name);
-        }
-    for (const auto &probe : probes)
-        if (probe.name.starts_with("migrate:mm_migrate_pages_start") && probe.choice() == nullptr)
+    if (const Probe *per_call = find_probe(probes, ProbeId::PerCall)) {
+        per_call_view_ = !per_call->uses_family(per_call_from_tracepoints);
+        if (!per_call_view_)
             fmt::print(stderr,
-                       "{}: cannot time migrations on this kernel (no mm_migrate_pages_start, "
-                       "and fentry and kprobes on migrate_pages() refused; -v says why): pages "
-                       "and calls are exact, times (_ms, AVG_us, -H) stay 0.\n",
+                       "{}: cannot time migrate_misplaced_folio/_page calls on this kernel "
+                       "(fentry and kprobes refused; -v says why): NUMA_migrations counts "
+                       "the numa_misplaced migrations of the migrate tracepoints instead.\n",
                        tool_name);
-    for (const auto &probe : probes)
-        if (probe.name.starts_with("sched:") && probe.choice() == nullptr)
-            fmt::print(stderr,
-                       "{}: the kernel has no sched_*_numa tracepoints "
-                       "(CONFIG_NUMA_BALANCING off?): task moves stay 0.\n",
-                       tool_name);
+    }
+    if (find_probe(probes, ProbeId::Start)->choice() == nullptr)
+        fmt::print(stderr,
+                   "{}: cannot time migrations on this kernel (no mm_migrate_pages_start, "
+                   "and fentry and kprobes on migrate_pages() refused; -v says why): pages "
+                   "and calls are exact, times (_ms, AVG_us, -H) stay 0.\n",
+                   tool_name);
+    if (const Probe *moves = find_probe(probes, ProbeId::TaskMoves); moves && !moves->choice())
+        fmt::print(stderr,
+                   "{}: the kernel has no sched_*_numa tracepoints "
+                   "(CONFIG_NUMA_BALANCING off?): task moves stay 0.\n",
+                   tool_name);
 
     install_stop_signals();
     if (!o_.common.json && !o_.reasons && !o_.per_process) {

@@ -165,6 +165,13 @@ struct Snapshot {
     uint64_t dropped = 0, table_full = 0;
 };
 
+// The probes plan() makes, looked up by these and not by their labels.
+enum class ProbeId { TlbFlush, CsdQueue, IpiHandler, CsdFunction };
+// Choices that attach nothing of their own and take what other probes see instead: their
+// families, set in plan() and tested after loading.
+constexpr const char *culprits_from_send_ipi = "remote_send_ipi";
+constexpr const char *marks_from_tlb_flush = "tlb_flush";
+
 class Tlbflush {
   public:
     Tlbflush(Options options) : o_(std::move(options)), ncpus_(possible_cpus()) {}
@@ -191,7 +198,6 @@ class Tlbflush {
     bool culprits_any_cpu_ = false;
     bool marks_from_tlb_flush_ = false; // -L without the csd tracepoints
     uint64_t first_event_ns_ = 0;
-    Probe *culprit_probe_ = nullptr;
     // The trace events' reader (-t), whose perf buffers count the records they lost.
     const EventReader *events_ = nullptr;
 };
@@ -227,7 +233,7 @@ std::vector<Probe> Tlbflush::plan(const KernelSymbols *ksyms) const {
     };
 
     std::vector<Probe> probes;
-    probes.push_back(Probe{"tlb:tlb_flush",
+    probes.push_back(Probe{ProbeId::TlbFlush, "tlb:tlb_flush",
                            "It needs the tlb:tlb_flush tracepoint (x86, Linux 4.10 or later).",
                            three_ways("", "tlb_flush_btf", "tlb_flush_raw", "tlb_flush_tp")});
 
@@ -245,17 +251,18 @@ std::vector<Probe> Tlbflush::plan(const KernelSymbols *ksyms) const {
             c.unavailable = no_symbol;
         choices.push_back({HookKind::TpBtf,
                            {},
-                           "remote_send_ipi",
+                           culprits_from_send_ipi,
                            "without the csd tracepoints (Linux 6.3+) the target CPU of each IPI "
                            "is not known: culprits count flushes sent to any CPU, and -c does not "
                            "select them",
                            ""});
-        probes.push_back(Probe{"csd:csd_queue_cpu (culprits)", "", std::move(choices)});
+        probes.push_back(
+            Probe{ProbeId::CsdQueue, "csd:csd_queue_cpu (culprits)", "", std::move(choices)});
     }
     if (o_.latency) {
         // The handler window, timed on every kernel; then what says a TLB flush ran in it.
         probes.push_back(
-            Probe{"irq_vectors:call_function(_single)_entry/exit (latency)",
+            Probe{ProbeId::IpiHandler, "irq_vectors:call_function(_single)_entry/exit (latency)",
                   "It needs the irq_vectors call-function tracepoints (x86).",
                   three_ways("irq_vectors", "ipi_entry_btf", "ipi_entry_raw", "ipi_entry_tp",
                              {"ipi_exit_btf", "ipi1_entry_btf", "ipi1_exit_btf"},
@@ -266,12 +273,13 @@ std::vector<Probe> Tlbflush::plan(const KernelSymbols *ksyms) const {
             c.unavailable = no_symbol;
         choices.push_back({HookKind::TpBtf,
                            {},
-                           "tlb_flush",
+                           marks_from_tlb_flush,
                            "without the csd tracepoints (Linux 6.3+) only IPI handler runs in "
                            "which tlb_flush saw a remote flush are timed, and the flush "
                            "callback itself is not: -L shows the handler histogram alone",
                            ""});
-        probes.push_back(Probe{"csd:csd_function_entry/exit (latency)", "", std::move(choices)});
+        probes.push_back(Probe{ProbeId::CsdFunction, "csd:csd_function_entry/exit (latency)", "",
+                               std::move(choices)});
     }
     return probes;
 }
@@ -298,19 +306,14 @@ void Tlbflush::configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) c
             func = ksyms_->address_of("flush_tlb_func_remote");
         ro->tlb_flush_func = func.value_or(0);
     }
-    for (const auto &probe : probes) {
-        if (probe.name.starts_with("csd:csd_queue_cpu"))
-            ro->culprits_from_send_ipi = probe.uses_family("remote_send_ipi");
-        if (probe.name.starts_with("csd:csd_function"))
-            ro->tlb_marks_from_tlb_flush = probe.uses_family("tlb_flush");
-    }
+    if (const Probe *p = find_probe(probes, ProbeId::CsdQueue))
+        ro->culprits_from_send_ipi = p->uses_family(culprits_from_send_ipi);
+    if (const Probe *p = find_probe(probes, ProbeId::CsdFunction))
+        ro->tlb_marks_from_tlb_flush = p->uses_family(marks_from_tlb_flush);
     // Size the maps for what the options use; unused ones stay at one entry.
-    if (o_.per_process)
-        bpf_map__set_max_entries(skel.maps.proc_counts, 16384);
-    else
-        bpf_map__set_max_entries(skel.maps.proc_counts, 1);
-    bpf_map__set_max_entries(skel.maps.culprits, o_.culprits ? 16384 : 1);
-    bpf_map__set_max_entries(skel.maps.stacks, o_.stacks ? 16384 : 1);
+    bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? o_.common.entries(16384) : 1);
+    bpf_map__set_max_entries(skel.maps.culprits, o_.culprits ? o_.common.entries(16384) : 1);
+    bpf_map__set_max_entries(skel.maps.stacks, o_.stacks ? o_.common.entries(16384) : 1);
     ro->wakeup_bytes = event_wakeup_bytes;
     bpf_map__set_max_entries(skel.maps.events, o_.trace ? event_buffer_bytes : 4096);
     const auto &features = kernel_features();
@@ -665,15 +668,16 @@ int Tlbflush::run() {
     Loaded<tlbflush_bpf> skel(
         tlbflush_bpf__open_opts, tlbflush_bpf__destroy,
         [&](tlbflush_bpf &s) { configure(s, probes); }, probes, v);
-    for (const auto &probe : probes) {
-        if (probe.name.starts_with("csd:csd_queue_cpu"))
-            culprits_any_cpu_ = probe.uses_family("remote_send_ipi");
-        if (probe.name.starts_with("csd:csd_function"))
-            marks_from_tlb_flush_ = probe.uses_family("tlb_flush");
-        // What this kernel cannot show (no csd tracepoints before 6.3), said once, -v or not.
-        if (probe.uses_family("remote_send_ipi") || probe.uses_family("tlb_flush"))
-            fmt::print(stderr, "{}: {}\n", tool_name, probe.choice()->caveat);
-    }
+    const Probe *csd_queue = find_probe(probes, ProbeId::CsdQueue);
+    const Probe *csd_function = find_probe(probes, ProbeId::CsdFunction);
+    culprits_any_cpu_ = csd_queue != nullptr && csd_queue->uses_family(culprits_from_send_ipi);
+    marks_from_tlb_flush_ =
+        csd_function != nullptr && csd_function->uses_family(marks_from_tlb_flush);
+    // What this kernel cannot show (no csd tracepoints before 6.3), said once, -v or not.
+    if (culprits_any_cpu_)
+        fmt::print(stderr, "{}: {}\n", tool_name, csd_queue->choice()->caveat);
+    if (marks_from_tlb_flush_)
+        fmt::print(stderr, "{}: {}\n", tool_name, csd_function->choice()->caveat);
 
     install_stop_signals();
     std::optional<EventReader> events;

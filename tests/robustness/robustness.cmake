@@ -14,6 +14,20 @@ foreach(scenario
         ENVIRONMENT "${MEMLAT_RUNTIME_ENV}")
 endforeach()
 
+# Tables that fill up, inode reuse and signals at start-up (test_tables.py).
+foreach(scenario
+        cachestat_inode_reuse
+        table_full_cachestat
+        table_full_tlbflush
+        table_full_drsnoop
+        signals_at_startup)
+    add_test(NAME robustness.${scenario}
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/test_tables.py ${scenario})
+    set_tests_properties(robustness.${scenario} PROPERTIES
+        LABELS robustness RUN_SERIAL TRUE SKIP_RETURN_CODE 77 TIMEOUT 180
+        ENVIRONMENT "${MEMLAT_RUNTIME_ENV}")
+endforeach()
+
 add_test(NAME robustness.bad_arguments
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/test_arguments.py bad_arguments)
 set_tests_properties(robustness.bad_arguments PROPERTIES

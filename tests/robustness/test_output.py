@@ -15,8 +15,9 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime"))
 from memlat_test import *  # noqa: E402,F401,F403
-from memlat_test import (Failure, Result, Test, Tool, Workload, binary, build_dir, log,  # noqa: E402
-                         main, require_cpus, scenario, own_name)
+from memlat_test import (BpfWatch, Failure, Result, Test, Tool, Workload, binary,  # noqa: E402
+                         build_dir, check_nothing_left, log, main, require_cpus, scenario,
+                         own_name)
 from test_cachestat import Reader, summary_of  # noqa: E402
 
 TOOLS = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat"]
@@ -54,7 +55,7 @@ def _(t: Test):
                           "--worker-cpu", str(VICTIM), held=True)
             wl.argv[0] = renamed("tlb_workload", name, tmp)
             with wl:
-                with Tool("tlbflush", "-t", "-j", "-p", str(wl.pid)) as tool:
+                with Tool("tlbflush", "-t", "-j", "-p", str(wl.pid), watch_bpf=True) as tool:
                     wl.release()
                     wl.wait_done(60)
             res = tool.result
@@ -71,6 +72,7 @@ def _(t: Test):
                        sum(o.get("comm") == replaced(comm) for o in events))
             t.check("internal error" not in res.stderr, "stderr has no internal error",
                     "no 'internal error'", res.stderr[-300:])
+            check_nothing_left(t, tool.bpf_watch, f"{name!r}: tlbflush")
 
 
 @scenario("non_utf8_path")
@@ -86,7 +88,8 @@ def _(t: Test):
         # Many passes keep the file open over several 0.2 s intervals: cachestat finds the
         # path in the reader's /proc/PID/fd while it reads.
         with Reader(path, "--passes", "60") as reader:
-            with Tool("cachestat", "-f", "-j", "-p", str(reader.pid), "0.2") as tool:
+            with Tool("cachestat", "-f", "-j", "-p", str(reader.pid), "0.2",
+                      watch_bpf=True) as tool:
                 reader.go()
                 time.sleep(0.3)
         rows = summary_of(tool, t)["files"]
@@ -97,33 +100,41 @@ def _(t: Test):
         t.check_eq("path_hex is the file's path, byte for byte", raw.hex(),
                    ours[0].get("path_hex"))
         t.check_eq("path has U+FFFD for the bad bytes", replaced(raw), ours[0].get("path"))
+        check_nothing_left(t, tool.bpf_watch, "cachestat -f")
     finally:
         os.unlink(path)
 
 
-def run_with_stdout(tool: str, stdout_spec: str, *args: str) -> Result:
-    """Runs TOOL -d 1 ARGS with its stdout redirected by the shell (e.g. '>/dev/full')."""
+def run_with_stdout(tool: str, stdout_spec: str, *args: str) -> tuple[Result, BpfWatch]:
+    """Runs TOOL ARGS with its stdout redirected by the shell (e.g. '>/dev/full'), watching
+    the BPF objects it holds (the shell execs the tool: same pid)."""
     argv = ["/bin/sh", "-c", f'exec "$0" "$@" {stdout_spec}', binary(tool), *args]
     t0 = time.monotonic()
-    p = subprocess.run(argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=30)
-    return Result(argv, p.returncode, "", p.stderr.decode(errors="replace"),
-                  time.monotonic() - t0)
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    watch = BpfWatch(p.pid)
+    _, err = p.communicate(timeout=30)
+    return Result(argv, p.returncode, "", err.decode(errors="replace"),
+                  time.monotonic() - t0), watch
 
 
 @scenario("write_errors")
 def _(t: Test):
     """A full device or a closed stdout is an error (exit 1, a message), for every tool."""
     for tool in TOOLS:
-        full = run_with_stdout(tool, ">/dev/full", "-d", "0.5")
+        full, watch = run_with_stdout(tool, ">/dev/full", "-d", "0.5")
         t.check_eq(f"{tool} >/dev/full: exit status", 1, full.rc)
         t.check("No space left on device" in full.stderr, f"{tool} >/dev/full: says why",
                 "No space left on device", full.stderr.strip()[-200:])
-        quiet = run_with_stdout(tool, ">/dev/null 2>&-", "-d", "0.3")
+        check_nothing_left(t, watch, f"{tool} >/dev/full")
+        quiet, watch = run_with_stdout(tool, ">/dev/null 2>&-", "-d", "0.3")
         t.check_eq(f"{tool} with stderr closed: exit status (runs normally)", 0, quiet.rc)
-        closed = run_with_stdout(tool, ">&-", "-d", "0.5")
+        check_nothing_left(t, watch, f"{tool} with stderr closed")
+        closed, watch = run_with_stdout(tool, ">&-", "-d", "0.5")
         t.check_eq(f"{tool} with stdout closed: exit status", 1, closed.rc)
         t.check("Bad file descriptor" in closed.stderr, f"{tool} with stdout closed: says why",
                 "Bad file descriptor", closed.stderr.strip()[-200:])
+        # A closed stdout is found before anything is loaded.
+        check_nothing_left(t, watch, f"{tool} with stdout closed", expect_loaded=False)
 
 
 def blocked_then_stopped(t: Test, sig: int) -> None:
@@ -135,6 +146,7 @@ def blocked_then_stopped(t: Test, sig: int) -> None:
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=dict(os.environ, MEMLAT_READY="1"),
                             start_new_session=True)
+    watch = BpfWatch(proc.pid)
     try:
         deadline = time.monotonic() + 20
         err = b""
@@ -163,6 +175,7 @@ def blocked_then_stopped(t: Test, sig: int) -> None:
     objs = res.json_lines()  # a line cut in half fails here
     t.check(bool(objs) and "counts" in objs[-1], f"{name}: the last line is the summary",
             "\"counts\" in the last line", objs[-1] if objs else None)
+    check_nothing_left(t, watch, f"{name} while blocked")
 
 
 @scenario("sigint_while_blocked")
@@ -189,7 +202,7 @@ def _(t: Test):
             time.sleep(0.05)
         t.require(bool(tids), "the workload has a second thread", ">= 1", len(tids))
         for tool in TOOLS:
-            res = run_with_stdout(tool, "", "-p", str(tids[0]), "-d", "0.2")
+            res, _ = run_with_stdout(tool, "", "-p", str(tids[0]), "-d", "0.2")
             t.check_eq(f"{tool} -p THREAD: exit status", 2, res.rc)
             want = f"-p {tids[0]} is a thread of process {wl.pid}"
             t.check(want in res.stderr, f"{tool} -p THREAD: names the process",

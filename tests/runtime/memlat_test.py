@@ -199,21 +199,91 @@ def wait_quiet(comm: str, quiet_for: float = 1.0, timeout: float = 20.0,
 
 
 def bpf_ids_of(pid: int) -> dict[str, set[int]]:
-    """IDs of the BPF programs and links a process holds open, from /proc/PID/fdinfo:
-    {"prog": {...}, "link": {...}}. A link's program is reported under "prog" too."""
-    ids: dict[str, set[int]] = {"prog": set(), "link": set()}
+    """IDs of the BPF programs, maps and links a process holds open, from /proc/PID/fdinfo:
+    {"prog": {...}, "map": {...}, "link": {...}}. A link's program is reported under "prog"
+    too. Empty sets once the process is gone."""
+    ids: dict[str, set[int]] = {"prog": set(), "map": set(), "link": set()}
     fddir = f"/proc/{pid}/fdinfo"
-    for fd in os.listdir(fddir):
+    try:
+        fds = os.listdir(fddir)
+    except OSError:
+        return ids
+    for fd in fds:
         try:
             with open(os.path.join(fddir, fd)) as f:
                 info = f.read()
         except OSError:
             continue
-        for kind in ("prog", "link"):
+        for kind in ids:
             m = re.search(rf"^{kind}_id:\s*(\d+)", info, re.M)
             if m:
                 ids[kind].add(int(m.group(1)))
     return ids
+
+
+_BPF_GET_FD_BY_ID = {"prog": 13, "map": 14, "link": 30}  # enum bpf_cmd
+_SYS_BPF = {"x86_64": 321, "aarch64": 280}
+
+
+def bpf_object_exists(kind: str, ident: int) -> bool:
+    """Whether the kernel still has BPF object `kind` ("prog", "map", "link") `ident`:
+    BPF_*_GET_FD_BY_ID succeeds (the fd is closed again at once)."""
+    import ctypes
+    import platform
+    libc = ctypes.CDLL(None, use_errno=True)
+    attr = ctypes.create_string_buffer(16)  # id, next_id, open_flags
+    ctypes.memmove(attr, int(ident).to_bytes(4, "little"), 4)
+    fd = libc.syscall(_SYS_BPF[platform.machine()], _BPF_GET_FD_BY_ID[kind], attr, 16)
+    if fd >= 0:
+        os.close(fd)
+        return True
+    return False
+
+
+class BpfWatch(threading.Thread):
+    """Collects, every few milliseconds until the process ends, the IDs of every BPF program,
+    map and link it held at any moment, so that a run stopped at any point can be checked
+    for objects left behind (leftovers())."""
+
+    def __init__(self, pid: int, period: float = 0.002):
+        super().__init__(daemon=True)
+        self.pid, self.period = pid, period
+        self.ids: dict[str, set[int]] = {"prog": set(), "map": set(), "link": set()}
+        self.start()
+
+    def run(self) -> None:
+        while os.path.exists(f"/proc/{self.pid}/fdinfo"):
+            for kind, found in bpf_ids_of(self.pid).items():
+                self.ids[kind] |= found
+            time.sleep(self.period)
+
+    def leftovers(self, grace: float = 3.0) -> dict[str, set[int]]:
+        """The objects seen that still exist after the process ended. The kernel frees a
+        closed program or map after an RCU grace period, so this waits up to `grace`."""
+        self.join(10)
+        deadline = time.monotonic() + grace
+        while True:
+            left = {k: {i for i in ids if bpf_object_exists(k, i)} for k, ids in self.ids.items()}
+            if not any(left.values()) or time.monotonic() > deadline:
+                return left
+            time.sleep(0.05)
+
+    def seen(self) -> int:
+        return sum(len(v) for v in self.ids.values())
+
+
+def check_nothing_left(t: "Test", watch: Optional[BpfWatch], what: str,
+                       expect_loaded: bool = True) -> None:
+    """No BPF program, map or link the watched process held outlives it; with
+    `expect_loaded`, it must have held some (else the check would prove nothing)."""
+    if watch is None:
+        raise Failure(f"{what}: the run was not watched (watch_bpf=True)")
+    if expect_loaded:
+        t.check(watch.ids["prog"] and watch.ids["map"], f"{what}: BPF programs and maps seen "
+                "while it ran", "some", {k: len(v) for k, v in watch.ids.items()})
+    left = watch.leftovers()
+    t.check(not any(left.values()), f"{what}: no BPF object left after it exited", "none",
+            {k: sorted(v) for k, v in left.items() if v})
 
 
 # ---------------------------------------------------------------- small files
@@ -755,8 +825,10 @@ class Tool:
 
     def __init__(self, name: str, *args: str, env: Optional[dict] = None,
                  wait_exit: bool = False, exit_timeout: float = 30.0,
-                 ready_timeout: float = READY_TIMEOUT):
+                 ready_timeout: float = READY_TIMEOUT, watch_bpf: bool = False):
         self.argv = [binary(name), *args]
+        self.watch_bpf = watch_bpf
+        self.bpf_watch: Optional[BpfWatch] = None
         env = dict(env or {})
         if _BTF_VARIANT.path:
             # The run as on a kernel without BTF of its own: CO-RE from a file, no tp_btf or
@@ -790,6 +862,8 @@ class Tool:
         self.started_at = time.monotonic()
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, env=self.env, start_new_session=True)
+        if self.watch_bpf:
+            self.bpf_watch = BpfWatch(self.proc.pid)
         self._out = _Collector(self.proc.stdout)
         self._err = _Collector(self.proc.stderr, self._on_stderr)
         deadline = time.monotonic() + self.ready_timeout

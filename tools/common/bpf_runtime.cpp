@@ -16,6 +16,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <fmt/format.h>
+#include <set>
 #include <unistd.h>
 #include <utility>
 
@@ -134,6 +135,51 @@ bool disabled_by_environment(const HookChoice &choice) {
         list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
     }
     return false;
+}
+
+// Every token of MEMLAT_DISABLE_HOOKS must name a hook kind, or a family or choice label of
+// this tool's probes: a misspelt token would otherwise disable nothing, silently, and a test
+// that forces a fall-back would test the preferred path instead.
+void check_disabled_hooks(const std::vector<Probe> &probes) {
+    const char *env = getenv("MEMLAT_DISABLE_HOOKS");
+    if (env == nullptr)
+        return;
+    std::set<std::string> known;
+    for (auto kind : {HookKind::TpBtf, HookKind::RawTp, HookKind::Tracepoint, HookKind::Fentry,
+                      HookKind::Kprobe})
+        known.insert(std::string(hook_kind_name(kind)));
+    for (const auto &probe : probes)
+        for (const auto &choice : probe.choices) {
+            if (!choice.family.empty())
+                known.insert(choice.family);
+            known.insert(choice.label());
+        }
+    std::string_view list(env);
+    while (!list.empty()) {
+        auto comma = list.find(',');
+        auto token = list.substr(0, comma);
+        if (!token.empty() && !known.contains(std::string(token))) {
+            std::string names;
+            for (const auto &name : known)
+                names += (names.empty() ? "" : ", ") + name;
+            throw UsageError(fmt::format("MEMLAT_DISABLE_HOOKS: '{}' is not a hook kind or a "
+                                         "hook of this tool ({})",
+                                         token, names));
+        }
+        list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+    }
+}
+
+// A choice naming a program the object lacks is a mistake in the tool: caught at the first
+// open on every kernel, not only on the kernel that would try that choice.
+void check_program_names(bpf_object *obj, const std::vector<Probe> &probes) {
+    for (const auto &probe : probes)
+        for (const auto &choice : probe.choices)
+            for (const auto &name : choice.programs)
+                if (bpf_object__find_program_by_name(obj, name.c_str()) == nullptr)
+                    throw std::logic_error(fmt::format("probe {}, choice {}: no BPF program "
+                                                       "named {}",
+                                                       probe.name, choice.label(), name));
 }
 
 // Advances a probe to its next choice not disabled by the environment; false when none is left.
@@ -309,14 +355,17 @@ std::vector<Link> load_and_attach(const std::function<bpf_object *()> &reopen,
     // User space has read what it needs from BTF before loading; libbpf parses the file
     // itself, so free our copy first and keep peak memory at one parsed BTF.
     kernel_btf().release_types();
+    check_disabled_hooks(probes);
     for (auto &probe : probes)
         if (probe.chosen < 0 && !advance(probe, 0) && probe.required)
             no_hook_left(probe);
 
     // Each refusal moves one probe to its next choice, so this ends.
-    for (;;) {
+    for (bool first = true;; first = false) {
         libbpf_log().lines.clear();
         bpf_object *obj = reopen();
+        if (first)
+            check_program_names(obj, probes);
         bpf_program *prog = nullptr;
         bpf_object__for_each_program(prog, obj) bpf_program__set_autoload(prog, false);
         for (const auto &probe : probes)

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -59,13 +60,21 @@ struct HookChoice {
     std::string label() const;
 };
 
-// Something a tool observes and the hooks that can observe it, most preferred first.
+// Something a tool observes and the hooks that can observe it, most preferred first. A tool
+// names its probes with an enum of its own (`id`) and finds them with find_probe(): code never
+// matches labels, which are for people and may change.
 struct Probe {
-    Probe(std::string name, std::string needs, std::vector<HookChoice> choices,
-          bool required = true)
-        : name(std::move(name)), needs(std::move(needs)), choices(std::move(choices)),
-          required(required) {}
+    template <typename Id>
+    requires std::is_enum_v<Id> Probe(Id id, std::string name, std::string needs,
+                                      std::vector<HookChoice> choices, bool required = true)
+        : id(static_cast<int>(id)), name(std::move(name)), needs(std::move(needs)),
+          choices(std::move(choices)), required(required) {}
 
+    // A probe nothing looks up (bench/'s empty programs).
+    Probe(std::string name, std::string needs, std::vector<HookChoice> choices)
+        : id(-1), name(std::move(name)), needs(std::move(needs)), choices(std::move(choices)) {}
+
+    int id;            // the tool's enum value
     std::string name;  // what it observes, e.g. "tlb:tlb_flush"
     std::string needs; // what the kernel needs for it, for the error when nothing attaches
     std::vector<HookChoice> choices;
@@ -79,6 +88,16 @@ struct Probe {
         return choice() != nullptr && choice()->family == family;
     }
 };
+
+// The probe a tool planned under `id`; nullptr when its options did not plan it.
+template <typename Id>
+requires std::is_enum_v<Id>
+const Probe *find_probe(const std::vector<Probe> &probes, Id id) {
+    for (const auto &probe : probes)
+        if (probe.id == static_cast<int>(id))
+            return &probe;
+    return nullptr;
+}
 
 // Checks the common preconditions before anything is opened, so the user gets the real
 // reason instead of an errno from deep inside libbpf: privileges, and a BTF for CO-RE (the

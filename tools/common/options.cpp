@@ -149,6 +149,19 @@ void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,
                            fmt::format("--btf {}: cannot read it ({})", path, strerror(errno)));
                    set_btf_option(path);
                });
+    cli.option(0, "max-entries", "N",
+               fmt::format("Rows of each per-process, per-file, per-culprit or per-stack table "
+                           "(default: the tool's own, in README; at most {}). Events that find "
+                           "a table full are still in the totals, and every interval and the "
+                           "summary say how many (table_full)",
+                           max_table_entries),
+               [&options](const std::string &text) {
+                   const auto n = parse_number<uint64_t>(text, "--max-entries");
+                   if (n == 0 || n > max_table_entries)
+                       throw UsageError(fmt::format("--max-entries takes 1 to {}, not {}",
+                                                    max_table_entries, text));
+                   options.max_entries = static_cast<uint32_t>(n);
+               });
     if (!periodic)
         return;
     cli.positional("interval", "print every INTERVAL seconds instead of once at the end",

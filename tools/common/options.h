@@ -18,13 +18,18 @@
 namespace memlat {
 
 struct CommonOptions {
-    bool timestamp = false; // -T: a wall-clock time on each line or interval
-    double duration = 0;    // -d: stop after this many seconds; 0 runs until Ctrl-C
-    bool json = false;      // -j: JSON lines on stdout
-    int verbose = 0;        // -v: hook choices and loader decisions on stderr
-    double interval = 0;    // positional: print every INTERVAL seconds; 0 prints at the end
-    uint64_t count = 0;     // positional: stop after COUNT intervals; 0 never
+    bool timestamp = false;   // -T: a wall-clock time on each line or interval
+    double duration = 0;      // -d: stop after this many seconds; 0 runs until Ctrl-C
+    bool json = false;        // -j: JSON lines on stdout
+    int verbose = 0;          // -v: hook choices and loader decisions on stderr
+    double interval = 0;      // positional: print every INTERVAL seconds; 0 prints at the end
+    uint64_t count = 0;       // positional: stop after COUNT intervals; 0 never
+    uint32_t max_entries = 0; // --max-entries: rows of the tool's tables; 0: each its own
     Verbosity verbosity() const { return Verbosity{verbose}; }
+    // The size of a table whose default is `default_entries`.
+    uint32_t entries(uint32_t default_entries) const {
+        return max_entries != 0 ? max_entries : default_entries;
+    }
 };
 
 // "12", "0.5": a number for option `what`, or a UsageError that names the option and the text.
@@ -89,6 +94,8 @@ class CommandLine {
 // A span of time in seconds for option `what`: finite, positive, at least `at_least` and at
 // most max_seconds (so that deadlines never overflow the clock); else a UsageError naming it.
 constexpr double max_seconds = 1e8;
+// --max-entries: beyond this a table costs more kernel memory than any view can use.
+constexpr uint32_t max_table_entries = 1 << 20;
 constexpr double min_interval = 0.01; // shorter intervals would only spin
 double parse_seconds(std::string_view text, std::string_view what, double at_least);
 
