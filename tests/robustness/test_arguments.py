@@ -62,13 +62,33 @@ CASES: list[tuple[list[str], list[str], str]] = [
     (["drsnoop"], ["-k", "nonsense"], "nonsense"),
     (["drsnoop"], ["-n", "a-name-longer-than-fifteen"], "longer than a task name"),
     (ALL, ["--no-such-option"], "unrecognized option"),
+    # Table sizes: none, more than the kernel should be asked for, not a number.
+    (ALL, ["--max-entries", "0"], "--max-entries takes 1 to"),
+    (ALL, ["--max-entries", "2000000"], "--max-entries takes 1 to"),
+    (ALL, ["--max-entries", "many"], "takes a number"),
+    (ALL, ["--max-entries", ""], "--max-entries needs a value"),
+    (ALL, ["--btf", "/nonexistent/vmlinux.btf"], "cannot read it"),
     (ALL, ["1", "2", "3"], "unexpected argument"),
+]
+
+
+# Environment variables the tools read, set to what names nothing.
+ENV_CASES: list[tuple[list[str], dict[str, str], str]] = [
+    (ALL, {"MEMLAT_DISABLE_HOOKS": "tp_btf,no_such_hook"}, "'no_such_hook' is not a hook"),
+    (ALL, {"MEMLAT_DISABLE_FEATURES": "no_such_feature"}, "no_such_feature"),
 ]
 
 
 @scenario("bad_arguments")
 def _(t: Test):
     cases = 0
+    for tools, env, phrase in ENV_CASES:
+        for tool in tools:
+            res = run([binary(tool), "-d", "0.1"], timeout=15, env=env)
+            cases += 1
+            what = f"{' '.join(f'{k}={v}' for k, v in env.items())} {tool}"
+            t.check_eq(f"{what}: exit status", 2, res.rc)
+            t.check(phrase in res.stderr, f"{what}: message", phrase, res.stderr.strip()[:200])
     for tools, args, phrase in CASES:
         for tool in tools:
             res = run([binary(tool), *args], timeout=15)
