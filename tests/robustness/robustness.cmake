@@ -1,5 +1,14 @@
-# Robustness tests (label: robustness): the tools under hostile names, failing output and
-# badly timed signals. Run as root like the runtime tests, one at a time.
+# Robustness tests (label: robustness): the tools under hostile names, failing output, badly
+# timed signals and full tables. Run as root like the runtime tests, one at a time.
+function(memlat_robustness_test script scenario)
+    add_test(NAME robustness.${scenario}
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/${script} ${scenario})
+    set_tests_properties(robustness.${scenario} PROPERTIES
+        LABELS robustness RUN_SERIAL TRUE SKIP_RETURN_CODE 77 TIMEOUT 180
+        ENVIRONMENT "${MEMLAT_RUNTIME_ENV}")
+endfunction()
+
+# Names that are not UTF-8, output that cannot be written, signals while blocked.
 foreach(scenario
         non_utf8_comm
         non_utf8_path
@@ -7,28 +16,17 @@ foreach(scenario
         sigint_while_blocked
         sigterm_while_blocked
         thread_id_as_pid)
-    add_test(NAME robustness.${scenario}
-             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/test_output.py ${scenario})
-    set_tests_properties(robustness.${scenario} PROPERTIES
-        LABELS robustness RUN_SERIAL TRUE SKIP_RETURN_CODE 77 TIMEOUT 120
-        ENVIRONMENT "${MEMLAT_RUNTIME_ENV}")
+    memlat_robustness_test(test_output.py ${scenario})
 endforeach()
 
-# Tables that fill up, inode reuse and signals at start-up (test_tables.py).
+# Tables that fill up, inode reuse and signals at start-up.
 foreach(scenario
         cachestat_inode_reuse
         table_full_cachestat
         table_full_tlbflush
         table_full_drsnoop
         signals_at_startup)
-    add_test(NAME robustness.${scenario}
-             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/test_tables.py ${scenario})
-    set_tests_properties(robustness.${scenario} PROPERTIES
-        LABELS robustness RUN_SERIAL TRUE SKIP_RETURN_CODE 77 TIMEOUT 180
-        ENVIRONMENT "${MEMLAT_RUNTIME_ENV}")
+    memlat_robustness_test(test_tables.py ${scenario})
 endforeach()
 
-add_test(NAME robustness.bad_arguments
-         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/test_arguments.py bad_arguments)
-set_tests_properties(robustness.bad_arguments PROPERTIES
-    LABELS robustness SKIP_RETURN_CODE 77 TIMEOUT 120 ENVIRONMENT "${MEMLAT_RUNTIME_ENV}")
+memlat_robustness_test(test_arguments.py bad_arguments)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime"))
@@ -159,38 +159,41 @@ def _(t: Test):
                 "says its rows are incomplete", "missing from the rows", tool.result.stdout[-400:])
 
 
+def one_entry_run(t: Test, argv: list[str], rows_key: str, workload: Callable[[], None]) -> None:
+    """TOOL ARGV with --max-entries 1, intervals of 0.3 s, while `workload` runs twice (two
+    processes in turn): the second finds the table full."""
+    what = " ".join(argv)
+    with Tool(*argv, "--max-entries", "1", "-j", "0.3", watch_bpf=True) as tool:
+        for _ in range(2):
+            workload()
+        time.sleep(0.4)
+    check_full_intervals(t, what, intervals(t, tool.result), rows_key, 1,
+                         summary_table_full(tool.result))
+    check_nothing_left(t, tool.bpf_watch, what)
+
+
 @scenario("table_full_tlbflush")
 def _(t: Test):
-    """tlbflush -P --max-entries 1 with two flushing processes in turn."""
+    """tlbflush -P: two flushing processes in turn."""
     require_cpus(SENDER, VICTIM)
-    with Tool("tlbflush", "-P", "--max-entries", "1", "-j", "0.3", watch_bpf=True) as tool:
-        for _ in range(2):
-            with Workload("tlb_workload", "--seconds", "0.5", "--main-cpu", str(SENDER),
-                          "--worker-cpu", str(VICTIM)) as wl:
-                wl.wait_done(60)
-        time.sleep(0.4)
-    objs = intervals(t, tool.result)
-    check_full_intervals(t, "tlbflush -P", objs, "counts", 1,
-                         summary_table_full(tool.result))
-    check_nothing_left(t, tool.bpf_watch, "tlbflush -P")
+
+    def flush() -> None:
+        with Workload("tlb_workload", "--seconds", "0.5", "--main-cpu", str(SENDER),
+                      "--worker-cpu", str(VICTIM)) as wl:
+            wl.wait_done(60)
+    one_entry_run(t, ["tlbflush", "-P"], "counts", flush)
 
 
 @scenario("table_full_drsnoop")
 def _(t: Test):
-    """drsnoop -H -P --max-entries 1 while two processes in turn stall in memcg reclaim."""
+    """drsnoop -H -P: two processes in turn stall in memcg reclaim."""
     with MemoryCgroup("robust_full", 32 << 20) as cg, \
             TestFile(96 << 20, "robust_full", cold=True) as f:
-        with Tool("drsnoop", "-H", "-P", "--max-entries", "1", "-j", "0.3",
-                  watch_bpf=True) as tool:
-            for _ in range(2):
-                f.evict()
-                with Workload("file_reader", "--file", f.path, "--cgroup", cg.path) as reader:
-                    reader.wait_done(60)
-            time.sleep(0.4)
-    objs = intervals(t, tool.result)
-    check_full_intervals(t, "drsnoop -H -P", objs, "histograms", 1,
-                         summary_table_full(tool.result))
-    check_nothing_left(t, tool.bpf_watch, "drsnoop -H -P")
+        def reclaim() -> None:
+            f.evict()
+            with Workload("file_reader", "--file", f.path, "--cgroup", cg.path) as reader:
+                reader.wait_done(60)
+        one_entry_run(t, ["drsnoop", "-H", "-P"], "histograms", reclaim)
 
 
 # ---------------------------------------------------------------- signals at start-up
