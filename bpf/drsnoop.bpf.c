@@ -37,6 +37,7 @@ const volatile __u32 nr_nodes = 1;
 const volatile __u64 wakeup_bytes = 16 * 1024;
 
 __u64 hist[DRSNOOP_KINDS][MEMLAT_HIST_SLOTS] = {};
+struct drsnoop_totals totals[DRSNOOP_KINDS] = {};
 __u64 dropped_events = 0;
 __u64 table_full = 0;
 __u64 unpaired_ends = 0;
@@ -280,6 +281,9 @@ static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
 		return 0;
 	}
 	lat = now - start.ts;
+	__sync_fetch_and_add(&totals[kind & (DRSNOOP_KINDS - 1)].stalls, 1);
+	__sync_fetch_and_add(&totals[kind & (DRSNOOP_KINDS - 1)].total_ns, lat);
+	__sync_fetch_and_add(&totals[kind & (DRSNOOP_KINDS - 1)].pages, nr_reclaimed);
 	pid_tgid = bpf_get_current_pid_tgid();
 	add_summary(pid_tgid, kind, lat, nr_reclaimed);
 	if (hist_mode)
