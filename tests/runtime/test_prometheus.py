@@ -311,6 +311,112 @@ def _(t: Test):
     check_stopped(t, tool, "drsnoop")
 
 
+# ---------------------------------------------------------------- cachestat
+
+@scenario("prometheus_cachestat_matches_ftrace")
+def _(t: Test):
+    import test_cachestat as cs
+    cs.require_page_size()
+    with cs.data_file() as f:
+        f.evict()
+        with cs.Reader(f.path) as reader:
+            with FtraceOracle([cs.ADDED_TO_PAGE_CACHE], reader.pid, buffer_kb=8192) as oracle, \
+                    Tool("cachestat", "-p", str(reader.pid), "--prometheus-labels", "comm",
+                         "--prometheus", "127.0.0.1:0") as tool:
+                port = exporter_port(tool)
+                with Prometheus(f"127.0.0.1:{port}") as prom:
+                    reader.go()
+                    time.sleep(0.3)
+                    added = cs.pages_added(oracle)
+                    t1 = prom.wait_scrape()
+                    misses = prom.value("memlat_page_cache_misses_total", t1)
+                    accesses = prom.value("memlat_page_cache_accesses_total", t1)
+                    task = prom.value('memlat_page_cache_task_misses_total{comm="file_reader"}',
+                                      t1)
+                check_exposition(t, port, "cachestat")
+    log(f"  ftrace oracle: {added} pages added by the reader")
+    t.check_eq("memlat_page_cache_misses_total vs the ftrace oracle (pages added, exact)",
+               added, misses)
+    t.check_eq("--prometheus-labels comm: the reader's misses by its name", added, task)
+    t.check_close("memlat_page_cache_accesses_total vs the file's pages (cold read)",
+                  cs.FILE_PAGES, accesses or 0, cs.TOL)
+    check_stopped(t, tool, "cachestat")
+
+
+# ---------------------------------------------------------------- compactsnoop
+
+@scenario("prometheus_compactsnoop_matches_ftrace")
+def _(t: Test):
+    import test_compactsnoop as cp
+    me = os.getpid()
+    with Workload("compact_fragmenter", "--mib", cp.FRAGMENT_MIB) as frag:
+        frag.wait_done(60)
+        with FtraceOracle(["compaction/mm_compaction_begin", "compaction/mm_compaction_end",
+                           "compaction/mm_compaction_migratepages"], me) as oracle, \
+                Tool("compactsnoop", "-p", str(me), "-k", "manual",
+                     "--prometheus", "127.0.0.1:0") as tool:
+            port = exporter_port(tool)
+            with Prometheus(f"127.0.0.1:{port}") as prom:
+                moved_before = cp.vmstat_counter("pgmigrate_success")
+                for _ in range(cp.MANUAL_ROUNDS):
+                    cp.compact_memory()
+                    if cp.vmstat_counter("pgmigrate_success") > moved_before:
+                        break
+                time.sleep(0.3)
+                trace = oracle.stop()
+                t1 = prom.wait_scrape()
+                runs = prom.value('sum(memlat_compaction_runs_total{kind="manual"})', t1)
+                count = prom.value('memlat_compaction_stall_seconds_count{kind="manual"}', t1)
+                migrated = prom.value('memlat_compaction_migrated_bytes_total{kind="manual"}', t1)
+            check_exposition(t, port, "compactsnoop")
+    ends = len(trace["mm_compaction_end"])
+    pages = sum(int(e["nr_migrated"]) for e in trace["mm_compaction_migratepages"])
+    log(f"  ftrace oracle: {ends} manual compaction runs, {pages} pages migrated")
+    t.check_ge("manual compaction runs (ftrace)", 1, ends)
+    t.check_eq("sum(memlat_compaction_runs_total{kind=manual}) vs the ftrace oracle (exact)",
+               ends, runs)
+    t.check_eq("memlat_compaction_stall_seconds_count vs the ftrace oracle (exact)", ends, count)
+    t.check_eq("memlat_compaction_migrated_bytes_total vs the oracle's nr_migrated (exact)",
+               pages * os.sysconf("SC_PAGE_SIZE"), migrated)
+    check_stopped(t, tool, "compactsnoop")
+
+
+# ---------------------------------------------------------------- numamove
+
+@scenario("prometheus_numamove_matches_vmstat")
+def _(t: Test):
+    import test_numamove as nm
+    page = os.sysconf("SC_PAGE_SIZE")
+    w = nm.Windows()
+    with Tool("numamove", "--prometheus", "127.0.0.1:0") as tool:
+        port = exporter_port(tool)
+        with Prometheus(f"127.0.0.1:{port}") as prom:
+            t0 = prom.wait_scrape()
+            w.mark()
+            done = nm.fragment_and_compact()
+            w.mark()
+            t1 = prom.wait_scrape()
+            w.mark()
+            # s0..s3 as in test_numamove.py: before the scrape that opens the window, after
+            # it, after the workload, after the scrape that closes it.
+            succeeded = prom.value("sum(memlat_numa_migrated_bytes_total) - "
+                                   f"sum(memlat_numa_migrated_bytes_total @ {t0:.3f})", t1)
+            compaction = prom.value('memlat_numa_migrated_bytes_total{reason="compaction"}', t1)
+            timed = prom.value('memlat_numa_migrate_seconds_count{reason="compaction"}', t1)
+            calls = prom.value('memlat_numa_migrate_calls_total{reason="compaction"}', t1)
+        check_exposition(t, port, "numamove")
+    log(f"  workload: {done}")
+    t.require(succeeded is not None, "Prometheus has memlat_numa_migrated_bytes_total",
+              "a value", succeeded)
+    w.check(t, "memlat_numa_migrated_bytes_total between the two scrapes / page size",
+            "pgmigrate_success", int(succeeded) // page)
+    t.check_ge("compaction migrated bytes (non-vacuous; the workload aims at 8192 pages)",
+               256 * page, compaction or 0)
+    t.check_ge("memlat_numa_migrate_seconds_count{reason=compaction}: calls timed (a call or "
+               "two in flight at attach are not)", (calls or 0) - 2, timed or 0)
+    check_stopped(t, tool, "numamove")
+
+
 # ---------------------------------------------------------------- bounded series
 
 FLOOD = 150
