@@ -478,6 +478,79 @@ def _(t: Test):
     check_stopped(t, tool, "tlbflush")
 
 
+# ---------------------------------------------------------------- names: dashboard, README
+
+SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Every family each tool can export: the options that add the optional ones.
+ALL_FAMILIES = {
+    "tlbflush": ["-L", "--culprits", "--prometheus-labels", "comm"],
+    "drsnoop": ["--prometheus-labels", "comm"],
+    "compactsnoop": [],
+    "numamove": ["--prometheus-labels", "comm"],
+    "cachestat": ["--prometheus-labels", "comm"],
+}
+# Documented families this kernel cannot show, and why.
+CONDITIONAL = {
+    # numamove -c times migrate_misplaced_folio with fentry or kprobes.
+    "memlat_numa_misplaced_call_seconds": "numamove -c needs fentry or kprobes",
+}
+
+
+def exposed_names(text: str) -> set[str]:
+    """The sample names of an exposition, from its TYPE lines (histograms: _bucket, _sum,
+    _count; the family name too)."""
+    names = set()
+    for m in re.finditer(r"^# TYPE (\S+) (\S+)$", text, re.M):
+        name, kind = m.groups()
+        names.add(name)
+        if kind == "histogram":
+            names |= {name + "_bucket", name + "_sum", name + "_count"}
+    return names
+
+
+@scenario("prometheus_metric_names")
+def _(t: Test):
+    stats = "/proc/sys/kernel/bpf_stats_enabled"
+    before = open(stats).read().strip()
+    families: dict[str, set[str]] = {}
+    typed: set[str] = set()
+    try:
+        # Run time and run counts are exported while the kernel counts them.
+        with open(stats, "w") as f:
+            f.write("1")
+        for tool, args in ALL_FAMILIES.items():
+            with Tool(tool, *args, "--prometheus", "127.0.0.1:0") as proc:
+                text = check_exposition(t, exporter_port(proc), tool)
+            check_stopped(t, proc, tool)
+            families[tool] = exposed_names(text)
+            typed |= set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+    finally:
+        with open(stats, "w") as f:
+            f.write(before)
+    exposed = set().union(*families.values())
+    t.check("memlat_bpf_program_run_seconds_total" in exposed,
+            "run time exported with kernel.bpf_stats_enabled=1", "present",
+            sorted(n for n in exposed if "bpf" in n))
+    with open(os.path.join(SOURCE_DIR, "contrib", "grafana", "memlat.json")) as f:
+        dashboard = json.load(f)
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
+    queried = set(re.findall(r"memlat_[a-z0-9_]+", " ".join(exprs)))
+    t.check(len(queried) >= 10, "the dashboard queries memlat metrics", ">= 10", len(queried))
+    t.check_eq("dashboard metrics that no exporter exposes", [], sorted(queried - exposed))
+    titles = " ".join(p["title"] for p in dashboard["panels"])
+    for tool in ALL_FAMILIES:
+        t.check_in(f"dashboard has a row for {tool}", tool, titles, "panel titles")
+    with open(os.path.join(SOURCE_DIR, "README.md")) as f:
+        readme = f.read()
+    section = readme[readme.find("### Metrics"):]
+    section = section[:section.find("\n## ")]
+    documented = set(re.findall(r"`(memlat_[a-z0-9_]+)", section))
+    t.check_eq("exported metrics missing from README's metric list", [],
+               sorted(typed - documented))
+    t.check_eq("README metrics no exporter exposes (other than those this kernel cannot show: "
+               f"{CONDITIONAL})", [], sorted(documented - typed - set(CONDITIONAL)))
+
+
 # ---------------------------------------------------------------- operations
 
 @scenario("prometheus_bad_input")
