@@ -60,6 +60,13 @@ struct drsnoop_totals {
 	__u64 pad;
 };
 
+/* --prometheus-labels cgroup: totals per cgroup (the task's, as the CGROUP column) and kind. */
+struct drsnoop_cgroup_key {
+	__u64 cgroup_id;
+	__u32 kind;
+	__u32 pad;
+};
+
 struct drsnoop_proc_hist {
 	__u64 slots[MEMLAT_HIST_SLOTS];
 	char comm[DRSNOOP_COMM_LEN];

@@ -180,6 +180,8 @@ void Drsnoop::configure(drsnoop_bpf &skel) const {
     ro->hist_mode = o_.hist;
     ro->hist_per_process = o_.hist && o_.per_process;
     ro->nr_nodes = std::min(node_count(), DRSNOOP_MAX_NODES);
+    ro->count_cgroups = o_.prom.label("cgroup");
+    bpf_map__set_max_entries(skel.maps.cgroup_totals, o_.prom.label("cgroup") ? 16384 : 1);
     bpf_map__set_max_entries(skel.maps.proc_hists, o_.hist && o_.per_process ? 8192 : 1);
     ro->wakeup_bytes = event_wakeup_bytes;
     bpf_map__set_max_entries(skel.maps.events, o_.hist ? 4096 : event_buffer_bytes);
@@ -408,6 +410,16 @@ int Drsnoop::serve_metrics(drsnoop_bpf &skel, const std::vector<Probe> &probes) 
                 if (kill(static_cast<pid_t>(key.pid), 0) != 0 && errno == ESRCH)
                     bpf_map__delete_elem(skel.maps.summaries, &key, sizeof(key), 0);
         }
+        if (o_.prom.label("cgroup")) {
+            counts.cgroups =
+                read_hash_map<drsnoop_cgroup_key, drsnoop_totals>(skel.maps.cgroup_totals);
+            // Listed after the table was read: a cgroup it has and this does not was removed,
+            // and its entry goes too.
+            counts.cgroup_paths = cgroup_paths(memcg_on_v1_);
+            for (const auto &[key, t] : counts.cgroups)
+                if (!counts.cgroup_paths.contains(key.cgroup_id))
+                    bpf_map__delete_elem(skel.maps.cgroup_totals, &key, sizeof(key), 0);
+        }
         metrics.collect(counts, out);
         prometheus::loss_metrics(out, bss->dropped_events, bss->table_full);
         prometheus::self_metrics(out, tool_name, probes, skel.obj);
@@ -450,7 +462,7 @@ int main(int argc, char **argv) {
         add_common_options(cli, o.common, true,
                            "Add a TIME(s) column: seconds since the first stall began, as BCC's "
                            "drsnoop; with -j a wall_time field");
-        add_prometheus_options(cli, o.prom, {"comm"});
+        add_prometheus_options(cli, o.prom, {"comm", "cgroup"});
         cli.parse(argc, argv);
         return Drsnoop(std::move(o)).run();
     });

@@ -434,6 +434,122 @@ def _(t: Test):
     check_stopped(t, tool, "numamove")
 
 
+# ---------------------------------------------------------------- per-cgroup series
+
+class CgroupTree:
+    """A memory cgroup of our own (memlat_TAG_PID, no limit) with `children` cgroups limited
+    to LIMIT each, in the cgroup v1 memory hierarchy or in cgroup v2. Children can be removed
+    early with remove_child(); everything goes on exit."""
+
+    def __init__(self, tag: str, children: int):
+        from memlat_test import CGROUP_V1_MEMORY, CGROUP_V2_ROOT, own_name, read_file, write_file
+        self.read_file, self.write_file = read_file, write_file
+        self.v1 = os.path.isfile(os.path.join(CGROUP_V1_MEMORY, "memory.limit_in_bytes"))
+        root = CGROUP_V1_MEMORY if self.v1 else CGROUP_V2_ROOT
+        if not self.v1 and "memory" not in read_file(os.path.join(root, "cgroup.controllers"),
+                                                     "").split():
+            skip("no memory cgroup controller on this machine (neither v1 nor v2)")
+        self.root = root
+        self.path = os.path.join(root, own_name(tag))
+        self.children = [os.path.join(self.path, f"c{i}") for i in range(children)]
+        self.enabled = []
+
+    def _enable(self, parent: str) -> None:
+        control = os.path.join(parent, "cgroup.subtree_control")
+        if "memory" not in self.read_file(control, "").split():
+            self.write_file(control, "+memory")
+            self.enabled.append(control)
+
+    def __enter__(self) -> "CgroupTree":
+        if not self.v1:
+            self._enable(self.root)
+        os.mkdir(self.path)
+        if not self.v1:
+            self._enable(self.path)
+        for c in self.children:
+            os.mkdir(c)
+            self.write_file(os.path.join(c, "memory.limit_in_bytes" if self.v1 else "memory.max"),
+                            str(LIMIT))
+        log(f"cgroups {self.path}/c0..c{len(self.children) - 1}, {LIMIT >> 20} MiB each")
+        return self
+
+    @staticmethod
+    def _rmdir(path: str) -> None:
+        for _ in range(50):
+            try:
+                os.rmdir(path)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.1)
+        log(f"note: could not remove {path}")
+
+    def remove_child(self, path: str) -> None:
+        self._rmdir(path)
+
+    def __exit__(self, *exc) -> None:
+        for c in self.children:
+            self._rmdir(c)
+        if not self.v1 and os.path.isdir(self.path):
+            for control in reversed(self.enabled):
+                if control.startswith(self.path):
+                    self.write_file(control, "-memory")
+        self._rmdir(self.path)
+        for control in reversed(self.enabled):
+            if not control.startswith(self.path):
+                self.write_file(control, "-memory")
+
+
+@scenario("prometheus_cgroup_series")
+def _(t: Test):
+    cap = 2
+    with CgroupTree("prom_cg", 3) as tree, \
+            TestFile(FILE_SIZE // 2, "prom_cg", cold=True) as f, \
+            Tool("drsnoop", "-k", "memcg", "-G", tree.path, "--prometheus-labels", "cgroup",
+                 "--max-series", str(cap), "--prometheus", "127.0.0.1:0") as tool:
+        port = exporter_port(tool)
+        with Prometheus(f"127.0.0.1:{port}") as prom:
+            for child in tree.children:
+                f.evict()
+                with Workload("file_reader", "--file", f.path, "--cgroup", child,
+                              held=True) as reader:
+                    reader.release()
+                    reader.wait_done(60)
+            t1 = prom.wait_scrape()
+            series = prom.query('memlat_reclaim_cgroup_stalls_total{kind="memcg"}', t1)
+            by_cgroup = {r["metric"]["cgroup"]: float(r["value"][1]) for r in series}
+            log(f"  per-cgroup stalls: {by_cgroup}")
+            total = prom.value('memlat_reclaim_stalls_total{kind="memcg"}', t1)
+            t.check_ge("memcg stalls in the three cgroups", 10, total or 0)
+            own = [c for c in by_cgroup if c != "other"]
+            t.check_le(f"cgroups with a series of their own (--max-series {cap})", cap, len(own))
+            t.check(set(own) <= set(tree.children), "those series name our cgroups by path",
+                    f"subset of {tree.children}", own)
+            t.check_in("the third cgroup's stalls went to \"other\"", "other",
+                       " ".join(by_cgroup), "cgroup labels")
+            t.check_eq("per-cgroup stalls add up to the per-kind total (exact)", total,
+                       sum(by_cgroup.values()))
+            t.check_ge("memlat_series_dropped_total", 1,
+                       prom.value("memlat_series_dropped_total", t1) or 0)
+            # The cgroups go: so do their series, at the next scrape.
+            for child in tree.children:
+                tree.remove_child(child)
+            prom.wait_scrape()
+            t2 = prom.wait_scrape()
+            after = prom.query('memlat_reclaim_cgroup_stalls_total', t2)
+            left = sorted(r["metric"]["cgroup"] for r in after)
+            t.check_eq("series left after the cgroups were removed (\"other\" stays)",
+                       ["other"] if "other" in by_cgroup else [], left)
+            t.check_eq("memlat_table_full_total", 0, prom.value("memlat_table_full_total", t2))
+            t.check_eq("per-kind total unchanged by the removal", total,
+                       prom.value('memlat_reclaim_stalls_total{kind="memcg"}', t2))
+        text = check_exposition(t, port, "drsnoop")
+        t.check(not any(c in text for c in tree.children),
+                "the exposition names no removed cgroup", "none", "")
+    check_stopped(t, tool, "drsnoop")
+
+
 # ---------------------------------------------------------------- bounded series
 
 FLOOD = 150
@@ -501,7 +617,7 @@ SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__f
 # Every family each tool can export: the options that add the optional ones.
 ALL_FAMILIES = {
     "tlbflush": ["-L", "--culprits", "--prometheus-labels", "comm"],
-    "drsnoop": ["--prometheus-labels", "comm"],
+    "drsnoop": ["--prometheus-labels", "comm,cgroup"],
     "compactsnoop": [],
     "numamove": ["--prometheus-labels", "comm"],
     "cachestat": ["--prometheus-labels", "comm"],

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <fmt/format.h>
+#include <set>
 
 #include "drsnoop_format.h"
 
@@ -11,9 +12,11 @@ using prometheus::Labels;
 using prometheus::Type;
 
 Metrics::Metrics(const PrometheusOptions &options, std::string cgroup, long page_bytes)
-    : by_comm_(options.label("comm")), page_bytes_(page_bytes),
-      by_comm_counts_(3, options.max_series, {"comm"}) {
-    if (!cgroup.empty())
+    : by_comm_(options.label("comm")), by_cgroup_(options.label("cgroup")), page_bytes_(page_bytes),
+      by_comm_counts_(3, options.max_series, {"comm"}),
+      by_cgroup_counts_(3, options.max_series, {"cgroup"}) {
+    // Per-cgroup series name their own cgroup (under -G's): the label is theirs then.
+    if (!cgroup.empty() && !by_cgroup_)
         base_.emplace_back("cgroup", std::move(cgroup));
 }
 
@@ -67,7 +70,48 @@ void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
                 out.sample(l, values[i]);
         }
     }
-    prometheus::series_dropped_metric(out, by_comm_counts_.dropped());
+    if (by_cgroup_) {
+        by_cgroup_counts_.begin();
+        for (const auto &[key, t] : c.cgroups) {
+            auto path = c.cgroup_paths.find(key.cgroup_id);
+            if (path == c.cgroup_paths.end())
+                continue; // removed since: its series goes below
+            Labels l = labels(key.kind);
+            l.emplace_back("cgroup", path->second);
+            const std::array<double, 3> values{static_cast<double>(t.stalls),
+                                               static_cast<double>(t.total_ns) / 1e9,
+                                               static_cast<double>(t.pages) * page_bytes_};
+            by_cgroup_counts_.update(fmt::format("{}/{}", key.cgroup_id, key.kind), l, values);
+        }
+        by_cgroup_counts_.end();
+        // The series of cgroups that no longer exist go (their counts stay in the per-kind
+        // totals); "other" stays.
+        std::set<std::string> live;
+        for (const auto &[id, path] : c.cgroup_paths)
+            live.insert(path);
+        by_cgroup_counts_.remove_if([&](const Labels &l) {
+            for (const auto &[name, value] : l)
+                if (name == "cgroup")
+                    return value != "other" && !live.contains(value);
+            return false;
+        });
+        const std::array<std::pair<const char *, const char *>, 3> families{{
+            {"memlat_reclaim_cgroup_stalls", "Reclaim stalls by kind and the task's cgroup"},
+            {"memlat_reclaim_cgroup_stall_seconds", "Time stalled in reclaim by kind and cgroup"},
+            {"memlat_reclaim_cgroup_reclaimed_bytes",
+             "Memory freed by the stalled threads' reclaim, by kind and cgroup"},
+        }};
+        for (size_t i = 0; i < families.size(); ++i) {
+            const std::string name = families[i].first;
+            out.family(name, Type::Counter, families[i].second,
+                       name.ends_with("_seconds") ? "seconds"
+                       : name.ends_with("_bytes") ? "bytes"
+                                                  : "");
+            for (const auto &[l, values] : by_cgroup_counts_.series())
+                out.sample(l, values[i]);
+        }
+    }
+    prometheus::series_dropped_metric(out, by_comm_counts_.dropped() + by_cgroup_counts_.dropped());
 }
 
 } // namespace memlat::drsnoop

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +21,10 @@ struct Counts {
     std::array<std::array<uint64_t, MEMLAT_HIST_SLOTS>, DRSNOOP_KINDS> hist_us{};
     // Per process and kind, with --prometheus-labels comm.
     std::vector<std::pair<drsnoop_proc_key, drsnoop_summary>> summaries;
+    // Per cgroup and kind, with --prometheus-labels cgroup; and the cgroups that exist now,
+    // by id (entries of others are left out, and their series removed).
+    std::vector<std::pair<drsnoop_cgroup_key, drsnoop_totals>> cgroups;
+    std::map<uint64_t, std::string> cgroup_paths;
     uint64_t table_full = 0;
 };
 
@@ -30,10 +35,10 @@ class Metrics {
     void collect(const Counts &counts, prometheus::Exposition &out);
 
   private:
-    bool by_comm_;
+    bool by_comm_, by_cgroup_;
     prometheus::Labels base_;
     long page_bytes_;
-    prometheus::BoundedCounters by_comm_counts_;
+    prometheus::BoundedCounters by_comm_counts_, by_cgroup_counts_;
 };
 
 } // namespace memlat::drsnoop
