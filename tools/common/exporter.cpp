@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <mutex>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
 
@@ -306,8 +307,13 @@ class Exporter::Server {
             Fd client(accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC));
             if (stopping_)
                 return;
-            if (client.fd < 0)
-                continue; // a connection that went away before it was accepted
+            if (client.fd < 0) {
+                // Out of descriptors or memory: wait instead of spinning, then try again. A
+                // connection that went away before it was accepted is simply skipped.
+                if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                    poll(nullptr, 0, 100);
+                continue;
+            }
             {
                 std::lock_guard lock(mutex_);
                 client_ = client.fd;
