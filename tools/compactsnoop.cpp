@@ -497,10 +497,11 @@ int Compactsnoop::serve_metrics(compactsnoop_bpf &skel, const std::vector<Probe>
         const auto *bss = skel.bss;
         for (uint32_t k = 0; k < COMPACTSNOOP_KINDS; ++k) {
             std::copy(std::begin(bss->summary[k]), std::end(bss->summary[k]), c.summary[k].begin());
-            c.hist_us[k].fill(0);
-            for (uint32_t row = 0; row < COMPACTSNOOP_ORDER_ROWS; ++row)
-                for (int i = 0; i < MEMLAT_HIST_SLOTS; ++i)
-                    c.hist_us[k][i] += bss->hist[k][row][i];
+            for (uint32_t row = 0; row < COMPACTSNOOP_ORDER_ROWS; ++row) {
+                std::copy(std::begin(bss->hist[k][row]), std::end(bss->hist[k][row]),
+                          c.hist_us[k][row].begin());
+                c.hist_sum_ns[k][row] = bss->hist_sum_ns[k][row];
+            }
             c.deferred[k] = bss->deferred[k];
         }
         c.kcompactd_wakes = bss->kcompactd_wakes;

@@ -1,5 +1,7 @@
 #include "compactsnoop_metrics.h"
 
+#include <algorithm>
+
 #include "compactsnoop_format.h"
 
 namespace memlat::compactsnoop {
@@ -22,14 +24,19 @@ void collect_metrics(const Counts &c, const std::function<std::string(int32_t)> 
             }
     out.family("memlat_compaction_stall_seconds", Type::Histogram,
                "Time of compaction runs, by kind (for direct compaction: the allocating "
-               "thread's stall)",
+               "thread's stall) and order (-1: the whole zone)",
                "seconds");
     for (uint32_t k = 0; k < COMPACTSNOOP_KINDS; ++k)
-        if (c.kinds[k]) {
-            uint64_t total_ns = 0;
-            for (const auto &s : c.summary[k])
-                total_ns += s.total_ns;
-            out.histogram(kind(k), c.hist_us[k], 1e-6, static_cast<double>(total_ns) / 1e9);
+        for (uint32_t row = 0; row < COMPACTSNOOP_ORDER_ROWS; ++row) {
+            // An order's histogram appears with its first run: most orders never compact.
+            const auto &slots = c.hist_us[k][row];
+            if (!c.kinds[k] ||
+                std::all_of(slots.begin(), slots.end(), [](uint64_t n) { return n == 0; }))
+                continue;
+            Labels l = kind(k);
+            l.emplace_back("order", std::to_string(static_cast<int>(row) - 1) +
+                                        (row == COMPACTSNOOP_ORDER_ROWS - 1 ? "+" : ""));
+            out.histogram(l, slots, 1e-6, static_cast<double>(c.hist_sum_ns[k][row]) / 1e9);
         }
     out.family("memlat_compaction_migrated_bytes", Type::Counter,
                "Memory compaction migrated, by kind", "bytes");

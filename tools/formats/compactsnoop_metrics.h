@@ -15,8 +15,12 @@ struct Counts {
     std::array<bool, COMPACTSNOOP_KINDS> kinds{}; // the kinds traced
     std::array<std::array<compactsnoop_summary, COMPACTSNOOP_MAX_STATUS>, COMPACTSNOOP_KINDS>
         summary{};
-    // Per kind, summed over the order rows.
-    std::array<std::array<uint64_t, MEMLAT_HIST_SLOTS>, COMPACTSNOOP_KINDS> hist_us{};
+    // Per kind and order row (row 0: order -1, the whole zone; row r: order r - 1; the last
+    // row: that order and above), and the sums of their values.
+    std::array<std::array<std::array<uint64_t, MEMLAT_HIST_SLOTS>, COMPACTSNOOP_ORDER_ROWS>,
+               COMPACTSNOOP_KINDS>
+        hist_us{};
+    std::array<std::array<uint64_t, COMPACTSNOOP_ORDER_ROWS>, COMPACTSNOOP_KINDS> hist_sum_ns{};
     std::array<uint64_t, COMPACTSNOOP_KINDS> deferred{};
     uint64_t kcompactd_wakes = 0;
 };
