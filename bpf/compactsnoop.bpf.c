@@ -41,6 +41,8 @@ const volatile __u64 wakeup_bytes = 16 * 1024;
 /* Counters, read by user space through the mmap'ed .bss. */
 struct compactsnoop_summary summary[COMPACTSNOOP_KINDS][COMPACTSNOOP_MAX_STATUS] = {};
 __u64 hist[COMPACTSNOOP_KINDS][COMPACTSNOOP_ORDER_ROWS][MEMLAT_HIST_SLOTS] = {};
+/* The sum of each histogram's values in ns (--prometheus's histogram _sum). */
+__u64 hist_sum_ns[COMPACTSNOOP_KINDS][COMPACTSNOOP_ORDER_ROWS] = {};
 __u64 deferred[COMPACTSNOOP_KINDS] = {}; /* mm_compaction_deferred: a zone skipped, deferred */
 __u64 kcompactd_wakes = 0;		 /* mm_compaction_kcompactd_wake */
 __u64 direct_entries = 0;		 /* mm_compaction_try_to_compact_pages */
@@ -306,6 +308,7 @@ static __always_inline void add_hist(__u32 kind, int order, __u64 lat)
 	barrier_var(slot);
 	slot &= MEMLAT_HIST_SLOTS - 1;
 	__sync_fetch_and_add(&hist[k][row][slot], 1);
+	__sync_fetch_and_add(&hist_sum_ns[k][row], lat);
 }
 
 static __always_inline int end_run(void *ctx, int status, bool *release)

@@ -37,9 +37,11 @@ const volatile bool trace_events = true;
 const volatile bool hist_mode = false;
 const volatile bool hist_per_process = false;
 const volatile __u32 nr_nodes = 1;
+const volatile bool count_cgroups = false;
 const volatile __u64 wakeup_bytes = 16 * 1024;
 
 __u64 hist[DRSNOOP_KINDS][MEMLAT_HIST_SLOTS] = {};
+struct drsnoop_totals totals[DRSNOOP_KINDS] = {};
 __u64 dropped_events = 0;
 __u64 table_full = 0;
 __u64 unpaired_ends = 0;
@@ -89,6 +91,14 @@ struct {
 	__type(key, struct drsnoop_proc_key);
 	__type(value, struct drsnoop_proc_hist);
 } proc_hists SEC(".maps");
+
+/* Sized by user space: one entry unless count_cgroups. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct drsnoop_cgroup_key);
+	__type(value, struct drsnoop_totals);
+} cgroup_totals SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -256,6 +266,23 @@ static __always_inline void add_hist(__u64 pid_tgid, __u32 kind, __u64 lat)
 	__sync_fetch_and_add(&h->slots[slot], 1);
 }
 
+/* --prometheus-labels cgroup. A subprogram, not inlined: its code is in the object once, not
+ * in each of the twelve programs that end a stall. */
+static __noinline void add_cgroup_totals(__u64 cgid, __u32 kind, __u64 lat, __u64 pages)
+{
+	struct drsnoop_cgroup_key key = {.cgroup_id = cgid, .kind = kind};
+	struct drsnoop_totals zero = {}, *t;
+
+	t = bpf_map_lookup_elem(&cgroup_totals, &key);
+	if (!t)
+		t = map_insert_lookup(&cgroup_totals, &key, &zero, &table_full);
+	if (!t)
+		return;
+	__sync_fetch_and_add(&t->stalls, 1);
+	__sync_fetch_and_add(&t->total_ns, lat);
+	__sync_fetch_and_add(&t->pages, pages);
+}
+
 static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
 {
 	struct task_struct *task = current_task();
@@ -283,6 +310,14 @@ static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
 		return 0;
 	}
 	lat = now - start.ts;
+	__sync_fetch_and_add(&totals[kind & (DRSNOOP_KINDS - 1)].stalls, 1);
+	__sync_fetch_and_add(&totals[kind & (DRSNOOP_KINDS - 1)].total_ns, lat);
+	__sync_fetch_and_add(&totals[kind & (DRSNOOP_KINDS - 1)].pages, nr_reclaimed);
+	/* The task's cgroup, read once for the per-cgroup totals and the event. */
+	__u64 cgid = count_cgroups || trace_events ? cgroup_id(task_cgroup(task, memcg_on_v1)) : 0;
+
+	if (count_cgroups)
+		add_cgroup_totals(cgid, kind, lat, nr_reclaimed);
 	pid_tgid = bpf_get_current_pid_tgid();
 	add_summary(pid_tgid, kind, lat, nr_reclaimed);
 	if (hist_mode)
@@ -301,7 +336,7 @@ static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
 	e->nr_reclaimed = nr_reclaimed;
 	e->gfp = start.gfp;
 	e->free_pages = start.free_pages;
-	e->cgroup_id = cgroup_id(task_cgroup(task, memcg_on_v1));
+	e->cgroup_id = cgid;
 	e->pid = pid_tgid >> 32;
 	e->tid = (__u32)pid_tgid;
 	e->uid = (__u32)bpf_get_current_uid_gid();

@@ -49,6 +49,9 @@ __u64 handler_hist_ns[TLBFLUSH_MAX_CPUS][MEMLAT_HIST_SLOTS] = {};
 __u64 handler_hist_us[TLBFLUSH_MAX_CPUS][MEMLAT_HIST_SLOTS] = {};
 __u64 callback_hist_ns[TLBFLUSH_MAX_CPUS][MEMLAT_HIST_SLOTS] = {};
 struct tlbflush_ipi_counts ipi_counts[TLBFLUSH_MAX_CPUS] = {};
+/* -L: the sums of the two histograms' values in ns (--prometheus's histogram _sum). */
+__u64 handler_sum_ns[TLBFLUSH_MAX_CPUS] = {};
+__u64 callback_sum_ns[TLBFLUSH_MAX_CPUS] = {};
 __u64 dropped_events = 0; /* ring buffer full */
 __u64 table_full = 0;	  /* hash map full */
 
@@ -331,6 +334,7 @@ static __always_inline int on_csd_exit(void *func, void *csd)
 	if (st->callback_since && now >= st->callback_since && cpu_selected(cpu)) {
 		ipi_counts[cpu].callbacks++;
 		hist_add(callback_hist_ns[cpu], now - st->callback_since);
+		callback_sum_ns[cpu] += now - st->callback_since;
 	}
 	st->callback_since = 0;
 	return 0;
@@ -408,6 +412,7 @@ static __always_inline int on_ipi_exit(void)
 		ipi_counts[cpu].shared_runs++;
 	hist_add(handler_hist_ns[cpu], ns);
 	hist_add(handler_hist_us[cpu], ns / 1000);
+	handler_sum_ns[cpu] += ns;
 	return 0;
 }
 

@@ -51,6 +51,22 @@ struct drsnoop_summary {
 	char comm[DRSNOOP_COMM_LEN];
 };
 
+/* Per kind since load, whatever the options: counters that need no table, and the exact sum
+ * of the stall times for --prometheus's histogram _sum. */
+struct drsnoop_totals {
+	__u64 stalls;
+	__u64 total_ns;
+	__u64 pages;
+	__u64 pad;
+};
+
+/* --prometheus-labels cgroup: totals per cgroup (the task's, as the CGROUP column) and kind. */
+struct drsnoop_cgroup_key {
+	__u64 cgroup_id;
+	__u32 kind;
+	__u32 pad;
+};
+
 struct drsnoop_proc_hist {
 	__u64 slots[MEMLAT_HIST_SLOTS];
 	char comm[DRSNOOP_COMM_LEN];

@@ -7,6 +7,8 @@ packages=(
     libelf-dev zlib1g-dev libzstd-dev   # libbpf's and our ELF reading, static archives included
     cmake make g++ pkg-config
     nlohmann-json3-dev libfmt-dev       # JSON output, formatting (header-only)
+    libboost1.81-dev            # --prometheus: Boost.Beast, the HTTP server (header-only)
+    prometheus                  # runtime tests: a real Prometheus scrapes the exporters
     libgtest-dev                # unit tests
     python3 binutils            # runtime tests and the static-binary check (readelf)
     strace                      # runtime test: libbpf leaves sysfs BTF alone with --btf
@@ -23,4 +25,19 @@ export DEBIAN_FRONTEND=noninteractive
 # Waits for another apt run (a second build, unattended upgrades) instead of failing.
 apt_lock=(-o DPkg::Lock::Timeout=900)
 apt-get "${apt_lock[@]}" update -qq
-apt-get "${apt_lock[@]}" install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+# Debian's prometheus package starts its own server (port 9090) when installed. The tests start
+# their own Prometheus; a policy-rc.d that refuses service starts keeps the package's from
+# running, and goes again after the install when this script put it there.
+policy=/usr/sbin/policy-rc.d
+own_policy=false
+if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\n# memlat install-deps.sh: no service starts during its install\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+    own_policy=true
+fi
+status=0
+apt-get "${apt_lock[@]}" install -y -qq --no-install-recommends "${packages[@]}" >/dev/null || status=$?
+if $own_policy; then
+    rm -f "$policy"
+fi
+exit "$status"

@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
+#include <csignal>
 #include <fmt/format.h>
 #include <map>
 #include <optional>
@@ -19,7 +21,9 @@
 #include "cachestat.h"
 #include "cachestat.skel.h"
 #include "cachestat_format.h"
+#include "cachestat_metrics.h"
 #include "cgroups.h"
+#include "exporter.h"
 #include "files.h"
 #include "kernel_features.h"
 #include "options.h"
@@ -80,6 +84,8 @@ constexpr const char *examples = R"(Examples:
   cachestat -P 2            per process every 2 seconds (like cachetop)
   cachestat -f -p 1234      per file, for process 1234
   cachestat -j -d 10        JSON lines for 10 seconds, then a summary
+  cachestat --prometheus 127.0.0.1:9850
+                            serve the counters to Prometheus
 
 Environment:
   MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
@@ -97,6 +103,7 @@ struct Options {
     std::string cgroup;
     bool per_process = false;
     bool per_file = false;
+    PrometheusOptions prom;
 };
 
 // A file as the BPF side keys it: a new file that reuses a freed inode number is a new key
@@ -253,6 +260,7 @@ class Cachestat {
     Snapshot snapshot(cachestat_bpf &skel) const;
     void print_interval(const Snapshot &now, const Snapshot &before);
     void print_summary(cachestat_bpf &skel, const Snapshot &now, double seconds);
+    int serve_metrics(cachestat_bpf &skel, const std::vector<Probe> &probes);
     std::vector<cachestat::ProcRow> proc_rows(const Snapshot &now, const Snapshot &before) const;
     std::vector<cachestat::FileRow> file_rows(const Snapshot &now, const Snapshot &before);
 
@@ -502,6 +510,13 @@ int Cachestat::run() {
         require_process(*o_.pid, "-p");
     if (o_.per_process && o_.per_file)
         throw UsageError("-P and -f are two views; choose one");
+    check_prometheus_options(o_.prom, o_.common);
+    if (o_.prom.on()) {
+        if (o_.per_process || o_.per_file)
+            throw UsageError("--prometheus serves the totals: -P and -f go with the text "
+                             "output (per-task counts: --prometheus-labels comm)");
+        o_.per_process = o_.prom.label("comm"); // per-task series need the per-process table
+    }
     if (!o_.cgroup.empty())
         cgroup_ = resolve_cgroup(o_.cgroup);
 
@@ -535,6 +550,8 @@ int Cachestat::run() {
     }
 
     install_stop_signals();
+    if (o_.prom.on())
+        return serve_metrics(*skel, probes);
     const auto started = std::chrono::steady_clock::now();
     Snapshot before = snapshot(*skel);
     if (!o_.common.json && !o_.per_process && !o_.per_file)
@@ -559,12 +576,31 @@ int Cachestat::run() {
     return 0;
 }
 
+int Cachestat::serve_metrics(cachestat_bpf &skel, const std::vector<Probe> &probes) {
+    cachestat::Metrics metrics(o_.prom, o_.cgroup, accesses_known_);
+    Exporter exporter(*o_.prom.listen, tool_name, [&](prometheus::Exposition &out) {
+        const Snapshot now = snapshot(skel);
+        std::vector<std::pair<cachestat_proc_key, cachestat_proc_value>> procs;
+        for (const auto &[pid, v] : now.procs) {
+            cachestat_proc_key key{pid, 0};
+            procs.emplace_back(key, v);
+            // A process that exited adds no more: its entry, read now, goes.
+            if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+                bpf_map__delete_elem(skel.maps.proc_counts, &key, sizeof(key), 0);
+        }
+        metrics.collect(now.total, procs, out);
+        prometheus::loss_metrics(out, 0, now.table_full);
+        prometheus::self_metrics(out, tool_name, probes, skel.obj);
+    });
+    serve_until_stopped(tool_name, exporter, o_.common, sleep_for);
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
     return run_tool(tool_name, [&] {
         Options o;
-        o.common.interval = 1; // as BCC: every second unless an interval is given
         CommandLine cli(tool_name, description, examples);
         cli.option('p', "pid", "PID", "Only the tasks of process PID",
                    [&o](const std::string &s) { o.pid = parse_number<int>(s, "-p"); });
@@ -581,7 +617,11 @@ int main(int argc, char **argv) {
                  "first",
                  o.per_file);
         add_common_options(cli, o.common, true, "Start each line with a TIME column (HH:MM:SS)");
+        add_prometheus_options(cli, o.prom, {"comm"});
         cli.parse(argc, argv);
+        // BCC's default, one line a second, is for the text output only.
+        if (o.common.interval == 0 && !o.prom.on())
+            o.common.interval = 1;
         return Cachestat(std::move(o)).run();
     });
 }

@@ -13,6 +13,8 @@
 #include "compactsnoop.h"
 #include "compactsnoop.skel.h"
 #include "compactsnoop_format.h"
+#include "compactsnoop_metrics.h"
+#include "exporter.h"
 #include "gfp.h"
 #include "histogram.h"
 #include "kernel_features.h"
@@ -59,6 +61,8 @@ constexpr const char *examples = R"(Examples:
   compactsnoop -H -O 5      latency histograms per kind and order, every 5 s
   compactsnoop -T -d 60     with times, for a minute
   compactsnoop -j           JSON lines
+  compactsnoop --prometheus 127.0.0.1:9848
+                            serve counts and stall histograms to Prometheus
 
 Environment:
   MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
@@ -76,6 +80,7 @@ struct Options {
     bool stacks = false;
     bool hist = false;
     bool per_order = false;
+    PrometheusOptions prom;
 };
 
 // An enum of the running kernel by value, or empty (numbers are printed) when BTF lacks it.
@@ -101,6 +106,7 @@ class Compactsnoop {
     std::vector<std::string> stack_frames(compactsnoop_bpf &skel, int32_t id);
     void print_histograms(compactsnoop_bpf &skel);
     void print_summary(compactsnoop_bpf &skel, const EventReader *events);
+    int serve_metrics(compactsnoop_bpf &skel, const std::vector<Probe> &probes);
 
     Options o_;
     uint32_t kind_mask_ = (1u << COMPACTSNOOP_KINDS) - 1;
@@ -416,6 +422,13 @@ int Compactsnoop::run() {
             kind_mask_ |= 1u << kind;
         }
     }
+    check_prometheus_options(o_.prom, o_.common);
+    if (o_.prom.on()) {
+        if (o_.extended || o_.stacks || o_.per_order)
+            throw UsageError("--prometheus serves counters and histograms per kind: -e, -K "
+                             "and -O go with the text output");
+        o_.hist = true; // counted in the kernel, no event per run
+    }
     if (o_.per_order && !o_.hist)
         throw UsageError("-O goes with -H (histograms per order)");
     if (o_.hist && (o_.stacks || o_.extended))
@@ -455,6 +468,8 @@ int Compactsnoop::run() {
                    tool_name);
 
     install_stop_signals();
+    if (o_.prom.on())
+        return serve_metrics(*skel, probes);
     std::optional<EventReader> events;
     if (!o_.hist)
         events.emplace(
@@ -482,6 +497,32 @@ int Compactsnoop::run() {
                         skel->bss->memlat_thread_entries_created,
                         skel->bss->memlat_thread_entries_exit_deleted);
     fflush(stdout);
+    return 0;
+}
+
+int Compactsnoop::serve_metrics(compactsnoop_bpf &skel, const std::vector<Probe> &probes) {
+    compactsnoop::Counts c;
+    for (uint32_t k = 0; k < COMPACTSNOOP_KINDS; ++k)
+        c.kinds[k] = (kind_mask_ >> k) & 1;
+    Exporter exporter(*o_.prom.listen, tool_name, [&](prometheus::Exposition &out) {
+        const auto *bss = skel.bss;
+        for (uint32_t k = 0; k < COMPACTSNOOP_KINDS; ++k) {
+            std::copy(std::begin(bss->summary[k]), std::end(bss->summary[k]), c.summary[k].begin());
+            for (uint32_t row = 0; row < COMPACTSNOOP_ORDER_ROWS; ++row) {
+                std::copy(std::begin(bss->hist[k][row]), std::end(bss->hist[k][row]),
+                          c.hist_us[k][row].begin());
+                c.hist_sum_ns[k][row] = bss->hist_sum_ns[k][row];
+            }
+            c.deferred[k] = bss->deferred[k];
+        }
+        c.kcompactd_wakes = bss->kcompactd_wakes;
+        compactsnoop::collect_metrics(
+            c, [this](int32_t st) { return compactsnoop::status_name(st, names_); }, getpagesize(),
+            out);
+        prometheus::loss_metrics(out, bss->dropped_events, bss->table_full);
+        prometheus::self_metrics(out, tool_name, probes, skel.obj);
+    });
+    serve_until_stopped(tool_name, exporter, o_.common, sleep_for);
     return 0;
 }
 
@@ -513,6 +554,7 @@ int main(int argc, char **argv) {
         add_common_options(
             cli, o.common, true,
             "Add a TIME(s) column: seconds since the first run began; with -j a wall_time field");
+        add_prometheus_options(cli, o.prom, {});
         cli.parse(argc, argv);
         return Compactsnoop(std::move(o)).run();
     });

@@ -3,6 +3,9 @@
 // pages it freed.
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <csignal>
+
 #include <algorithm>
 #include <fmt/format.h>
 #include <map>
@@ -14,6 +17,8 @@
 #include "drsnoop.h"
 #include "drsnoop.skel.h"
 #include "drsnoop_format.h"
+#include "drsnoop_metrics.h"
+#include "exporter.h"
 #include "files.h"
 #include "gfp.h"
 #include "histogram.h"
@@ -52,6 +57,9 @@ constexpr const char *examples = R"(Examples:
   drsnoop -H -P 5           per-process latency histograms every 5 seconds
   drsnoop -T -U -d 60       with timestamps and UIDs, for a minute
   drsnoop -j                JSON lines
+  drsnoop --prometheus 127.0.0.1:9847
+                            serve per-kind counts and stall histograms to
+                            Prometheus at http://127.0.0.1:9847/metrics
 
 Environment:
   MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
@@ -79,6 +87,7 @@ struct Options {
     std::string cgroup;
     bool hist = false;
     bool per_process = false;
+    PrometheusOptions prom;
 };
 
 class Drsnoop {
@@ -93,6 +102,7 @@ class Drsnoop {
     void print_event(const drsnoop_event &e);
     void print_histograms(drsnoop_bpf &skel);
     void print_summary(drsnoop_bpf &skel, const EventReader *events);
+    int serve_metrics(drsnoop_bpf &skel, const std::vector<Probe> &probes);
 
     Options o_;
     std::array<bool, DRSNOOP_KINDS> kinds_{true, true, true, true};
@@ -175,6 +185,9 @@ void Drsnoop::configure(drsnoop_bpf &skel) const {
     ro->hist_mode = o_.hist;
     ro->hist_per_process = o_.hist && o_.per_process;
     ro->nr_nodes = std::min(node_count(), DRSNOOP_MAX_NODES);
+    ro->count_cgroups = o_.prom.label("cgroup");
+    bpf_map__set_max_entries(skel.maps.cgroup_totals,
+                             o_.prom.label("cgroup") ? o_.common.entries(16384) : 1);
     bpf_map__set_max_entries(skel.maps.summaries, o_.common.entries(8192));
     bpf_map__set_max_entries(skel.maps.proc_hists,
                              o_.hist && o_.per_process ? o_.common.entries(8192) : 1);
@@ -332,6 +345,13 @@ int Drsnoop::run() {
         cgroup_ = resolve_cgroup(o_.cgroup);
     if (o_.per_process && !o_.hist)
         throw UsageError("-P goes with -H (per-process histograms)");
+    check_prometheus_options(o_.prom, o_.common);
+    if (o_.prom.on() && o_.per_process)
+        throw UsageError("--prometheus serves histograms per kind; -P goes with the text output "
+                         "(per-task counts: --prometheus-labels comm)");
+    // Metrics come from the in-kernel histograms and totals: no event per stall.
+    if (o_.prom.on())
+        o_.hist = true;
     if (o_.common.interval > 0 && !o_.hist)
         throw UsageError("an interval goes with -H; without it drsnoop prints every stall");
 
@@ -350,6 +370,8 @@ int Drsnoop::run() {
         v);
 
     install_stop_signals();
+    if (o_.prom.on())
+        return serve_metrics(*skel, probes);
     std::optional<EventReader> events;
     if (!o_.hist)
         events.emplace(
@@ -376,6 +398,48 @@ int Drsnoop::run() {
                         skel->bss->memlat_thread_entries_created,
                         skel->bss->memlat_thread_entries_exit_deleted);
     fflush(stdout);
+    return 0;
+}
+
+int Drsnoop::serve_metrics(drsnoop_bpf &skel, const std::vector<Probe> &probes) {
+    drsnoop::Metrics metrics(o_.prom, o_.cgroup, getpagesize());
+    drsnoop::Counts counts;
+    for (uint32_t kind = 0; kind < DRSNOOP_KINDS; ++kind)
+        for (const auto &p : probes)
+            if (p.choice() != nullptr &&
+                p.name == fmt::format("vmscan:mm_vmscan_{}_begin/end", kind_tracepoints[kind]))
+                counts.kinds[kind] = true;
+    Exporter exporter(*o_.prom.listen, tool_name, [&](prometheus::Exposition &out) {
+        const auto *bss = skel.bss;
+        for (uint32_t k = 0; k < DRSNOOP_KINDS; ++k) {
+            counts.totals[k] = bss->totals[k];
+            std::copy(std::begin(bss->hist[k]), std::end(bss->hist[k]), counts.hist_us[k].begin());
+        }
+        counts.summaries.clear();
+        if (o_.prom.label("comm")) {
+            counts.summaries =
+                read_hash_map<drsnoop_proc_key, drsnoop_summary>(skel.maps.summaries);
+            // A process that exited stalls no more: its counts are read, so its entry goes,
+            // and the table keeps room for the processes that live.
+            for (const auto &[key, s] : counts.summaries)
+                if (kill(static_cast<pid_t>(key.pid), 0) != 0 && errno == ESRCH)
+                    bpf_map__delete_elem(skel.maps.summaries, &key, sizeof(key), 0);
+        }
+        if (o_.prom.label("cgroup")) {
+            counts.cgroups =
+                read_hash_map<drsnoop_cgroup_key, drsnoop_totals>(skel.maps.cgroup_totals);
+            // Listed after the table was read: a cgroup it has and this does not was removed,
+            // and its entry goes too.
+            counts.cgroup_paths = cgroup_paths(memcg_on_v1_);
+            for (const auto &[key, t] : counts.cgroups)
+                if (!counts.cgroup_paths.contains(key.cgroup_id))
+                    bpf_map__delete_elem(skel.maps.cgroup_totals, &key, sizeof(key), 0);
+        }
+        metrics.collect(counts, out);
+        prometheus::loss_metrics(out, bss->dropped_events, bss->table_full);
+        prometheus::self_metrics(out, tool_name, probes, skel.obj);
+    });
+    serve_until_stopped(tool_name, exporter, o_.common, sleep_for);
     return 0;
 }
 
@@ -413,6 +477,7 @@ int main(int argc, char **argv) {
         add_common_options(cli, o.common, true,
                            "Add a TIME(s) column: seconds since the first stall began, as BCC's "
                            "drsnoop; with -j a wall_time field");
+        add_prometheus_options(cli, o.prom, {"comm", "cgroup"});
         cli.parse(argc, argv);
         return Drsnoop(std::move(o)).run();
     });

@@ -4,17 +4,21 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <fmt/format.h>
 #include <map>
 #include <optional>
 
 #include "bpf_runtime.h"
+#include "exporter.h"
 #include "histogram.h"
 #include "kernel_features.h"
 #include "numamove.h"
 #include "numamove.skel.h"
 #include "numamove_format.h"
+#include "numamove_metrics.h"
 #include "options.h"
 #include "output.h"
 #include "tasks.h"
@@ -50,6 +54,8 @@ constexpr const char *examples = R"(Examples:
   numamove                  NUMA-balancing migrations per second
   numamove -r               every migration by reason, per second
   numamove -r -j 10 6       by reason, JSON, every 10 seconds for a minute
+  numamove --prometheus 127.0.0.1:9849
+                            serve the counts and histograms to Prometheus
   numamove -P -p 1234       process 1234's NUMA migrations, per process
   numamove -r -P            who migrates what, by reason
   numamove -H               log2 histogram of the time per migration
@@ -73,6 +79,7 @@ struct Options {
     bool hist = false;
     bool per_call = false;
     bool task_moves = false;
+    PrometheusOptions prom;
 };
 
 struct ProcKey {
@@ -112,6 +119,7 @@ class Numamove {
     void print_reasons(const Snapshot &now, const Snapshot &before, json &out) const;
     void print_processes(const Snapshot &now, const Snapshot &before, json &out) const;
     void print_hists(const Snapshot &now, const Snapshot &before, json &out) const;
+    int serve_metrics(numamove_bpf &skel, const std::vector<Probe> &probes);
 
     Options o_;
     numamove::ReasonNames reasons_ = numamove::ReasonNames::from_kernel();
@@ -394,8 +402,18 @@ int Numamove::run() {
         throw UsageError("-c times NUMA balancing's calls only; it does not go with -r");
     if (o_.task_moves && (o_.reasons || o_.per_process))
         throw UsageError("-m adds columns to the default view; it does not go with -r or -P");
-    if (o_.common.interval <= 0)
+    check_prometheus_options(o_.prom, o_.common);
+    if (o_.prom.on()) {
+        if (o_.reasons || o_.per_process)
+            throw UsageError("--prometheus serves every reason's counts: -r and -P go with the "
+                             "text output (per-task counts: --prometheus-labels comm)");
+        // Histograms and task moves are counted in the kernel; per-task series need the
+        // per-process table.
+        o_.hist = o_.task_moves = true;
+        o_.per_process = o_.prom.label("comm");
+    } else if (o_.common.interval <= 0) {
         o_.common.interval = 1;
+    }
 
     check_environment(tool_name);
     auto v = o_.common.verbosity();
@@ -446,6 +464,8 @@ int Numamove::run() {
                    tool_name);
 
     install_stop_signals();
+    if (o_.prom.on())
+        return serve_metrics(*skel, probes);
     if (!o_.common.json && !o_.reasons && !o_.per_process) {
         std::string header = numamove::default_header();
         if (o_.task_moves)
@@ -477,6 +497,38 @@ int Numamove::run() {
                                "was not seen): counted, not timed",
                                unpaired));
     fflush(stdout);
+    return 0;
+}
+
+int Numamove::serve_metrics(numamove_bpf &skel, const std::vector<Probe> &probes) {
+    numamove::Metrics metrics(
+        o_.prom, [this](uint32_t r) { return reasons_.name(r); }, numa_reason_, getpagesize());
+    numamove::Counts c;
+    for (const auto &probe : probes)
+        if (probe.name.starts_with("migrate:mm_migrate_pages_start"))
+            c.timed = probe.choice() != nullptr;
+    c.per_call = per_call_view_;
+    Exporter exporter(*o_.prom.listen, tool_name, [&](prometheus::Exposition &out) {
+        const auto *bss = skel.bss;
+        for (int r = 0; r < NUMAMOVE_MAX_REASONS; ++r) {
+            c.by_reason[r] = bss->counts[r];
+            std::copy(std::begin(bss->hist[r]), std::end(bss->hist[r]), c.hist_us[r].begin());
+        }
+        c.calls = bss->call_count;
+        std::copy(std::begin(bss->call_hist), std::end(bss->call_hist), c.call_hist_us.begin());
+        std::copy(std::begin(bss->task_moves), std::end(bss->task_moves), c.task_moves.begin());
+        if (o_.per_process) {
+            // Entries of processes that exited are read once more, then deleted.
+            c.procs = read_hash_map<numamove_proc_key, numamove_proc_value>(skel.maps.proc_counts);
+            for (const auto &[k, v] : c.procs)
+                if (kill(static_cast<pid_t>(k.pid), 0) != 0 && errno == ESRCH)
+                    bpf_map__delete_elem(skel.maps.proc_counts, &k, sizeof(k), 0);
+        }
+        metrics.collect(c, out);
+        prometheus::loss_metrics(out, 0, bss->table_full);
+        prometheus::self_metrics(out, tool_name, probes, skel.obj);
+    });
+    serve_until_stopped(tool_name, exporter, o_.common, sleep_for);
     return 0;
 }
 
@@ -513,6 +565,7 @@ int main(int argc, char **argv) {
         add_common_options(
             cli, o.common, true,
             "Accepted for compatibility: every line already starts with its time (HH:MM:SS)");
+        add_prometheus_options(cli, o.prom, {"comm"});
         cli.parse(argc, argv);
         return Numamove(std::move(o)).run();
     });

@@ -2,6 +2,9 @@
 // hit a CPU, and measure how long the victim CPU spends handling them.
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <csignal>
+
 #include <algorithm>
 #include <charconv>
 #include <fmt/format.h>
@@ -9,6 +12,7 @@
 #include <optional>
 
 #include "bpf_runtime.h"
+#include "exporter.h"
 #include "histogram.h"
 #include "kernel_features.h"
 #include "options.h"
@@ -17,6 +21,7 @@
 #include "tasks.h"
 #include "tlbflush.h"
 #include "tlbflush.skel.h"
+#include "tlbflush_metrics.h"
 
 using namespace memlat;
 using nlohmann::json;
@@ -68,6 +73,9 @@ constexpr const char *examples = R"(Examples:
   tlbflush -P -p 1234       flushes of process 1234, per process and CPU
   tlbflush -t               one line per flush
   tlbflush -j 1             a JSON line per second
+  tlbflush -L --prometheus :9846
+                            serve the counts and the -L histograms to
+                            Prometheus at http://HOST:9846/metrics
 
 Environment:
   MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
@@ -88,6 +96,7 @@ struct Options {
     bool stacks = false;
     bool latency = false;
     bool trace = false;
+    PrometheusOptions prom;
 };
 
 // The kernel's reasons, by number; the names come from BTF so they follow the running kernel.
@@ -187,6 +196,7 @@ class Tlbflush {
     void print_latency(const Snapshot &now, const Snapshot &before, json &out) const;
     std::vector<std::string> stack_frames(tlbflush_bpf &skel, int32_t id, bool user, uint32_t pid);
     void print_event(const tlbflush_event &e);
+    int serve_metrics(tlbflush_bpf &skel, const std::vector<Probe> &probes);
 
     Options o_;
     int ncpus_;
@@ -652,6 +662,14 @@ int Tlbflush::run() {
         o_.culprits = true;
     if (o_.trace && o_.common.interval > 0)
         throw UsageError("-t prints every event; it takes no interval");
+    check_prometheus_options(o_.prom, o_.common);
+    if (o_.prom.on()) {
+        if (o_.trace || o_.stacks || o_.per_process)
+            throw UsageError("--prometheus serves counters and histograms: -t, -s and -P go "
+                             "with the text output (per-task counts: --prometheus-labels comm)");
+        // Per-task series come from the per-process table.
+        o_.per_process = o_.prom.label("comm");
+    }
 
     check_environment(tool_name);
     auto v = o_.common.verbosity();
@@ -680,6 +698,8 @@ int Tlbflush::run() {
         fmt::print(stderr, "{}: {}\n", tool_name, csd_function->choice()->caveat);
 
     install_stop_signals();
+    if (o_.prom.on())
+        return serve_metrics(*skel, probes);
     std::optional<EventReader> events;
     if (o_.trace) {
         events.emplace(
@@ -713,6 +733,66 @@ int Tlbflush::run() {
     }
     report_skipped_runs(tool_name, skel->obj, "events");
     fflush(stdout);
+    return 0;
+}
+
+int Tlbflush::serve_metrics(tlbflush_bpf &skel, const std::vector<Probe> &probes) {
+    const uint32_t remote = reasons_.value_or("remote_shootdown", 1);
+    const uint32_t wrong_cpu = reasons_.value_or("remote_wrong_cpu", 5);
+    tlbflush::Metrics metrics(o_.prom, [this](uint32_t r) { return reasons_.name(r); },
+                              {remote, wrong_cpu});
+    const size_t ncpus = std::min(ncpus_, TLBFLUSH_MAX_CPUS);
+    auto gone = [](uint32_t pid) {
+        return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+    };
+    tlbflush::Counts c;
+    c.cpus = cpu_mask_.empty() ? std::vector<bool>(ncpus, true) : cpu_mask_;
+    c.cpus.resize(ncpus);
+    c.by_cpu.resize(ncpus);
+    c.latency = o_.latency;
+    c.callbacks = !marks_from_tlb_flush_;
+    c.culprits = o_.culprits;
+    Exporter exporter(*o_.prom.listen, tool_name, [&](prometheus::Exposition &out) {
+        const auto *bss = skel.bss;
+        for (size_t cpu = 0; cpu < ncpus; ++cpu)
+            std::copy(std::begin(bss->counts[cpu]), std::end(bss->counts[cpu]),
+                      c.by_cpu[cpu].begin());
+        if (o_.latency) {
+            c.handler_ns.resize(ncpus);
+            c.callback_ns.resize(ncpus);
+            c.handler_sum_ns.resize(ncpus);
+            c.callback_sum_ns.resize(ncpus);
+            c.ipi.resize(ncpus);
+            for (size_t cpu = 0; cpu < ncpus; ++cpu) {
+                std::copy(std::begin(bss->handler_hist_ns[cpu]),
+                          std::end(bss->handler_hist_ns[cpu]), c.handler_ns[cpu].begin());
+                std::copy(std::begin(bss->callback_hist_ns[cpu]),
+                          std::end(bss->callback_hist_ns[cpu]), c.callback_ns[cpu].begin());
+                c.handler_sum_ns[cpu] = bss->handler_sum_ns[cpu];
+                c.callback_sum_ns[cpu] = bss->callback_sum_ns[cpu];
+                c.ipi[cpu] = bss->ipi_counts[cpu];
+            }
+        }
+        // The per-task tables keep an entry per process (or thread); the entries of those that
+        // exited are read here for the last time and deleted, so the tables hold the live ones.
+        if (o_.per_process) {
+            c.procs = read_hash_map<tlbflush_proc_key, tlbflush_proc_value>(skel.maps.proc_counts);
+            for (const auto &[k, v] : c.procs)
+                if (gone(k.pid))
+                    bpf_map__delete_elem(skel.maps.proc_counts, &k, sizeof(k), 0);
+        }
+        if (o_.culprits) {
+            c.senders =
+                read_hash_map<tlbflush_culprit_key, tlbflush_culprit_value>(skel.maps.culprits);
+            for (const auto &[k, v] : c.senders)
+                if (gone(k.tid))
+                    bpf_map__delete_elem(skel.maps.culprits, &k, sizeof(k), 0);
+        }
+        metrics.collect(c, out);
+        prometheus::loss_metrics(out, bss->dropped_events, bss->table_full);
+        prometheus::self_metrics(out, tool_name, probes, skel.obj);
+    });
+    serve_until_stopped(tool_name, exporter, o_.common, sleep_for);
     return 0;
 }
 
@@ -752,6 +832,7 @@ int main(int argc, char **argv) {
         cli.flag('t', "trace", "One line per flush: TIME CPU PID COMM REASON PAGES", o.trace);
         add_common_options(cli, o.common, true,
                            "A wall-clock time (HH:MM:SS) on each interval, and on each -t line");
+        add_prometheus_options(cli, o.prom, {"comm"});
         cli.parse(argc, argv);
         return Tlbflush(std::move(o)).run();
     });

@@ -1,5 +1,6 @@
 #include "cgroups.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
@@ -68,6 +69,69 @@ bool has_option(const std::string &options, std::string_view option) {
 }
 
 } // namespace
+
+namespace {
+
+// The kernfs node id of a cgroup directory, which the kernel reports as the cgroup's id; its
+// file handle carries it. 0 when it cannot be read.
+uint64_t directory_cgroup_id(const std::string &path) {
+    struct {
+        file_handle handle;
+        uint64_t id;
+    } fh{};
+    fh.handle.handle_bytes = sizeof(uint64_t);
+    int mount_id = 0;
+    if (name_to_handle_at(AT_FDCWD, path.c_str(), &fh.handle, &mount_id, 0) != 0)
+        return 0;
+    return fh.id;
+}
+
+void scan_cgroups(const std::string &dir, std::map<uint64_t, std::string> &out, int depth) {
+    if (uint64_t id = directory_cgroup_id(dir); id != 0)
+        out[id] = dir;
+    if (depth > 64)
+        return; // deeper than any real hierarchy: a loop would end here
+    DIR *d = opendir(dir.c_str());
+    if (d == nullptr)
+        return; // removed meanwhile
+    std::vector<std::string> children;
+    while (dirent *e = readdir(d))
+        if (e->d_type == DT_DIR && strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            children.push_back(dir + "/" + e->d_name);
+    closedir(d);
+    for (const auto &child : children)
+        scan_cgroups(child, out, depth + 1);
+}
+
+} // namespace
+
+std::map<uint64_t, std::string> cgroup_paths(bool v1_memory) {
+    std::map<uint64_t, std::string> out;
+    auto text = read_text_file("/proc/self/mountinfo");
+    if (!text)
+        return out;
+    std::string_view rest = *text, line;
+    while (next_line(rest, line)) {
+        // id parent major:minor root mountpoint options [optional...] - fstype source superopts
+        auto dash = line.find(" - ");
+        if (dash == std::string_view::npos)
+            continue;
+        std::string_view tail = line.substr(dash + 3);
+        const bool match =
+            v1_memory ? tail.starts_with("cgroup ") &&
+                            has_option(std::string(tail.substr(tail.rfind(' ') + 1)), "memory")
+                      : tail.starts_with("cgroup2 ");
+        if (!match)
+            continue;
+        size_t pos = 0;
+        for (int field = 0; field < 4; ++field)
+            pos = line.find(' ', pos) + 1;
+        std::string point(line.substr(pos, line.find(' ', pos) - pos));
+        scan_cgroups(point, out, 0);
+        break;
+    }
+    return out;
+}
 
 CgroupTarget resolve_cgroup(const std::string &path) {
     char real[PATH_MAX];

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace memlat {
@@ -20,5 +21,10 @@ CgroupTarget resolve_cgroup(const std::string &path);
 // Whether the memory controller is mounted as a cgroup v1 hierarchy (then a task's memory
 // cgroup lives there, not in its cgroup v2 cgroup).
 bool memory_controller_on_v1();
+
+// Every cgroup of the hierarchy the BPF side names a task's cgroup in (the memory
+// controller's cgroup v1 hierarchy when `v1_memory`, else cgroup v2), by id: its directory.
+// Empty when that hierarchy is not mounted.
+std::map<uint64_t, std::string> cgroup_paths(bool v1_memory);
 
 } // namespace memlat

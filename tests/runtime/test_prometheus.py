@@ -1,0 +1,733 @@
+#!/usr/bin/env python3
+"""Runtime tests of --prometheus: each tool scraped by a real Prometheus (Debian's package).
+
+Each scenario starts the tool with --prometheus on a loopback port the kernel chooses, then
+a Prometheus server of its own (a temporary directory for its configuration and storage,
+scraping the tool every second, its web API on another free loopback port; the distribution's
+service is never used), runs the workload and asks Prometheus' HTTP API what it scraped. The
+oracles are the ones the text-mode tests use: the TLB row of /proc/interrupts for tlbflush,
+an ftrace instance for drsnoop.
+
+Prometheus samples a counter only at its scrapes, so a count over a window is taken between
+two scrapes: the test waits for a scrape before the workload and one after it, and reads the
+oracle right after each (the gap holds the machine's background events only)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from typing import Optional
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from memlat_test import (Failure, FtraceOracle, MemoryCgroup, Test, TestFile, Tool,  # noqa: E402
+                         Workload, _kill_group, log, main, require_cpus, run, run_workload,
+                         scenario, skip, snoop_events, tlb_interrupts)
+
+PROMETHEUS = "/usr/bin/prometheus"
+PROMTOOL = "/usr/bin/promtool"
+VICTIM, SENDER = 1, 0        # as in test_tlbflush.py
+COUNT_TOL = 0.02             # tool vs /proc/interrupts, as in test_tlbflush.py
+LIMIT, FILE_SIZE = 32 << 20, 128 << 20   # as in test_drsnoop.py
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(url: str, headers: Optional[dict] = None, timeout: float = 5.0) -> tuple[int, dict, str]:
+    req = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, dict(r.headers), r.read().decode("utf-8")
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read().decode("utf-8", "replace")
+
+
+def exporter_port(tool: Tool) -> int:
+    """The port the tool says it serves on (it was given port 0: the kernel chose)."""
+    for line in tool._err.lines:
+        m = re.search(r"serving Prometheus metrics on http://[^ ]*:(\d+)/metrics", line)
+        if m:
+            return int(m.group(1))
+    raise Failure("the tool did not say where it serves:\n" + "".join(tool._err.lines))
+
+
+class Prometheus:
+    """A Prometheus server of our own scraping `target` every second; removed on exit."""
+
+    def __init__(self, target: str):
+        if not os.access(PROMETHEUS, os.X_OK):
+            skip(f"{PROMETHEUS} is not installed (Debian package prometheus; "
+                 "scripts/install-deps.sh installs it)")
+        self.target = target
+        self.dir = tempfile.mkdtemp(prefix="memlat_prometheus_")
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: Optional[subprocess.Popen] = None
+        self.last_scrape = 0.0
+
+    def __enter__(self) -> "Prometheus":
+        config = os.path.join(self.dir, "prometheus.yml")
+        with open(config, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+                    "scrape_configs:\n  - job_name: memlat\n    static_configs:\n"
+                    f"      - targets: ['{self.target}']\n")
+        argv = [PROMETHEUS, f"--config.file={config}",
+                f"--storage.tsdb.path={os.path.join(self.dir, 'data')}",
+                f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"]
+        log(f"$ {' '.join(argv)}")
+        self.log = open(os.path.join(self.dir, "prometheus.log"), "w")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise Failure("prometheus exited at start:\n" + self._log_text())
+            try:
+                if http_get(self.url + "/-/ready", timeout=1)[0] == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.1)
+        else:
+            raise Failure("prometheus was not ready within 30 s:\n" + self._log_text())
+        self.wait_scrape()
+        return self
+
+    def _log_text(self) -> str:
+        self.log.flush()
+        with open(os.path.join(self.dir, "prometheus.log")) as f:
+            return f.read()[-3000:]
+
+    def query(self, expr: str, at: Optional[float] = None) -> list:
+        params = {"query": expr}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        status, _, body = http_get(self.url + "/api/v1/query?" + urllib.parse.urlencode(params))
+        data = json.loads(body)
+        if status != 200 or data.get("status") != "success":
+            raise Failure(f"query {expr!r}: HTTP {status}: {body[:500]}")
+        return data["data"]["result"]
+
+    def value(self, expr: str, at: Optional[float] = None) -> Optional[float]:
+        """The single value of an instant query, or None when it has no result."""
+        result = self.query(expr, at)
+        if not result:
+            return None
+        if len(result) != 1:
+            raise Failure(f"query {expr!r} returned {len(result)} series, expected one")
+        return float(result[0]["value"][1])
+
+    def wait_scrape(self, timeout: float = 15.0) -> float:
+        """Waits for a successful scrape newer than the last one seen; returns its time."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            up = self.query('up{job="memlat"}')
+            if up and up[0]["value"][1] == "1":
+                ts = self.value('timestamp(up{job="memlat"})')
+                if ts is not None and ts > self.last_scrape:
+                    self.last_scrape = ts
+                    return ts
+            time.sleep(0.05)
+        targets = http_get(self.url + "/api/v1/targets")[2]
+        raise Failure(f"no new successful scrape of {self.target} within {timeout:.0f} s: "
+                      f"{targets[:1500]}")
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+            _kill_group(self.proc)
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def bracketed_scrape(prom: "Prometheus", read) -> tuple[float, int, int]:
+    """Reads an oracle counter right before and right after one scrape: Prometheus scrapes
+    every second at a fixed phase, so the next scrape is due a second after the last one.
+    Returns (scrape time, value before, value after)."""
+    for _ in range(5):
+        last = prom.wait_scrape()
+        time.sleep(max(0.0, last + 1.0 - 0.05 - time.time()))
+        before_at, before = time.time(), read()
+        ts = prom.wait_scrape()
+        after = read()
+        if before_at < ts:
+            return ts, before, after
+    raise Failure("could not read the oracle right before a scrape in 5 tries")
+
+
+def check_exposition(t: Test, port: int, tool: str) -> str:
+    """The tool's own /metrics: promtool check metrics accepts it, OpenMetrics on request,
+    the index page links it."""
+    status, headers, text = http_get(f"http://127.0.0.1:{port}/metrics")
+    t.check_eq(f"{tool}: GET /metrics status", 200, status)
+    t.check_in(f"{tool}: text format 0.0.4 content type", "version=0.0.4",
+               headers.get("Content-Type", ""), "Content-Type")
+    lint = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True,
+                          text=True, timeout=30)
+    t.check_eq(f"{tool}: promtool check metrics (exit status; problems: "
+               f"{(lint.stdout + lint.stderr).strip()[:300]!r})", 0, lint.returncode)
+    status, headers, om = http_get(f"http://127.0.0.1:{port}/metrics", headers={
+        "Accept": "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"})
+    t.check_in(f"{tool}: OpenMetrics content type on request", "application/openmetrics-text",
+               headers.get("Content-Type", ""), "Content-Type")
+    t.check(om.endswith("# EOF\n"), f"{tool}: OpenMetrics exposition ends with # EOF",
+            "# EOF", om[-20:])
+    status, _, index = http_get(f"http://127.0.0.1:{port}/")
+    t.check(status == 200 and 'href="/metrics"' in index, f"{tool}: / links /metrics",
+            "200 and a link", f"{status} {index[:100]!r}")
+    return text
+
+
+def check_stopped(t: Test, tool: Tool, name: str) -> None:
+    res = tool.stop()
+    t.check_eq(f"{name} --prometheus: exit status after SIGINT", 0, res.rc)
+    t.check_eq(f"{name} --prometheus: nothing on stdout", "", res.stdout)
+
+
+# ---------------------------------------------------------------- tlbflush
+
+@scenario("prometheus_tlbflush_matches_interrupts")
+def _(t: Test):
+    require_cpus(SENDER, VICTIM)
+    with Tool("tlbflush", "-L", "--prometheus", "127.0.0.1:0") as tool:
+        port = exporter_port(tool)
+        check_exposition(t, port, "tlbflush")
+        with Prometheus(f"127.0.0.1:{port}") as prom:
+            t0, a0, b0 = bracketed_scrape(prom, lambda: tlb_interrupts()[VICTIM])
+            wl = run_workload("tlb_workload", "--seconds", "2", "--main-cpu", str(SENDER),
+                              "--worker-cpu", str(VICTIM))
+            time.sleep(0.3)
+            t1, a1, b1 = bracketed_scrape(prom, lambda: tlb_interrupts()[VICTIM])
+            # The tool's count between the two scrapes lies between what /proc/interrupts
+            # counted from just after the first to just before the second, and from just
+            # before the first to just after the second.
+            lo, hi = a1 - b0, b1 - a0
+            log(f"  /proc/interrupts TLB CPU{VICTIM} around the scrapes at {t0:.3f} and "
+                f"{t1:.3f}: delta in [{lo}, {hi}]; workload {wl['iterations']} munmaps")
+            t.check_ge(f"TLB IPIs on CPU{VICTIM} during the workload", 1000, lo)
+
+            def within(what: str, value: Optional[float]) -> None:
+                t.check(value is not None and lo * (1 - COUNT_TOL) <= value <= hi * (1 + COUNT_TOL),
+                        f"{what} vs /proc/interrupts TLB delta",
+                        f"in [{lo}, {hi}] +/- {COUNT_TOL:.0%}", value)
+            # increase() over exactly the two scrapes: the window starts a millisecond
+            # before the first, so its extrapolation adds 1 ms / (t1 - t0) at most.
+            window_ms = int(round((t1 - t0) * 1000)) + 1
+            inc = prom.value(f'sum(increase(memlat_tlb_remote_shootdowns_total{{cpu="{VICTIM}"}}'
+                             f'[{window_ms}ms]))', at=t1)
+            within(f'increase(memlat_tlb_remote_shootdowns_total{{cpu="{VICTIM}"}})', inc)
+            exact = (prom.value(f'sum(memlat_tlb_remote_shootdowns_total{{cpu="{VICTIM}"}})', t1)
+                     - prom.value(f'sum(memlat_tlb_remote_shootdowns_total{{cpu="{VICTIM}"}})', t0))
+            within("the same from the two scrapes' raw values", exact)
+            delta = lo
+            runs = prom.value(f'memlat_tlb_shootdown_handler_seconds_count{{cpu="{VICTIM}"}} - '
+                              f'memlat_tlb_shootdown_handler_seconds_count{{cpu="{VICTIM}"}} '
+                              f'@ {t0:.3f}', at=t1)
+            t.check_ge("-L: handler runs timed on the victim CPU (most of the IPIs)",
+                       0.5 * delta, runs or 0)
+            p50 = prom.value(f'histogram_quantile(0.5, memlat_tlb_shootdown_handler_seconds_bucket'
+                             f'{{cpu="{VICTIM}"}})', at=t1)
+            t.check(p50 is not None and 1e-7 <= p50 <= 1e-3,
+                    "-L: median handler time between 100 ns and 1 ms", "in range", p50)
+            for name in ("memlat_build_info", "memlat_probe_info", "memlat_lost_events_total",
+                         "memlat_table_full_total", "memlat_tlb_flushes_total"):
+                found = bool(prom.query(name))
+                t.check(found, f"Prometheus scraped {name}", "present",
+                        "present" if found else "missing")
+            hooks = {r["metric"]["probe"]: r["metric"]["hook"]
+                     for r in prom.query("memlat_probe_info")}
+            t.check_eq("memlat_probe_info: tlb:tlb_flush hook (the loader's choice, as -v says)",
+                       "tp_btf",
+                       hooks.get("tlb:tlb_flush"))
+            lost = prom.value("memlat_table_full_total")
+            t.check_eq("memlat_table_full_total", 0, lost)
+    check_stopped(t, tool, "tlbflush")
+
+
+# ---------------------------------------------------------------- drsnoop
+
+@scenario("prometheus_drsnoop_matches_ftrace")
+def _(t: Test):
+    with MemoryCgroup("drsnoop_prom", LIMIT) as cg, \
+            TestFile(FILE_SIZE, "drsnoop_prom", cold=True) as f, \
+            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, held=True) as reader:
+        with FtraceOracle(["vmscan/mm_vmscan_memcg_reclaim_begin",
+                           "vmscan/mm_vmscan_memcg_reclaim_end"], reader.pid) as oracle, \
+                Tool("drsnoop", "-k", "memcg", "-G", cg.path, "--prometheus-labels", "comm",
+                     "--prometheus", "127.0.0.1:0") as tool, \
+                Tool("drsnoop", "-j", "-p", str(reader.pid)) as lines:
+            port = exporter_port(tool)
+            with Prometheus(f"127.0.0.1:{port}") as prom:
+                reader.release()
+                reader.wait_done(60)
+                time.sleep(0.3)
+                trace = oracle.stop()
+                t1 = prom.wait_scrape()
+                stalls = len(trace["mm_vmscan_memcg_reclaim_end"])
+                pages = sum(int(e["nr_reclaimed"]) for e in trace["mm_vmscan_memcg_reclaim_end"])
+                log(f"  ftrace oracle: {stalls} memcg stalls, {pages} pages")
+                t.check_ge("memcg stalls of the reader (ftrace)", 10, stalls)
+                sel = f'{{kind="memcg",cgroup="{cg.path}"}}'
+                t.check_eq("memlat_reclaim_stalls_total{kind=memcg} vs the ftrace oracle (exact)",
+                           stalls, prom.value(f"memlat_reclaim_stalls_total{sel}", t1))
+                t.check_eq("memlat_reclaim_stall_seconds_count vs the ftrace oracle (exact)",
+                           stalls, prom.value(f"memlat_reclaim_stall_seconds_count{sel}", t1))
+                t.check_eq("memlat_reclaim_reclaimed_bytes_total vs the oracle's nr_reclaimed",
+                           pages * os.sysconf("SC_PAGE_SIZE"),
+                           prom.value(f"memlat_reclaim_reclaimed_bytes_total{sel}", t1))
+                task = prom.value(f'memlat_reclaim_task_stalls_total{{kind="memcg",'
+                                  f'comm="file_reader"}}', t1)
+                t.check_eq("--prometheus-labels comm: the reader's stalls by its name", stalls,
+                           task)
+                p50 = prom.value(f"histogram_quantile(0.5, memlat_reclaim_stall_seconds_bucket"
+                                 f"{sel})", t1)
+                p_sum = prom.value(f"memlat_reclaim_stall_seconds_sum{sel}", t1)
+                text = check_exposition(t, port, "drsnoop")
+        events = snoop_events(t, lines.result)
+    lat = sorted(e["lat_ns"] / 1e9 for e in events)
+    t.require(len(lat) > 0, "trace mode printed the stalls", ">0", len(lat))
+    lo, hi = lat[0], lat[-1]
+    # histogram_quantile interpolates inside a log2 bucket: its answer lies between the lower
+    # edge of the bucket that holds the shortest stall and the upper edge of the one that
+    # holds the longest (2^i to 2^(i+1) microseconds).
+    def edges(seconds: float) -> tuple[float, float]:
+        us = max(int(seconds * 1e6), 1)
+        slot = us.bit_length() - 1
+        return (0.0 if slot == 0 else (1 << slot) * 1e-6), (1 << (slot + 1)) * 1e-6
+    low_edge, high_edge = edges(lo)[0], edges(hi)[1]
+    log(f"  trace mode: {len(lat)} stalls, {lo * 1e6:.1f}-{hi * 1e6:.1f} us; "
+        f"histogram_quantile(0.5) = {p50}")
+    t.check(p50 is not None and low_edge <= p50 <= high_edge,
+            "histogram_quantile(0.5) within the buckets of the trace's min and max stall",
+            f"[{low_edge:.6f}, {high_edge:.6f}] s", p50)
+    median_low, median_high = edges(lat[len(lat) // 2])
+    t.check(p50 is not None and median_low <= p50 <= median_high,
+            "histogram_quantile(0.5) within the bucket of the trace's median stall",
+            f"[{median_low:.6f}, {median_high:.6f}] s", p50)
+    # Both tools time each stall with their own programs on the same tracepoints, which run
+    # one after the other: their clock reads differ by a fraction of a microsecond a stall.
+    t.check_close("histogram _sum vs the trace mode's sum of stalls (1 us a stall)", sum(lat),
+                  p_sum or 0, rel_tol=0, abs_tol=len(lat) * 1e-6)
+    t.check_in("exposition has the per-task series", 'comm="file_reader"', text, "/metrics")
+    check_stopped(t, tool, "drsnoop")
+
+
+# ---------------------------------------------------------------- cachestat
+
+@scenario("prometheus_cachestat_matches_ftrace")
+def _(t: Test):
+    import test_cachestat as cs
+    cs.require_page_size()
+    with cs.data_file() as f:
+        f.evict()
+        with cs.Reader(f.path) as reader:
+            with FtraceOracle([cs.ADDED_TO_PAGE_CACHE], reader.pid, buffer_kb=8192) as oracle, \
+                    Tool("cachestat", "-p", str(reader.pid), "--prometheus-labels", "comm",
+                         "--prometheus", "127.0.0.1:0") as tool:
+                port = exporter_port(tool)
+                with Prometheus(f"127.0.0.1:{port}") as prom:
+                    reader.go()
+                    time.sleep(0.3)
+                    added = cs.pages_added(oracle)
+                    t1 = prom.wait_scrape()
+                    misses = prom.value("memlat_page_cache_misses_total", t1)
+                    accesses = prom.value("memlat_page_cache_accesses_total", t1)
+                    task = prom.value('memlat_page_cache_task_misses_total{comm="file_reader"}',
+                                      t1)
+                check_exposition(t, port, "cachestat")
+    log(f"  ftrace oracle: {added} pages added by the reader")
+    t.check_eq("memlat_page_cache_misses_total vs the ftrace oracle (pages added, exact)",
+               added, misses)
+    t.check_eq("--prometheus-labels comm: the reader's misses by its name", added, task)
+    t.check_close("memlat_page_cache_accesses_total vs the file's pages (cold read)",
+                  cs.FILE_PAGES, accesses or 0, cs.TOL)
+    check_stopped(t, tool, "cachestat")
+
+
+# ---------------------------------------------------------------- compactsnoop
+
+@scenario("prometheus_compactsnoop_matches_ftrace")
+def _(t: Test):
+    import test_compactsnoop as cp
+    me = os.getpid()
+    with Workload("compact_fragmenter", "--mib", cp.FRAGMENT_MIB) as frag:
+        frag.wait_done(60)
+        with FtraceOracle(["compaction/mm_compaction_begin", "compaction/mm_compaction_end",
+                           "compaction/mm_compaction_migratepages"], me) as oracle, \
+                Tool("compactsnoop", "-p", str(me), "-k", "manual",
+                     "--prometheus", "127.0.0.1:0") as tool:
+            port = exporter_port(tool)
+            with Prometheus(f"127.0.0.1:{port}") as prom:
+                moved_before = cp.vmstat_counter("pgmigrate_success")
+                for _ in range(cp.MANUAL_ROUNDS):
+                    cp.compact_memory()
+                    if cp.vmstat_counter("pgmigrate_success") > moved_before:
+                        break
+                time.sleep(0.3)
+                trace = oracle.stop()
+                t1 = prom.wait_scrape()
+                runs = prom.value('sum(memlat_compaction_runs_total{kind="manual"})', t1)
+                count = prom.value('memlat_compaction_stall_seconds_count{kind="manual",'
+                                   'order="-1"}', t1)
+                others = prom.value('sum(memlat_compaction_stall_seconds_count{kind="manual",'
+                                    'order!="-1"})', t1)
+                migrated = prom.value('memlat_compaction_migrated_bytes_total{kind="manual"}', t1)
+            check_exposition(t, port, "compactsnoop")
+    ends = len(trace["mm_compaction_end"])
+    pages = sum(int(e["nr_migrated"]) for e in trace["mm_compaction_migratepages"])
+    log(f"  ftrace oracle: {ends} manual compaction runs, {pages} pages migrated")
+    t.check_ge("manual compaction runs (ftrace)", 1, ends)
+    t.check_eq("sum(memlat_compaction_runs_total{kind=manual}) vs the ftrace oracle (exact)",
+               ends, runs)
+    t.check_eq("memlat_compaction_stall_seconds_count{order=-1} (manual compaction is of "
+               "whole zones) vs the ftrace oracle (exact)", ends, count)
+    t.check(others in (None, 0.0), "no manual runs of another order", "none", others)
+    t.check_eq("memlat_compaction_migrated_bytes_total vs the oracle's nr_migrated (exact)",
+               pages * os.sysconf("SC_PAGE_SIZE"), migrated)
+    check_stopped(t, tool, "compactsnoop")
+
+
+# ---------------------------------------------------------------- numamove
+
+@scenario("prometheus_numamove_matches_vmstat")
+def _(t: Test):
+    import test_numamove as nm
+    page = os.sysconf("SC_PAGE_SIZE")
+    w = nm.Windows()
+    with Tool("numamove", "--prometheus", "127.0.0.1:0") as tool:
+        port = exporter_port(tool)
+        with Prometheus(f"127.0.0.1:{port}") as prom:
+            t0 = prom.wait_scrape()
+            w.mark()
+            done = nm.fragment_and_compact()
+            w.mark()
+            t1 = prom.wait_scrape()
+            w.mark()
+            # s0..s3 as in test_numamove.py: before the scrape that opens the window, after
+            # it, after the workload, after the scrape that closes it.
+            succeeded = prom.value("sum(memlat_numa_migrated_bytes_total) - "
+                                   f"sum(memlat_numa_migrated_bytes_total @ {t0:.3f})", t1)
+            compaction = prom.value('memlat_numa_migrated_bytes_total{reason="compaction"}', t1)
+            timed = prom.value('memlat_numa_migrate_seconds_count{reason="compaction"}', t1)
+            calls = prom.value('memlat_numa_migrate_calls_total{reason="compaction"}', t1)
+        check_exposition(t, port, "numamove")
+    log(f"  workload: {done}")
+    t.require(succeeded is not None, "Prometheus has memlat_numa_migrated_bytes_total",
+              "a value", succeeded)
+    w.check(t, "memlat_numa_migrated_bytes_total between the two scrapes / page size",
+            "pgmigrate_success", int(succeeded) // page)
+    t.check_ge("compaction migrated bytes (non-vacuous; the workload aims at 8192 pages)",
+               256 * page, compaction or 0)
+    t.check_ge("memlat_numa_migrate_seconds_count{reason=compaction}: calls timed (a call or "
+               "two in flight at attach are not)", (calls or 0) - 2, timed or 0)
+    check_stopped(t, tool, "numamove")
+
+
+# ---------------------------------------------------------------- per-cgroup series
+
+class CgroupTree:
+    """A memory cgroup of our own (memlat_TAG_PID, no limit) with `children` cgroups limited
+    to LIMIT each, in the cgroup v1 memory hierarchy or in cgroup v2. Children can be removed
+    early with remove_child(); everything goes on exit."""
+
+    def __init__(self, tag: str, children: int):
+        from memlat_test import CGROUP_V1_MEMORY, CGROUP_V2_ROOT, own_name, read_file, write_file
+        self.read_file, self.write_file = read_file, write_file
+        self.v1 = os.path.isfile(os.path.join(CGROUP_V1_MEMORY, "memory.limit_in_bytes"))
+        root = CGROUP_V1_MEMORY if self.v1 else CGROUP_V2_ROOT
+        if not self.v1 and "memory" not in read_file(os.path.join(root, "cgroup.controllers"),
+                                                     "").split():
+            skip("no memory cgroup controller on this machine (neither v1 nor v2)")
+        self.root = root
+        self.path = os.path.join(root, own_name(tag))
+        self.children = [os.path.join(self.path, f"c{i}") for i in range(children)]
+        self.enabled = []
+
+    def _enable(self, parent: str) -> None:
+        control = os.path.join(parent, "cgroup.subtree_control")
+        if "memory" not in self.read_file(control, "").split():
+            self.write_file(control, "+memory")
+            self.enabled.append(control)
+
+    def __enter__(self) -> "CgroupTree":
+        if not self.v1:
+            self._enable(self.root)
+        os.mkdir(self.path)
+        if not self.v1:
+            self._enable(self.path)
+        for c in self.children:
+            os.mkdir(c)
+            self.write_file(os.path.join(c, "memory.limit_in_bytes" if self.v1 else "memory.max"),
+                            str(LIMIT))
+        log(f"cgroups {self.path}/c0..c{len(self.children) - 1}, {LIMIT >> 20} MiB each")
+        return self
+
+    @staticmethod
+    def _rmdir(path: str) -> None:
+        for _ in range(50):
+            try:
+                os.rmdir(path)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.1)
+        log(f"note: could not remove {path}")
+
+    def remove_child(self, path: str) -> None:
+        self._rmdir(path)
+
+    def __exit__(self, *exc) -> None:
+        for c in self.children:
+            self._rmdir(c)
+        if not self.v1 and os.path.isdir(self.path):
+            for control in reversed(self.enabled):
+                if control.startswith(self.path):
+                    self.write_file(control, "-memory")
+        self._rmdir(self.path)
+        for control in reversed(self.enabled):
+            if not control.startswith(self.path):
+                self.write_file(control, "-memory")
+
+
+@scenario("prometheus_cgroup_series")
+def _(t: Test):
+    cap = 2
+    with CgroupTree("prom_cg", 3) as tree, \
+            TestFile(FILE_SIZE // 2, "prom_cg", cold=True) as f, \
+            Tool("drsnoop", "-k", "memcg", "-G", tree.path, "--prometheus-labels", "cgroup",
+                 "--max-series", str(cap), "--prometheus", "127.0.0.1:0") as tool:
+        port = exporter_port(tool)
+        with Prometheus(f"127.0.0.1:{port}") as prom:
+            for child in tree.children:
+                f.evict()
+                with Workload("file_reader", "--file", f.path, "--cgroup", child,
+                              held=True) as reader:
+                    reader.release()
+                    reader.wait_done(60)
+            t1 = prom.wait_scrape()
+            series = prom.query('memlat_reclaim_cgroup_stalls_total{kind="memcg"}', t1)
+            by_cgroup = {r["metric"]["cgroup"]: float(r["value"][1]) for r in series}
+            log(f"  per-cgroup stalls: {by_cgroup}")
+            total = prom.value('memlat_reclaim_stalls_total{kind="memcg"}', t1)
+            t.check_ge("memcg stalls in the three cgroups", 10, total or 0)
+            own = [c for c in by_cgroup if c != "other"]
+            t.check_le(f"cgroups with a series of their own (--max-series {cap})", cap, len(own))
+            t.check(set(own) <= set(tree.children), "those series name our cgroups by path",
+                    f"subset of {tree.children}", own)
+            t.check_in("the third cgroup's stalls went to \"other\"", "other",
+                       " ".join(by_cgroup), "cgroup labels")
+            t.check_eq("per-cgroup stalls add up to the per-kind total (exact)", total,
+                       sum(by_cgroup.values()))
+            t.check_ge("memlat_series_dropped_total", 1,
+                       prom.value("memlat_series_dropped_total", t1) or 0)
+            # The cgroups go: so do their series, at the next scrape.
+            for child in tree.children:
+                tree.remove_child(child)
+            prom.wait_scrape()
+            t2 = prom.wait_scrape()
+            after = prom.query('memlat_reclaim_cgroup_stalls_total', t2)
+            left = sorted(r["metric"]["cgroup"] for r in after)
+            t.check_eq("series left after the cgroups were removed (\"other\" stays)",
+                       ["other"] if "other" in by_cgroup else [], left)
+            t.check_eq("memlat_table_full_total", 0, prom.value("memlat_table_full_total", t2))
+            t.check_eq("per-kind total unchanged by the removal", total,
+                       prom.value('memlat_reclaim_stalls_total{kind="memcg"}', t2))
+        text = check_exposition(t, port, "drsnoop")
+        t.check(not any(c in text for c in tree.children),
+                "the exposition names no removed cgroup", "none", "")
+    check_stopped(t, tool, "drsnoop")
+
+
+# ---------------------------------------------------------------- bounded series
+
+FLOOD = 150
+
+
+def flood_of_processes(count: int) -> None:
+    """`count` short-lived processes, each with a task name of its own: /bin/true run through
+    symbolic links named memlat_flNNNN (a task is named by the path it was started by).
+    Loading and exiting flushes TLBs."""
+    with tempfile.TemporaryDirectory(prefix="memlat_flood_") as d:
+        links = []
+        for i in range(count):
+            links.append(os.path.join(d, f"memlat_fl{i:04d}"))
+            os.symlink("/bin/true", links[-1])
+        procs = []
+        for link in links:
+            procs.append(subprocess.Popen([link]))
+            if len(procs) >= 16:
+                procs.pop(0).wait()
+        for p in procs:
+            p.wait()
+
+
+@scenario("prometheus_series_bounded")
+def _(t: Test):
+    cap = 20
+    ncpus = os.cpu_count() or 1
+    with Tool("tlbflush", "--prometheus", "127.0.0.1:0", "--prometheus-labels", "comm",
+              "--max-series", str(cap)) as tool:
+        port = exporter_port(tool)
+        with Prometheus(f"127.0.0.1:{port}") as prom:
+            flood_of_processes(FLOOD)
+            time.sleep(0.5)
+            t1 = prom.wait_scrape()
+            for family in ("memlat_tlb_task_flushes_total", "memlat_tlb_task_full_flushes_total",
+                           "memlat_tlb_task_flushed_pages_total"):
+                series = prom.query(family, t1)
+                own = [r for r in series if r["metric"].get("comm") != "other"]
+                t.check_le(f"{family}: series with a task name of their own "
+                           f"(--max-series {cap})", cap, len(own))
+                t.check_le(f"{family}: all series, \"other\" included (one per CPU and reason "
+                           f"at most)", cap + 16 * ncpus, len(series))
+            names = {r["metric"].get("comm") for r in prom.query("memlat_tlb_task_flushes_total", t1)}
+            flood = {n for n in names if n.startswith("memlat_fl")}
+            log(f"  {len(names)} task names in the series, {len(flood)} of the flood's")
+            t.check_in("an \"other\" series holds the rest", "other", " ".join(sorted(names)),
+                       "comm labels")
+            dropped = prom.value("memlat_series_dropped_total", t1) or 0
+            t.check_ge("memlat_series_dropped_total counts the folded entries (at least one per "
+                       "flood process without a series)", FLOOD - cap, dropped)
+            t.check_eq("memlat_table_full_total (dead processes' entries are removed)", 0,
+                       prom.value("memlat_table_full_total", t1))
+            others = prom.value('sum(memlat_tlb_task_flushes_total{comm="other"})', t1) or 0
+            t.check_ge("the \"other\" series counted the folded processes' flushes",
+                       FLOOD - cap, others)
+        text = check_exposition(t, port, "tlbflush")
+        t.check_le("lines of the flood's task names in the exposition", 3 * cap,
+                   text.count("memlat_fl"))
+    check_stopped(t, tool, "tlbflush")
+
+
+# ---------------------------------------------------------------- names: dashboard, README
+
+SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Every family each tool can export: the options that add the optional ones.
+ALL_FAMILIES = {
+    "tlbflush": ["-L", "--culprits", "--prometheus-labels", "comm"],
+    "drsnoop": ["--prometheus-labels", "comm,cgroup"],
+    "compactsnoop": [],
+    "numamove": ["--prometheus-labels", "comm"],
+    "cachestat": ["--prometheus-labels", "comm"],
+}
+# Documented families this kernel cannot show, and why.
+CONDITIONAL = {
+    # numamove -c times migrate_misplaced_folio with fentry or kprobes.
+    "memlat_numa_misplaced_call_seconds": "numamove -c needs fentry or kprobes",
+}
+
+
+def exposed_names(text: str) -> set[str]:
+    """The sample names of an exposition, from its TYPE lines (histograms: _bucket, _sum,
+    _count; the family name too)."""
+    names = set()
+    for m in re.finditer(r"^# TYPE (\S+) (\S+)$", text, re.M):
+        name, kind = m.groups()
+        names.add(name)
+        if kind == "histogram":
+            names |= {name + "_bucket", name + "_sum", name + "_count"}
+    return names
+
+
+@scenario("prometheus_metric_names")
+def _(t: Test):
+    stats = "/proc/sys/kernel/bpf_stats_enabled"
+    before = open(stats).read().strip()
+    families: dict[str, set[str]] = {}
+    typed: set[str] = set()
+    try:
+        # Run time and run counts are exported while the kernel counts them.
+        with open(stats, "w") as f:
+            f.write("1")
+        for tool, args in ALL_FAMILIES.items():
+            with Tool(tool, *args, "--prometheus", "127.0.0.1:0") as proc:
+                text = check_exposition(t, exporter_port(proc), tool)
+            check_stopped(t, proc, tool)
+            families[tool] = exposed_names(text)
+            typed |= set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+    finally:
+        with open(stats, "w") as f:
+            f.write(before)
+    exposed = set().union(*families.values())
+    t.check("memlat_bpf_program_run_seconds_total" in exposed,
+            "run time exported with kernel.bpf_stats_enabled=1", "present",
+            sorted(n for n in exposed if "bpf" in n))
+    with open(os.path.join(SOURCE_DIR, "contrib", "grafana", "memlat.json")) as f:
+        dashboard = json.load(f)
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
+    queried = set(re.findall(r"memlat_[a-z0-9_]+", " ".join(exprs)))
+    t.check(len(queried) >= 10, "the dashboard queries memlat metrics", ">= 10", len(queried))
+    t.check_eq("dashboard metrics that no exporter exposes", [], sorted(queried - exposed))
+    titles = " ".join(p["title"] for p in dashboard["panels"])
+    for tool in ALL_FAMILIES:
+        t.check_in(f"dashboard has a row for {tool}", tool, titles, "panel titles")
+    with open(os.path.join(SOURCE_DIR, "README.md")) as f:
+        readme = f.read()
+    section = readme[readme.find("### Metrics"):]
+    section = section[:section.find("\n## ")]
+    documented = set(re.findall(r"`(memlat_[a-z0-9_]+)", section))
+    t.check_eq("exported metrics missing from README's metric list", [],
+               sorted(typed - documented))
+    t.check_eq("README metrics no exporter exposes (other than those this kernel cannot show: "
+               f"{CONDITIONAL})", [], sorted(documented - typed - set(CONDITIONAL)))
+
+
+# ---------------------------------------------------------------- operations
+
+@scenario("prometheus_bad_input")
+def _(t: Test):
+    for args, why in ((["--prometheus", "99999"], "a port past 65535"),
+                      (["--prometheus", "example.org:80"], "a host name"),
+                      (["--prometheus", "1.2.3:80"], "a bad address"),
+                      (["--prometheus-labels", "comm"], "labels without --prometheus"),
+                      (["--prometheus", "127.0.0.1:0", "--prometheus-labels", "inode"],
+                       "an unknown label"),
+                      (["--prometheus", "127.0.0.1:0", "-j"], "-j with --prometheus"),
+                      (["--prometheus", "127.0.0.1:0", "--max-series", "0"], "a zero cap")):
+        res = run([os.path.join(os.environ.get("MEMLAT_BUILD_DIR", "build"), "drsnoop"), *args])
+        t.check_eq(f"drsnoop {' '.join(args)} ({why}): usage error exit status", 2, res.rc)
+        t.check(res.stderr.startswith("drsnoop: "), f"{why}: one clear message",
+                "drsnoop: ...", res.stderr[:200])
+    # A port in use: a runtime error naming it.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        res = run([os.path.join(os.environ.get("MEMLAT_BUILD_DIR", "build"), "drsnoop"),
+                   "--prometheus", f"127.0.0.1:{port}"])
+    t.check_eq("a port in use: exit status 1", 1, res.rc)
+    t.check_in("a port in use: the message says so", "port is in use", res.stderr, "stderr")
+    # SIGTERM stops it cleanly.
+    with Tool("drsnoop", "--prometheus", "127.0.0.1:0") as tool:
+        port = exporter_port(tool)
+        status, _, _ = http_get(f"http://127.0.0.1:{port}/metrics")
+        t.check_eq("served before SIGTERM", 200, status)
+        tool.proc.send_signal(15)
+        res = tool.stop()
+    t.check_eq("SIGTERM: exit status 0", 0, res.rc)
+    try:
+        http_get(f"http://127.0.0.1:{port}/metrics", timeout=1)
+        t.check(False, "after SIGTERM the port is closed", "connection refused", "answered")
+    except OSError:
+        t.check(True, "after SIGTERM the port is closed")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+// The exposition writer behind --prometheus: formats, escaping, histograms, the series cap,
+// and the listen-address syntax.
+#include <gtest/gtest.h>
+
+#include <array>
+
+#include "exporter.h"
+#include "prometheus.h"
+
+using namespace memlat;
+using namespace memlat::prometheus;
+
+namespace {
+
+bool contains(const std::string &text, const std::string &part) {
+    return text.find(part) != std::string::npos;
+}
+
+} // namespace
+
+TEST(Prometheus, CounterInBothFormats) {
+    Exposition e;
+    e.family("memlat_tlb_remote_shootdowns", Type::Counter, "Remote TLB shootdowns received");
+    e.sample({{"cpu", "1"}, {"reason", "remote_shootdown"}}, 43230);
+    const auto text = e.render(Format::Text);
+    EXPECT_EQ(text, "# HELP memlat_tlb_remote_shootdowns_total Remote TLB shootdowns received\n"
+                    "# TYPE memlat_tlb_remote_shootdowns_total counter\n"
+                    "memlat_tlb_remote_shootdowns_total{cpu=\"1\",reason=\"remote_shootdown\"} "
+                    "43230\n");
+    const auto om = e.render(Format::OpenMetrics);
+    EXPECT_EQ(om, "# HELP memlat_tlb_remote_shootdowns Remote TLB shootdowns received\n"
+                  "# TYPE memlat_tlb_remote_shootdowns counter\n"
+                  "memlat_tlb_remote_shootdowns_total{cpu=\"1\",reason=\"remote_shootdown\"} "
+                  "43230\n"
+                  "# EOF\n");
+}
+
+TEST(Prometheus, UnitAndInfoFollowTheFormat) {
+    Exposition e;
+    e.family("memlat_reclaim_stall_seconds", Type::Counter, "Stall time", "seconds");
+    e.sample({}, 0.5);
+    e.family("memlat_build", Type::Info, "Build");
+    e.sample({{"version", "0.1.0"}}, 1);
+    const auto text = e.render(Format::Text);
+    EXPECT_FALSE(contains(text, "# UNIT"));
+    EXPECT_TRUE(contains(text, "# TYPE memlat_build_info gauge\n"));
+    EXPECT_TRUE(contains(text, "memlat_reclaim_stall_seconds_total 0.5\n"));
+    const auto om = e.render(Format::OpenMetrics);
+    EXPECT_TRUE(contains(om, "# UNIT memlat_reclaim_stall_seconds seconds\n"));
+    EXPECT_TRUE(contains(om, "# TYPE memlat_build info\n"));
+    EXPECT_TRUE(contains(om, "memlat_build_info{version=\"0.1.0\"} 1\n"));
+    EXPECT_TRUE(om.ends_with("# EOF\n"));
+}
+
+TEST(Prometheus, NegotiatesByAccept) {
+    EXPECT_EQ(negotiate(""), Format::Text);
+    EXPECT_EQ(negotiate("text/plain;version=0.0.4;q=0.5,*/*;q=0.1"), Format::Text);
+    EXPECT_EQ(negotiate("application/openmetrics-text;version=1.0.0,application/"
+                        "openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5"),
+              Format::OpenMetrics);
+    EXPECT_TRUE(content_type(Format::Text).starts_with("text/plain; version=0.0.4"));
+    EXPECT_TRUE(content_type(Format::OpenMetrics).starts_with("application/openmetrics-text"));
+}
+
+TEST(Prometheus, EscapesLabelValues) {
+    EXPECT_EQ(escape_label_value("plain"), "plain");
+    EXPECT_EQ(escape_label_value("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    // A task name cut inside a character, and a byte that is never UTF-8: U+FFFD each.
+    EXPECT_EQ(escape_label_value("caf\xc3"), "caf\xef\xbf\xbd");
+    EXPECT_EQ(escape_label_value("x\xffy"), "x\xef\xbf\xbdy");
+    EXPECT_EQ(escape_label_value("h\xc3\xa9"), "h\xc3\xa9"); // valid UTF-8 stays
+}
+
+TEST(Prometheus, MergesLabelSetsThatEscapeAlike) {
+    // Two names that differ only in invalid bytes become one series, their counts added,
+    // never two lines with the same labels (which Prometheus would refuse).
+    Exposition e;
+    e.family("memlat_reclaim_stalls", Type::Counter, "Stalls");
+    e.sample({{"comm", "a\xfe"}}, 2);
+    e.sample({{"comm", "a\xff"}}, 3);
+    const auto text = e.render(Format::Text);
+    EXPECT_TRUE(contains(text, "memlat_reclaim_stalls_total{comm=\"a\xef\xbf\xbd\"} 5\n")) << text;
+}
+
+TEST(Prometheus, HistogramFromLog2Slots) {
+    // Microsecond slots: slot 0 (0-1 us) 1, slot 3 (8-15 us) 4, slot 4 (16-31 us) 2.
+    std::array<uint64_t, 6> slots{1, 0, 0, 4, 2, 0};
+    Exposition e;
+    e.family("memlat_reclaim_stall_seconds", Type::Histogram, "Stalls", "seconds");
+    e.histogram({{"kind", "memcg"}}, slots, 1e-6, 0.0001);
+    const auto text = e.render(Format::Text);
+    EXPECT_TRUE(contains(text, "# TYPE memlat_reclaim_stall_seconds histogram\n"));
+    EXPECT_TRUE(
+        contains(text, "memlat_reclaim_stall_seconds_bucket{kind=\"memcg\",le=\"2e-06\"} 1\n"))
+        << text;
+    EXPECT_TRUE(contains(text, "le=\"4e-06\"} 1\n"));
+    EXPECT_TRUE(contains(text, "le=\"8e-06\"} 1\n"));
+    EXPECT_TRUE(contains(text, "le=\"1.6e-05\"} 5\n"));
+    EXPECT_TRUE(contains(text, "le=\"3.2e-05\"} 7\n"));
+    EXPECT_TRUE(contains(text, "le=\"6.4e-05\"} 7\n"));
+    EXPECT_TRUE(
+        contains(text, "memlat_reclaim_stall_seconds_bucket{kind=\"memcg\",le=\"+Inf\"} 7\n"));
+    EXPECT_TRUE(contains(text, "memlat_reclaim_stall_seconds_sum{kind=\"memcg\"} 0.0001\n"));
+    EXPECT_TRUE(contains(text, "memlat_reclaim_stall_seconds_count{kind=\"memcg\"} 7\n"));
+}
+
+TEST(Prometheus, FormatsValues) {
+    EXPECT_EQ(format_value(0), "0");
+    EXPECT_EQ(format_value(12345678901234.0), "12345678901234");
+    EXPECT_EQ(format_value(0.25), "0.25");
+    EXPECT_EQ(format_value(1.0 / 0.0), "+Inf");
+}
+
+TEST(Prometheus, BoundedCountersStayMonotonicWhenEntriesGo) {
+    BoundedCounters c(1, 10, {"comm"});
+    const std::array<double, 1> five{5}, seven{7}, two{2};
+    c.begin();
+    c.update("pid1", {{"comm", "bash"}}, five);
+    c.end();
+    c.begin();
+    c.update("pid1", {{"comm", "bash"}}, seven);
+    c.end();
+    EXPECT_EQ(c.series().at({{"comm", "bash"}})[0], 7);
+    // pid 1 exited (its entry deleted); a new bash process starts from 2.
+    c.begin();
+    c.update("pid2", {{"comm", "bash"}}, two);
+    c.end();
+    EXPECT_EQ(c.series().at({{"comm", "bash"}})[0], 9);
+    EXPECT_EQ(c.dropped(), 0u);
+}
+
+TEST(Prometheus, BoundedCountersCapSeries) {
+    BoundedCounters c(1, 2, {"comm"});
+    const std::array<double, 1> one{1};
+    c.begin();
+    for (int i = 0; i < 5; ++i)
+        c.update("pid" + std::to_string(i), {{"kind", "memcg"}, {"comm", "p" + std::to_string(i)}},
+                 one);
+    c.end();
+    EXPECT_EQ(c.series().size(), 3u); // two of their own, and "other"
+    EXPECT_EQ(c.series().at({{"kind", "memcg"}, {"comm", "other"}})[0], 3);
+    EXPECT_EQ(c.dropped(), 3u);
+    // A label set that has a series keeps it; the counts of the others never move back.
+    c.begin();
+    c.update("pid9", {{"kind", "memcg"}, {"comm", "p0"}}, one);
+    c.end();
+    EXPECT_EQ(c.series().at({{"kind", "memcg"}, {"comm", "p0"}})[0], 2);
+    // A removed series frees its slot.
+    c.remove_if([](const Labels &l) { return l[1].second == "p1"; });
+    c.begin();
+    c.update("pid10", {{"kind", "memcg"}, {"comm", "new"}}, one);
+    c.end();
+    EXPECT_EQ(c.series().count({{"kind", "memcg"}, {"comm", "new"}}), 1u);
+}
+
+TEST(Prometheus, ParsesListenAddresses) {
+    EXPECT_EQ(parse_listen_address("9847").describe(), "*:9847");
+    EXPECT_EQ(parse_listen_address(":9847").describe(), "*:9847");
+    EXPECT_EQ(parse_listen_address("127.0.0.1:9847").describe(), "127.0.0.1:9847");
+    EXPECT_EQ(parse_listen_address("localhost:1").describe(), "127.0.0.1:1");
+    EXPECT_EQ(parse_listen_address("[::1]:9847").describe(), "[::1]:9847");
+    for (const char *bad : {"", ":", "abc", "70000", "127.0.0.1:", "127.0.0.1:x", "host:80",
+                            "::1:80", "[::1]", "[::1]80", "1.2.3.4.5:80", "-1"})
+        EXPECT_THROW(parse_listen_address(bad), UsageError) << bad;
+}

@@ -1,0 +1,78 @@
+// --prometheus [ADDR:]PORT: the HTTP server that lets Prometheus scrape a tool. It serves
+// GET /metrics (the exposition the tool's collect function builds at each scrape) and a `/`
+// page that links it, one request per connection, on a thread of its own; HTTP parsing is
+// Boost.Beast's (README: "Prometheus exporter" says why that library).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "options.h"
+#include "prometheus.h"
+
+namespace memlat {
+
+// Where to listen: an IP address (empty: every address of the machine) and a port.
+struct ListenAddress {
+    std::string host;
+    uint16_t port = 0;
+    std::string describe() const; // "127.0.0.1:9847", "[::1]:9847", "*:9847"
+};
+
+// "9847", ":9847", "127.0.0.1:9847", "[::1]:9847", "localhost:9847". Host names other than
+// localhost are refused (a static binary cannot use the system's resolver). A UsageError
+// names what is wrong.
+ListenAddress parse_listen_address(std::string_view text);
+
+// The options every exporter shares, set by add_prometheus_options().
+struct PrometheusOptions {
+    std::optional<ListenAddress> listen; // --prometheus; none: the tool prints text
+    std::vector<std::string> labels;     // --prometheus-labels
+    size_t max_series = 1000;            // --max-series
+    bool on() const { return listen.has_value(); }
+    bool label(std::string_view name) const;
+};
+
+// Adds --prometheus, --prometheus-labels (from `allowed`, e.g. {"comm"}) and --max-series.
+void add_prometheus_options(CommandLine &cli, PrometheusOptions &options,
+                            std::vector<std::string> allowed);
+// A UsageError when --prometheus-labels was given without --prometheus, or --prometheus with
+// -j or an interval (which shape the text output).
+void check_prometheus_options(const PrometheusOptions &options, const CommonOptions &common);
+
+class Exporter {
+  public:
+    using Collect = std::function<void(prometheus::Exposition &)>;
+    // Binds (a RuntimeError when the port is taken or the address is not the machine's) and
+    // starts serving; `collect` runs on the server's thread at each scrape of /metrics.
+    Exporter(const ListenAddress &where, std::string tool, Collect collect);
+    Exporter(const Exporter &) = delete;
+    Exporter &operator=(const Exporter &) = delete;
+    // Stops serving: closes the listening socket and any connection in progress.
+    ~Exporter();
+    // The bound address (the port the kernel chose when PORT was 0).
+    ListenAddress bound() const;
+
+    class Server; // Boost.Beast stays out of this header
+
+  private:
+    std::unique_ptr<Server> server_;
+    std::thread thread_;
+};
+
+// The main loop of a tool in --prometheus mode: says where it serves (stderr), announces
+// tracing and waits for SIGINT, SIGTERM or -d. `wait` is the tool's usual wait (polling its
+// events, or sleeping).
+void serve_until_stopped(std::string_view tool, const Exporter &exporter,
+                         const CommonOptions &common,
+                         const std::function<void(std::chrono::milliseconds)> &wait);
+
+} // namespace memlat
