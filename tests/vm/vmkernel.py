@@ -458,6 +458,41 @@ def _fetch(key: str, suites: list[str], pinned: str, cache: str, log) -> Kernel:
     return _load_kernel(cache, key, pinned, log)
 
 
+# ---------------------------------------------------------------- a foreign busybox
+
+def fetch_busybox(kernel: Kernel, cache: str, log) -> str:
+    """The static busybox of the kernel's architecture when that is not the machine's: Debian's
+    busybox-static of the kernel's suites, downloaded through the kernel's scratch apt
+    configuration and unpacked into the cache (installing busybox-static:arm64 would replace
+    the machine's amd64 busybox: the two packages share their files)."""
+    table = kernel_table()
+    suites, _ = table[kernel.key]
+    root = os.path.join(cache, "trees", f"busybox-static-{kernel.arch}")
+    binary = os.path.join(root, "bin", "busybox")
+    if os.path.isfile(binary):
+        return binary
+    with open(os.path.join(cache, f"busybox-{kernel.arch}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.isfile(binary):
+            return binary
+        apt = ScratchApt(os.path.join(cache, "apt", kernel.key), suites, kernel.arch)
+        if not apt.has_lists():
+            apt.update()
+        debdir = os.path.join(cache, "debs")
+        os.makedirs(debdir, exist_ok=True)
+        have = sorted(glob.glob(os.path.join(debdir, f"busybox-static_*_{kernel.arch}.deb")))
+        if not have:
+            log(f"vm: downloading busybox-static ({kernel.arch}) into {debdir}")
+            have = apt.download(["busybox-static"], debdir)
+        shutil.rmtree(root + ".tmp", ignore_errors=True)
+        _run(["dpkg-deb", "-x", have[-1], root + ".tmp"])
+        shutil.rmtree(root, ignore_errors=True)
+        os.replace(root + ".tmp", root)
+    if not os.path.isfile(binary):
+        raise KernelError(f"no bin/busybox in {have[-1]}")
+    return binary
+
+
 # ---------------------------------------------------------------- modules
 
 def find_module(kernel: Kernel, name: str) -> Optional[str]:
