@@ -210,19 +210,7 @@ vm_done() { vm_emit "@@vm done"; }
 # attach targets). Under --hide-btf (MEMLAT_VM_NO_BTF=1) a scenario that exists to cover
 # such a path (HOOKPATH: the scenario name's last part, e.g. "tp_btf+fentry") says so
 # instead of failing; the other paths run and show what the tools do without it.
-# Also false (and a skip) for a fentry path on a kernel that cannot attach fentry programs
-# (MEMLAT_VM_NO_FENTRY=1, from the runner: its config lacks the ftrace direct calls BPF
-# trampolines need, as arm64 before 6.4); the tools fall back to kprobes there by themselves,
-# which the *.kprobe scenarios and TOOL.choices cover.
 vm_btf_for() { # HOOKPATH
-    case "$1" in
-    *fentry*)
-        if [ "${MEMLAT_VM_NO_FENTRY:-0}" = 1 ]; then
-            vm_skip "the kernel cannot attach fentry programs (no CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS: BPF trampolines need it)"
-            return 1
-        fi
-        ;;
-    esac
     [ "${MEMLAT_VM_NO_BTF:-0}" = 1 ] || return 0
     case "$1" in *tp_btf* | *fentry*) ;; *) return 0 ;; esac
     vm_skip "no kernel BTF: $1 needs it (--hide-btf)"
