@@ -29,7 +29,7 @@ set(memlat_vm_timeout_6.1 720)
 set(memlat_vm_timeout_6.12 720)
 set(memlat_vm_timeout_newest 720)
 # An arm64 build (the cross build, build-arm64/) boots its binaries on Debian's arm64 kernel
-# under qemu-system-aarch64 (ctest vm.arm64.6.1) instead. One boot took 137-158 s; 900 s
+# under qemu-system-aarch64 (ctest vm.arm64.6.1) instead. One boot took 137-198 s; 900 s
 # leaves room for a machine much busier than that.
 if(MEMLAT_BPF_ARCH STREQUAL "arm64")
     set(memlat_vm_kernels arm64.6.1)
