@@ -1,12 +1,42 @@
 #!/usr/bin/env bash
 # Installs the build dependencies (as root), then configures and builds memlat in ./build.
 # Extra arguments go to cmake, e.g. ./build.sh -DMEMLAT_STATIC=OFF for a dynamic developer build.
+#   --arch arm64   also cross-build the arm64 (aarch64) binaries into ./build-arm64
+#                  (cmake/aarch64-linux-gnu.cmake; the native build comes first: its btfgen
+#                  runs on this machine for both)
+#   --release      also make the release tarballs, BUILD/memlat-VERSION-ARCH.tar.gz
 set -euo pipefail
 cd "$(dirname "$0")"
+arches=()
+release=0
+cmake_args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --arch) arches+=("${2:?--arch needs arm64}"); shift 2 ;;
+    --arch=*) arches+=("${1#--arch=}"); shift ;;
+    --release) release=1; shift ;;
+    *) cmake_args+=("$1"); shift ;;
+    esac
+done
+for arch in "${arches[@]+"${arches[@]}"}"; do
+    case "$arch" in
+    arm64 | aarch64) ;;
+    *) echo "build.sh: --arch $arch: only arm64 can be cross-built (x86_64 is the native build)" >&2
+       exit 2 ;;
+    esac
+done
 if [ "$(id -u)" -eq 0 ]; then
     scripts/install-deps.sh
 else
     echo "build.sh: not root, so not installing packages; building with what is installed" >&2
 fi
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${cmake_args[@]+"${cmake_args[@]}"}" >/dev/null
 cmake --build build -j "$(nproc)"
+[ "$release" = 1 ] && cmake --build build --target tarball
+if [ ${#arches[@]} -gt 0 ]; then
+    cmake -S . -B build-arm64 --toolchain cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release \
+        -DMEMLAT_HOST_BTFGEN="$PWD/build/btfgen" "${cmake_args[@]+"${cmake_args[@]}"}" >/dev/null
+    cmake --build build-arm64 -j "$(nproc)"
+    [ "$release" = 1 ] && cmake --build build-arm64 --target tarball
+fi
+exit 0

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Installs the dependencies, builds, and runs the whole test suite: unit tests, the build
-# checks (static binaries under 2 MB), the runtime tests, which load the real tools into the
-# running kernel and need root, and the VM tests, which run them on four Debian kernels in qemu.
+# Installs the dependencies, builds (x86_64 and the arm64 cross build), and runs the whole test
+# suite: unit tests, the build checks (static binaries under 2 MB, both architectures), the
+# runtime tests, which load the real tools into the running kernel and need root, and the VM
+# tests, which run them on four Debian x86 kernels and one arm64 kernel in qemu.
 # Tests that cannot run here report "skipped: reason".
 set -euo pipefail
 cd "$(dirname "$0")"
-./build.sh
+# Both architectures: build/ (native) and the arm64 cross build, build-arm64/.
+./build.sh --arch arm64
 # tracefs is where classic tracepoints are attached; mount it if the machine has not.
 if [ ! -d /sys/kernel/tracing/events ] && [ "$(id -u)" -eq 0 ]; then
     mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
@@ -14,5 +16,7 @@ fi
 # them. Both runs always happen; the script fails if either did.
 status=0
 ctest --test-dir build --output-on-failure -LE vm "$@" || status=1
+ctest --test-dir build-arm64 --output-on-failure -LE vm "$@" || status=1
 ctest --test-dir build --output-on-failure -L vm "$@" || status=1
+ctest --test-dir build-arm64 --output-on-failure -L vm "$@" || status=1
 exit $status

@@ -7,16 +7,34 @@
 
 find_program(MEMLAT_XZ NAMES xz REQUIRED)
 
-# The host tool of those steps (btf/btfgen.cpp).
-add_executable(btfgen ${PROJECT_SOURCE_DIR}/btf/btfgen.cpp)
-target_include_directories(btfgen PRIVATE ${LIBBPF_INCLUDE_DIRS})
-target_link_libraries(btfgen PRIVATE ${MEMLAT_BPF_LIBS})
+# The host tool of those steps (btf/btfgen.cpp). A cross build cannot run what it compiles:
+# it takes the btfgen of a native build (MEMLAT_HOST_BTFGEN; ./build.sh --arch passes it).
+if(CMAKE_CROSSCOMPILING)
+    set(MEMLAT_HOST_BTFGEN "" CACHE FILEPATH "btfgen built for the build machine (a native build's BUILD/btfgen)")
+    if(NOT EXISTS "${MEMLAT_HOST_BTFGEN}")
+        message(FATAL_ERROR "A cross build needs -DMEMLAT_HOST_BTFGEN=NATIVE_BUILD/btfgen (a "
+                            "native build's btfgen; ./build.sh --arch ${CMAKE_SYSTEM_PROCESSOR} "
+                            "makes one first).")
+    endif()
+    set(MEMLAT_BTFGEN ${MEMLAT_HOST_BTFGEN})
+else()
+    add_executable(btfgen ${PROJECT_SOURCE_DIR}/btf/btfgen.cpp)
+    target_include_directories(btfgen PRIVATE ${LIBBPF_INCLUDE_DIRS})
+    target_link_libraries(btfgen PRIVATE ${MEMLAT_BPF_LIBS})
+    set(MEMLAT_BTFGEN btfgen)
+endif()
 
 set(MEMLAT_BTF_DIR ${CMAKE_BINARY_DIR}/btf)
 set(MEMLAT_USER_TYPES ${PROJECT_SOURCE_DIR}/btf/user-types.txt)
 
 # MEMLAT_KERNELS: one "ID;VERSION_ID;RELEASE" per kernel; each kernel's full BTF is
-# decompressed once into the build tree.
+# decompressed once into the build tree. A release named for a Debian architecture
+# (...-amd64, ...-arm64) is embedded only in the builds for that architecture.
+if(MEMLAT_BPF_ARCH STREQUAL "x86")
+    set(memlat_debian_arch amd64)
+else()
+    set(memlat_debian_arch ${MEMLAT_BPF_ARCH})
+endif()
 set(MEMLAT_KERNELS "")
 file(STRINGS ${PROJECT_SOURCE_DIR}/btf/kernels.txt kernel_lines REGEX "^[^#]")
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/btf/kernels.txt)
@@ -29,6 +47,9 @@ foreach(line ${kernel_lines})
     list(GET fields 0 id)
     list(GET fields 1 version)
     list(GET fields 2 release)
+    if(release MATCHES "-(amd64|arm64)$" AND NOT CMAKE_MATCH_1 STREQUAL memlat_debian_arch)
+        continue()
+    endif()
     set(packed ${PROJECT_SOURCE_DIR}/btf/${id}/${release}.btf.xz)
     if(NOT EXISTS ${packed})
         message(FATAL_ERROR "btf/kernels.txt lists ${release} but there is no ${packed}; make "
@@ -69,8 +90,8 @@ function(memlat_embedded_btf name)
         add_custom_command(
             OUTPUT ${out}
             COMMAND ${MEMLAT_BPFTOOL} gen min_core_btf ${full} ${core} ${obj}
-            COMMAND btfgen extend ${full} ${core} ${MEMLAT_USER_TYPES} ${out}
-            DEPENDS ${full} ${obj} ${MEMLAT_USER_TYPES} btfgen
+            COMMAND ${MEMLAT_BTFGEN} extend ${full} ${core} ${MEMLAT_USER_TYPES} ${out}
+            DEPENDS ${full} ${obj} ${MEMLAT_USER_TYPES} ${MEMLAT_BTFGEN}
             COMMENT "BTF of ${id} ${release} for ${name}"
             VERBATIM)
         # "debian" -> "Debian 11"
@@ -82,8 +103,8 @@ function(memlat_embedded_btf name)
     endforeach()
     add_custom_command(
         OUTPUT ${source}
-        COMMAND btfgen embed ${source} ${entries}
-        DEPENDS ${files} btfgen
+        COMMAND ${MEMLAT_BTFGEN} embed ${source} ${entries}
+        DEPENDS ${files} ${MEMLAT_BTFGEN}
         COMMENT "embedded BTF for ${name}"
         VERBATIM)
     set(${name}_EMBEDDED_BTF ${source} PARENT_SCOPE)

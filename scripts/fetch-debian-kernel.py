@@ -6,6 +6,10 @@ touching the machine's apt configuration, and leaves what Makefile.btf needs:
         --image 'linux-image-5.10.0-*-amd64' DIR
         -> DIR/<package>.deb, DIR/<release>/vmlinux (ELF extracted from the bzImage),
            DIR/<release>/release (e.g. "5.10.0-46-amd64")
+    scripts/fetch-debian-kernel.py --arch arm64 --suites bookworm,bookworm-security \
+        --image 'linux-image-6.1.0-*-arm64' DIR
+        -> the same with DIR/<release>/vmlinux.btf instead of vmlinux: arm64's Image is no ELF
+           file, so its BTF (the raw .BTF section) is cut out of it
 
 apt runs with the VM tests' scratch configuration (tests/vm/vmkernel.py, ScratchApt) under
 DIR/apt: its own sources.list holding only the given suites, its own lists, cache and an
@@ -27,16 +31,16 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "vm"))
-from vmkernel import KernelError, ScratchApt, extract_vmlinux  # noqa: E402
+from vmkernel import KernelError, ScratchApt, extract_image_btf, extract_vmlinux  # noqa: E402
 
 def fail(message: str) -> None:
     sys.exit(f"fetch-debian-kernel: {message}")
 
 
 def image_name(apt: ScratchApt, pattern: str) -> str:
-    """The image the suites' linux-image-amd64 depends on when it matches, else the newest
+    """The image the suites' linux-image-ARCH depends on when it matches, else the newest
     image that matches."""
-    meta = apt.show("linux-image-amd64") or {}
+    meta = apt.show(f"linux-image-{apt.arch}") or {}
     for name in re.findall(r"(linux-image-[^\s,(]+)", meta.get("Depends", "")):
         if fnmatch.fnmatch(name, pattern):
             return name
@@ -55,12 +59,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--suites", required=True, help="Debian suites, e.g. bullseye,bullseye-security")
     ap.add_argument("--image", required=True, help="package glob, e.g. 'linux-image-6.1.0-*-amd64'")
+    ap.add_argument("--arch", default="amd64", choices=["amd64", "arm64"],
+                    help="Debian architecture of the kernel (default amd64)")
     ap.add_argument("--dbg", action="store_true", help="also fetch PACKAGE-dbg (DWARF vmlinux)")
     ap.add_argument("dir")
     a = ap.parse_args()
     out = os.path.abspath(a.dir)
     os.makedirs(out, exist_ok=True)
-    apt = ScratchApt(os.path.join(out, "apt"), a.suites.split(","))
+    apt = ScratchApt(os.path.join(out, "apt", a.arch), a.suites.split(","), a.arch)
     try:
         apt.update()
     except KernelError as e:
@@ -69,13 +75,17 @@ def main() -> None:
     deb = download(apt, name, out)
     release = name[len("linux-image-"):]
     root = os.path.join(out, release)
-    if not os.path.isfile(os.path.join(root, "vmlinux")):
+    wanted = os.path.join(root, "vmlinux" if a.arch == "amd64" else "vmlinux.btf")
+    if not os.path.isfile(wanted):
         unpack = root + ".unpack"
         shutil.rmtree(unpack, ignore_errors=True)
         subprocess.run(["dpkg-deb", "-x", deb, unpack], check=True)
         os.makedirs(root, exist_ok=True)
-        extract_vmlinux(os.path.join(unpack, "boot", f"vmlinuz-{release}"),
-                        os.path.join(root, "vmlinux"))
+        extract = extract_vmlinux if a.arch == "amd64" else extract_image_btf
+        try:
+            extract(os.path.join(unpack, "boot", f"vmlinuz-{release}"), wanted)
+        except KernelError as e:
+            fail(str(e))
         shutil.rmtree(unpack)
     if a.dbg:
         dbg = download(apt, name + "-dbg", out)

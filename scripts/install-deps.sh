@@ -16,6 +16,14 @@ packages=(
     dwarves                     # pahole: BTF from DWARF (Makefile.btf kernel-btf-dwarf)
     qemu-system-x86 busybox-static      # VM tests (tests/vm): Debian's kernels in a guest
     zstd                        # VM tests: newer kernels' zstd-compressed modules
+    # The arm64 cross build (./build.sh --arch arm64): Debian's cross compiler and the arm64
+    # static archives (multiarch, beside the amd64 ones); qemu-user runs the arm64 binaries'
+    # --help in the build checks, qemu-system-arm the arm64 VM tests. (The guest's arm64
+    # busybox is fetched by the VM tests, not installed: busybox-static:arm64 would replace
+    # the machine's amd64 one.)
+    g++-aarch64-linux-gnu
+    libbpf-dev:arm64 libelf-dev:arm64 zlib1g-dev:arm64 libzstd-dev:arm64
+    qemu-user-static qemu-system-arm
 )
 if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps.sh: run as root (sudo) to install packages" >&2
@@ -24,6 +32,11 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 # Waits for another apt run (a second build, unattended upgrades) instead of failing.
 apt_lock=(-o DPkg::Lock::Timeout=900)
+# The :arm64 packages need the architecture in dpkg (not in the apt sources: Debian's mirrors
+# serve every architecture from the same lines).
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    dpkg --add-architecture arm64
+fi
 apt-get "${apt_lock[@]}" update -qq
 # Debian's prometheus package starts its own server (port 9090) when installed. The tests start
 # their own Prometheus; a policy-rc.d that refuses service starts keeps the package's from

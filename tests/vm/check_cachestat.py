@@ -19,7 +19,7 @@ zap_pte_range()):
 from __future__ import annotations
 
 from memlat_test import Failure, Test, log
-from vmcheck import Block, checker, show_hooks
+from vmcheck import Block, checker, hook_path, show_hooks
 
 # As the host test: read-ahead may add pages past what dd asked for, and the exec and exit
 # of dd add accesses of its own program (see above).
@@ -75,8 +75,9 @@ def cold_warm(t: Test, b: Block) -> None:
     fn = ("folio_mark_accessed" if "folio_mark_accessed" in b.facts.get("kernel_functions", "")
           else "mark_page_accessed")
     # The scenarios disable the filemap tracepoints (kernels with them prefer them).
-    t.check_in(f"-v: accesses through the {fn}/{b.variant} fall-back",
-               f"{probe}{fn}/{b.variant}", err, "stderr")
+    path = hook_path(t, b, b.variant, err)
+    t.check_in(f"-v: accesses through the {fn}/{path} fall-back",
+               f"{probe}{fn}/{path}", err, "stderr")
     # The host test's assertions (check_cold, check_warm), same tolerance.
     t.check_close("cold: ACCESSES vs the pages read", pages, cold.get("accesses") or 0,
                   rel_tol=TOL)

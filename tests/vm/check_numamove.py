@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from memlat_test import Test, log
-from vmcheck import Block, checker, show_hooks, vmstat_delta
+from vmcheck import Block, checker, hook_path, show_hooks, vmstat_delta
 
 # Both vmstat snapshots lie inside both tools' windows, but the tools count everything from
 # their start to their stop: NUMA balancing also moves pages of the guest's other processes
@@ -34,6 +34,7 @@ def misplaced(t: Test, b: Block) -> None:
     path_a, _, path_b = b.variant.partition("+")
     tp = b.tool("tracepoints")
     pc = b.tool("per_call")
+    path_b = hook_path(t, b, path_b, pc.stderr)
     wl = b.tool("workload")
     log("  tool -r:")
     show_hooks(tp.stderr)

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The VM tests: memlat's static binaries on Debian's kernels (5.10, 6.1, 6.12, the newest), in a
-qemu guest with two NUMA nodes, booted from an initramfs this script builds.
+"""The VM tests: memlat's static binaries on Debian's kernels (5.10, 6.1, 6.12, the newest; arm64
+6.1 for an arm64 build), in a qemu guest with two NUMA nodes, booted from an initramfs this
+script builds.
 
     run_vm_tests.py [--build-dir DIR] [--kernel 6.1] [--tools all|tlbflush,drsnoop]
                     [--hide-btf] [--keep] [--timeout S]
@@ -42,8 +43,35 @@ from memlat_test import Failure, Skip, Test, log  # noqa: E402
 from vmcheck import find_checker, parse_report  # noqa: E402
 
 SKIP_STATUS = 77
-QEMU = "qemu-system-x86_64"
 BUSYBOX_PATHS = ["/bin/busybox", "/usr/bin/busybox"]
+
+
+class Arch:
+    """What differs between the guests of two architectures (the kernel package's, Debian's
+    name: amd64, arm64)."""
+
+    def __init__(self, qemu: str, machine: list[str], console: str, results: str,
+                 elf_machine: int, boot_modules: dict[str, str]):
+        self.qemu = qemu
+        self.machine = machine          # -machine/-cpu arguments
+        self.console = console          # the guest's console device (the first serial port)
+        self.results = results          # the device the guest reports on (a file here)
+        self.elf_machine = elf_machine  # e_machine of the binaries it runs
+        self.boot_modules = boot_modules  # module -> CONFIG_, loaded by init before anything
+
+
+ARCHES = {
+    # pc: two 16550 UARTs, ttyS0 the console, ttyS1 the results.
+    "amd64": Arch("qemu-system-x86_64", ["-machine", "pc", "-cpu", "max"], "ttyS0", "ttyS1",
+                  62, {}),
+    # virt has one PL011 UART (the console); the results go over a virtio console (hvc0),
+    # whose drivers Debian's arm64 kernel builds as modules. pauth-impdef: pointer
+    # authentication with qemu's cheap hash instead of emulated QARMA (the kernel signs
+    # every return address; with QARMA TCG spends most of its time there).
+    "arm64": Arch("qemu-system-aarch64", ["-machine", "virt", "-cpu", "max,pauth-impdef=on"],
+                  "ttyAMA0", "hvc0", 183,
+                  {"virtio_mmio": "CONFIG_VIRTIO_MMIO", "virtio_console": "CONFIG_VIRTIO_CONSOLE"}),
+}
 # One host thread runs both vCPUs: with qemu 7.2's multi-threaded TCG a 6.12 guest died of
 # "Oops: int3" in flush_tlb_func while tlbflush attached (the other vCPU still ran a stale
 # translation of the int3 that text_poke_bp puts in while patching a tracepoint's static
@@ -78,6 +106,12 @@ def tools_in(build: str) -> list[str]:
 def is_static(path: str) -> bool:
     r = subprocess.run(["readelf", "-l", path], capture_output=True, text=True)
     return r.returncode == 0 and "INTERP" not in r.stdout
+
+
+def elf_machine(path: str) -> int | None:
+    with open(path, "rb") as f:
+        head = f.read(20)
+    return int.from_bytes(head[18:20], "little") if head[:4] == b"\x7fELF" else None
 
 
 # ---------------------------------------------------------------- initramfs (newc cpio)
@@ -134,7 +168,13 @@ def build_initramfs(path: str, build: str, tools: list[str], kernel: vmkernel.Ke
               "sys", "root"):
         c.mkdir(d)
     c.copy("bin/busybox", busybox)
-    applets = subprocess.run([busybox, "--list"], capture_output=True, text=True).stdout.split()
+    if kernel.arch == "amd64":
+        applets = subprocess.run([busybox, "--list"], capture_output=True,
+                                 text=True).stdout.split()
+    else:
+        # This machine cannot run a foreign busybox to list its applets: the guest's init
+        # links them itself (busybox --install) when it finds no /bin/mount.
+        applets = ["sh"]
     for a in applets:
         if a != "busybox":
             c.symlink(f"bin/{a}", "busybox")
@@ -157,17 +197,29 @@ def build_initramfs(path: str, build: str, tools: list[str], kernel: vmkernel.Ke
     for wl in sorted(glob.glob(os.path.join(wl_dir, "*"))):
         if os.path.isfile(wl) and os.access(wl, os.X_OK) and is_static(wl):
             c.copy(f"memlat/{os.path.basename(wl)}", wl)
-    for m in sorted(modules_needed(kernel)):
+    for m in sorted(set(modules_needed(kernel) + boot_modules(kernel))):
         c.copy(f"modules/{m}.ko", vmkernel.find_module(kernel, m), 0o644)
+    # Loaded by init, in this order (dependencies first), before it opens the results device.
+    c.file("modules/boot.list", "".join(m + "\n" for m in boot_modules(kernel)).encode(), 0o644)
     c.close()
     return notes
+
+
+def boot_modules(kernel: vmkernel.Kernel) -> list[str]:
+    """The modules init loads first (the results channel's drivers), with their dependencies."""
+    return _with_deps(kernel, {m: {"CONFIG": config}
+                               for m, config in ARCHES[kernel.arch].boot_modules.items()})
 
 
 def modules_needed(kernel: vmkernel.Kernel) -> list[str]:
     """MODULES and what they depend on, each checked to exist in the package (decompressed by
     find_module); raises KernelError naming a module the package lacks."""
+    return _with_deps(kernel, MODULES)
+
+
+def _with_deps(kernel: vmkernel.Kernel, modules: dict[str, dict[str, str]]) -> list[str]:
     out = []
-    for m, spec in MODULES.items():
+    for m, spec in modules.items():
         if vmkernel.config_value(kernel, spec["CONFIG"]) == "y":
             continue
         for dep in vmkernel.module_deps(kernel, m) + [m]:
@@ -187,24 +239,41 @@ def builtin_params(kernel: vmkernel.Kernel) -> list[str]:
             for p in spec["params"].split()]
 
 
+def fentry_possible(kernel: vmkernel.Kernel) -> bool:
+    """Whether the kernel can attach fentry/fexit programs: BPF trampolines are called through
+    ftrace's direct calls (arm64 has them from 6.4; Debian's 6.1 arm64 refuses with
+    ENOTSUPP)."""
+    return vmkernel.config_value(kernel, "CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS") == "y"
+
+
 # ---------------------------------------------------------------- qemu
 
 def qemu_argv(kernel: vmkernel.Kernel, initrd: str, console: str, results: str,
               only: list[str], hide_btf: bool) -> list[str]:
     mem = NODE_MEM_MB
+    arch = ARCHES[kernel.arch]
+    if arch.results.startswith("hvc"):
+        results_dev = ["-chardev", f"file,id=results,path={results}",
+                       "-device", "virtio-serial-device",
+                       "-device", "virtconsole,chardev=results"]
+    else:
+        results_dev = ["-serial", f"file:{results}"]
     return [
-        QEMU, "-machine", "pc", "-accel", TCG, "-cpu", "max",
+        arch.qemu, *arch.machine, "-accel", TCG,
         "-smp", "2,sockets=2,cores=1,threads=1", "-m", f"{2 * mem}M",
         "-object", f"memory-backend-ram,id=m0,size={mem}M",
         "-object", f"memory-backend-ram,id=m1,size={mem}M",
         "-numa", "node,nodeid=0,cpus=0,memdev=m0",
         "-numa", "node,nodeid=1,cpus=1,memdev=m1",
         "-kernel", kernel.boot_image, "-initrd", initrd,
-        "-append", " ".join(["console=ttyS0 panic=-1 loglevel=4 rdinit=/init",
+        "-append", " ".join([f"console={arch.console} panic=-1 loglevel=4 rdinit=/init",
+                             f"memlat.results={arch.results}",
                              "memlat.only=" + ",".join(only)]
-                            + (["memlat.nobtf=1"] if hide_btf else []) + builtin_params(kernel)),
+                            + (["memlat.nobtf=1"] if hide_btf else [])
+                            + ([] if fentry_possible(kernel) else ["memlat.nofentry=1"])
+                            + builtin_params(kernel)),
         "-nodefaults", "-display", "none", "-no-reboot",
-        "-serial", f"file:{console}", "-serial", f"file:{results}",
+        "-serial", f"file:{console}", *results_dev,
     ]
 
 
@@ -237,11 +306,16 @@ def boot(argv: list[str], timeout: float, results: str) -> tuple[int | None, flo
 
 # ---------------------------------------------------------------- main
 
-def prerequisites() -> str:
-    """The busybox to use; raises VmSkip naming what is missing."""
-    missing = [p for p in (QEMU, "apt-get", "apt-cache", "dpkg-deb", "readelf") if not which(p)]
-    busybox = next((p for p in BUSYBOX_PATHS if os.path.isfile(p) and is_static(p)), None)
-    if busybox is None:
+def prerequisites(arch: str) -> str | None:
+    """The busybox to use (None: fetch the architecture's, vmkernel.fetch_busybox); raises
+    VmSkip naming what is missing."""
+    missing = [p for p in (ARCHES[arch].qemu, "apt-get", "apt-cache", "dpkg-deb", "readelf")
+               if not which(p)]
+    if arch != "amd64":
+        busybox = None
+    else:
+        busybox = next((p for p in BUSYBOX_PATHS if os.path.isfile(p) and is_static(p)), None)
+    if busybox is None and arch == "amd64":
         missing.append("a static busybox (package busybox-static)")
     if missing:
         raise VmSkip("missing " + ", ".join(missing) + " (scripts/install-deps.sh installs them)")
@@ -253,7 +327,8 @@ def guest_crash(console: str) -> str:
     try:
         with open(console, errors="replace") as f:
             for line in f:
-                if any(w in line for w in ("Oops:", "BUG:", "Kernel panic", "RIP: 0010:")):
+                if any(w in line for w in ("Oops:", "BUG:", "Kernel panic", "RIP: 0010:",
+                                           "Internal error:")):
                     return line.strip()
     except OSError:
         pass
@@ -335,19 +410,32 @@ def main() -> int:
     required = os.environ.get("MEMLAT_VM_REQUIRED") == "1"
     cache = vmkernel.cache_dir(build)
     try:
-        busybox = prerequisites()
+        table = vmkernel.kernel_table()
+        if args.kernel not in table:
+            raise vmkernel.KernelError(f"no kernel {args.kernel!r} in tests/vm/kernels.txt")
+        arch = vmkernel.image_arch(table[args.kernel][1])
+        busybox = prerequisites(arch)
         t0 = time.monotonic()
         kernel = vmkernel.fetch_kernel(args.kernel, cache, log)
-        modules = modules_needed(kernel)
+        modules = modules_needed(kernel) + boot_modules(kernel)
+        if busybox is None:
+            busybox = vmkernel.fetch_busybox(kernel, cache, log)
     except (VmSkip, vmkernel.KernelError, OSError, subprocess.SubprocessError) as e:
         log(f"{'FAIL' if required else 'skipped'}: the VM tests cannot run here: {e}")
         return 1 if required else SKIP_STATUS
     log(f"vm: kernel {args.kernel}: {kernel.version} from {kernel.package} (cache {cache}, "
-        f"{time.monotonic() - t0:.1f} s); boots {'vmlinux (PVH)' if kernel.pvh else 'bzImage'}; "
+        f"{time.monotonic() - t0:.1f} s); boots {'vmlinux (PVH)' if kernel.pvh else 'bzImage' if kernel.arch == 'amd64' else 'Image'}; "
         f"modules: {', '.join(modules) or 'none'}"
         + (f"; built in: {' '.join(builtin_params(kernel))}" if builtin_params(kernel) else ""))
     if args.prepare:
         return 0
+    # An arm64 kernel boots an arm64 build's binaries (build-arm64/), never the native ones.
+    wrong = [p for p in (os.path.join(build, t) for t in ("tlbflush", "drsnoop"))
+             if os.path.isfile(p) and elf_machine(p) != ARCHES[kernel.arch].elf_machine]
+    if wrong:
+        log(f"FAIL: {wrong[0]} is not built for {kernel.arch} (kernel {args.kernel}): give the "
+            f"build directory of that architecture (./build.sh --arch arm64: build-arm64)")
+        return 1
 
     only = [x for x in args.tools.split(",") if x and x != "all"] or tools_in(build)
     unknown = [x for x in only if not os.path.isfile(os.path.join(HERE, "scenarios", x + ".sh"))]

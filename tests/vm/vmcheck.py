@@ -179,6 +179,18 @@ def interrupt_row(text: str, name: str) -> list[int]:
     raise Failure(f"no {name} row in the guest's /proc/interrupts")
 
 
+def hook_path(t: Test, b: Block, path: str, stderr: str) -> str:
+    """The hook kind scenario path `path` runs through on this guest. A fentry path on a kernel
+    that cannot attach fentry programs (fact fentry=unsupported: the runner found no ftrace
+    direct calls in its config, as on arm64 before 6.4) runs through kprobe, by the tool's own
+    fall-back, and -v must show the kernel's refusal."""
+    if path == "fentry" and b.facts.get("fentry") == "unsupported":
+        t.check_in("-v: the kernel refused fentry (ENOTSUPP), hence the kprobe fall-back",
+                   "(ENOTSUPP: this kernel cannot attach fentry programs", stderr, "stderr")
+        return "kprobe"
+    return path
+
+
 def hook_lines(stderr: str) -> list[str]:
     """The -v lines naming the hook chosen for each probe ("PROBE: using HOOK ...")."""
     return [line for line in stderr.splitlines() if ": using " in line or "not traced" in line]

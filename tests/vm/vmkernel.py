@@ -30,9 +30,12 @@ MACHINE_CACHE = "/var/cache/memlat/vm"
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 MIRROR = "http://deb.debian.org/debian"
 SECURITY_MIRROR = "http://deb.debian.org/debian-security"
-# linux-image-5.10.0-46-amd64, linux-image-6.12.117+deb13-amd64: (major, minor, patch or ABI).
-IMAGE_RE = re.compile(r"^linux-image-(\d+)\.(\d+)\.(\d+)(?:-(\d+)|\+deb\d+)-amd64$")
-# From 7.x the image package is a metapackage over these (same VERSION-amd64 suffix).
+# linux-image-5.10.0-46-amd64, linux-image-6.12.117+deb13-amd64, linux-image-6.1.0-56-arm64:
+# (major, minor, patch or ABI), then the Debian architecture.
+IMAGE_RE = re.compile(r"^linux-image-(\d+)\.(\d+)\.(\d+)(?:-(\d+)|\+deb\d+)-(amd64|arm64)$")
+# Debian's architecture names, and the machines' (uname -m) they run on.
+ARCHES = {"amd64": "x86_64", "arm64": "aarch64"}
+# From 7.x the image package is a metapackage over these (same VERSION-ARCH suffix).
 SPLIT_PARTS = ("binary", "modules", "base")
 CACHE_LAYOUT = 1        # bump when the cached tree's layout changes: trees are redone
 
@@ -43,15 +46,16 @@ class KernelError(Exception):
 
 @dataclass
 class Kernel:
-    key: str            # kernels.txt key: "5.10", "6.1", "6.12", "newest"
+    key: str            # kernels.txt key: "5.10", "6.1", "6.12", "newest", "arm64.6.1"
     version: str        # e.g. "6.1.0-56-amd64" (the modules directory's name)
     package: str        # the .deb files it came from
-    vmlinux: str        # uncompressed ELF
-    bzimage: str
+    vmlinux: str        # uncompressed ELF (amd64); arm64: "" (qemu boots the Image.gz)
+    bzimage: str        # boot/vmlinuz-VERSION: a bzImage (amd64) or a gzip'ed Image (arm64)
     pvh: bool           # vmlinux has the PVH entry note (else qemu boots the bzImage)
     modules: str        # lib/modules/VERSION inside the unpacked package
     config: str         # boot/config-VERSION
     root: str           # the unpacked tree
+    arch: str = "amd64"  # Debian's name of the kernel's architecture
 
     @property
     def boot_image(self) -> str:
@@ -83,6 +87,12 @@ def cache_dir(build: str) -> str:
     return os.path.join(build, "vm-cache")
 
 
+def image_arch(package: str) -> str:
+    """The Debian architecture an image package is built for (its name's last part)."""
+    m = IMAGE_RE.match(package)
+    return m.group(5) if m else "amd64"
+
+
 def kernel_table() -> dict[str, tuple[list[str], str]]:
     """kernels.txt as {key: (suites, pinned package)}, in file order."""
     table: dict[str, tuple[list[str], str]] = {}
@@ -103,9 +113,10 @@ class ScratchApt:
     """apt-get/apt-cache with their own sources, lists, cache and an empty dpkg status (so
     nothing of the machine's configuration is read or changed), for one kernel's suites."""
 
-    def __init__(self, directory: str, suites: list[str]):
+    def __init__(self, directory: str, suites: list[str], arch: str = "amd64"):
         self.dir = directory
         self.suites = suites
+        self.arch = arch
         for d in ("lists/partial", "archives/partial", "etc/apt.conf.d", "etc/preferences.d"):
             os.makedirs(os.path.join(directory, d), exist_ok=True)
         lines = []
@@ -125,8 +136,8 @@ class ScratchApt:
             f'Dir::State::Lists "{d}/lists";',
             f'Dir::State::status "{d}/status";',
             f'Dir::Cache "{d}/cache";',
-            'APT::Architecture "amd64";',
-            'APT::Architectures { "amd64"; };',
+            f'APT::Architecture "{arch}";',
+            f'APT::Architectures {{ "{arch}"; }};',
             'Acquire::Languages "none";',
             # The mirror's sid Release was past its Valid-Until (a stale mirror); signatures
             # are still checked, and these packages are only booted in a throw-away guest.
@@ -160,7 +171,7 @@ class ScratchApt:
         return fields
 
     def images(self) -> list[str]:
-        out = _run(["apt-cache", "search", "--names-only", r"^linux-image-[0-9].*-amd64$"],
+        out = _run(["apt-cache", "search", "--names-only", rf"^linux-image-[0-9].*-{self.arch}$"],
                    env=self.env, timeout=120)
         return [line.split()[0] for line in out.splitlines()
                 if line.split() and IMAGE_RE.match(line.split()[0])]
@@ -187,7 +198,7 @@ class ScratchApt:
 
 def _image_order(name: str) -> tuple[int, ...]:
     m = IMAGE_RE.match(name)
-    return tuple(int(x) for x in m.groups() if x is not None) if m else ()
+    return tuple(int(x) for x in m.groups()[:4] if x is not None) if m else ()
 
 
 def resolve_packages(key: str, suites: list[str], pinned: str, apt: ScratchApt,
@@ -266,6 +277,38 @@ def extract_vmlinux(bzimage: str, out: str) -> None:
     raise KernelError(f"no compressed ELF kernel found in {bzimage}")
 
 
+def _kernel_image(path: str) -> bytes:
+    """The uncompressed kernel image of a vmlinuz (gzip'ed on arm64), or the file itself."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:3] == b"\x1f\x8b\x08":
+        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data)
+    return data
+
+
+def extract_image_btf(vmlinuz: str, out: str) -> None:
+    """Writes the raw BTF (.BTF section) of a kernel image that is not an ELF file (arm64's
+    Image has no section headers): the BTF header (magic 0xeB9F, version 1, 24-byte header)
+    gives its size; of the candidates, the largest is the kernel's (the others are stray
+    bytes that happen to match)."""
+    data = _kernel_image(vmlinuz)
+    best = b""
+    start = data.find(b"\x9f\xeb\x01\x00\x18\x00\x00\x00")
+    while start != -1:
+        _, _, _, hdr_len, type_off, type_len, str_off, str_len = struct.unpack_from(
+            "<HBBIIIII", data, start)
+        size = hdr_len + max(type_off + type_len, str_off + str_len)
+        if (type_off == 0 and str_off == type_len and start + size <= len(data)
+                and size > len(best)):
+            best = data[start:start + size]
+        start = data.find(b"\x9f\xeb\x01\x00\x18\x00\x00\x00", start + 1)
+    if len(best) < 1 << 20:
+        raise KernelError(f"no kernel BTF found in {vmlinuz} (CONFIG_DEBUG_INFO_BTF unset?)")
+    with open(out + ".tmp", "wb") as f:
+        f.write(best)
+    os.replace(out + ".tmp", out)
+
+
 def has_pvh_note(vmlinux: str) -> bool:
     """Whether the ELF has the Xen PVH entry note (XEN_ELFNOTE_PHYS32_ENTRY, type 18) that
     qemu's -kernel needs to boot an ELF directly."""
@@ -311,9 +354,11 @@ def _load_kernel(cache: str, key: str, pinned: str, log) -> Optional[Kernel]:
     if rec["image"] != pinned:
         log(f"vm: NOTE: the pinned {pinned} was gone from the archive when it was fetched: "
             f"using {rec['image']} (cached)")
+    arch = rec.get("arch", "amd64")
     return Kernel(key=key, version=rec["version"], package=" ".join(rec["debs"]),
-                  vmlinux=os.path.join(root, "vmlinux"), bzimage=rec["bzimage"],
-                  pvh=rec["pvh"], modules=rec["modules"], config=rec["config"], root=root)
+                  vmlinux=os.path.join(root, "vmlinux") if arch == "amd64" else "",
+                  bzimage=rec["bzimage"], pvh=rec["pvh"], modules=rec["modules"],
+                  config=rec["config"], root=root, arch=arch)
 
 
 def fetch_kernel(key: str, cache: str, log=print) -> Kernel:
@@ -336,7 +381,8 @@ def fetch_kernel(key: str, cache: str, log=print) -> Kernel:
 
 
 def _fetch(key: str, suites: list[str], pinned: str, cache: str, log) -> Kernel:
-    apt = ScratchApt(os.path.join(cache, "apt", key), suites)
+    arch = image_arch(pinned)
+    apt = ScratchApt(os.path.join(cache, "apt", key), suites, arch)
     log(f"vm: apt-get update of {','.join(suites)} (scratch configuration {apt.dir})")
     apt.update()
     image, packages = resolve_packages(key, suites, pinned, apt, log)
@@ -384,23 +430,67 @@ def _fetch(key: str, suites: list[str], pinned: str, cache: str, log) -> Kernel:
         raise KernelError(f"no lib/modules/{version} in {' '.join(debs)}")
     if not os.path.isfile(config):
         raise KernelError(f"no kernel config ({config}) in {' '.join(debs)}")
-    vmlinux = os.path.join(root, "vmlinux")
-    if not os.path.isfile(vmlinux):
-        log(f"vm: extracting vmlinux from {os.path.basename(bz[0])}")
-        extract_vmlinux(bz[0], vmlinux)
-    pvh = has_pvh_note(vmlinux)
-    if not pvh:
-        log(f"vm: NOTE: {version}'s vmlinux has no PVH note: qemu boots the bzImage")
+    pvh = False
+    if arch == "amd64":
+        vmlinux = os.path.join(root, "vmlinux")
+        if not os.path.isfile(vmlinux):
+            log(f"vm: extracting vmlinux from {os.path.basename(bz[0])}")
+            extract_vmlinux(bz[0], vmlinux)
+        pvh = has_pvh_note(vmlinux)
+        if not pvh:
+            log(f"vm: NOTE: {version}'s vmlinux has no PVH note: qemu boots the bzImage")
+    else:
+        # qemu's arm64 loader takes the gzip'ed Image as it is. Its BTF is kept beside it
+        # (vmlinux.btf) for Makefile.btf (vmlinux/arm64/vmlinux.h) and tools' --btf.
+        btf = os.path.join(root, "vmlinux.btf")
+        if not os.path.isfile(btf):
+            log(f"vm: extracting the BTF of {os.path.basename(bz[0])}")
+            extract_image_btf(bz[0], btf)
     with open(os.path.join(root, ".complete"), "w") as f:
         f.write(f"{image}\n")
     rec = {"layout": CACHE_LAYOUT, "pinned": pinned, "image": image, "suites": suites,
            "debs": [os.path.basename(d) for d in debs], "root": root, "version": version,
-           "bzimage": bz[0], "pvh": pvh, "modules": modules, "config": config}
+           "bzimage": bz[0], "pvh": pvh, "modules": modules, "config": config, "arch": arch}
     tmp = _record_path(cache, key) + ".tmp"
     with open(tmp, "w") as f:
         json.dump(rec, f, indent=1)
     os.replace(tmp, _record_path(cache, key))
     return _load_kernel(cache, key, pinned, log)
+
+
+# ---------------------------------------------------------------- a foreign busybox
+
+def fetch_busybox(kernel: Kernel, cache: str, log) -> str:
+    """The static busybox of the kernel's architecture when that is not the machine's: Debian's
+    busybox-static of the kernel's suites, downloaded through the kernel's scratch apt
+    configuration and unpacked into the cache (installing busybox-static:arm64 would replace
+    the machine's amd64 busybox: the two packages share their files)."""
+    table = kernel_table()
+    suites, _ = table[kernel.key]
+    root = os.path.join(cache, "trees", f"busybox-static-{kernel.arch}")
+    binary = os.path.join(root, "bin", "busybox")
+    if os.path.isfile(binary):
+        return binary
+    with open(os.path.join(cache, f"busybox-{kernel.arch}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.isfile(binary):
+            return binary
+        apt = ScratchApt(os.path.join(cache, "apt", kernel.key), suites, kernel.arch)
+        if not apt.has_lists():
+            apt.update()
+        debdir = os.path.join(cache, "debs")
+        os.makedirs(debdir, exist_ok=True)
+        have = sorted(glob.glob(os.path.join(debdir, f"busybox-static_*_{kernel.arch}.deb")))
+        if not have:
+            log(f"vm: downloading busybox-static ({kernel.arch}) into {debdir}")
+            have = apt.download(["busybox-static"], debdir)
+        shutil.rmtree(root + ".tmp", ignore_errors=True)
+        _run(["dpkg-deb", "-x", have[-1], root + ".tmp"])
+        shutil.rmtree(root, ignore_errors=True)
+        os.replace(root + ".tmp", root)
+    if not os.path.isfile(binary):
+        raise KernelError(f"no bin/busybox in {have[-1]}")
+    return binary
 
 
 # ---------------------------------------------------------------- modules

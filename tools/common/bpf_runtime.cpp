@@ -58,6 +58,10 @@ int capture_libbpf(enum libbpf_print_level level, const char *format, va_list ar
     return 0;
 }
 
+// The kernel's ENOTSUPP, which it returns to user space for some unsupported attachments
+// (include/linux/errno.h; not in libc's errno.h).
+constexpr int enotsupp = 524;
+
 std::string strerr(int err) {
     char buf[128];
     libbpf_strerror(err < 0 ? -err : err, buf, sizeof(buf));
@@ -421,6 +425,12 @@ std::vector<Link> load_and_attach(const std::function<bpf_object *()> &reopen,
                 if (link == nullptr) {
                     int attach_err = errno;
                     std::string why = fmt::format("{} not attached: {}", name, strerr(attach_err));
+                    // ENOTSUPP (524) is kernel-internal: libc has no text for it. For fentry
+                    // it means the kernel has no BPF trampolines (arm64 before 6.4: no ftrace
+                    // direct calls); the kprobe fall-back follows.
+                    if (c->kind == HookKind::Fentry && attach_err == enotsupp)
+                        why += " (ENOTSUPP: this kernel cannot attach fentry programs; arm64 "
+                               "has the ftrace direct calls they need from Linux 6.4)";
                     if (c->kind == HookKind::Tracepoint && attach_err == ENOENT &&
                         access("/sys/kernel/tracing/events", F_OK) != 0 &&
                         access("/sys/kernel/debug/tracing/events", F_OK) != 0)

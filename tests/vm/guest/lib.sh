@@ -25,14 +25,15 @@
 # blocks and compares. Everything is kept in /tmp/run and only sent at vm_end, so that the
 # slow emulated serial port does not run during a measurement.
 #
-# Wire format on /dev/ttyS1 (a file on the host), one scenario per block:
+# Wire format on $RESULTS (init sets it: /dev/ttyS1 on x86, /dev/hvc0 on arm64; a file on the
+# host), one scenario per block:
 #   @@vm begin NAME | @@vm meta KEY VALUE | @@vm skip REASON | @@vm file LABEL ... @@vm endfile
 #   | @@vm end NAME; finally @@vm done. Global facts: @@vm gmeta KEY VALUE.
 
 READY_TIMEOUT=${READY_TIMEOUT:-60}
 STOP_TIMEOUT=${STOP_TIMEOUT:-30}
 RUN_TIMEOUT=${RUN_TIMEOUT:-120}
-RESULTS=/dev/ttyS1
+RESULTS=${RESULTS:-/dev/ttyS1}
 RUN=/tmp/run
 VM_SCENARIO=""
 

@@ -6,6 +6,37 @@
 # handler and tlb_flush on CPU 1 (tracing_cpumask), in the x86-tsc trace clock; two marks
 # written on CPU 1 carry CLOCK_MONOTONIC ns (/proc/timer_list) to convert the ticks to ns.
 
+# arm64 (every scenario after this one counts x86 shootdown IPIs): tlb_workload unmaps on CPU 0
+# while its worker runs on CPU 1, traced by an ftrace instance on tlb:tlb_flush and ipi:*
+# (the premise: the kernel reports no TLB flush and sends no TLB IPI); tlbflush, started
+# with and without options, must exit 1 with its one-line explanation and print nothing on
+# stdout (no empty table). Checked by check_tlbflush.py (tlbflush.arm64).
+ARM_INST=/sys/kernel/tracing/instances/memlat_tlb_arm64
+if [ "$(uname -m)" = aarch64 ]; then
+    vm_begin tlbflush.arm64.refuses
+    if vm_have tlbflush; then
+        vm_run plain tlbflush -d 1
+        vm_run options tlbflush --culprits -L -c 1 -j 1 1
+        mkdir $ARM_INST
+        echo 4096 > $ARM_INST/buffer_size_kb
+        for e in tlb/tlb_flush ipi/ipi_raise; do
+            [ -d $ARM_INST/events/$e ] && echo 1 > $ARM_INST/events/$e/enable &&
+                vm_meta "traced_$(basename $e)" 1
+        done
+        vm_snap interrupts.before /proc/interrupts
+        vm_run workload tlb_workload --seconds 3 --main-cpu 0 --worker-cpu 1
+        vm_snap interrupts.after /proc/interrupts
+        echo 0 > $ARM_INST/tracing_on
+        cat $ARM_INST/trace > "$RUN/ftrace"
+        for e in tlb/tlb_flush ipi/ipi_raise; do
+            [ -d $ARM_INST/events/$e ] && echo 0 > $ARM_INST/events/$e/enable
+        done
+        rmdir $ARM_INST
+    fi
+    vm_end
+    return 0
+fi
+
 tlb_count() { # NAME DISABLE ARGS...
     name=$1
     disable=$2

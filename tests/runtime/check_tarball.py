@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""Build check: `cmake --build BUILD --target tarball` makes the release tarball, and it holds
+exactly the tools' binaries (those of this build), README.md and the license when the tree has
+one, under one top directory named like the archive.
+
+usage: check_tarball.py CMAKE BUILD_DIR TARBALL TOOL..."""
+import filecmp
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+LICENSES = ("LICENSE", "LICENSE.txt", "LICENSE.md", "COPYING")
+
+
+def main() -> int:
+    cmake, build, tarball, tools = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+    r = subprocess.run([cmake, "--build", build, "--target", "tarball"], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        print(f"FAIL: cmake --build {build} --target tarball exited {r.returncode}:\n"
+              f"{r.stdout}{r.stderr}")
+        return 1
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    top = os.path.basename(tarball)[:-len(".tar.gz")]
+    expected = set(tools) | {"README.md"} | {n for n in LICENSES
+                                              if os.path.isfile(os.path.join(source, n))}
+    failures = []
+    with tarfile.open(tarball) as t, tempfile.TemporaryDirectory() as tmp:
+        names = [m.name for m in t.getmembers() if m.isfile()]
+        got = {n.split("/", 1)[1] for n in names if n.startswith(top + "/")}
+        if len(got) != len(names):
+            failures.append(f"files outside {top}/: {sorted(names)}")
+        if got != expected:
+            failures.append(f"holds {sorted(got)}, expected {sorted(expected)}")
+        t.extractall(tmp)
+        for tool in tools:
+            path = os.path.join(tmp, top, tool)
+            if tool in got and not filecmp.cmp(path, os.path.join(build, tool), shallow=False):
+                failures.append(f"{tool} in the tarball differs from {build}/{tool}")
+            if tool in got and not os.access(path, os.X_OK):
+                failures.append(f"{tool} in the tarball is not executable")
+    print(f"{tarball}: {os.path.getsize(tarball)} bytes, {sorted(got)}")
+    if not any(os.path.isfile(os.path.join(source, n)) for n in LICENSES):
+        print("note: the source tree has no LICENSE file, so the tarball has none")
+    for f in failures:
+        print("FAIL:", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
