@@ -98,6 +98,10 @@ def vmstat_counter(name: str) -> int:
 
 def check_manual_runs(t: Test, what: str, events: list, oracle: dict, zones: set) -> None:
     ends = oracle["mm_compaction_end"]
+    # The trace is in time order; the tool's lines are in the order its buffers delivered
+    # them, which with perf buffers (kernels before 5.8) is per CPU, in batches: the writer
+    # may move to another CPU between runs. Compared in time order.
+    events = sorted(events, key=lambda e: e["time_s"])
     me = os.getpid()
     t.check_eq(f"{what}: runs vs the ftrace oracle's mm_compaction_end for pid {me} (exact)",
                len(ends), len(events))
