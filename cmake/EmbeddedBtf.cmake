@@ -9,7 +9,7 @@ find_program(MEMLAT_XZ NAMES xz REQUIRED)
 
 # The host tool of those steps (btf/btfgen.cpp).
 add_executable(btfgen ${PROJECT_SOURCE_DIR}/btf/btfgen.cpp)
-target_include_directories(btfgen PRIVATE ${LIBBPF_INCLUDE_DIRS})
+target_include_directories(btfgen PRIVATE ${MEMLAT_LIBBPF_INCLUDE_DIRS})
 target_link_libraries(btfgen PRIVATE ${MEMLAT_BPF_LIBS})
 
 set(MEMLAT_BTF_DIR ${CMAKE_BINARY_DIR}/btf)
