@@ -39,6 +39,10 @@ LibbpfLog &libbpf_log() {
 }
 
 int capture_libbpf(enum libbpf_print_level level, const char *format, va_list args) {
+    // Debug lines are neither kept nor shown below -vv: libbpf writes hundreds while loading
+    // (one per CO-RE candidate), so not formatting them is measurable at start-up.
+    if (level == LIBBPF_DEBUG && libbpf_log().passthrough_level < 2)
+        return 0;
     // Verifier logs come through here whole, so size the buffer to the message.
     va_list copy;
     va_copy(copy, args);
