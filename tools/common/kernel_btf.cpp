@@ -351,8 +351,9 @@ namespace {
 btf *lent(const char *path) {
     try {
         return memlat::kernel_btf().lend_to_libbpf(path);
-    } catch (const memlat::RuntimeError &) {
-        // No BTF chosen, or it does not parse: libbpf looks for itself and says what it found.
+    } catch (...) {
+        // No BTF chosen, or it does not parse (or no memory): libbpf looks for itself and says
+        // what it found. Nothing may be thrown through libbpf's C frames.
         return nullptr;
     }
 }
