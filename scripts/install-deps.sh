@@ -3,9 +3,9 @@
 set -euo pipefail
 packages=(
     clang llvm                  # BPF programs (clang -target bpf, llvm-strip)
-    bpftool libbpf-dev          # skeletons and the loader; their libbpf versions must agree
+    bpftool libbpf-dev          # skeletons (bpftool) and the BPF headers; the loader is built from Debian's source (cmake/Libbpf.cmake)
     libelf-dev zlib1g-dev libzstd-dev   # libbpf's and our ELF reading, static archives included
-    cmake make g++ pkg-config
+    cmake make g++ pkg-config patch  # patch: our fixes to libbpf's source (cmake/libbpf)
     nlohmann-json3-dev libfmt-dev       # JSON output, formatting (header-only)
     libboost1.81-dev            # --prometheus: Boost.Beast, the HTTP server (header-only)
     prometheus                  # runtime tests: a real Prometheus scrapes the exporters

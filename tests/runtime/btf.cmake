@@ -2,7 +2,7 @@
 # scenario of each tool run again as on a kernel without BTF of its own (--btf-file: --btf
 # with a copy of /sys/kernel/btf/vmlinux, MEMLAT_DISABLE_FEATURES=kernel_btf), which must pass
 # the same oracle checks.
-foreach(scenario missing_file not_btf none_found embedded_index libbpf_leaves_sysfs)
+foreach(scenario missing_file not_btf none_found embedded_index libbpf_leaves_sysfs read_once)
     memlat_runtime_test(test_btf.py btf_${scenario})
 endforeach()
 

@@ -113,7 +113,10 @@ class ScratchApt:
     """apt-get/apt-cache with their own sources, lists, cache and an empty dpkg status (so
     nothing of the machine's configuration is read or changed), for one kernel's suites."""
 
-    def __init__(self, directory: str, suites: list[str], arch: str = "amd64"):
+    def __init__(self, directory: str, suites: list[str], arch: str = "amd64",
+                 kinds: tuple[str, ...] = ("deb",)):
+        """`arch`: the packages' architecture; `kinds`: the index kinds to fetch, "deb"
+        (binary packages) and/or "deb-src" (source packages, for source())."""
         self.dir = directory
         self.suites = suites
         self.arch = arch
@@ -122,7 +125,8 @@ class ScratchApt:
         lines = []
         for s in suites:
             url = SECURITY_MIRROR if s.endswith("-security") else MIRROR
-            lines.append(f"deb [signed-by={KEYRING}] {url} {s} main\n")
+            for kind in kinds:
+                lines.append(f"{kind} [signed-by={KEYRING}] {url} {s} main\n")
         self._write("sources.list", "".join(lines))
         if not os.path.exists(os.path.join(directory, "status")):
             self._write("status", "")
@@ -175,6 +179,26 @@ class ScratchApt:
                    env=self.env, timeout=120)
         return [line.split()[0] for line in out.splitlines()
                 if line.split() and IMAGE_RE.match(line.split()[0])]
+
+    def has_source_lists(self) -> bool:
+        return bool(glob.glob(os.path.join(self.dir, "lists", "*_Sources*")))
+
+    def source(self, package: str, version: str, dest: str) -> list[str]:
+        """Downloads (never unpacks or builds) the files of source package PACKAGE=VERSION
+        into DEST; apt checks them against the signed Sources index. Their paths."""
+        tmp = os.path.join(dest, "source.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+        os.chmod(tmp, 0o777)  # apt downloads as _apt (see download())
+        _run(["apt-get", "source", "--download-only", "-q", f"{package}={version}"], cwd=tmp,
+             env=self.env, timeout=1800)
+        got = []
+        for name in sorted(os.listdir(tmp)):
+            target = os.path.join(dest, name)
+            os.replace(os.path.join(tmp, name), target)
+            got.append(target)
+        shutil.rmtree(tmp, ignore_errors=True)
+        return got
 
     def download(self, packages: list[str], dest: str) -> list[str]:
         # apt drops privileges to _apt, which cannot write the cache directory: download

@@ -40,6 +40,10 @@ LibbpfLog &libbpf_log() {
 }
 
 int capture_libbpf(enum libbpf_print_level level, const char *format, va_list args) {
+    // Debug lines are neither kept nor shown below -vv: libbpf writes hundreds while loading
+    // (one per CO-RE candidate), so not formatting them is measurable at start-up.
+    if (level == LIBBPF_DEBUG && libbpf_log().passthrough_level < 2)
+        return 0;
     // Verifier logs come through here whole, so size the buffer to the message.
     va_list copy;
     va_copy(copy, args);
@@ -356,9 +360,8 @@ std::vector<Link> load_and_attach(const std::function<bpf_object *()> &reopen,
     libbpf_set_print(capture_libbpf);
     check_kernel_floor();
     verbose(v, kernel_btf().choice().describe());
-    // User space has read what it needs from BTF before loading; libbpf parses the file
-    // itself, so free our copy first and keep peak memory at one parsed BTF.
-    kernel_btf().release_types();
+    // libbpf relocates against the run's one parse of the kernel's BTF, lent to it (see
+    // KernelBtf), for every attempt below; it is freed once the programs are attached.
     check_disabled_hooks(probes);
     for (auto &probe : probes)
         if (probe.chosen < 0 && !advance(probe, 0) && probe.required)
@@ -448,7 +451,8 @@ std::vector<Link> load_and_attach(const std::function<bpf_object *()> &reopen,
         if (retry)
             continue; // the partial links die here, before the object is reopened
         explain_choices(probes, v);
-        // libbpf is done with the BTF: close the memfd of embedded BTF too.
+        // libbpf is done with the BTF: free the parse (before the tool's steady state) and
+        // close the memfd of embedded BTF.
         kernel_btf().release();
         return links;
     }
@@ -564,7 +568,10 @@ std::string missing_floor_feature() {
                                std::size(global_data), nullptr));
     if (lacks(prog.get()))
         return "BPF global variables (Linux 5.2)";
-    LIBBPF_OPTS(bpf_map_create_opts, mmapable, .map_flags = BPF_F_MMAPABLE);
+    // Not LIBBPF_OPTS: its designated initializers leave members out, which C++ warns about.
+    bpf_map_create_opts mmapable{};
+    mmapable.sz = sizeof(mmapable);
+    mmapable.map_flags = BPF_F_MMAPABLE;
     OwnedFd mapped(bpf_map_create(BPF_MAP_TYPE_ARRAY, "memlat_floor", sizeof(uint32_t),
                                   sizeof(uint64_t), 1, &mmapable));
     if (lacks(mapped.get()))

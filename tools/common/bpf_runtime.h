@@ -145,10 +145,11 @@ std::vector<Link> load_and_attach(const std::function<bpf_object *()> &reopen,
 
 // Where libbpf should read the BTF it relocates against (bpf_object_open_opts.
 // btf_custom_path): empty when it is the kernel's own, which libbpf finds itself. See
-// kernel_btf.h. With a custom path libbpf (1.1) still loads /sys/kernel/btf/vmlinux when an
+// kernel_btf.h. With a custom path libbpf still loads /sys/kernel/btf/vmlinux when an
 // autoloaded program is tp_btf/fentry (BPF_PROG_TYPE_TRACING), LSM or struct_ops, or for a
 // typed __ksym extern; without the kernel's BTF the loader autoloads no such program, and
-// the tools declare no such extern, so it does not.
+// the tools declare no such extern, so it does not. libbpf's parse of the path is the run's
+// own (KernelBtf lends it), not a second one.
 std::string libbpf_btf_path();
 
 // A skeleton and the links made from it. Links are declared after the skeleton so they are

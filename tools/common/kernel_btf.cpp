@@ -19,6 +19,13 @@
 #include "files.h"
 #include "kernel_features.h"
 
+// libbpf's own functions, reached past the -Wl,--wrap wrappers at the end of this file.
+extern "C" {
+btf *__real_btf__load_vmlinux_btf(void);
+btf *__real_btf__parse(const char *path, btf_ext **ext);
+void __real_btf__free(btf *b);
+}
+
 namespace memlat {
 
 namespace {
@@ -210,9 +217,13 @@ const btf &KernelBtf::types() {
                                            choice_.embedded->distro_name, choice_.embedded->release,
                                            std::strerror(errno)));
     } else {
-        // btf__parse takes raw BTF (as in sysfs or from pahole) and ELF files with .BTF.
+        // libbpf's loader of the kernel's BTF maps it where the kernel allows that; btf__parse
+        // takes any raw BTF (as in sysfs or from pahole) or ELF file with .BTF, reading it.
         libbpf_print_fn_t previous = libbpf_set_print(quiet);
-        parsed = btf__parse(choice_.path.c_str(), nullptr);
+        const bool sysfs =
+            choice_.origin == BtfChoice::Origin::Kernel && choice_.path == kernel_btf_sysfs_path;
+        parsed = sysfs ? __real_btf__load_vmlinux_btf()
+                       : __real_btf__parse(choice_.path.c_str(), nullptr);
         const int err = errno;
         libbpf_set_print(previous);
         if (parsed == nullptr) {
@@ -224,6 +235,27 @@ const btf &KernelBtf::types() {
     }
     types_.reset(parsed);
     return *types_;
+}
+
+btf *KernelBtf::lend_to_libbpf(const char *path) {
+    bool same = false;
+    switch (choice_.origin) {
+    case BtfChoice::Origin::Kernel:
+        same = path == nullptr;
+        break;
+    case BtfChoice::Origin::Option:
+    case BtfChoice::Origin::Environment:
+        same = path != nullptr && choice_.path == path;
+        break;
+    case BtfChoice::Origin::Embedded:
+        same = path != nullptr && !memfd_path_.empty() && memfd_path_ == path;
+        break;
+    }
+    return same ? const_cast<btf *>(&types()) : nullptr;
+}
+
+void KernelBtf::BtfFree::operator()(btf *b) const {
+    __real_btf__free(b);
 }
 
 std::string KernelBtf::libbpf_path() {
@@ -254,12 +286,14 @@ std::string KernelBtf::libbpf_path() {
             done += static_cast<size_t>(n);
         }
     }
-    return fmt::format("/proc/self/fd/{}", memfd_.get());
+    memfd_path_ = fmt::format("/proc/self/fd/{}", memfd_.get());
+    return memfd_path_;
 }
 
 void KernelBtf::release() {
     types_.reset();
     memfd_ = OwnedFd();
+    memfd_path_.clear();
 }
 
 namespace {
@@ -275,9 +309,18 @@ void set_btf_option(std::string path) {
     btf_option() = std::move(path);
 }
 
+namespace {
+
+std::optional<KernelBtf> &chosen_btf() {
+    static std::optional<KernelBtf> chosen;
+    return chosen;
+}
+
+} // namespace
+
 KernelBtf &kernel_btf() {
     // The choice, or why there is none, is made once; a failed choice throws every time.
-    static std::optional<KernelBtf> chosen;
+    std::optional<KernelBtf> &chosen = chosen_btf();
     static std::string failure;
     if (chosen)
         return *chosen;
@@ -298,3 +341,46 @@ KernelBtf &kernel_btf() {
 }
 
 } // namespace memlat
+
+// libbpf, linked statically with -Wl,--wrap=btf__load_vmlinux_btf,--wrap=btf__parse,
+// --wrap=btf__free, calls these instead of its own functions (see KernelBtf in kernel_btf.h);
+// so does our own code, whose btf__parse goes through too. Without the wrap (a dynamically
+// linked libbpf) libbpf does not call them and parses the BTF itself.
+namespace {
+
+btf *lent(const char *path) {
+    try {
+        return memlat::kernel_btf().lend_to_libbpf(path);
+    } catch (...) {
+        // No BTF chosen, or it does not parse (or no memory): libbpf looks for itself and says
+        // what it found. Nothing may be thrown through libbpf's C frames.
+        return nullptr;
+    }
+}
+
+} // namespace
+
+extern "C" {
+
+btf *__wrap_btf__load_vmlinux_btf(void) {
+    if (btf *b = lent(nullptr))
+        return b;
+    return __real_btf__load_vmlinux_btf();
+}
+
+btf *__wrap_btf__parse(const char *path, btf_ext **ext) {
+    // libbpf parses btf_custom_path without .BTF.ext; a caller that wants it gets a real parse.
+    if (ext == nullptr)
+        if (btf *b = lent(path))
+            return b;
+    return __real_btf__parse(path, ext);
+}
+
+void __wrap_btf__free(btf *b) {
+    const auto &chosen = memlat::chosen_btf();
+    if (chosen && chosen->owns(b))
+        return; // lent to libbpf, freed by KernelBtf::release()
+    __real_btf__free(b);
+}
+
+} // extern "C"

@@ -93,6 +93,16 @@ std::string no_btf_message(const BtfRequest &request, const HostIdentity &host,
 
 // The run's BTF: chosen once, parsed on first use, shared by everything that reads kernel
 // types, and released when the BPF objects are loaded.
+//
+// The same BTF is what libbpf relocates against, and it parses it itself for every bpf_object
+// it loads (btf__load_vmlinux_btf for the kernel's own, also for tp_btf programs; btf__parse of
+// btf_custom_path otherwise) and frees it after. The tools link libbpf statically with
+// -Wl,--wrap for btf__load_vmlinux_btf, btf__parse and btf__free (CMakeLists.txt): libbpf's
+// calls come to kernel_btf.cpp, which lends it this object's parse (and ignores libbpf's free
+// of it), so that a run parses its BTF once, however many objects the hook fall-back loads.
+// libbpf only reads a target BTF. The kernel's own is parsed by libbpf's
+// btf__load_vmlinux_btf, which maps /sys/kernel/btf/vmlinux where the kernel allows it (libbpf
+// 1.6+, Linux 6.16+: no copy in the process) and reads it otherwise.
 class KernelBtf {
   public:
     explicit KernelBtf(BtfChoice choice) : choice_(std::move(choice)) {}
@@ -106,14 +116,19 @@ class KernelBtf {
     // BTF (libbpf finds it itself), the file for --btf/MEMLAT_BTF, and /proc/self/fd/N of a
     // memfd holding the decompressed embedded BTF.
     std::string libbpf_path();
-    // Frees the parsed types; they are parsed again if asked for.
-    void release_types() { types_.reset(); }
     // Frees the parsed types and the memfd; both come back if asked for again.
     void release();
+    // What libbpf's btf__load_vmlinux_btf (path nullptr) or btf__parse(path) gets: this
+    // object's parse when it is the BTF asked for (the kernel's own; the file libbpf_path()
+    // named), else nullptr (libbpf then reads what it asked for itself).
+    btf *lend_to_libbpf(const char *path);
+    // Whether `b` is this object's parse (which libbpf must not free).
+    bool owns(const btf *b) const { return b != nullptr && b == types_.get(); }
 
   private:
+    // Frees with libbpf's own btf__free, past the wrapper that protects the lent parse.
     struct BtfFree {
-        void operator()(btf *b) const { btf__free(b); }
+        void operator()(btf *b) const;
     };
     // A file descriptor, closed when destroyed.
     class OwnedFd {
@@ -131,6 +146,7 @@ class KernelBtf {
     BtfChoice choice_;
     std::unique_ptr<btf, BtfFree> types_;
     OwnedFd memfd_;
+    std::string memfd_path_; // libbpf_path() of the memfd
 };
 
 // --btf FILE: remembered for kernel_btf(); call before its first use.
