@@ -16,6 +16,10 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+/* task_comm() stores the name as two 8-byte words. */
+_Static_assert(__builtin_offsetof(struct drsnoop_event, comm) % 8 == 0,
+	       "comm must be 8-byte aligned");
+
 /* Options, set by user space before load. */
 const volatile __u32 filter_pid = 0;
 const volatile __u32 filter_tid = 0;
@@ -255,7 +259,9 @@ static __always_inline void add_hist(__u64 pid_tgid, __u32 kind, __u64 lat)
 
 static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
 {
-	struct task_struct *task = current_task();
+	/* Read directly where the kernel allows it (5.11), through CO-RE helpers before. */
+	struct task_struct *me = current_task_readable();
+	struct task_struct *task = me ? me : current_task();
 	struct task_reclaim *state;
 	struct reclaim_start start;
 	__u64 now = bpf_ktime_get_ns(), pid_tgid, lat;
@@ -280,7 +286,7 @@ static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
 		return 0;
 	}
 	lat = now - start.ts;
-	pid_tgid = bpf_get_current_pid_tgid();
+	pid_tgid = task_pid_tgid(me);
 	add_summary(pid_tgid, kind, lat, nr_reclaimed);
 	if (hist_mode)
 		add_hist(pid_tgid, kind, lat);
@@ -301,11 +307,11 @@ static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
 	e->cgroup_id = cgroup_id(task_cgroup(task, memcg_on_v1));
 	e->pid = pid_tgid >> 32;
 	e->tid = (__u32)pid_tgid;
-	e->uid = (__u32)bpf_get_current_uid_gid();
+	e->uid = task_uid(me);
 	e->kind = kind;
 	e->order = start.order;
 	e->nid = start.nid;
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	task_comm(me, e->comm);
 	event_submit(ctx, &events, e, sizeof(*e), wakeup_bytes, &dropped_events);
 	return 0;
 }

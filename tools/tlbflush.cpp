@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <fmt/format.h>
 #include <map>
@@ -28,6 +29,9 @@ constexpr const char *tool_name = "tlbflush";
 // The ring buffer's size with -t, and the batch after which user space is woken.
 constexpr size_t event_buffer_bytes = 4u << 20;
 constexpr size_t event_wakeup_bytes = 64 * 1024;
+// The BPF side wakes user space when the ring buffer's producer position crosses a multiple
+// of it (submit_batched() in bpf/common.bpf.h), a test that needs a power of two.
+static_assert(std::has_single_bit(event_wakeup_bytes));
 
 constexpr const char *description =
     R"(Count TLB flushes by CPU and reason, find the senders of remote
