@@ -62,8 +62,8 @@ static __always_inline __u32 task_uid(struct task_struct *task)
 }
 
 /* As bpf_get_current_comm(): the name of `task` from current_task_readable(), 16 bytes, NUL
- * padded, into `comm`, which must be 8-byte aligned (the records' comm fields are; their
- * headers say so). Two 8-byte loads, which the verifier allows within the array, and two
+ * padded, into `comm`, which must be 8-byte aligned (the tools assert it of their records'
+ * comm fields). Two 8-byte loads, which the verifier allows within the array, and two
  * stores (a byte-wise copy would be 16 stores and 30 shifts). The kernel keeps task->comm
  * NUL-terminated while it rewrites it (exec), as the helper relies on too. */
 static __always_inline void task_comm(struct task_struct *task, char comm[16])
