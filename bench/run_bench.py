@@ -696,6 +696,27 @@ def print_table(results):
         print(f"note: {n}")
 
 
+def markdown_table(results):
+    """The table as Markdown, for the README's Benchmark section."""
+    rows = ["| tool | contender | ns per run | over the floor | x bpftrace | exec to ready | "
+            "peak RSS |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for tool, g in results["tools"].items():
+        if g.get("unavailable"):
+            rows.append(f"| {tool} | skipped: {g['unavailable']} | | | | | |")
+            continue
+        for name, s in g["summary"].items():
+            if s["ns_per_run"] is None:
+                rows.append(f"| {tool} | `{name}` | no events here | | | | |")
+                continue
+            over = "" if s["role"] == "floor" else fmt(s["over_floor_ns"], "+.0f")
+            rss = s["peak_rss_kib"] / 1024 if s["peak_rss_kib"] else None
+            rows.append(f"| {tool} | `{name}` | {s['ns_per_run']:.0f} "
+                        f"({s['ns_per_run_min']:.0f}-{s['ns_per_run_max']:.0f}) | {over} | "
+                        f"{'' if s['x_bpftrace'] is None else format(s['x_bpftrace'], '.2f')} | "
+                        f"{fmt(s['startup_ms'], '.0f', ' ms')} | {fmt(rss, '.1f', ' MiB')} |")
+    return "\n".join(rows) + "\n"
+
+
 # --------------------------------------------------------------------------- main
 
 def main():
@@ -709,6 +730,8 @@ def main():
     ap.add_argument("--reps", type=int, default=5,
                     help="interleaved repetitions per contender (default: 5)")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
+    ap.add_argument("--markdown", metavar="FILE",
+                    help="also write the table as Markdown to FILE (for README.md)")
     ap.add_argument("--no-bpftrace", action="store_true", help="skip the bpftrace scripts")
     args = ap.parse_args()
 
@@ -817,6 +840,10 @@ def main():
         sizes["bpftrace (dynamic, without its libraries)"] = os.path.getsize(bpftrace)
     results["binary_sizes"] = sizes
     print_table(results)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(markdown_table(results))
+        print(f"wrote {args.markdown}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
