@@ -1,26 +1,33 @@
 #!/usr/bin/env python3
-"""Side-by-side benchmark of tlbflush against an empty BPF program and the bpftrace one-liner.
+"""Side-by-side benchmark of the five memlat tools, each against empty BPF programs on the same
+hooks and against a bpftrace script doing the same job.
 
-Measures, in one run (python3 stdlib only; needs root, bpftool and optionally bpftrace):
-  1. BPF cost per event (run_time_ns / run_cnt with kernel.bpf_stats_enabled=1) of
-     bench_empty (the floor), tlbflush count mode, tlbflush -t and the bpftrace one-liner,
-     while tests/tlb_workload runs a fixed number of iterations. Contenders are interleaved
-     (A B C D A B C D ...) and the median over the repetitions is reported.
-  2. Startup (exec to readiness line / bpftrace's "Attaching" line) and peak RSS, taken from
-     the same runs.
-  3. The size of each tool binary in the build directory.
+For each tool (tlbflush, drsnoop, compactsnoop, numamove, cachestat) and its own workload
+(tests/workloads/), it measures in one run (python3 stdlib plus the runtime tests' harness;
+needs root and bpftool, bpftrace optional):
+  1. BPF cost per program run (run_time_ns / run_cnt with kernel.bpf_stats_enabled=1, restored
+     on every exit path) of every program the contender holds, summed over its hooks, while the
+     workload runs once: the floor (bench_empty: empty programs on the tool's hooks, loaded the
+     way the tools load), the tool's default mode, its per-event mode, and two bpftrace scripts
+     doing the same jobs. The contenders of a tool run interleaved (A B C D E A B C D E ...);
+     medians and ranges are reported, with differences and ratios to the floor and bpftrace.
+  2. exec -> ready (the "memlat: ready" line; bpftrace's "Attaching" line) and peak RSS
+     (VmHWM), from the same runs.
+  3. The size of each tool binary.
 
-It prints numbers and ratios; it never fails on a timing (it is not a test). The exit status
-is non-zero only when the benchmark itself could not run.
+It prints numbers and ratios and never fails on a timing (it is not a test). The exit status is
+non-zero only when the benchmark itself could not run.
 
-  python3 bench/run_bench.py --build-dir build [--json results.json]
+  python3 bench/run_bench.py --build-dir build [--json results.json] [--tools tlbflush,drsnoop]
 """
 
 import argparse
+import contextlib
 import ctypes
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import statistics
@@ -29,14 +36,14 @@ import sys
 import threading
 import time
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
-ONE_LINER = "tracepoint:tlb:tlb_flush { @[cpu, args->reason] = count(); }"
+COMPACT_MEMORY = "/proc/sys/vm/compact_memory"
 TOOLS = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat"]
-# Targets from the issue, reported (not asserted).
-TARGET_OVER_FLOOR_NS = 40.0
 
-_children = set()          # live Popen objects, killed on any exit path
+_children = set()          # live Child objects, stopped on any exit path
 _libc = None
+mt = None                  # tests/runtime/memlat_test.py, imported once the build is known
 
 
 def log(msg):
@@ -58,9 +65,10 @@ class Child:
         self.name = name
         self.ready_text = ready_text
         self.ready_at = None
+        self.ready_line = ""
         self.ready = threading.Event()
-        self.lines = []            # (stream, monotonic time, text)
-        self.hwm_kib = 0           # last VmHWM read from /proc/PID/status
+        self.lines = []            # (stream, monotonic time, text), the first few only
+        self.hwm_kib = 0           # largest VmHWM read from /proc/PID/status
         self.rusage = None
         self.status = None
         env = dict(os.environ, MEMLAT_READY="1")
@@ -81,14 +89,22 @@ class Child:
             self.threads.append(t)
 
     def _read(self, label, f, watch):
-        for raw in iter(f.readline, b""):
+        # Large reads: a trace script's output is drained quickly and mostly discarded.
+        pending = b""
+        for chunk in iter(lambda: f.read1(1 << 16), b""):
             now = time.monotonic()
-            text = raw.decode(errors="replace").rstrip("\n")
-            if len(self.lines) < 2000:
-                self.lines.append((label, now, text))
-            if watch and self.ready_at is None and self.ready_text in text:
-                self.ready_at = now
-                self.ready.set()
+            if self.ready_at is not None and len(self.lines) >= 200:
+                continue
+            pending += chunk
+            *complete, pending = pending.split(b"\n")
+            for raw in complete:
+                text = raw.decode(errors="replace")
+                if len(self.lines) < 200:
+                    self.lines.append((label, now, text))
+                if watch and self.ready_at is None and self.ready_text in text:
+                    self.ready_at = now
+                    self.ready_line = text
+                    self.ready.set()
         f.close()
 
     def alive(self):
@@ -113,7 +129,7 @@ class Child:
     def wait_ready(self, timeout):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.ready.wait(0.05):
+            if self.ready.wait(0.02):
                 return self.ready_at - self.t0
             if not self.alive():
                 break
@@ -162,7 +178,35 @@ def cleanup_children():
             log(f"warning: stopping {c.name}: {e}")
 
 
-# --------------------------------------------------------------------------- bpftool
+@contextlib.contextmanager
+def background(argv, first_line_timeout=30.0):
+    """A workload process kept running while the block runs (killed at the end); yields its
+    first stdout line once it has printed one."""
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, preexec_fn=_set_pdeathsig)
+    try:
+        line = p.stdout.readline().decode(errors="replace").strip()
+        if not line:
+            raise RuntimeError(f"{os.path.basename(argv[0])} exited without output: "
+                               f"{p.stderr.read().decode(errors='replace')[-300:]}")
+        yield line
+    finally:
+        p.kill()
+        p.wait()
+        p.stdout.close()
+        p.stderr.close()
+
+
+def run_workload(argv, timeout=120):
+    r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=timeout, preexec_fn=_set_pdeathsig)
+    if r.returncode != 0:
+        raise RuntimeError(f"{os.path.basename(argv[0])} failed ({r.returncode}): "
+                           f"{r.stderr.decode(errors='replace')[-400:]}")
+    return r.stdout.decode(errors="replace")
+
+
+# --------------------------------------------------------------------------- BPF programs
 
 def prog_table():
     out = subprocess.run(["bpftool", "prog", "show", "-j"], check=True,
@@ -170,79 +214,333 @@ def prog_table():
     return {p["id"]: p for p in json.loads(out or b"[]")}
 
 
-def find_new_progs(before, name, kind, timeout=5.0):
-    """Ids of programs loaded since `before`; filtered by name (ours) or type (bpftrace)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        table = prog_table()
-        new = {i: p for i, p in table.items() if i not in before}
-        if name:
-            picked = [i for i, p in new.items() if p.get("name") == name[:15]]
-        else:
-            picked = [i for i, p in new.items() if p.get("type") == kind]
-        if picked or time.monotonic() >= deadline:
-            return sorted(picked), {i: new[i].get("name") for i in new}
-        time.sleep(0.05)
+def prog_ids_of(pid):
+    """The BPF programs process `pid` holds, from its file descriptors' fdinfo: exactly the
+    contender's, whatever else the machine loads meanwhile."""
+    ids = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fdinfo")
+    except OSError:
+        return ids
+    for fd in fds:
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                for line in f:
+                    if line.startswith("prog_id:"):
+                        ids.add(int(line.split()[1]))
+        except (OSError, ValueError, IndexError):
+            pass
+    return ids
 
 
 def prog_stats(ids):
+    """{id: (name, run_time_ns, run_cnt)} of the programs still loaded."""
     table = prog_table()
-    t = sum(table.get(i, {}).get("run_time_ns", 0) for i in ids)
-    c = sum(table.get(i, {}).get("run_cnt", 0) for i in ids)
-    return t, c
+    return {i: (table[i].get("name", "?"), table[i].get("run_time_ns", 0),
+                table[i].get("run_cnt", 0)) for i in ids if i in table}
+
+
+def tracepoint_of(hook):
+    """"compaction/mm_compaction_migratepages" -> "mm_compaction_migratepages"."""
+    return hook.split("/")[-1]
+
+
+def hooks_of_programs(c, g, progs):
+    """{program key: tracepoint} for the programs of one run of contender c of group g: from
+    the names of ours (bpftool gives their full names, from BTF), and for bpftrace, whose names
+    are its tracepoints cut to 15 characters, by load order (the order of its probes in the
+    script), checked against those names. A program it cannot place maps to "?"."""
+    out = {}
+    if c["role"] == "floor":
+        for key in progs:
+            name = key.split("#")[0]
+            out[key] = re.sub(r"^e_(tp_)?", "", name)
+        return out
+    if not c["role"].startswith("bpftrace"):
+        stems = {stem: tracepoint_of(hook) for hook, stem in g.hooks.items()}
+        for key in progs:
+            stem = re.sub(r"_(btf|raw|tp|fentry|kprobe)$", "", key.split("#")[0])
+            out[key] = stems.get(stem, "?")
+        return out
+    expected = re.findall(r"tracepoint:\w+:(\w+)", c["argv"][-1])
+    keys = sorted(progs, key=lambda k: int(k.split("#")[1]))
+    if len(keys) == len(expected) and all(k.split("#")[0] == tp[:15]
+                                          for k, tp in zip(keys, expected)):
+        return dict(zip(keys, expected))
+    for key in keys:
+        matches = {tp for tp in expected if tp[:15] == key.split("#")[0]}
+        out[key] = matches.pop() if len(matches) == 1 else "?"
+    return out
+
+
+# --------------------------------------------------------------------------- bpftrace scripts
+
+# The same jobs as the tools' modes, as plain bpftrace (classic tracepoints).
+BT_TLB_COUNT = """
+tracepoint:tlb:tlb_flush {
+  @flushes[cpu, args->reason] = count();
+  if (args->pages == 0xffffffffffffffff) { @full[cpu, args->reason] = count(); }
+  else { @pages[cpu, args->reason] = sum(args->pages); }
+}"""
+BT_TLB_TRACE = """
+tracepoint:tlb:tlb_flush {
+  printf("%lu %d %d %d %s %d %ld\\n", nsecs, cpu, pid, tid, comm, args->reason, args->pages);
+}"""
+RECLAIM = ["direct_reclaim", "memcg_reclaim", "memcg_softlimit_reclaim", "node_reclaim"]
+BT_RECLAIM_BEGIN = (",".join(f"tracepoint:vmscan:mm_vmscan_{k}_begin" for k in RECLAIM) +
+                    " { @start[tid] = nsecs; }\n")
+BT_RECLAIM_ENDS = ",".join(f"tracepoint:vmscan:mm_vmscan_{k}_end" for k in RECLAIM)
+BT_DRSNOOP_TRACE = BT_RECLAIM_BEGIN + BT_RECLAIM_ENDS + """ /@start[tid]/ {
+  $lat = nsecs - @start[tid];
+  printf("%lu %s %d %d %lu %lu\\n", nsecs, comm, pid, tid, $lat, args->nr_reclaimed);
+  @stalls[pid, comm] = count(); @ns[pid] = sum($lat); @pages[pid] = sum(args->nr_reclaimed);
+  delete(@start[tid]);
+}"""
+BT_DRSNOOP_HIST = BT_RECLAIM_BEGIN + BT_RECLAIM_ENDS + """ /@start[tid]/ {
+  $lat = nsecs - @start[tid];
+  @usecs = hist($lat / 1000);
+  @stalls[pid, comm] = count(); @ns[pid] = sum($lat); @pages[pid] = sum(args->nr_reclaimed);
+  delete(@start[tid]);
+}"""
+BT_COMPACT_COMMON = """
+tracepoint:compaction:mm_compaction_begin { @start[tid] = nsecs; @migrated[tid] = 0; }
+tracepoint:compaction:mm_compaction_migratepages /@start[tid]/ {
+  @migrated[tid] = @migrated[tid] + args->nr_migrated;
+}
+tracepoint:compaction:mm_compaction_try_to_compact_pages { @direct = count(); }
+tracepoint:compaction:mm_compaction_deferred { @deferred = count(); }
+tracepoint:compaction:mm_compaction_kcompactd_wake { @wakes = count(); }
+"""
+BT_COMPACT_TRACE = BT_COMPACT_COMMON + """
+tracepoint:compaction:mm_compaction_end /@start[tid]/ {
+  $lat = nsecs - @start[tid];
+  printf("%lu %s %d %d %lu %d %lu\\n", nsecs, comm, pid, tid, $lat, args->status,
+         @migrated[tid]);
+  @runs[args->status] = count(); @ns[args->status] = sum($lat);
+  delete(@start[tid]); delete(@migrated[tid]);
+}"""
+BT_COMPACT_HIST = BT_COMPACT_COMMON + """
+tracepoint:compaction:mm_compaction_end /@start[tid]/ {
+  $lat = nsecs - @start[tid];
+  @usecs = hist($lat / 1000);
+  @runs[args->status] = count(); @ns[args->status] = sum($lat);
+  delete(@start[tid]); delete(@migrated[tid]);
+}"""
+BT_MIGRATE = """
+tracepoint:migrate:mm_migrate_pages_start { @start[tid] = nsecs; }
+tracepoint:migrate:mm_migrate_pages {
+  @calls[KEY] = count(); @succeeded[KEY] = sum(args->succeeded);
+  @failed[KEY] = sum(args->failed); @thp[KEY] = sum(args->thp_succeeded);
+  if (@start[tid]) { @ns[KEY] = sum(nsecs - @start[tid]); delete(@start[tid]); }
+}"""
+BT_NUMAMOVE = BT_MIGRATE.replace("KEY", "args->reason")
+BT_NUMAMOVE_PROC = BT_MIGRATE.replace("KEY", "pid, comm, args->reason")
+BT_CACHE = """
+tracepoint:filemap:mm_filemap_add_to_page_cache { @misses[KEY] = sum(1 << args->order); }
+tracepoint:writeback:writeback_dirty_folio { @dirties[KEY] = count(); }
+tracepoint:filemap:mm_filemap_get_pages,tracepoint:filemap:mm_filemap_map_pages {
+  @accesses[KEY] = sum(args->last_index - args->index + 1);
+}
+tracepoint:filemap:mm_filemap_fault { @accesses[KEY] = sum(1); }
+"""
+BT_CACHESTAT = BT_CACHE.replace("KEY", "cpu")
+BT_CACHESTAT_PROC = BT_CACHE.replace("KEY", "pid, uid, comm")
+
+
+# --------------------------------------------------------------------------- the tools
+
+class Group:
+    """One tool: the hooks its probes use here ({bench_empty hook: the stem of the tool's program
+    on it, without _btf/_raw/_tp}), its two modes and bpftrace's, and its workload. setup() is a
+    context manager yielding the function that runs the workload once (raising Unavailable when
+    this machine cannot run it); `note` says what the workload exercises."""
+
+    def __init__(self, tool, hooks, default_args, trace_args, bt_default, bt_trace, setup, note):
+        self.tool, self.hooks = tool, hooks
+        self.default_args, self.trace_args = default_args, trace_args
+        self.bt_default, self.bt_trace = bt_default, bt_trace
+        self.setup, self.note = setup, note
+
+
+class Unavailable(Exception):
+    """This machine cannot run a tool's workload: the reason is printed in the table."""
+
+
+def numa_nodes():
+    try:
+        return len([d for d in os.listdir("/sys/devices/system/node")
+                    if re.fullmatch(r"node\d+", d)])
+    except OSError:
+        return 1
+
+
+def make_groups(bd, args):
+    tests = os.path.join(bd, "tests")
+
+    @contextlib.contextmanager
+    def tlb_setup():
+        yield lambda: run_workload([os.path.join(tests, "tlb_workload"),
+                                    "--iterations", str(args.iterations)])
+
+    @contextlib.contextmanager
+    def reclaim_setup():
+        # As the drsnoop tests: a cold file read by a process in a memory cgroup whose limit is
+        # a quarter of the file, so memcg limit reclaim runs again and again.
+        try:
+            with mt.MemoryCgroup("bench_drsnoop", 32 << 20) as cg, \
+                    mt.TestFile(96 << 20, "bench_drsnoop", cold=True) as f:
+                def once():
+                    f.evict()
+                    run_workload([os.path.join(tests, "file_reader"), "--file", f.path,
+                                  "--cgroup", cg.path])
+                yield once
+        except mt.Skip as e:
+            raise Unavailable(str(e))
+
+    @contextlib.contextmanager
+    def compaction_setup():
+        # As the compactsnoop tests: physical memory fragmented in a checkerboard, then manual
+        # compaction of every zone (in this process) by writing compact_memory.
+        if not os.path.exists(COMPACT_MEMORY):
+            raise Unavailable(f"no {COMPACT_MEMORY} (CONFIG_COMPACTION off)")
+
+        def once():
+            with background([os.path.join(tests, "compact_fragmenter"), "--mib", "128"]):
+                with open(COMPACT_MEMORY, "w") as f:
+                    f.write("1")
+        yield once
+
+    @contextlib.contextmanager
+    def migration_setup():
+        # As the numamove tests: compaction migrates pages through migrate_pages(), the same
+        # tracepoints NUMA balancing uses.
+        if not os.path.exists(COMPACT_MEMORY):
+            raise Unavailable(f"no {COMPACT_MEMORY} (CONFIG_COMPACTION off)")
+        yield lambda: run_workload([os.path.join(tests, "migrate_fragmenter"), "--mib", "64",
+                                    "--compact", "--rounds", "4"])
+
+    @contextlib.contextmanager
+    def cache_setup():
+        # A cold read (misses), a warm one (hits) and a small write (dirties) of files of our
+        # own; nothing else of the page cache is dropped.
+        with mt.TestFile(48 << 20, "bench_cachestat", cold=True) as f, \
+                mt.TestFile(1 << 20, "bench_cachestat_w") as w:
+            def once():
+                f.evict()
+                run_workload([os.path.join(tests, "file_reader"), "--file", f.path,
+                              "--passes", "2"])
+                run_workload([os.path.join(tests, "cache_writer"), "--file", w.path,
+                              "--mib", "8"])
+            yield once
+
+    nodes = numa_nodes()
+    return [
+        Group("tlbflush", {"tlb_flush": "tlb_flush"}, [], ["-t"], BT_TLB_COUNT, BT_TLB_TRACE,
+              tlb_setup, f"tlb_workload --iterations {args.iterations}"),
+        Group("drsnoop",
+              {f"mm_vmscan_{k}_{e}": f"{k}_{e}"
+               for k in RECLAIM for e in ("begin", "end")},
+              ["-H"], [], BT_DRSNOOP_HIST, BT_DRSNOOP_TRACE, reclaim_setup,
+              "file_reader of a cold 96 MiB file in a 32 MiB memory cgroup (memcg reclaim; "
+              "the default mode is one line per stall, -H the in-kernel histogram)"),
+        Group("compactsnoop",
+              {"mm_compaction_begin": "begin", "mm_compaction_end": "end",
+               "compaction/mm_compaction_migratepages": "migratepages",
+               "mm_compaction_try_to_compact_pages": "try_to_compact",
+               "mm_compaction_deferred": "deferred", "mm_compaction_kcompactd_wake":
+               "kcompactd_wake"},
+              ["-H"], [], BT_COMPACT_HIST, BT_COMPACT_TRACE, compaction_setup,
+              "compact_fragmenter --mib 128, then manual compaction (default mode: one line "
+              "per run; -H the histogram)"),
+        Group("numamove", {"mm_migrate_pages_start": "migrate_start",
+                           "mm_migrate_pages": "migrate_end"}, [], ["-P"],
+              BT_NUMAMOVE, BT_NUMAMOVE_PROC, migration_setup,
+              "migrate_fragmenter --compact: compaction's migrations; NUMA balancing's "
+              f"(numa_misplacer) need two NUMA nodes and this machine has {nodes}, so the "
+              "numa_misplaced view itself sees no events here" if nodes < 2 else
+              "migrate_fragmenter --compact: compaction's migrations"),
+        Group("cachestat",
+              {"mm_filemap_add_to_page_cache": "add", "writeback_dirty_folio": "dirty_folio",
+               "mm_filemap_get_pages": "get_pages", "mm_filemap_map_pages": "map_pages",
+               "mm_filemap_fault": "fault"},
+              [], ["-P"], BT_CACHESTAT, BT_CACHESTAT_PROC, cache_setup,
+              "file_reader of a cold 48 MiB file twice, cache_writer 8 MiB (machine-wide "
+              "hooks: other activity adds runs)"),
+    ]
+
+
+def contenders_of(g, bd, bpftrace):
+    ours = dict(ready_stream="stderr", ready_text="memlat: ready", stdout=False, settle=0.0)
+    tool = os.path.join(bd, g.tool)
+    modes = [("default", g.default_args), ("trace", g.trace_args)]
+    # Roles: "default" is the counting mode (drsnoop's and compactsnoop's is -H, their default
+    # being one line per event), "trace" the per-event mode; each faces the bpftrace script
+    # doing that job.
+    out = [dict(ours, name="floor (empty)", role="floor",
+                argv=[os.path.join(bd, "bench_empty"), "-e", ",".join(g.hooks)])]
+    for mode, extra in modes:
+        label = " ".join([g.tool] + extra)
+        out.append(dict(ours, name=label, role=mode, argv=[tool] + extra))
+    if bpftrace:
+        for mode, script in (("default", g.bt_default), ("trace", g.bt_trace)):
+            kind = "counts" if mode == "default" else ("lines" if not g.trace_args or
+                                                       g.trace_args == ["-t"] else "per process")
+            out.append(dict(name=f"bpftrace ({kind})",
+                            role=f"bpftrace {mode}", argv=[bpftrace, "-e", script],
+                            ready_stream="stdout", ready_text="Attaching", stdout=True,
+                            settle=0.3))
+    return out
 
 
 # --------------------------------------------------------------------------- measurements
 
-def run_workload(path, iterations):
-    r = subprocess.run([path, "--iterations", str(iterations)], stdin=subprocess.DEVNULL,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
-    if r.returncode != 0:
-        raise RuntimeError(f"tlb_workload failed ({r.returncode}): {r.stderr.decode()[-400:]}")
-
-
-def one_run(c, iterations, workload):
-    """Start contender c, run the workload, return a dict of measurements."""
-    before = set(prog_table())
+def one_run(c, g, workload):
+    """Start contender c, run the workload once, return a dict of measurements."""
     child = Child(c["name"], c["argv"], c["ready_stream"], c["ready_text"], c["stdout"])
-    res = {"contender": c["name"]}
+    res = {"contender": c["name"], "role": c["role"]}
     try:
-        startup = child.wait_ready(30.0)
+        startup = child.wait_ready(60.0)
         if startup is None:
             raise RuntimeError(f"{c['name']} never became ready "
                                f"(exit status {child.status}):\n{child.tail()}")
         res["startup_s"] = startup
-        ids, new_names = find_new_progs(before, c.get("prog_name"), c.get("prog_type"))
+        # bpftrace says how many probes it attaches before it attaches them.
+        m = re.search(r"Attaching (\d+) probe", child.ready_line)
+        want = int(m.group(1)) if m else 1
+        deadline = time.monotonic() + 10.0
+        ids = prog_ids_of(child.proc.pid)
+        while len(ids) < want and time.monotonic() < deadline and child.alive():
+            time.sleep(0.05)
+            ids = prog_ids_of(child.proc.pid)
         if not ids:
-            raise RuntimeError(f"{c['name']}: no new program found (new: {new_names})")
-        if c.get("settle"):
+            raise RuntimeError(f"{c['name']}: holds no BPF program\n{child.tail()}")
+        if c["settle"]:
             time.sleep(c["settle"])
-        res["prog_ids"] = ids
-        res["prog_names"] = [new_names[i] for i in ids]
-        t0, n0 = prog_stats(ids)
-        run_workload(workload, iterations)
-        t1, n1 = prog_stats(ids)
+        before = prog_stats(ids)
+        workload()
+        after = prog_stats(ids)
         if not child.alive():
             raise RuntimeError(f"{c['name']} exited during the workload "
                                f"(exit status {child.status}):\n{child.tail()}")
-        res["run_time_ns"], res["run_cnt"] = t1 - t0, n1 - n0
-        res["ns_per_run"] = (t1 - t0) / (n1 - n0) if n1 > n0 else None
+        progs = {}
+        for i, (name, t1, n1) in after.items():
+            _, t0, n0 = before.get(i, (name, 0, 0))
+            progs[f"{name}#{i}"] = {"run_time_ns": t1 - t0, "run_cnt": n1 - n0}
+        res["progs"] = progs
+        hooks = {}
+        for key, tp in hooks_of_programs(c, g, progs).items():
+            h = hooks.setdefault(tp, {"run_time_ns": 0, "run_cnt": 0})
+            h["run_time_ns"] += progs[key]["run_time_ns"]
+            h["run_cnt"] += progs[key]["run_cnt"]
+        res["hooks"] = hooks
+        res["run_time_ns"] = sum(p["run_time_ns"] for p in progs.values())
+        res["run_cnt"] = sum(p["run_cnt"] for p in progs.values())
+        res["ns_per_run"] = res["run_time_ns"] / res["run_cnt"] if res["run_cnt"] else None
         child.sample_hwm()
     finally:
         child.stop()
     res["peak_rss_kib"] = child.hwm_kib or None
-    res["ru_maxrss_kib"] = child.rusage.ru_maxrss if child.rusage else None
     return res
-
-
-def maxrss_floor():
-    """ru_maxrss of a trivial child spawned like the contenders: on Linux exec folds the
-    forked copy of this Python process into the child's maxrss, so wait4's ru_maxrss can
-    never be below this."""
-    p = subprocess.Popen(["/bin/true"], preexec_fn=_set_pdeathsig)
-    _, _, ru = os.wait4(p.pid, 0)
-    p.returncode = 0
-    return ru.ru_maxrss
 
 
 def machine():
@@ -256,7 +554,7 @@ def machine():
     except OSError:
         pass
     return {"kernel": platform.release(), "cpu_model": model, "nproc": os.cpu_count(),
-            "machine": platform.machine()}
+            "machine": platform.machine(), "numa_nodes": numa_nodes()}
 
 
 def median(xs):
@@ -272,30 +570,178 @@ def ratio(a, b):
     return a / b if a is not None and b else None
 
 
-# --------------------------------------------------------------------------- main
-
 def locate_build_dir(arg):
-    if os.path.isdir(arg):
-        return os.path.abspath(arg)
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    alt = os.path.join(repo, arg)
-    if os.path.isdir(alt):
-        return alt
+    for d in (arg, os.path.join(REPO, arg)):
+        if os.path.isdir(d):
+            return os.path.abspath(d)
     sys.exit(f"run_bench: build directory {arg!r} not found")
 
 
+def summarize(runs, contenders, reps):
+    summary = {}
+    for c in contenders:
+        rs = [r for r in runs if r["contender"] == c["name"] and "error" not in r]
+        costs = [r["ns_per_run"] for r in rs if r.get("ns_per_run") is not None]
+        summary[c["name"]] = {
+            "role": c["role"], "argv": c["argv"][:1] + [a if len(a) < 200 else "<script>"
+                                                       for a in c["argv"][1:]],
+            "ok_runs": len(rs), "reps": reps,
+            "ns_per_run": median(costs),
+            "ns_per_run_min": min(costs, default=None),
+            "ns_per_run_max": max(costs, default=None),
+            "runs_per_workload": median([r["run_cnt"] for r in rs]),
+            "startup_ms": median([r["startup_s"] * 1000 for r in rs]),
+            "peak_rss_kib": median([r["peak_rss_kib"] for r in rs]),
+            "errors": [r["error"] for r in runs if r["contender"] == c["name"] and "error" in r],
+        }
+    # The hooks' mix differs from run to run (compaction's pages to migrate, machine-wide
+    # page-cache hooks), and a begin costs more than a counter: each contender's cost is taken
+    # on the same mix, the floor's median runs per hook, from its own ns per run on each hook.
+    floor_name = next((n for n, s in summary.items() if s["role"] == "floor"), None)
+    floor_runs = [r for r in runs if r["contender"] == floor_name and "error" not in r]
+    weights = {}
+    for r in floor_runs:
+        for tp in r.get("hooks", {}):
+            weights[tp] = median([x["hooks"].get(tp, {}).get("run_cnt", 0) for x in floor_runs])
+    weights = {tp: w for tp, w in weights.items() if w and tp != "?"}
+    for name, st in summary.items():
+        rs = [r for r in runs if r["contender"] == name and "error" not in r]
+        per_hook = {tp: median([r["hooks"][tp]["run_time_ns"] / r["hooks"][tp]["run_cnt"]
+                                for r in rs if r.get("hooks", {}).get(tp, {}).get("run_cnt")])
+                    for tp in weights}
+        st["ns_per_run_by_hook"] = per_hook
+        st["hook_weights"] = weights
+        by_rep = []
+        for r in rs:
+            total = 0.0
+            for tp, w in weights.items():
+                h = r.get("hooks", {}).get(tp, {})
+                ns = h["run_time_ns"] / h["run_cnt"] if h.get("run_cnt") else per_hook[tp]
+                if ns is None:
+                    break
+                total += w * ns
+            else:
+                if weights:
+                    r["ns_per_run_mix"] = total / sum(weights.values())
+                    by_rep.append(r["ns_per_run_mix"])
+        st["ns_per_run_raw"] = st["ns_per_run"]
+        st["ns_per_run"] = median(by_rep)
+        st["ns_per_run_min"] = min(by_rep, default=None)
+        st["ns_per_run_max"] = max(by_rep, default=None)
+    floor = summary.get(floor_name)
+    floor_by_rep = {r["rep"]: r["ns_per_run_mix"] for r in floor_runs if "ns_per_run_mix" in r}
+    for name, s in summary.items():
+        fl = floor["ns_per_run"] if floor else None
+        s["over_floor_ns"] = s["ns_per_run"] - fl if s["ns_per_run"] is not None and fl else None
+        s["x_floor"] = ratio(s["ns_per_run"], fl)
+        # Median of the per-repetition differences (same rep: the same moment of the machine).
+        s["over_floor_paired_ns"] = median(
+            [r["ns_per_run_mix"] - floor_by_rep[r["rep"]] for r in runs
+             if r["contender"] == name and "ns_per_run_mix" in r and r["rep"] in floor_by_rep])
+        bt = next((b for b in summary.values() if b["role"] == f"bpftrace {s['role']}"), None)
+        s["x_bpftrace"] = ratio(s["ns_per_run"], bt["ns_per_run"]) if bt else None
+        s["startup_x_bpftrace"] = ratio(s["startup_ms"], bt["startup_ms"]) if bt else None
+        s["peak_rss_x_bpftrace"] = ratio(s["peak_rss_kib"], bt["peak_rss_kib"]) if bt else None
+    return summary
+
+
+def print_table(results):
+    m = results["machine"]
+    print(f"machine: Linux {m['kernel']} {m['machine']}, {m['cpu_model']}, nproc={m['nproc']}, "
+          f"NUMA nodes={m['numa_nodes']}")
+    print(f"{results['reps']} interleaved reps per tool, medians; {results['elapsed_s']:.0f} s "
+          f"total")
+    print()
+    head = (f"{'tool':<13}{'contender':<22}{'ns/run':>8}{'min-max':>12}{'runs':>8}"
+            f"{'vs floor':>10}{'paired':>9}{'x floor':>8}{'x bpftr':>8}{'startup':>9}"
+            f"{'peak RSS':>10}")
+    print(head)
+    print("-" * len(head))
+    for tool, g in results["tools"].items():
+        if g.get("unavailable"):
+            print(f"{tool:<13}skipped: {g['unavailable']}")
+            continue
+        for name, s in g["summary"].items():
+            is_floor = s["role"] == "floor"
+            if s["ns_per_run"] is None:
+                why = ("no BPF program run during the workload: its hooks saw no events here"
+                       if s["ok_runs"] else
+                       f"failed: {(s['errors'] or ['?'])[0].splitlines()[0][:70]}")
+                print(f"{tool:<13}{name:<22}  {why}")
+                continue
+            rng = f"{s['ns_per_run_min']:.0f}-{s['ns_per_run_max']:.0f}"
+            rss = s["peak_rss_kib"] / 1024 if s["peak_rss_kib"] else None
+            print(f"{tool:<13}{name:<22}{s['ns_per_run']:>8.1f}{rng:>12}"
+                  f"{fmt(s['runs_per_workload'], '.0f'):>8}"
+                  f"{'(floor)' if is_floor else fmt(s['over_floor_ns'], '+.1f'):>10}"
+                  f"{'' if is_floor else fmt(s['over_floor_paired_ns'], '+.1f'):>9}"
+                  f"{'' if is_floor else fmt(s['x_floor'], '.2f'):>8}"
+                  f"{fmt(s['x_bpftrace'], '.2f'):>8}"
+                  f"{fmt(s['startup_ms'], '.0f', ' ms'):>9}{fmt(rss, '.1f', ' MiB'):>10}"
+                  + ("" if s["ok_runs"] == s["reps"] else f"  ({s['ok_runs']}/{s['reps']} ok)"))
+        print()
+    sizes = results["binary_sizes"]
+    print("binary size: " + ", ".join(f"{t} {n / 1024:.0f} KiB" for t, n in sizes.items()))
+    print("ns/run: BPF run time per program run (bpf_stats), per hook, averaged over the "
+          "floor's mix of runs per hook (the same mix for every contender of a tool); runs: "
+          "program runs per workload; vs floor: difference of the medians; paired: median of "
+          "the per-rep differences; x floor, x bpftr: ratios of the medians (bpftrace: the "
+          "script doing the same job)")
+    print("startup: exec to 'memlat: ready' (bpftrace: to its 'Attaching' line); peak RSS: "
+          "VmHWM of the process (bpftrace's includes LLVM)")
+    print("workloads:")
+    for tool, g in results["tools"].items():
+        print(f"  {tool}: {g['note']}")
+    for n in results["notes"]:
+        print(f"note: {n}")
+
+
+def markdown_table(results):
+    """The table as Markdown, for the README's Benchmark section."""
+    rows = ["| tool | contender | ns per run | over the floor | x bpftrace | exec to ready | "
+            "peak RSS |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for tool, g in results["tools"].items():
+        if g.get("unavailable"):
+            rows.append(f"| {tool} | skipped: {g['unavailable']} | | | | | |")
+            continue
+        for name, s in g["summary"].items():
+            if s["ns_per_run"] is None:
+                rows.append(f"| {tool} | `{name}` | no events here | | | | |")
+                continue
+            over = "" if s["role"] == "floor" else fmt(s["over_floor_ns"], "+.0f")
+            rss = s["peak_rss_kib"] / 1024 if s["peak_rss_kib"] else None
+            rows.append(f"| {tool} | `{name}` | {s['ns_per_run']:.0f} "
+                        f"({s['ns_per_run_min']:.0f}-{s['ns_per_run_max']:.0f}) | {over} | "
+                        f"{'' if s['x_bpftrace'] is None else format(s['x_bpftrace'], '.2f')} | "
+                        f"{fmt(s['startup_ms'], '.0f', ' ms')} | {fmt(rss, '.1f', ' MiB')} |")
+    return "\n".join(rows) + "\n"
+
+
+# --------------------------------------------------------------------------- main
+
 def main():
-    global _libc
+    global _libc, mt
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build-dir", default="build", help="CMake build directory (default: build)")
-    ap.add_argument("--iterations", type=int, default=50000,
-                    help="tlb_workload iterations per measurement (default: 50000)")
-    ap.add_argument("--reps", type=int, default=7,
-                    help="interleaved repetitions per contender (default: 7)")
+    ap.add_argument("--tools", default=",".join(TOOLS),
+                    help=f"comma-separated tools to measure (default: {','.join(TOOLS)})")
+    ap.add_argument("--iterations", type=int, default=20000,
+                    help="tlb_workload iterations per measurement (default: 20000)")
+    ap.add_argument("--reps", type=int, default=5,
+                    help="interleaved repetitions per contender (default: 5)")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
-    ap.add_argument("--no-bpftrace", action="store_true", help="skip the bpftrace one-liner")
+    ap.add_argument("--markdown", metavar="FILE",
+                    help="also write the table as Markdown to FILE (for README.md)")
+    ap.add_argument("--no-bpftrace", action="store_true", help="skip the bpftrace scripts")
     args = ap.parse_args()
 
+    tools = [t for t in args.tools.split(",") if t]
+    unknown = [t for t in tools if t not in TOOLS]
+    if unknown or not tools:
+        ap.error(f"--tools: unknown {', '.join(unknown) or '(none given)'}; "
+                 f"known: {', '.join(TOOLS)}")
+    if args.reps < 1 or args.iterations < 1:
+        ap.error("--reps and --iterations must be positive")
     if os.geteuid() != 0:
         sys.exit("run_bench: needs root (bpf_stats_enabled, BPF programs)")
     if not shutil.which("bpftool"):
@@ -306,31 +752,27 @@ def main():
         _libc = None
 
     bd = locate_build_dir(args.build_dir)
-    bench_empty = os.path.join(bd, "bench_empty")
-    tlbflush = os.path.join(bd, "tlbflush")
-    workload = os.path.join(bd, "tests", "tlb_workload")
-    for p in (bench_empty, tlbflush, workload):
+    needed = [os.path.join(bd, "bench_empty")] + [os.path.join(bd, t) for t in tools]
+    for p in needed:
         if not os.access(p, os.X_OK):
             sys.exit(f"run_bench: {p} missing; build first (cmake --build {args.build_dir})")
+    os.environ["MEMLAT_BUILD_DIR"] = bd
+    sys.path.insert(0, os.path.join(REPO, "tests", "runtime"))
+    import memlat_test  # noqa: E402 (the runtime tests' cgroup and file helpers)
+    mt = memlat_test
+    mt.log = log  # its progress lines go to stderr here: stdout is the table
 
     notes = []
-    ours = dict(ready_stream="stderr", ready_text="memlat: ready", stdout=False)
-    contenders = [
-        dict(ours, name="bench_empty", argv=[bench_empty], prog_name="empty_tlb_flush"),
-        dict(ours, name="tlbflush", argv=[tlbflush], prog_name="tlb_flush_btf"),
-        dict(ours, name="tlbflush -t", argv=[tlbflush, "-t"], prog_name="tlb_flush_btf"),
-    ]
-    bpftrace = shutil.which("bpftrace")
+    bpftrace = None
     if args.no_bpftrace:
-        notes.append("bpftrace one-liner skipped (--no-bpftrace)")
-    elif not bpftrace:
-        notes.append("bpftrace one-liner skipped: bpftrace not found in PATH")
+        notes.append("bpftrace scripts skipped (--no-bpftrace)")
+    elif not shutil.which("bpftrace"):
+        notes.append("bpftrace scripts skipped: bpftrace not installed (apt-get install "
+                     "bpftrace)")
     else:
-        # "Attaching 1 probe..." is printed just before attaching: wait for the new program
-        # to show up, then a short settle.
-        contenders.append(dict(name="bpftrace", argv=[bpftrace, "-e", ONE_LINER],
-                               ready_stream="stdout", ready_text="Attaching", stdout=True,
-                               prog_type="tracepoint", settle=0.3))
+        bpftrace = shutil.which("bpftrace")
+    notes.append("kprobes and fentry programs are not measured: the tools use tracepoints "
+                 "where they have them, and numamove -c (per call) needs fentry or kprobes")
 
     def on_term(signum, frame):
         raise KeyboardInterrupt
@@ -341,33 +783,41 @@ def main():
 
     with open(STATS_SYSCTL) as f:
         old_stats = f.read().strip()
-    results = {"machine": machine(), "iterations": args.iterations, "reps": args.reps,
-               "build_dir": bd, "notes": notes, "runs": []}
+    results = {"machine": machine(), "reps": args.reps, "build_dir": bd, "notes": notes,
+               "tools": {}}
+    groups = [g for g in make_groups(bd, args) if g.tool in tools]
     started = time.monotonic()
     try:
         try:
             with open(STATS_SYSCTL, "w") as f:
                 f.write("1")
-            results["ru_maxrss_floor_kib"] = maxrss_floor()
-            # Warm-up (page cache, BTF parsing caches), not counted.
-            log("run_bench: warm-up")
-            for c in contenders:
+            for g in groups:
+                contenders = contenders_of(g, bd, bpftrace)
+                entry = {"note": g.note, "hooks": g.hooks, "runs": []}
+                results["tools"][g.tool] = entry
                 try:
-                    one_run(c, 1000, workload)
-                except Exception as e:
-                    log(f"run_bench: warm-up of {c['name']} failed: {e}")
-            for rep in range(args.reps):
-                for c in contenders:
-                    try:
-                        r = one_run(c, args.iterations, workload)
-                        r["rep"] = rep
-                        log(f"run_bench: rep {rep + 1}/{args.reps} {c['name']:<12} "
-                            f"{fmt(r['ns_per_run'], '.1f', ' ns/run')}  "
-                            f"startup {fmt(r['startup_s'] * 1000, '.0f', ' ms')}")
-                    except Exception as e:
-                        r = {"contender": c["name"], "rep": rep, "error": str(e)}
-                        log(f"run_bench: rep {rep + 1} {c['name']}: {e}")
-                    results["runs"].append(r)
+                    with g.setup() as workload:
+                        for rep in range(args.reps):
+                            for c in contenders:
+                                try:
+                                    r = one_run(c, g, workload)
+                                except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+                                    r = {"contender": c["name"], "role": c["role"],
+                                         "error": str(e)}
+                                    log(f"run_bench: {g.tool} rep {rep + 1} {c['name']}: {e}")
+                                else:
+                                    log(f"run_bench: {g.tool} rep {rep + 1}/{args.reps} "
+                                        f"{c['name']:<22} "
+                                        f"{fmt(r['ns_per_run'], '.1f', ' ns/run')} "
+                                        f"({r['run_cnt']} runs), startup "
+                                        f"{r['startup_s'] * 1000:.0f} ms")
+                                r["rep"] = rep
+                                entry["runs"].append(r)
+                except Unavailable as e:
+                    entry["unavailable"] = str(e)
+                    log(f"run_bench: {g.tool} skipped: {e}")
+                    continue
+                entry["summary"] = summarize(entry["runs"], contenders, args.reps)
         finally:
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # no second Ctrl-C during cleanup
             try:
@@ -381,92 +831,26 @@ def main():
         return 130
     results["elapsed_s"] = time.monotonic() - started
 
-    # ----------------------------------------------------------------------- summary
-    summary = {}
-    for c in contenders:
-        rs = [r for r in results["runs"] if r["contender"] == c["name"] and "error" not in r]
-        summary[c["name"]] = {
-            "ok_runs": len(rs),
-            "ns_per_run": median([r["ns_per_run"] for r in rs]),
-            "ns_per_run_min": min((r["ns_per_run"] for r in rs if r["ns_per_run"]), default=None),
-            "ns_per_run_max": max((r["ns_per_run"] for r in rs if r["ns_per_run"]), default=None),
-            "events_per_run": median([r["run_cnt"] for r in rs]),
-            "startup_ms": median([r["startup_s"] * 1000 for r in rs]),
-            "peak_rss_kib": median([r["peak_rss_kib"] for r in rs]),
-            "ru_maxrss_kib": median([r["ru_maxrss_kib"] for r in rs]),
-        }
-    floor = summary["bench_empty"]["ns_per_run"]
-    floor_by_rep = {r["rep"]: r["ns_per_run"] for r in results["runs"]
-                    if r["contender"] == "bench_empty" and r.get("ns_per_run")}
-    for name, s in summary.items():
-        s["over_floor_ns"] = (s["ns_per_run"] - floor
-                              if s["ns_per_run"] is not None and floor is not None else None)
-        # Median of the per-repetition differences (same rep = same moment of the machine).
-        s["over_floor_paired_ns"] = median(
-            [r["ns_per_run"] - floor_by_rep[r["rep"]] for r in results["runs"]
-             if r["contender"] == name and r.get("ns_per_run") and r["rep"] in floor_by_rep])
-    results["summary"] = summary
     sizes = {}
     for t in TOOLS + ["bench_empty"]:
         p = os.path.join(bd, t)
         if os.path.isfile(p):
             sizes[t] = os.path.getsize(p)
+    if bpftrace:
+        sizes["bpftrace (dynamic, without its libraries)"] = os.path.getsize(bpftrace)
     results["binary_sizes"] = sizes
-
-    cm, bt = summary["tlbflush"], summary.get("bpftrace")
-    ratios = {}
-    if bt:
-        ratios["cost_count_over_oneliner"] = ratio(cm["ns_per_run"], bt["ns_per_run"])
-        ratios["startup_count_over_oneliner"] = ratio(cm["startup_ms"], bt["startup_ms"])
-        ratios["peak_rss_count_over_oneliner"] = ratio(cm["peak_rss_kib"], bt["peak_rss_kib"])
-    results["ratios"] = ratios
-
-    m = results["machine"]
-    print(f"machine: Linux {m['kernel']} {m['machine']}, {m['cpu_model']}, nproc={m['nproc']}")
-    print(f"workload: tlb_workload --iterations {args.iterations}, {args.reps} interleaved reps, "
-          f"medians; {results['elapsed_s']:.0f} s total")
-    print()
-    print(f"{'contender':<13}{'ns/run':>8}{'min-max':>13}{'vs floor':>10}{'paired':>8}{'events':>9}"
-          f"{'startup':>10}{'peak RSS':>11}{'ru_maxrss':>11}")
-    for name, s in summary.items():
-        rng = (f"{s['ns_per_run_min']:.0f}-{s['ns_per_run_max']:.0f}"
-               if s["ns_per_run_min"] is not None else "-")
-        over = "(floor)" if name == "bench_empty" else fmt(s["over_floor_ns"], "+.1f")
-        paired = "" if name == "bench_empty" else fmt(s["over_floor_paired_ns"], "+.1f")
-        print(f"{name:<13}{fmt(s['ns_per_run'], '.1f'):>8}{rng:>13}{over:>10}{paired:>8}"
-              f"{fmt(s['events_per_run'], '.0f'):>9}{fmt(s['startup_ms'], '.0f', ' ms'):>10}"
-              f"{fmt(s['peak_rss_kib'] and s['peak_rss_kib'] / 1024, '.1f', ' MiB'):>11}"
-              f"{fmt(s['ru_maxrss_kib'] and s['ru_maxrss_kib'] / 1024, '.1f', ' MiB'):>11}"
-              + ("" if s["ok_runs"] == args.reps else f"  ({s['ok_runs']}/{args.reps} runs ok)"))
-    print()
-    if bt and bt["ok_runs"]:
-        print(f"count mode / one-liner: cost {fmt(ratios['cost_count_over_oneliner'], '.2f')}x, "
-              f"startup {fmt(ratios['startup_count_over_oneliner'], '.2f')}x, "
-              f"peak RSS {fmt(ratios['peak_rss_count_over_oneliner'], '.3f')}x")
-        if cm["ns_per_run"] is not None and bt["ns_per_run"] is not None:
-            print(f"targets (informational): count mode below the one-liner: "
-                  f"{'yes' if cm['ns_per_run'] < bt['ns_per_run'] else 'NO'}; "
-                  f"within {TARGET_OVER_FLOOR_NS:.0f} ns of the floor: "
-                  f"{'yes' if cm['over_floor_ns'] <= TARGET_OVER_FLOOR_NS else 'NO'} "
-                  f"({cm['over_floor_ns']:+.1f} ns)")
-    print("binary size: " + ", ".join(f"{t} {n / 1024:.0f} KiB ({n} B)" for t, n in sizes.items()))
-    print("vs floor = difference of the medians; paired = median of the per-repetition "
-          "differences to bench_empty")
-    print(f"startup = exec to 'memlat: ready' (ours) / to bpftrace's 'Attaching' line; peak RSS "
-          f"= VmHWM of the process; ru_maxrss (wait4) includes the forked parent's copy, floor "
-          f"{results['ru_maxrss_floor_kib'] / 1024:.1f} MiB here")
-    for n in notes:
-        print(f"note: {n}")
-    errors = [r for r in results["runs"] if "error" in r]
-    if errors:
-        print(f"note: {len(errors)} run(s) failed, first: {errors[0]['error']}")
-
+    print_table(results)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(markdown_table(results))
+        print(f"wrote {args.markdown}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
             f.write("\n")
         print(f"wrote {args.json}")
-    ok = all(s["ok_runs"] for s in summary.values())
+    ok = all(g.get("unavailable") or all(s["ok_runs"] for s in g["summary"].values())
+             for g in results["tools"].values())
     return 0 if ok else 1
 
 

@@ -22,6 +22,10 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+/* task_comm() stores the name as two 8-byte words. */
+_Static_assert(__builtin_offsetof(struct cachestat_proc_value, comm) % 8 == 0,
+	       "comm must be 8-byte aligned");
+
 /* Options, set by user space before load. */
 const volatile __u32 filter_pid = 0;
 const volatile bool filter_cgroup_on = false;
@@ -86,23 +90,25 @@ static __always_inline bool task_selected(void)
 
 static __always_inline void add_proc(__u32 counter, __u64 pages)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	struct cachestat_proc_key key = {.pid = pid_tgid >> 32};
+	struct task_struct *me = current_task_readable();
+	struct cachestat_proc_key key = {.pid = task_pid_tgid(me) >> 32};
 	struct cachestat_proc_value *v = bpf_map_lookup_elem(&proc_counts, &key);
 
 	if (!v) {
 		struct cachestat_proc_value zero = {};
 
-		zero.uid = (__u32)bpf_get_current_uid_gid();
-		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
+		zero.uid = task_uid(me);
+		task_comm(me, zero.comm);
 		v = map_insert_lookup(&proc_counts, &key, &zero, &table_full);
 		if (!v)
 			return;
 	} else {
 		/* The name and user of the latest event: a process seen first between fork and
-		 * exec (the shell, the parent's name) shows the program it became. */
-		v->uid = (__u32)bpf_get_current_uid_gid();
-		bpf_get_current_comm(v->comm, sizeof(v->comm));
+		 * exec (the shell, the parent's name) shows the program it became. Read from the
+		 * task where the kernel allows it: the helpers cost more than the rest of the event
+		 * (compat.bpf.h). */
+		v->uid = task_uid(me);
+		task_comm(me, v->comm);
 	}
 	__sync_fetch_and_add(&v->counts.c[counter], pages);
 }

@@ -63,14 +63,24 @@ static __always_inline void *map_insert_lookup(void *map, const void *key, const
 	return bpf_map_lookup_elem(map, key);
 }
 
-/* Submits a ring-buffer record without waking user space until `batch_bytes` have built up:
- * at high event rates a wakeup per event would cost more than the event. User space also
- * drains the buffer on a timer, so a small trickle is never held back for long. */
-static __always_inline void submit_batched(void *record, void *ringbuf, __u64 batch_bytes)
+/* Submits a ring-buffer record of `size` bytes without waking user space, except once for
+ * every `batch_bytes` (a power of two) of records produced: the record that carries the
+ * producer position across a multiple of `batch_bytes` wakes it. A wake-up is an irq_work (in a
+ * VM a self-IPI that exits to the hypervisor: several microseconds), so one per event would
+ * cost far more than the event. The test is on the position alone, not on the data waiting:
+ * "wake when `batch_bytes` are waiting" woke with every event while user space had not yet run
+ * to drain them (both CPUs busy with the traced workload), 6 us per event instead of 0.3 on a
+ * 6.18 guest (bench/). Two CPUs may both see a crossing (a spare wake-up) or, racing, neither
+ * (the next crossing wakes); user space also drains the buffer on a timer, so nothing waits
+ * for long. */
+static __always_inline void submit_batched(void *record, void *ringbuf, __u64 size,
+					   __u64 batch_bytes)
 {
+	/* What the record takes in the buffer: an 8-byte header, rounded up to 8 bytes. */
+	__u64 taken = (size + 8 + 7) & ~7ULL;
 	__u64 flags = BPF_RB_NO_WAKEUP;
 
-	if (bpf_ringbuf_query(ringbuf, BPF_RB_AVAIL_DATA) >= batch_bytes)
+	if ((bpf_ringbuf_query(ringbuf, BPF_RB_PROD_POS) & (batch_bytes - 1)) < taken)
 		flags = BPF_RB_FORCE_WAKEUP;
 	bpf_ringbuf_submit(record, flags);
 }

@@ -27,6 +27,10 @@ _Static_assert((COMPACTSNOOP_KINDS & (COMPACTSNOOP_KINDS - 1)) == 0,
 
 char LICENSE[] SEC("license") = "GPL";
 
+/* task_comm() stores the name as two 8-byte words. */
+_Static_assert(__builtin_offsetof(struct compactsnoop_event, comm) % 8 == 0,
+	       "comm must be 8-byte aligned");
+
 #define PF_KTHREAD 0x00200000 /* include/linux/sched.h: a kernel thread */
 
 /* Options, set by user space before load. */
@@ -314,6 +318,7 @@ static __always_inline void add_hist(__u32 kind, int order, __u64 lat)
 static __always_inline int end_run(void *ctx, int status, bool *release)
 {
 	struct task_compaction *s = state_of(false);
+	struct task_struct *me;
 	struct run_start *r;
 	__u64 now = bpf_ktime_get_ns(), pid_tgid, lat;
 	__u32 kind;
@@ -360,7 +365,8 @@ static __always_inline int end_run(void *ctx, int status, bool *release)
 		__sync_fetch_and_add(&dropped_events, 1);
 		return 0;
 	}
-	pid_tgid = bpf_get_current_pid_tgid();
+	me = current_task_readable();
+	pid_tgid = task_pid_tgid(me);
 	e->ts_ns = now;
 	e->lat_ns = lat;
 	e->gfp = r->gfp;
@@ -392,7 +398,7 @@ static __always_inline int end_run(void *ctx, int status, bool *release)
 	e->sync = r->sync;
 	e->whole_zone = r->whole_zone;
 	__builtin_memset(e->pad, 0, sizeof(e->pad));
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	task_comm(me, e->comm);
 	event_submit(ctx, &events, e, sizeof(*e), wakeup_bytes, &dropped_events);
 	return 0;
 }

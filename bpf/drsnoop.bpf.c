@@ -19,6 +19,10 @@ _Static_assert((DRSNOOP_KINDS & (DRSNOOP_KINDS - 1)) == 0, "DRSNOOP_KINDS must b
 
 char LICENSE[] SEC("license") = "GPL";
 
+/* task_comm() stores the name as two 8-byte words. */
+_Static_assert(__builtin_offsetof(struct drsnoop_event, comm) % 8 == 0,
+	       "comm must be 8-byte aligned");
+
 /* Options, set by user space before load. */
 const volatile __u32 filter_pid = 0;
 const volatile __u32 filter_tid = 0;
@@ -285,7 +289,9 @@ static __noinline void add_cgroup_totals(__u64 cgid, __u32 kind, __u64 lat, __u6
 
 static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
 {
-	struct task_struct *task = current_task();
+	/* Read directly where the kernel allows it (5.11), through CO-RE helpers before. */
+	struct task_struct *me = current_task_readable();
+	struct task_struct *task = me ? me : current_task();
 	struct task_reclaim *state;
 	struct reclaim_start start;
 	__u64 now = bpf_ktime_get_ns(), pid_tgid, lat;
@@ -318,7 +324,7 @@ static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
 
 	if (count_cgroups)
 		add_cgroup_totals(cgid, kind, lat, nr_reclaimed);
-	pid_tgid = bpf_get_current_pid_tgid();
+	pid_tgid = task_pid_tgid(me);
 	add_summary(pid_tgid, kind, lat, nr_reclaimed);
 	if (hist_mode)
 		add_hist(pid_tgid, kind, lat);
@@ -339,11 +345,11 @@ static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
 	e->cgroup_id = cgid;
 	e->pid = pid_tgid >> 32;
 	e->tid = (__u32)pid_tgid;
-	e->uid = (__u32)bpf_get_current_uid_gid();
+	e->uid = task_uid(me);
 	e->kind = kind;
 	e->order = start.order;
 	e->nid = start.nid;
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	task_comm(me, e->comm);
 	event_submit(ctx, &events, e, sizeof(*e), wakeup_bytes, &dropped_events);
 	return 0;
 }

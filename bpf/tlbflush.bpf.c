@@ -17,6 +17,10 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+/* task_comm() stores the name as two 8-byte words. */
+_Static_assert(__builtin_offsetof(struct tlbflush_event, comm) % 8 == 0,
+	       "comm must be 8-byte aligned");
+
 #define TLB_FLUSH_ALL_PAGES (~0UL)
 
 /* Options, set by user space before load. */
@@ -165,8 +169,8 @@ static __always_inline void count_culprit(void *ctx, __u64 pid_tgid, __u32 targe
 	__sync_fetch_and_add(&v->count, 1);
 }
 
-static __always_inline void trace_event(void *ctx, __u64 pid_tgid, __u32 cpu, int reason,
-					unsigned long pages)
+static __always_inline void trace_event(void *ctx, struct task_struct *task, __u64 pid_tgid,
+					__u32 cpu, int reason, unsigned long pages)
 {
 	struct tlbflush_event *e = event_reserve(&events, &event_scratch, sizeof(*e));
 
@@ -180,7 +184,7 @@ static __always_inline void trace_event(void *ctx, __u64 pid_tgid, __u32 cpu, in
 	e->pid = pid_tgid >> 32;
 	e->tid = (__u32)pid_tgid;
 	e->reason = reason;
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	task_comm(task, e->comm);
 	event_submit(ctx, &events, e, sizeof(*e), wakeup_bytes, &dropped_events);
 }
 
@@ -210,6 +214,7 @@ static __always_inline void note_tlb_flush(__u32 cpu)
 static __always_inline int on_tlb_flush(void *ctx, int reason, unsigned long pages)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
+	struct task_struct *task;
 	__u32 slot;
 	__u64 pid_tgid;
 
@@ -240,7 +245,8 @@ static __always_inline int on_tlb_flush(void *ctx, int reason, unsigned long pag
 		add_count(&counts[cpu][slot], pages, false);
 		return 0;
 	}
-	pid_tgid = bpf_get_current_pid_tgid();
+	task = current_task_readable();
+	pid_tgid = task_pid_tgid(task);
 	if (!pid_selected(pid_tgid))
 		return 0;
 
@@ -248,7 +254,7 @@ static __always_inline int on_tlb_flush(void *ctx, int reason, unsigned long pag
 	if (per_process)
 		count_per_process(pid_tgid, cpu, slot, pages);
 	if (trace_events)
-		trace_event(ctx, pid_tgid, cpu, reason, pages);
+		trace_event(ctx, task, pid_tgid, cpu, reason, pages);
 	return 0;
 }
 

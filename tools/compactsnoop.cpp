@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <bit>
 #include <fmt/format.h>
 #include <map>
 #include <optional>
@@ -124,6 +125,9 @@ class Compactsnoop {
 // The events map's ring-buffer size, and the batch after which user space is woken.
 constexpr size_t event_buffer_bytes = 1u << 20;
 constexpr size_t event_wakeup_bytes = 16 * 1024;
+// The BPF side wakes user space when the ring buffer's producer position crosses a multiple
+// of it (submit_batched() in bpf/common.bpf.h), a test that needs a power of two.
+static_assert(std::has_single_bit(event_wakeup_bytes));
 
 // Why tp_btf and raw_tp cannot pair mm_compaction_begin/end here, or "": their programs read
 // struct compact_control * from the first argument, which kernels before 6.0 do not pass

@@ -7,6 +7,7 @@
 #include <csignal>
 
 #include <algorithm>
+#include <bit>
 #include <fmt/format.h>
 #include <map>
 #include <optional>
@@ -72,6 +73,9 @@ Environment:
 // The ring buffer's size, and the batch after which user space is woken.
 constexpr size_t event_buffer_bytes = 1u << 20;
 constexpr size_t event_wakeup_bytes = 16 * 1024;
+// The BPF side wakes user space when the ring buffer's producer position crosses a multiple
+// of it (submit_batched() in bpf/common.bpf.h), a test that needs a power of two.
+static_assert(std::has_single_bit(event_wakeup_bytes));
 
 const std::array<const char *, DRSNOOP_KINDS> kind_tracepoints{
     "direct_reclaim", "memcg_reclaim", "memcg_softlimit_reclaim", "node_reclaim"};

@@ -6,6 +6,7 @@
 #include <csignal>
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <fmt/format.h>
 #include <map>
@@ -33,6 +34,9 @@ constexpr const char *tool_name = "tlbflush";
 // The ring buffer's size with -t, and the batch after which user space is woken.
 constexpr size_t event_buffer_bytes = 4u << 20;
 constexpr size_t event_wakeup_bytes = 64 * 1024;
+// The BPF side wakes user space when the ring buffer's producer position crosses a multiple
+// of it (submit_batched() in bpf/common.bpf.h), a test that needs a power of two.
+static_assert(std::has_single_bit(event_wakeup_bytes));
 
 // Remote TLB shootdowns are interrupts only on x86. arm64 invalidates the other CPUs' TLBs
 // with broadcast TLBI instructions (arch/arm64/include/asm/tlbflush.h): the hardware does it,
