@@ -70,9 +70,11 @@ struct Probe {
         : id(static_cast<int>(id)), name(std::move(name)), needs(std::move(needs)),
           choices(std::move(choices)), required(required) {}
 
-    // A probe nothing looks up (bench/'s empty programs).
-    Probe(std::string name, std::string needs, std::vector<HookChoice> choices)
-        : id(-1), name(std::move(name)), needs(std::move(needs)), choices(std::move(choices)) {}
+    // A probe nothing looks up (bench/'s empty programs, the shared thread-exit clean-up).
+    Probe(std::string name, std::string needs, std::vector<HookChoice> choices,
+          bool required = true)
+        : id(-1), name(std::move(name)), needs(std::move(needs)), choices(std::move(choices)),
+          required(required) {}
 
     int id;            // the tool's enum value
     std::string name;  // what it observes, e.g. "tlb:tlb_flush"
