@@ -24,12 +24,12 @@ struct Mount {
     std::string point, fstype, super_options;
 };
 
-// The mount that contains `path` (the longest mount point that is a prefix of it).
-Mount mount_of(const std::string &path) {
-    Mount best;
+// Every mount of /proc/self/mountinfo, in its order.
+std::vector<Mount> mounts() {
+    std::vector<Mount> out;
     auto text = read_text_file("/proc/self/mountinfo");
     if (!text)
-        return best;
+        return out;
     std::string_view rest = *text, line;
     while (next_line(rest, line)) {
         // id parent major:minor root mountpoint options [optional...] - fstype source superopts
@@ -46,11 +46,20 @@ Mount mount_of(const std::string &path) {
             ++dash;
         if (fields.size() < 5 || dash + 3 >= fields.size())
             continue;
-        std::string point(fields[4]);
-        bool contains = path == point ||
-                        (path.starts_with(point) && (point == "/" || path[point.size()] == '/'));
-        if (contains && point.size() >= best.point.size())
-            best = Mount{point, std::string(fields[dash + 1]), std::string(fields[dash + 3])};
+        out.push_back(Mount{std::string(fields[4]), std::string(fields[dash + 1]),
+                            std::string(fields[dash + 3])});
+    }
+    return out;
+}
+
+// The mount that contains `path` (the longest mount point that is a prefix of it).
+Mount mount_of(const std::string &path) {
+    Mount best;
+    for (auto &m : mounts()) {
+        bool contains = path == m.point || (path.starts_with(m.point) &&
+                                            (m.point == "/" || path[m.point.size()] == '/'));
+        if (contains && m.point.size() >= best.point.size())
+            best = std::move(m);
     }
     return best;
 }
@@ -107,29 +116,12 @@ void scan_cgroups(const std::string &dir, std::map<uint64_t, std::string> &out, 
 
 std::map<uint64_t, std::string> cgroup_paths(bool v1_memory) {
     std::map<uint64_t, std::string> out;
-    auto text = read_text_file("/proc/self/mountinfo");
-    if (!text)
-        return out;
-    std::string_view rest = *text, line;
-    while (next_line(rest, line)) {
-        // id parent major:minor root mountpoint options [optional...] - fstype source superopts
-        auto dash = line.find(" - ");
-        if (dash == std::string_view::npos)
-            continue;
-        std::string_view tail = line.substr(dash + 3);
-        const bool match =
-            v1_memory ? tail.starts_with("cgroup ") &&
-                            has_option(std::string(tail.substr(tail.rfind(' ') + 1)), "memory")
-                      : tail.starts_with("cgroup2 ");
-        if (!match)
-            continue;
-        size_t pos = 0;
-        for (int field = 0; field < 4; ++field)
-            pos = line.find(' ', pos) + 1;
-        std::string point(line.substr(pos, line.find(' ', pos) - pos));
-        scan_cgroups(point, out, 0);
-        break;
-    }
+    for (const auto &m : mounts())
+        if (v1_memory ? m.fstype == "cgroup" && has_option(m.super_options, "memory")
+                      : m.fstype == "cgroup2") {
+            scan_cgroups(m.point, out, 0);
+            break;
+        }
     return out;
 }
 
@@ -178,20 +170,9 @@ CgroupTarget resolve_cgroup(const std::string &path) {
 }
 
 bool memory_controller_on_v1() {
-    auto text = read_text_file("/proc/self/mountinfo");
-    if (!text)
-        return false;
-    std::string_view rest = *text, line;
-    while (next_line(rest, line)) {
-        auto dash = line.find(" - cgroup ");
-        if (dash == std::string_view::npos)
-            continue;
-        std::string_view tail = line.substr(dash + 10);
-        auto space = tail.find(' ');
-        if (space != std::string_view::npos &&
-            has_option(std::string(tail.substr(space + 1)), "memory"))
+    for (const auto &m : mounts())
+        if (m.fstype == "cgroup" && has_option(m.super_options, "memory"))
             return true;
-    }
     return false;
 }
 
