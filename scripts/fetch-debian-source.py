@@ -24,7 +24,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "vm"))
-from vmkernel import KernelError, ScratchApt  # noqa: E402
+from vmkernel import KernelError, ScratchApt, writable_directory  # noqa: E402
 
 MACHINE_CACHE = "/var/cache/memlat/src"
 
@@ -47,12 +47,8 @@ def cache_dir(arg: str | None, build_dir: str | None) -> str:
     env = os.environ.get("MEMLAT_SRC_CACHE")
     if env:
         return os.path.abspath(env)
-    try:
-        os.makedirs(MACHINE_CACHE, exist_ok=True)
-        if os.access(MACHINE_CACHE, os.W_OK):
-            return MACHINE_CACHE
-    except OSError:
-        pass
+    if writable_directory(MACHINE_CACHE):
+        return MACHINE_CACHE
     if not build_dir:
         fail(f"{MACHINE_CACHE} is not writable (not root?): give --cache or --build-dir")
     return os.path.join(os.path.abspath(build_dir), "src-cache")

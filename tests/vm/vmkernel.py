@@ -78,13 +78,18 @@ def cache_dir(build: str) -> str:
     env = os.environ.get("MEMLAT_VM_CACHE")
     if env:
         return os.path.abspath(env)
+    return writable_directory(MACHINE_CACHE) or os.path.join(build, "vm-cache")
+
+
+def writable_directory(path: str) -> Optional[str]:
+    """`path`, made if missing, when this process can write there (root); else None."""
     try:
-        os.makedirs(MACHINE_CACHE, exist_ok=True)
-        if os.access(MACHINE_CACHE, os.W_OK):
-            return MACHINE_CACHE
+        os.makedirs(path, exist_ok=True)
+        if os.access(path, os.W_OK):
+            return path
     except OSError:
         pass
-    return os.path.join(build, "vm-cache")
+    return None
 
 
 def image_arch(package: str) -> str:

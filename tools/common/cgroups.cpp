@@ -154,18 +154,10 @@ CgroupTarget resolve_cgroup(const std::string &path) {
     for (char c : below)
         target.level += c == '/';
 
-    // The kernfs node id is what the kernel reports as the cgroup id; the file handle of a
-    // cgroup directory carries it.
-    struct {
-        file_handle handle;
-        uint64_t id;
-    } fh{};
-    fh.handle.handle_bytes = sizeof(uint64_t);
-    int mount_id = 0;
-    if (name_to_handle_at(AT_FDCWD, real, &fh.handle, &mount_id, 0) != 0)
+    target.id = directory_cgroup_id(real);
+    if (target.id == 0)
         throw RuntimeError(
             fmt::format("cannot read the id of cgroup '{}': {}", path, strerror(errno)));
-    target.id = fh.id;
     return target;
 }
 
