@@ -18,7 +18,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime"))
 from memlat_test import (BpfWatch, MemoryCgroup, Result, Test, TestFile, Tool,  # noqa: E402
                          Workload, binary, build_dir, check_nothing_left, log, main,
-                         require_cpus, scenario)
+                         require_cpus, scenario, skip)
 
 TOOLS = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat"]
 SENDER, VICTIM = 0, 1
@@ -75,9 +75,6 @@ def _(t: Test):
     (misses = that file's pages), and no row carries an earlier file's name."""
     files = 10
     with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
-        if subprocess.run(["stat", "-f", "-c", "%T", tmp], capture_output=True,
-                          text=True).stdout.strip() not in ("ext2/ext3", "ext4", "xfs", "btrfs"):
-            log("note: /var/tmp may not reuse inode numbers at once; checked below")
         reuser = Reuser(tmp, files, 0.6)
         with Tool("cachestat", "-f", "-j", "-p", str(reuser.pid), "0.25",
                   watch_bpf=True) as tool:
@@ -85,8 +82,9 @@ def _(t: Test):
             time.sleep(0.4)
     check_nothing_left(t, tool.bpf_watch, "cachestat -f")
     inos = {m["ino"] for m in made}
-    t.require(len(inos) < files, "the file system reused inode numbers (else this proves "
-              "nothing)", f"< {files} distinct", len(inos))
+    if len(inos) == files:
+        skip(f"the file system of /var/tmp gave {files} files {files} inode numbers: no reuse "
+             "to tell apart (ext4 reuses at once)")
     by_path = {m["path"]: m for m in made}
     rows = [r for o in intervals(t, tool.result) for r in o.get("files", [])
             if r.get("ino") in inos]
