@@ -38,24 +38,21 @@ void collect_metrics(const Counts &c, const std::function<std::string(int32_t)> 
                                         (row == COMPACTSNOOP_ORDER_ROWS - 1 ? "+" : ""));
             out.histogram(l, slots, 1e-6, static_cast<double>(c.hist_sum_ns[k][row]) / 1e9);
         }
-    out.family("memlat_compaction_migrated_bytes", Type::Counter,
-               "Memory compaction migrated, by kind", "bytes");
-    for (uint32_t k = 0; k < COMPACTSNOOP_KINDS; ++k)
-        if (c.kinds[k]) {
-            uint64_t pages = 0;
-            for (const auto &s : c.summary[k])
-                pages += s.migrated;
-            out.sample(kind(k), static_cast<double>(pages) * page_bytes);
-        }
-    out.family("memlat_compaction_failed_bytes", Type::Counter,
-               "Memory compaction failed to migrate, by kind", "bytes");
-    for (uint32_t k = 0; k < COMPACTSNOOP_KINDS; ++k)
-        if (c.kinds[k]) {
-            uint64_t pages = 0;
-            for (const auto &s : c.summary[k])
-                pages += s.failed;
-            out.sample(kind(k), static_cast<double>(pages) * page_bytes);
-        }
+    // Pages summed over a kind's summary rows (one per status), in bytes.
+    auto bytes_family = [&](const char *name, const char *help, auto pages_of) {
+        out.family(name, Type::Counter, help, "bytes");
+        for (uint32_t k = 0; k < COMPACTSNOOP_KINDS; ++k)
+            if (c.kinds[k]) {
+                uint64_t pages = 0;
+                for (const auto &s : c.summary[k])
+                    pages += pages_of(s);
+                out.sample(kind(k), static_cast<double>(pages) * page_bytes);
+            }
+    };
+    bytes_family("memlat_compaction_migrated_bytes", "Memory compaction migrated, by kind",
+                 [](const auto &s) { return s.migrated; });
+    bytes_family("memlat_compaction_failed_bytes", "Memory compaction failed to migrate, by kind",
+                 [](const auto &s) { return s.failed; });
     out.family("memlat_compaction_deferred", Type::Counter,
                "Zones whose compaction was skipped as deferred (mm_compaction_deferred), by kind");
     for (uint32_t k = 0; k < COMPACTSNOOP_KINDS; ++k)
