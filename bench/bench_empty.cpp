@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "bench_empty.skel.h"
-#include "bpf_runtime.h"
+#include "loader.h"
 #include "options.h"
-#include "output.h"
+#include "run_loop.h"
 
 using namespace memlat;
 

@@ -17,3 +17,9 @@ add_test(NAME build.tarball
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/runtime/check_tarball.py
                  ${CMAKE_COMMAND} ${CMAKE_BINARY_DIR} ${MEMLAT_TARBALL} ${MEMLAT_TOOLS})
 set_tests_properties(build.tarball PROPERTIES LABELS build)
+# build.common_layers: tools/common stays layered (no unit needs a header of a unit that needs
+# its own) and no file there grows past 500 lines (docs/developing.md, "Layout").
+add_test(NAME build.common_layers
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/build/check_layers.py
+                 ${PROJECT_SOURCE_DIR}/tools/common)
+set_tests_properties(build.common_layers PROPERTIES LABELS build)

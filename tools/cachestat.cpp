@@ -17,7 +17,6 @@
 #include <optional>
 #include <set>
 
-#include "bpf_runtime.h"
 #include "cachestat.h"
 #include "cachestat.skel.h"
 #include "cachestat_format.h"
@@ -26,8 +25,11 @@
 #include "exporter.h"
 #include "files.h"
 #include "kernel_features.h"
+#include "loader.h"
+#include "machine.h"
 #include "options.h"
 #include "output.h"
+#include "run_loop.h"
 #include "tasks.h"
 
 using namespace memlat;

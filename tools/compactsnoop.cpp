@@ -10,17 +10,20 @@
 #include <optional>
 #include <utility>
 
-#include "bpf_runtime.h"
 #include "compactsnoop.h"
 #include "compactsnoop.skel.h"
 #include "compactsnoop_format.h"
 #include "compactsnoop_metrics.h"
+#include "events.h"
 #include "exporter.h"
 #include "gfp.h"
 #include "histogram.h"
 #include "kernel_features.h"
+#include "kernel_types.h"
+#include "loader.h"
 #include "options.h"
 #include "output.h"
+#include "run_loop.h"
 #include "symbols.h"
 #include "tasks.h"
 

@@ -13,19 +13,21 @@
 #include <optional>
 #include <utility>
 
-#include "bpf_runtime.h"
 #include "cgroups.h"
 #include "drsnoop.h"
 #include "drsnoop.skel.h"
 #include "drsnoop_format.h"
 #include "drsnoop_metrics.h"
+#include "events.h"
 #include "exporter.h"
 #include "files.h"
 #include "gfp.h"
 #include "histogram.h"
 #include "kernel_features.h"
+#include "loader.h"
 #include "options.h"
 #include "output.h"
+#include "run_loop.h"
 #include "tasks.h"
 
 using namespace memlat;

@@ -11,16 +11,18 @@
 #include <map>
 #include <optional>
 
-#include "bpf_runtime.h"
 #include "exporter.h"
 #include "histogram.h"
 #include "kernel_features.h"
+#include "kernel_types.h"
+#include "loader.h"
 #include "numamove.h"
 #include "numamove.skel.h"
 #include "numamove_format.h"
 #include "numamove_metrics.h"
 #include "options.h"
 #include "output.h"
+#include "run_loop.h"
 #include "tasks.h"
 
 using namespace memlat;
@@ -427,7 +429,8 @@ int Numamove::run() {
         numa_reason_ = *numa;
     else
         verbose(v, "This kernel names no numa_misplaced reason: NUMA_migrations stays 0");
-    layout_ = numamove::kernel_migrate_pages_layout(layout_why_);
+    if (auto prototype = tracepoint_prototype("mm_migrate_pages", layout_why_))
+        layout_ = numamove::migrate_pages_layout(*prototype, layout_why_);
     if (layout_)
         verbose(v, fmt::format("mm_migrate_pages arguments for tp_btf/raw_tp, from the "
                                "kernel's BTF (btf_trace_mm_migrate_pages): {}",

@@ -12,12 +12,16 @@
 #include <map>
 #include <optional>
 
-#include "bpf_runtime.h"
+#include "events.h"
 #include "exporter.h"
 #include "histogram.h"
 #include "kernel_features.h"
+#include "kernel_types.h"
+#include "loader.h"
+#include "machine.h"
 #include "options.h"
 #include "output.h"
+#include "run_loop.h"
 #include "symbols.h"
 #include "tasks.h"
 #include "tlbflush.h"

@@ -142,7 +142,9 @@ TEST(NumamoveLayout, FromTheRunningKernel) {
     if (!have_kernel_btf())
         GTEST_SKIP() << "no kernel BTF";
     std::string why;
-    auto l = numamove::kernel_migrate_pages_layout(why);
+    auto prototype = tracepoint_prototype("mm_migrate_pages", why);
+    ASSERT_TRUE(prototype) << why;
+    auto l = numamove::migrate_pages_layout(*prototype, why);
     ASSERT_TRUE(l) << why;
     EXPECT_EQ(l->succeeded, 0);
     EXPECT_EQ(l->failed, 1);

@@ -2,7 +2,8 @@
 // the kernel feature it needs, never only an errno.
 #include <gtest/gtest.h>
 
-#include "bpf_runtime.h"
+#include "fallback.h"
+#include "kernel_features.h"
 
 using namespace memlat;
 

@@ -16,4 +16,7 @@ struct RuntimeError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// The text of an errno value, positive or negative, libbpf's own (LIBBPF_ERRNO__*) included.
+std::string error_text(int err);
+
 } // namespace memlat

@@ -19,7 +19,7 @@
 #include <boost/beast/http.hpp>
 
 #include "errors.h"
-#include "output.h"
+#include "run_loop.h"
 
 namespace memlat {
 

@@ -1,10 +1,12 @@
-// Reading small text files (/proc, /sys) without iostreams: std::ifstream would pull the
-// iostream machinery into the static binaries and cost about 1 MB each.
+// Files and file descriptors. Small text files (/proc, /sys) are read without iostreams:
+// std::ifstream would pull the iostream machinery into the static binaries and cost about
+// 1 MB each.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace memlat {
 
@@ -13,5 +15,21 @@ std::optional<std::string> read_text_file(const std::string &path);
 
 // Takes the next line (without its newline) off the front of `text`; false at the end.
 bool next_line(std::string_view &text, std::string_view &line);
+
+// A file descriptor, closed when destroyed; -1 holds nothing.
+class OwnedFd {
+  public:
+    OwnedFd() = default;
+    explicit OwnedFd(int fd) : fd_(fd) {}
+    OwnedFd(OwnedFd &&other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+    OwnedFd &operator=(OwnedFd &&other) noexcept;
+    OwnedFd(const OwnedFd &) = delete;
+    OwnedFd &operator=(const OwnedFd &) = delete;
+    ~OwnedFd();
+    int get() const { return fd_; }
+
+  private:
+    int fd_ = -1;
+};
 
 } // namespace memlat

@@ -1,7 +1,6 @@
 #include "kernel_btf.h"
 
 #include <sys/mman.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -18,6 +17,7 @@
 #include "errors.h"
 #include "files.h"
 #include "kernel_features.h"
+#include "machine.h"
 
 // libbpf's own functions, reached past the -Wl,--wrap wrappers at the end of this file.
 extern "C" {
@@ -98,14 +98,12 @@ HostIdentity HostIdentity::from_os_release(std::string release, std::string_view
 }
 
 HostIdentity HostIdentity::running(const std::string &os_release) {
-    utsname u{};
-    uname(&u);
     std::string text;
     if (!os_release.empty())
         text = read_text(os_release);
     else if (text = read_text("/etc/os-release"); text.empty())
         text = read_text("/usr/lib/os-release");
-    return from_os_release(u.release, text);
+    return from_os_release(kernel_release(), text);
 }
 
 std::string BtfChoice::describe() const {
@@ -189,20 +187,6 @@ std::vector<unsigned char> decompress(const EmbeddedBtf &entry) {
                                        entry.distro_name, entry.release,
                                        err != Z_OK ? zError(err) : "wrong size"));
     return raw;
-}
-
-KernelBtf::OwnedFd &KernelBtf::OwnedFd::operator=(OwnedFd &&other) noexcept {
-    if (this != &other) {
-        if (fd_ >= 0)
-            close(fd_);
-        fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-}
-
-KernelBtf::OwnedFd::~OwnedFd() {
-    if (fd_ >= 0)
-        close(fd_);
 }
 
 const btf &KernelBtf::types() {

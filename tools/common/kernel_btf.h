@@ -19,9 +19,10 @@
 #include <utility>
 #include <vector>
 
-namespace memlat {
+#include "files.h"
+#include "kernel_features.h"
 
-inline constexpr const char *kernel_btf_sysfs_path = "/sys/kernel/btf/vmlinux";
+namespace memlat {
 
 // One kernel's BTF as built into a tool.
 struct EmbeddedBtf {
@@ -129,19 +130,6 @@ class KernelBtf {
     // Frees with libbpf's own btf__free, past the wrapper that protects the lent parse.
     struct BtfFree {
         void operator()(btf *b) const;
-    };
-    // A file descriptor, closed when destroyed.
-    class OwnedFd {
-      public:
-        OwnedFd() = default;
-        explicit OwnedFd(int fd) : fd_(fd) {}
-        OwnedFd(OwnedFd &&other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-        OwnedFd &operator=(OwnedFd &&other) noexcept;
-        ~OwnedFd();
-        int get() const { return fd_; }
-
-      private:
-        int fd_ = -1;
     };
     BtfChoice choice_;
     std::unique_ptr<btf, BtfFree> types_;

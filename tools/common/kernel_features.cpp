@@ -1,14 +1,19 @@
 #include "kernel_features.h"
 
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdlib>
+#include <cerrno>
 #include <fmt/format.h>
+#include <iterator>
 #include <optional>
 
-#include "kernel_btf.h"
+#include "errors.h"
+#include "files.h"
+#include "machine.h"
+#include "parsing.h"
 
 namespace memlat {
 
@@ -21,28 +26,62 @@ bool map_type_supported(bpf_map_type type) {
 }
 
 void apply_disabled(KernelFeatures &f) {
-    const char *env = getenv("MEMLAT_DISABLE_FEATURES");
-    if (env == nullptr)
-        return;
-    std::string_view list(env);
-    while (!list.empty()) {
-        auto comma = list.find(',');
-        auto token = list.substr(0, comma);
+    for (const auto &token : environment_list("MEMLAT_DISABLE_FEATURES")) {
         if (token == "task_storage")
             f.task_storage = false;
         else if (token == "ringbuf")
             f.ringbuf = false;
         else if (token == "kernel_btf")
             f.kernel_btf = false;
-        else if (!token.empty())
+        else
             throw UsageError(fmt::format("MEMLAT_DISABLE_FEATURES: unknown feature '{}' (known: "
                                          "{})",
                                          token, fmt::join(feature_names(), ", ")));
-        list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
     }
 }
 
+// A refusal that says the kernel lacks something (not that we may not ask).
+bool lacks(int fd) {
+    return fd < 0 && errno != EPERM && errno != EACCES && errno != ENOMEM;
+}
+
 } // namespace
+
+std::string missing_floor_feature() {
+    OwnedFd array(bpf_map_create(BPF_MAP_TYPE_ARRAY, "memlat_floor", sizeof(uint32_t),
+                                 sizeof(uint64_t), 1, nullptr));
+    if (array.get() < 0)
+        return ""; // no privileges or no memory: the real load says so
+    // r1 = &value of the array (a global variable's access), r0 = *r1, exit.
+    const bpf_insn global_data[] = {
+        {BPF_LD | BPF_DW | BPF_IMM, 1, BPF_PSEUDO_MAP_VALUE, 0, array.get()},
+        {0, 0, 0, 0, 0},
+        {BPF_LDX | BPF_MEM | BPF_DW, 0, 1, 0, 0},
+        {BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
+    };
+    OwnedFd prog(bpf_prog_load(BPF_PROG_TYPE_SOCKET_FILTER, "memlat_floor", "GPL", global_data,
+                               std::size(global_data), nullptr));
+    if (lacks(prog.get()))
+        return "BPF global variables (Linux 5.2)";
+    // Not LIBBPF_OPTS: its designated initializers leave members out, which C++ warns about.
+    bpf_map_create_opts mmapable{};
+    mmapable.sz = sizeof(mmapable);
+    mmapable.map_flags = BPF_F_MMAPABLE;
+    OwnedFd mapped(bpf_map_create(BPF_MAP_TYPE_ARRAY, "memlat_floor", sizeof(uint32_t),
+                                  sizeof(uint64_t), 1, &mmapable));
+    if (lacks(mapped.get()))
+        return "memory-mapped BPF arrays (BPF_F_MMAPABLE, Linux 5.5), through which the tools "
+               "read their counters";
+    return "";
+}
+
+void check_kernel_floor() {
+    static const std::string missing = missing_floor_feature();
+    if (!missing.empty())
+        throw RuntimeError(fmt::format("This kernel ({}) is too old for memlat: it lacks {}. "
+                                       "memlat needs Linux 5.5 or later.",
+                                       kernel_release(), missing));
+}
 
 const std::vector<std::string_view> &feature_names() {
     static const std::vector<std::string_view> names{"task_storage", "ringbuf", "kernel_btf"};

@@ -3,7 +3,10 @@
 // every part of the tool. Each has a fall-back on the BPF side, chosen through the read-only
 // flags of bpf/compat.bpf.h (set_compat() below), and each can be forced off on a kernel that
 // has it with MEMLAT_DISABLE_FEATURES=LIST, so the host tests cover the old kernels' paths.
+// Also the features a tool cannot do without: the floor (check_kernel_floor()).
 #pragma once
+
+#include <bpf/libbpf.h>
 
 #include <cstdint>
 #include <optional>
@@ -11,9 +14,20 @@
 #include <string_view>
 #include <vector>
 
-#include "bpf_runtime.h"
+#include "hooks.h"
+#include "verbosity.h"
 
 namespace memlat {
+
+// Where the running kernel publishes its own BTF.
+inline constexpr const char *kernel_btf_sysfs_path = "/sys/kernel/btf/vmlinux";
+
+// The oldest kernel memlat runs on is 5.5: the tools keep their counters in global variables
+// (Linux 5.2) that they read through memory-mapped BPF arrays (BPF_F_MMAPABLE, 5.5). Probes
+// both; empty when present (or when the probe cannot tell), else the missing feature.
+std::string missing_floor_feature();
+// Throws the one-line RuntimeError for a kernel below the floor; called before loading.
+void check_kernel_floor();
 
 struct KernelFeatures {
     // BPF_MAP_TYPE_TASK_STORAGE and its helpers in tracing programs (Linux 5.11). Without it,

@@ -1,15 +1,11 @@
 #include "options.h"
 
-#include "output.h"
-
 #include <argp.h>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <system_error>
 #include <unistd.h>
 
 #include "kernel_btf.h"
@@ -177,59 +173,6 @@ void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,
 
 namespace {
 
-bool fd_is_open(int fd) {
-    return fcntl(fd, F_GETFD) != -1 || errno != EBADF;
-}
-
-// A tool started with a standard descriptor closed would hand that number to the next file it
-// opens (a BPF map, a tracefs file) and then write its output or messages into it. stdin and
-// stderr are pointed at /dev/null instead; a closed stdout is an error, since nothing could
-// be written.
-void check_standard_descriptors() {
-    for (int fd : {STDIN_FILENO, STDERR_FILENO})
-        if (!fd_is_open(fd)) {
-            int null = open("/dev/null", fd == STDIN_FILENO ? O_RDONLY : O_WRONLY);
-            if (null >= 0 && null != fd) {
-                dup2(null, fd);
-                close(null);
-            }
-        }
-    if (!fd_is_open(STDOUT_FILENO))
-        throw RuntimeError(
-            fmt::format("cannot write the output: stdout is closed ({})", strerror(EBADF)));
-}
-
-} // namespace
-
-int run_tool(std::string_view tool, const std::function<int()> &body) {
-    try {
-        check_standard_descriptors();
-        int status = body();
-        // Output still buffered is written now: a failure here is the tool's failure too.
-        flush_output();
-        return status;
-    } catch (const OutputClosed &) {
-        return 1;
-    } catch (const std::system_error &e) {
-        // {fmt} reports a failed write to stdout this way.
-        if (e.code().value() == EPIPE)
-            return 1;
-        fmt::print(stderr, "{}: cannot write the output: {}\n", tool, e.code().message());
-        return 1;
-    } catch (const UsageError &e) {
-        fmt::print(stderr, "{}: {}\nRun '{} -h' for the options.\n", tool, e.what(), tool);
-        return 2;
-    } catch (const RuntimeError &e) {
-        fmt::print(stderr, "{}: {}\n", tool, e.what());
-        return 1;
-    } catch (const std::exception &e) {
-        fmt::print(stderr, "{}: internal error: {}\n", tool, e.what());
-        return 1;
-    }
-}
-
-namespace {
-
 int parse_cpu(std::string_view text, std::string_view list, int ncpus) {
     int cpu = -1;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), cpu);
@@ -242,20 +185,6 @@ int parse_cpu(std::string_view text, std::string_view list, int ncpus) {
 }
 
 } // namespace
-
-std::vector<std::string> split_list(std::string_view list, std::string_view what) {
-    std::vector<std::string> items;
-    while (true) {
-        auto comma = list.find(',');
-        auto item = list.substr(0, comma);
-        if (item.empty())
-            throw UsageError(fmt::format("empty item in {} '{}'", what, list));
-        items.emplace_back(item);
-        if (comma == std::string_view::npos)
-            return items;
-        list.remove_prefix(comma + 1);
-    }
-}
 
 std::vector<bool> parse_cpu_list(std::string_view list, int ncpus) {
     if (list.starts_with('-'))

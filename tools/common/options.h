@@ -1,8 +1,7 @@
-// Options every tool shares, with the meanings BCC and libbpf-tools gave them, and the
-// parsing of the small languages options use (CPU lists, comma lists).
+// Options every tool shares, with the meanings BCC and libbpf-tools gave them, the command
+// line parser, and CPU lists (numbers and comma lists: parsing.h).
 #pragma once
 
-#include <charconv>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -13,7 +12,8 @@
 
 #include <fmt/format.h>
 
-#include "bpf_runtime.h"
+#include "parsing.h"
+#include "verbosity.h"
 
 namespace memlat {
 
@@ -31,17 +31,6 @@ struct CommonOptions {
         return max_entries != 0 ? max_entries : default_entries;
     }
 };
-
-// "12", "0.5": a number for option `what`, or a UsageError that names the option and the text.
-template <typename Number>
-Number parse_number(std::string_view text, std::string_view what) {
-    Number value{};
-    const char *end = text.data() + text.size();
-    auto r = std::from_chars(text.data(), end, value);
-    if (text.empty() || r.ec != std::errc{} || r.ptr != end)
-        throw UsageError(fmt::format("{} takes a number, not '{}'", what, text));
-    return value;
-}
 
 // The command line, parsed by glibc's argp: the parser libbpf-tools use, which prints the
 // --help text and the usage errors users of those tools know. (A C++ parser such as CLI11
@@ -105,15 +94,8 @@ double parse_seconds(std::string_view text, std::string_view what, double at_lea
 void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,
                         std::string timestamp_help = "Print a wall-clock time (HH:MM:SS)");
 
-// Runs a tool's body and turns what it throws into the message and exit status users expect:
-// UsageError -> 2 (with a hint to -h), RuntimeError -> 1.
-int run_tool(std::string_view tool, const std::function<int()> &body);
-
 // "11", "0,2-5": the selected CPUs as a mask of `ncpus` entries. Throws UsageError naming the
 // bad part (not a number, reversed range, CPU beyond the machine's).
 std::vector<bool> parse_cpu_list(std::string_view list, int ncpus);
-
-// "a,b,c" -> {"a", "b", "c"}; empty items are a UsageError naming `what`.
-std::vector<std::string> split_list(std::string_view list, std::string_view what);
 
 } // namespace memlat

@@ -1,15 +1,11 @@
-// Time, signals and the main loop that every tool runs: print per interval or at the end,
-// stop on Ctrl-C, SIGTERM, -d or the interval count.
+// What every tool writes on stdout: JSON lines (valid UTF-8 whatever the kernel's bytes), the
+// wall-clock time, and flushing that tells a closed pipe from a failed write.
 #pragma once
 
-#include <chrono>
-#include <functional>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-
-#include "options.h"
 
 namespace memlat {
 
@@ -37,34 +33,5 @@ void flush_output();
 struct OutputClosed : std::runtime_error {
     OutputClosed() : std::runtime_error("the reader of the output went away") {}
 };
-
-// SIGINT and SIGTERM end the tool cleanly: they set a flag and interrupt the wait.
-void install_stop_signals();
-bool stop_requested();
-
-// Tells the user (stderr) that tracing runs; when MEMLAT_READY is set in the environment, also
-// prints the line "memlat: ready" on stderr, after every probe is attached, so scripts and
-// tests start their workload only then.
-void announce_tracing(std::string_view what);
-
-// Runs until a stop signal, the -d duration, or COUNT intervals. `wait(timeout)` blocks for at
-// most `timeout` (e.g. polling a ring buffer); `on_interval()` prints one interval and is
-// called every INTERVAL seconds when an interval was given. Returns true when it ended because
-// COUNT intervals were printed (nothing is left to print), false otherwise.
-bool run_until_stopped(const CommonOptions &options,
-                       const std::function<void(std::chrono::milliseconds)> &wait,
-                       const std::function<void()> &on_interval);
-
-// A wait that just sleeps (interrupted by the stop signals).
-void sleep_for(std::chrono::milliseconds timeout);
-
-// run_until_stopped() as every tool uses it: waits on `events` when the tool prints events
-// (printing each batch as it arrives), else sleeps; drains the ring buffer at the end.
-bool trace_until_stopped(const CommonOptions &options, EventReader *events,
-                         const std::function<void()> &on_interval);
-
-// Tells on stderr how many program runs the kernel skipped because another BPF program was
-// running on the same CPU (bpf_prog_info.recursion_misses): those `what` were not counted.
-void report_skipped_runs(std::string_view tool, bpf_object *obj, std::string_view what);
 
 } // namespace memlat

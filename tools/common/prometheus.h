@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "bpf_runtime.h"
+#include "hooks.h"
 
 namespace memlat::prometheus {
 

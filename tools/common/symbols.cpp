@@ -75,21 +75,6 @@ std::string hex_address(uint64_t address) {
     return fmt::format("{:#x}", address);
 }
 
-class FileDescriptor {
-  public:
-    explicit FileDescriptor(int fd) : fd_(fd) {}
-    ~FileDescriptor() {
-        if (fd_ >= 0)
-            ::close(fd_);
-    }
-    FileDescriptor(const FileDescriptor &) = delete;
-    FileDescriptor &operator=(const FileDescriptor &) = delete;
-    int get() const { return fd_; }
-
-  private:
-    int fd_;
-};
-
 struct ElfDeleter {
     void operator()(Elf *elf) const { elf_end(elf); }
 };
@@ -189,7 +174,7 @@ ElfSymbols ElfSymbols::load(const std::string &path) {
     if (!libelf_ready)
         throw RuntimeError(fmt::format("libelf cannot be initialized: {}.", elf_errmsg(-1)));
 
-    const FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    const OwnedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0)
         throw RuntimeError(fmt::format("Cannot open {}: {}.", path, std::strerror(errno)));
     const ElfHandle elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));

@@ -1,11 +1,8 @@
 #include "numamove_format.h"
 
-#include <bpf/btf.h>
-
 #include <fmt/format.h>
 
-#include "bpf_runtime.h"
-#include "kernel_btf.h"
+#include "errors.h"
 
 namespace memlat::numamove {
 
@@ -103,43 +100,21 @@ std::optional<ArgLayout> migrate_pages_layout(const std::vector<ParamKind> &para
     return l;
 }
 
-std::optional<ArgLayout> kernel_migrate_pages_layout(std::string &why) {
-    const btf *b = nullptr;
-    try {
-        b = &kernel_btf().types();
-    } catch (const RuntimeError &e) {
-        why = e.what();
-        return std::nullopt;
-    }
-    int id = btf__find_by_name_kind(b, "btf_trace_mm_migrate_pages", BTF_KIND_TYPEDEF);
-    if (id < 0) {
-        why = "the kernel's BTF has no btf_trace_mm_migrate_pages";
-        return std::nullopt;
-    }
-    // typedef -> pointer -> FUNC_PROTO
-    const btf_type *t = btf__type_by_id(b, btf__resolve_type(b, id));
-    if (t == nullptr || !btf_is_ptr(t) ||
-        !btf_is_func_proto(t = btf__type_by_id(b, btf__resolve_type(b, t->type)))) {
-        why = "btf_trace_mm_migrate_pages is not a pointer to a function prototype";
-        return std::nullopt;
-    }
+std::optional<ArgLayout> migrate_pages_layout(const std::vector<TracepointParameter> &prototype,
+                                              std::string &why) {
+    using Kind = TracepointParameter::Kind;
     std::vector<ParamKind> kinds;
-    const btf_param *p = btf_params(t);
-    for (int i = 0; i < btf_vlen(t); ++i) {
-        const btf_type *pt = btf__type_by_id(b, btf__resolve_type(b, p[i].type));
-        std::string_view name = pt ? btf__name_by_offset(b, pt->name_off) : "";
+    for (const auto &param : prototype) {
         ParamKind k = ParamKind::Other;
-        if (pt == nullptr)
-            k = ParamKind::Other;
-        else if (btf_is_ptr(pt))
+        if (param.kind == Kind::Pointer)
             k = ParamKind::Pointer;
-        else if (btf_is_enum(pt) || btf_is_enum64(pt))
-            k = name == "migrate_mode"     ? ParamKind::MigrateMode
-                : name == "migrate_reason" ? ParamKind::MigrateReason
-                                           : ParamKind::Other;
-        else if (btf_is_int(pt) && name == "long unsigned int")
+        else if (param.kind == Kind::Enum)
+            k = param.type_name == "migrate_mode"     ? ParamKind::MigrateMode
+                : param.type_name == "migrate_reason" ? ParamKind::MigrateReason
+                                                      : ParamKind::Other;
+        else if (param.kind == Kind::Int && param.type_name == "long unsigned int")
             k = ParamKind::UnsignedLong;
-        else if (btf_is_int(pt) && name == "int")
+        else if (param.kind == Kind::Int && param.type_name == "int")
             k = ParamKind::Int;
         kinds.push_back(k);
     }

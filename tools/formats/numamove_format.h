@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernel_types.h"
 #include "numamove.h"
 
 namespace memlat::numamove {
@@ -58,8 +59,10 @@ struct ArgLayout {
 std::optional<ArgLayout> migrate_pages_layout(const std::vector<ParamKind> &params,
                                               std::string &why);
 
-// The same read from the running kernel's BTF (typedef btf_trace_mm_migrate_pages).
-std::optional<ArgLayout> kernel_migrate_pages_layout(std::string &why);
+// The same from the prototype as the kernel's BTF declares it (typedef
+// btf_trace_mm_migrate_pages; tracepoint_prototype() in kernel_types.h reads it).
+std::optional<ArgLayout> migrate_pages_layout(const std::vector<TracepointParameter> &prototype,
+                                              std::string &why);
 
 // One interval's counts of one reason (the difference of two snapshots).
 numamove_count minus(const numamove_count &a, const numamove_count &b);

@@ -1,0 +1,39 @@
+// What user space reads from the kernel's types, in the run's one BTF (kernel_btf()): enum
+// names and the prototypes of tracepoints.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace memlat {
+
+// Names of the values of an enum in the run's BTF (kernel_btf()), with `prefix` removed and
+// lower-cased: enum tlb_flush_reason, "TLB_" -> {0: "flush_on_task_switch", ...}. Values
+// whose names start with "NR_" are skipped. Throws RuntimeError when there is no BTF or no
+// such enum.
+std::map<int64_t, std::string> kernel_enum_names(std::string_view enum_name,
+                                                 std::string_view prefix);
+
+// The parameters of a raw tracepoint as the running kernel's BTF declares them (typedef
+// btf_trace_NAME, without its leading void *__data): "struct compact_control *", "long
+// unsigned int", ... Empty when the kernel's BTF cannot be read or has no such tracepoint.
+std::vector<std::string> tracepoint_parameters(std::string_view tracepoint);
+
+// One parameter of a raw tracepoint's prototype, typedefs and qualifiers resolved: what kind
+// of type it is, and the type's name ("long unsigned int", "migrate_mode"; "" for pointers).
+struct TracepointParameter {
+    enum class Kind { Pointer, Int, Enum, Other };
+    Kind kind = Kind::Other;
+    std::string type_name;
+};
+
+// Every parameter of btf_trace_NAME, the leading void *__data included; nullopt with `why`
+// when the BTF cannot be read or declares no such tracepoint.
+std::optional<std::vector<TracepointParameter>> tracepoint_prototype(std::string_view tracepoint,
+                                                                     std::string &why);
+
+} // namespace memlat

@@ -1,0 +1,125 @@
+// What every tool does with libbpf: check the machine, open a skeleton, set its read-only data,
+// choose for each probe the first hook the running kernel accepts (fallback.h decides, this
+// carries it out), load, attach, and own all of it until the tool exits.
+#pragma once
+
+#include <bpf/libbpf.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "errors.h"
+#include "hooks.h"
+#include "verbosity.h"
+
+namespace memlat {
+
+// A BPF link, detached when destroyed.
+class Link {
+  public:
+    explicit Link(bpf_link *link) : link_(link) {}
+    Link(Link &&other) noexcept : link_(std::exchange(other.link_, nullptr)) {}
+    Link &operator=(Link &&other) noexcept;
+    Link(const Link &) = delete;
+    Link &operator=(const Link &) = delete;
+    ~Link();
+
+  private:
+    bpf_link *link_;
+};
+
+// Checks the common preconditions before anything is opened, so the user gets the real
+// reason instead of an errno from deep inside libbpf: privileges, and a BTF for CO-RE (the
+// kernel's own, --btf/MEMLAT_BTF or embedded; kernel_btf.h), which it reads.
+void check_environment(std::string_view tool);
+
+// Raises RLIMIT_MEMLOCK where the kernel still charges BPF memory to it; kernels since 5.11
+// charge memory cgroups instead, and a refusal is harmless there, so it never fails.
+void raise_memlock_limit(const Verbosity &v);
+
+// The non-template core of Loaded<Skel>: open (through `reopen`), configure, load and attach
+// with fall-back, retrying with the next choice of a probe whenever the kernel refuses one.
+// `reopen` destroys any previous object and returns a freshly opened, configured one; `load`
+// loads it (through the skeleton, so that its global-variable pointers get mmap'ed) and
+// returns 0 or a negative errno.
+std::vector<Link> load_and_attach(const std::function<bpf_object *()> &reopen,
+                                  const std::function<int()> &load, std::vector<Probe> &probes,
+                                  const Verbosity &v);
+
+// Where libbpf should read the BTF it relocates against (bpf_object_open_opts.
+// btf_custom_path): empty when it is the kernel's own, which libbpf finds itself. See
+// kernel_btf.h. With a custom path libbpf still loads /sys/kernel/btf/vmlinux when an
+// autoloaded program is tp_btf/fentry (BPF_PROG_TYPE_TRACING), LSM or struct_ops, or for a
+// typed __ksym extern; without the kernel's BTF the loader autoloads no such program, and
+// the tools declare no such extern, so it does not. libbpf's parse of the path is the run's
+// own (KernelBtf lends it), not a second one.
+std::string libbpf_btf_path();
+
+// A skeleton and the links made from it. Links are declared after the skeleton so they are
+// destroyed first: nothing outlives the tool.
+template <typename Skel>
+class Loaded {
+  public:
+    // TOOL_bpf__open_opts: the skeleton opened with options, which carry the BTF to use.
+    using OpenFn = Skel *(*)(const bpf_object_open_opts *);
+    using DestroyFn = void (*)(Skel *);
+
+    // configure(skel) sets rodata and map sizes on a freshly opened skeleton; it may read the
+    // probes' current choices (chosen is set to the choice about to be tried).
+    Loaded(OpenFn open, DestroyFn destroy, const std::function<void(Skel &)> &configure,
+           std::vector<Probe> &probes, const Verbosity &v)
+        : skel_(nullptr, destroy) {
+        links_ = load_and_attach(
+            [&]() -> bpf_object * {
+                skel_.reset();
+                const std::string btf_path = libbpf_btf_path();
+                bpf_object_open_opts options{};
+                options.sz = sizeof(options);
+                options.btf_custom_path = btf_path.empty() ? nullptr : btf_path.c_str();
+                skel_.reset(open(&options));
+                if (!skel_)
+                    throw RuntimeError("Cannot open the BPF object: " + error_text(errno));
+                configure(*skel_);
+                return skel_->obj;
+            },
+            [&] { return bpf_object__load_skeleton(skel_->skeleton); }, probes, v);
+    }
+    Skel &operator*() const { return *skel_; }
+    Skel *operator->() const { return skel_.get(); }
+
+  private:
+    std::unique_ptr<Skel, DestroyFn> skel_;
+    std::vector<Link> links_;
+};
+
+// Every entry of a BPF hash map, read from user space while the programs keep updating it.
+template <typename Key, typename Value>
+std::vector<std::pair<Key, Value>> read_hash_map(bpf_map *map) {
+    std::vector<std::pair<Key, Value>> entries;
+    Key key{}, next{};
+    const Key *prev = nullptr;
+    while (bpf_map__get_next_key(map, prev, &next, sizeof(Key)) == 0) {
+        Value value{};
+        // An entry deleted between the two calls is simply not there any more.
+        if (bpf_map__lookup_elem(map, &next, sizeof(Key), &value, sizeof(Value), 0) == 0)
+            entries.emplace_back(next, value);
+        key = next;
+        prev = &key;
+    }
+    return entries;
+}
+
+// BPF programs the kernel skipped because another BPF program was running on the same CPU
+// (recursion misses), summed over the loaded programs of an object: such events are lost.
+uint64_t recursion_misses(bpf_object *obj);
+
+// Tells on stderr how many program runs the kernel skipped because another BPF program was
+// running on the same CPU (bpf_prog_info.recursion_misses): those `what` were not counted.
+void report_skipped_runs(std::string_view tool, bpf_object *obj, std::string_view what);
+
+} // namespace memlat
