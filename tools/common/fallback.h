@@ -2,7 +2,7 @@
 // choice of each probe to try, what a refusal means, and when to try again or give up. The
 // kernel's refusals reach user space only as libbpf's log lines, so the wording of those lines
 // is parsed here, where the unit tests check it against lines recorded from the libbpf
-// versions memlat builds with (tests/unit/data/libbpf-*.log).
+// versions memlat builds with (tests/unit/data/libbpf-VERSION/).
 //
 // A HookFallback is a state machine over the probes' choices. It starts with each probe at its
 // first choice that the environment and the machine allow; each refusal (a failed load that
