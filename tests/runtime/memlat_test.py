@@ -1177,13 +1177,13 @@ def variant_env(variant: str, disable_hooks: str = "") -> dict[str, str]:
     return env
 
 
-def variant_scenarios(base: str):
+def variant_scenarios(base: str, btf_file: bool = False):
     """Registers fn(t, variant) once per FEATURE_VARIANTS entry: base, base_old_kernel,
-    base_no_kernel_btf."""
+    base_no_kernel_btf; `btf_file` (see scenario()) applies to base."""
     def register(fn):
         for variant in FEATURE_VARIANTS:
             name = base + (f"_{variant}" if variant else "")
-            scenario(name)(lambda t, v=variant: fn(t, v))
+            scenario(name, btf_file and not variant)(lambda t, v=variant: fn(t, v))
         return fn
     return register
 
@@ -1237,29 +1237,40 @@ def check_variant_chosen(t: Test, variant: str, stderr: str, events: bool = Fals
 
 
 _SCENARIOS: dict[str, Callable[[Test], None]] = {}
+_BTF_FILE_RUNS: list[str] = []
 
 
-def scenario(name: str):
-    """Registers a scenario function taking a Test."""
+def scenario(name: str, btf_file: bool = False):
+    """Registers a scenario function taking a Test. The registry is what ctest runs (one test
+    runtime.NAME per scenario, tests/CMakeLists.txt asks each script with --list); with
+    `btf_file` the scenario also runs as on a kernel without BTF of its own
+    (runtime.NAME.btf_file, see _BtfVariant)."""
     def register(fn: Callable[[Test], None]):
         if name in _SCENARIOS:
             raise ValueError(f"scenario {name} defined twice")
         _SCENARIOS[name] = fn
+        if btf_file:
+            _BTF_FILE_RUNS.append(name)
         return fn
     return register
 
 
 def scenarios() -> list[str]:
-    return list(_SCENARIOS)
+    """Every run of the script, as ctest registers them: "NAME" or "NAME --btf-file"."""
+    return list(_SCENARIOS) + [f"{name} --btf-file" for name in _BTF_FILE_RUNS]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv == ["--list"]:
+        print("\n".join(scenarios()))
+        return 0
     btf_file = argv[1:] == ["--btf-file"]
     if btf_file:
         argv = argv[:1]
     if len(argv) != 1 or argv[0] not in _SCENARIOS:
-        print(f"usage: {os.path.basename(sys.argv[0])} SCENARIO [--btf-file]\nscenarios: "
+        print(f"usage: {os.path.basename(sys.argv[0])} SCENARIO [--btf-file] | --list\n"
+              "scenarios: "
               + " ".join(_SCENARIOS), file=sys.stderr)
         return 2
     name = argv[0]

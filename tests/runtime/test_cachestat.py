@@ -148,7 +148,7 @@ def check_warm(t: Test, s: dict, what: str = "warm read") -> None:
 
 # ---------------------------------------------------------------- scenarios
 
-@scenario("cachestat_cold_read")
+@scenario("cachestat_cold_read", btf_file=True)
 def _(t: Test):
     require_page_size()
     with data_file() as f:

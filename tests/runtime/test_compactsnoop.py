@@ -126,7 +126,7 @@ def summary_of(result: Result) -> dict:
 
 # ---------------------------------------------------------------- scenarios
 
-@scenario("compactsnoop_manual_matches_ftrace")
+@scenario("compactsnoop_manual_matches_ftrace", btf_file=True)
 def _(t: Test):
     me = os.getpid()
     zones = populated_zones()

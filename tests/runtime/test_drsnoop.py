@@ -36,7 +36,7 @@ def reader_under_limit():
 
 # ---------------------------------------------------------------- scenarios
 
-@variant_scenarios("drsnoop_memcg_matches_ftrace")
+@variant_scenarios("drsnoop_memcg_matches_ftrace", btf_file=True)
 def _(t: Test, variant: str):
     # Also run with the old kernels' fall-backs forced (see FEATURE_VARIANTS): the same
     # numbers against the same oracle.
@@ -140,14 +140,6 @@ def _(t: Test):
             "names like GFP_NOFS|...", rows[0][11])
     summary = "\n".join(out)
     t.check_in("summary table", "Reclaim stalls by process:", summary)
-
-
-@scenario("drsnoop_direct_reclaim")
-def _(t: Test):
-    if os.environ.get("MEMLAT_HEAVY_TESTS") != "1":
-        skip("global direct reclaim needs the whole machine under memory pressure; opt in "
-             "with MEMLAT_HEAVY_TESTS=1 (the VM tests cover it)")
-    raise Failure("the heavy direct-reclaim scenario runs in the VM harness only")
 
 
 @scenario("drsnoop_bad_input")

@@ -101,7 +101,7 @@ def node_cpus(node: int) -> list:
 
 # ---------------------------------------------------------------- scenarios
 
-@scenario("numamove_compaction_matches_vmstat")
+@scenario("numamove_compaction_matches_vmstat", btf_file=True)
 def _(t: Test):
     w = Windows()
     with Tool("numamove", "-r", "-j") as tool:

@@ -129,7 +129,7 @@ def check_remote_counts(t: Test, obj: dict, delta: int, tol: float = COUNT_TOL) 
 
 # ---------------------------------------------------------------- 1. counts
 
-@scenario("tlbflush_count_matches_interrupts")
+@scenario("tlbflush_count_matches_interrupts", btf_file=True)
 def count_matches_interrupts(t: Test) -> None:
     r = measured_run(t, "-c", str(VICTIM), "-j")
     res, delta = r.res, r.delta
