@@ -15,10 +15,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memlat_test import (Failure, FtraceOracle, MemoryCgroup, Test, TestFile, Tool,  # noqa: E402
+from memlat_test import (FtraceOracle, MemoryCgroup, Test, TestFile, Tool,  # noqa: E402
                          binary, check_bad_arguments, check_help, check_latencies,
                          check_variant_chosen, log, main, oracle_durations_ns, read_file, run,
-                         scenario, skip, snoop_events, variant_env, variant_scenarios, Workload)
+                         scenario, snoop_events, variant_env, variant_scenarios, Workload)
 
 LIMIT = 32 << 20
 FILE_SIZE = 128 << 20
