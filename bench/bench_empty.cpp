@@ -48,8 +48,8 @@ constexpr std::array<std::string_view, 23> known_hooks{
 HookChoice empty_program(const std::string &hook) {
     auto slash = hook.find('/');
     if (slash == std::string::npos)
-        return HookChoice{HookKind::TpBtf, {"e_" + hook}, "", "", ""};
-    return HookChoice{HookKind::Tracepoint, {"e_tp_" + hook.substr(slash + 1)}, "", "", ""};
+        return HookChoice{.kind = HookKind::TpBtf, .programs = {"e_" + hook}};
+    return HookChoice{.kind = HookKind::Tracepoint, .programs = {"e_tp_" + hook.substr(slash + 1)}};
 }
 
 std::string known_list() {

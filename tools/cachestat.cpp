@@ -274,26 +274,19 @@ class Cachestat {
 };
 
 std::vector<Probe> Cachestat::plan() const {
-    auto three_ways = [](const std::string &family, const std::string &base,
-                         const std::string &tp_caveat) {
-        return std::vector<HookChoice>{
-            {HookKind::TpBtf, {base + "_btf"}, family, "", ""},
-            {HookKind::RawTp, {base + "_raw"}, family, "", ""},
-            {HookKind::Tracepoint, {base + "_tp"}, family, tp_caveat, ""},
-        };
-    };
     std::vector<Probe> probes;
     probes.emplace_back(ProbeId::Misses, "filemap:mm_filemap_add_to_page_cache (misses)",
                         "It needs the filemap:mm_filemap_add_to_page_cache tracepoint.",
-                        three_ways("", "add",
-                                   "on kernels whose classic format has no order field, a "
-                                   "large folio counts as one page"));
+                        tracepoint_choices({"add"}, "",
+                                           "on kernels whose classic format has no order field, "
+                                           "a large folio counts as one page"));
 
-    auto dirties = three_ways("writeback_dirty_folio", "dirty_folio",
-                              "the classic format has neither the folio's size nor the "
-                              "device: a large folio counts as one page, -f shows device 0:0");
-    for (auto &c : three_ways("writeback_dirty_page", "dirty_page",
-                              "the classic format has no device: -f shows device 0:0")) {
+    auto dirties =
+        tracepoint_choices({"dirty_folio"}, "writeback_dirty_folio",
+                           "the classic format has neither the folio's size nor the device: a "
+                           "large folio counts as one page, -f shows device 0:0");
+    for (auto &c : tracepoint_choices({"dirty_page"}, "writeback_dirty_page",
+                                      "the classic format has no device: -f shows device 0:0")) {
         dirties.push_back(c);
     }
     probes.emplace_back(ProbeId::Dirties, "writeback:writeback_dirty_folio (dirties)",
@@ -304,21 +297,16 @@ std::vector<Probe> Cachestat::plan() const {
     const std::string marked =
         "accesses are the pages of folios marked accessed: read(2) marks each folio it copies, "
         "mmap faults none (mapped pages count at unmap, if used)";
-    auto family = [](std::string base) {
-        return std::vector<std::string>{"get_pages" + base, "map_pages" + base, "fault" + base};
-    };
-    std::vector<HookChoice> accesses{
-        {HookKind::TpBtf, family("_btf"), filemap_access, "", ""},
-        {HookKind::RawTp, family("_raw"), filemap_access, "", ""},
-        {HookKind::Tracepoint, family("_tp"), filemap_access,
-         "the classic format has no file size: a read that asks past the end of a file counts "
-         "the pages it asked for",
-         ""},
-        {HookKind::Fentry, {"folio_accessed_fentry"}, "folio_mark_accessed", marked, ""},
-        {HookKind::Kprobe, {"folio_accessed_kprobe"}, "folio_mark_accessed", marked, ""},
-        {HookKind::Fentry, {"page_accessed_fentry"}, "mark_page_accessed", marked, ""},
-        {HookKind::Kprobe, {"page_accessed_kprobe"}, "mark_page_accessed", marked, ""},
-    };
+    auto accesses = tracepoint_choices({"get_pages", "map_pages", "fault"}, filemap_access,
+                                       "the classic format has no file size: a read that asks "
+                                       "past the end of a file counts the pages it asked for");
+    for (auto [kind, program, function] :
+         {std::tuple{HookKind::Fentry, "folio_accessed_fentry", "folio_mark_accessed"},
+          std::tuple{HookKind::Kprobe, "folio_accessed_kprobe", "folio_mark_accessed"},
+          std::tuple{HookKind::Fentry, "page_accessed_fentry", "mark_page_accessed"},
+          std::tuple{HookKind::Kprobe, "page_accessed_kprobe", "mark_page_accessed"}})
+        accesses.push_back(
+            {.kind = kind, .programs = {program}, .family = function, .caveat = marked});
     probes.emplace_back(
         ProbeId::Accesses, "filemap:mm_filemap_get_pages/map_pages/fault (accesses)",
         "The access tracepoints arrived in Linux 6.12.", std::move(accesses), false);

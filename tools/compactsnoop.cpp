@@ -159,41 +159,28 @@ std::vector<Probe> Compactsnoop::plan() const {
         "It needs the compaction:mm_compaction_begin and _end tracepoints "
         "(CONFIG_COMPACTION).",
         std::vector<HookChoice>{
-            {HookKind::TpBtf, {"begin_btf", "end_btf"}, "", "", no_cc},
-            {HookKind::RawTp, {"begin_raw", "end_raw"}, "", "", no_cc},
-            {HookKind::Tracepoint,
-             {"begin_tp", "end_tp", "finished_tp"},
-             "",
-             "the classic tracepoints carry no struct compact_control: NODE, ZONE and ORDER "
-             "come from mm_compaction_finished, KIND is inferred from the task (a kcompactd "
-             "thread or not) and the order, MODE is only sync/async, and -e shows no "
-             "FRAGIDX, watermarks or free pages, nor GFP and whole_zone in JSON",
-             ""},
+            {.kind = HookKind::TpBtf, .programs = {"begin_btf", "end_btf"}, .unavailable = no_cc},
+            {.kind = HookKind::RawTp, .programs = {"begin_raw", "end_raw"}, .unavailable = no_cc},
+            {.kind = HookKind::Tracepoint,
+             .programs = {"begin_tp", "end_tp", "finished_tp"},
+             .caveat = "the classic tracepoints carry no struct compact_control: NODE, ZONE and "
+                       "ORDER come from mm_compaction_finished, KIND is inferred from the task "
+                       "(a kcompactd thread or not) and the order, MODE is only sync/async, and "
+                       "-e shows no FRAGIDX, watermarks or free pages, nor GFP and whole_zone in "
+                       "JSON"},
         });
+    const std::string raw_6_0 =
+        "the raw arguments are read as Linux 6.0+ has them (pages tried, pages migrated)";
     probes.emplace_back(
         ProbeId::MigratePages, "compaction:mm_compaction_migratepages", "",
         std::vector<HookChoice>{
-            {HookKind::Tracepoint, {"migratepages_tp"}, "", "", ""},
-            {HookKind::TpBtf,
-             {"migratepages_btf"},
-             "",
-             "the raw arguments are read as Linux 6.0+ has them (pages tried, pages migrated)",
-             ""},
-            {HookKind::RawTp,
-             {"migratepages_raw"},
-             "",
-             "the raw arguments are read as Linux 6.0+ has them (pages tried, pages migrated)",
-             ""},
+            {.kind = HookKind::Tracepoint, .programs = {"migratepages_tp"}},
+            {.kind = HookKind::TpBtf, .programs = {"migratepages_btf"}, .caveat = raw_6_0},
+            {.kind = HookKind::RawTp, .programs = {"migratepages_raw"}, .caveat = raw_6_0},
         },
         false);
     auto context = [&](ProbeId id, const char *tp, const char *prog, const char *what) {
-        std::string p(prog);
-        probes.emplace_back(id, fmt::format("compaction:{}", tp), what,
-                            std::vector<HookChoice>{
-                                {HookKind::TpBtf, {p + "_btf"}, "", "", ""},
-                                {HookKind::RawTp, {p + "_raw"}, "", "", ""},
-                                {HookKind::Tracepoint, {p + "_tp"}, "", "", ""},
-                            },
+        probes.emplace_back(id, fmt::format("compaction:{}", tp), what, tracepoint_choices({prog}),
                             false);
     };
     context(ProbeId::TryToCompact, "mm_compaction_try_to_compact_pages", "try_to_compact",

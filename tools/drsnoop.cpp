@@ -149,21 +149,13 @@ std::vector<Probe> Drsnoop::plan() const {
         if (!kinds_[kind])
             continue;
         std::string tp = kind_tracepoints[kind];
-        auto programs = [&](std::string_view suffix) {
-            return std::vector<std::string>{tp + "_begin" + std::string(suffix),
-                                            tp + "_end" + std::string(suffix)};
-        };
         // A kind the user did not ask for by name may be missing from a kernel (soft-limit
         // reclaim exists only with cgroup v1 support); the others are required.
         probes.emplace_back(ProbeId{kind}, fmt::format("vmscan:mm_vmscan_{}_begin/end", tp),
                             fmt::format("It needs the vmscan:mm_vmscan_{}_begin and _end "
                                         "tracepoints.",
                                         tp),
-                            std::vector<HookChoice>{
-                                {HookKind::TpBtf, programs("_btf"), "", "", ""},
-                                {HookKind::RawTp, programs("_raw"), "", "", ""},
-                                {HookKind::Tracepoint, programs("_tp"), "", "", ""},
-                            },
+                            tracepoint_choices({tp + "_begin", tp + "_end"}),
                             kinds_explicit_ || kind == DRSNOOP_DIRECT || kind == DRSNOOP_MEMCG);
     }
     if (auto exit_probe = thread_exit_probe(kernel_features()))
@@ -411,10 +403,8 @@ int Drsnoop::serve_metrics(drsnoop_bpf &skel, const std::vector<Probe> &probes) 
     drsnoop::Metrics metrics(o_.prom, o_.cgroup, getpagesize());
     drsnoop::Counts counts;
     for (uint32_t kind = 0; kind < DRSNOOP_KINDS; ++kind)
-        for (const auto &p : probes)
-            if (p.choice() != nullptr &&
-                p.name == fmt::format("vmscan:mm_vmscan_{}_begin/end", kind_tracepoints[kind]))
-                counts.kinds[kind] = true;
+        if (const Probe *p = find_probe(probes, ProbeId{static_cast<int>(kind)}))
+            counts.kinds[kind] = p->choice() != nullptr;
     Exporter exporter(*o_.prom.listen, tool_name, [&](prometheus::Exposition &out) {
         const auto *bss = skel.bss;
         for (uint32_t k = 0; k < DRSNOOP_KINDS; ++k) {

@@ -132,24 +132,10 @@ class Numamove {
 };
 
 std::vector<Probe> Numamove::plan() const {
-    auto three_ways = [](const std::string &family, const std::vector<std::string> &programs) {
-        auto with = [&](std::string_view suffix) {
-            std::vector<std::string> p;
-            for (const auto &name : programs)
-                p.push_back(name + std::string(suffix));
-            return p;
-        };
-        return std::vector<HookChoice>{
-            {HookKind::TpBtf, with("_btf"), family, "", ""},
-            {HookKind::RawTp, with("_raw"), family, "", ""},
-            {HookKind::Tracepoint, with("_tp"), family, "", ""},
-        };
-    };
-
     std::vector<Probe> probes;
     // The end first: a migration in flight when tracing starts is then counted (untimed),
     // never timed from a start whose end was missed.
-    auto end = three_ways("", {"migrate_end"});
+    auto end = tracepoint_choices({"migrate_end"});
     if (!layout_) {
         // tp_btf and raw_tp see positional arguments only; without a layout they would read
         // the wrong ones. The classic tracepoint's named fields need no layout.
@@ -161,17 +147,17 @@ std::vector<Probe> Numamove::plan() const {
                         std::move(end));
     // The start only times the calls. mm_migrate_pages_start came in Linux 5.16; before it,
     // the entry of migrate_pages(), where that tracepoint sits, is the same moment.
-    auto start = three_ways("migrate_pages_start", {"migrate_start"});
-    start.push_back({HookKind::Fentry,
-                     {"migrate_start_fentry"},
-                     "migrate_pages",
-                     "the entry of migrate_pages(), where mm_migrate_pages_start sits on 5.16+",
-                     ""});
-    start.push_back({HookKind::Kprobe,
-                     {"migrate_start_kprobe"},
-                     "migrate_pages",
-                     "the entry of migrate_pages(), where mm_migrate_pages_start sits on 5.16+",
-                     ""});
+    auto start = tracepoint_choices({"migrate_start"}, "migrate_pages_start");
+    const std::string entry =
+        "the entry of migrate_pages(), where mm_migrate_pages_start sits on 5.16+";
+    start.push_back({.kind = HookKind::Fentry,
+                     .programs = {"migrate_start_fentry"},
+                     .family = "migrate_pages",
+                     .caveat = entry});
+    start.push_back({.kind = HookKind::Kprobe,
+                     .programs = {"migrate_start_kprobe"},
+                     .family = "migrate_pages",
+                     .caveat = entry});
     probes.emplace_back(ProbeId::Start,
                         "migrate:mm_migrate_pages_start (times each migrate_pages() call)", "",
                         std::move(start), false);
@@ -182,20 +168,21 @@ std::vector<Probe> Numamove::plan() const {
                 function == "migrate_misplaced_folio" ? "misplaced_folio" : "misplaced_page";
             bool fentry = kind == HookKind::Fentry;
             return HookChoice{
-                kind, {base + (fentry ? "_fexit" : "_kretprobe"), base + suffix}, function, "", ""};
+                .kind = kind,
+                .programs = {base + (fentry ? "_fexit" : "_kretprobe"), base + suffix},
+                .family = function};
         };
         std::vector<HookChoice> choices{
             call(HookKind::Fentry, "migrate_misplaced_folio", "_fentry"),
             call(HookKind::Fentry, "migrate_misplaced_page", "_fentry"),
             call(HookKind::Kprobe, "migrate_misplaced_folio", "_kprobe"),
             call(HookKind::Kprobe, "migrate_misplaced_page", "_kprobe"),
-            {HookKind::Tracepoint,
-             {},
-             per_call_from_tracepoints,
-             "NUMA_migrations are the numa_misplaced migrate_pages() calls of the tracepoints "
-             "above; their time excludes what migrate_misplaced_* does around migrate_pages() "
-             "(isolating the page, on kernels that do it there)",
-             ""},
+            {.kind = HookKind::FromOtherProbes,
+             .family = per_call_from_tracepoints,
+             .caveat = "NUMA_migrations are the numa_misplaced migrate_pages() calls of the "
+                       "tracepoints above; their time excludes what migrate_misplaced_* does "
+                       "around migrate_pages() (isolating the page, on kernels that do it "
+                       "there)"},
         };
         probes.emplace_back(ProbeId::PerCall,
                             "migrate_misplaced_folio/migrate_misplaced_page (per call)", "",
@@ -205,7 +192,7 @@ std::vector<Probe> Numamove::plan() const {
         probes.emplace_back(ProbeId::TaskMoves,
                             "sched:sched_move_numa/sched_swap_numa/sched_stick_numa",
                             "They need CONFIG_NUMA_BALANCING.",
-                            three_ways("", {"move_numa", "swap_numa", "stick_numa"}), false);
+                            tracepoint_choices({"move_numa", "swap_numa", "stick_numa"}), false);
     if (auto exit_probe = thread_exit_probe(kernel_features()))
         probes.push_back(std::move(*exit_probe));
     return probes;
@@ -507,9 +494,8 @@ int Numamove::serve_metrics(numamove_bpf &skel, const std::vector<Probe> &probes
     numamove::Metrics metrics(
         o_.prom, [this](uint32_t r) { return reasons_.name(r); }, numa_reason_, getpagesize());
     numamove::Counts c;
-    for (const auto &probe : probes)
-        if (probe.name.starts_with("migrate:mm_migrate_pages_start"))
-            c.timed = probe.choice() != nullptr;
+    if (const Probe *start = find_probe(probes, ProbeId::Start))
+        c.timed = start->choice() != nullptr;
     c.per_call = per_call_view_;
     Exporter exporter(*o_.prom.listen, tool_name, [&](prometheus::Exposition &out) {
         const auto *bss = skel.bss;

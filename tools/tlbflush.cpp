@@ -245,39 +245,19 @@ class Tlbflush {
 };
 
 std::vector<Probe> Tlbflush::plan(const KernelSymbols *ksyms) const {
-    auto three_ways = [](std::string family, std::string btf, std::string raw, std::string tp,
-                         std::vector<std::string> more_btf = {},
-                         std::vector<std::string> more_raw = {},
-                         std::vector<std::string> more_tp = {}) {
-        auto with = [](std::string first, std::vector<std::string> rest) {
-            rest.insert(rest.begin(), std::move(first));
-            return rest;
-        };
-        return std::vector<HookChoice>{
-            {HookKind::TpBtf, with(btf, more_btf), family, "", ""},
-            {HookKind::RawTp, with(raw, more_raw), family, "", ""},
-            {HookKind::Tracepoint, with(tp, more_tp), family, "", ""},
-        };
-    };
-
-    auto csd_ways = [](std::string first, std::string second) {
-        auto programs = [&](std::string_view suffix) {
-            std::vector<std::string> p{first + std::string(suffix)};
-            if (!second.empty())
-                p.push_back(second + std::string(suffix));
-            return p;
-        };
-        return std::vector<HookChoice>{
-            {HookKind::RawTp, programs("_raw"), "csd", "", ""},
-            {HookKind::TpBtf, programs("_btf"), "csd", "", ""},
-            {HookKind::Tracepoint, programs("_tp"), "csd", "", ""},
-        };
+    // tp_btf cannot read the csd tracepoints' function-pointer argument: the verifier refuses
+    // ctx access to a FUNC_PROTO pointer (seen on 6.18). raw_tp reads it as a plain u64 at the
+    // same cost, so it goes first and tp_btf stays as a later choice.
+    auto csd_ways = [](std::vector<std::string> programs) {
+        auto choices = tracepoint_choices(programs, "csd");
+        std::swap(choices[0], choices[1]);
+        return choices;
     };
 
     std::vector<Probe> probes;
     probes.push_back(Probe{ProbeId::TlbFlush, "tlb:tlb_flush",
                            "It needs the tlb:tlb_flush tracepoint (x86, Linux 4.10 or later).",
-                           three_ways("", "tlb_flush_btf", "tlb_flush_raw", "tlb_flush_tp")});
+                           tracepoint_choices({"tlb_flush"})});
 
     std::string no_symbol;
     if (ksyms != nullptr && !ksyms->address_of("flush_tlb_func") &&
@@ -285,19 +265,15 @@ std::vector<Probe> Tlbflush::plan(const KernelSymbols *ksyms) const {
         no_symbol = "the TLB-flush IPI callback flush_tlb_func is not in /proc/kallsyms";
 
     if (o_.culprits) {
-        // tp_btf cannot read the csd tracepoints' function-pointer argument: the verifier
-        // refuses ctx access to a FUNC_PROTO pointer (seen on 6.18). raw_tp reads it as a
-        // plain u64 at the same cost, so it goes first and tp_btf stays as a later choice.
-        auto choices = csd_ways("csd_queue", {});
+        auto choices = csd_ways({"csd_queue"});
         for (auto &c : choices)
             c.unavailable = no_symbol;
-        choices.push_back({HookKind::TpBtf,
-                           {},
-                           culprits_from_send_ipi,
-                           "without the csd tracepoints (Linux 6.3+) the target CPU of each IPI "
-                           "is not known: culprits count flushes sent to any CPU, and -c does not "
-                           "select them",
-                           ""});
+        choices.push_back(
+            {.kind = HookKind::FromOtherProbes,
+             .family = culprits_from_send_ipi,
+             .caveat = "without the csd tracepoints (Linux 6.3+) the target CPU of each IPI is "
+                       "not known: culprits count flushes sent to any CPU, and -c does not "
+                       "select them"});
         probes.push_back(
             Probe{ProbeId::CsdQueue, "csd:csd_queue_cpu (culprits)", "", std::move(choices)});
     }
@@ -306,20 +282,17 @@ std::vector<Probe> Tlbflush::plan(const KernelSymbols *ksyms) const {
         probes.push_back(
             Probe{ProbeId::IpiHandler, "irq_vectors:call_function(_single)_entry/exit (latency)",
                   "It needs the irq_vectors call-function tracepoints (x86).",
-                  three_ways("irq_vectors", "ipi_entry_btf", "ipi_entry_raw", "ipi_entry_tp",
-                             {"ipi_exit_btf", "ipi1_entry_btf", "ipi1_exit_btf"},
-                             {"ipi_exit_raw", "ipi1_entry_raw", "ipi1_exit_raw"},
-                             {"ipi_exit_tp", "ipi1_entry_tp", "ipi1_exit_tp"})});
-        auto choices = csd_ways("csd_entry", "csd_exit");
+                  tracepoint_choices({"ipi_entry", "ipi_exit", "ipi1_entry", "ipi1_exit"},
+                                     "irq_vectors")});
+        auto choices = csd_ways({"csd_entry", "csd_exit"});
         for (auto &c : choices)
             c.unavailable = no_symbol;
-        choices.push_back({HookKind::TpBtf,
-                           {},
-                           marks_from_tlb_flush,
-                           "without the csd tracepoints (Linux 6.3+) only IPI handler runs in "
-                           "which tlb_flush saw a remote flush are timed, and the flush "
-                           "callback itself is not: -L shows the handler histogram alone",
-                           ""});
+        choices.push_back(
+            {.kind = HookKind::FromOtherProbes,
+             .family = marks_from_tlb_flush,
+             .caveat = "without the csd tracepoints (Linux 6.3+) only IPI handler runs in which "
+                       "tlb_flush saw a remote flush are timed, and the flush callback itself "
+                       "is not: -L shows the handler histogram alone"});
         probes.push_back(Probe{ProbeId::CsdFunction, "csd:csd_function_entry/exit (latency)", "",
                                std::move(choices)});
     }

@@ -73,7 +73,7 @@ ObjectFacts facts() {
 enum class Id { Flush, Start };
 
 HookChoice choice(HookKind kind, std::string program) {
-    return HookChoice{kind, {std::move(program)}, "", "", ""};
+    return HookChoice{.kind = kind, .programs = {std::move(program)}};
 }
 
 bool contains(const std::string &text, const std::string &part) {
@@ -277,4 +277,41 @@ TEST(Fallback, UnavailableChoicesAreSkippedAndTheExplanationListsTheRest) {
                                         "  not tp_btf: arguments not recognized",
                                         "  not tracepoint: not needed, raw_tp was accepted"}),
               fallback.explanation());
+}
+
+TEST(Fallback, TracepointChoicesAreTheThreeKindsWithTheirSuffixes) {
+    auto choices = tracepoint_choices({"begin", "end"}, "family", "no order field");
+    ASSERT_EQ(3u, choices.size());
+    EXPECT_EQ(HookKind::TpBtf, choices[0].kind);
+    EXPECT_EQ((std::vector<std::string>{"begin_btf", "end_btf"}), choices[0].programs);
+    EXPECT_EQ(HookKind::RawTp, choices[1].kind);
+    EXPECT_EQ((std::vector<std::string>{"begin_raw", "end_raw"}), choices[1].programs);
+    EXPECT_EQ(HookKind::Tracepoint, choices[2].kind);
+    EXPECT_EQ((std::vector<std::string>{"begin_tp", "end_tp"}), choices[2].programs);
+    EXPECT_EQ("family/tracepoint", choices[2].label());
+    EXPECT_EQ("", choices[0].caveat);
+    EXPECT_EQ("no order field", choices[2].caveat);
+}
+
+// A choice made of other probes' programs is no kind of hook: disabling tp_btf leaves it, and
+// it needs no kernel BTF; its family names it.
+TEST(Fallback, ChoicesFromOtherProbesAreNotDisabledByKind) {
+    std::vector<Probe> probes{
+        Probe(Id::Flush, "csd:csd_function_entry/exit", "",
+              {choice(HookKind::TpBtf, "csd_btf"),
+               {.kind = HookKind::FromOtherProbes, .family = "tlb_flush_marks"}})};
+    auto e = environment();
+    e.disabled_hooks = {"tp_btf"};
+    e.kernel_btf = false;
+    HookFallback fallback(probes, e);
+    EXPECT_EQ(1, probes[0].chosen);
+    EXPECT_EQ("tlb_flush_marks", probes[0].choice()->label());
+    EXPECT_TRUE(fallback.programs().empty());
+    EXPECT_EQ("csd:csd_function_entry/exit: using tlb_flush_marks", fallback.explanation()[0]);
+}
+
+TEST(Fallback, AChoiceWhoseProgramsDoNotMatchItsKindIsAMistake) {
+    std::vector<Probe> probes{
+        Probe(Id::Flush, "tlb:tlb_flush", "", {{.kind = HookKind::TpBtf, .family = "x"}})};
+    EXPECT_THROW(HookFallback(probes, environment()), std::logic_error);
 }

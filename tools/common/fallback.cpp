@@ -135,8 +135,15 @@ HookFallback::HookFallback(std::vector<Probe> &probes, FallbackEnvironment envir
     // Every name in MEMLAT_DISABLE_HOOKS must be a hook kind, or a family or choice label of
     // this tool's probes: a misspelt name would otherwise disable nothing, silently, and a
     // test that forces a fall-back would test the preferred path instead.
+    // A choice's programs are what its kind attaches; only FromOtherProbes has none.
+    for (const auto &probe : probes_)
+        for (const auto &choice : probe.choices)
+            if ((choice.kind == HookKind::FromOtherProbes) != choice.programs.empty())
+                throw std::logic_error(fmt::format("probe {}, choice {}: {} programs", probe.name,
+                                                   choice.label(),
+                                                   choice.programs.empty() ? "no" : "its own"));
     std::set<std::string> known;
-    for (auto kind : all_hook_kinds)
+    for (auto kind : program_hook_kinds)
         known.insert(std::string(hook_kind_name(kind)));
     for (const auto &probe : probes_)
         for (const auto &choice : probe.choices) {
@@ -162,9 +169,9 @@ HookFallback::HookFallback(std::vector<Probe> &probes, FallbackEnvironment envir
 // harness use it to force each fall-back path on a kernel that would accept the preferred one.
 bool HookFallback::disabled(const HookChoice &choice) const {
     for (const auto &token : environment_.disabled_hooks)
-        // A choice without programs of its own (it reuses another probe's) is not of a kind:
-        // disabling tp_btf must not take away, say, tlbflush's tlb_flush marks.
-        if ((!choice.programs.empty() && token == hook_kind_name(choice.kind)) ||
+        // A FromOtherProbes choice is no kind of hook: disabling tp_btf must not take away,
+        // say, tlbflush's tlb_flush marks.
+        if ((choice.kind != HookKind::FromOtherProbes && token == hook_kind_name(choice.kind)) ||
             (!choice.family.empty() && token == choice.family) || token == choice.label())
             return true;
     return false;
@@ -179,10 +186,9 @@ bool HookFallback::advance(Probe &probe, int from) {
             continue;
         }
         // tp_btf and fentry programs are attached by the kernel's own BTF type ids: another
-        // BTF (embedded, --btf) serves CO-RE but cannot name the attach point. A choice
-        // without programs of its own attaches nothing, whatever its kind.
+        // BTF (embedded, --btf) serves CO-RE but cannot name the attach point.
         if ((choice.kind == HookKind::TpBtf || choice.kind == HookKind::Fentry) &&
-            !choice.programs.empty() && !environment_.kernel_btf) {
+            !environment_.kernel_btf) {
             probe.refused.emplace_back(i, "needs the kernel's own BTF");
             continue;
         }
@@ -274,7 +280,7 @@ std::vector<std::string> HookFallback::explanation() const {
             continue;
         }
         std::string line = fmt::format("{}: using {}", probe.name, c->label());
-        if (!c->programs.empty())
+        if (c->kind != HookKind::FromOtherProbes)
             line += fmt::format(" ({})", fmt::join(c->programs, ", "));
         if (!c->caveat.empty())
             line += "; " + c->caveat;

@@ -11,26 +11,40 @@
 
 namespace memlat {
 
-enum class HookKind { TpBtf, RawTp, Tracepoint, Fentry, Kprobe };
+// How a choice hooks the kernel. FromOtherProbes is a choice with no programs of its own: it
+// is satisfied by what other probes attach (tlbflush's latency from the tlb_flush marks), so
+// it needs nothing of the kernel and no MEMLAT_DISABLE_HOOKS kind names it.
+enum class HookKind { TpBtf, RawTp, Tracepoint, Fentry, Kprobe, FromOtherProbes };
 std::string_view hook_kind_name(HookKind kind);
-// Every kind, for messages that list them.
-inline constexpr HookKind all_hook_kinds[] = {
+// The kinds that attach programs, for messages that list them.
+inline constexpr HookKind program_hook_kinds[] = {
     HookKind::TpBtf, HookKind::RawTp, HookKind::Tracepoint, HookKind::Fentry, HookKind::Kprobe};
 
 // One way to observe something: the BPF programs (by their C function names) that together
-// make it up, of one hook kind. `family` groups choices that use the same kernel events
-// ("csd", "irq_vectors"); `caveat` says what this choice cannot show, printed with -v. A choice
-// with no programs of its own reuses what other probes attach (its label is its family).
-// `unavailable`, when set before loading, says why user space already knows this choice cannot
-// work here (e.g. a symbol it needs is missing); it is then skipped like a refused one.
+// make it up, of one hook kind. Written with designated initializers, e.g.
+//   {.kind = HookKind::Fentry, .programs = {"start_fentry"}, .family = "migrate_pages",
+//    .caveat = "..."}
+// `family` groups choices that use the same kernel events ("csd", "irq_vectors"); `caveat`
+// says what this choice cannot show, printed with -v. A FromOtherProbes choice is labelled by
+// its family. `unavailable`, when set before loading, says why user space already knows this
+// choice cannot work here (e.g. a symbol it needs is missing); it is then skipped like a
+// refused one.
 struct HookChoice {
-    HookKind kind;
+    HookKind kind = HookKind::Tracepoint;
     std::vector<std::string> programs;
     std::string family;
     std::string caveat;
     std::string unavailable;
     std::string label() const;
 };
+
+// The three ways to hook a kernel tracepoint, most preferred first: tp_btf, raw_tp and the
+// classic tracepoint, each made of `programs` with its kind's suffix ("_btf", "_raw", "_tp":
+// the BPF side writes each handler once per kind under those names). `tracepoint_caveat` is
+// what the classic tracepoint cannot show.
+std::vector<HookChoice> tracepoint_choices(const std::vector<std::string> &programs,
+                                           const std::string &family = "",
+                                           const std::string &tracepoint_caveat = "");
 
 // Something a tool observes and the hooks that can observe it, most preferred first. A tool
 // names its probes with an enum of its own (`id`) and finds them with find_probe(): code never

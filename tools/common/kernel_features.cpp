@@ -145,8 +145,8 @@ std::optional<Probe> thread_exit_probe(const KernelFeatures &f) {
                  "Without task-local storage (Linux 5.11) it needs the sched:sched_process_exit "
                  "tracepoint, so that exiting threads leave no state behind.",
                  std::vector<HookChoice>{
-                     {HookKind::RawTp, {"thread_exit_raw"}, "", "", ""},
-                     {HookKind::Tracepoint, {"thread_exit_tp"}, "", "", ""},
+                     {.kind = HookKind::RawTp, .programs = {"thread_exit_raw"}},
+                     {.kind = HookKind::Tracepoint, .programs = {"thread_exit_tp"}},
                  }};
 }
 
