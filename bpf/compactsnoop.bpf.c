@@ -107,7 +107,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
 	__uint(max_entries, 1);
 	__uint(key_size, sizeof(__u32));
-	__uint(value_size, 127 * sizeof(__u64));
+	__uint(value_size, MEMLAT_STACK_DEPTH * sizeof(__u64));
 } stacks SEC(".maps");
 
 struct {

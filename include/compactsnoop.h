@@ -7,6 +7,7 @@
 #endif
 
 #include "memlat/hist.h"
+#include "memlat/stack.h"
 
 #define COMPACTSNOOP_COMM_LEN 16
 /* Free-block counts kept per order; kernels have 11 (NR_PAGE_ORDERS), some configs up to 15. */

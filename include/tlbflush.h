@@ -7,6 +7,7 @@
 #endif
 
 #include "memlat/hist.h"
+#include "memlat/stack.h"
 
 #define TLBFLUSH_MAX_CPUS 1024
 #define TLBFLUSH_CPU_WORDS (TLBFLUSH_MAX_CPUS / 64)

@@ -27,6 +27,7 @@
 #include "kernel_features.h"
 #include "loader.h"
 #include "machine.h"
+#include "metrics_serving.h"
 #include "options.h"
 #include "output.h"
 #include "run_loop.h"
@@ -568,22 +569,20 @@ int Cachestat::run() {
 
 int Cachestat::serve_metrics(cachestat_bpf &skel, const std::vector<Probe> &probes) {
     cachestat::Metrics metrics(o_.prom, o_.cgroup, accesses_known_);
-    Exporter exporter(*o_.prom.listen, tool_name, [&](prometheus::Exposition &out) {
-        const Snapshot now = snapshot(skel);
-        std::vector<std::pair<cachestat_proc_key, cachestat_proc_value>> procs;
-        for (const auto &[pid, v] : now.procs) {
-            cachestat_proc_key key{pid, 0};
-            procs.emplace_back(key, v);
-            // A process that exited adds no more: its entry, read now, goes.
-            if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
-                bpf_map__delete_elem(skel.maps.proc_counts, &key, sizeof(key), 0);
-        }
-        metrics.collect(now.total, procs, out);
-        prometheus::loss_metrics(out, 0, now.table_full);
-        prometheus::self_metrics(out, tool_name, probes, skel.obj);
-    });
-    serve_until_stopped(tool_name, exporter, o_.common, sleep_for);
-    return 0;
+    return serve_tool_metrics(
+        tool_name, o_.prom, o_.common, probes, skel.obj, [&](prometheus::Exposition &out) {
+            const Snapshot now = snapshot(skel);
+            std::vector<std::pair<cachestat_proc_key, cachestat_proc_value>> procs;
+            for (const auto &[pid, v] : now.procs) {
+                cachestat_proc_key key{pid, 0};
+                procs.emplace_back(key, v);
+                // A process that exited adds no more: its entry, read now, goes.
+                if (task_exited(pid))
+                    bpf_map__delete_elem(skel.maps.proc_counts, &key, sizeof(key), 0);
+            }
+            metrics.collect(now.total, procs, out);
+            return CountedLosses{0, now.table_full};
+        });
 }
 
 } // namespace

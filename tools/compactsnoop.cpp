@@ -21,6 +21,7 @@
 #include "kernel_features.h"
 #include "kernel_types.h"
 #include "loader.h"
+#include "metrics_serving.h"
 #include "options.h"
 #include "output.h"
 #include "run_loop.h"
@@ -213,28 +214,13 @@ void Compactsnoop::configure(compactsnoop_bpf &skel) const {
 
 std::vector<std::string> Compactsnoop::stack_frames(compactsnoop_bpf &skel, int32_t id) {
     std::vector<std::string> frames;
-    uint64_t ips[127] = {};
+    uint64_t ips[MEMLAT_STACK_DEPTH] = {};
     if (id < 0 || bpf_map__lookup_elem(skel.maps.stacks, &id, sizeof(id), ips, sizeof(ips), 0)) {
         frames.push_back("[stack lost]");
         return frames;
     }
-    // The first frames are the BPF program and the tracepoint machinery that ran it; the
-    // stack that matters starts at the tracepoint's caller (compact_zone).
-    bool in_tracing = true;
-    for (uint64_t ip : ips) {
-        if (ip == 0)
-            break;
-        std::string frame = ksyms_ ? ksyms_->describe(ip) : fmt::format("0x{:x}", ip);
-        if (in_tracing) {
-            if (frame.starts_with("bpf_") || frame.starts_with("__bpf_") ||
-                frame.starts_with("0x") || frame.starts_with("__traceiter_") ||
-                frame.starts_with("trace_"))
-                continue;
-            in_tracing = false;
-        }
-        frames.push_back(std::move(frame));
-    }
-    return frames;
+    // From the tracepoint's caller (compact_zone) on.
+    return kernel_stack_frames(ips, ksyms_ ? &*ksyms_ : nullptr);
 }
 
 void Compactsnoop::print_event(compactsnoop_bpf &skel, const compactsnoop_event &e) {
@@ -273,10 +259,8 @@ void Compactsnoop::print_histograms(compactsnoop_bpf &skel) {
     if (!o_.common.json && (o_.common.timestamp || o_.common.interval > 0))
         fmt::print("\n{}\n", wall_clock_time());
     for (const auto &[key, slots] : now) {
-        std::array<uint64_t, MEMLAT_HIST_SLOTS> d = slots;
-        if (auto it = hist_before_.find(key); it != hist_before_.end())
-            for (int i = 0; i < MEMLAT_HIST_SLOTS; ++i)
-                d[i] -= it->second[i];
+        auto it = hist_before_.find(key);
+        const Log2Hist d = it == hist_before_.end() ? slots : hist_since(slots, it->second);
         if (hist_total(d) == 0)
             continue;
         const char *kind = compactsnoop::kind_name(key.first);
@@ -498,26 +482,25 @@ int Compactsnoop::serve_metrics(compactsnoop_bpf &skel, const std::vector<Probe>
     compactsnoop::Counts c;
     for (uint32_t k = 0; k < COMPACTSNOOP_KINDS; ++k)
         c.kinds[k] = (kind_mask_ >> k) & 1;
-    Exporter exporter(*o_.prom.listen, tool_name, [&](prometheus::Exposition &out) {
-        const auto *bss = skel.bss;
-        for (uint32_t k = 0; k < COMPACTSNOOP_KINDS; ++k) {
-            std::copy(std::begin(bss->summary[k]), std::end(bss->summary[k]), c.summary[k].begin());
-            for (uint32_t row = 0; row < COMPACTSNOOP_ORDER_ROWS; ++row) {
-                std::copy(std::begin(bss->hist[k][row]), std::end(bss->hist[k][row]),
-                          c.hist_us[k][row].begin());
-                c.hist_sum_ns[k][row] = bss->hist_sum_ns[k][row];
+    return serve_tool_metrics(
+        tool_name, o_.prom, o_.common, probes, skel.obj, [&](prometheus::Exposition &out) {
+            const auto *bss = skel.bss;
+            for (uint32_t k = 0; k < COMPACTSNOOP_KINDS; ++k) {
+                std::copy(std::begin(bss->summary[k]), std::end(bss->summary[k]),
+                          c.summary[k].begin());
+                for (uint32_t row = 0; row < COMPACTSNOOP_ORDER_ROWS; ++row) {
+                    std::copy(std::begin(bss->hist[k][row]), std::end(bss->hist[k][row]),
+                              c.hist_us[k][row].begin());
+                    c.hist_sum_ns[k][row] = bss->hist_sum_ns[k][row];
+                }
+                c.deferred[k] = bss->deferred[k];
             }
-            c.deferred[k] = bss->deferred[k];
-        }
-        c.kcompactd_wakes = bss->kcompactd_wakes;
-        compactsnoop::collect_metrics(
-            c, [this](int32_t st) { return compactsnoop::status_name(st, names_); }, getpagesize(),
-            out);
-        prometheus::loss_metrics(out, bss->dropped_events, bss->table_full);
-        prometheus::self_metrics(out, tool_name, probes, skel.obj);
-    });
-    serve_until_stopped(tool_name, exporter, o_.common, sleep_for);
-    return 0;
+            c.kcompactd_wakes = bss->kcompactd_wakes;
+            compactsnoop::collect_metrics(
+                c, [this](int32_t st) { return compactsnoop::status_name(st, names_); },
+                getpagesize(), out);
+            return CountedLosses{bss->dropped_events, bss->table_full};
+        });
 }
 
 } // namespace

@@ -25,6 +25,7 @@
 #include "histogram.h"
 #include "kernel_features.h"
 #include "loader.h"
+#include "metrics_serving.h"
 #include "options.h"
 #include "output.h"
 #include "run_loop.h"
@@ -241,10 +242,8 @@ void Drsnoop::print_histograms(drsnoop_bpf &skel) {
     else if (o_.common.timestamp || o_.common.interval > 0)
         fmt::print("\n{}\n", wall_clock_time());
     for (const auto &[key, slots] : now) {
-        std::array<uint64_t, MEMLAT_HIST_SLOTS> d = slots;
-        if (auto it = hist_before_.find(key); it != hist_before_.end())
-            for (int i = 0; i < MEMLAT_HIST_SLOTS; ++i)
-                d[i] -= it->second[i];
+        auto it = hist_before_.find(key);
+        const Log2Hist d = it == hist_before_.end() ? slots : hist_since(slots, it->second);
         if (hist_total(d) == 0)
             continue;
         const char *kind = drsnoop::kind_name(key.second);
@@ -405,38 +404,36 @@ int Drsnoop::serve_metrics(drsnoop_bpf &skel, const std::vector<Probe> &probes) 
     for (uint32_t kind = 0; kind < DRSNOOP_KINDS; ++kind)
         if (const Probe *p = find_probe(probes, ProbeId{static_cast<int>(kind)}))
             counts.kinds[kind] = p->choice() != nullptr;
-    Exporter exporter(*o_.prom.listen, tool_name, [&](prometheus::Exposition &out) {
-        const auto *bss = skel.bss;
-        for (uint32_t k = 0; k < DRSNOOP_KINDS; ++k) {
-            counts.totals[k] = bss->totals[k];
-            std::copy(std::begin(bss->hist[k]), std::end(bss->hist[k]), counts.hist_us[k].begin());
-        }
-        counts.summaries.clear();
-        if (o_.prom.label("comm")) {
-            counts.summaries =
-                read_hash_map<drsnoop_proc_key, drsnoop_summary>(skel.maps.summaries);
-            // A process that exited stalls no more: its counts are read, so its entry goes,
-            // and the table keeps room for the processes that live.
-            for (const auto &[key, s] : counts.summaries)
-                if (kill(static_cast<pid_t>(key.pid), 0) != 0 && errno == ESRCH)
-                    bpf_map__delete_elem(skel.maps.summaries, &key, sizeof(key), 0);
-        }
-        if (o_.prom.label("cgroup")) {
-            counts.cgroups =
-                read_hash_map<drsnoop_cgroup_key, drsnoop_totals>(skel.maps.cgroup_totals);
-            // Listed after the table was read: a cgroup it has and this does not was removed,
-            // and its entry goes too.
-            counts.cgroup_paths = cgroup_paths(memcg_on_v1_);
-            for (const auto &[key, t] : counts.cgroups)
-                if (!counts.cgroup_paths.contains(key.cgroup_id))
-                    bpf_map__delete_elem(skel.maps.cgroup_totals, &key, sizeof(key), 0);
-        }
-        metrics.collect(counts, out);
-        prometheus::loss_metrics(out, bss->dropped_events, bss->table_full);
-        prometheus::self_metrics(out, tool_name, probes, skel.obj);
-    });
-    serve_until_stopped(tool_name, exporter, o_.common, sleep_for);
-    return 0;
+    return serve_tool_metrics(
+        tool_name, o_.prom, o_.common, probes, skel.obj, [&](prometheus::Exposition &out) {
+            const auto *bss = skel.bss;
+            for (uint32_t k = 0; k < DRSNOOP_KINDS; ++k) {
+                counts.totals[k] = bss->totals[k];
+                std::copy(std::begin(bss->hist[k]), std::end(bss->hist[k]),
+                          counts.hist_us[k].begin());
+            }
+            counts.summaries.clear();
+            if (o_.prom.label("comm")) {
+                counts.summaries =
+                    read_hash_map<drsnoop_proc_key, drsnoop_summary>(skel.maps.summaries);
+                // A process that exited stalls no more: its counts are read, so its entry goes,
+                // and the table keeps room for the processes that live.
+                delete_exited_tasks(skel.maps.summaries, counts.summaries,
+                                    [](const drsnoop_proc_key &k) { return k.pid; });
+            }
+            if (o_.prom.label("cgroup")) {
+                counts.cgroups =
+                    read_hash_map<drsnoop_cgroup_key, drsnoop_totals>(skel.maps.cgroup_totals);
+                // Listed after the table was read: a cgroup it has and this does not was removed,
+                // and its entry goes too.
+                counts.cgroup_paths = cgroup_paths(memcg_on_v1_);
+                for (const auto &[key, t] : counts.cgroups)
+                    if (!counts.cgroup_paths.contains(key.cgroup_id))
+                        bpf_map__delete_elem(skel.maps.cgroup_totals, &key, sizeof(key), 0);
+            }
+            metrics.collect(counts, out);
+            return CountedLosses{bss->dropped_events, bss->table_full};
+        });
 }
 
 } // namespace

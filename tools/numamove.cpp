@@ -16,6 +16,7 @@
 #include "kernel_features.h"
 #include "kernel_types.h"
 #include "loader.h"
+#include "metrics_serving.h"
 #include "numamove.h"
 #include "numamove.skel.h"
 #include "numamove_format.h"
@@ -325,9 +326,7 @@ void Numamove::print_hists(const Snapshot &now, const Snapshot &before, json &ou
     auto one = [&](const std::array<uint64_t, MEMLAT_HIST_SLOTS> &a,
                    const std::array<uint64_t, MEMLAT_HIST_SLOTS> &b, const std::string &what,
                    const std::string &title) {
-        std::array<uint64_t, MEMLAT_HIST_SLOTS> d{};
-        for (int i = 0; i < MEMLAT_HIST_SLOTS; ++i)
-            d[i] = a[i] - b[i];
+        const Log2Hist d = hist_since(a, b);
         if (hist_total(d) == 0)
             return;
         if (o_.common.json) {
@@ -497,28 +496,26 @@ int Numamove::serve_metrics(numamove_bpf &skel, const std::vector<Probe> &probes
     if (const Probe *start = find_probe(probes, ProbeId::Start))
         c.timed = start->choice() != nullptr;
     c.per_call = per_call_view_;
-    Exporter exporter(*o_.prom.listen, tool_name, [&](prometheus::Exposition &out) {
-        const auto *bss = skel.bss;
-        for (int r = 0; r < NUMAMOVE_MAX_REASONS; ++r) {
-            c.by_reason[r] = bss->counts[r];
-            std::copy(std::begin(bss->hist[r]), std::end(bss->hist[r]), c.hist_us[r].begin());
-        }
-        c.calls = bss->call_count;
-        std::copy(std::begin(bss->call_hist), std::end(bss->call_hist), c.call_hist_us.begin());
-        std::copy(std::begin(bss->task_moves), std::end(bss->task_moves), c.task_moves.begin());
-        if (o_.per_process) {
-            // Entries of processes that exited are read once more, then deleted.
-            c.procs = read_hash_map<numamove_proc_key, numamove_proc_value>(skel.maps.proc_counts);
-            for (const auto &[k, v] : c.procs)
-                if (kill(static_cast<pid_t>(k.pid), 0) != 0 && errno == ESRCH)
-                    bpf_map__delete_elem(skel.maps.proc_counts, &k, sizeof(k), 0);
-        }
-        metrics.collect(c, out);
-        prometheus::loss_metrics(out, 0, bss->table_full);
-        prometheus::self_metrics(out, tool_name, probes, skel.obj);
-    });
-    serve_until_stopped(tool_name, exporter, o_.common, sleep_for);
-    return 0;
+    return serve_tool_metrics(
+        tool_name, o_.prom, o_.common, probes, skel.obj, [&](prometheus::Exposition &out) {
+            const auto *bss = skel.bss;
+            for (int r = 0; r < NUMAMOVE_MAX_REASONS; ++r) {
+                c.by_reason[r] = bss->counts[r];
+                std::copy(std::begin(bss->hist[r]), std::end(bss->hist[r]), c.hist_us[r].begin());
+            }
+            c.calls = bss->call_count;
+            std::copy(std::begin(bss->call_hist), std::end(bss->call_hist), c.call_hist_us.begin());
+            std::copy(std::begin(bss->task_moves), std::end(bss->task_moves), c.task_moves.begin());
+            if (o_.per_process) {
+                // Entries of processes that exited are read once more, then deleted.
+                c.procs =
+                    read_hash_map<numamove_proc_key, numamove_proc_value>(skel.maps.proc_counts);
+                delete_exited_tasks(skel.maps.proc_counts, c.procs,
+                                    [](const numamove_proc_key &k) { return k.pid; });
+            }
+            metrics.collect(c, out);
+            return CountedLosses{0, bss->table_full};
+        });
 }
 
 } // namespace

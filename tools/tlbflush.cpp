@@ -19,6 +19,7 @@
 #include "kernel_types.h"
 #include "loader.h"
 #include "machine.h"
+#include "metrics_serving.h"
 #include "options.h"
 #include "output.h"
 #include "run_loop.h"
@@ -245,12 +246,23 @@ class Tlbflush {
 };
 
 std::vector<Probe> Tlbflush::plan(const KernelSymbols *ksyms) const {
-    // tp_btf cannot read the csd tracepoints' function-pointer argument: the verifier refuses
-    // ctx access to a FUNC_PROTO pointer (seen on 6.18). raw_tp reads it as a plain u64 at the
-    // same cost, so it goes first and tp_btf stays as a later choice.
-    auto csd_ways = [](std::vector<std::string> programs) {
+    std::string no_symbol;
+    if (ksyms != nullptr && !ksyms->address_of("flush_tlb_func") &&
+        !ksyms->address_of("flush_tlb_func_remote"))
+        no_symbol = "the TLB-flush IPI callback flush_tlb_func is not in /proc/kallsyms";
+    // The csd tracepoints (Linux 6.3+), then, without them, what other probes see instead.
+    // tp_btf cannot read their function-pointer argument: the verifier refuses ctx access to a
+    // FUNC_PROTO pointer (seen on 6.18). raw_tp reads it as a plain u64 at the same cost, so
+    // it goes first and tp_btf stays as a later choice.
+    auto csd_ways = [&](std::vector<std::string> programs, std::string instead,
+                        std::string caveat) {
         auto choices = tracepoint_choices(programs, "csd");
         std::swap(choices[0], choices[1]);
+        for (auto &c : choices)
+            c.unavailable = no_symbol;
+        choices.push_back({.kind = HookKind::FromOtherProbes,
+                           .family = std::move(instead),
+                           .caveat = std::move(caveat)});
         return choices;
     };
 
@@ -258,25 +270,13 @@ std::vector<Probe> Tlbflush::plan(const KernelSymbols *ksyms) const {
     probes.push_back(Probe{ProbeId::TlbFlush, "tlb:tlb_flush",
                            "It needs the tlb:tlb_flush tracepoint (x86, Linux 4.10 or later).",
                            tracepoint_choices({"tlb_flush"})});
-
-    std::string no_symbol;
-    if (ksyms != nullptr && !ksyms->address_of("flush_tlb_func") &&
-        !ksyms->address_of("flush_tlb_func_remote"))
-        no_symbol = "the TLB-flush IPI callback flush_tlb_func is not in /proc/kallsyms";
-
-    if (o_.culprits) {
-        auto choices = csd_ways({"csd_queue"});
-        for (auto &c : choices)
-            c.unavailable = no_symbol;
-        choices.push_back(
-            {.kind = HookKind::FromOtherProbes,
-             .family = culprits_from_send_ipi,
-             .caveat = "without the csd tracepoints (Linux 6.3+) the target CPU of each IPI is "
-                       "not known: culprits count flushes sent to any CPU, and -c does not "
-                       "select them"});
-        probes.push_back(
-            Probe{ProbeId::CsdQueue, "csd:csd_queue_cpu (culprits)", "", std::move(choices)});
-    }
+    if (o_.culprits)
+        probes.push_back(Probe{
+            ProbeId::CsdQueue, "csd:csd_queue_cpu (culprits)", "",
+            csd_ways({"csd_queue"}, culprits_from_send_ipi,
+                     "without the csd tracepoints (Linux 6.3+) the target CPU of each IPI is not "
+                     "known: culprits count flushes sent to any CPU, and -c does not select "
+                     "them")});
     if (o_.latency) {
         // The handler window, timed on every kernel; then what says a TLB flush ran in it.
         probes.push_back(
@@ -284,17 +284,12 @@ std::vector<Probe> Tlbflush::plan(const KernelSymbols *ksyms) const {
                   "It needs the irq_vectors call-function tracepoints (x86).",
                   tracepoint_choices({"ipi_entry", "ipi_exit", "ipi1_entry", "ipi1_exit"},
                                      "irq_vectors")});
-        auto choices = csd_ways({"csd_entry", "csd_exit"});
-        for (auto &c : choices)
-            c.unavailable = no_symbol;
-        choices.push_back(
-            {.kind = HookKind::FromOtherProbes,
-             .family = marks_from_tlb_flush,
-             .caveat = "without the csd tracepoints (Linux 6.3+) only IPI handler runs in which "
-                       "tlb_flush saw a remote flush are timed, and the flush callback itself "
-                       "is not: -L shows the handler histogram alone"});
-        probes.push_back(Probe{ProbeId::CsdFunction, "csd:csd_function_entry/exit (latency)", "",
-                               std::move(choices)});
+        probes.push_back(Probe{
+            ProbeId::CsdFunction, "csd:csd_function_entry/exit (latency)", "",
+            csd_ways({"csd_entry", "csd_exit"}, marks_from_tlb_flush,
+                     "without the csd tracepoints (Linux 6.3+) only IPI handler runs in which "
+                     "tlb_flush saw a remote flush are timed, and the flush callback itself is "
+                     "not: -L shows the handler histogram alone")});
     }
     return probes;
 }
@@ -450,32 +445,20 @@ std::vector<std::string> Tlbflush::stack_frames(tlbflush_bpf &skel, int32_t id, 
         frames.push_back(id == -14 /* EFAULT */ ? "[no user stack]" : "[stack lost]");
         return frames;
     }
-    // The first kernel frames are the BPF program and the tracepoint machinery that ran it;
-    // the user wants the stack from the tracepoint's caller down.
-    bool in_tracing = !user;
-    uint64_t ips[127] = {};
+    uint64_t ips[MEMLAT_STACK_DEPTH] = {};
     if (bpf_map__lookup_elem(skel.maps.stacks, &id, sizeof(id), ips, sizeof(ips), 0) != 0) {
         frames.push_back("[stack lost]");
         return frames;
     }
+    // Kernel stacks from the tracepoint's caller on, without the machinery that ran the BPF
+    // program.
+    if (!user)
+        return kernel_stack_frames(ips, ksyms_ ? &*ksyms_ : nullptr);
+    auto &symbols = process_syms_.try_emplace(pid, static_cast<pid_t>(pid)).first->second;
     for (uint64_t ip : ips) {
         if (ip == 0)
             break;
-        if (user) {
-            auto it = process_syms_.try_emplace(pid, static_cast<pid_t>(pid)).first;
-            frames.push_back(it->second.describe(ip));
-        } else {
-            std::string frame = ksyms_ ? ksyms_->describe(ip) : fmt::format("0x{:x}", ip);
-            if (in_tracing) {
-                bool machinery = frame.starts_with("bpf_") || frame.starts_with("__bpf_") ||
-                                 frame.starts_with("0x") || frame.starts_with("__traceiter_") ||
-                                 frame.find("stop_runtime") != std::string::npos;
-                if (machinery)
-                    continue;
-                in_tracing = false;
-            }
-            frames.push_back(std::move(frame));
-        }
+        frames.push_back(symbols.describe(ip));
     }
     return frames;
 }
@@ -534,12 +517,7 @@ void Tlbflush::print_culprits(tlbflush_bpf &skel, const Snapshot &now, const Sna
 
 void Tlbflush::print_latency(const Snapshot &now, const Snapshot &before, json &out) const {
     auto diff = [&](const std::vector<Snapshot::Hist> &a, const std::vector<Snapshot::Hist> &b,
-                    int cpu) {
-        Snapshot::Hist d{};
-        for (int i = 0; i < MEMLAT_HIST_SLOTS; ++i)
-            d[i] = a[cpu][i] - (b.empty() ? 0 : b[cpu][i]);
-        return d;
-    };
+                    int cpu) { return b.empty() ? a[cpu] : hist_since(a[cpu], b[cpu]); };
     json handler = json::object(), callback = json::object(), legacy = json::object();
     json counts = json::object();
     for (int cpu = 0; cpu < ncpus_; ++cpu) {
@@ -743,9 +721,6 @@ int Tlbflush::serve_metrics(tlbflush_bpf &skel, const std::vector<Probe> &probes
     tlbflush::Metrics metrics(o_.prom, [this](uint32_t r) { return reasons_.name(r); },
                               {remote, wrong_cpu});
     const size_t ncpus = std::min(ncpus_, TLBFLUSH_MAX_CPUS);
-    auto gone = [](uint32_t pid) {
-        return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
-    };
     tlbflush::Counts c;
     c.cpus = cpu_mask_.empty() ? std::vector<bool>(ncpus, true) : cpu_mask_;
     c.cpus.resize(ncpus);
@@ -753,48 +728,45 @@ int Tlbflush::serve_metrics(tlbflush_bpf &skel, const std::vector<Probe> &probes
     c.latency = o_.latency;
     c.callbacks = !marks_from_tlb_flush_;
     c.culprits = o_.culprits;
-    Exporter exporter(*o_.prom.listen, tool_name, [&](prometheus::Exposition &out) {
-        const auto *bss = skel.bss;
-        for (size_t cpu = 0; cpu < ncpus; ++cpu)
-            std::copy(std::begin(bss->counts[cpu]), std::end(bss->counts[cpu]),
-                      c.by_cpu[cpu].begin());
-        if (o_.latency) {
-            c.handler_ns.resize(ncpus);
-            c.callback_ns.resize(ncpus);
-            c.handler_sum_ns.resize(ncpus);
-            c.callback_sum_ns.resize(ncpus);
-            c.ipi.resize(ncpus);
-            for (size_t cpu = 0; cpu < ncpus; ++cpu) {
-                std::copy(std::begin(bss->handler_hist_ns[cpu]),
-                          std::end(bss->handler_hist_ns[cpu]), c.handler_ns[cpu].begin());
-                std::copy(std::begin(bss->callback_hist_ns[cpu]),
-                          std::end(bss->callback_hist_ns[cpu]), c.callback_ns[cpu].begin());
-                c.handler_sum_ns[cpu] = bss->handler_sum_ns[cpu];
-                c.callback_sum_ns[cpu] = bss->callback_sum_ns[cpu];
-                c.ipi[cpu] = bss->ipi_counts[cpu];
+    return serve_tool_metrics(
+        tool_name, o_.prom, o_.common, probes, skel.obj, [&](prometheus::Exposition &out) {
+            const auto *bss = skel.bss;
+            for (size_t cpu = 0; cpu < ncpus; ++cpu)
+                std::copy(std::begin(bss->counts[cpu]), std::end(bss->counts[cpu]),
+                          c.by_cpu[cpu].begin());
+            if (o_.latency) {
+                c.handler_ns.resize(ncpus);
+                c.callback_ns.resize(ncpus);
+                c.handler_sum_ns.resize(ncpus);
+                c.callback_sum_ns.resize(ncpus);
+                c.ipi.resize(ncpus);
+                for (size_t cpu = 0; cpu < ncpus; ++cpu) {
+                    std::copy(std::begin(bss->handler_hist_ns[cpu]),
+                              std::end(bss->handler_hist_ns[cpu]), c.handler_ns[cpu].begin());
+                    std::copy(std::begin(bss->callback_hist_ns[cpu]),
+                              std::end(bss->callback_hist_ns[cpu]), c.callback_ns[cpu].begin());
+                    c.handler_sum_ns[cpu] = bss->handler_sum_ns[cpu];
+                    c.callback_sum_ns[cpu] = bss->callback_sum_ns[cpu];
+                    c.ipi[cpu] = bss->ipi_counts[cpu];
+                }
             }
-        }
-        // The per-task tables keep an entry per process (or thread); the entries of those that
-        // exited are read here for the last time and deleted, so the tables hold the live ones.
-        if (o_.per_process) {
-            c.procs = read_hash_map<tlbflush_proc_key, tlbflush_proc_value>(skel.maps.proc_counts);
-            for (const auto &[k, v] : c.procs)
-                if (gone(k.pid))
-                    bpf_map__delete_elem(skel.maps.proc_counts, &k, sizeof(k), 0);
-        }
-        if (o_.culprits) {
-            c.senders =
-                read_hash_map<tlbflush_culprit_key, tlbflush_culprit_value>(skel.maps.culprits);
-            for (const auto &[k, v] : c.senders)
-                if (gone(k.tid))
-                    bpf_map__delete_elem(skel.maps.culprits, &k, sizeof(k), 0);
-        }
-        metrics.collect(c, out);
-        prometheus::loss_metrics(out, bss->dropped_events, bss->table_full);
-        prometheus::self_metrics(out, tool_name, probes, skel.obj);
-    });
-    serve_until_stopped(tool_name, exporter, o_.common, sleep_for);
-    return 0;
+            // The per-task tables keep an entry per process (or thread); the entries of those that
+            // exited are read here for the last time and deleted, so the tables hold the live ones.
+            if (o_.per_process) {
+                c.procs =
+                    read_hash_map<tlbflush_proc_key, tlbflush_proc_value>(skel.maps.proc_counts);
+                delete_exited_tasks(skel.maps.proc_counts, c.procs,
+                                    [](const tlbflush_proc_key &k) { return k.pid; });
+            }
+            if (o_.culprits) {
+                c.senders =
+                    read_hash_map<tlbflush_culprit_key, tlbflush_culprit_value>(skel.maps.culprits);
+                delete_exited_tasks(skel.maps.culprits, c.senders,
+                                    [](const tlbflush_culprit_key &k) { return k.tid; });
+            }
+            metrics.collect(c, out);
+            return CountedLosses{bss->dropped_events, bss->table_full};
+        });
 }
 
 } // namespace

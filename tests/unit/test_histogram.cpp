@@ -79,5 +79,20 @@ TEST(Histogram, Total) {
     EXPECT_EQ(hist_total({}), 0u);
 }
 
+TEST(Histogram, SinceIsTheSlotBySlotDifference) {
+    Log2Hist before{}, now{};
+    before[0] = 3;
+    before[5] = 10;
+    now[0] = 3;
+    now[5] = 14;
+    now[31] = 2;
+    const Log2Hist d = hist_since(now, before);
+    EXPECT_EQ(0u, d[0]);
+    EXPECT_EQ(4u, d[5]);
+    EXPECT_EQ(2u, d[31]);
+    EXPECT_EQ(6u, hist_total(d));
+    EXPECT_EQ(0u, hist_total(hist_since(now, now)));
+}
+
 } // namespace
 } // namespace memlat

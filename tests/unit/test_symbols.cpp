@@ -169,5 +169,41 @@ TEST(ProcessSymbols, UnmappedAndVanishedProcesses) {
     EXPECT_EQ(gone.describe(target_address()), hex(target_address()));
 }
 
+// A culprit stack tlbflush took from tp_btf on Linux 6.18 (x86): the JIT-compiled program,
+// past the last kallsyms symbol, is described as that symbol plus an offset no function has.
+TEST(KernelStack, TracingMachineryIsNotPartOfTheStack) {
+    for (std::string_view frame :
+         {"__stop_runtime_ptr_USER_PTR_MAX+0x3c4ff5d3", "bpf_trace_run2+0xf2",
+          "__bpf_trace_tlb_flush+0x12", "__traceiter_tlb_flush+0x31", "0xffffffffc0a01234",
+          "trace_call_bpf+0x6a", "perf_trace_run_bpf_submit+0x4d", "perf_trace_tlb_flush+0xd8",
+          "trace_mm_compaction_begin+0x40"})
+        EXPECT_TRUE(is_tracing_frame(frame)) << frame;
+    for (std::string_view frame : {"native_flush_tlb_multi+0xa6", "flush_tlb_mm_range+0x1c3",
+                                   "compact_zone+0x3b2", "smp_call_function_many_cond+0x320",
+                                   "xfs_file_read_iter+0x8c [xfs]", "do_syscall_64+0x71"})
+        EXPECT_FALSE(is_tracing_frame(frame)) << frame;
+}
+
+TEST(KernelStack, FramesStartAtTheTracepointsCaller) {
+    std::ostringstream kallsyms;
+    kallsyms << "ffffffff81000000 T native_flush_tlb_multi\n"
+             << "ffffffff81001000 T flush_tlb_mm_range\n"
+             << "ffffffff81002000 T bpf_trace_run2\n"
+             << "ffffffff81003000 T __traceiter_tlb_flush\n"
+             << "ffffffff81004000 D __stop_runtime_ptr_USER_PTR_MAX\n";
+    const auto ksyms = KernelSymbols::parse(kallsyms.str());
+    const uint64_t ips[] = {
+        0xffffffffc0a01234, // the BPF program, past every symbol
+        0xffffffff810020f2, 0xffffffff81003031, 0xffffffff810000a6, 0xffffffff810011c3, 0,
+        0xffffffff81002000}; // after the end: not a frame
+    EXPECT_EQ((std::vector<std::string>{"native_flush_tlb_multi+0xa6", "flush_tlb_mm_range+0x1c3"}),
+              kernel_stack_frames(ips, &ksyms));
+    // A stack from a classic tracepoint starts at the caller: nothing is dropped, and a
+    // machinery-like name further down stays.
+    const uint64_t classic[] = {0xffffffff810000a6, 0xffffffff810020f2, 0};
+    EXPECT_EQ((std::vector<std::string>{"native_flush_tlb_multi+0xa6", "bpf_trace_run2+0xf2"}),
+              kernel_stack_frames(classic, &ksyms));
+}
+
 } // namespace
 } // namespace memlat

@@ -33,15 +33,12 @@ namespace {
 class RingBufferSource final : public EventReader::Buffer {
   public:
     RingBufferSource(bpf_map *map, EventReader::Handler handler) : handler_(std::move(handler)) {
-        rb_ = ring_buffer__new(bpf_map__fd(map), dispatch, this, nullptr);
-        if (rb_ == nullptr)
+        rb_.reset(ring_buffer__new(bpf_map__fd(map), dispatch, this, nullptr));
+        if (!rb_)
             throw RuntimeError("Cannot set up the ring buffer: " + error_text(errno));
     }
-    RingBufferSource(const RingBufferSource &) = delete;
-    RingBufferSource &operator=(const RingBufferSource &) = delete;
-    ~RingBufferSource() override { ring_buffer__free(rb_); }
-    int poll(int timeout_ms) override { return ring_buffer__poll(rb_, timeout_ms); }
-    void consume() override { ring_buffer__consume(rb_); }
+    int poll(int timeout_ms) override { return ring_buffer__poll(rb_.get(), timeout_ms); }
+    void consume() override { ring_buffer__consume(rb_.get()); }
     std::string name() const override { return "ring buffer"; }
     std::string describe() const override { return "a BPF ring buffer"; }
 
@@ -51,7 +48,8 @@ class RingBufferSource final : public EventReader::Buffer {
         return 0;
     }
     EventReader::Handler handler_;
-    ring_buffer *rb_ = nullptr;
+    // Not copyable or movable: libbpf calls back with `this`.
+    std::unique_ptr<ring_buffer, decltype(&ring_buffer__free)> rb_{nullptr, ring_buffer__free};
 };
 
 // The records of a perf buffer that carries bpf_perf_event_output() data (PERF_SAMPLE_RAW).
@@ -83,15 +81,12 @@ class PerfBufferSource final : public EventReader::Buffer {
         // Wake up after a batch of bytes, not after every record.
         attr.watermark = 1;
         attr.wakeup_watermark = static_cast<uint32_t>(std::max<size_t>(wakeup_bytes_, 1));
-        pb_ = perf_buffer__new_raw(bpf_map__fd(map), pages_, &attr, dispatch, this, nullptr);
-        if (pb_ == nullptr)
+        pb_.reset(perf_buffer__new_raw(bpf_map__fd(map), pages_, &attr, dispatch, this, nullptr));
+        if (!pb_)
             throw RuntimeError("Cannot set up the perf buffers: " + error_text(errno));
     }
-    PerfBufferSource(const PerfBufferSource &) = delete;
-    PerfBufferSource &operator=(const PerfBufferSource &) = delete;
-    ~PerfBufferSource() override { perf_buffer__free(pb_); }
-    int poll(int timeout_ms) override { return perf_buffer__poll(pb_, timeout_ms); }
-    void consume() override { perf_buffer__consume(pb_); }
+    int poll(int timeout_ms) override { return perf_buffer__poll(pb_.get(), timeout_ms); }
+    void consume() override { perf_buffer__consume(pb_.get()); }
     uint64_t lost() const override { return lost_; }
     std::string name() const override { return "perf buffer"; }
     std::string describe() const override {
@@ -124,7 +119,8 @@ class PerfBufferSource final : public EventReader::Buffer {
         return LIBBPF_PERF_EVENT_CONT;
     }
     EventReader::Handler handler_;
-    perf_buffer *pb_ = nullptr;
+    // Not copyable or movable: libbpf calls back with `this`.
+    std::unique_ptr<perf_buffer, decltype(&perf_buffer__free)> pb_{nullptr, perf_buffer__free};
     size_t pages_ = 0;
     size_t wakeup_bytes_ = 0;
     uint64_t lost_ = 0;

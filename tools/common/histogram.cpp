@@ -7,6 +7,14 @@
 
 namespace memlat {
 
+Log2Hist hist_since(std::span<const uint64_t, MEMLAT_HIST_SLOTS> now,
+                    std::span<const uint64_t, MEMLAT_HIST_SLOTS> before) {
+    Log2Hist d{};
+    for (size_t i = 0; i < d.size(); ++i)
+        d[i] = now[i] - before[i];
+    return d;
+}
+
 namespace {
 
 constexpr size_t kBarWidth = 40;

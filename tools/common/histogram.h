@@ -2,13 +2,23 @@
 // values 0 and 1, slot i > 0 holds [2^i, 2^(i+1) - 1].
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <string_view>
 
+#include "memlat/hist.h"
+
 namespace memlat {
+
+using Log2Hist = std::array<uint64_t, MEMLAT_HIST_SLOTS>;
+
+// What was counted since `before`, slot by slot: the BPF side only ever adds to its slots, so
+// an interval's histogram is the difference of two readings.
+Log2Hist hist_since(std::span<const uint64_t, MEMLAT_HIST_SLOTS> now,
+                    std::span<const uint64_t, MEMLAT_HIST_SLOTS> before);
 
 // The familiar star rendering: a header line naming the unit, then one line per slot from
 // the first to the last non-empty one, with a 40-character bar scaled to the largest count.

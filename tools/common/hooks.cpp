@@ -3,21 +3,10 @@
 namespace memlat {
 
 std::string_view hook_kind_name(HookKind kind) {
-    switch (kind) {
-    case HookKind::TpBtf:
-        return "tp_btf";
-    case HookKind::RawTp:
-        return "raw_tp";
-    case HookKind::Tracepoint:
-        return "tracepoint";
-    case HookKind::Fentry:
-        return "fentry";
-    case HookKind::Kprobe:
-        return "kprobe";
-    case HookKind::FromOtherProbes:
-        return "from other probes";
-    }
-    return "?";
+    // In the order of the enum.
+    static constexpr std::string_view names[] = {"tp_btf", "raw_tp", "tracepoint",
+                                                 "fentry", "kprobe", "from other probes"};
+    return names[static_cast<size_t>(kind)];
 }
 
 std::string HookChoice::label() const {

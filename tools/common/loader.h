@@ -15,6 +15,7 @@
 
 #include "errors.h"
 #include "hooks.h"
+#include "tasks.h"
 #include "verbosity.h"
 
 namespace memlat {
@@ -112,6 +113,17 @@ std::vector<std::pair<Key, Value>> read_hash_map(bpf_map *map) {
         prev = &key;
     }
     return entries;
+}
+
+// Deletes from `map` the entries just read from it (`entries`) whose task, `task_of(key)` (a
+// process or thread id), has exited: read now for the last time, they leave room in the table
+// for the tasks that live.
+template <typename Key, typename Value, typename TaskOf>
+void delete_exited_tasks(bpf_map *map, const std::vector<std::pair<Key, Value>> &entries,
+                         TaskOf task_of) {
+    for (const auto &[key, value] : entries)
+        if (task_exited(task_of(key)))
+            bpf_map__delete_elem(map, &key, sizeof(key), 0);
 }
 
 // BPF programs the kernel skipped because another BPF program was running on the same CPU

@@ -304,4 +304,37 @@ std::string demangle(std::string_view name) {
     return status == 0 && result ? std::string(result.get()) : std::string(name);
 }
 
+bool is_tracing_frame(std::string_view frame) {
+    for (std::string_view prefix :
+         {"0x", "bpf_", "__bpf_", "__traceiter_", "trace_", "perf_trace_", "trace_event_"})
+        if (frame.starts_with(prefix))
+            return true;
+    // "name+0xOFFSET": an address past the last symbol kallsyms lists (where the BPF JIT puts
+    // programs) is described as far beyond that symbol; no kernel function is 1 MiB long.
+    constexpr uint64_t max_function_bytes = 1 << 20;
+    const auto plus = frame.find("+0x");
+    if (plus == std::string_view::npos)
+        return false;
+    const std::string_view hex = frame.substr(plus + 3, frame.find(' ', plus) - plus - 3);
+    uint64_t offset = 0;
+    const auto [end, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), offset, 16);
+    return ec == std::errc{} && end == hex.data() + hex.size() && offset >= max_function_bytes;
+}
+
+std::vector<std::string> kernel_stack_frames(std::span<const uint64_t> ips,
+                                             const KernelSymbols *ksyms) {
+    std::vector<std::string> frames;
+    bool in_tracing = true;
+    for (uint64_t ip : ips) {
+        if (ip == 0)
+            break;
+        std::string frame = ksyms != nullptr ? ksyms->describe(ip) : hex_address(ip);
+        if (in_tracing && is_tracing_frame(frame))
+            continue;
+        in_tracing = false;
+        frames.push_back(std::move(frame));
+    }
+    return frames;
+}
+
 } // namespace memlat

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <sys/types.h>
@@ -92,5 +93,19 @@ class ProcessSymbols {
 
 // Demangles an Itanium C++ name; returns the input unchanged when it is not one.
 std::string demangle(std::string_view name);
+
+// Whether a kernel frame, as KernelSymbols::describe() names it, belongs to the machinery that
+// ran the BPF program which took the stack rather than to the code being traced: the
+// program's JIT code (unknown to kallsyms: "0x<hex>", or past the last symbol, which
+// describe() gives an offset no function has), bpf_trace_run*, __bpf_trace_*, __traceiter_*,
+// an out-of-line trace_<event> or trace_call_bpf, and the perf glue of classic tracepoints
+// (perf_trace_*). Stacks taken from a classic tracepoint start at its caller already.
+bool is_tracing_frame(std::string_view frame);
+
+// A kernel stack the BPF side took (`ips` innermost first, 0 after the last frame) as
+// described frames, from the tracepoint's caller on: the leading tracing machinery dropped.
+// Without symbols every frame is "0x<hex>", which cannot be told from JIT code: none is left.
+std::vector<std::string> kernel_stack_frames(std::span<const uint64_t> ips,
+                                             const KernelSymbols *ksyms);
 
 } // namespace memlat

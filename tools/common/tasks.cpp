@@ -1,5 +1,7 @@
 #include "tasks.h"
 
+#include <cerrno>
+#include <csignal>
 #include <fmt/format.h>
 #include <optional>
 #include <string>
@@ -40,6 +42,10 @@ void require_process(int pid, std::string_view option) {
 void require_thread(int tid, std::string_view option) {
     if (!thread_group_of(tid))
         throw UsageError(fmt::format("{}: no thread with id {}", option, tid));
+}
+
+bool task_exited(uint32_t id) {
+    return kill(static_cast<pid_t>(id), 0) != 0 && errno == ESRCH;
 }
 
 } // namespace memlat

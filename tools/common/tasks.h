@@ -1,6 +1,8 @@
-// Checks of the process and thread ids users give (-p, -t), shared by every tool.
+// Processes and threads: checks of the ids users give (-p, -t), and whether a task the BPF
+// side counted still exists.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 
 namespace memlat {
@@ -11,5 +13,8 @@ void require_process(int pid, std::string_view option);
 
 // `tid` names a live thread (of any process).
 void require_thread(int tid, std::string_view option);
+
+// Whether the process or thread `id` has exited (kill(id, 0) says ESRCH).
+bool task_exited(uint32_t id);
 
 } // namespace memlat

@@ -1,0 +1,9 @@
+/* Kernel and user stacks as the BPF side records them (BPF_MAP_TYPE_STACK_TRACE) and the C++
+ * front-ends read them: at most MEMLAT_STACK_DEPTH frames, the kernel's PERF_MAX_STACK_DEPTH
+ * default (kernel.perf_event_max_stack), unused frames zero. */
+#ifndef MEMLAT_STACK_H
+#define MEMLAT_STACK_H
+
+#define MEMLAT_STACK_DEPTH 127
+
+#endif
