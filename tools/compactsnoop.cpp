@@ -388,17 +388,8 @@ int Compactsnoop::run() {
     if (o_.pid)
         require_process(*o_.pid, "-p");
     if (!o_.kinds.empty()) {
-        kind_mask_ = 0;
-        for (const auto &name : split_list(o_.kinds, "kind list")) {
-            uint32_t kind = 0;
-            while (kind < COMPACTSNOOP_KINDS && name != compactsnoop::kind_name(kind))
-                ++kind;
-            if (kind == COMPACTSNOOP_KINDS)
-                throw UsageError(fmt::format("unknown compaction kind '{}'; the kinds are "
-                                             "direct, kcompactd, proactive, manual",
-                                             name));
-            kind_mask_ |= 1u << kind;
-        }
+        kind_mask_ = parse_kind_list(o_.kinds, COMPACTSNOOP_KINDS, compactsnoop::kind_name,
+                                     "compaction kind");
     }
     check_prometheus_options(o_.prom, o_.common);
     if (o_.prom.on()) {

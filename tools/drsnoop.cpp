@@ -327,16 +327,10 @@ int Drsnoop::run() {
     if (!o_.kinds.empty()) {
         kinds_.fill(false);
         kinds_explicit_ = true;
-        for (const auto &name : split_list(o_.kinds, "kind list")) {
-            uint32_t kind = 0;
-            while (kind < DRSNOOP_KINDS && name != drsnoop::kind_name(kind))
-                ++kind;
-            if (kind == DRSNOOP_KINDS)
-                throw UsageError(fmt::format(
-                    "unknown reclaim kind '{}'; the kinds are direct, memcg, softlimit, node",
-                    name));
-            kinds_[kind] = true;
-        }
+        const uint32_t mask =
+            parse_kind_list(o_.kinds, DRSNOOP_KINDS, drsnoop::kind_name, "reclaim kind");
+        for (uint32_t kind = 0; kind < DRSNOOP_KINDS; ++kind)
+            kinds_[kind] = (mask >> kind) & 1;
     }
     if (!o_.cgroup.empty())
         cgroup_ = resolve_cgroup(o_.cgroup);

@@ -6,6 +6,7 @@
 #include "options.h"
 
 using memlat::parse_cpu_list;
+using memlat::parse_kind_list;
 using memlat::split_list;
 using memlat::UsageError;
 
@@ -167,4 +168,21 @@ TEST(ParseSeconds, NamesTheOptionAndTheText) {
     } catch (const UsageError &e) {
         EXPECT_EQ(std::string(e.what()), "-d must be a positive number of seconds, not 'nan'");
     }
+}
+
+TEST(KindList, NamesBecomeAMaskAndUnknownNamesListTheKinds) {
+    const auto name_of = [](uint32_t k) -> std::string_view {
+        static const char *names[] = {"direct", "memcg", "softlimit", "node"};
+        return names[k];
+    };
+    EXPECT_EQ(0b1001u, parse_kind_list("direct,node", 4, name_of, "reclaim kind"));
+    EXPECT_EQ(0b0010u, parse_kind_list("memcg,memcg", 4, name_of, "reclaim kind"));
+    try {
+        parse_kind_list("direct,bogus", 4, name_of, "reclaim kind");
+        FAIL() << "an unknown kind must be a usage error";
+    } catch (const UsageError &e) {
+        EXPECT_STREQ("unknown reclaim kind 'bogus'; the kinds are direct, memcg, softlimit, node",
+                     e.what());
+    }
+    EXPECT_THROW(parse_kind_list("direct,,node", 4, name_of, "reclaim kind"), UsageError);
 }

@@ -18,6 +18,25 @@ std::vector<std::string> split_list(std::string_view list, std::string_view what
     }
 }
 
+uint32_t parse_kind_list(std::string_view list, uint32_t count,
+                         const std::function<std::string_view(uint32_t)> &name_of,
+                         std::string_view what) {
+    uint32_t mask = 0;
+    for (const auto &name : split_list(list, "kind list")) {
+        uint32_t kind = 0;
+        while (kind < count && name != name_of(kind))
+            ++kind;
+        if (kind == count) {
+            std::string kinds;
+            for (uint32_t k = 0; k < count; ++k)
+                kinds += fmt::format("{}{}", k == 0 ? "" : ", ", name_of(k));
+            throw UsageError(fmt::format("unknown {} '{}'; the kinds are {}", what, name, kinds));
+        }
+        mask |= 1u << kind;
+    }
+    return mask;
+}
+
 std::vector<std::string> environment_list(const char *name) {
     std::vector<std::string> items;
     const char *env = getenv(name);
