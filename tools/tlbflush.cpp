@@ -27,6 +27,7 @@
 #include "tasks.h"
 #include "tlbflush.h"
 #include "tlbflush.skel.h"
+#include "tlbflush_format.h"
 #include "tlbflush_metrics.h"
 
 using namespace memlat;
@@ -603,26 +604,11 @@ void Tlbflush::print_event(const tlbflush_event &e) {
     // event of another CPU may precede the first one printed.
     const double time_s =
         static_cast<double>(static_cast<int64_t>(e.ts_ns - first_event_ns_)) / 1e9;
-    std::string comm(e.comm, strnlen(e.comm, sizeof(e.comm)));
-    std::string pages = e.pages == ~0ull ? "full" : std::to_string(e.pages);
-    if (o_.common.json) {
-        json line = {{"time_s", time_s},
-                     {"cpu", e.cpu},
-                     {"pid", e.pid},
-                     {"tid", e.tid},
-                     {"comm", comm},
-                     {"reason", reasons_.name(e.reason)},
-                     {"pages", e.pages == ~0ull ? json(nullptr) : json(e.pages)},
-                     {"full", e.pages == ~0ull}};
-        if (o_.common.timestamp)
-            line["wall_time"] = wall_clock_time();
-        print_json_line(line);
-        return;
-    }
-    if (o_.common.timestamp)
-        fmt::print("{:<9}", wall_clock_time());
-    fmt::print("{:<12.6f} {:<4} {:<8} {:<16} {:<22} {:>8}\n", time_s, e.cpu, e.pid, comm,
-               reasons_.name(e.reason), pages);
+    const std::string wall_time = o_.common.timestamp ? wall_clock_time() : "";
+    if (o_.common.json)
+        print_json_line(tlbflush::event_json(e, time_s, reasons_.name(e.reason), wall_time));
+    else
+        fmt::print("{}", tlbflush::event_line(e, time_s, reasons_.name(e.reason), wall_time));
 }
 
 int Tlbflush::run() {
@@ -691,9 +677,7 @@ int Tlbflush::run() {
         events_ = &*events;
         verbose(v, "events through " + events->describe());
         if (!o_.common.json)
-            fmt::print("{}{:<12} {:<4} {:<8} {:<16} {:<22} {:>8}\n",
-                       o_.common.timestamp ? fmt::format("{:<9}", "TIME") : "", "TIME(s)", "CPU",
-                       "PID", "COMM", "REASON", "PAGES");
+            fmt::print("{}", tlbflush::event_header(o_.common.timestamp));
     }
     // The baseline before "ready": a workload started on that signal is counted whole.
     Snapshot before = snapshot(*skel);
