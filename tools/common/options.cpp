@@ -25,8 +25,6 @@ struct UsageExitStatus {
 
 } // namespace
 
-const char *argp_program_version = "memlat 0.1.0";
-
 CommandLine::CommandLine(std::string tool, std::string summary, std::string examples)
     : tool_(std::move(tool)), summary_(std::move(summary)), examples_(std::move(examples)) {
     entries_.push_back(Entry{'h', "help-h", "", "Show this help and exit", nullptr});
@@ -48,6 +46,13 @@ void CommandLine::option(char key, std::string long_name, std::string arg, std::
                              std::move(help), std::move(on)});
 }
 
+void CommandLine::alias(std::string long_name) {
+    Entry e = entries_.back();
+    e.long_name = std::move(long_name);
+    e.alias = true;
+    entries_.push_back(std::move(e));
+}
+
 void CommandLine::positional(std::string name, std::string help,
                              std::function<void(const std::string &)> on) {
     positionals_.push_back(Positional{std::move(name), std::move(help), std::move(on)});
@@ -59,7 +64,10 @@ void CommandLine::parse(int argc, char **argv) {
         // -h is BCC's spelling of argp's own -?/--help: accepted, not listed twice.
         table.push_back(argp_option{e.long_name.c_str(), e.key,
                                     e.arg.empty() ? nullptr : e.arg.c_str(),
-                                    e.key == 'h' ? OPTION_HIDDEN : 0, e.help.c_str(), 0});
+                                    e.key == 'h' ? OPTION_HIDDEN
+                                    : e.alias    ? OPTION_ALIAS
+                                                 : 0,
+                                    e.help.c_str(), 0});
     table.push_back(argp_option{});
     std::string args_doc;
     for (const auto &p : positionals_)
@@ -101,6 +109,10 @@ void CommandLine::parse(int argc, char **argv) {
             argp_error(state, "%s", e.what());
         }
         return ARGP_ERR_UNKNOWN;
+    };
+    // argp adds -V/--version when this hook is set; the tool's name is argv[0] (set below).
+    argp_program_version_hook = [](FILE *stream, argp_state *state) {
+        fmt::print(stream, "{} {}\n", state->name, MEMLAT_VERSION);
     };
     argp spec{table.data(), parser, args_doc.c_str(), doc.c_str(), nullptr, nullptr, nullptr};
     argv[0] = const_cast<char *>(tool_.c_str()); // argp names the tool by argv[0]

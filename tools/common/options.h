@@ -68,11 +68,14 @@ class CommandLine {
                        target = parse_number<T>(text, what);
                });
     }
+    // Another long name for the option added last (BCC's spelling, e.g. --extended_fields).
+    void alias(std::string long_name);
     // Positional arguments, in order; all optional. `help` is listed under "Arguments:".
     void positional(std::string name, std::string help,
                     std::function<void(const std::string &)> on);
 
-    // -h/--help prints the help on stdout and exits 0.
+    // -h/--help prints the help on stdout and exits 0; -V/--version prints "TOOL VERSION" (the
+    // project's version) and exits 0.
     void parse(int argc, char **argv);
 
   private:
@@ -80,6 +83,7 @@ class CommandLine {
         int key;
         std::string long_name, arg, help;
         std::function<void(const std::string &)> on;
+        bool alias = false;
     };
     struct Positional {
         std::string name, help;
