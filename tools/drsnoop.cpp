@@ -363,6 +363,12 @@ int Drsnoop::run() {
     // Metrics come from the in-kernel histograms and totals: no event per stall.
     if (o_.prom.on())
         o_.hist = true;
+    // -U and -e add columns to the per-stall lines, which -H and --prometheus do not print.
+    if (o_.hist && (o_.show_uid || o_.extended))
+        throw UsageError(o_.prom.on() ? "--prometheus serves counts and histograms: -U and -e go "
+                                        "with the per-stall output"
+                                      : "-H counts in the kernel and prints no stalls: -U and -e "
+                                        "go with the per-stall output");
     if (o_.common.interval > 0 && !o_.hist)
         throw UsageError("an interval goes with -H; without it drsnoop prints every stall");
 

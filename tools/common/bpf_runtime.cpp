@@ -224,15 +224,25 @@ std::string refusals_text(const Probe &probe) {
     return text;
 }
 
+// The note that names a BTF file the user gave, for a load that failed ("" otherwise).
+std::string given_btf_note() {
+    try {
+        return kernel_btf().given_file_note();
+    } catch (const RuntimeError &) {
+        return "";
+    }
+}
+
 [[noreturn]] void no_hook_left(const Probe &probe) {
     throw RuntimeError(fmt::format(
-        "The running kernel ({}) refused every way to trace {}. {}Tried:{}",
+        "The running kernel ({}) refused every way to trace {}. {}Tried:{}{}",
         [] {
             utsname u{};
             uname(&u);
             return std::string(u.release);
         }(),
-        probe.name, probe.needs.empty() ? "" : probe.needs + " ", refusals_text(probe)));
+        probe.name, probe.needs.empty() ? "" : probe.needs + " ", refusals_text(probe),
+        given_btf_note()));
 }
 
 std::string kernel_release() {
@@ -249,12 +259,15 @@ std::string kernel_release() {
                            "kernel.unprivileged_bpf_disabled and lockdown allow tracing." +
                            (lines.empty() ? "" : "\nlibbpf said: " + lines.back()));
     throw RuntimeError(object_refusal_message(
-        err, lines, kernel_release(), [obj](const std::string &name) -> std::string {
-            const bpf_map *map = bpf_object__find_map_by_name(obj, name.c_str());
-            if (map == nullptr)
-                return "";
-            return map_type_requirement(bpf_map__type(map), bpf_map__is_internal(map));
-        }));
+                           err, lines, kernel_release(),
+                           [obj](const std::string &name) -> std::string {
+                               const bpf_map *map = bpf_object__find_map_by_name(obj, name.c_str());
+                               if (map == nullptr)
+                                   return "";
+                               return map_type_requirement(bpf_map__type(map),
+                                                           bpf_map__is_internal(map));
+                           }) +
+                       given_btf_note());
 }
 
 void explain_choices(const std::vector<Probe> &probes, const Verbosity &v) {

@@ -1,6 +1,8 @@
 #include "kernel_btf.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -8,6 +10,7 @@
 #include <bpf/libbpf.h>
 #include <cstdarg>
 
+#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -56,6 +59,43 @@ std::string btf_error(const std::string &path, int err) {
                        not_btf ? "it is not a BTF file (raw BTF, or an ELF vmlinux with a .BTF "
                                  "section)"
                                : std::strerror(err));
+}
+
+// The types whose layout or values the tools rely on: what the BPF programs read through
+// CO-RE and the enums user space names values by. A file that disagrees with the running
+// kernel on any of them gives wrong offsets or wrong names without an error.
+constexpr std::array<const char *, 11> relied_on_structs{
+    "task_struct", "mm_struct",       "zone",       "pglist_data", "page", "folio", "address_space",
+    "inode",       "compact_control", "mem_cgroup", "scan_control"};
+constexpr std::array<const char *, 6> relied_on_enums{"tlb_flush_reason", "zone_type",
+                                                      "compact_result",   "migrate_mode",
+                                                      "compact_priority", "migrate_reason"};
+
+std::optional<std::vector<std::pair<std::string, int64_t>>> enum_values(const btf &b,
+                                                                        const char *name) {
+    int id = btf__find_by_name_kind(&b, name, BTF_KIND_ENUM);
+    if (id < 0)
+        id = btf__find_by_name_kind(&b, name, BTF_KIND_ENUM64);
+    if (id < 0)
+        return std::nullopt;
+    const btf_type *t = btf__type_by_id(&b, id);
+    std::vector<std::pair<std::string, int64_t>> values;
+    for (int i = 0; i < btf_vlen(t); ++i) {
+        if (btf_is_enum(t))
+            values.emplace_back(btf__name_by_offset(&b, btf_enum(t)[i].name_off),
+                                btf_enum(t)[i].val);
+        else
+            values.emplace_back(btf__name_by_offset(&b, btf_enum64(t)[i].name_off),
+                                static_cast<int64_t>(btf_enum64_value(&btf_enum64(t)[i])));
+    }
+    return values;
+}
+
+std::optional<uint32_t> struct_size(const btf &b, const char *name) {
+    int id = btf__find_by_name_kind(&b, name, BTF_KIND_STRUCT);
+    if (id < 0)
+        return std::nullopt;
+    return btf__type_by_id(&b, id)->size;
 }
 
 // libbpf prints its own complaint about a file it cannot parse ("failed to get EHDR"); the
@@ -205,6 +245,102 @@ KernelBtf::OwnedFd::~OwnedFd() {
         close(fd_);
 }
 
+std::string btf_mismatch(const btf &file, const btf &kernel) {
+    // Only types both have are compared: a reduced BTF (bpftool gen min_core_btf) holds only
+    // what its tool uses, and a type the tool needs but the file lacks fails the load, whose
+    // message names the file (given_file_note).
+    for (const char *name : relied_on_structs) {
+        auto mine = struct_size(file, name), theirs = struct_size(kernel, name);
+        if (mine && theirs && *mine != *theirs)
+            return fmt::format("struct {} is {} bytes in it and {} in the running kernel", name,
+                               *mine, *theirs);
+    }
+    for (const char *name : relied_on_enums) {
+        auto mine = enum_values(file, name), theirs = enum_values(kernel, name);
+        if (!mine || !theirs || *mine == *theirs)
+            continue;
+        if (mine->size() != theirs->size())
+            return fmt::format("enum {} has {} values in it and {} in the running kernel", name,
+                               mine->size(), theirs->size());
+        for (size_t i = 0; i < mine->size(); ++i)
+            if ((*mine)[i] != (*theirs)[i])
+                return fmt::format("enum {} has {} = {} in it, {} = {} in the running kernel", name,
+                                   (*mine)[i].first, (*mine)[i].second, (*theirs)[i].first,
+                                   (*theirs)[i].second);
+    }
+    return "";
+}
+
+const std::string &KernelBtf::given_file() {
+    if (!given_path_.empty())
+        return given_path_;
+    const std::string &path = choice_.path;
+    const std::string given = fmt::format("{} (given with {})", path, origin_note(choice_.origin));
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0)
+        throw RuntimeError(btf_error(path, errno) +
+                           fmt::format(" (given with {})", origin_note(choice_.origin)));
+    if (S_ISDIR(st.st_mode))
+        throw RuntimeError(fmt::format("Cannot read BTF from {}: it is a directory, not a BTF "
+                                       "file (raw BTF, or an ELF vmlinux with a .BTF section)",
+                                       given));
+    if (S_ISREG(st.st_mode)) {
+        if (st.st_size == 0)
+            throw RuntimeError(
+                fmt::format("Cannot read BTF from {}: the file is empty, it holds no BTF", given));
+        given_path_ = path;
+        return given_path_;
+    }
+    // A pipe, a process substitution or a device: libbpf reads files by name and by offset,
+    // and the tools read the BTF more than once, so what it gives is kept in a memfd.
+    int in = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        throw RuntimeError(fmt::format("Cannot read BTF from {}: {}", given, std::strerror(errno)));
+    OwnedFd input(in);
+    int fd = memfd_create("memlat-btf-given", MFD_CLOEXEC);
+    if (fd < 0)
+        throw RuntimeError(fmt::format("memfd_create: {}", std::strerror(errno)));
+    OwnedFd copy(fd);
+    std::vector<char> buffer(1 << 16);
+    size_t total = 0;
+    for (;;) {
+        ssize_t n = read(in, buffer.data(), buffer.size());
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            throw RuntimeError(
+                fmt::format("Cannot read BTF from {}: {}", given, std::strerror(errno)));
+        if (n == 0)
+            break;
+        for (ssize_t done = 0; done < n;) {
+            ssize_t w = write(fd, buffer.data() + done, static_cast<size_t>(n - done));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                throw RuntimeError(fmt::format("Copying the BTF of {} to a memfd: {}", given,
+                                               std::strerror(errno)));
+            done += w;
+        }
+        total += static_cast<size_t>(n);
+    }
+    if (total == 0)
+        throw RuntimeError(
+            fmt::format("Cannot read BTF from {}: it gave nothing, it holds no BTF", given));
+    stream_copy_ = std::move(copy);
+    given_path_ = fmt::format("/proc/self/fd/{}", stream_copy_.get());
+    return given_path_;
+}
+
+std::string KernelBtf::given_file_note() const {
+    if (choice_.origin != BtfChoice::Origin::Option &&
+        choice_.origin != BtfChoice::Origin::Environment)
+        return "";
+    return fmt::format("\nThe BTF came from {} (given with {}): if it is not the BTF of this "
+                       "kernel, that is the cause; without it the tool uses {} or its embedded "
+                       "BTF.",
+                       choice_.path, origin_note(choice_.origin), kernel_btf_sysfs_path);
+}
+
 const btf &KernelBtf::types() {
     if (types_)
         return *types_;
@@ -222,16 +358,41 @@ const btf &KernelBtf::types() {
         libbpf_print_fn_t previous = libbpf_set_print(quiet);
         const bool sysfs =
             choice_.origin == BtfChoice::Origin::Kernel && choice_.path == kernel_btf_sysfs_path;
-        parsed = sysfs ? __real_btf__load_vmlinux_btf()
-                       : __real_btf__parse(choice_.path.c_str(), nullptr);
+        const bool given = choice_.origin != BtfChoice::Origin::Kernel;
+        try {
+            const std::string &path = given ? given_file() : choice_.path;
+            parsed =
+                sysfs ? __real_btf__load_vmlinux_btf() : __real_btf__parse(path.c_str(), nullptr);
+        } catch (...) {
+            libbpf_set_print(previous);
+            throw;
+        }
         const int err = errno;
         libbpf_set_print(previous);
         if (parsed == nullptr) {
             std::string message = btf_error(choice_.path, err);
-            if (choice_.origin != BtfChoice::Origin::Kernel)
+            if (given)
                 message += fmt::format(" (given with {})", origin_note(choice_.origin));
             throw RuntimeError(message);
         }
+        std::unique_ptr<btf, BtfFree> owned(parsed);
+        // Another kernel's BTF gives CO-RE wrong offsets and user space wrong enum names
+        // (reason_5 for remote_wrong_cpu) without an error: where the running kernel has its
+        // own BTF, a given file must agree with it on what the tools rely on.
+        if (given && access(kernel_btf_sysfs_path, R_OK) == 0) {
+            libbpf_set_print(quiet);
+            std::unique_ptr<btf, BtfFree> kernel(__real_btf__parse(kernel_btf_sysfs_path, nullptr));
+            libbpf_set_print(previous);
+            if (kernel) {
+                if (auto why = btf_mismatch(*owned, *kernel); !why.empty())
+                    throw RuntimeError(fmt::format(
+                        "{} (given with {}) does not match the running kernel: {} ({}). Give "
+                        "the BTF of this kernel, or leave {} out: this kernel has its own ({}).",
+                        choice_.path, origin_note(choice_.origin), why, kernel_btf_sysfs_path,
+                        origin_note(choice_.origin), kernel_btf_sysfs_path));
+            }
+        }
+        parsed = owned.release();
     }
     types_.reset(parsed);
     return *types_;
@@ -245,7 +406,7 @@ btf *KernelBtf::lend_to_libbpf(const char *path) {
         break;
     case BtfChoice::Origin::Option:
     case BtfChoice::Origin::Environment:
-        same = path != nullptr && choice_.path == path;
+        same = path != nullptr && (choice_.path == path || given_path_ == path);
         break;
     case BtfChoice::Origin::Embedded:
         same = path != nullptr && !memfd_path_.empty() && memfd_path_ == path;
@@ -264,7 +425,7 @@ std::string KernelBtf::libbpf_path() {
         return "";
     case BtfChoice::Origin::Option:
     case BtfChoice::Origin::Environment:
-        return choice_.path;
+        return given_file();
     case BtfChoice::Origin::Embedded:
         break;
     }

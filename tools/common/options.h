@@ -109,6 +109,10 @@ double parse_seconds(std::string_view text, std::string_view what, double at_lea
 void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,
                         std::string timestamp_help = "Print a wall-clock time (HH:MM:SS)");
 
+// A RuntimeError when the tool was started with stdout closed: for every mode that prints
+// (check_prometheus_options calls it when --prometheus is not given).
+void require_stdout();
+
 // Runs a tool's body and turns what it throws into the message and exit status users expect:
 // UsageError -> 2 (with a hint to -h), RuntimeError -> 1.
 int run_tool(std::string_view tool, const std::function<int()> &body);
