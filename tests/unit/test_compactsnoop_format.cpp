@@ -113,10 +113,10 @@ TEST(CompactsnoopFragindex, WholeZoneAndOutOfRangeOrdersHaveNoIndex) {
 TEST(CompactsnoopFormat, DefaultLineHasBccColumnsThenKind) {
     LineFormat f;
     EXPECT_EQ(header(f), "COMM             PID     NODE ZONE     ORDER MODE         LAT(ms) "
-                         "STATUS           KIND     ");
+                         "STATUS           KIND");
     EXPECT_EQ(line(sample(), 0, f, names()),
               "postgres         4242       0 normal       9 async          2.346 success          "
-              "direct   ");
+              "direct");
 }
 
 TEST(CompactsnoopFormat, ManualRunWithTimestamp) {
@@ -130,7 +130,7 @@ TEST(CompactsnoopFormat, ManualRunWithTimestamp) {
     EXPECT_EQ(header(f).substr(0, 14), "TIME(s)       ");
     EXPECT_EQ(line(e, 1.25, f, names()),
               "1.250000      postgres         4242       0 dma32       -1 sync           2.346 "
-              "complete         manual   ");
+              "complete         manual");
 }
 
 TEST(CompactsnoopFormat, ExtendedColumns) {

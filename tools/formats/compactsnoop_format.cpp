@@ -97,9 +97,11 @@ std::string header(const LineFormat &f) {
                      "ORDER", "MODE");
     if (f.extended)
         h += fmt::format(" {:>7} {:>8} {:>8} {:>8} {:>8}", "FRAGIDX", "MIN", "LOW", "HIGH", "FREE");
-    h += fmt::format(" {:>9} {:<16} {:<9}", "LAT(ms)", "STATUS", "KIND");
+    h += fmt::format(" {:>9} {:<16} ", "LAT(ms)", "STATUS");
     if (f.extended)
-        h += fmt::format(" {:>8} {:>6}", "MIGRATED", "FAILED");
+        h += fmt::format("{:<9} {:>8} {:>6}", "KIND", "MIGRATED", "FAILED");
+    else
+        h += "KIND";
     return h;
 }
 
@@ -123,10 +125,11 @@ std::string line(const compactsnoop_event &e, double time_s, const LineFormat &f
                            dash(zs ? std::optional<uint64_t>(e.wmark_high) : std::nullopt),
                            dash(zs ? std::optional<uint64_t>(e.free_pages) : std::nullopt));
     }
-    out += fmt::format(" {:>9.3f} {:<16} {:<9}", e.lat_ns / 1e6, status_name(e.status, n),
-                       kind_name(e.kind));
+    out += fmt::format(" {:>9.3f} {:<16} ", e.lat_ns / 1e6, status_name(e.status, n));
     if (f.extended)
-        out += fmt::format(" {:>8} {:>6}", e.migrated, e.failed);
+        out += fmt::format("{:<9} {:>8} {:>6}", kind_name(e.kind), e.migrated, e.failed);
+    else
+        out += kind_name(e.kind);
     return out;
 }
 
