@@ -91,6 +91,19 @@ std::optional<std::vector<std::pair<std::string, int64_t>>> enum_values(const bt
     return values;
 }
 
+// Writes all of `data` to `fd` (a memfd); false, with errno set, when a write fails.
+bool write_all(int fd, const unsigned char *data, size_t size) {
+    for (size_t done = 0; done < size;) {
+        ssize_t n = write(fd, data + done, size - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        done += static_cast<size_t>(n);
+    }
+    return true;
+}
+
 std::optional<uint32_t> struct_size(const btf &b, const char *name) {
     int id = btf__find_by_name_kind(&b, name, BTF_KIND_STRUCT);
     if (id < 0)
@@ -301,7 +314,7 @@ const std::string &KernelBtf::given_file() {
     if (fd < 0)
         throw RuntimeError(fmt::format("memfd_create: {}", std::strerror(errno)));
     OwnedFd copy(fd);
-    std::vector<char> buffer(1 << 16);
+    std::vector<unsigned char> buffer(1 << 16);
     size_t total = 0;
     for (;;) {
         ssize_t n = read(in, buffer.data(), buffer.size());
@@ -312,15 +325,9 @@ const std::string &KernelBtf::given_file() {
                 fmt::format("Cannot read BTF from {}: {}", given, std::strerror(errno)));
         if (n == 0)
             break;
-        for (ssize_t done = 0; done < n;) {
-            ssize_t w = write(fd, buffer.data() + done, static_cast<size_t>(n - done));
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                throw RuntimeError(fmt::format("Copying the BTF of {} to a memfd: {}", given,
-                                               std::strerror(errno)));
-            done += w;
-        }
+        if (!write_all(fd, buffer.data(), static_cast<size_t>(n)))
+            throw RuntimeError(
+                fmt::format("Copying the BTF of {} to a memfd: {}", given, std::strerror(errno)));
         total += static_cast<size_t>(n);
     }
     if (total == 0)
@@ -379,7 +386,8 @@ const btf &KernelBtf::types() {
         // Another kernel's BTF gives CO-RE wrong offsets and user space wrong enum names
         // (reason_5 for remote_wrong_cpu) without an error: where the running kernel has its
         // own BTF, a given file must agree with it on what the tools rely on.
-        if (given && access(kernel_btf_sysfs_path, R_OK) == 0) {
+        // (Not when MEMLAT_DISABLE_FEATURES=kernel_btf plays a kernel without its own BTF.)
+        if (given && kernel_features().kernel_btf && access(kernel_btf_sysfs_path, R_OK) == 0) {
             libbpf_set_print(quiet);
             std::unique_ptr<btf, BtfFree> kernel(__real_btf__parse(kernel_btf_sysfs_path, nullptr));
             libbpf_set_print(previous);
@@ -437,15 +445,9 @@ std::string KernelBtf::libbpf_path() {
             throw RuntimeError(fmt::format("memfd_create: {}", std::strerror(errno)));
         memfd_ = OwnedFd(fd);
         auto raw = decompress(*choice_.embedded);
-        for (size_t done = 0; done < raw.size();) {
-            ssize_t n = write(fd, raw.data() + done, raw.size() - done);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0)
-                throw RuntimeError(
-                    fmt::format("Writing the embedded BTF to a memfd: {}", std::strerror(errno)));
-            done += static_cast<size_t>(n);
-        }
+        if (!write_all(fd, raw.data(), raw.size()))
+            throw RuntimeError(
+                fmt::format("Writing the embedded BTF to a memfd: {}", std::strerror(errno)));
     }
     memfd_path_ = fmt::format("/proc/self/fd/{}", memfd_.get());
     return memfd_path_;
