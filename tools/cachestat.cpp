@@ -82,7 +82,7 @@ constexpr const char *examples = R"(Examples:
   cachestat -p 1234         only process 1234
   cachestat -G /sys/fs/cgroup/db.slice
                             only tasks in that cgroup and below
-  cachestat -P 2            per process every 2 seconds (like cachetop)
+  cachestat -P 5            per process every 5 seconds (BCC's cachetop)
   cachestat -f -p 1234      per file, for process 1234
   cachestat -j -d 10        JSON lines for 10 seconds, then a summary
   cachestat --prometheus 127.0.0.1:9850
@@ -614,7 +614,7 @@ int main(int argc, char **argv) {
                    o.cgroup);
         cli.flag('P', "per-process",
                  "A table per interval: PID UID COMM HITS MISSES DIRTIES READ_HIT%, busiest "
-                 "first (like BCC's cachetop)",
+                 "first (BCC's cachetop is cachestat -P 5: README, \"Coming from BCC\")",
                  o.per_process);
         cli.flag('f', "per-file",
                  "A table per interval: DEV INO HITS MISSES DIRTIES HITRATIO PATH, busiest "
