@@ -444,6 +444,7 @@ int Compactsnoop::run() {
     }
     if (o_.per_order && !o_.hist)
         throw UsageError("-O goes with -H (histograms per order)");
+    check_max_entries_used(o_.common, o_.stacks, "-K (its stacks)");
     if (o_.hist && (o_.stacks || o_.extended))
         throw UsageError("-H counts in the kernel and prints no events: -e and -K go with the "
                          "per-event output");

@@ -70,6 +70,8 @@ CASES: list[tuple[list[str], list[str], str]] = [
     (ALL, ["--btf", "/nonexistent/vmlinux.btf"], "cannot read it"),
     # Options of a mode the command line does not select would be silently ignored.
     (ALL, ["--max-series", "5"], "--max-series goes with --prometheus"),
+    (["cachestat", "numamove", "tlbflush", "compactsnoop"], ["--max-entries", "5"],
+     "it has nothing to size"),
     (ALL, ["--prometheus", "127.0.0.1:0", "-T"], "it takes no -T"),
     (["drsnoop"], ["-H", "-U"], "-U and -e go with the per-stall output"),
     (["drsnoop"], ["-H", "-e"], "-U and -e go with the per-stall output"),

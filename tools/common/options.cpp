@@ -214,6 +214,13 @@ void check_standard_descriptors() {
 
 } // namespace
 
+void check_max_entries_used(const CommonOptions &options, bool has_table, std::string_view tables) {
+    if (options.max_entries != 0 && !has_table)
+        throw UsageError(fmt::format("--max-entries sizes the tables of {}; without them it has "
+                                     "nothing to size",
+                                     tables));
+}
+
 void require_stdout() {
     if (stdout_closed)
         throw RuntimeError(

@@ -109,6 +109,10 @@ double parse_seconds(std::string_view text, std::string_view what, double at_lea
 void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,
                         std::string timestamp_help = "Print a wall-clock time (HH:MM:SS)");
 
+// A UsageError when --max-entries was given to a mode that keeps none of the tables it sizes
+// (`tables` names the options that do, for the message: "-P or -f").
+void check_max_entries_used(const CommonOptions &options, bool has_table, std::string_view tables);
+
 // A RuntimeError when the tool was started with stdout closed: for every mode that prints
 // (check_prometheus_options calls it when --prometheus is not given).
 void require_stdout();
