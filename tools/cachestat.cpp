@@ -76,7 +76,8 @@ HITS and HITRATIO print as "-" and cachestat says why.
 mmap: kernels map whole large folios at a fault, beyond the window the
 tracepoint reports, so mmap ACCESSES are a lower bound. Not seen: tmpfs and
 shmem reads, direct I/O, pages already mapped (no fault).
-At exit a summary covers the whole run (HITS from the run's totals).)";
+At exit a summary covers the whole run (HITS from the run's totals): on
+stderr, so that stdout carries the rows only (with -j: a summary object).)";
 
 constexpr const char *examples = R"(Examples:
   cachestat                 hits, misses, dirties every second (as BCC)
@@ -84,7 +85,7 @@ constexpr const char *examples = R"(Examples:
   cachestat -p 1234         only process 1234
   cachestat -G /sys/fs/cgroup/db.slice
                             only tasks in that cgroup and below
-  cachestat -P 2            per process every 2 seconds (like cachetop)
+  cachestat -P 5            per process every 5 seconds (BCC's cachetop)
   cachestat -f -p 1234      per file, for process 1234
   cachestat -j -d 10        JSON lines for 10 seconds, then a summary
   cachestat --prometheus 127.0.0.1:9850
@@ -461,21 +462,24 @@ void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double s
                          {"no_task_storage", skel.bss->no_task_storage},
                          {"recursion_misses", misses_recursion}});
     } else {
+        // To stderr, as drsnoop's and compactsnoop's: stdout carries the rows only.
+        flush_output();
         auto ratio = cachestat::hit_ratio(c);
-        fmt::print("\nTotal over {:.1f} s: HITS {} MISSES {} DIRTIES {} HITRATIO {} (ACCESSES "
+        fmt::print(stderr,
+                   "\nTotal over {:.1f} s: HITS {} MISSES {} DIRTIES {} HITRATIO {} (ACCESSES "
                    "{})\n",
                    seconds, accesses_known_ ? std::to_string(cachestat::hits(c)) : "-", c.misses,
                    c.dirties, accesses_known_ && ratio ? fmt::format("{:.2f}%", *ratio) : "-",
                    accesses_known_ ? std::to_string(c.accesses) : "-");
         if (o_.per_process) {
-            fmt::print("{}\n", cachestat::proc_header());
+            fmt::print(stderr, "{}\n", cachestat::proc_header());
             for (const auto &r : proc_rows(now, zero))
-                fmt::print("{}\n", cachestat::proc_line(r, accesses_known_));
+                fmt::print(stderr, "{}\n", cachestat::proc_line(r, accesses_known_));
         }
         if (o_.per_file) {
-            fmt::print("{}\n", cachestat::file_header());
+            fmt::print(stderr, "{}\n", cachestat::file_header());
             for (const auto &r : file_rows(now, zero))
-                fmt::print("{}\n", cachestat::file_line(r, accesses_known_));
+                fmt::print(stderr, "{}\n", cachestat::file_line(r, accesses_known_));
         }
     }
     if (now.table_full != 0)
@@ -508,6 +512,8 @@ int Cachestat::run() {
                              "output (per-task counts: --prometheus-labels comm)");
         o_.per_process = o_.prom.label("comm"); // per-task series need the per-process table
     }
+    check_max_entries_used(o_.common, o_.per_process || o_.per_file,
+                           "-P or -f (or --prometheus-labels comm)");
     if (!o_.cgroup.empty())
         cgroup_ = resolve_cgroup(o_.cgroup);
 
@@ -550,7 +556,7 @@ int Cachestat::run() {
     announce_tracing(o_.per_process ? "Counting page-cache use per process..."
                      : o_.per_file  ? "Counting page-cache use per file..."
                                     : "Counting page-cache hits, misses and dirties...");
-    fflush(stdout);
+    flush_output();
 
     trace_until_stopped(o_.common, nullptr, [&] {
         Snapshot now = snapshot(*skel);
@@ -599,7 +605,7 @@ int main(int argc, char **argv) {
                    o.cgroup);
         cli.flag('P', "per-process",
                  "A table per interval: PID UID COMM HITS MISSES DIRTIES READ_HIT%, busiest "
-                 "first (like BCC's cachetop)",
+                 "first (BCC's cachetop is cachestat -P 5: README, \"Coming from BCC\")",
                  o.per_process);
         cli.flag('f', "per-file",
                  "A table per interval: DEV INO HITS MISSES DIRTIES HITRATIO PATH, busiest "

@@ -39,9 +39,11 @@ constexpr const char *description =
     R"(Trace memory compaction: every run of the kernel's compact_zone(), which
 moves pages to make free blocks for high-order allocations (THP faults, slab,
 network buffers). One line per run, or log2 latency histograms counted in the
-kernel (-H); a summary by kind and status at exit.
+kernel (-H); a summary by kind and status at exit, on stderr so that stdout
+carries the rows only (with -j: a JSON object).
 
-Columns: NODE and ZONE of the run (zone names from the kernel's BTF, enum
+Columns (BCC's first, in BCC's order; memlat's KIND, and with -e MIGRATED
+FAILED, after STATUS): NODE and ZONE of the run (zone names from the kernel's BTF, enum
 zone_type), ORDER the allocation order (-1: the whole zone), MODE the migrate
 mode (async, sync_light, sync), KIND who compacts: direct (an allocation
 stalls), kcompactd (the node's daemon, woken by kswapd), proactive (kcompactd
@@ -338,8 +340,13 @@ void Compactsnoop::print_summary(compactsnoop_bpf &skel, const EventReader *even
                          {"table_full", bss->table_full}});
         return;
     }
-    fmt::print("\nCompaction runs by kind and status:\n");
-    fmt::print("{:<10} {:<16} {:>8} {:>12} {:>10} {:>10} {:>8}\n", "KIND", "STATUS", "RUNS",
+    // The text summary goes to stderr: stdout carries the header and the rows only, so that
+    // a pipe into awk or sort reads rows and nothing else (BCC's tools print no summary),
+    // while the summary still shows on the terminal and in logs. The rows printed go first
+    // (and a stdout that cannot be written fails the tool here, as at each interval).
+    flush_output();
+    fmt::print(stderr, "\nCompaction runs by kind and status:\n");
+    fmt::print(stderr, "{:<10} {:<16} {:>8} {:>12} {:>10} {:>10} {:>8}\n", "KIND", "STATUS", "RUNS",
                "TOTAL(ms)", "MAX(ms)", "MIGRATED", "FAILED");
     for (uint32_t kind = 0; kind < COMPACTSNOOP_KINDS; ++kind) {
         compactsnoop_summary all{};
@@ -347,7 +354,7 @@ void Compactsnoop::print_summary(compactsnoop_bpf &skel, const EventReader *even
         for (const auto &r : rows) {
             if (r.kind != kind)
                 continue;
-            fmt::print("{:<10} {:<16} {:>8} {:>12.3f} {:>10.3f} {:>10} {:>8}\n",
+            fmt::print(stderr, "{:<10} {:<16} {:>8} {:>12.3f} {:>10.3f} {:>10} {:>8}\n",
                        compactsnoop::kind_name(kind), status(r.status), r.s.runs,
                        r.s.total_ns / 1e6, r.s.max_ns / 1e6, r.s.migrated, r.s.failed);
             all.runs += r.s.runs;
@@ -358,28 +365,30 @@ void Compactsnoop::print_summary(compactsnoop_bpf &skel, const EventReader *even
             ++n;
         }
         if (n > 1)
-            fmt::print("{:<10} {:<16} {:>8} {:>12.3f} {:>10.3f} {:>10} {:>8}\n",
+            fmt::print(stderr, "{:<10} {:<16} {:>8} {:>12.3f} {:>10.3f} {:>10} {:>8}\n",
                        compactsnoop::kind_name(kind), "(all)", all.runs, all.total_ns / 1e6,
                        all.max_ns / 1e6, all.migrated, all.failed);
     }
     if (rows.empty())
-        fmt::print("(none)\n");
+        fmt::print(stderr, "(none)\n");
     if (kind_mask_ & (1u << COMPACTSNOOP_DIRECT))
-        fmt::print("\nDirect-compaction entries: {} ({} ran compaction in a zone); zones "
+        fmt::print(stderr,
+                   "\nDirect-compaction entries: {} ({} ran compaction in a zone); zones "
                    "skipped as deferred: {}\n",
                    bss->direct_entries, bss->direct_entries_run,
                    bss->deferred[COMPACTSNOOP_DIRECT]);
     if (kind_mask_ & (1u << COMPACTSNOOP_KCOMPACTD))
-        fmt::print("kcompactd wake-ups: {}; zones skipped as deferred by kcompactd: {}\n",
+        fmt::print(stderr, "kcompactd wake-ups: {}; zones skipped as deferred by kcompactd: {}\n",
                    bss->kcompactd_wakes, bss->deferred[COMPACTSNOOP_KCOMPACTD]);
     if (bss->unpaired_ends != 0)
-        fmt::print("\n{} runs were already under way when tracing began (not counted).\n",
+        fmt::print(stderr, "\n{} runs were already under way when tracing began (not counted).\n",
                    bss->unpaired_ends);
     if (lost != 0)
-        fmt::print("\nLost {} events: the {} was full (the summary still counts them).\n", lost,
-                   events_name);
+        fmt::print(stderr, "\nLost {} events: the {} was full (the summary still counts them).\n",
+                   lost, events_name);
     if (bss->table_full != 0)
-        fmt::print("\n{} runs not counted: per-thread state could not be allocated (task "
+        fmt::print(stderr,
+                   "\n{} runs not counted: per-thread state could not be allocated (task "
                    "storage out of memory, or the per-thread hash map full).\n",
                    bss->table_full);
 }
@@ -400,6 +409,7 @@ int Compactsnoop::run() {
     }
     if (o_.per_order && !o_.hist)
         throw UsageError("-O goes with -H (histograms per order)");
+    check_max_entries_used(o_.common, o_.stacks, "-K (its stacks)");
     if (o_.hist && (o_.stacks || o_.extended))
         throw UsageError("-H counts in the kernel and prints no events: -e and -K go with the "
                          "per-event output");
@@ -512,6 +522,7 @@ int main(int argc, char **argv) {
                  "Add FRAGIDX (fragmentation index for ORDER), MIN LOW HIGH (watermarks), FREE "
                  "(free pages) of the zone when the run began, and MIGRATED FAILED pages",
                  o.extended);
+        cli.alias("extended_fields"); // BCC's name for -e
         cli.flag('K', "kernel-stack", "Print the kernel stack (symbolized) that began each run",
                  o.stacks);
         cli.flag('H', "hist",

@@ -42,13 +42,15 @@ constexpr const char *description =
     R"(Trace threads that stall in memory reclaim: global direct reclaim, reclaim
 in a memory cgroup that hit its limit (what containers hit), cgroup v1
 soft-limit reclaim and node reclaim. One line per stall, or log2 latency
-histograms counted in the kernel (-H); a summary per process at exit.
+histograms counted in the kernel (-H); a summary per process at exit, on
+stderr so that stdout carries the rows only (with -j: a JSON object).
 
-Columns: LAT(ms) is the stall, PAGES the pages that reclaim freed
-(nr_reclaimed), KIND direct/memcg/softlimit/node, ORDER the allocation order.
-With -e: TID, GFP flags by name (bit layout from the kernel's BTF), CGROUP
-(the id of the task's memory cgroup) and FREE(KB), the free memory of all
-zones when the stall began. drsnoop reads FREE from the zones of every node,
+Columns: BCC's first, in BCC's order: PID (TID with -t), LAT(ms) the stall,
+PAGES the pages that reclaim freed (nr_reclaimed), with -e FREE(KB), the free
+memory of all zones when the stall began (BCC's -v column). Then memlat's:
+KIND direct/memcg/softlimit/node, ORDER the allocation order, with -e TID (PID
+with -t), CGROUP (the id of the task's memory cgroup) and GFP flags by name
+(bit layout from the kernel's BTF). drsnoop reads FREE from the zones of every node,
 reached through the task's memory cgroup, so it needs no kallsyms entry
 (unlike BCC's, which needs vm_zone_stat and CONFIG_KALLSYMS_ALL).)";
 
@@ -117,8 +119,8 @@ class Drsnoop {
     std::optional<CgroupTarget> cgroup_;
     bool memcg_on_v1_ = memory_controller_on_v1();
     GfpNames gfp_ = GfpNames::from_kernel();
-    drsnoop::LineFormat format_{o_.common.timestamp, o_.show_uid, o_.extended,
-                                getpagesize() / 1024};
+    drsnoop::LineFormat format_{o_.common.timestamp, o_.show_uid, o_.extended, getpagesize() / 1024,
+                                o_.tid.has_value()};
     uint64_t first_ns_ = 0;
     std::map<std::pair<uint32_t, uint32_t>, std::array<uint64_t, MEMLAT_HIST_SLOTS>> hist_before_;
     uint64_t table_full_before_ = 0; // table_full at the last interval
@@ -302,18 +304,23 @@ void Drsnoop::print_summary(drsnoop_bpf &skel, const EventReader *events) {
             {{"summary", list}, {"lost_events", lost}, {"table_full", bss->table_full}});
         return;
     }
-    fmt::print("\nReclaim stalls by process:\n");
-    fmt::print("{:<7} {:<16} {:<9} {:>8} {:>12} {:>10} {:>10}\n", "PID", "COMM", "KIND", "STALLS",
-               "TOTAL(ms)", "MAX(ms)", "PAGES");
+    // The text summary goes to stderr: stdout carries the header and the rows only, so that
+    // a pipe into awk or sort reads rows and nothing else (BCC's tools print no summary),
+    // while the summary still shows on the terminal and in logs. The rows printed go first
+    // (and a stdout that cannot be written fails the tool here, as at each interval).
+    flush_output();
+    fmt::print(stderr, "\nReclaim stalls by process:\n");
+    fmt::print(stderr, "{:<7} {:<16} {:<9} {:>8} {:>12} {:>10} {:>10}\n", "PID", "COMM", "KIND",
+               "STALLS", "TOTAL(ms)", "MAX(ms)", "PAGES");
     for (const auto &[k, s] : rows)
-        fmt::print("{:<7} {:<16} {:<9} {:>8} {:>12.3f} {:>10.3f} {:>10}\n", k.pid,
+        fmt::print(stderr, "{:<7} {:<16} {:<9} {:>8} {:>12.3f} {:>10.3f} {:>10}\n", k.pid,
                    std::string(s.comm, strnlen(s.comm, sizeof(s.comm))), drsnoop::kind_name(k.kind),
                    s.stalls, s.total_ns / 1e6, s.max_ns / 1e6, s.pages);
     if (lost != 0)
-        fmt::print("\nLost {} events: the {} was full (the summary still counts them).\n", lost,
-                   events_name);
+        fmt::print(stderr, "\nLost {} events: the {} was full (the summary still counts them).\n",
+                   lost, events_name);
     if (bss->table_full != 0)
-        fmt::print("\n{} stalls not counted: a BPF table was full.\n", bss->table_full);
+        fmt::print(stderr, "\n{} stalls not counted: a BPF table was full.\n", bss->table_full);
 }
 
 int Drsnoop::run() {
@@ -343,6 +350,12 @@ int Drsnoop::run() {
     // Metrics come from the in-kernel histograms and totals: no event per stall.
     if (o_.prom.on())
         o_.hist = true;
+    // -U and -e add columns to the per-stall lines, which -H and --prometheus do not print.
+    if (o_.hist && (o_.show_uid || o_.extended))
+        throw UsageError(o_.prom.on() ? "--prometheus serves counts and histograms: -U and -e go "
+                                        "with the per-stall output"
+                                      : "-H counts in the kernel and prints no stalls: -U and -e "
+                                        "go with the per-stall output");
     if (o_.common.interval > 0 && !o_.hist)
         throw UsageError("an interval goes with -H; without it drsnoop prints every stall");
 
@@ -445,8 +458,8 @@ int main(int argc, char **argv) {
         cli.option('n', "name", "NAME", "Only tasks whose name contains NAME", o.comm);
         cli.flag('U', "print-uid", "Add a UID column", o.show_uid);
         cli.flag('e', "extended",
-                 "Add TID, CGROUP, FREE(KB) (free memory when the stall began) and GFP (flags "
-                 "by name)",
+                 "Add FREE(KB) (free memory when the stall began; BCC's -v column), TID, "
+                 "CGROUP and GFP (flags by name)",
                  o.extended);
         cli.option('k', "kind", "LIST",
                    "Only these kinds of reclaim: direct, memcg, softlimit, node (default: all "

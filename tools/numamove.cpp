@@ -402,6 +402,7 @@ int Numamove::run() {
     } else if (o_.common.interval <= 0) {
         o_.common.interval = 1;
     }
+    check_max_entries_used(o_.common, o_.per_process, "-P (or --prometheus-labels comm)");
 
     check_environment(tool_name);
     auto v = o_.common.verbosity();

@@ -635,6 +635,8 @@ int Tlbflush::run() {
         // Per-task series come from the per-process table.
         o_.per_process = o_.prom.label("comm");
     }
+    check_max_entries_used(o_.common, o_.per_process || o_.culprits,
+                           "-P, --culprits or -s (or --prometheus-labels comm)");
 
     check_environment(tool_name);
     auto v = o_.common.verbosity();

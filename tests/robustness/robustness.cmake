@@ -30,3 +30,4 @@ foreach(scenario
 endforeach()
 
 memlat_robustness_test(test_arguments.py bad_arguments)
+memlat_robustness_test(test_arguments.py bad_btf)

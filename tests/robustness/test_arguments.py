@@ -9,7 +9,7 @@ import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime"))
-from memlat_test import Test, binary, main, run, scenario  # noqa: E402
+from memlat_test import Test, binary, main, run, scenario, skip  # noqa: E402
 
 ALL = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat"]
 NO_PID = "999999999"
@@ -68,6 +68,14 @@ CASES: list[tuple[list[str], list[str], str]] = [
     (ALL, ["--max-entries", "many"], "takes a number"),
     (ALL, ["--max-entries", ""], "--max-entries needs a value"),
     (ALL, ["--btf", "/nonexistent/vmlinux.btf"], "cannot read it"),
+    # Options of a mode the command line does not select would be silently ignored.
+    (ALL, ["--max-series", "5"], "--max-series goes with --prometheus"),
+    (["cachestat", "numamove", "tlbflush", "compactsnoop"], ["--max-entries", "5"],
+     "it has nothing to size"),
+    (ALL, ["--prometheus", "127.0.0.1:0", "-T"], "it takes no -T"),
+    (["drsnoop"], ["-H", "-U"], "-U and -e go with the per-stall output"),
+    (["drsnoop"], ["-H", "-e"], "-U and -e go with the per-stall output"),
+    (["drsnoop"], ["--prometheus", "127.0.0.1:0", "-e"], "-U and -e go with the per-stall output"),
     (ALL, ["1", "2", "3"], "unexpected argument"),
 ]
 
@@ -99,6 +107,55 @@ def _(t: Test):
                     phrase, res.stderr.strip().splitlines()[0] if res.stderr.strip() else "(nothing)")
             t.check(res.stdout == "", f"{what}: nothing on stdout", "", res.stdout[:100])
     t.check_ge("cases run", 100, cases)
+
+
+SYSFS_BTF = "/sys/kernel/btf/vmlinux"
+FOREIGN_BTF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "btf", "debian",
+                           "6.1.0-56-amd64.btf.xz")
+
+
+@scenario("bad_btf")
+def _(t: Test):
+    """--btf FILE that is no BTF, or not this kernel's, is refused with a message naming the
+    file and the problem (exit 1, before anything is loaded); valid BTF through a pipe is read."""
+    import lzma
+    import shlex
+    import tempfile
+    if not os.access(SYSFS_BTF, os.R_OK):
+        skip(f"{SYSFS_BTF} is missing: the pipe and foreign-BTF cases compare with it")
+    with tempfile.TemporaryDirectory(prefix="memlat_btf_") as tmp:
+        empty = os.path.join(tmp, "empty.btf")
+        open(empty, "w").close()
+        foreign = os.path.join(tmp, "deb61.btf")
+        with lzma.open(FOREIGN_BTF) as src, open(foreign, "wb") as dst:
+            dst.write(src.read())
+        if os.uname().release == "6.1.0-56-amd64":
+            skip("the running kernel is the one whose BTF serves as the foreign one")
+        bad = [([("--btf", tmp)], "is a directory, not a BTF file"),
+               ([("--btf", empty)], "the file is empty, it holds no BTF"),
+               ([("--btf", foreign)], "does not match the running kernel"),
+               ([("MEMLAT_BTF", foreign)], "does not match the running kernel")]
+        for tool in ALL:
+            for spec, phrase in bad:
+                name, value = spec[0]
+                env = {name: value} if name == "MEMLAT_BTF" else None
+                args = [] if env else [name, value]
+                res = run([binary(tool), *args, "-d", "0.3"], timeout=30, env=env)
+                what = f"{tool} {name} {os.path.basename(value)}"
+                t.check_eq(f"{what}: exit status", 1, res.rc)
+                t.check(phrase in res.stderr, f"{what}: message", phrase,
+                        res.stderr.strip()[:240])
+                t.check(value in res.stderr, f"{what}: names the file", value,
+                        res.stderr.strip()[:240])
+                t.check("reason_" not in res.stdout, f"{what}: no unnamed reason printed",
+                        "none", res.stdout[:100])
+            # Valid BTF through a process substitution (a pipe, read once, not seekable).
+            cmd = f"exec {shlex.quote(binary(tool))} --btf <(cat {SYSFS_BTF}) -v -d 0.3"
+            res = run(["bash", "-c", cmd], timeout=30)
+            t.check_eq(f"{tool} --btf <(cat {SYSFS_BTF}): exit status", 0, res.rc)
+            t.check("(--btf)" in res.stderr and "BTF: /dev/fd/" in res.stderr,
+                    f"{tool} --btf <(...): -v names the piped BTF", "BTF: /dev/fd/N (--btf)",
+                    next((l for l in res.stderr.splitlines() if "BTF:" in l), "(none)"))
 
 
 if __name__ == "__main__":

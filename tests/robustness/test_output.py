@@ -135,6 +135,14 @@ def _(t: Test):
                 "Bad file descriptor", closed.stderr.strip()[-200:])
         # A closed stdout is found before anything is loaded.
         check_nothing_left(t, watch, f"{tool} with stdout closed", expect_loaded=False)
+        # The exporter writes nothing to stdout: a service manager may start it with stdout
+        # closed.
+        served, watch = run_with_stdout(tool, ">&-", "--prometheus", "127.0.0.1:0", "-d", "0.5")
+        t.check_eq(f"{tool} --prometheus with stdout closed: exit status (serves)", 0, served.rc)
+        t.check("serving Prometheus metrics" in served.stderr,
+                f"{tool} --prometheus with stdout closed: serves", "serving Prometheus metrics",
+                served.stderr.strip()[-200:])
+        check_nothing_left(t, watch, f"{tool} --prometheus with stdout closed")
 
 
 def blocked_then_stopped(t: Test, sig: int) -> None:

@@ -401,7 +401,10 @@ def _(t: Test):
     if rows:
         t.check_close("CACHED_MB vs /proc/meminfo Cached", cached_mb, float(rows[-1].split()[6]),
                       0.05)
-    t.check_in("exit summary", "Total over", tool.result.stdout)
+    # The exit summary is on stderr: stdout holds the header and one line per interval.
+    t.check_in("exit summary (stderr)", "Total over", tool.result.stderr)
+    t.check_eq("stdout: the header and the interval lines only", 1 + len(rows),
+               len([l for l in lines if l.strip()]))
     with Tool("cachestat", "-P", "0.2", "1", wait_exit=True) as per_process:
         pass
     t.check_in("-P header", "    PID    UID COMM                  HITS    MISSES   DIRTIES "

@@ -123,23 +123,26 @@ def _(t: Test):
                                                          read_file("/proc/zoneinfo"), re.M)) * 4
     out = tool.result.stdout.splitlines()
     header = next((l for l in out if l.startswith("TIME(s)")), "")
-    t.check_eq("header", ["TIME(s)", "UID", "COMM", "PID", "LAT(ms)", "PAGES", "KIND", "ORDER",
-                          "TID", "CGROUP", "FREE(KB)", "GFP"], header.split())
+    # BCC's columns first, in BCC's order (FREE(KB) where BCC's -v puts it), memlat's after.
+    t.check_eq("header", ["TIME(s)", "UID", "COMM", "PID", "LAT(ms)", "PAGES", "FREE(KB)", "KIND",
+                          "ORDER", "TID", "CGROUP", "GFP"], header.split())
     rows = [l.split() for l in out if re.match(r"^\d+\.\d+\s", l)]
     t.check_ge("event lines", 10, len(rows))
     if not rows:
         return
     t.check_eq("PID column", {str(reader.pid)}, {r[3] for r in rows})
-    t.check_eq("KIND column", {"memcg"}, {r[6] for r in rows})
-    t.check_eq("CGROUP column (one cgroup)", 1, len({r[9] for r in rows}))
-    free = [int(r[10]) for r in rows]
+    t.check_eq("KIND column", {"memcg"}, {r[7] for r in rows})
+    t.check_eq("CGROUP column (one cgroup)", 1, len({r[10] for r in rows}))
+    free = [int(r[6]) for r in rows]
     # The free memory when each stall began, against the zones' free pages at the end: the
     # workload uses at most its 32 MiB limit, so they agree within a few percent.
     t.check_close("FREE(KB) vs /proc/zoneinfo free pages", zone_free_kb, free[-1], rel_tol=0.05)
     t.check("GFP names decoded", all(r[11].startswith(("GFP_", "__GFP_")) for r in rows),
             "names like GFP_NOFS|...", rows[0][11])
-    summary = "\n".join(out)
-    t.check_in("summary table", "Reclaim stalls by process:", summary)
+    # The summary is on stderr: stdout holds the header and the rows, nothing else.
+    t.check_eq("stdout lines other than the header and the rows", [],
+               [l for l in out if l.strip() and l != header and not re.match(r"^\d+\.\d+\s", l)])
+    t.check_in("summary table (stderr)", "Reclaim stalls by process:", tool.result.stderr)
 
 
 @scenario("drsnoop_bad_input")

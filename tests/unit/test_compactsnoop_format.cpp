@@ -110,13 +110,13 @@ TEST(CompactsnoopFragindex, WholeZoneAndOutOfRangeOrdersHaveNoIndex) {
 
 // ---- output lines
 
-TEST(CompactsnoopFormat, DefaultLineHasBccColumnsPlusKind) {
+TEST(CompactsnoopFormat, DefaultLineHasBccColumnsThenKind) {
     LineFormat f;
-    EXPECT_EQ(header(f), "COMM             PID     NODE ZONE     ORDER MODE       KIND        "
-                         "LAT(ms) STATUS");
+    EXPECT_EQ(header(f), "COMM             PID     NODE ZONE     ORDER MODE         LAT(ms) "
+                         "STATUS           KIND");
     EXPECT_EQ(line(sample(), 0, f, names()),
-              "postgres         4242       0 normal       9 async      direct        2.346 "
-              "success");
+              "postgres         4242       0 normal       9 async          2.346 success          "
+              "direct");
 }
 
 TEST(CompactsnoopFormat, ManualRunWithTimestamp) {
@@ -129,8 +129,8 @@ TEST(CompactsnoopFormat, ManualRunWithTimestamp) {
     LineFormat f{true, false};
     EXPECT_EQ(header(f).substr(0, 14), "TIME(s)       ");
     EXPECT_EQ(line(e, 1.25, f, names()),
-              "1.250000      postgres         4242       0 dma32       -1 sync       manual   "
-              "     2.346 complete");
+              "1.250000      postgres         4242       0 dma32       -1 sync           2.346 "
+              "complete         manual");
 }
 
 TEST(CompactsnoopFormat, ExtendedColumns) {
@@ -144,12 +144,12 @@ TEST(CompactsnoopFormat, ExtendedColumns) {
     e.wmark_high = 13495;
     e.free_pages = 28;
     LineFormat f{false, true};
-    EXPECT_EQ(header(f), "COMM             PID     NODE ZONE     ORDER MODE       KIND      "
-                         "FRAGIDX      MIN      LOW     HIGH     FREE MIGRATED FAILED   "
-                         "LAT(ms) STATUS");
+    EXPECT_EQ(header(f), "COMM             PID     NODE ZONE     ORDER MODE       FRAGIDX      "
+                         "MIN      LOW     HIGH     FREE   LAT(ms) STATUS           KIND      "
+                         "MIGRATED FAILED");
     EXPECT_EQ(line(e, 0, f, names()),
-              "postgres         4242       0 normal       3 async      direct      0.736     "
-              "8997    11246    13495       28      512      3     2.346 success");
+              "postgres         4242       0 normal       3 async        0.736     8997    11246 "
+              "   13495       28     2.346 success          direct         512      3");
 }
 
 TEST(CompactsnoopFormat, ExtendedWithoutZoneStateShowsDashes) {
@@ -159,8 +159,8 @@ TEST(CompactsnoopFormat, ExtendedWithoutZoneStateShowsDashes) {
     e.sync = 1;
     LineFormat f{false, true};
     EXPECT_EQ(line(e, 0, f, names()),
-              "postgres         4242       0 normal       9 sync       direct          -        - "
-              "       -        -        -      512      3     2.346 success");
+              "postgres         4242       0 normal       9 sync             -        -        - "
+              "       -        -     2.346 success          direct         512      3");
     auto j = json_event(e, 0, f, names(), gfp());
     EXPECT_TRUE(j["fragindex"].is_null());
     EXPECT_TRUE(j["free_pages"].is_null());

@@ -43,17 +43,34 @@ TEST(DrsnoopFormat, DefaultLineHasBccColumnsPlusKindAndOrder) {
 TEST(DrsnoopFormat, TimestampUidAndExtendedColumns) {
     drsnoop::LineFormat f{true, true, true, 4};
     EXPECT_EQ(drsnoop::header(f), "TIME(s)       UID    COMM             PID       LAT(ms)    "
-                                  "PAGES KIND      ORDER TID         CGROUP   FREE(KB) GFP");
+                                  "PAGES   FREE(KB) KIND      ORDER TID         CGROUP GFP");
     EXPECT_EQ(drsnoop::line(sample(), 1.5, f, gfp()),
-              "1.500000      1000   postgres         4242        1.235      944 memcg         2 "
-              "4243          3896       4000 GFP_KERNEL");
+              "1.500000      1000   postgres         4242        1.235      944       4000 memcg  "
+              "       2 4243          3896 GFP_KERNEL");
+}
+
+// BCC's drsnoop -t names the id column TID and prints the thread there.
+TEST(DrsnoopFormat, ThreadFilterNamesTheColumnTid) {
+    drsnoop::LineFormat f;
+    f.by_thread = true;
+    EXPECT_EQ(drsnoop::header(f), "COMM             TID       LAT(ms)    PAGES KIND      ORDER");
+    EXPECT_EQ(drsnoop::line(sample(), 0, f, gfp()),
+              "postgres         4243        1.235      944 memcg         2");
+    f.extended = true;
+    EXPECT_EQ(drsnoop::header(f),
+              "COMM             TID       LAT(ms)    PAGES   FREE(KB) KIND      "
+              "ORDER PID         CGROUP GFP");
+    EXPECT_EQ(
+        drsnoop::line(sample(), 0, f, gfp()),
+        "postgres         4243        1.235      944       4000 memcg         2 4242          "
+        "3896 GFP_KERNEL");
 }
 
 TEST(DrsnoopFormat, UnknownFreeMemoryIsADash) {
     auto e = sample();
     e.free_pages = -1;
     drsnoop::LineFormat f{false, false, true, 4};
-    EXPECT_NE(drsnoop::line(e, 0, f, gfp()).find("          - GFP_KERNEL"), std::string::npos);
+    EXPECT_NE(drsnoop::line(e, 0, f, gfp()).find("      944          - memcg"), std::string::npos);
     EXPECT_TRUE(drsnoop::json_event(e, 0, f, gfp())["free_kb"].is_null());
 }
 

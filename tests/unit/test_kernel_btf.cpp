@@ -6,7 +6,9 @@
 
 #include <array>
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "errors.h"
 #include "kernel_btf.h"
@@ -215,3 +217,55 @@ TEST(KernelBtf, NotBtfIsAClearError) {
 }
 
 } // namespace
+
+// ---- a given BTF file against the running kernel's
+
+namespace {
+
+// A BTF with struct task_struct of `task_size` bytes and enum tlb_flush_reason's values.
+std::unique_ptr<btf, void (*)(btf *)> made_btf(uint32_t task_size,
+                                               std::vector<std::string> reasons) {
+    std::unique_ptr<btf, void (*)(btf *)> b(btf__new_empty(), btf__free);
+    btf__add_struct(b.get(), "task_struct", task_size);
+    btf__add_enum(b.get(), "tlb_flush_reason", 4);
+    for (size_t i = 0; i < reasons.size(); ++i)
+        btf__add_enum_value(b.get(), reasons[i].c_str(), static_cast<int64_t>(i));
+    return b;
+}
+
+} // namespace
+
+TEST(BtfMismatch, SameTypesMatch) {
+    auto kernel = made_btf(3264, {"flush_on_task_switch", "remote_shootdown", "local_shootdown"});
+    auto file = made_btf(3264, {"flush_on_task_switch", "remote_shootdown", "local_shootdown"});
+    EXPECT_EQ(btf_mismatch(*file, *kernel), "");
+}
+
+TEST(BtfMismatch, AnotherKernelsStructSizeIsNamed) {
+    auto kernel = made_btf(3264, {"a"});
+    auto file = made_btf(9792, {"a"});
+    EXPECT_EQ(btf_mismatch(*file, *kernel),
+              "struct task_struct is 9792 bytes in it and 3264 in the running kernel");
+}
+
+TEST(BtfMismatch, EnumValuesThatDifferAreNamed) {
+    auto kernel = made_btf(1, {"a", "b", "remote_wrong_cpu"});
+    EXPECT_EQ(btf_mismatch(*made_btf(1, {"a", "b"}), *kernel),
+              "enum tlb_flush_reason has 2 values in it and 3 in the running kernel");
+    EXPECT_EQ(btf_mismatch(*made_btf(1, {"a", "x", "remote_wrong_cpu"}), *kernel),
+              "enum tlb_flush_reason has x = 1 in it, b = 1 in the running kernel");
+}
+
+TEST(BtfMismatch, TypesOnlyOneSideHasAreNotCompared) {
+    std::unique_ptr<btf, void (*)(btf *)> reduced(btf__new_empty(), btf__free);
+    EXPECT_EQ(btf_mismatch(*reduced, *made_btf(3264, {"a"})), "");
+}
+
+TEST(BtfMismatch, TheRunningKernelMatchesItself) {
+    if (access(kernel_btf_sysfs_path, R_OK) != 0)
+        GTEST_SKIP() << "no " << kernel_btf_sysfs_path;
+    std::unique_ptr<btf, void (*)(btf *)> a(btf__parse(kernel_btf_sysfs_path, nullptr), btf__free);
+    std::unique_ptr<btf, void (*)(btf *)> b(btf__parse(kernel_btf_sysfs_path, nullptr), btf__free);
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(btf_mismatch(*a, *b), "");
+}

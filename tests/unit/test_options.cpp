@@ -143,6 +143,35 @@ TEST(CommandLineDeathTest, HelpListsEveryOptionAndExitsZero) {
             testing::ExitedWithCode(0), expected);
 }
 
+TEST(CommandLineDeathTest, VersionPrintsToolAndProjectVersionAndExitsZero) {
+    EXPECT_EXIT(
+        {
+            dup2(2, 1);
+            parse({"-V"});
+        },
+        testing::ExitedWithCode(0), "^tool " MEMLAT_VERSION "\n$");
+    EXPECT_EXIT(
+        {
+            dup2(2, 1);
+            parse({"--version"});
+        },
+        testing::ExitedWithCode(0), "^tool " MEMLAT_VERSION "\n$");
+}
+
+// BCC's long names for memlat's options (compactsnoop --extended_fields for -e).
+TEST(CommandLine, AliasIsAnotherLongNameOfTheSameOption) {
+    for (const char *spelling : {"-e", "--extended", "--extended_fields"}) {
+        bool extended = false;
+        memlat::CommandLine cli("tool", "A tool.", "Examples: none");
+        cli.flag('e', "extended", "extended fields", extended);
+        cli.alias("extended_fields");
+        std::string name = "tool", arg = spelling;
+        std::vector<char *> argv{name.data(), arg.data(), nullptr};
+        cli.parse(2, argv.data());
+        EXPECT_TRUE(extended) << spelling;
+    }
+}
+
 TEST(ParseNumber, RejectsTrailingGarbage) {
     EXPECT_EQ(memlat::parse_number<int>("12", "-x"), 12);
     EXPECT_DOUBLE_EQ(memlat::parse_number<double>("0.25", "-x"), 0.25);

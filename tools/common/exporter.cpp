@@ -117,6 +117,7 @@ void add_prometheus_options(CommandLine &cli, PrometheusOptions &options,
                "(default 1000)",
                [&options](const std::string &text) {
                    options.max_series = parse_number<size_t>(text, "--max-series");
+                   options.max_series_given = true;
                    if (options.max_series == 0)
                        throw UsageError("--max-series must be at least 1");
                });
@@ -126,10 +127,17 @@ void check_prometheus_options(const PrometheusOptions &options, const CommonOpti
     if (!options.on()) {
         if (!options.labels.empty())
             throw UsageError("--prometheus-labels goes with --prometheus");
+        if (options.max_series_given)
+            throw UsageError("--max-series goes with --prometheus (it bounds the series of "
+                             "--prometheus-labels)");
+        require_stdout();
         return;
     }
     if (common.json)
         throw UsageError("--prometheus serves metrics instead of printing; it takes no -j");
+    if (common.timestamp)
+        throw UsageError("--prometheus serves metrics instead of printing; it takes no -T (the "
+                         "scraper times each sample)");
     if (common.interval > 0)
         throw UsageError("--prometheus serves totals at each scrape; it takes no interval");
 }

@@ -37,6 +37,7 @@ struct PrometheusOptions {
     std::optional<ListenAddress> listen; // --prometheus; none: the tool prints text
     std::vector<std::string> labels;     // --prometheus-labels
     size_t max_series = 1000;            // --max-series
+    bool max_series_given = false;       // a usage error without --prometheus
     bool on() const { return listen.has_value(); }
     bool label(std::string_view name) const;
 };
@@ -44,8 +45,9 @@ struct PrometheusOptions {
 // Adds --prometheus, --prometheus-labels (from `allowed`, e.g. {"comm"}) and --max-series.
 void add_prometheus_options(CommandLine &cli, PrometheusOptions &options,
                             std::vector<std::string> allowed);
-// A UsageError when --prometheus-labels was given without --prometheus, or --prometheus with
-// -j or an interval (which shape the text output).
+// A UsageError when --prometheus-labels or --max-series was given without --prometheus, or
+// --prometheus with -j or an interval (which shape the text output); a RuntimeError when the
+// tool prints and stdout is closed (require_stdout).
 void check_prometheus_options(const PrometheusOptions &options, const CommonOptions &common);
 
 class Exporter {

@@ -204,10 +204,10 @@ bool HookFallback::advance(Probe &probe, int from) {
 }
 
 void HookFallback::no_hook_left(const Probe &probe) const {
-    throw RuntimeError(
-        fmt::format("The running kernel ({}) refused every way to trace {}. {}Tried:{}",
-                    environment_.kernel_release, probe.name,
-                    probe.needs.empty() ? "" : probe.needs + " ", refusals_text(probe)));
+    throw RuntimeError(fmt::format(
+        "The running kernel ({}) refused every way to trace {}. {}Tried:{}{}",
+        environment_.kernel_release, probe.name, probe.needs.empty() ? "" : probe.needs + " ",
+        refusals_text(probe), environment_.given_btf_note));
 }
 
 void HookFallback::refuse(Probe &probe, std::string why) {
@@ -244,7 +244,8 @@ void HookFallback::load_refused(int err, const std::vector<std::string> &lines,
                                "kernel.unprivileged_bpf_disabled and lockdown allow tracing." +
                                (lines.empty() ? "" : "\nlibbpf said: " + lines.back()));
         throw RuntimeError(
-            object_refusal_message(err, lines, environment_.kernel_release, facts.map_requirement));
+            object_refusal_message(err, lines, environment_.kernel_release, facts.map_requirement) +
+            environment_.given_btf_note);
     }
     std::string needs = facts.program_requirement(program->name);
     std::string verdict = verifier_verdict(lines, program->name);

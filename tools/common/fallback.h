@@ -67,6 +67,9 @@ struct FallbackEnvironment {
     bool kernel_btf = true;                  // kernel_features().kernel_btf
     bool tracefs_mounted = true;             // for the hint when a tracepoint is not found
     std::string kernel_release;              // for messages
+    // Appended to a failed load's message: names a BTF file the user gave (--btf,
+    // MEMLAT_BTF), the likely cause when it is another kernel's (KernelBtf::given_file_note).
+    std::string given_btf_note;
 };
 
 // What the loaded object can tell about its own maps and programs, for messages.

@@ -1,12 +1,16 @@
 #include "kernel_btf.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <bpf/libbpf.h>
 #include <cstdarg>
 
+#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +18,7 @@
 #include <optional>
 #include <utility>
 
+#include "btf_compare.h"
 #include "errors.h"
 #include "files.h"
 #include "kernel_features.h"
@@ -56,6 +61,19 @@ std::string btf_error(const std::string &path, int err) {
                        not_btf ? "it is not a BTF file (raw BTF, or an ELF vmlinux with a .BTF "
                                  "section)"
                                : std::strerror(err));
+}
+
+// Writes all of `data` to `fd` (a memfd); false, with errno set, when a write fails.
+bool write_all(int fd, const unsigned char *data, size_t size) {
+    for (size_t done = 0; done < size;) {
+        ssize_t n = write(fd, data + done, size - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        done += static_cast<size_t>(n);
+    }
+    return true;
 }
 
 // libbpf prints its own complaint about a file it cannot parse ("failed to get EHDR"); the
@@ -189,6 +207,70 @@ std::vector<unsigned char> decompress(const EmbeddedBtf &entry) {
     return raw;
 }
 
+const std::string &KernelBtf::given_file() {
+    if (!given_path_.empty())
+        return given_path_;
+    const std::string &path = choice_.path;
+    const std::string given = fmt::format("{} (given with {})", path, origin_note(choice_.origin));
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0)
+        throw RuntimeError(btf_error(path, errno) +
+                           fmt::format(" (given with {})", origin_note(choice_.origin)));
+    if (S_ISDIR(st.st_mode))
+        throw RuntimeError(fmt::format("Cannot read BTF from {}: it is a directory, not a BTF "
+                                       "file (raw BTF, or an ELF vmlinux with a .BTF section)",
+                                       given));
+    if (S_ISREG(st.st_mode)) {
+        if (st.st_size == 0)
+            throw RuntimeError(
+                fmt::format("Cannot read BTF from {}: the file is empty, it holds no BTF", given));
+        given_path_ = path;
+        return given_path_;
+    }
+    // A pipe, a process substitution or a device: libbpf reads files by name and by offset,
+    // and the tools read the BTF more than once, so what it gives is kept in a memfd.
+    int in = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        throw RuntimeError(fmt::format("Cannot read BTF from {}: {}", given, std::strerror(errno)));
+    OwnedFd input(in);
+    int fd = memfd_create("memlat-btf-given", MFD_CLOEXEC);
+    if (fd < 0)
+        throw RuntimeError(fmt::format("memfd_create: {}", std::strerror(errno)));
+    OwnedFd copy(fd);
+    std::vector<unsigned char> buffer(1 << 16);
+    size_t total = 0;
+    for (;;) {
+        ssize_t n = read(in, buffer.data(), buffer.size());
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            throw RuntimeError(
+                fmt::format("Cannot read BTF from {}: {}", given, std::strerror(errno)));
+        if (n == 0)
+            break;
+        if (!write_all(fd, buffer.data(), static_cast<size_t>(n)))
+            throw RuntimeError(
+                fmt::format("Copying the BTF of {} to a memfd: {}", given, std::strerror(errno)));
+        total += static_cast<size_t>(n);
+    }
+    if (total == 0)
+        throw RuntimeError(
+            fmt::format("Cannot read BTF from {}: it gave nothing, it holds no BTF", given));
+    stream_copy_ = std::move(copy);
+    given_path_ = fmt::format("/proc/self/fd/{}", stream_copy_.get());
+    return given_path_;
+}
+
+std::string KernelBtf::given_file_note() const {
+    if (choice_.origin != BtfChoice::Origin::Option &&
+        choice_.origin != BtfChoice::Origin::Environment)
+        return "";
+    return fmt::format("\nThe BTF came from {} (given with {}): if it is not the BTF of this "
+                       "kernel, that is the cause; without it the tool uses {} or its embedded "
+                       "BTF.",
+                       choice_.path, origin_note(choice_.origin), kernel_btf_sysfs_path);
+}
+
 const btf &KernelBtf::types() {
     if (types_)
         return *types_;
@@ -206,16 +288,42 @@ const btf &KernelBtf::types() {
         libbpf_print_fn_t previous = libbpf_set_print(quiet);
         const bool sysfs =
             choice_.origin == BtfChoice::Origin::Kernel && choice_.path == kernel_btf_sysfs_path;
-        parsed = sysfs ? __real_btf__load_vmlinux_btf()
-                       : __real_btf__parse(choice_.path.c_str(), nullptr);
+        const bool given = choice_.origin != BtfChoice::Origin::Kernel;
+        try {
+            const std::string &path = given ? given_file() : choice_.path;
+            parsed =
+                sysfs ? __real_btf__load_vmlinux_btf() : __real_btf__parse(path.c_str(), nullptr);
+        } catch (...) {
+            libbpf_set_print(previous);
+            throw;
+        }
         const int err = errno;
         libbpf_set_print(previous);
         if (parsed == nullptr) {
             std::string message = btf_error(choice_.path, err);
-            if (choice_.origin != BtfChoice::Origin::Kernel)
+            if (given)
                 message += fmt::format(" (given with {})", origin_note(choice_.origin));
             throw RuntimeError(message);
         }
+        std::unique_ptr<btf, BtfFree> owned(parsed);
+        // Another kernel's BTF gives CO-RE wrong offsets and user space wrong enum names
+        // (reason_5 for remote_wrong_cpu) without an error: where the running kernel has its
+        // own BTF, a given file must agree with it on what the tools rely on.
+        // (Not when MEMLAT_DISABLE_FEATURES=kernel_btf plays a kernel without its own BTF.)
+        if (given && kernel_features().kernel_btf && access(kernel_btf_sysfs_path, R_OK) == 0) {
+            libbpf_set_print(quiet);
+            std::unique_ptr<btf, BtfFree> kernel(__real_btf__parse(kernel_btf_sysfs_path, nullptr));
+            libbpf_set_print(previous);
+            if (kernel) {
+                if (auto why = btf_mismatch(*owned, *kernel); !why.empty())
+                    throw RuntimeError(fmt::format(
+                        "{} (given with {}) does not match the running kernel: {} ({}). Give "
+                        "the BTF of this kernel, or leave {} out: this kernel has its own ({}).",
+                        choice_.path, origin_note(choice_.origin), why, kernel_btf_sysfs_path,
+                        origin_note(choice_.origin), kernel_btf_sysfs_path));
+            }
+        }
+        parsed = owned.release();
     }
     types_.reset(parsed);
     return *types_;
@@ -229,7 +337,7 @@ btf *KernelBtf::lend_to_libbpf(const char *path) {
         break;
     case BtfChoice::Origin::Option:
     case BtfChoice::Origin::Environment:
-        same = path != nullptr && choice_.path == path;
+        same = path != nullptr && (choice_.path == path || given_path_ == path);
         break;
     case BtfChoice::Origin::Embedded:
         same = path != nullptr && !memfd_path_.empty() && memfd_path_ == path;
@@ -248,7 +356,7 @@ std::string KernelBtf::libbpf_path() {
         return "";
     case BtfChoice::Origin::Option:
     case BtfChoice::Origin::Environment:
-        return choice_.path;
+        return given_file();
     case BtfChoice::Origin::Embedded:
         break;
     }
@@ -260,15 +368,9 @@ std::string KernelBtf::libbpf_path() {
             throw RuntimeError(fmt::format("memfd_create: {}", std::strerror(errno)));
         memfd_ = OwnedFd(fd);
         auto raw = decompress(*choice_.embedded);
-        for (size_t done = 0; done < raw.size();) {
-            ssize_t n = write(fd, raw.data() + done, raw.size() - done);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0)
-                throw RuntimeError(
-                    fmt::format("Writing the embedded BTF to a memfd: {}", std::strerror(errno)));
-            done += static_cast<size_t>(n);
-        }
+        if (!write_all(fd, raw.data(), raw.size()))
+            throw RuntimeError(
+                fmt::format("Writing the embedded BTF to a memfd: {}", std::strerror(errno)));
     }
     memfd_path_ = fmt::format("/proc/self/fd/{}", memfd_.get());
     return memfd_path_;

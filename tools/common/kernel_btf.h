@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "btf_compare.h"
 #include "files.h"
 #include "kernel_features.h"
 
@@ -125,14 +126,26 @@ class KernelBtf {
     btf *lend_to_libbpf(const char *path);
     // Whether `b` is this object's parse (which libbpf must not free).
     bool owns(const btf *b) const { return b != nullptr && b == types_.get(); }
+    // " (BTF from FILE, given with --btf: ...)" when the BTF is a file the user gave, for the
+    // message of a load that failed (a file of another kernel is then the likely cause); ""
+    // otherwise.
+    std::string given_file_note() const;
 
   private:
     // Frees with libbpf's own btf__free, past the wrapper that protects the lent parse.
     struct BtfFree {
         void operator()(btf *b) const;
     };
+    // The name the given file (--btf, MEMLAT_BTF) is read by: the file itself, or, for a pipe
+    // or a process substitution (<(xzcat k.btf.xz)), which can be read once only and not
+    // by offset, /proc/self/fd/N of a memfd holding what it gave. Throws RuntimeError for a
+    // directory or an empty file.
+    const std::string &given_file();
+
     BtfChoice choice_;
     std::unique_ptr<btf, BtfFree> types_;
+    OwnedFd stream_copy_;    // what a given pipe held; kept by release(): it is read once
+    std::string given_path_; // given_file(), once found
     OwnedFd memfd_;
     std::string memfd_path_; // libbpf_path() of the memfd
 };

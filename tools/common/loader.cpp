@@ -92,6 +92,11 @@ FallbackEnvironment fallback_environment() {
     environment.tracefs_mounted = access("/sys/kernel/tracing/events", F_OK) == 0 ||
                                   access("/sys/kernel/debug/tracing/events", F_OK) == 0;
     environment.kernel_release = kernel_release();
+    try {
+        environment.given_btf_note = kernel_btf().given_file_note();
+    } catch (const RuntimeError &) {
+        // No BTF could be chosen: the load reports that itself.
+    }
     return environment;
 }
 

@@ -21,8 +21,6 @@ struct UsageExitStatus {
 
 } // namespace
 
-const char *argp_program_version = "memlat 0.1.0";
-
 CommandLine::CommandLine(std::string tool, std::string summary, std::string examples)
     : tool_(std::move(tool)), summary_(std::move(summary)), examples_(std::move(examples)) {
     entries_.push_back(Entry{'h', "help-h", "", "Show this help and exit", nullptr});
@@ -44,6 +42,13 @@ void CommandLine::option(char key, std::string long_name, std::string arg, std::
                              std::move(help), std::move(on)});
 }
 
+void CommandLine::alias(std::string long_name) {
+    Entry e = entries_.back();
+    e.long_name = std::move(long_name);
+    e.alias = true;
+    entries_.push_back(std::move(e));
+}
+
 void CommandLine::positional(std::string name, std::string help,
                              std::function<void(const std::string &)> on) {
     positionals_.push_back(Positional{std::move(name), std::move(help), std::move(on)});
@@ -55,7 +60,10 @@ void CommandLine::parse(int argc, char **argv) {
         // -h is BCC's spelling of argp's own -?/--help: accepted, not listed twice.
         table.push_back(argp_option{e.long_name.c_str(), e.key,
                                     e.arg.empty() ? nullptr : e.arg.c_str(),
-                                    e.key == 'h' ? OPTION_HIDDEN : 0, e.help.c_str(), 0});
+                                    e.key == 'h' ? OPTION_HIDDEN
+                                    : e.alias    ? OPTION_ALIAS
+                                                 : 0,
+                                    e.help.c_str(), 0});
     table.push_back(argp_option{});
     std::string args_doc;
     for (const auto &p : positionals_)
@@ -97,6 +105,10 @@ void CommandLine::parse(int argc, char **argv) {
             argp_error(state, "%s", e.what());
         }
         return ARGP_ERR_UNKNOWN;
+    };
+    // argp adds -V/--version when this hook is set; the tool's name is argv[0] (set below).
+    argp_program_version_hook = [](FILE *stream, argp_state *state) {
+        fmt::print(stream, "{} {}\n", state->name, MEMLAT_VERSION);
     };
     argp spec{table.data(), parser, args_doc.c_str(), doc.c_str(), nullptr, nullptr, nullptr};
     argv[0] = const_cast<char *>(tool_.c_str()); // argp names the tool by argv[0]
@@ -169,6 +181,13 @@ void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,
         if (options.count == 0)
             throw UsageError("the count must be a positive number");
     });
+}
+
+void check_max_entries_used(const CommonOptions &options, bool has_table, std::string_view tables) {
+    if (options.max_entries != 0 && !has_table)
+        throw UsageError(fmt::format("--max-entries sizes the tables of {}; without them it has "
+                                     "nothing to size",
+                                     tables));
 }
 
 namespace {

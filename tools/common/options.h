@@ -57,11 +57,14 @@ class CommandLine {
                        target = parse_number<T>(text, what);
                });
     }
+    // Another long name for the option added last (BCC's spelling, e.g. --extended_fields).
+    void alias(std::string long_name);
     // Positional arguments, in order; all optional. `help` is listed under "Arguments:".
     void positional(std::string name, std::string help,
                     std::function<void(const std::string &)> on);
 
-    // -h/--help prints the help on stdout and exits 0.
+    // -h/--help prints the help on stdout and exits 0; -V/--version prints "TOOL VERSION" (the
+    // project's version) and exits 0.
     void parse(int argc, char **argv);
 
   private:
@@ -69,6 +72,7 @@ class CommandLine {
         int key;
         std::string long_name, arg, help;
         std::function<void(const std::string &)> on;
+        bool alias = false;
     };
     struct Positional {
         std::string name, help;
@@ -93,6 +97,10 @@ double parse_seconds(std::string_view text, std::string_view what, double at_lea
 // tracers, HH:MM:SS for the periodic ones), so each tool says it in `timestamp_help`.
 void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,
                         std::string timestamp_help = "Print a wall-clock time (HH:MM:SS)");
+
+// A UsageError when --max-entries was given to a mode that keeps none of the tables it sizes
+// (`tables` names the options that do, for the message: "-P or -f").
+void check_max_entries_used(const CommonOptions &options, bool has_table, std::string_view tables);
 
 // "11", "0,2-5": the selected CPUs as a mask of `ncpus` entries. Throws UsageError naming the
 // bad part (not a number, reversed range, CPU beyond the machine's).

@@ -28,12 +28,16 @@ bool fd_is_open(int fd) {
     return fcntl(fd, F_GETFD) != -1 || errno != EBADF;
 }
 
+bool stdout_closed = false;
+
 // A tool started with a standard descriptor closed would hand that number to the next file it
-// opens (a BPF map, a tracefs file) and then write its output or messages into it. stdin and
-// stderr are pointed at /dev/null instead; a closed stdout is an error, since nothing could
-// be written.
+// opens (a BPF map, a tracefs file) and then write its output or messages into it. All three
+// are pointed at /dev/null instead. A closed stdout is an error for a tool that prints
+// (require_stdout), not for the Prometheus exporter, which writes nothing there (a service
+// manager may well start it with stdout closed).
 void check_standard_descriptors() {
-    for (int fd : {STDIN_FILENO, STDERR_FILENO})
+    stdout_closed = !fd_is_open(STDOUT_FILENO);
+    for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO})
         if (!fd_is_open(fd)) {
             int null = open("/dev/null", fd == STDIN_FILENO ? O_RDONLY : O_WRONLY);
             if (null >= 0 && null != fd) {
@@ -41,12 +45,15 @@ void check_standard_descriptors() {
                 close(null);
             }
         }
-    if (!fd_is_open(STDOUT_FILENO))
-        throw RuntimeError(
-            fmt::format("cannot write the output: stdout is closed ({})", strerror(EBADF)));
 }
 
 } // namespace
+
+void require_stdout() {
+    if (stdout_closed)
+        throw RuntimeError(
+            fmt::format("cannot write the output: stdout is closed ({})", strerror(EBADF)));
+}
 
 int run_tool(std::string_view tool, const std::function<int()> &body) {
     try {

@@ -16,6 +16,10 @@ namespace memlat {
 // UsageError -> 2 (with a hint to -h), RuntimeError -> 1.
 int run_tool(std::string_view tool, const std::function<int()> &body);
 
+// A RuntimeError when the tool was started with stdout closed: for every mode that prints
+// (check_prometheus_options calls it when --prometheus is not given).
+void require_stdout();
+
 // SIGINT and SIGTERM end the tool cleanly: they set a flag and interrupt the wait.
 void install_stop_signals();
 bool stop_requested();

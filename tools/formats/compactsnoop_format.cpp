@@ -86,16 +86,22 @@ std::string mode_name(const compactsnoop_event &e, const Names &n) {
     return e.sync ? "sync" : "async";
 }
 
+// BCC's columns in BCC's order (TIME(s) COMM PID NODE ZONE ORDER MODE, with -e FRAGIDX MIN LOW
+// HIGH FREE, then LAT(ms) STATUS), memlat's own after them: KIND, with -e MIGRATED FAILED. A
+// script that reads BCC's fields by position reads the same fields here.
 std::string header(const LineFormat &f) {
     std::string h;
     if (f.timestamp)
         h += fmt::format("{:<14}", "TIME(s)");
-    h += fmt::format("{:<16} {:<7} {:>4} {:<8} {:>5} {:<10} {:<9}", "COMM", "PID", "NODE", "ZONE",
-                     "ORDER", "MODE", "KIND");
+    h += fmt::format("{:<16} {:<7} {:>4} {:<8} {:>5} {:<10}", "COMM", "PID", "NODE", "ZONE",
+                     "ORDER", "MODE");
     if (f.extended)
-        h += fmt::format(" {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6}", "FRAGIDX", "MIN", "LOW",
-                         "HIGH", "FREE", "MIGRATED", "FAILED");
-    h += fmt::format(" {:>9} {}", "LAT(ms)", "STATUS");
+        h += fmt::format(" {:>7} {:>8} {:>8} {:>8} {:>8}", "FRAGIDX", "MIN", "LOW", "HIGH", "FREE");
+    h += fmt::format(" {:>9} {:<16} ", "LAT(ms)", "STATUS");
+    if (f.extended)
+        h += fmt::format("{:<9} {:>8} {:>6}", "KIND", "MIGRATED", "FAILED");
+    else
+        h += "KIND";
     return h;
 }
 
@@ -103,24 +109,27 @@ std::string line(const compactsnoop_event &e, double time_s, const LineFormat &f
     std::string out;
     if (f.timestamp)
         out += fmt::format("{:<14.6f}", time_s);
-    out += fmt::format("{:<16} {:<7} {:>4} {:<8} {:>5} {:<10} {:<9}", comm_of(e), e.pid,
+    out += fmt::format("{:<16} {:<7} {:>4} {:<8} {:>5} {:<10}", comm_of(e), e.pid,
                        e.nid < 0 ? std::string("-") : std::to_string(e.nid), zone_name(e, n),
-                       e.order, mode_name(e, n), kind_name(e.kind));
+                       e.order, mode_name(e, n));
     if (f.extended) {
         auto dash = [](std::optional<uint64_t> v) {
             return v ? std::to_string(*v) : std::string("-");
         };
         bool zs = have_zone_state(e);
         auto index = zs ? fragmentation_index(free_lists(e), e.order) : std::nullopt;
-        out += fmt::format(" {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6}",
+        out += fmt::format(" {:>7} {:>8} {:>8} {:>8} {:>8}",
                            index ? fragindex_text(*index) : std::string("-"),
                            dash(zs ? std::optional<uint64_t>(e.wmark_min) : std::nullopt),
                            dash(zs ? std::optional<uint64_t>(e.wmark_low) : std::nullopt),
                            dash(zs ? std::optional<uint64_t>(e.wmark_high) : std::nullopt),
-                           dash(zs ? std::optional<uint64_t>(e.free_pages) : std::nullopt),
-                           e.migrated, e.failed);
+                           dash(zs ? std::optional<uint64_t>(e.free_pages) : std::nullopt));
     }
-    out += fmt::format(" {:>9.3f} {}", e.lat_ns / 1e6, status_name(e.status, n));
+    out += fmt::format(" {:>9.3f} {:<16} ", e.lat_ns / 1e6, status_name(e.status, n));
+    if (f.extended)
+        out += fmt::format("{:<9} {:>8} {:>6}", kind_name(e.kind), e.migrated, e.failed);
+    else
+        out += kind_name(e.kind);
     return out;
 }
 

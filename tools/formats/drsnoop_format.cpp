@@ -24,16 +24,23 @@ const char *kind_name(uint32_t kind) {
     return kind < DRSNOOP_KINDS ? names[kind] : "unknown";
 }
 
+// BCC's columns in BCC's order: TIME(s) UID COMM PID LAT(ms) PAGES, and with -e FREE(KB) where
+// BCC's drsnoop -v and libbpf-tools' drsnoop -e print it; memlat's own after them: KIND ORDER,
+// with -e the other id, CGROUP and GFP. A script that reads BCC's fields by position reads the
+// same fields here.
 std::string header(const LineFormat &f) {
     std::string h;
     if (f.timestamp)
         h += fmt::format("{:<14}", "TIME(s)");
     if (f.uid)
         h += fmt::format("{:<7}", "UID");
-    h += fmt::format("{:<16} {:<7} {:>9} {:>8} {:<9} {:>5}", "COMM", "PID", "LAT(ms)", "PAGES",
-                     "KIND", "ORDER");
+    h += fmt::format("{:<16} {:<7} {:>9} {:>8}", "COMM", f.by_thread ? "TID" : "PID", "LAT(ms)",
+                     "PAGES");
     if (f.extended)
-        h += fmt::format(" {:<7} {:>10} {:>10} {}", "TID", "CGROUP", "FREE(KB)", "GFP");
+        h += fmt::format(" {:>10}", "FREE(KB)");
+    h += fmt::format(" {:<9} {:>5}", "KIND", "ORDER");
+    if (f.extended)
+        h += fmt::format(" {:<7} {:>10} {}", f.by_thread ? "PID" : "TID", "CGROUP", "GFP");
     return h;
 }
 
@@ -43,13 +50,16 @@ std::string line(const drsnoop_event &e, double time_s, const LineFormat &f, con
         out += fmt::format("{:<14.6f}", time_s);
     if (f.uid)
         out += fmt::format("{:<7}", e.uid);
-    out += fmt::format("{:<16} {:<7} {:>9.3f} {:>8} {:<9} {:>5}", comm_of(e), e.pid, e.lat_ns / 1e6,
-                       e.nr_reclaimed, kind_name(e.kind), e.order);
+    out += fmt::format("{:<16} {:<7} {:>9.3f} {:>8}", comm_of(e), f.by_thread ? e.tid : e.pid,
+                       e.lat_ns / 1e6, e.nr_reclaimed);
     if (f.extended) {
         int64_t kb = free_kb(e, f);
-        out += fmt::format(" {:<7} {:>10} {:>10} {}", e.tid, e.cgroup_id,
-                           kb < 0 ? std::string("-") : std::to_string(kb), gfp.decode(e.gfp));
+        out += fmt::format(" {:>10}", kb < 0 ? std::string("-") : std::to_string(kb));
     }
+    out += fmt::format(" {:<9} {:>5}", kind_name(e.kind), e.order);
+    if (f.extended)
+        out += fmt::format(" {:<7} {:>10} {}", f.by_thread ? e.pid : e.tid, e.cgroup_id,
+                           gfp.decode(e.gfp));
     return out;
 }
 

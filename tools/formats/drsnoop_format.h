@@ -14,6 +14,8 @@ struct LineFormat {
     bool uid = false;
     bool extended = false;
     long page_kb = 4;
+    // -t: the second column is the thread, named TID as in BCC, and -e's id column the PID.
+    bool by_thread = false;
 };
 
 const char *kind_name(uint32_t kind);
