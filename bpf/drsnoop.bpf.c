@@ -379,12 +379,14 @@ static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
 	SEC("tracepoint/vmscan/mm_vmscan_" #name "_begin")                                         \
 	int name##_begin_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_begin_template *ctx)   \
 	{                                                                                          \
-		return on_begin(kind, ctx->order, ctx->gfp_flags, -1);                             \
+		on_begin(kind, ctx->order, ctx->gfp_flags, -1);                                    \
+		return KEEP_EVENT;                                                                 \
 	}                                                                                          \
 	SEC("tracepoint/vmscan/mm_vmscan_" #name "_end")                                           \
 	int name##_end_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_end_template *ctx)       \
 	{                                                                                          \
-		return on_end(ctx, kind, ctx->nr_reclaimed);                                       \
+		on_end(ctx, kind, ctx->nr_reclaimed);                                              \
+		return KEEP_EVENT;                                                                 \
 	}
 
 RECLAIM_PAIR(direct_reclaim, DRSNOOP_DIRECT)
@@ -419,13 +421,15 @@ int BPF_PROG(node_reclaim_end_raw, unsigned long nr_reclaimed)
 SEC("tracepoint/vmscan/mm_vmscan_node_reclaim_begin")
 int node_reclaim_begin_tp(struct trace_event_raw_mm_vmscan_node_reclaim_begin *ctx)
 {
-	return on_begin(DRSNOOP_NODE, ctx->order, ctx->gfp_flags, ctx->nid);
+	on_begin(DRSNOOP_NODE, ctx->order, ctx->gfp_flags, ctx->nid);
+	return KEEP_EVENT;
 }
 
 SEC("tracepoint/vmscan/mm_vmscan_node_reclaim_end")
 int node_reclaim_end_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_end_template *ctx)
 {
-	return on_end(ctx, DRSNOOP_NODE, ctx->nr_reclaimed);
+	on_end(ctx, DRSNOOP_NODE, ctx->nr_reclaimed);
+	return KEEP_EVENT;
 }
 
 /* Without task-local storage: what an exiting thread left in the hash map goes with it. */
@@ -440,5 +444,5 @@ SEC("tracepoint/sched/sched_process_exit")
 int thread_exit_tp(void *ctx)
 {
 	thread_state_exit(&starts);
-	return 0;
+	return KEEP_EVENT;
 }

@@ -273,7 +273,8 @@ int BPF_PROG(tlb_flush_raw, int reason, unsigned long pages)
 SEC("tracepoint/tlb/tlb_flush")
 int tlb_flush_tp(struct trace_event_raw_tlb_flush *ctx)
 {
-	return on_tlb_flush(ctx, ctx->reason, ctx->pages);
+	on_tlb_flush(ctx, ctx->reason, ctx->pages);
+	return KEEP_EVENT;
 }
 
 /* Sender side: one csd queued per target CPU, in the sending task's context. */
@@ -305,7 +306,8 @@ int BPF_PROG(csd_queue_raw, unsigned int cpu, unsigned long callsite, void *func
 SEC("tracepoint/csd/csd_queue_cpu")
 int csd_queue_tp(struct trace_event_raw_csd_queue_cpu *ctx)
 {
-	return on_csd_queue(ctx, ctx->cpu, ctx->func);
+	on_csd_queue(ctx, ctx->cpu, ctx->func);
+	return KEEP_EVENT;
 }
 
 /* Victim side: the callback runs from the IPI (or from the idle loop draining the queue).
@@ -373,13 +375,15 @@ int BPF_PROG(csd_exit_raw, void *func, void *csd)
 SEC("tracepoint/csd/csd_function_entry")
 int csd_entry_tp(struct trace_event_raw_csd_function *ctx)
 {
-	return on_csd_entry(ctx->func, ctx->csd);
+	on_csd_entry(ctx->func, ctx->csd);
+	return KEEP_EVENT;
 }
 
 SEC("tracepoint/csd/csd_function_exit")
 int csd_exit_tp(struct trace_event_raw_csd_function *ctx)
 {
-	return on_csd_exit(ctx->func, ctx->csd);
+	on_csd_exit(ctx->func, ctx->csd);
+	return KEEP_EVENT;
 }
 
 /* The handler window: every call-function IPI is timed from its entry tracepoint to its exit
@@ -467,20 +471,24 @@ int BPF_PROG(ipi1_exit_raw, int vector)
 SEC("tracepoint/irq_vectors/call_function_entry")
 int ipi_entry_tp(void *ctx)
 {
-	return on_ipi_entry();
+	on_ipi_entry();
+	return KEEP_EVENT;
 }
 SEC("tracepoint/irq_vectors/call_function_exit")
 int ipi_exit_tp(void *ctx)
 {
-	return on_ipi_exit();
+	on_ipi_exit();
+	return KEEP_EVENT;
 }
 SEC("tracepoint/irq_vectors/call_function_single_entry")
 int ipi1_entry_tp(void *ctx)
 {
-	return on_ipi_entry();
+	on_ipi_entry();
+	return KEEP_EVENT;
 }
 SEC("tracepoint/irq_vectors/call_function_single_exit")
 int ipi1_exit_tp(void *ctx)
 {
-	return on_ipi_exit();
+	on_ipi_exit();
+	return KEEP_EVENT;
 }

@@ -12,6 +12,7 @@ foreach(scenario
         fallback_raw_tp_old_kernel
         fallback_raw_tp_no_kernel_btf
         fallback_tracepoint
+        perf_sees_tracepoints
         text_output
         bad_input)
     memlat_runtime_test(test_cachestat.py cachestat_${scenario})

@@ -7,6 +7,7 @@ foreach(scenario
         fallbacks_agree_old_kernel
         fallbacks_agree_no_kernel_btf
         no_start_tracepoint
+        perf_sees_tracepoints
         default_view
         numa_misplaced
         bad_input)

@@ -19,7 +19,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memlat_test import (Failure, FtraceOracle, MemoryCgroup, Test, TestFile, Tool,  # noqa: E402
+from memlat_test import (Failure, FtraceOracle, MemoryCgroup, PerfStat, Test, TestFile,  # noqa: E402
+                         Tool,
                          binary, build_dir, check_bad_arguments, check_help,
                          check_variant_chosen, log, main, own_name, read_file, run_workload,
                          scenario, skip, variant_env, variant_scenarios)
@@ -384,6 +385,32 @@ def _(t: Test):
     # The classic writeback_dirty_folio format has no folio size: DIRTIES count large folios
     # as one page there (-v says so), so they are not compared.
     fallback(t, "tp_btf,raw_tp", "tracepoint", dirties=False)
+
+
+@scenario("cachestat_perf_sees_tracepoints")
+def _(t: Test):
+    """perf stat beside the classic tracepoint programs (forced): perf, counting machine-wide
+    over a longer window, must count at least what an ftrace instance saw of the reader."""
+    names = ["filemap/mm_filemap_add_to_page_cache", "filemap/mm_filemap_get_pages"]
+    with data_file() as f:
+        f.evict()
+        with PerfStat([n.replace("/", ":") for n in names]) as perf:
+            with Reader(f.path) as reader:
+                with FtraceOracle(names, reader.pid, buffer_kb=8192) as oracle, \
+                        Tool("cachestat", "-j", "-v", "-p", str(reader.pid),
+                             env={"MEMLAT_DISABLE_HOOKS": "tp_btf,raw_tp"}) as tool:
+                    reader.go()
+                    time.sleep(0.2)
+                    trace = oracle.stop()
+    s = summary_of(tool, t)
+    t.check_in("-v: the classic tracepoints are attached", "(misses): using tracepoint",
+               tool.result.stderr, "stderr")
+    t.check_ge("the tool's misses of the cold read", FILE_PAGES * (1 - TOL), s["misses"])
+    for n in names:
+        event = n.split("/")[1]
+        t.check_ge(f"ftrace: {event} events of the reader", 1, len(trace[event]))
+        t.check_ge(f"perf stat's count of {n.replace('/', ':')} vs ftrace's of the reader",
+                   len(trace[event]), perf.counts[n.replace("/", ":")])
 
 
 @scenario("cachestat_text_output")

@@ -15,7 +15,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memlat_test import (Failure, FtraceOracle, MemoryCgroup, Test, TestFile, Tool,  # noqa: E402
+from memlat_test import (Failure, FtraceOracle, MemoryCgroup, PerfStat, Test, TestFile, Tool,  # noqa: E402
                          binary, check_bad_arguments, check_help, check_latencies,
                          check_variant_chosen, log, main, oracle_durations_ns, read_file, run,
                          scenario, skip, snoop_events, variant_env, variant_scenarios, Workload)
@@ -88,6 +88,28 @@ def _(t: Test, variant: str):
         t.check_eq("-p: hash-map entries created, one per stall (the ftrace oracle's count)",
                    len(pages_oracle), state["created"])
         t.check_eq("-p: hash-map entries left after the run", 0, state["left"])
+
+
+@scenario("drsnoop_perf_sees_tracepoints")
+def _(t: Test):
+    """perf stat beside the classic tracepoint programs (forced): perf, counting machine-wide
+    over a longer window, must count at least the stalls the tool reports for the reader."""
+    names = ["vmscan:mm_vmscan_memcg_reclaim_begin", "vmscan:mm_vmscan_memcg_reclaim_end"]
+    with reader_under_limit() as (cg, reader):
+        with PerfStat(names) as perf:
+            with Tool("drsnoop", "-v", "-j", "-p", str(reader.pid),
+                      env={"MEMLAT_DISABLE_HOOKS": "tp_btf,raw_tp"}) as tool:
+                reader.release()
+                reader.wait_done(60)
+                time.sleep(0.3)
+    res = tool.result
+    t.check_eq("exit status", 0, res.rc)
+    t.check_in("-v: the classic tracepoints are attached", "using tracepoint", res.stderr,
+               "stderr")
+    stalls = len(snoop_events(t, res))
+    t.check_ge("memcg stalls the tool reported for the reader", 10, stalls)
+    for n in names:
+        t.check_ge(f"perf stat's count of {n} vs the tool's stalls", stalls, perf.counts[n])
 
 
 @scenario("drsnoop_hist_matches_lines")

@@ -18,8 +18,9 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memlat_test import (Failure, IpiOracle, IpiTrace, ProcessWatch, Result, Test,  # noqa: E402
-                         Tool, Workload, binary, bpf_ids_of, check_variant_chosen, log, main,
+from memlat_test import (Failure, IpiOracle, IpiTrace, PerfStat, ProcessWatch, Result,  # noqa: E402
+                         Test, Tool, Workload, binary, bpf_ids_of, check_variant_chosen, log,
+                         main,
                          require_cpus, run, run_workload, scenario, skip, slot_quantile,
                          slot_range, slots_of_json_hist, slots_of_values, tlb_interrupts,
                          variant_env, variant_scenarios, wait_quiet)
@@ -632,6 +633,21 @@ def fallback_raw_tp(t: Test) -> None:
 @scenario("tlbflush_fallback_tracepoint")
 def fallback_tracepoint(t: Test) -> None:
     fallback_count(t, "tp_btf,raw_tp", "tracepoint")
+
+
+@scenario("tlbflush_perf_sees_tracepoint")
+def perf_sees_tracepoint(t: Test) -> None:
+    """The classic tracepoint path (forced): perf stat counts tlb:tlb_flush beside the tool.
+    A program that returned 0 took perf's count from 612,867 to 9 (issue 23)."""
+    with PerfStat(["tlb:tlb_flush"]) as perf:
+        r = measured_run(t, "-v", "-j", env={"MEMLAT_DISABLE_HOOKS": "tp_btf,raw_tp"})
+    t.check_in("-v: the classic tracepoint program is the one attached",
+               "tlb:tlb_flush: using tracepoint", r.res.stderr, "stderr")
+    tool_total = sum(c["count"] for c in final_object(t, r.res)["counts"])
+    t.check_ge("the tool's count of tlb_flush events (every CPU and reason)", MIN_IPIS,
+               tool_total)
+    t.check_ge("perf stat's count of tlb:tlb_flush, machine-wide over a longer window, vs the "
+               "tool's", tool_total, perf.counts["tlb:tlb_flush"])
 
 
 # Without the csd tracepoints, culprits come from tlb_flush(remote_send_ipi) on the sender and

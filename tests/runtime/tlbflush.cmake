@@ -21,6 +21,7 @@ foreach(scenario
         fallback_raw_tp
         fallback_tracepoint
         fallback_csd
+        perf_sees_tracepoint
         bad_input
         interval)
     memlat_runtime_test(test_tlbflush.py tlbflush_${scenario})
