@@ -468,7 +468,7 @@ void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double s
         print_json_line({{"summary", s},
                          {"table_full", now.table_full},
                          {"no_task_storage", skel.bss->no_task_storage},
-                         {"recursion_misses", misses_recursion}});
+                         {skipped_runs_field, misses_recursion}});
     } else {
         auto ratio = cachestat::hit_ratio(c);
         fmt::print("\nTotal over {:.1f} s: HITS {} MISSES {} DIRTIES {} HITRATIO {} (ACCESSES "
@@ -498,11 +498,7 @@ void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double s
                    "per-thread hash map full): their "
                    "accesses may be counted more than once.\n",
                    tool_name, skel.bss->no_task_storage);
-    if (misses_recursion != 0)
-        fmt::print(stderr,
-                   "{}: the kernel skipped {} program runs because another BPF program was "
-                   "running on the same CPU; those pages are not counted.\n",
-                   tool_name, misses_recursion);
+    report_skipped_runs(tool_name, skel.obj, "pages");
 }
 
 int Cachestat::run() {

@@ -305,8 +305,10 @@ void Drsnoop::print_summary(drsnoop_bpf &skel, const EventReader *events) {
                             {"total_ms", s.total_ns / 1e6},
                             {"max_ms", s.max_ns / 1e6},
                             {"pages", s.pages}});
-        print_json_line(
-            {{"summary", list}, {"lost_events", lost}, {"table_full", bss->table_full}});
+        print_json_line({{"summary", list},
+                         {"lost_events", lost},
+                         {"table_full", bss->table_full},
+                         {skipped_runs_field, recursion_misses(skel.obj)}});
         return;
     }
     fmt::print("\nReclaim stalls by process:\n");

@@ -200,6 +200,7 @@ struct Snapshot {
     std::vector<Hist> handler_ns, handler_us, callback_ns; // -L, per CPU
     std::vector<tlbflush_ipi_counts> ipi_counts;
     uint64_t dropped = 0, table_full = 0;
+    uint64_t skipped_runs = 0; // recursion misses
 };
 
 // The probes plan() makes, looked up by these and not by their labels.
@@ -398,6 +399,7 @@ Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) const {
     }
     s.dropped = events_ != nullptr ? events_->lost(bss->dropped_events) : bss->dropped_events;
     s.table_full = bss->table_full;
+    s.skipped_runs = recursion_misses(skel.obj);
     return s;
 }
 
@@ -631,6 +633,7 @@ void Tlbflush::print_interval(tlbflush_bpf &skel, const Snapshot &now, const Sna
     if (o_.common.json) {
         out["lost_events"] = dropped;
         out["table_full"] = full;
+        out[skipped_runs_field] = now.skipped_runs - before.skipped_runs;
         print_json_line(out);
         return;
     }

@@ -66,5 +66,8 @@ bool trace_until_stopped(const CommonOptions &options, EventReader *events,
 // Tells on stderr how many program runs the kernel skipped because another BPF program was
 // running on the same CPU (bpf_prog_info.recursion_misses): those `what` were not counted.
 void report_skipped_runs(std::string_view tool, bpf_object *obj, std::string_view what);
+// The JSON field of that count, the same in every tool: in the exit summary (the run's total)
+// or, for the tools without one (tlbflush, numamove), in each interval's object (its share).
+constexpr const char *skipped_runs_field = "recursion_misses";
 
 } // namespace memlat
