@@ -199,6 +199,7 @@ struct Snapshot {
     using Hist = std::array<uint64_t, MEMLAT_HIST_SLOTS>;
     std::vector<Hist> handler_ns, handler_us, callback_ns; // -L, per CPU
     std::vector<tlbflush_ipi_counts> ipi_counts;
+    std::vector<uint64_t> flush_ipis; // per CPU, when the csd tracepoints count them
     uint64_t dropped = 0, table_full = 0;
     uint64_t skipped_runs = 0; // recursion misses
 };
@@ -235,7 +236,9 @@ class Tlbflush {
     std::optional<KernelSymbols> ksyms_;
     std::map<uint32_t, ProcessSymbols> process_syms_;
     bool culprits_any_cpu_ = false;
-    bool marks_from_tlb_flush_ = false; // -L without the csd tracepoints
+    // Without the csd tracepoints: -L marks handler runs with tlb_flush, and the flush IPIs a
+    // CPU received are only those tlb_flush reports (fewer than the /proc/interrupts TLB row).
+    bool marks_from_tlb_flush_ = false;
     uint64_t first_event_ns_ = 0;
     // The trace events' reader (-t), whose perf buffers count the records they lost.
     const EventReader *events_ = nullptr;
@@ -277,8 +280,10 @@ std::vector<Probe> Tlbflush::plan(const KernelSymbols *ksyms) const {
                            three_ways("", "tlb_flush_btf", "tlb_flush_raw", "tlb_flush_tp")});
 
     std::string no_symbol;
-    if (ksyms != nullptr && !ksyms->address_of("flush_tlb_func") &&
-        !ksyms->address_of("flush_tlb_func_remote"))
+    if (ksyms == nullptr || ksyms->addresses_hidden())
+        no_symbol = "/proc/kallsyms hides the address of the TLB-flush IPI callback "
+                    "(kernel.kptr_restrict)";
+    else if (!ksyms->address_of("flush_tlb_func") && !ksyms->address_of("flush_tlb_func_remote"))
         no_symbol = "the TLB-flush IPI callback flush_tlb_func is not in /proc/kallsyms";
 
     if (o_.culprits) {
@@ -298,7 +303,7 @@ std::vector<Probe> Tlbflush::plan(const KernelSymbols *ksyms) const {
         probes.push_back(
             Probe{ProbeId::CsdQueue, "csd:csd_queue_cpu (culprits)", "", std::move(choices)});
     }
-    if (o_.latency) {
+    if (o_.latency)
         // The handler window, timed on every kernel; then what says a TLB flush ran in it.
         probes.push_back(
             Probe{ProbeId::IpiHandler, "irq_vectors:call_function(_single)_entry/exit (latency)",
@@ -307,19 +312,27 @@ std::vector<Probe> Tlbflush::plan(const KernelSymbols *ksyms) const {
                              {"ipi_exit_btf", "ipi1_entry_btf", "ipi1_exit_btf"},
                              {"ipi_exit_raw", "ipi1_entry_raw", "ipi1_exit_raw"},
                              {"ipi_exit_tp", "ipi1_entry_tp", "ipi1_exit_tp"})});
-        auto choices = csd_ways("csd_entry", "csd_exit");
-        for (auto &c : choices)
-            c.unavailable = no_symbol;
-        choices.push_back({HookKind::TpBtf,
-                           {},
-                           marks_from_tlb_flush,
-                           "without the csd tracepoints (Linux 6.3+) only IPI handler runs in "
-                           "which tlb_flush saw a remote flush are timed, and the flush "
-                           "callback itself is not: -L shows the handler histogram alone",
-                           ""});
-        probes.push_back(Probe{ProbeId::CsdFunction, "csd:csd_function_entry/exit (latency)", "",
-                               std::move(choices)});
-    }
+    // The flush IPIs each CPU handled (the /proc/interrupts TLB row) in every mode, and with
+    // -L the flush callback's time.
+    auto choices = csd_ways("csd_entry", o_.latency ? "csd_exit" : "");
+    for (auto &c : choices)
+        c.unavailable = no_symbol;
+    choices.push_back({HookKind::TpBtf,
+                       {},
+                       marks_from_tlb_flush,
+                       o_.latency
+                           ? "without the csd tracepoints (Linux 6.3+) only IPI handler runs "
+                             "in which tlb_flush saw a remote flush are timed, and the "
+                             "flush callback itself is not: -L shows the handler histogram "
+                             "alone"
+                           : "without the csd tracepoints (Linux 6.3+) the flush IPIs a CPU "
+                             "received are those tlb_flush reports, fewer than the "
+                             "/proc/interrupts TLB row: shown as remote flushes traced",
+                       ""});
+    probes.push_back(Probe{ProbeId::CsdFunction,
+                           o_.latency ? "csd:csd_function_entry/exit (latency)"
+                                      : "csd:csd_function_entry (flush IPIs received)",
+                           "", std::move(choices)});
     return probes;
 }
 
@@ -397,6 +410,9 @@ Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) const {
             s.ipi_counts[cpu] = bss->ipi_counts[cpu];
         }
     }
+    if (!marks_from_tlb_flush_)
+        s.flush_ipis.assign(std::begin(bss->flush_ipis),
+                            std::begin(bss->flush_ipis) + std::min(ncpus_, TLBFLUSH_MAX_CPUS));
     s.dropped = events_ != nullptr ? events_->lost(bss->dropped_events) : bss->dropped_events;
     s.table_full = bss->table_full;
     s.skipped_runs = recursion_misses(skel.obj);
@@ -413,7 +429,10 @@ void Tlbflush::print_counts(const Snapshot &now, const Snapshot &before, json &o
         tlbflush_count c;
     };
     std::vector<Row> rows;
+    // The flush IPIs each CPU received: counted where the kernel counts its TLB row (csd,
+    // 6.3+), else what tlb_flush reports of them (remote_flushes_traced).
     std::map<uint32_t, uint64_t> remote_by_cpu;
+    const bool ipis_counted = !now.flush_ipis.empty();
     const int64_t remote = reasons_.value_or("remote_shootdown", 1);
     const int64_t wrong_cpu = reasons_.value_or("remote_wrong_cpu", 5);
     for (const auto &[key, c] : now.counts) {
@@ -422,9 +441,16 @@ void Tlbflush::print_counts(const Snapshot &now, const Snapshot &before, json &o
         if (d.count == 0)
             continue;
         rows.push_back({key, d});
-        if (key.reason == remote || key.reason == wrong_cpu)
+        if (!ipis_counted && (key.reason == remote || key.reason == wrong_cpu))
             remote_by_cpu[key.cpu] += d.count;
     }
+    // -r without a remote reason asks for none of them.
+    const bool remote_selected =
+        ((reason_mask_ >> remote) & 1) || ((reason_mask_ >> wrong_cpu) & 1);
+    for (size_t cpu = 0; ipis_counted && remote_selected && cpu < now.flush_ipis.size(); ++cpu)
+        if (uint64_t n =
+                now.flush_ipis[cpu] - (before.flush_ipis.empty() ? 0 : before.flush_ipis[cpu]))
+            remote_by_cpu[static_cast<uint32_t>(cpu)] = n;
     if (o_.per_process)
         std::stable_sort(rows.begin(), rows.end(),
                          [](const Row &a, const Row &b) { return a.c.count > b.c.count; });
@@ -449,7 +475,9 @@ void Tlbflush::print_counts(const Snapshot &now, const Snapshot &before, json &o
         json remote_json = json::object();
         for (const auto &[cpu, n] : remote_by_cpu)
             remote_json[std::to_string(cpu)] = n;
-        out["remote_shootdowns"] = remote_json;
+        out["remote_shootdowns"] = ipis_counted ? remote_json : json(nullptr);
+        if (!ipis_counted)
+            out["remote_flushes_traced"] = remote_json;
         return;
     }
     if (o_.per_process)
@@ -462,7 +490,13 @@ void Tlbflush::print_counts(const Snapshot &now, const Snapshot &before, json &o
                    r.c.count, r.c.full, r.c.pages);
     }
     if (!remote_by_cpu.empty()) {
-        fmt::print("\nRemote shootdowns received (remote_shootdown + remote_wrong_cpu):\n");
+        fmt::print("{}",
+                   ipis_counted
+                       ? "\nRemote shootdowns received (flush IPIs handled: the /proc/interrupts "
+                         "TLB row):\n"
+                       : "\nRemote flushes traced (remote_shootdown + remote_wrong_cpu; without "
+                         "the csd tracepoints of Linux 6.3+ the IPIs that found a CPU lazy or up "
+                         "to date are not seen: fewer than the /proc/interrupts TLB row):\n");
         for (const auto &[cpu, n] : remote_by_cpu)
             fmt::print("  CPU {:<4} {:>10}\n", cpu, n);
     }
@@ -701,15 +735,15 @@ int Tlbflush::run() {
     check_environment(tool_name);
     auto v = o_.common.verbosity();
     raise_memlock_limit(v);
-    if (o_.culprits || o_.latency) {
-        ksyms_ = KernelSymbols::load();
-        if (ksyms_->addresses_hidden())
-            throw RuntimeError("/proc/kallsyms shows only zero addresses (kernel.kptr_restrict); "
-                               "run as root or set kernel.kptr_restrict=0.");
-    }
+    // The flush IPIs' callback in every mode; the whole table only to symbolize -s stacks.
+    ksyms_ = o_.stacks ? KernelSymbols::load()
+                       : KernelSymbols::load_only({"flush_tlb_func", "flush_tlb_func_remote"});
+    if ((o_.culprits || o_.latency) && ksyms_->addresses_hidden())
+        throw RuntimeError("/proc/kallsyms shows only zero addresses (kernel.kptr_restrict); "
+                           "run as root or set kernel.kptr_restrict=0.");
 
     describe_features(v, kernel_features());
-    auto probes = plan(ksyms_ ? &*ksyms_ : nullptr);
+    auto probes = plan(&*ksyms_);
     Loaded<tlbflush_bpf> skel(
         tlbflush_bpf__open_opts, tlbflush_bpf__destroy,
         [&](tlbflush_bpf &s) { configure(s, probes); }, probes, v);
@@ -721,7 +755,7 @@ int Tlbflush::run() {
     // What this kernel cannot show (no csd tracepoints before 6.3), said once, -v or not.
     if (culprits_any_cpu_)
         fmt::print(stderr, "{}: {}\n", tool_name, csd_queue->choice()->caveat);
-    if (marks_from_tlb_flush_)
+    if (marks_from_tlb_flush_ && o_.latency)
         fmt::print(stderr, "{}: {}\n", tool_name, csd_function->choice()->caveat);
 
     install_stop_signals();
@@ -784,6 +818,8 @@ int Tlbflush::serve_metrics(tlbflush_bpf &skel, const std::vector<Probe> &probes
         for (size_t cpu = 0; cpu < ncpus; ++cpu)
             std::copy(std::begin(bss->counts[cpu]), std::end(bss->counts[cpu]),
                       c.by_cpu[cpu].begin());
+        if (!marks_from_tlb_flush_)
+            c.flush_ipis.assign(std::begin(bss->flush_ipis), std::begin(bss->flush_ipis) + ncpus);
         if (o_.latency) {
             c.handler_ns.resize(ncpus);
             c.callback_ns.resize(ncpus);

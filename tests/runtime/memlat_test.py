@@ -1006,10 +1006,10 @@ class Workload:
 
     held=True starts it held at the door: the process exists (so its PID can be given to a
     tool's -p) but exec()s the workload only when release() is called; the PID stays the
-    same across the exec."""
+    same across the exec. A program not of the build (stress-ng) is given as a path."""
 
     def __init__(self, name: str, *args: str, held: bool = False):
-        self.argv = [binary(name), *args]
+        self.argv = [name if os.path.isabs(name) else binary(name), *args]
         self.held = held
         self.proc: Optional[subprocess.Popen] = None
         self._pid_line = threading.Event()

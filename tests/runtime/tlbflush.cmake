@@ -4,6 +4,7 @@
 # tlbflush (test_tlbflush.py)
 foreach(scenario
         count_matches_interrupts
+        lazy_tlb_matches_interrupts
         culprits
         stacks
         latency

@@ -11,6 +11,7 @@
 #include <cxxabi.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fstream>
 #include <gelf.h>
 #include <libelf.h>
 #include <unistd.h>
@@ -130,6 +131,29 @@ KernelSymbols KernelSymbols::load(const std::string &path) {
         throw RuntimeError(fmt::format("Cannot read {}: {}. Check that /proc is mounted.", path,
                                        std::strerror(errno)));
     return parse(*text);
+}
+
+KernelSymbols KernelSymbols::load_only(const std::vector<std::string> &names,
+                                       const std::string &path) {
+    std::ifstream in(path);
+    if (!in)
+        throw RuntimeError(fmt::format("Cannot read {}: {}. Check that /proc is mounted.", path,
+                                       std::strerror(errno)));
+    KernelSymbols result;
+    bool any = false, any_nonzero = false;
+    for (std::string line; std::getline(in, line);) {
+        auto sym = parse_kallsyms_line(line);
+        if (!sym)
+            continue;
+        any = true;
+        any_nonzero = any_nonzero || sym->address != 0;
+        if (std::find(names.begin(), names.end(), sym->name) != names.end())
+            result.symbols_.push_back(std::move(*sym));
+    }
+    result.hidden_ = any && !any_nonzero;
+    std::stable_sort(result.symbols_.begin(), result.symbols_.end(),
+                     [](const Symbol &a, const Symbol &b) { return a.address < b.address; });
+    return result;
 }
 
 KernelSymbols KernelSymbols::parse(std::string_view text) {
