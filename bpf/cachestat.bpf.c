@@ -39,6 +39,7 @@ const volatile __u32 page_shift = 12;
 /* Per-CPU counters, read by user space through the mmap'ed .bss. */
 struct cachestat_cpu_counts counts[CACHESTAT_MAX_CPUS] = {};
 __u64 table_full = 0;	   /* per-process or per-file hash map full */
+__u32 table_epoch = 0;	   /* written by user space: see struct cachestat_proc_key */
 __u64 no_task_storage = 0; /* a read's cursor could not be kept: counted without de-dup */
 
 struct {
@@ -91,7 +92,8 @@ static __always_inline bool task_selected(void)
 static __always_inline void add_proc(__u32 counter, __u64 pages)
 {
 	struct task_struct *me = current_task_readable();
-	struct cachestat_proc_key key = {.pid = task_pid_tgid(me) >> 32};
+	struct cachestat_proc_key key = {.pid = task_pid_tgid(me) >> 32,
+					 .epoch = *(volatile __u32 *)&table_epoch};
 	struct cachestat_proc_value *v = bpf_map_lookup_elem(&proc_counts, &key);
 
 	if (!v) {
@@ -114,14 +116,17 @@ static __always_inline void add_proc(__u32 counter, __u64 pages)
 }
 
 static __always_inline void add_file(__u32 counter, __u64 pages,
-				     const struct cachestat_file_key *key)
+				     const struct cachestat_file_key *file)
 {
-	struct cachestat_file_value *v = bpf_map_lookup_elem(&file_counts, key);
+	struct cachestat_file_key key = *file;
+	struct cachestat_file_value *v;
 
+	key.epoch = *(volatile __u32 *)&table_epoch;
+	v = bpf_map_lookup_elem(&file_counts, &key);
 	if (!v) {
 		struct cachestat_file_value zero = {};
 
-		v = map_insert_lookup(&file_counts, key, &zero, &table_full);
+		v = map_insert_lookup(&file_counts, &key, &zero, &table_full);
 		if (!v)
 			return;
 	}

@@ -5,6 +5,7 @@ foreach(scenario
         mmap
         dirties
         per_process
+        process_storm
         per_file
         cgroup
         hits_unavailable

@@ -265,6 +265,62 @@ def _(t: Test):
             busiest["pid"])
 
 
+STORM_ENTRIES = 1024      # cachestat --max-entries for the storm
+STORM_PROCESSES = 3 * STORM_ENTRIES
+STORM_RATE = 400          # processes started per second at most: ~400 per interval
+
+
+def process_storm(path: str, count: int, deadline: float) -> int:
+    """Runs short-lived file_readers reading `path` one after another (at most STORM_RATE a
+    second) until `count` ran or the deadline passed; returns how many ran."""
+    ran = 0
+    start = time.monotonic()
+    while ran < count and time.monotonic() < deadline:
+        if subprocess.run([binary("file_reader"), "--file", path], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode == 0:
+            ran += 1
+        ahead = ran / STORM_RATE - (time.monotonic() - start)
+        if ahead > 0:
+            time.sleep(ahead)
+    return ran
+
+
+@scenario("cachestat_process_storm")
+def _(t: Test):
+    """Many short-lived processes under -P with a small table: each interval's rows must be
+    that interval's processes and add up to its events. The table used to keep every process
+    of the run, filled, and later intervals had no rows (issue 23)."""
+    with TestFile(64 << 10, "cachestat_storm") as f:
+        f.warm()
+        with Tool("cachestat", "-P", "-j", "--max-entries", str(STORM_ENTRIES), "1") as tool:
+            time.sleep(1.2)
+            started = time.monotonic()
+            readers = process_storm(f.path, STORM_PROCESSES, started + 20)
+            took = time.monotonic() - started
+            time.sleep(1.2)
+    log(f"  {readers} file_reader processes in {took:.1f} s")
+    t.check_eq("exit status", 0, tool.result.rc)
+    t.require(readers > 2 * STORM_ENTRIES, "processes started (more than the table holds, "
+              "twice)", f"> {2 * STORM_ENTRIES}", readers)
+    intervals = [o for o in tool.result.json_lines() if "processes" in o]
+    t.check_ge("intervals printed", int(took), len(intervals))
+    seen = 0
+    for n, o in enumerate(intervals):
+        rows, total = o["processes"], o["total"]
+        storm_rows = sum(1 for r in rows if r["comm"] == "file_reader")
+        seen += storm_rows
+        log(f"  interval {n}: {len(rows)} rows ({storm_rows} file_reader), table_full "
+            f"{o['table_full']}")
+        t.check_eq(f"interval {n}: events the table had no room for", 0, o["table_full"])
+        for field in ("accesses", "misses", "dirties"):
+            # Exact but for the events between the read of the totals and the table's flip.
+            t.check_close(f"interval {n}: sum of the rows' {field} vs the interval's total",
+                          total[field], sum(r[field] or 0 for r in rows), rel_tol=0.01,
+                          abs_tol=64)
+    t.check_ge("file_reader rows over all intervals (one per process) vs processes started",
+               round(0.98 * readers), seen)
+
+
 @scenario("cachestat_per_file")
 def _(t: Test):
     require_page_size()

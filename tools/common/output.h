@@ -22,6 +22,8 @@ std::string wall_clock_time();
 // holding such a string gets a sibling NAME_hex with its exact bytes in lowercase hex, so
 // nothing is lost and every JSON parser accepts the line.
 void print_json_line(const nlohmann::json &object);
+// The text print_json_line() writes, without the newline: for a line written in parts.
+std::string json_text(const nlohmann::json &object);
 
 // Whether `text` is well-formed UTF-8 (no overlong forms, surrogates or values past U+10FFFF).
 bool is_valid_utf8(std::string_view text);
