@@ -48,6 +48,7 @@ __u64 hist[DRSNOOP_KINDS][MEMLAT_HIST_SLOTS] = {};
 struct drsnoop_totals totals[DRSNOOP_KINDS] = {};
 __u64 dropped_events = 0;
 __u64 table_full = 0;
+__u32 hist_epoch = 0; /* written by user space: see struct drsnoop_hist_key */
 __u64 unpaired_ends = 0;
 
 struct reclaim_start {
@@ -92,7 +93,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1);
-	__type(key, struct drsnoop_proc_key);
+	__type(key, struct drsnoop_hist_key);
 	__type(value, struct drsnoop_proc_hist);
 } proc_hists SEC(".maps");
 
@@ -256,7 +257,8 @@ static __always_inline void add_hist(__u64 pid_tgid, __u32 kind, __u64 lat)
 		__sync_fetch_and_add(&hist[kind & (DRSNOOP_KINDS - 1)][slot], 1);
 		return;
 	}
-	struct drsnoop_proc_key key = {.pid = pid_tgid >> 32, .kind = kind};
+	struct drsnoop_hist_key key = {
+	    .pid = pid_tgid >> 32, .kind = kind, .epoch = *(volatile __u32 *)&hist_epoch};
 	struct drsnoop_proc_hist *h = bpf_map_lookup_elem(&proc_hists, &key);
 
 	if (!h) {

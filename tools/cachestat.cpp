@@ -17,7 +17,6 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <thread>
 #include <type_traits>
 
 #include "bpf_runtime.h"
@@ -26,6 +25,7 @@
 #include "cachestat_format.h"
 #include "cachestat_metrics.h"
 #include "cgroups.h"
+#include "epoch_table.h"
 #include "exporter.h"
 #include "files.h"
 #include "kernel_features.h"
@@ -136,38 +136,10 @@ void add_gain(Value &into, const Value &now, const std::type_identity_t<Value> *
     into = v;
 }
 
-// The per-process or per-file table of the text and JSON intervals, read one epoch at a time
-// (include/cachestat.h) so that it holds one interval's keys, not the run's. An interval ends
-// with a flip of the epoch: programs starting from then write entries of the other one. After
-// a grace period the closed epoch's entries are read and deleted. A program that read the
-// epoch before the flip is done by then (tracepoint and kprobe programs run with preemption
-// disabled, for microseconds), so no count lands in an entry between its read and its
-// delete, nor in a deleted entry the map hands out again under another key.
-template <typename BpfKey, typename Value, typename Key>
-class EpochTable {
-  public:
-    using KeyOf = Key (*)(const BpfKey &);
-    explicit EpochTable(KeyOf key_of) : key_of_(key_of) {}
-
-    // What each key counted in the epoch that this call closes.
-    std::map<Key, Value> next_interval(bpf_map *map, uint32_t &epoch) {
-        const uint32_t closing = __atomic_load_n(&epoch, __ATOMIC_RELAXED);
-        __atomic_store_n(&epoch, closing ^ 1, __ATOMIC_SEQ_CST);
-        std::this_thread::sleep_for(grace_period);
-        std::map<Key, Value> gained;
-        for (const auto &[k, v] : read_hash_map<BpfKey, Value>(map)) {
-            if (k.epoch != closing)
-                continue;
-            add_gain(gained[key_of_(k)], v, nullptr);
-            bpf_map__delete_elem(map, &k, sizeof(k), 0);
-        }
-        return gained;
-    }
-
-  private:
-    static constexpr std::chrono::milliseconds grace_period{2};
-    KeyOf key_of_;
-};
+template <typename Value>
+void add_entry(Value &into, const Value &entry) {
+    add_gain(into, entry, nullptr);
+}
 
 // `totals` becomes the keys of `gained` with their run totals: the snapshot's cumulative view,
 // without the keys idle for an interval (their BPF entries are gone too).
@@ -373,11 +345,12 @@ class Cachestat {
     bool epochs_ = false;
     bool baseline_taken_ = false;
     EpochTable<cachestat_proc_key, cachestat_proc_value, uint32_t> proc_table_{
-        [](const cachestat_proc_key &k) { return k.pid; }};
+        [](const cachestat_proc_key &k) { return k.pid; }, add_entry<cachestat_proc_value>};
     EpochTable<cachestat_file_key, cachestat_file_value, FileKey> file_table_{
         [](const cachestat_file_key &k) {
             return FileKey{k.dev, k.ino, k.generation};
-        }};
+        },
+        add_entry<cachestat_file_value>};
     std::map<uint32_t, cachestat_proc_value> proc_totals_;
     std::map<FileKey, cachestat_file_value> file_totals_;
     SummaryRows<uint32_t, cachestat_proc_value> proc_summary_{o_.common.entries(16384)};
