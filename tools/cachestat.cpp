@@ -442,20 +442,17 @@ Snapshot Cachestat::snapshot(cachestat_bpf &skel) {
     if (epochs_) {
         // The events before the first snapshot (the baseline) are in no interval and not in
         // the summary.
-        if (o_.per_process) {
-            auto gained = proc_table_.next_interval(skel.maps.proc_counts, skel.bss->table_epoch);
-            carry(proc_totals_, gained);
-            s.procs = proc_totals_;
+        auto next = [&](auto &table, bpf_map *map, auto &totals, auto &summary, auto &rows) {
+            auto gained = table.next_interval(map, skel.bss->table_epoch);
+            carry(totals, gained);
+            rows = totals;
             if (baseline_taken_)
-                proc_summary_.add(gained);
-        }
-        if (o_.per_file) {
-            auto gained = file_table_.next_interval(skel.maps.file_counts, skel.bss->table_epoch);
-            carry(file_totals_, gained);
-            s.files = file_totals_;
-            if (baseline_taken_)
-                file_summary_.add(gained);
-        }
+                summary.add(gained);
+        };
+        if (o_.per_process)
+            next(proc_table_, skel.maps.proc_counts, proc_totals_, proc_summary_, s.procs);
+        if (o_.per_file)
+            next(file_table_, skel.maps.file_counts, file_totals_, file_summary_, s.files);
         baseline_taken_ = true;
     } else {
         if (o_.per_process)
