@@ -64,6 +64,7 @@ __u64 callback_sum_ns[TLBFLUSH_MAX_CPUS] = {};
 __u64 flush_ipis[TLBFLUSH_MAX_CPUS] = {};
 __u64 dropped_events = 0; /* ring buffer full */
 __u64 table_full = 0;	  /* hash map full */
+__u32 proc_epoch = 0;	  /* written by user space: see struct tlbflush_proc_key */
 
 /* What each CPU is handling now (see struct tlbflush_ipi_state). */
 struct tlbflush_ipi_state ipi_state[TLBFLUSH_MAX_CPUS] = {};
@@ -134,7 +135,10 @@ static __always_inline void add_count(struct tlbflush_count *c, unsigned long pa
 static __always_inline void count_per_process(__u64 pid_tgid, __u32 cpu, __u32 reason,
 					      unsigned long pages)
 {
-	struct tlbflush_proc_key key = {.pid = pid_tgid >> 32, .cpu = cpu, .reason = reason};
+	struct tlbflush_proc_key key = {.pid = pid_tgid >> 32,
+					.cpu = cpu,
+					.reason = reason,
+					.epoch = *(volatile __u32 *)&proc_epoch};
 	struct tlbflush_proc_value *v = bpf_map_lookup_elem(&proc_counts, &key);
 
 	if (!v) {

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "bpf_runtime.h"
+#include "epoch_table.h"
 #include "exporter.h"
 #include "histogram.h"
 #include "kernel_features.h"
@@ -211,6 +212,13 @@ enum class ProbeId { TlbFlush, CsdQueue, IpiHandler, CsdFunction };
 constexpr const char *culprits_from_send_ipi = "remote_send_ipi";
 constexpr const char *marks_from_tlb_flush = "tlb_flush";
 
+// Adds `from`'s counts to `into`'s (a process's counts on one CPU for one reason).
+void add_proc_counts(tlbflush_proc_value &into, const tlbflush_proc_value &from) {
+    into.c.count += from.c.count;
+    into.c.full += from.c.full;
+    into.c.pages += from.c.pages;
+}
+
 class Tlbflush {
   public:
     Tlbflush(Options options) : o_(std::move(options)), ncpus_(possible_cpus()) {}
@@ -219,7 +227,7 @@ class Tlbflush {
   private:
     std::vector<Probe> plan(const KernelSymbols *ksyms) const;
     void configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) const;
-    Snapshot snapshot(tlbflush_bpf &skel) const;
+    Snapshot snapshot(tlbflush_bpf &skel);
     void print_interval(tlbflush_bpf &skel, const Snapshot &now, const Snapshot &before);
     void print_counts(const Snapshot &now, const Snapshot &before, json &out) const;
     void print_culprits(tlbflush_bpf &skel, const Snapshot &now, const Snapshot &before, json &out);
@@ -239,6 +247,18 @@ class Tlbflush {
     // Without the csd tracepoints: -L marks handler runs with tlb_flush, and the flush IPIs a
     // CPU received are only those tlb_flush reports (fewer than the /proc/interrupts TLB row).
     bool marks_from_tlb_flush_ = false;
+    // -P: the per-process table, read one interval at a time, and the totals of the keys
+    // active in the last interval.
+    EpochTable<tlbflush_proc_key, tlbflush_proc_value, CountKey> proc_table_{
+        [](const tlbflush_proc_key &k) {
+            return CountKey{k.pid, k.cpu, k.reason};
+        },
+        [](tlbflush_proc_value &into, const tlbflush_proc_value &entry) {
+            const tlbflush_proc_value before = into;
+            into = entry;
+            add_proc_counts(into, before);
+        }};
+    std::map<CountKey, tlbflush_proc_value> proc_totals_;
     uint64_t first_event_ns_ = 0;
     // The trace events' reader (-t), whose perf buffers count the records they lost.
     const EventReader *events_ = nullptr;
@@ -373,16 +393,23 @@ void Tlbflush::configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) c
     use_events_map(skel.maps.events, features);
 }
 
-Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) const {
+Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) {
     Snapshot s;
     const auto *bss = skel.bss;
     if (o_.per_process) {
-        for (const auto &[k, v] :
-             read_hash_map<tlbflush_proc_key, tlbflush_proc_value>(skel.maps.proc_counts)) {
-            CountKey key{k.pid, k.cpu, k.reason};
+        // The keys active in the last interval, with their counts since the start: the
+        // table holds one interval's processes (EpochTable), their totals are kept here.
+        std::map<CountKey, tlbflush_proc_value> totals;
+        for (const auto &[key, gained] :
+             proc_table_.next_interval(skel.maps.proc_counts, skel.bss->proc_epoch)) {
+            tlbflush_proc_value v = gained;
+            if (auto it = proc_totals_.find(key); it != proc_totals_.end())
+                add_proc_counts(v, it->second);
+            totals[key] = v;
             s.counts[key] = v.c;
             s.comms[key] = std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
         }
+        proc_totals_ = std::move(totals);
     } else {
         for (int cpu = 0; cpu < ncpus_ && cpu < TLBFLUSH_MAX_CPUS; ++cpu)
             for (uint32_t r = 0; r < TLBFLUSH_MAX_REASONS; ++r)

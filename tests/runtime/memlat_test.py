@@ -1055,6 +1055,21 @@ class Workload:
         self.kill()
 
 
+def process_storm(path: str, count: int, rate: float, deadline: float) -> int:
+    """Runs short-lived file_readers reading `path` one after another, at most `rate` a second,
+    until `count` ran or the monotonic `deadline` passed; returns how many ran."""
+    ran = 0
+    start = time.monotonic()
+    while ran < count and time.monotonic() < deadline:
+        if subprocess.run([binary("file_reader"), "--file", path], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode == 0:
+            ran += 1
+        ahead = ran / rate - (time.monotonic() - start)
+        if ahead > 0:
+            time.sleep(ahead)
+    return ran
+
+
 def run_workload(name: str, *args: str, timeout: float = 60.0) -> dict:
     """Runs a workload to its end; returns {"pid", "iterations"} from its last line."""
     log(f"$ {binary(name)} {' '.join(args)}")

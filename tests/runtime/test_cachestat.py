@@ -21,7 +21,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from memlat_test import (Failure, FtraceOracle, MemoryCgroup, PerfStat, Test, TestFile,  # noqa: E402
                          Tool,
-                         binary, build_dir, check_bad_arguments, check_help,
+                         binary, build_dir, check_bad_arguments, check_help, process_storm,
                          check_variant_chosen, log, main, own_name, read_file, run_workload,
                          scenario, skip, variant_env, variant_scenarios)
 
@@ -270,21 +270,6 @@ STORM_PROCESSES = 3 * STORM_ENTRIES
 STORM_RATE = 400          # processes started per second at most: ~400 per interval
 
 
-def process_storm(path: str, count: int, deadline: float) -> int:
-    """Runs short-lived file_readers reading `path` one after another (at most STORM_RATE a
-    second) until `count` ran or the deadline passed; returns how many ran."""
-    ran = 0
-    start = time.monotonic()
-    while ran < count and time.monotonic() < deadline:
-        if subprocess.run([binary("file_reader"), "--file", path], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL).returncode == 0:
-            ran += 1
-        ahead = ran / STORM_RATE - (time.monotonic() - start)
-        if ahead > 0:
-            time.sleep(ahead)
-    return ran
-
-
 @scenario("cachestat_process_storm")
 def _(t: Test):
     """Many short-lived processes under -P with a small table: each interval's rows must be
@@ -295,7 +280,7 @@ def _(t: Test):
         with Tool("cachestat", "-P", "-j", "--max-entries", str(STORM_ENTRIES), "1") as tool:
             time.sleep(1.2)
             started = time.monotonic()
-            readers = process_storm(f.path, STORM_PROCESSES, started + 20)
+            readers = process_storm(f.path, STORM_PROCESSES, STORM_RATE, started + 20)
             took = time.monotonic() - started
             time.sleep(1.2)
     log(f"  {readers} file_reader processes in {took:.1f} s")

@@ -21,7 +21,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from memlat_test import (Failure, IpiOracle, IpiTrace, PerfStat, ProcessWatch, Result,  # noqa: E402
                          Test, Tool, Workload, binary, bpf_ids_of, check_variant_chosen, log,
-                         main, online_cpus,
+                         main, online_cpus, process_storm, TestFile,
                          require_cpus, run, run_workload, scenario, skip, slot_quantile,
                          slot_range, slots_of_json_hist, slots_of_values, tlb_interrupts,
                          variant_env, variant_scenarios, wait_quiet)
@@ -186,6 +186,31 @@ def lazy_tlb_matches_interrupts(t: Test) -> None:
                    delta, "else stress-ng did not work and nothing below is meaningful")
         t.check_close(f"CPU{cpu}: remote shootdowns received vs /proc/interrupts TLB delta",
                       expected=delta, actual=received.get(str(cpu), 0), rel_tol=COUNT_TOL)
+
+
+@scenario("tlbflush_per_process_storm")
+def per_process_storm(t: Test) -> None:
+    """-P under many short-lived processes: each interval's rows are that interval's
+    processes. The table used to keep every process of the run, filled, and later intervals
+    had no rows of new processes."""
+    entries, rate = 2048, 400
+    with TestFile(64 << 10, "tlbflush_storm") as f:
+        with Tool("tlbflush", "-P", "-j", "--max-entries", str(entries), "1") as tool:
+            time.sleep(1.2)
+            ran = process_storm(f.path, 3 * entries // 2, rate, time.monotonic() + 20)
+            time.sleep(1.2)
+    log(f"  {ran} file_reader processes")
+    t.check_eq("exit status", 0, tool.result.rc)
+    intervals = [o for o in tool.result.json_lines() if "counts" in o]
+    pids: set[int] = set()
+    for n, o in enumerate(intervals):
+        mine = {c["pid"] for c in o["counts"] if c.get("comm") == "file_reader"}
+        pids |= mine
+        log(f"  interval {n}: {len(o['counts'])} rows, {len(mine)} file_reader processes, "
+            f"table_full {o['table_full']}")
+        t.check_eq(f"interval {n}: flushes the table had no room for", 0, o["table_full"])
+    t.check_ge("file_reader processes with rows over the run vs processes run",
+               round(0.95 * ran), len(pids))
 
 
 # ---------------------------------------------------------------- 2. culprits

@@ -5,6 +5,7 @@
 foreach(scenario
         count_matches_interrupts
         lazy_tlb_matches_interrupts
+        per_process_storm
         culprits
         stacks
         latency
