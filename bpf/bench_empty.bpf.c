@@ -6,6 +6,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "common.bpf.h"
+
 char LICENSE[] SEC("license") = "GPL";
 
 /* Each program is named after its tracepoint; bench_empty.cpp lists the same names. */
@@ -44,5 +46,5 @@ EMPTY(mm_filemap_fault)
 SEC("tracepoint/compaction/mm_compaction_migratepages")
 int e_tp_mm_compaction_migratepages(void *ctx)
 {
-	return 0;
+	return KEEP_EVENT;
 }

@@ -39,6 +39,7 @@ const volatile __u32 page_shift = 12;
 /* Per-CPU counters, read by user space through the mmap'ed .bss. */
 struct cachestat_cpu_counts counts[CACHESTAT_MAX_CPUS] = {};
 __u64 table_full = 0;	   /* per-process or per-file hash map full */
+__u32 table_epoch = 0;	   /* written by user space: see struct cachestat_proc_key */
 __u64 no_task_storage = 0; /* a read's cursor could not be kept: counted without de-dup */
 
 struct {
@@ -91,7 +92,8 @@ static __always_inline bool task_selected(void)
 static __always_inline void add_proc(__u32 counter, __u64 pages)
 {
 	struct task_struct *me = current_task_readable();
-	struct cachestat_proc_key key = {.pid = task_pid_tgid(me) >> 32};
+	struct cachestat_proc_key key = {.pid = task_pid_tgid(me) >> 32,
+					 .epoch = *(volatile __u32 *)&table_epoch};
 	struct cachestat_proc_value *v = bpf_map_lookup_elem(&proc_counts, &key);
 
 	if (!v) {
@@ -114,14 +116,17 @@ static __always_inline void add_proc(__u32 counter, __u64 pages)
 }
 
 static __always_inline void add_file(__u32 counter, __u64 pages,
-				     const struct cachestat_file_key *key)
+				     const struct cachestat_file_key *file)
 {
-	struct cachestat_file_value *v = bpf_map_lookup_elem(&file_counts, key);
+	struct cachestat_file_key key = *file;
+	struct cachestat_file_value *v;
 
+	key.epoch = *(volatile __u32 *)&table_epoch;
+	v = bpf_map_lookup_elem(&file_counts, &key);
 	if (!v) {
 		struct cachestat_file_value zero = {};
 
-		v = map_insert_lookup(&file_counts, key, &zero, &table_full);
+		v = map_insert_lookup(&file_counts, &key, &zero, &table_full);
 		if (!v)
 			return;
 	}
@@ -278,14 +283,14 @@ int add_tp(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
 	__u32 order = 0;
 
 	if (!task_selected())
-		return 0;
+		return KEEP_EVENT;
 	/* The order field arrived with large folios in the page cache (6.x). */
 	if (bpf_core_field_exists(ctx->order))
 		order = ctx->order;
 	struct cachestat_file_key file = classic_file(ctx->s_dev, ctx->i_ino);
 
 	count(CACHESTAT_MISSES, cachestat_order_pages(order), &file);
-	return 0;
+	return KEEP_EVENT;
 }
 
 /* ---------------------------------------------------------------- dirties */
@@ -323,7 +328,7 @@ int dirty_folio_tp(struct trace_event_raw_writeback_folio_template *ctx)
 
 	if (task_selected())
 		count(CACHESTAT_DIRTIES, 1, &file);
-	return 0;
+	return KEEP_EVENT;
 }
 
 /* Kernels before 5.17 dirty pages, not folios. */
@@ -353,7 +358,7 @@ int dirty_page_tp(struct trace_event_raw_writeback_page_template *ctx)
 
 	if (task_selected())
 		count(CACHESTAT_DIRTIES, 1, &file);
-	return 0;
+	return KEEP_EVENT;
 }
 
 /* ---------------------------------------------------------------- accesses */
@@ -459,9 +464,9 @@ int get_pages_tp(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx)
 	struct cachestat_file_key file = classic_file(ctx->s_dev, ctx->i_ino);
 
 	if (!task_selected())
-		return 0;
+		return KEEP_EVENT;
 	on_read_range(key ? key : 1, ctx->index, ctx->last_index, CACHESTAT_SIZE_UNKNOWN, &file);
-	return 0;
+	return KEEP_EVENT;
 }
 
 SEC("tracepoint/filemap/mm_filemap_map_pages")
@@ -471,11 +476,11 @@ int map_pages_tp(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx)
 	struct cachestat_file_key file = classic_file(ctx->s_dev, ctx->i_ino);
 
 	if (!task_selected())
-		return 0;
+		return KEEP_EVENT;
 	count(CACHESTAT_ACCESSES,
 	      cachestat_read_pages(&none, 1, ctx->index, ctx->last_index, CACHESTAT_SIZE_UNKNOWN),
 	      &file);
-	return 0;
+	return KEEP_EVENT;
 }
 
 SEC("tracepoint/filemap/mm_filemap_fault")
@@ -485,7 +490,7 @@ int fault_tp(struct trace_event_raw_mm_filemap_fault *ctx)
 
 	if (task_selected())
 		count(CACHESTAT_ACCESSES, 1, &file);
-	return 0;
+	return KEEP_EVENT;
 }
 
 /* Fall-back for kernels without the access tracepoints: pages of the folios marked accessed.
@@ -516,7 +521,8 @@ int BPF_PROG(folio_accessed_fentry, struct folio *folio)
 SEC("kprobe/folio_mark_accessed")
 int BPF_KPROBE(folio_accessed_kprobe, struct folio *folio)
 {
-	return on_mark_accessed(folio);
+	on_mark_accessed(folio);
+	return KEEP_EVENT;
 }
 
 /* Kernels before folios (5.16) mark pages. Their BTF has no struct folio, so the page is read
@@ -576,7 +582,8 @@ int BPF_PROG(page_accessed_fentry, struct page *page)
 SEC("kprobe/mark_page_accessed")
 int BPF_KPROBE(page_accessed_kprobe, struct page *page)
 {
-	return on_mark_page_accessed(page);
+	on_mark_page_accessed(page);
+	return KEEP_EVENT;
 }
 
 /* Without task-local storage: an exiting thread's cursor goes with it. */
@@ -591,5 +598,5 @@ SEC("tracepoint/sched/sched_process_exit")
 int thread_exit_tp(void *ctx)
 {
 	thread_state_exit(&cursors);
-	return 0;
+	return KEEP_EVENT;
 }

@@ -9,6 +9,15 @@
 #define E2BIG 7
 #endif
 
+/* What every classic tracepoint (SEC("tracepoint/...")) and kprobe/kretprobe program returns.
+ * The kernel takes their return value as a filter verdict: 0 drops the event for every perf
+ * user of that tracepoint or kprobe event on this CPU (perf_trace_run_bpf_submit(),
+ * kprobe_perf_func()), so `perf stat -e compaction:mm_compaction_migratepages` beside the tool
+ * would count nothing while ftrace still saw the events. memlat observes and never filters what
+ * other tools see, so these programs always return 1. tp_btf, raw_tp and fentry programs'
+ * return values are ignored by the kernel. */
+enum { KEEP_EVENT = 1 };
+
 /* floor(log2(v)) for v >= 1, and 0 for v == 0: the slot of a log2 histogram. */
 static __always_inline __u32 log2_slot(__u64 v)
 {

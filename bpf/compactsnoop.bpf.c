@@ -494,19 +494,22 @@ int BPF_PROG(end_raw, struct compact_control *cc, unsigned long zone_start, unsi
 SEC("tracepoint/compaction/mm_compaction_begin")
 int begin_tp(struct trace_event_raw_mm_compaction_begin *ctx)
 {
-	return on_begin_plain(ctx, ctx->sync);
+	on_begin_plain(ctx, ctx->sync);
+	return KEEP_EVENT;
 }
 
 SEC("tracepoint/compaction/mm_compaction_finished")
 int finished_tp(struct trace_event_raw_mm_compaction_suitable_template *ctx)
 {
-	return on_finished(ctx->nid, ctx->idx, ctx->order);
+	on_finished(ctx->nid, ctx->idx, ctx->order);
+	return KEEP_EVENT;
 }
 
 SEC("tracepoint/compaction/mm_compaction_end")
 int end_tp(struct trace_event_raw_mm_compaction_end *ctx)
 {
-	return on_end(ctx, ctx->status);
+	on_end(ctx, ctx->status);
+	return KEEP_EVENT;
 }
 
 /* ---- Context: pages migrated per run. The classic tracepoint comes first: its fields are
@@ -516,7 +519,8 @@ int end_tp(struct trace_event_raw_mm_compaction_end *ctx)
 SEC("tracepoint/compaction/mm_compaction_migratepages")
 int migratepages_tp(struct trace_event_raw_mm_compaction_migratepages *ctx)
 {
-	return on_migratepages(ctx->nr_migrated, ctx->nr_failed);
+	on_migratepages(ctx->nr_migrated, ctx->nr_failed);
+	return KEEP_EVENT;
 }
 
 SEC("tp_btf/mm_compaction_migratepages")
@@ -548,7 +552,8 @@ int BPF_PROG(try_to_compact_raw, int order, gfp_t gfp_mask, int prio)
 SEC("tracepoint/compaction/mm_compaction_try_to_compact_pages")
 int try_to_compact_tp(struct trace_event_raw_mm_compaction_try_to_compact_pages *ctx)
 {
-	return on_try_to_compact(ctx->order, ctx->gfp_mask, ctx->prio);
+	on_try_to_compact(ctx->order, ctx->gfp_mask, ctx->prio);
+	return KEEP_EVENT;
 }
 
 /* ---- Context: zones skipped because compaction there is deferred. */
@@ -568,7 +573,8 @@ int BPF_PROG(deferred_raw)
 SEC("tracepoint/compaction/mm_compaction_deferred")
 int deferred_tp(void *ctx)
 {
-	return on_deferred();
+	on_deferred();
+	return KEEP_EVENT;
 }
 
 /* ---- Context: kcompactd wake-ups. */
@@ -588,7 +594,8 @@ int BPF_PROG(kcompactd_wake_raw)
 SEC("tracepoint/compaction/mm_compaction_kcompactd_wake")
 int kcompactd_wake_tp(void *ctx)
 {
-	return on_kcompactd_wake();
+	on_kcompactd_wake();
+	return KEEP_EVENT;
 }
 
 /* Without task-local storage: what an exiting thread left in the hash map goes with it. */
@@ -603,5 +610,5 @@ SEC("tracepoint/sched/sched_process_exit")
 int thread_exit_tp(void *ctx)
 {
 	thread_state_exit(&tasks);
-	return 0;
+	return KEEP_EVENT;
 }

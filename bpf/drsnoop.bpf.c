@@ -48,6 +48,7 @@ __u64 hist[DRSNOOP_KINDS][MEMLAT_HIST_SLOTS] = {};
 struct drsnoop_totals totals[DRSNOOP_KINDS] = {};
 __u64 dropped_events = 0;
 __u64 table_full = 0;
+__u32 hist_epoch = 0; /* written by user space: see struct drsnoop_hist_key */
 __u64 unpaired_ends = 0;
 
 struct reclaim_start {
@@ -92,7 +93,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1);
-	__type(key, struct drsnoop_proc_key);
+	__type(key, struct drsnoop_hist_key);
 	__type(value, struct drsnoop_proc_hist);
 } proc_hists SEC(".maps");
 
@@ -256,7 +257,8 @@ static __always_inline void add_hist(__u64 pid_tgid, __u32 kind, __u64 lat)
 		__sync_fetch_and_add(&hist[kind & (DRSNOOP_KINDS - 1)][slot], 1);
 		return;
 	}
-	struct drsnoop_proc_key key = {.pid = pid_tgid >> 32, .kind = kind};
+	struct drsnoop_hist_key key = {
+	    .pid = pid_tgid >> 32, .kind = kind, .epoch = *(volatile __u32 *)&hist_epoch};
 	struct drsnoop_proc_hist *h = bpf_map_lookup_elem(&proc_hists, &key);
 
 	if (!h) {
@@ -379,12 +381,14 @@ static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
 	SEC("tracepoint/vmscan/mm_vmscan_" #name "_begin")                                         \
 	int name##_begin_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_begin_template *ctx)   \
 	{                                                                                          \
-		return on_begin(kind, ctx->order, ctx->gfp_flags, -1);                             \
+		on_begin(kind, ctx->order, ctx->gfp_flags, -1);                                    \
+		return KEEP_EVENT;                                                                 \
 	}                                                                                          \
 	SEC("tracepoint/vmscan/mm_vmscan_" #name "_end")                                           \
 	int name##_end_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_end_template *ctx)       \
 	{                                                                                          \
-		return on_end(ctx, kind, ctx->nr_reclaimed);                                       \
+		on_end(ctx, kind, ctx->nr_reclaimed);                                              \
+		return KEEP_EVENT;                                                                 \
 	}
 
 RECLAIM_PAIR(direct_reclaim, DRSNOOP_DIRECT)
@@ -419,13 +423,15 @@ int BPF_PROG(node_reclaim_end_raw, unsigned long nr_reclaimed)
 SEC("tracepoint/vmscan/mm_vmscan_node_reclaim_begin")
 int node_reclaim_begin_tp(struct trace_event_raw_mm_vmscan_node_reclaim_begin *ctx)
 {
-	return on_begin(DRSNOOP_NODE, ctx->order, ctx->gfp_flags, ctx->nid);
+	on_begin(DRSNOOP_NODE, ctx->order, ctx->gfp_flags, ctx->nid);
+	return KEEP_EVENT;
 }
 
 SEC("tracepoint/vmscan/mm_vmscan_node_reclaim_end")
 int node_reclaim_end_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_end_template *ctx)
 {
-	return on_end(ctx, DRSNOOP_NODE, ctx->nr_reclaimed);
+	on_end(ctx, DRSNOOP_NODE, ctx->nr_reclaimed);
+	return KEEP_EVENT;
 }
 
 /* Without task-local storage: what an exiting thread left in the hash map goes with it. */
@@ -440,5 +446,5 @@ SEC("tracepoint/sched/sched_process_exit")
 int thread_exit_tp(void *ctx)
 {
 	thread_state_exit(&starts);
-	return 0;
+	return KEEP_EVENT;
 }

@@ -290,7 +290,7 @@ SEC("tracepoint/migrate/mm_migrate_pages_start")
 int migrate_start_tp(void *ctx)
 {
 	on_start();
-	return 0;
+	return KEEP_EVENT;
 }
 
 /* Kernels before 5.16 have no mm_migrate_pages_start: the entry of migrate_pages(), where that
@@ -306,7 +306,7 @@ SEC("kprobe/migrate_pages")
 int BPF_KPROBE(migrate_start_kprobe)
 {
 	on_start();
-	return 0;
+	return KEEP_EVENT;
 }
 
 /* Linux 7.3 declares the record's reason as enum migrate_reason, not int: CO-RE does not
@@ -341,7 +341,8 @@ int migrate_end_tp(struct trace_event_raw_mm_migrate_pages *ctx)
 		m.thp_split = ctx->thp_split;
 	if (bpf_core_field_exists(ctx->large_folio_split))
 		m.large_split = ctx->large_folio_split;
-	return on_end(&m);
+	on_end(&m);
+	return KEEP_EVENT;
 }
 
 /* The per-call view: entry to return of migrate_misplaced_folio (migrate_misplaced_page on
@@ -414,28 +415,28 @@ SEC("kprobe/migrate_misplaced_folio")
 int BPF_KPROBE(misplaced_folio_kprobe)
 {
 	on_call_entry();
-	return 0;
+	return KEEP_EVENT;
 }
 
 SEC("kretprobe/migrate_misplaced_folio")
 int BPF_KRETPROBE(misplaced_folio_kretprobe)
 {
 	on_call_return();
-	return 0;
+	return KEEP_EVENT;
 }
 
 SEC("kprobe/migrate_misplaced_page")
 int BPF_KPROBE(misplaced_page_kprobe)
 {
 	on_call_entry();
-	return 0;
+	return KEEP_EVENT;
 }
 
 SEC("kretprobe/migrate_misplaced_page")
 int BPF_KRETPROBE(misplaced_page_kretprobe)
 {
 	on_call_return();
-	return 0;
+	return KEEP_EVENT;
 }
 
 /* Task moves of NUMA balancing, counted for the task moved (its process for -p). */
@@ -487,19 +488,22 @@ int BPF_PROG(stick_numa_raw, struct task_struct *task)
 SEC("tracepoint/sched/sched_move_numa")
 int move_numa_tp(struct trace_event_raw_sched_move_numa *ctx)
 {
-	return on_task_move(NUMAMOVE_MOVE, ctx->tgid);
+	on_task_move(NUMAMOVE_MOVE, ctx->tgid);
+	return KEEP_EVENT;
 }
 
 SEC("tracepoint/sched/sched_swap_numa")
 int swap_numa_tp(struct trace_event_raw_sched_numa_pair_template *ctx)
 {
-	return on_task_move(NUMAMOVE_SWAP, ctx->src_tgid);
+	on_task_move(NUMAMOVE_SWAP, ctx->src_tgid);
+	return KEEP_EVENT;
 }
 
 SEC("tracepoint/sched/sched_stick_numa")
 int stick_numa_tp(struct trace_event_raw_sched_numa_pair_template *ctx)
 {
-	return on_task_move(NUMAMOVE_STICK, ctx->src_tgid);
+	on_task_move(NUMAMOVE_STICK, ctx->src_tgid);
+	return KEEP_EVENT;
 }
 
 /* Without task-local storage: what an exiting thread left in the hash map goes with it. */
@@ -514,5 +518,5 @@ SEC("tracepoint/sched/sched_process_exit")
 int thread_exit_tp(void *ctx)
 {
 	thread_state_exit(&starts);
-	return 0;
+	return KEEP_EVENT;
 }

@@ -56,8 +56,15 @@ struct tlbflush_ipi_counts ipi_counts[TLBFLUSH_MAX_CPUS] = {};
 /* -L: the sums of the two histograms' values in ns (--prometheus's histogram _sum). */
 __u64 handler_sum_ns[TLBFLUSH_MAX_CPUS] = {};
 __u64 callback_sum_ns[TLBFLUSH_MAX_CPUS] = {};
+/* Flush IPIs each CPU handled: flush_tlb_func run for another CPU's flush, from the csd
+ * tracepoints (6.3+). The kernel counts exactly these in the /proc/interrupts TLB row
+ * (inc_irq_stat(irq_tlb_count) when the CPU is not the initiator), before it returns early
+ * for a CPU in lazy TLB mode or already up to date; tlb_flush fires only after those returns,
+ * so its remote reasons fall short of the row (83-86% under madvise or thread churn). */
+__u64 flush_ipis[TLBFLUSH_MAX_CPUS] = {};
 __u64 dropped_events = 0; /* ring buffer full */
 __u64 table_full = 0;	  /* hash map full */
+__u32 proc_epoch = 0;	  /* written by user space: see struct tlbflush_proc_key */
 
 /* What each CPU is handling now (see struct tlbflush_ipi_state). */
 struct tlbflush_ipi_state ipi_state[TLBFLUSH_MAX_CPUS] = {};
@@ -128,7 +135,10 @@ static __always_inline void add_count(struct tlbflush_count *c, unsigned long pa
 static __always_inline void count_per_process(__u64 pid_tgid, __u32 cpu, __u32 reason,
 					      unsigned long pages)
 {
-	struct tlbflush_proc_key key = {.pid = pid_tgid >> 32, .cpu = cpu, .reason = reason};
+	struct tlbflush_proc_key key = {.pid = pid_tgid >> 32,
+					.cpu = cpu,
+					.reason = reason,
+					.epoch = *(volatile __u32 *)&proc_epoch};
 	struct tlbflush_proc_value *v = bpf_map_lookup_elem(&proc_counts, &key);
 
 	if (!v) {
@@ -273,7 +283,8 @@ int BPF_PROG(tlb_flush_raw, int reason, unsigned long pages)
 SEC("tracepoint/tlb/tlb_flush")
 int tlb_flush_tp(struct trace_event_raw_tlb_flush *ctx)
 {
-	return on_tlb_flush(ctx, ctx->reason, ctx->pages);
+	on_tlb_flush(ctx, ctx->reason, ctx->pages);
+	return KEEP_EVENT;
 }
 
 /* Sender side: one csd queued per target CPU, in the sending task's context. */
@@ -305,11 +316,14 @@ int BPF_PROG(csd_queue_raw, unsigned int cpu, unsigned long callsite, void *func
 SEC("tracepoint/csd/csd_queue_cpu")
 int csd_queue_tp(struct trace_event_raw_csd_queue_cpu *ctx)
 {
-	return on_csd_queue(ctx, ctx->cpu, ctx->func);
+	on_csd_queue(ctx, ctx->cpu, ctx->func);
+	return KEEP_EVENT;
 }
 
 /* Victim side: the callback runs from the IPI (or from the idle loop draining the queue).
- * A NULL csd is the sender running the callback on itself: not a remote shootdown. */
+ * A NULL csd is the sender running the callback on itself (smp_call_function_many_cond()'s
+ * local call): not a remote shootdown. A csd is queued only for CPUs other than the sender's,
+ * the initiator of the flush, so csd != NULL is flush_tlb_func's `!local`. */
 static __always_inline bool remote_tlb_callback(void *func, void *csd)
 {
 	return (__u64)func == tlb_flush_func && csd;
@@ -321,6 +335,8 @@ static __always_inline int on_csd_entry(void *func, void *csd)
 
 	if (!remote_tlb_callback(func, csd) || cpu >= TLBFLUSH_MAX_CPUS)
 		return 0;
+	if (cpu_selected(cpu) && (!filter_pid || pid_selected(bpf_get_current_pid_tgid())))
+		flush_ipis[cpu]++;
 	note_tlb_flush(cpu);
 	/* Only callbacks inside a handler run are timed: the idle loop's are counted above. */
 	ipi_state[cpu].callback_since = ipi_state[cpu].handler_since ? bpf_ktime_get_ns() : 0;
@@ -373,13 +389,15 @@ int BPF_PROG(csd_exit_raw, void *func, void *csd)
 SEC("tracepoint/csd/csd_function_entry")
 int csd_entry_tp(struct trace_event_raw_csd_function *ctx)
 {
-	return on_csd_entry(ctx->func, ctx->csd);
+	on_csd_entry(ctx->func, ctx->csd);
+	return KEEP_EVENT;
 }
 
 SEC("tracepoint/csd/csd_function_exit")
 int csd_exit_tp(struct trace_event_raw_csd_function *ctx)
 {
-	return on_csd_exit(ctx->func, ctx->csd);
+	on_csd_exit(ctx->func, ctx->csd);
+	return KEEP_EVENT;
 }
 
 /* The handler window: every call-function IPI is timed from its entry tracepoint to its exit
@@ -467,20 +485,24 @@ int BPF_PROG(ipi1_exit_raw, int vector)
 SEC("tracepoint/irq_vectors/call_function_entry")
 int ipi_entry_tp(void *ctx)
 {
-	return on_ipi_entry();
+	on_ipi_entry();
+	return KEEP_EVENT;
 }
 SEC("tracepoint/irq_vectors/call_function_exit")
 int ipi_exit_tp(void *ctx)
 {
-	return on_ipi_exit();
+	on_ipi_exit();
+	return KEEP_EVENT;
 }
 SEC("tracepoint/irq_vectors/call_function_single_entry")
 int ipi1_entry_tp(void *ctx)
 {
-	return on_ipi_entry();
+	on_ipi_entry();
+	return KEEP_EVENT;
 }
 SEC("tracepoint/irq_vectors/call_function_single_exit")
 int ipi1_exit_tp(void *ctx)
 {
-	return on_ipi_exit();
+	on_ipi_exit();
+	return KEEP_EVENT;
 }

@@ -32,9 +32,13 @@ struct cachestat_cpu_counts {
 	__u64 pad[8 - CACHESTAT_COUNTERS];
 };
 
+/* Text and JSON intervals read the per-process and per-file tables one epoch at a time: the
+ * BPF side writes under `table_epoch` (0 or 1), user space flips it each interval, reads the
+ * closed epoch's entries, and deletes them an interval later, once no program can still be
+ * adding to them (tools/cachestat.cpp). --prometheus keeps epoch 0. */
 struct cachestat_proc_key {
 	__u32 pid; /* thread-group id of the task current when the event happened */
-	__u32 pad;
+	__u32 epoch;
 };
 
 struct cachestat_proc_value {
@@ -51,6 +55,8 @@ struct cachestat_file_key {
 	 * inode number at once (ext4 hands out the lowest free one), and must not be counted or
 	 * named as the old file. 0 where the hook cannot see the inode (classic tracepoints). */
 	__u32 generation;
+	__u32 epoch; /* see struct cachestat_proc_key */
+	__u32 pad;
 };
 
 struct cachestat_file_value {

@@ -67,6 +67,14 @@ struct drsnoop_cgroup_key {
 	__u32 pad;
 };
 
+/* -H -P: a process's histogram of one kind, written under an epoch that user space flips each
+ * interval (tools/common/epoch_table.h): the table holds one interval's processes. */
+struct drsnoop_hist_key {
+	__u32 pid;
+	__u32 kind;
+	__u32 epoch;
+};
+
 struct drsnoop_proc_hist {
 	__u64 slots[MEMLAT_HIST_SLOTS];
 	char comm[DRSNOOP_COMM_LEN];

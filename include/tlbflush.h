@@ -30,7 +30,9 @@ struct tlbflush_proc_key {
 	__u32 pid; /* thread-group id of the task current when the event happened */
 	__u32 cpu;
 	__u32 reason;
-	__u32 pad;
+	/* Text and JSON -P read the table one interval at a time (tools/common/epoch_table.h):
+	 * the BPF side writes under the epoch user space sets; --prometheus keeps 0. */
+	__u32 epoch;
 };
 
 struct tlbflush_proc_value {

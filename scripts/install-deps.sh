@@ -12,6 +12,8 @@ packages=(
     libgtest-dev                # unit tests
     python3 binutils            # runtime tests and the static-binary check (readelf)
     strace                      # runtime test: libbpf leaves sysfs BTF alone with --btf
+    linux-perf                  # runtime tests: perf stat counts the tracepoints beside the tools
+    stress-ng                   # runtime test: a lazy-TLB workload for tlbflush against /proc/interrupts
     xz-utils                    # the kernels' BTF (btf/*/*.btf.xz), unpacked by the build
     dwarves                     # pahole: BTF from DWARF (Makefile.btf kernel-btf-dwarf)
     qemu-system-x86 busybox-static      # VM tests (tests/vm): Debian's kernels in a guest

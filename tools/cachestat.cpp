@@ -10,18 +10,21 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <csignal>
 #include <fmt/format.h>
 #include <map>
 #include <optional>
 #include <set>
+#include <type_traits>
 
 #include "cachestat.h"
 #include "cachestat.skel.h"
 #include "cachestat_format.h"
 #include "cachestat_metrics.h"
 #include "cgroups.h"
+#include "epoch_table.h"
 #include "exporter.h"
 #include "files.h"
 #include "kernel_features.h"
@@ -121,9 +124,78 @@ struct FileKey {
 
 struct Snapshot {
     cachestat::Counts total;
+    // Cumulative per key; with epochs only the keys active in the last interval.
     std::map<uint32_t, cachestat_proc_value> procs;
     std::map<FileKey, cachestat_file_value> files;
     uint64_t table_full = 0;
+};
+
+// Adds what `now` counted beyond `seen` (nullptr: nothing seen) to `into`, whose other fields
+// (name, user, last process) become `now`'s.
+template <typename Value>
+void add_gain(Value &into, const Value &now, const std::type_identity_t<Value> *seen) {
+    Value v = now;
+    for (int i = 0; i < CACHESTAT_COUNTERS; ++i)
+        v.counts.c[i] = into.counts.c[i] + now.counts.c[i] - (seen ? seen->counts.c[i] : 0);
+    into = v;
+}
+
+template <typename Value>
+void add_entry(Value &into, const Value &entry) {
+    add_gain(into, entry, nullptr);
+}
+
+// `totals` becomes the keys of `gained` with their run totals: the snapshot's cumulative view,
+// without the keys idle for an interval (their BPF entries are gone too).
+template <typename Key, typename Value>
+void carry(std::map<Key, Value> &totals, const std::map<Key, Value> &gained) {
+    std::map<Key, Value> next;
+    for (const auto &[k, g] : gained) {
+        auto it = totals.find(k);
+        Value v = it == totals.end() ? Value{} : it->second;
+        add_gain(v, g, nullptr);
+        next[k] = v;
+    }
+    totals = std::move(next);
+}
+
+// The exit summary's rows: each key's run total, at most `limit` of them. Beyond twice that
+// the least active go (their counts stay in the summary's totals line), so that a run over
+// millions of short-lived processes holds a bounded table.
+template <typename Key, typename Value>
+class SummaryRows {
+  public:
+    explicit SummaryRows(size_t limit) : limit_(limit) {}
+    void add(const std::map<Key, Value> &gained) {
+        for (const auto &[k, g] : gained)
+            add_gain(rows_[k], g, nullptr);
+        if (rows_.size() > 2 * limit_)
+            keep_most_active();
+    }
+    // The rows to print: the `limit` most active.
+    const std::map<Key, Value> &rows() {
+        keep_most_active();
+        return rows_;
+    }
+    uint64_t left_out() const { return left_out_; }
+
+  private:
+    void keep_most_active() {
+        if (rows_.size() <= limit_)
+            return;
+        std::vector<std::pair<uint64_t, Key>> by_activity;
+        for (const auto &[k, v] : rows_)
+            by_activity.emplace_back(cachestat::Counts::from(v.counts).activity(), k);
+        std::nth_element(by_activity.begin(), by_activity.begin() + limit_, by_activity.end(),
+                         [](const auto &a, const auto &b) { return a.first > b.first; });
+        for (auto it = by_activity.begin() + limit_; it != by_activity.end(); ++it)
+            rows_.erase(it->second);
+        left_out_ += by_activity.size() - limit_;
+    }
+
+    size_t limit_;
+    std::map<Key, Value> rows_;
+    uint64_t left_out_ = 0; // rows dropped (a key dropped twice counts twice)
 };
 
 // Paths of files, from the fds and mappings of the processes that used them (the BPF side
@@ -261,7 +333,7 @@ class Cachestat {
   private:
     std::vector<Probe> plan() const;
     void configure(cachestat_bpf &skel) const;
-    Snapshot snapshot(cachestat_bpf &skel) const;
+    Snapshot snapshot(cachestat_bpf &skel);
     void print_interval(const Snapshot &now, const Snapshot &before);
     void print_summary(cachestat_bpf &skel, const Snapshot &now, double seconds);
     int serve_metrics(cachestat_bpf &skel, const std::vector<Probe> &probes);
@@ -273,6 +345,20 @@ class Cachestat {
     bool accesses_known_ = true;
     PathFinder paths_;
     int ncpus_ = possible_cpus();
+    // Text and JSON read the tables by epochs; --prometheus (cumulative counters) does not.
+    bool epochs_ = false;
+    bool baseline_taken_ = false;
+    EpochTable<cachestat_proc_key, cachestat_proc_value, uint32_t> proc_table_{
+        [](const cachestat_proc_key &k) { return k.pid; }, add_entry<cachestat_proc_value>};
+    EpochTable<cachestat_file_key, cachestat_file_value, FileKey> file_table_{
+        [](const cachestat_file_key &k) {
+            return FileKey{k.dev, k.ino, k.generation};
+        },
+        add_entry<cachestat_file_value>};
+    std::map<uint32_t, cachestat_proc_value> proc_totals_;
+    std::map<FileKey, cachestat_file_value> file_totals_;
+    SummaryRows<uint32_t, cachestat_proc_value> proc_summary_{o_.common.entries(16384)};
+    SummaryRows<FileKey, cachestat_file_value> file_summary_{o_.common.entries(65536)};
 };
 
 std::vector<Probe> Cachestat::plan() const {
@@ -336,7 +422,7 @@ void Cachestat::configure(cachestat_bpf &skel) const {
     use_thread_state_map(skel.maps.cursors, features);
 }
 
-Snapshot Cachestat::snapshot(cachestat_bpf &skel) const {
+Snapshot Cachestat::snapshot(cachestat_bpf &skel) {
     Snapshot s;
     const auto *bss = skel.bss;
     for (int cpu = 0; cpu < ncpus_ && cpu < CACHESTAT_MAX_CPUS; ++cpu) {
@@ -345,14 +431,31 @@ Snapshot Cachestat::snapshot(cachestat_bpf &skel) const {
             c.c[i] = bss->counts[cpu].c[i];
         s.total += cachestat::Counts::from(c);
     }
-    if (o_.per_process)
-        for (const auto &[k, v] :
-             read_hash_map<cachestat_proc_key, cachestat_proc_value>(skel.maps.proc_counts))
-            s.procs[k.pid] = v;
-    if (o_.per_file)
-        for (const auto &[k, v] :
-             read_hash_map<cachestat_file_key, cachestat_file_value>(skel.maps.file_counts))
-            s.files[FileKey{k.dev, k.ino, k.generation}] = v;
+    if (epochs_) {
+        // The events before the first snapshot (the baseline) are in no interval and not in
+        // the summary.
+        auto next = [&](auto &table, bpf_map *map, auto &totals, auto &summary, auto &rows) {
+            auto gained = table.next_interval(map, skel.bss->table_epoch);
+            carry(totals, gained);
+            rows = totals;
+            if (baseline_taken_)
+                summary.add(gained);
+        };
+        if (o_.per_process)
+            next(proc_table_, skel.maps.proc_counts, proc_totals_, proc_summary_, s.procs);
+        if (o_.per_file)
+            next(file_table_, skel.maps.file_counts, file_totals_, file_summary_, s.files);
+        baseline_taken_ = true;
+    } else {
+        if (o_.per_process)
+            for (const auto &[k, v] :
+                 read_hash_map<cachestat_proc_key, cachestat_proc_value>(skel.maps.proc_counts))
+                s.procs[k.pid] = v;
+        if (o_.per_file)
+            for (const auto &[k, v] :
+                 read_hash_map<cachestat_file_key, cachestat_file_value>(skel.maps.file_counts))
+                s.files[FileKey{k.dev, k.ino, k.generation}] = v;
+    }
     s.table_full = bss->table_full;
     return s;
 }
@@ -426,11 +529,13 @@ void Cachestat::print_interval(const Snapshot &now, const Snapshot &before) {
     // Events of this interval the table had no room for: its rows are incomplete.
     const uint64_t full = now.table_full - before.table_full;
     if (o_.common.json)
-        print_json_line({{"time", time},
-                         {o_.per_process ? "processes" : "files", list},
-                         {"buffers_mb", mem.buffers_mb ? json(*mem.buffers_mb) : json(nullptr)},
-                         {"cached_mb", mem.cached_mb ? json(*mem.cached_mb) : json(nullptr)},
-                         {"table_full", full}});
+        print_json_line(
+            {{"time", time},
+             {o_.per_process ? "processes" : "files", list},
+             {"total", cachestat::json_counts(now.total.since(before.total), accesses_known_)},
+             {"buffers_mb", mem.buffers_mb ? json(*mem.buffers_mb) : json(nullptr)},
+             {"cached_mb", mem.cached_mb ? json(*mem.cached_mb) : json(nullptr)},
+             {"table_full", full}});
     else if (full != 0)
         fmt::print("{} events of this interval missing from the rows: the per-{} table was "
                    "full (the totals count them).\n",
@@ -439,28 +544,45 @@ void Cachestat::print_interval(const Snapshot &now, const Snapshot &before) {
 
 void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double seconds) {
     const Snapshot zero;
+    Snapshot run; // each key's total over the run (at most --max-entries of them)
+    run.procs = proc_summary_.rows();
+    run.files = file_summary_.rows();
+    const uint64_t left_out = o_.per_process ? proc_summary_.left_out() : file_summary_.left_out();
     paths_.new_interval();
     const auto &c = now.total;
     uint64_t misses_recursion = recursion_misses(skel.obj);
     if (o_.common.json) {
         json s = cachestat::json_counts(c, accesses_known_);
         s["seconds"] = seconds;
-        if (o_.per_process) {
-            json list = json::array();
-            for (const auto &r : proc_rows(now, zero))
-                list.push_back(cachestat::proc_json(r, accesses_known_));
-            s["processes"] = list;
+        // The rows go into the line one at a time: as one JSON tree, 16384 of them took 30 MB.
+        // A string no row holds marks their place.
+        const std::string place = json(std::string("\0memlat rows\0", 13)).dump();
+        const char *rows_name = o_.per_process ? "processes" : o_.per_file ? "files" : nullptr;
+        if (rows_name)
+            s[rows_name] = json::parse(place);
+        const std::string line = json_text({{"summary", s},
+                                            {"table_full", now.table_full},
+                                            {"no_task_storage", skel.bss->no_task_storage},
+                                            {skipped_runs_field, misses_recursion},
+                                            {"rows_left_out", left_out}});
+        const auto at = rows_name ? line.find(place) : std::string::npos;
+        if (at == std::string::npos) {
+            fmt::print("{}\n", line);
+        } else {
+            fmt::print("{}[", line.substr(0, at));
+            const char *separator = "";
+            auto row = [&](const json &r) {
+                fmt::print("{}{}", separator, json_text(r));
+                separator = ",";
+            };
+            if (o_.per_process)
+                for (const auto &r : proc_rows(run, zero))
+                    row(cachestat::proc_json(r, accesses_known_));
+            else
+                for (const auto &r : file_rows(run, zero))
+                    row(cachestat::file_json(r, accesses_known_));
+            fmt::print("]{}\n", line.substr(at + place.size()));
         }
-        if (o_.per_file) {
-            json list = json::array();
-            for (const auto &r : file_rows(now, zero))
-                list.push_back(cachestat::file_json(r, accesses_known_));
-            s["files"] = list;
-        }
-        print_json_line({{"summary", s},
-                         {"table_full", now.table_full},
-                         {"no_task_storage", skel.bss->no_task_storage},
-                         {"recursion_misses", misses_recursion}});
     } else {
         // To stderr, as drsnoop's and compactsnoop's: stdout carries the rows only.
         flush_output();
@@ -473,15 +595,21 @@ void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double s
                    accesses_known_ ? std::to_string(c.accesses) : "-");
         if (o_.per_process) {
             fmt::print(stderr, "{}\n", cachestat::proc_header());
-            for (const auto &r : proc_rows(now, zero))
+            for (const auto &r : proc_rows(run, zero))
                 fmt::print(stderr, "{}\n", cachestat::proc_line(r, accesses_known_));
         }
         if (o_.per_file) {
             fmt::print(stderr, "{}\n", cachestat::file_header());
-            for (const auto &r : file_rows(now, zero))
+            for (const auto &r : file_rows(run, zero))
                 fmt::print(stderr, "{}\n", cachestat::file_line(r, accesses_known_));
         }
     }
+    if (left_out != 0)
+        fmt::print(stderr,
+                   "{}: {} {} with the least activity are not listed in the summary, which keeps "
+                   "{} (--max-entries); the totals count them.\n",
+                   tool_name, left_out, o_.per_process ? "processes" : "files",
+                   o_.common.entries(o_.per_process ? 16384 : 65536));
     if (now.table_full != 0)
         fmt::print(stderr,
                    "{}: {} events not counted per {}: the table was full (the totals count "
@@ -493,11 +621,7 @@ void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double s
                    "per-thread hash map full): their "
                    "accesses may be counted more than once.\n",
                    tool_name, skel.bss->no_task_storage);
-    if (misses_recursion != 0)
-        fmt::print(stderr,
-                   "{}: the kernel skipped {} program runs because another BPF program was "
-                   "running on the same CPU; those pages are not counted.\n",
-                   tool_name, misses_recursion);
+    report_skipped_runs(tool_name, skel.obj, "pages");
 }
 
 int Cachestat::run() {
@@ -549,6 +673,7 @@ int Cachestat::run() {
     install_stop_signals();
     if (o_.prom.on())
         return serve_metrics(*skel, probes);
+    epochs_ = true;
     const auto started = std::chrono::steady_clock::now();
     Snapshot before = snapshot(*skel);
     if (!o_.common.json && !o_.per_process && !o_.per_file)

@@ -331,6 +331,7 @@ void Compactsnoop::print_summary(compactsnoop_bpf &skel, const EventReader *even
             if (bss->deferred[kind] != 0)
                 deferred[compactsnoop::kind_name(kind)] = bss->deferred[kind];
         print_json_line({{"summary", list},
+                         {skipped_runs_field, recursion_misses(skel.obj)},
                          {"direct_entries", bss->direct_entries},
                          {"direct_entries_run", bss->direct_entries_run},
                          {"deferred", deferred},

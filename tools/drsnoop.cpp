@@ -18,6 +18,7 @@
 #include "drsnoop.skel.h"
 #include "drsnoop_format.h"
 #include "drsnoop_metrics.h"
+#include "epoch_table.h"
 #include "events.h"
 #include "exporter.h"
 #include "files.h"
@@ -124,6 +125,16 @@ class Drsnoop {
     uint64_t first_ns_ = 0;
     std::map<std::pair<uint32_t, uint32_t>, std::array<uint64_t, MEMLAT_HIST_SLOTS>> hist_before_;
     uint64_t table_full_before_ = 0; // table_full at the last interval
+    // -H -P: (pid, kind) -> the interval's histogram.
+    EpochTable<drsnoop_hist_key, drsnoop_proc_hist, std::pair<uint32_t, uint32_t>> hist_table_{
+        [](const drsnoop_hist_key &k) {
+            return std::pair{k.pid, k.kind};
+        },
+        [](drsnoop_proc_hist &into, const drsnoop_proc_hist &entry) {
+            for (int i = 0; i < MEMLAT_HIST_SLOTS; ++i)
+                into.slots[i] += entry.slots[i];
+            std::copy(std::begin(entry.comm), std::end(entry.comm), std::begin(into.comm));
+        }};
 };
 
 int node_count() {
@@ -227,10 +238,12 @@ void Drsnoop::print_histograms(drsnoop_bpf &skel) {
     std::map<std::pair<uint32_t, uint32_t>, std::array<uint64_t, MEMLAT_HIST_SLOTS>> now;
     std::map<uint32_t, std::string> comms;
     if (o_.per_process) {
+        // The interval's own histograms, nothing to subtract (see EpochTable).
+        hist_before_.clear();
         for (const auto &[k, v] :
-             read_hash_map<drsnoop_proc_key, drsnoop_proc_hist>(skel.maps.proc_hists)) {
-            std::copy(std::begin(v.slots), std::end(v.slots), now[{k.pid, k.kind}].begin());
-            comms[k.pid] = std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
+             hist_table_.next_interval(skel.maps.proc_hists, skel.bss->hist_epoch)) {
+            std::copy(std::begin(v.slots), std::end(v.slots), now[k].begin());
+            comms[k.first] = std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
         }
     } else {
         for (uint32_t kind = 0; kind < DRSNOOP_KINDS; ++kind)
@@ -300,8 +313,10 @@ void Drsnoop::print_summary(drsnoop_bpf &skel, const EventReader *events) {
                             {"total_ms", s.total_ns / 1e6},
                             {"max_ms", s.max_ns / 1e6},
                             {"pages", s.pages}});
-        print_json_line(
-            {{"summary", list}, {"lost_events", lost}, {"table_full", bss->table_full}});
+        print_json_line({{"summary", list},
+                         {"lost_events", lost},
+                         {"table_full", bss->table_full},
+                         {skipped_runs_field, recursion_misses(skel.obj)}});
         return;
     }
     // The text summary goes to stderr: stdout carries the header and the rows only, so that

@@ -100,6 +100,7 @@ struct Snapshot {
     std::map<ProcKey, numamove_count> procs;
     std::map<ProcKey, std::string> comms;
     uint64_t table_full = 0, unpaired = 0, depth_overflow = 0;
+    uint64_t skipped_runs = 0; // recursion misses
 };
 
 // The probes plan() makes, looked up by these and not by their labels.
@@ -239,6 +240,7 @@ Snapshot Numamove::snapshot(numamove_bpf &skel) const {
     s.table_full = bss->table_full;
     s.unpaired = bss->unpaired_ends;
     s.depth_overflow = bss->depth_overflow;
+    s.skipped_runs = recursion_misses(skel.obj);
     return s;
 }
 
@@ -374,6 +376,7 @@ void Numamove::print_interval(const Snapshot &now, const Snapshot &before) {
         out["table_full"] = full;
         out["untimed_calls"] = unpaired;
         out["nesting_too_deep"] = deep;
+        out[skipped_runs_field] = now.skipped_runs - before.skipped_runs;
         print_json_line(out);
         return;
     }

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 
+#include "epoch_table.h"
 #include "events.h"
 #include "exporter.h"
 #include "histogram.h"
@@ -205,7 +206,9 @@ struct Snapshot {
     using Hist = std::array<uint64_t, MEMLAT_HIST_SLOTS>;
     std::vector<Hist> handler_ns, handler_us, callback_ns; // -L, per CPU
     std::vector<tlbflush_ipi_counts> ipi_counts;
+    std::vector<uint64_t> flush_ipis; // per CPU, when the csd tracepoints count them
     uint64_t dropped = 0, table_full = 0;
+    uint64_t skipped_runs = 0; // recursion misses
 };
 
 // The probes plan() makes, looked up by these and not by their labels.
@@ -215,6 +218,13 @@ enum class ProbeId { TlbFlush, CsdQueue, IpiHandler, CsdFunction };
 constexpr const char *culprits_from_send_ipi = "remote_send_ipi";
 constexpr const char *marks_from_tlb_flush = "tlb_flush";
 
+// Adds `from`'s counts to `into`'s (a process's counts on one CPU for one reason).
+void add_proc_counts(tlbflush_proc_value &into, const tlbflush_proc_value &from) {
+    into.c.count += from.c.count;
+    into.c.full += from.c.full;
+    into.c.pages += from.c.pages;
+}
+
 class Tlbflush {
   public:
     Tlbflush(Options options) : o_(std::move(options)), ncpus_(possible_cpus()) {}
@@ -223,7 +233,7 @@ class Tlbflush {
   private:
     std::vector<Probe> plan(const KernelSymbols *ksyms) const;
     void configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) const;
-    Snapshot snapshot(tlbflush_bpf &skel) const;
+    Snapshot snapshot(tlbflush_bpf &skel);
     void print_interval(tlbflush_bpf &skel, const Snapshot &now, const Snapshot &before);
     void print_counts(const Snapshot &now, const Snapshot &before, json &out) const;
     void print_culprits(tlbflush_bpf &skel, const Snapshot &now, const Snapshot &before, json &out);
@@ -240,7 +250,21 @@ class Tlbflush {
     std::optional<KernelSymbols> ksyms_;
     std::map<uint32_t, ProcessSymbols> process_syms_;
     bool culprits_any_cpu_ = false;
-    bool marks_from_tlb_flush_ = false; // -L without the csd tracepoints
+    // Without the csd tracepoints: -L marks handler runs with tlb_flush, and the flush IPIs a
+    // CPU received are only those tlb_flush reports (fewer than the /proc/interrupts TLB row).
+    bool marks_from_tlb_flush_ = false;
+    // -P: the per-process table, read one interval at a time, and the totals of the keys
+    // active in the last interval.
+    EpochTable<tlbflush_proc_key, tlbflush_proc_value, CountKey> proc_table_{
+        [](const tlbflush_proc_key &k) {
+            return CountKey{k.pid, k.cpu, k.reason};
+        },
+        [](tlbflush_proc_value &into, const tlbflush_proc_value &entry) {
+            const tlbflush_proc_value before = into;
+            into = entry;
+            add_proc_counts(into, before);
+        }};
+    std::map<CountKey, tlbflush_proc_value> proc_totals_;
     uint64_t first_event_ns_ = 0;
     // The trace events' reader (-t), whose perf buffers count the records they lost.
     const EventReader *events_ = nullptr;
@@ -248,8 +272,10 @@ class Tlbflush {
 
 std::vector<Probe> Tlbflush::plan(const KernelSymbols *ksyms) const {
     std::string no_symbol;
-    if (ksyms != nullptr && !ksyms->address_of("flush_tlb_func") &&
-        !ksyms->address_of("flush_tlb_func_remote"))
+    if (ksyms == nullptr || ksyms->addresses_hidden())
+        no_symbol = "/proc/kallsyms hides the address of the TLB-flush IPI callback "
+                    "(kernel.kptr_restrict)";
+    else if (!ksyms->address_of("flush_tlb_func") && !ksyms->address_of("flush_tlb_func_remote"))
         no_symbol = "the TLB-flush IPI callback flush_tlb_func is not in /proc/kallsyms";
     // The csd tracepoints (Linux 6.3+), then, without them, what other probes see instead.
     // tp_btf cannot read their function-pointer argument: the verifier refuses ctx access to a
@@ -278,20 +304,29 @@ std::vector<Probe> Tlbflush::plan(const KernelSymbols *ksyms) const {
                      "without the csd tracepoints (Linux 6.3+) the target CPU of each IPI is not "
                      "known: culprits count flushes sent to any CPU, and -c does not select "
                      "them")});
-    if (o_.latency) {
+    if (o_.latency)
         // The handler window, timed on every kernel; then what says a TLB flush ran in it.
         probes.push_back(
             Probe{ProbeId::IpiHandler, "irq_vectors:call_function(_single)_entry/exit (latency)",
                   "It needs the irq_vectors call-function tracepoints (x86).",
                   tracepoint_choices({"ipi_entry", "ipi_exit", "ipi1_entry", "ipi1_exit"},
                                      "irq_vectors")});
-        probes.push_back(Probe{
-            ProbeId::CsdFunction, "csd:csd_function_entry/exit (latency)", "",
-            csd_ways({"csd_entry", "csd_exit"}, marks_from_tlb_flush,
-                     "without the csd tracepoints (Linux 6.3+) only IPI handler runs in which "
-                     "tlb_flush saw a remote flush are timed, and the flush callback itself is "
-                     "not: -L shows the handler histogram alone")});
-    }
+    // The flush IPIs each CPU handled (the /proc/interrupts TLB row) in every mode, and with
+    // -L the flush callback's time.
+    probes.push_back(Probe{
+        ProbeId::CsdFunction,
+        o_.latency ? "csd:csd_function_entry/exit (latency)"
+                   : "csd:csd_function_entry (flush IPIs received)",
+        "",
+        csd_ways(o_.latency ? std::vector<std::string>{"csd_entry", "csd_exit"}
+                            : std::vector<std::string>{"csd_entry"},
+                 marks_from_tlb_flush,
+                 o_.latency ? "without the csd tracepoints (Linux 6.3+) only IPI handler runs "
+                              "in which tlb_flush saw a remote flush are timed, and the flush "
+                              "callback itself is not: -L shows the handler histogram alone"
+                            : "without the csd tracepoints (Linux 6.3+) the flush IPIs a CPU "
+                              "received are those tlb_flush reports, fewer than the "
+                              "/proc/interrupts TLB row: shown as remote flushes traced")});
     return probes;
 }
 
@@ -332,16 +367,23 @@ void Tlbflush::configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) c
     use_events_map(skel.maps.events, features);
 }
 
-Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) const {
+Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) {
     Snapshot s;
     const auto *bss = skel.bss;
     if (o_.per_process) {
-        for (const auto &[k, v] :
-             read_hash_map<tlbflush_proc_key, tlbflush_proc_value>(skel.maps.proc_counts)) {
-            CountKey key{k.pid, k.cpu, k.reason};
+        // The keys active in the last interval, with their counts since the start: the
+        // table holds one interval's processes (EpochTable), their totals are kept here.
+        std::map<CountKey, tlbflush_proc_value> totals;
+        for (const auto &[key, gained] :
+             proc_table_.next_interval(skel.maps.proc_counts, skel.bss->proc_epoch)) {
+            tlbflush_proc_value v = gained;
+            if (auto it = proc_totals_.find(key); it != proc_totals_.end())
+                add_proc_counts(v, it->second);
+            totals[key] = v;
             s.counts[key] = v.c;
             s.comms[key] = std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
         }
+        proc_totals_ = std::move(totals);
     } else {
         for (int cpu = 0; cpu < ncpus_ && cpu < TLBFLUSH_MAX_CPUS; ++cpu)
             for (uint32_t r = 0; r < TLBFLUSH_MAX_REASONS; ++r)
@@ -369,8 +411,12 @@ Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) const {
             s.ipi_counts[cpu] = bss->ipi_counts[cpu];
         }
     }
+    if (!marks_from_tlb_flush_)
+        s.flush_ipis.assign(std::begin(bss->flush_ipis),
+                            std::begin(bss->flush_ipis) + std::min(ncpus_, TLBFLUSH_MAX_CPUS));
     s.dropped = events_ != nullptr ? events_->lost(bss->dropped_events) : bss->dropped_events;
     s.table_full = bss->table_full;
+    s.skipped_runs = recursion_misses(skel.obj);
     return s;
 }
 
@@ -384,7 +430,10 @@ void Tlbflush::print_counts(const Snapshot &now, const Snapshot &before, json &o
         tlbflush_count c;
     };
     std::vector<Row> rows;
+    // The flush IPIs each CPU received: counted where the kernel counts its TLB row (csd,
+    // 6.3+), else what tlb_flush reports of them (remote_flushes_traced).
     std::map<uint32_t, uint64_t> remote_by_cpu;
+    const bool ipis_counted = !now.flush_ipis.empty();
     const int64_t remote = reasons_.value_or("remote_shootdown", 1);
     const int64_t wrong_cpu = reasons_.value_or("remote_wrong_cpu", 5);
     for (const auto &[key, c] : now.counts) {
@@ -393,9 +442,16 @@ void Tlbflush::print_counts(const Snapshot &now, const Snapshot &before, json &o
         if (d.count == 0)
             continue;
         rows.push_back({key, d});
-        if (key.reason == remote || key.reason == wrong_cpu)
+        if (!ipis_counted && (key.reason == remote || key.reason == wrong_cpu))
             remote_by_cpu[key.cpu] += d.count;
     }
+    // -r without a remote reason asks for none of them.
+    const bool remote_selected =
+        ((reason_mask_ >> remote) & 1) || ((reason_mask_ >> wrong_cpu) & 1);
+    for (size_t cpu = 0; ipis_counted && remote_selected && cpu < now.flush_ipis.size(); ++cpu)
+        if (uint64_t n =
+                now.flush_ipis[cpu] - (before.flush_ipis.empty() ? 0 : before.flush_ipis[cpu]))
+            remote_by_cpu[static_cast<uint32_t>(cpu)] = n;
     if (o_.per_process)
         std::stable_sort(rows.begin(), rows.end(),
                          [](const Row &a, const Row &b) { return a.c.count > b.c.count; });
@@ -420,7 +476,9 @@ void Tlbflush::print_counts(const Snapshot &now, const Snapshot &before, json &o
         json remote_json = json::object();
         for (const auto &[cpu, n] : remote_by_cpu)
             remote_json[std::to_string(cpu)] = n;
-        out["remote_shootdowns"] = remote_json;
+        out["remote_shootdowns"] = ipis_counted ? remote_json : json(nullptr);
+        if (!ipis_counted)
+            out["remote_flushes_traced"] = remote_json;
         return;
     }
     if (o_.per_process)
@@ -433,7 +491,13 @@ void Tlbflush::print_counts(const Snapshot &now, const Snapshot &before, json &o
                    r.c.count, r.c.full, r.c.pages);
     }
     if (!remote_by_cpu.empty()) {
-        fmt::print("\nRemote shootdowns received (remote_shootdown + remote_wrong_cpu):\n");
+        fmt::print("{}",
+                   ipis_counted
+                       ? "\nRemote shootdowns received (flush IPIs handled: the /proc/interrupts "
+                         "TLB row):\n"
+                       : "\nRemote flushes traced (remote_shootdown + remote_wrong_cpu; without "
+                         "the csd tracepoints of Linux 6.3+ the IPIs that found a CPU lazy or up "
+                         "to date are not seen: fewer than the /proc/interrupts TLB row):\n");
         for (const auto &[cpu, n] : remote_by_cpu)
             fmt::print("  CPU {:<4} {:>10}\n", cpu, n);
     }
@@ -587,6 +651,7 @@ void Tlbflush::print_interval(tlbflush_bpf &skel, const Snapshot &now, const Sna
     if (o_.common.json) {
         out["lost_events"] = dropped;
         out["table_full"] = full;
+        out[skipped_runs_field] = now.skipped_runs - before.skipped_runs;
         print_json_line(out);
         return;
     }
@@ -641,15 +706,15 @@ int Tlbflush::run() {
     check_environment(tool_name);
     auto v = o_.common.verbosity();
     raise_memlock_limit(v);
-    if (o_.culprits || o_.latency) {
-        ksyms_ = KernelSymbols::load();
-        if (ksyms_->addresses_hidden())
-            throw RuntimeError("/proc/kallsyms shows only zero addresses (kernel.kptr_restrict); "
-                               "run as root or set kernel.kptr_restrict=0.");
-    }
+    // The flush IPIs' callback in every mode; the whole table only to symbolize -s stacks.
+    ksyms_ = o_.stacks ? KernelSymbols::load()
+                       : KernelSymbols::load_only({"flush_tlb_func", "flush_tlb_func_remote"});
+    if ((o_.culprits || o_.latency) && ksyms_->addresses_hidden())
+        throw RuntimeError("/proc/kallsyms shows only zero addresses (kernel.kptr_restrict); "
+                           "run as root or set kernel.kptr_restrict=0.");
 
     describe_features(v, kernel_features());
-    auto probes = plan(ksyms_ ? &*ksyms_ : nullptr);
+    auto probes = plan(&*ksyms_);
     Loaded<tlbflush_bpf> skel(
         tlbflush_bpf__open_opts, tlbflush_bpf__destroy,
         [&](tlbflush_bpf &s) { configure(s, probes); }, probes, v);
@@ -661,7 +726,7 @@ int Tlbflush::run() {
     // What this kernel cannot show (no csd tracepoints before 6.3), said once, -v or not.
     if (culprits_any_cpu_)
         fmt::print(stderr, "{}: {}\n", tool_name, csd_queue->choice()->caveat);
-    if (marks_from_tlb_flush_)
+    if (marks_from_tlb_flush_ && o_.latency)
         fmt::print(stderr, "{}: {}\n", tool_name, csd_function->choice()->caveat);
 
     install_stop_signals();
@@ -720,6 +785,9 @@ int Tlbflush::serve_metrics(tlbflush_bpf &skel, const std::vector<Probe> &probes
             for (size_t cpu = 0; cpu < ncpus; ++cpu)
                 std::copy(std::begin(bss->counts[cpu]), std::end(bss->counts[cpu]),
                           c.by_cpu[cpu].begin());
+            if (!marks_from_tlb_flush_)
+                c.flush_ipis.assign(std::begin(bss->flush_ipis),
+                                    std::begin(bss->flush_ipis) + ncpus);
             if (o_.latency) {
                 c.handler_ns.resize(ncpus);
                 c.callback_ns.resize(ncpus);

@@ -15,6 +15,7 @@ foreach(scenario
         write_errors
         sigint_while_blocked
         sigterm_while_blocked
+        json_skipped_runs
         thread_id_as_pid)
     memlat_robustness_test(test_output.py ${scenario})
 endforeach()

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -500,6 +501,63 @@ class FtraceOracle:
         remove_ftrace_instance(self.path, self.events)
 
 
+class PerfStat:
+    """`perf stat -a` counting tracepoints machine-wide, started before a tool and stopped after
+    it: another observer of the same events, which a tool must never blind (a classic
+    tracepoint BPF program that returns 0 drops the event for every perf user on that CPU).
+
+        with PerfStat(["tlb:tlb_flush"]) as perf:
+            with Tool(...):
+                ...
+        perf.counts["tlb:tlb_flush"]    # set on exit
+
+    Skips where perf is not installed (Debian: linux-perf) or cannot count the tracepoints."""
+
+    def __init__(self, events: Sequence[str]):
+        self.events = list(events)
+        self.counts: dict[str, int] = {}
+        self.path = os.path.join(build_dir(), own_name("perf_stat") + ".csv")
+
+    def __enter__(self) -> "PerfStat":
+        perf = shutil.which("perf")
+        if perf is None:
+            skip("perf is not installed (Debian: apt-get install linux-perf)")
+        ensure_tracefs()
+        argv = [perf, "stat", "-a", "-x", ",", "-o", self.path]
+        for e in self.events:
+            argv += ["-e", e]
+        log(f"$ {' '.join(argv)}")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, start_new_session=True)
+        time.sleep(0.5)  # perf opens its events before the tool starts
+        if self.proc.poll() is not None:
+            err = self.proc.stderr.read().decode(errors="replace")
+            skip(f"perf stat cannot count {self.events} here: {err.strip()[:300]}")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            _kill_group(self.proc)
+            raise Failure("perf stat did not exit within 15 s of SIGINT")
+        try:
+            text = read_file(self.path, "")
+        finally:
+            if os.path.exists(self.path):
+                os.unlink(self.path)
+        for line in text.splitlines():
+            fields = line.split(",")
+            if len(fields) >= 3 and fields[2] in self.events:
+                self.counts[fields[2]] = int(fields[0]) if fields[0].isdigit() else -1
+        if exc[0] is None and set(self.counts) != set(self.events):
+            raise Failure(f"perf stat printed no count for "
+                          f"{sorted(set(self.events) - set(self.counts))}: {text[:500]!r}")
+        log("  perf stat: " + ", ".join(f"{e} {n}" for e, n in self.counts.items()))
+
+
 def oracle_durations_ns(begins: list[dict], ends: list[dict]) -> list[int]:
     """Durations of begin/end pairs of one thread's ftrace events, in trace order, in ns
     (microsecond resolution: the trace prints microseconds)."""
@@ -948,10 +1006,10 @@ class Workload:
 
     held=True starts it held at the door: the process exists (so its PID can be given to a
     tool's -p) but exec()s the workload only when release() is called; the PID stays the
-    same across the exec."""
+    same across the exec. A program not of the build (stress-ng) is given as a path."""
 
     def __init__(self, name: str, *args: str, held: bool = False):
-        self.argv = [binary(name), *args]
+        self.argv = [name if os.path.isabs(name) else binary(name), *args]
         self.held = held
         self.proc: Optional[subprocess.Popen] = None
         self._pid_line = threading.Event()
@@ -995,6 +1053,21 @@ class Workload:
 
     def __exit__(self, *exc) -> None:
         self.kill()
+
+
+def process_storm(path: str, count: int, rate: float, deadline: float) -> int:
+    """Runs short-lived file_readers reading `path` one after another, at most `rate` a second,
+    until `count` ran or the monotonic `deadline` passed; returns how many ran."""
+    ran = 0
+    start = time.monotonic()
+    while ran < count and time.monotonic() < deadline:
+        if subprocess.run([binary("file_reader"), "--file", path], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode == 0:
+            ran += 1
+        ahead = ran / rate - (time.monotonic() - start)
+        if ahead > 0:
+            time.sleep(ahead)
+    return ran
 
 
 def run_workload(name: str, *args: str, timeout: float = 60.0) -> dict:

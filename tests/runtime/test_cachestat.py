@@ -19,8 +19,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memlat_test import (Failure, FtraceOracle, MemoryCgroup, Test, TestFile, Tool,  # noqa: E402
-                         binary, build_dir, check_bad_arguments, check_help,
+from memlat_test import (Failure, FtraceOracle, MemoryCgroup, PerfStat, Test, TestFile,  # noqa: E402
+                         Tool,
+                         binary, build_dir, check_bad_arguments, check_help, process_storm,
                          check_variant_chosen, log, main, own_name, read_file, run_workload,
                          scenario, skip, variant_env, variant_scenarios)
 
@@ -264,6 +265,47 @@ def _(t: Test):
             busiest["pid"])
 
 
+STORM_ENTRIES = 1024      # cachestat --max-entries for the storm
+STORM_PROCESSES = 3 * STORM_ENTRIES
+STORM_RATE = 400          # processes started per second at most: ~400 per interval
+
+
+@scenario("cachestat_process_storm")
+def _(t: Test):
+    """Many short-lived processes under -P with a small table: each interval's rows must be
+    that interval's processes and add up to its events. The table used to keep every process
+    of the run, filled, and later intervals had no rows (issue 23)."""
+    with TestFile(64 << 10, "cachestat_storm") as f:
+        f.warm()
+        with Tool("cachestat", "-P", "-j", "--max-entries", str(STORM_ENTRIES), "1") as tool:
+            time.sleep(1.2)
+            started = time.monotonic()
+            readers = process_storm(f.path, STORM_PROCESSES, STORM_RATE, started + 20)
+            took = time.monotonic() - started
+            time.sleep(1.2)
+    log(f"  {readers} file_reader processes in {took:.1f} s")
+    t.check_eq("exit status", 0, tool.result.rc)
+    t.require(readers > 2 * STORM_ENTRIES, "processes started (more than the table holds, "
+              "twice)", f"> {2 * STORM_ENTRIES}", readers)
+    intervals = [o for o in tool.result.json_lines() if "processes" in o]
+    t.check_ge("intervals printed", int(took), len(intervals))
+    seen = 0
+    for n, o in enumerate(intervals):
+        rows, total = o["processes"], o["total"]
+        storm_rows = sum(1 for r in rows if r["comm"] == "file_reader")
+        seen += storm_rows
+        log(f"  interval {n}: {len(rows)} rows ({storm_rows} file_reader), table_full "
+            f"{o['table_full']}")
+        t.check_eq(f"interval {n}: events the table had no room for", 0, o["table_full"])
+        for field in ("accesses", "misses", "dirties"):
+            # Exact but for the events between the read of the totals and the table's flip.
+            t.check_close(f"interval {n}: sum of the rows' {field} vs the interval's total",
+                          total[field], sum(r[field] or 0 for r in rows), rel_tol=0.01,
+                          abs_tol=64)
+    t.check_ge("file_reader rows over all intervals (one per process) vs processes started",
+               round(0.98 * readers), seen)
+
+
 @scenario("cachestat_per_file")
 def _(t: Test):
     require_page_size()
@@ -384,6 +426,32 @@ def _(t: Test):
     # The classic writeback_dirty_folio format has no folio size: DIRTIES count large folios
     # as one page there (-v says so), so they are not compared.
     fallback(t, "tp_btf,raw_tp", "tracepoint", dirties=False)
+
+
+@scenario("cachestat_perf_sees_tracepoints")
+def _(t: Test):
+    """perf stat beside the classic tracepoint programs (forced): perf, counting machine-wide
+    over a longer window, must count at least what an ftrace instance saw of the reader."""
+    names = ["filemap/mm_filemap_add_to_page_cache", "filemap/mm_filemap_get_pages"]
+    with data_file() as f:
+        f.evict()
+        with PerfStat([n.replace("/", ":") for n in names]) as perf:
+            with Reader(f.path) as reader:
+                with FtraceOracle(names, reader.pid, buffer_kb=8192) as oracle, \
+                        Tool("cachestat", "-j", "-v", "-p", str(reader.pid),
+                             env={"MEMLAT_DISABLE_HOOKS": "tp_btf,raw_tp"}) as tool:
+                    reader.go()
+                    time.sleep(0.2)
+                    trace = oracle.stop()
+    s = summary_of(tool, t)
+    t.check_in("-v: the classic tracepoints are attached", "(misses): using tracepoint",
+               tool.result.stderr, "stderr")
+    t.check_ge("the tool's misses of the cold read", FILE_PAGES * (1 - TOL), s["misses"])
+    for n in names:
+        event = n.split("/")[1]
+        t.check_ge(f"ftrace: {event} events of the reader", 1, len(trace[event]))
+        t.check_ge(f"perf stat's count of {n.replace('/', ':')} vs ftrace's of the reader",
+                   len(trace[event]), perf.counts[n.replace("/", ":")])
 
 
 @scenario("cachestat_text_output")

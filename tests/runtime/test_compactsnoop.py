@@ -23,7 +23,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memlat_test import (FtraceOracle, Result, Test, Tool, Workload,  # noqa: E402
+from memlat_test import (FtraceOracle, PerfStat, Result, Test, Tool, Workload,  # noqa: E402
                          check_bad_arguments, check_help, check_latencies, check_variant_chosen,
                          log, main, oracle_durations_ns, read_file, run_workload, scenario,
                          skip, snoop_events, variant_env, variant_scenarios, vmstat, write_file)
@@ -233,6 +233,40 @@ def _(t: Test, variant: str):
             t.check_eq(f"{hook}: hash-map entries created, one per run (the oracle's count)",
                        len(trace["mm_compaction_end"]), state["created"])
             t.check_eq(f"{hook}: hash-map entries left after the run", 0, state["left"])
+
+
+@scenario("compactsnoop_perf_sees_tracepoints")
+def _(t: Test):
+    """perf stat beside the classic tracepoint programs (forced for every probe; the
+    migratepages one is classic on every kernel): perf must count at least what an ftrace
+    instance saw of this process. A program that returned 0 took perf's count of
+    mm_compaction_migratepages from 1,372 to 0 (issue 23)."""
+    me = os.getpid()
+    names = ["mm_compaction_begin", "mm_compaction_end", "mm_compaction_migratepages"]
+    with Workload("compact_fragmenter", "--mib", FRAGMENT_MIB) as frag:
+        frag.wait_done(60)
+        with PerfStat([f"compaction:{n}" for n in names]) as perf:
+            with FtraceOracle([f"compaction/{n}" for n in names], me) as oracle, \
+                    Tool("compactsnoop", "-j", "-v", "-p", str(me),
+                         env={"MEMLAT_DISABLE_HOOKS": "tp_btf,raw_tp"}) as tool:
+                moved_before = vmstat()["pgmigrate_success"]
+                for _ in range(MANUAL_ROUNDS):
+                    compact_memory()
+                    if vmstat()["pgmigrate_success"] > moved_before:
+                        break
+                time.sleep(0.3)
+                trace = oracle.stop()
+    res = tool.result
+    t.check_eq("exit status", 0, res.rc)
+    t.check_in("-v: the classic tracepoints are attached",
+               "compaction:mm_compaction_begin/end: using tracepoint", res.stderr, "stderr")
+    t.check_eq("the tool's runs vs the ftrace oracle's", len(trace["mm_compaction_end"]),
+               len(snoop_events(t, res)))
+    t.check_ge("ftrace: migratepages events of this process", 1,
+               len(trace["mm_compaction_migratepages"]))
+    for n in names:
+        t.check_ge(f"perf stat's count of compaction:{n} (machine-wide) vs ftrace's of this "
+                   f"process", len(trace[n]), perf.counts[f"compaction:{n}"])
 
 
 @scenario("compactsnoop_hist_and_kinds")

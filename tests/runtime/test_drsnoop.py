@@ -15,7 +15,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memlat_test import (FtraceOracle, MemoryCgroup, Test, TestFile, Tool,  # noqa: E402
+from memlat_test import (FtraceOracle, MemoryCgroup, PerfStat, Test, TestFile, Tool,  # noqa: E402
                          binary, check_bad_arguments, check_help, check_latencies,
                          check_variant_chosen, log, main, oracle_durations_ns, read_file, run,
                          scenario, snoop_events, variant_env, variant_scenarios, Workload)
@@ -90,6 +90,28 @@ def _(t: Test, variant: str):
         t.check_eq("-p: hash-map entries left after the run", 0, state["left"])
 
 
+@scenario("drsnoop_perf_sees_tracepoints")
+def _(t: Test):
+    """perf stat beside the classic tracepoint programs (forced): perf, counting machine-wide
+    over a longer window, must count at least the stalls the tool reports for the reader."""
+    names = ["vmscan:mm_vmscan_memcg_reclaim_begin", "vmscan:mm_vmscan_memcg_reclaim_end"]
+    with reader_under_limit() as (cg, reader):
+        with PerfStat(names) as perf:
+            with Tool("drsnoop", "-v", "-j", "-p", str(reader.pid),
+                      env={"MEMLAT_DISABLE_HOOKS": "tp_btf,raw_tp"}) as tool:
+                reader.release()
+                reader.wait_done(60)
+                time.sleep(0.3)
+    res = tool.result
+    t.check_eq("exit status", 0, res.rc)
+    t.check_in("-v: the classic tracepoints are attached", "using tracepoint", res.stderr,
+               "stderr")
+    stalls = len(snoop_events(t, res))
+    t.check_ge("memcg stalls the tool reported for the reader", 10, stalls)
+    for n in names:
+        t.check_ge(f"perf stat's count of {n} vs the tool's stalls", stalls, perf.counts[n])
+
+
 @scenario("drsnoop_hist_matches_lines")
 def _(t: Test):
     # Both modes watch the same workload at the same time, so they see the same stalls.
@@ -110,6 +132,48 @@ def _(t: Test):
     t.check_in("per-process histogram header", f"pid {reader.pid} (file_reader), memcg reclaim:",
                out)
     t.check_in("star-style histogram", "usecs               : count    distribution", out)
+
+
+STORM_ENTRIES = 32  # drsnoop --max-entries for the storm
+STORM_RATE = 10     # reclaiming processes a second at most: a third of the table an interval
+
+
+@scenario("drsnoop_hist_process_storm")
+def _(t: Test):
+    """-H -P under many short-lived processes that stall in memcg reclaim, with a small table:
+    each interval's histograms are that interval's processes. The table used to keep every
+    process of the run, so after STORM_ENTRIES of them the histograms stopped."""
+    readers = 3 * STORM_ENTRIES
+    with MemoryCgroup("drsnoop_storm", 8 << 20) as cg, \
+            TestFile(24 << 20, "drsnoop_storm", cold=True) as f:
+        with Tool("drsnoop", "-H", "-P", "-j", "--max-entries", str(STORM_ENTRIES), "1") as tool:
+            started = time.monotonic()
+            ran = 0
+            while ran < readers and time.monotonic() < started + 40:
+                res = run([binary("file_reader"), "--file", f.path, "--cgroup", cg.path])
+                ran += res.rc == 0
+                ahead = ran / STORM_RATE - (time.monotonic() - started)
+                if ahead > 0:
+                    time.sleep(ahead)
+            took = time.monotonic() - started
+            time.sleep(1.2)
+    log(f"  {ran} file_reader processes in {took:.1f} s")
+    t.check_eq("exit status", 0, tool.result.rc)
+    t.require(ran > 2 * STORM_ENTRIES, "processes run (more than the table holds, twice)",
+              f"> {2 * STORM_ENTRIES}", ran)
+    intervals = [o for o in tool.result.json_lines() if "histograms" in o]
+    pids = set()
+    for n, o in enumerate(intervals):
+        mine = {h["pid"] for h in o["histograms"] if h.get("comm") == "file_reader"}
+        pids |= mine
+        # table_full also counts the exit summary's table, which keeps every process of the
+        # run (at most --max-entries): not checked here.
+        log(f"  interval {n}: {len(o['histograms'])} histograms ({len(mine)} file_reader), "
+            f"table_full {o['table_full']}")
+        t.check_le(f"interval {n}: file_reader histograms (processes of one interval)",
+                   STORM_ENTRIES, len(mine))
+    t.check_ge("file_readers with a histogram over the run vs readers run (each stalls in "
+               "reclaim)", round(0.9 * ran), len(pids))
 
 
 @scenario("drsnoop_extended_text")

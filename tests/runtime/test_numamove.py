@@ -25,7 +25,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memlat_test import (FtraceOracle, Test, Tool, Workload, check_bad_arguments,  # noqa: E402
+from memlat_test import (FtraceOracle, PerfStat, Test, Tool, Workload, check_bad_arguments,  # noqa: E402
                          check_help, check_variant_chosen, log, main, read_file, run_workload,
                          scenario, skip, variant_env, variant_scenarios, vmstat, write_file)
 
@@ -221,6 +221,28 @@ def _(t: Test, variant: str):
                    "stderr")
 
 
+@scenario("numamove_perf_sees_tracepoints")
+def _(t: Test):
+    """perf stat beside the classic tracepoint programs (forced): perf, counting machine-wide
+    over a longer window, must count at least every migrate_pages call the tool timed."""
+    names = ["migrate:mm_migrate_pages_start", "migrate:mm_migrate_pages"]
+    with PerfStat(names) as perf:
+        with Tool("numamove", "-r", "-j", "-v",
+                  env={"MEMLAT_DISABLE_HOOKS": "tp_btf,raw_tp"}) as tool:
+            fragment_and_compact()
+    res = tool.result
+    t.check_eq("exit status", 0, res.rc)
+    t.check_in("-v: the classic tracepoint is attached", "mm_migrate_pages: using tracepoint ",
+               res.stderr, "stderr")
+    sums = reason_sums(res)
+    calls, timed = total(sums, "calls"), total(sums, "timed_calls")
+    t.check_ge("the tool's migrate_pages calls (every reason)", 1, calls)
+    t.check_ge("perf stat's count of migrate:mm_migrate_pages vs the tool's calls", calls,
+               perf.counts["migrate:mm_migrate_pages"])
+    t.check_ge("perf stat's count of migrate:mm_migrate_pages_start vs the tool's timed calls",
+               timed, perf.counts["migrate:mm_migrate_pages_start"])
+
+
 @scenario("numamove_no_start_tracepoint")
 def _(t: Test):
     # Kernels before 5.16 have no mm_migrate_pages_start: numamove then times migrate_pages()
@@ -279,7 +301,7 @@ def _(t: Test):
         t.check_eq("JSON keys", {"time", "numa_migrations", "numa_migrations_ms",
                                  "numa_migrations_ns", "view", "pages_succeeded",
                                  "pages_failed", "thp_succeeded", "table_full", "untimed_calls",
-                                 "nesting_too_deep"}, set(js_lines[0]))
+                                 "nesting_too_deep", "recursion_misses"}, set(js_lines[0]))
     numa = sum(j.get("pages_succeeded", 0) for j in js_lines)
     if len(nodes) == 1:
         # Compaction migrated thousands of pages in the window, none of them numa_misplaced.

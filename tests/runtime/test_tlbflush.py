@@ -13,13 +13,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memlat_test import (Failure, IpiOracle, IpiTrace, ProcessWatch, Result, Test,  # noqa: E402
-                         Tool, Workload, binary, bpf_ids_of, check_variant_chosen, log, main,
+from memlat_test import (Failure, IpiOracle, IpiTrace, PerfStat, ProcessWatch, Result,  # noqa: E402
+                         Test, Tool, Workload, binary, bpf_ids_of, check_variant_chosen, log,
+                         main, online_cpus, process_storm, TestFile,
                          require_cpus, run, run_workload, scenario, skip, slot_quantile,
                          slot_range, slots_of_json_hist, slots_of_values, tlb_interrupts,
                          variant_env, variant_scenarios, wait_quiet)
@@ -30,6 +32,11 @@ WORKLOAD_SECONDS = "2"
 MIN_IPIS = 1000      # the workload must produce at least this many IPIs for a test to mean anything
 COUNT_TOL = 0.02     # tool counts vs /proc/interrupts (measured: < 0.1%)
 REMOTE_REASONS = ("remote_shootdown", "remote_wrong_cpu")
+# The flush IPIs counted from csd_function_entry against tlb_flush's remote reasons of the same
+# window: never fewer by more than this share. Measured on 6.18: 0-4 fewer in 5,000-60,000
+# (a remote flush_tlb_func run the csd tracepoint did not show; not understood yet), while
+# under stress-ng --madvise the csd count is 15% above tlb_flush's and equals the TLB row.
+CSD_SHORTFALL = 0.001
 REASONS = {"flush_on_task_switch", "remote_shootdown", "local_shootdown", "local_mm_shootdown",
            "remote_send_ipi", "remote_wrong_cpu"}
 BPFTOOL = "/usr/sbin/bpftool"
@@ -117,9 +124,17 @@ def remote_from_counts(obj: dict, cpu: int) -> int:
 def check_remote_counts(t: Test, obj: dict, delta: int, tol: float = COUNT_TOL) -> int:
     """The tool's remote shootdowns on CPU 1 (both views) against the interrupts delta."""
     from_counts = remote_from_counts(obj, VICTIM)
-    summary = obj.get("remote_shootdowns", {}).get(str(VICTIM), 0)
-    t.check_eq(f"remote_shootdowns[\"{VICTIM}\"] == sum of counts {'+'.join(REMOTE_REASONS)} "
-               f"on CPU{VICTIM}", from_counts, summary)
+    if obj.get("remote_shootdowns") is None:
+        # Without the csd tracepoints: what tlb_flush reports, named for what it is.
+        summary = (obj.get("remote_flushes_traced") or {}).get(str(VICTIM), 0)
+        t.check_eq(f"remote_flushes_traced[\"{VICTIM}\"] == sum of counts "
+                   f"{'+'.join(REMOTE_REASONS)} on CPU{VICTIM}", from_counts, summary)
+    else:
+        # The flush IPIs handled: at least every remote flush tlb_flush reported.
+        summary = obj["remote_shootdowns"].get(str(VICTIM), 0)
+        t.check_ge(f"remote_shootdowns[\"{VICTIM}\"] >= sum of counts {'+'.join(REMOTE_REASONS)} "
+                   f"on CPU{VICTIM} (-{CSD_SHORTFALL:.1%})",
+                   round(from_counts * (1 - CSD_SHORTFALL)), summary)
     t.check_close(f"tool's remote shootdowns on CPU{VICTIM} vs /proc/interrupts TLB delta",
                   expected=delta, actual=summary, rel_tol=tol)
     t.check_eq("lost_events", 0, obj.get("lost_events"))
@@ -139,6 +154,63 @@ def count_matches_interrupts(t: Test) -> None:
     t.check_eq(f"CPUs in counts with -c {VICTIM} other than {VICTIM}", [], other)
     t.check_eq("reason names not among the kernel's", [],
                sorted({c["reason"] for c in obj["counts"]} - REASONS))
+
+
+@scenario("tlbflush_lazy_tlb_matches_interrupts")
+def lazy_tlb_matches_interrupts(t: Test) -> None:
+    """Under stress-ng --madvise many flush IPIs find the CPU lazy or already up to date:
+    flush_tlb_func counts them in the TLB row and returns before tlb:tlb_flush, which then
+    read 83-86% of the row (issue 23). The received count must be the row, on every CPU."""
+    stress = shutil.which("stress-ng")
+    if stress is None:
+        skip("stress-ng is not installed (Debian: apt-get install stress-ng)")
+    with Workload(stress, "--madvise", "2", "--timeout", "20", "--quiet"):
+        time.sleep(1.0)  # its workers run
+        with Tool("tlbflush", "-j") as tool:
+            before = tlb_interrupts()
+            time.sleep(3.0)
+            after = tlb_interrupts()
+            res = tool.stop()
+    t.check_eq("tool exit status after SIGINT", 0, res.rc)
+    obj = final_object(t, res)
+    received = obj.get("remote_shootdowns")
+    t.require(received is not None, "remote_shootdowns counted (csd tracepoints, Linux 6.3+)",
+              "an object", received)
+    for cpu in online_cpus():
+        delta = after[cpu] - before[cpu]
+        traced = remote_from_counts(obj, cpu)
+        log(f"  CPU{cpu}: /proc/interrupts TLB delta {delta}, received {received.get(str(cpu), 0)}"
+            f", tlb_flush remote reasons {traced} ({traced / delta:.1%} of the row)"
+            if delta else f"  CPU{cpu}: no TLB IPIs")
+        t.check_ge(f"CPU{cpu}: TLB IPIs during the workload (/proc/interrupts delta)", MIN_IPIS // 10,
+                   delta, "else stress-ng did not work and nothing below is meaningful")
+        t.check_close(f"CPU{cpu}: remote shootdowns received vs /proc/interrupts TLB delta",
+                      expected=delta, actual=received.get(str(cpu), 0), rel_tol=COUNT_TOL)
+
+
+@scenario("tlbflush_per_process_storm")
+def per_process_storm(t: Test) -> None:
+    """-P under many short-lived processes: each interval's rows are that interval's
+    processes. The table used to keep every process of the run, filled, and later intervals
+    had no rows of new processes."""
+    entries, rate = 2048, 400
+    with TestFile(64 << 10, "tlbflush_storm") as f:
+        with Tool("tlbflush", "-P", "-j", "--max-entries", str(entries), "1") as tool:
+            time.sleep(1.2)
+            ran = process_storm(f.path, 3 * entries // 2, rate, time.monotonic() + 20)
+            time.sleep(1.2)
+    log(f"  {ran} file_reader processes")
+    t.check_eq("exit status", 0, tool.result.rc)
+    intervals = [o for o in tool.result.json_lines() if "counts" in o]
+    pids: set[int] = set()
+    for n, o in enumerate(intervals):
+        mine = {c["pid"] for c in o["counts"] if c.get("comm") == "file_reader"}
+        pids |= mine
+        log(f"  interval {n}: {len(o['counts'])} rows, {len(mine)} file_reader processes, "
+            f"table_full {o['table_full']}")
+        t.check_eq(f"interval {n}: flushes the table had no room for", 0, o["table_full"])
+    t.check_ge("file_reader processes with rows over the run vs processes run",
+               round(0.95 * ran), len(pids))
 
 
 # ---------------------------------------------------------------- 2. culprits
@@ -540,8 +612,10 @@ def sigint_summary(t: Test) -> None:
     t.require(m is not None, "\"Remote shootdowns received\" section with per-CPU lines",
               "present", "present" if m else "absent")
     section = {int(c): int(n) for c, n in re.findall(r"CPU\s+(\d+)\s+(\d+)", m.group(1))}
-    t.check_eq(f"section CPU{VICTIM} == table remote_shootdown+remote_wrong_cpu rows",
-               table_remote, section.get(VICTIM))
+    # The section counts the flush IPIs handled (csd), at least what tlb_flush reported.
+    t.check_ge(f"section CPU{VICTIM} >= table remote_shootdown+remote_wrong_cpu rows "
+               f"(-{CSD_SHORTFALL:.1%})", round(table_remote * (1 - CSD_SHORTFALL)),
+               section.get(VICTIM, 0))
     t.check_close(f"section CPU{VICTIM} vs /proc/interrupts TLB delta", expected=delta,
                   actual=section.get(VICTIM, 0), rel_tol=COUNT_TOL)
     crash = re.search(r"Traceback|terminate called|Segmentation|Aborted|core dumped", res.stderr)
@@ -632,6 +706,21 @@ def fallback_raw_tp(t: Test) -> None:
 @scenario("tlbflush_fallback_tracepoint")
 def fallback_tracepoint(t: Test) -> None:
     fallback_count(t, "tp_btf,raw_tp", "tracepoint")
+
+
+@scenario("tlbflush_perf_sees_tracepoint")
+def perf_sees_tracepoint(t: Test) -> None:
+    """The classic tracepoint path (forced): perf stat counts tlb:tlb_flush beside the tool.
+    A program that returned 0 took perf's count from 612,867 to 9 (issue 23)."""
+    with PerfStat(["tlb:tlb_flush"]) as perf:
+        r = measured_run(t, "-v", "-j", env={"MEMLAT_DISABLE_HOOKS": "tp_btf,raw_tp"})
+    t.check_in("-v: the classic tracepoint program is the one attached",
+               "tlb:tlb_flush: using tracepoint", r.res.stderr, "stderr")
+    tool_total = sum(c["count"] for c in final_object(t, r.res)["counts"])
+    t.check_ge("the tool's count of tlb_flush events (every CPU and reason)", MIN_IPIS,
+               tool_total)
+    t.check_ge("perf stat's count of tlb:tlb_flush, machine-wide over a longer window, vs the "
+               "tool's", tool_total, perf.counts["tlb:tlb_flush"])
 
 
 # Without the csd tracepoints, culprits come from tlb_flush(remote_send_ipi) on the sender and

@@ -120,4 +120,16 @@ TEST(PrometheusMetrics, TlbflushRemoteSeriesFromTheStart) {
     // A reason that never happened on a CPU has no series there.
     EXPECT_FALSE(contains(text, "memlat_tlb_flushes_total{cpu=\"0\",reason=\"other_reason\"}"));
     EXPECT_FALSE(contains(text, "memlat_tlb_shootdown_handler_seconds")); // no -L
+    // Without the csd tracepoints the help says the count is below the TLB row.
+    EXPECT_TRUE(contains(text, "fewer than the /proc/interrupts TLB row"));
+
+    // With them, the flush IPIs handled: the TLB row, by CPU.
+    c.flush_ipis = {2, 9};
+    Exposition with_csd;
+    m.collect(c, with_csd);
+    const auto csd = with_csd.render(Format::Text);
+    EXPECT_TRUE(contains(csd, "memlat_tlb_remote_shootdowns_total{cpu=\"0\"} 2\n")) << csd;
+    EXPECT_TRUE(contains(csd, "memlat_tlb_remote_shootdowns_total{cpu=\"1\"} 9\n"));
+    EXPECT_TRUE(contains(csd, "what /proc/interrupts counts in its TLB row"));
+    EXPECT_FALSE(contains(csd, "memlat_tlb_remote_shootdowns_total{cpu=\"1\",reason="));
 }

@@ -103,6 +103,25 @@ TEST(KernelSymbols, HiddenAddresses) {
 
 TEST(KernelSymbols, LoadMissingFileThrows) {
     EXPECT_THROW(KernelSymbols::load("/nonexistent/kallsyms"), RuntimeError);
+    EXPECT_THROW(KernelSymbols::load_only({"x"}, "/nonexistent/kallsyms"), RuntimeError);
+}
+
+TEST(KernelSymbols, LoadOnlyKeepsTheNamedSymbols) {
+    const std::string path = testing::TempDir() + "kallsyms_" + std::to_string(getpid());
+    std::ofstream(path) << "ffffffff81000000 T _text\n"
+                           "ffffffff81344490 d flush_tlb_func\n"
+                           "ffffffff813444a0 t flush_tlb_func\n"
+                           "ffffffffc0123000 t foo\t[kvm]\n";
+    const auto ks = KernelSymbols::load_only({"flush_tlb_func", "absent"}, path);
+    EXPECT_EQ(ks.size(), 2u);
+    EXPECT_FALSE(ks.addresses_hidden());
+    EXPECT_EQ(ks.address_of("flush_tlb_func"), 0xffffffff813444a0u); // text first
+    EXPECT_EQ(ks.address_of("_text"), std::nullopt);
+    EXPECT_EQ(ks.address_of("absent"), std::nullopt);
+
+    std::ofstream(path) << "0000000000000000 T _text\n0000000000000000 t flush_tlb_func\n";
+    EXPECT_TRUE(KernelSymbols::load_only({"flush_tlb_func"}, path).addresses_hidden());
+    unlink(path.c_str());
 }
 
 TEST(Demangle, CxxAndPlainNames) {

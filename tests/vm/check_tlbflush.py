@@ -42,8 +42,17 @@ def _measured(t: Test, b: Block):
               "1 object", len(objs))
     obj = objs[0]
     remote = sum(c["count"] for c in obj["counts"] if c["cpu"] == VICTIM and c["reason"] in REMOTE)
-    t.check_eq("remote_shootdowns summary == counts rows", remote,
-               obj.get("remote_shootdowns", {}).get(str(VICTIM), 0))
+    if obj.get("remote_shootdowns") is None:
+        # Before 6.3 (no csd tracepoints): what tlb_flush reports, named for what it is.
+        t.check_eq("remote_flushes_traced summary == counts rows", remote,
+                   (obj.get("remote_flushes_traced") or {}).get(str(VICTIM), 0))
+    else:
+        # The flush IPIs handled (csd): at least what tlb_flush reported, and the TLB row.
+        received = obj["remote_shootdowns"].get(str(VICTIM), 0)
+        t.check_ge("remote_shootdowns (flush IPIs handled) >= counts rows (-0.1%)",
+                   round(remote * 0.999), received)
+        t.check_close(f"remote shootdowns received on CPU{VICTIM} vs /proc/interrupts TLB delta",
+                      delta, received, rel_tol=COUNT_TOL, abs_tol=COUNT_ABS)
     t.check_close(f"remote shootdowns on CPU{VICTIM} vs /proc/interrupts TLB delta", delta,
                   remote, rel_tol=COUNT_TOL, abs_tol=COUNT_ABS)
     t.check_eq("lost_events", 0, obj.get("lost_events"))

@@ -131,16 +131,18 @@ std::string hex_bytes(std::string_view text) {
     return out;
 }
 
-void print_json_line(const nlohmann::json &object) {
+std::string json_text(const nlohmann::json &object) {
     // The common case (every string valid) is written as is; only a line that would make
     // nlohmann::json throw is copied and mended.
-    if (!has_invalid_utf8(object)) {
-        fmt::print("{}\n", object.dump());
-        return;
-    }
+    if (!has_invalid_utf8(object))
+        return object.dump();
     nlohmann::json mended = object;
     carry_bytes(mended);
-    fmt::print("{}\n", mended.dump());
+    return mended.dump();
+}
+
+void print_json_line(const nlohmann::json &object) {
+    fmt::print("{}\n", json_text(object));
 }
 
 void flush_output() {

@@ -18,6 +18,8 @@ std::string wall_clock_time();
 // holding such a string gets a sibling NAME_hex with its exact bytes in lowercase hex, so
 // nothing is lost and every JSON parser accepts the line.
 void print_json_line(const nlohmann::json &object);
+// The text print_json_line() writes, without the newline: for a line written in parts.
+std::string json_text(const nlohmann::json &object);
 
 // Whether `text` is well-formed UTF-8 (no overlong forms, surrogates or values past U+10FFFF).
 bool is_valid_utf8(std::string_view text);
@@ -33,5 +35,10 @@ void flush_output();
 struct OutputClosed : std::runtime_error {
     OutputClosed() : std::runtime_error("the reader of the output went away") {}
 };
+
+// The JSON field of the count of program runs the kernel skipped (report_skipped_runs), the
+// same in every tool: in the exit summary (the run's total) or, for the tools without one
+// (tlbflush, numamove), in each interval's object (its share).
+constexpr const char *skipped_runs_field = "recursion_misses";
 
 } // namespace memlat

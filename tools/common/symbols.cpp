@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <cxxabi.h>
@@ -115,6 +116,38 @@ KernelSymbols KernelSymbols::load(const std::string &path) {
         throw RuntimeError(fmt::format("Cannot read {}: {}. Check that /proc is mounted.", path,
                                        std::strerror(errno)));
     return parse(*text);
+}
+
+KernelSymbols KernelSymbols::load_only(const std::vector<std::string> &names,
+                                       const std::string &path) {
+    // stdio, not iostreams: std::ifstream adds 480 KB of locale code to a static binary.
+    std::unique_ptr<FILE, int (*)(FILE *)> in(fopen(path.c_str(), "re"), fclose);
+    if (!in)
+        throw RuntimeError(fmt::format("Cannot read {}: {}. Check that /proc is mounted.", path,
+                                       std::strerror(errno)));
+    KernelSymbols result;
+    bool any = false, any_nonzero = false;
+    struct LineBuffer { // getline()'s, which it grows with realloc()
+        char *data = nullptr;
+        size_t capacity = 0;
+        ~LineBuffer() { std::free(data); }
+    } buffer;
+    for (ssize_t n; (n = getline(&buffer.data, &buffer.capacity, in.get())) > 0;) {
+        std::string_view line(buffer.data, static_cast<size_t>(n));
+        if (line.ends_with('\n'))
+            line.remove_suffix(1);
+        auto sym = parse_kallsyms_line(line);
+        if (!sym)
+            continue;
+        any = true;
+        any_nonzero = any_nonzero || sym->address != 0;
+        if (std::find(names.begin(), names.end(), sym->name) != names.end())
+            result.symbols_.push_back(std::move(*sym));
+    }
+    result.hidden_ = any && !any_nonzero;
+    std::stable_sort(result.symbols_.begin(), result.symbols_.end(),
+                     [](const Symbol &a, const Symbol &b) { return a.address < b.address; });
+    return result;
 }
 
 KernelSymbols KernelSymbols::parse(std::string_view text) {

@@ -26,13 +26,23 @@ void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
 
     // The victim side first: every counted CPU has its series from the start, so that the
     // first shootdowns are not lost to increase() as a series' first sample.
-    out.family("memlat_tlb_remote_shootdowns", Type::Counter,
-               "Remote TLB shootdowns a CPU received (the victim side: what /proc/interrupts "
-               "counts in its TLB row), by CPU and reason");
-    for (size_t cpu = 0; cpu < ncpus; ++cpu)
-        if (c.cpus[cpu])
-            for (uint32_t r : remote_)
-                out.sample(cpu_reason(cpu, r), static_cast<double>(c.by_cpu[cpu][r].count));
+    if (!c.flush_ipis.empty()) {
+        out.family("memlat_tlb_remote_shootdowns", Type::Counter,
+                   "TLB-shootdown IPIs a CPU handled (the victim side: what /proc/interrupts "
+                   "counts in its TLB row), by CPU");
+        for (size_t cpu = 0; cpu < ncpus && cpu < c.flush_ipis.size(); ++cpu)
+            if (c.cpus[cpu])
+                out.sample({{"cpu", std::to_string(cpu)}}, static_cast<double>(c.flush_ipis[cpu]));
+    } else {
+        out.family("memlat_tlb_remote_shootdowns", Type::Counter,
+                   "Remote TLB flushes tlb:tlb_flush reported on a CPU, by CPU and reason: "
+                   "without the csd tracepoints (before Linux 6.3) fewer than the /proc/interrupts "
+                   "TLB row, which also counts the IPIs that found the CPU lazy or up to date");
+        for (size_t cpu = 0; cpu < ncpus; ++cpu)
+            if (c.cpus[cpu])
+                for (uint32_t r : remote_)
+                    out.sample(cpu_reason(cpu, r), static_cast<double>(c.by_cpu[cpu][r].count));
+    }
 
     const std::array<std::pair<const char *, const char *>, 3> families{{
         {"memlat_tlb_flushes", "TLB flushes by CPU and reason (tlb:tlb_flush)"},

@@ -20,6 +20,9 @@ using Hist = std::array<uint64_t, MEMLAT_HIST_SLOTS>;
 struct Counts {
     std::vector<bool> cpus; // the CPUs counted (all, or -c)
     std::vector<std::array<tlbflush_count, TLBFLUSH_MAX_REASONS>> by_cpu;
+    // The flush IPIs each CPU handled (the /proc/interrupts TLB row), from the csd tracepoints;
+    // empty without them (before Linux 6.3), where tlb_flush's remote reasons stand in.
+    std::vector<uint64_t> flush_ipis;
     // -L, per CPU
     bool latency = false, callbacks = false; // callbacks: the csd tracepoints time them
     std::vector<Hist> handler_ns, callback_ns;
@@ -35,7 +38,7 @@ struct Counts {
 class Metrics {
   public:
     // `reason_name(value)`: the kernel's name of a reason; `remote`: the victim-side reasons
-    // (remote_shootdown, remote_wrong_cpu), which /proc/interrupts counts in its TLB row.
+    // (remote_shootdown, remote_wrong_cpu), part of what /proc/interrupts counts in its TLB row.
     Metrics(const PrometheusOptions &options, std::function<std::string(uint32_t)> reason_name,
             std::vector<uint32_t> remote);
     void collect(const Counts &counts, prometheus::Exposition &out);

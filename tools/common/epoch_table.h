@@ -1,0 +1,51 @@
+// A BPF hash table read one interval at a time, so that it holds one interval's keys and not
+// every key of the run (cachestat -P/-f, drsnoop -H -P under process churn).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <thread>
+
+#include "loader.h"
+
+namespace memlat {
+
+// The BPF side writes each entry under the key's `epoch` field (0 or 1), which it copies from
+// a .bss variable that user space owns. An interval ends with a flip of that variable:
+// programs starting from then write entries of the other epoch. After a grace period the
+// closed epoch's entries are read and deleted. A program that read the epoch before the flip
+// is done by then (tracepoint and kprobe programs run with preemption disabled, for
+// microseconds), so no count lands in an entry between its read and its delete, nor in a
+// deleted entry the map hands out again under another key.
+template <typename BpfKey, typename Value, typename Key>
+class EpochTable {
+  public:
+    using KeyOf = Key (*)(const BpfKey &);
+    // Adds an entry's counts to `into` (value-initialized for a new key).
+    using Add = void (*)(Value &into, const Value &entry);
+    EpochTable(KeyOf key_of, Add add) : key_of_(key_of), add_(add) {}
+
+    // What each key counted in the epoch this call closes. `epoch` is the mmap'ed .bss variable.
+    std::map<Key, Value> next_interval(bpf_map *map, uint32_t &epoch) {
+        const uint32_t closing = std::atomic_ref<uint32_t>(epoch).load(std::memory_order_relaxed);
+        std::atomic_ref<uint32_t>(epoch).store(closing ^ 1, std::memory_order_seq_cst);
+        std::this_thread::sleep_for(grace_period);
+        std::map<Key, Value> gained;
+        for (const auto &[k, v] : read_hash_map<BpfKey, Value>(map)) {
+            if (k.epoch != closing)
+                continue;
+            add_(gained[key_of_(k)], v);
+            bpf_map__delete_elem(map, &k, sizeof(k), 0);
+        }
+        return gained;
+    }
+
+  private:
+    static constexpr std::chrono::milliseconds grace_period{2};
+    KeyOf key_of_;
+    Add add_;
+};
+
+} // namespace memlat
