@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -727,6 +728,157 @@ def _(t: Test):
         t.check(False, "after SIGTERM the port is closed", "connection refused", "answered")
     except OSError:
         t.check(True, "after SIGTERM the port is closed")
+
+
+# ---------------------------------------------------------------- the HTTP side under load
+
+IDLE, SLOW = 100, 100        # issue 20: connections that send nothing / one byte a second
+SCRAPE_BOUND = 0.100         # s: the issue's bound on an honest scrape while they are held
+REQUEST_TIME = 5.0           # s: the exporter's deadline for a request's header (exporter.cpp)
+MAX_CONNECTIONS = 256        # the exporter's cap on open connections (exporter.cpp)
+
+
+def timed_scrape(port: int, request: bytes = b"GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n",
+                 timeout: float = 5.0) -> tuple[float, bytes]:
+    """Seconds from connect to the end of the response (the server closes), and the response."""
+    start = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(request)
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return time.monotonic() - start, data
+
+
+def connect(port: int) -> socket.socket:
+    """A connection to the exporter (a Failure rather than a hang if it accepts none)."""
+    try:
+        return socket.create_connection(("127.0.0.1", port), timeout=5.0)
+    except OSError as e:
+        raise Failure(f"cannot connect to the exporter: {e}") from None
+
+
+def status_of(response: bytes) -> int:
+    m = re.match(rb"HTTP/1\.[01] (\d{3}) ", response)
+    return int(m.group(1)) if m else 0
+
+
+def closed_by_server(s: socket.socket) -> bool:
+    """The server closed this connection (EOF or reset); False while it is still open."""
+    s.setblocking(False)  # a socket with a timeout would wait for data first
+    try:
+        return s.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+@scenario("prometheus_no_stall")
+def _(t: Test):
+    """Idle and slow clients cannot stall the exporter: with 100 of each connected, honest
+    scrapes answer within 100 ms; their deadline closes them; past the connection cap the
+    oldest waiting ones make room; malformed requests get 400 and the tool survives."""
+    with Tool("drsnoop", "--prometheus", "127.0.0.1:0") as tool:
+        port = exporter_port(tool)
+        baseline = sorted(timed_scrape(port)[0] for _ in range(10))
+        log(f"  unloaded scrape: median {baseline[5] * 1e3:.1f} ms, max {baseline[-1] * 1e3:.1f} ms")
+
+        opened = time.monotonic()
+        idle = [connect(port) for _ in range(IDLE)]
+        slow = [connect(port) for _ in range(SLOW)]
+        request = b"GET /metrics HTTP/1.1\r\nHost: slow\r\n\r\n"
+        stop = threading.Event()
+
+        def trickle() -> None:
+            sent = 0
+            while not stop.is_set() and sent < len(request):
+                for s in slow:
+                    try:
+                        s.send(request[sent:sent + 1])
+                    except OSError:
+                        pass  # closed by its deadline
+                sent += 1
+                stop.wait(1.0)
+
+        sender = threading.Thread(target=trickle, daemon=True)
+        sender.start()
+        try:
+            time.sleep(1.5)  # every slow client has sent a byte or two
+            latencies = []
+            for _ in range(20):
+                try:
+                    took, response = timed_scrape(port, timeout=2.0)
+                except OSError as e:
+                    raise Failure(f"a scrape under {IDLE} idle + {SLOW} slow clients: {e}") \
+                        from None
+                latencies.append(took)
+                t.check_eq("scrape under 100 idle + 100 slow clients: status", 200,
+                           status_of(response))
+                time.sleep(0.05)
+            held = time.monotonic() - opened
+            latencies.sort()
+            log(f"  with {IDLE} idle + {SLOW} slow clients held for {held:.1f} s: median "
+                f"{latencies[10] * 1e3:.1f} ms, max {latencies[-1] * 1e3:.1f} ms (bound "
+                f"{SCRAPE_BOUND * 1e3:.0f} ms: margin {SCRAPE_BOUND / latencies[-1]:.0f}x)")
+            t.check(held < REQUEST_TIME, "the clients were still connected during the scrapes",
+                    f"< {REQUEST_TIME} s", f"{held:.1f} s")
+            t.check(latencies[-1] < SCRAPE_BOUND,
+                    f"every scrape answered within {SCRAPE_BOUND * 1e3:.0f} ms",
+                    f"< {SCRAPE_BOUND * 1e3:.0f} ms", f"{latencies[-1] * 1e3:.1f} ms")
+            # The header deadline: neither kind outlives it by much (a sweep every 0.25 s).
+            deadline = opened + REQUEST_TIME + 2.0
+            while time.monotonic() < deadline and not all(
+                    closed_by_server(s) for s in idle + slow):
+                time.sleep(0.2)
+            t.check_eq(f"idle clients closed within {REQUEST_TIME + 2:.0f} s", IDLE,
+                       sum(closed_by_server(s) for s in idle))
+            t.check_eq(f"slow clients closed within {REQUEST_TIME + 2:.0f} s", SLOW,
+                       sum(closed_by_server(s) for s in slow))
+        finally:
+            stop.set()
+            sender.join()
+            for s in idle + slow:
+                s.close()
+
+        # Past the cap: the oldest connections still waiting for a request are closed to
+        # make room, and the scrape is answered.
+        crowd = [connect(port) for _ in range(MAX_CONNECTIONS + 50)]
+        try:
+            time.sleep(0.3)
+            took, response = timed_scrape(port)
+            t.check_eq("a scrape past the connection cap: status", 200, status_of(response))
+            t.check(took < SCRAPE_BOUND, "a scrape past the cap answered within 100 ms",
+                    f"< {SCRAPE_BOUND * 1e3:.0f} ms", f"{took * 1e3:.1f} ms")
+            dropped = sum(closed_by_server(s) for s in crowd)
+            oldest = sum(closed_by_server(s) for s in crowd[:51])
+            log(f"  {len(crowd)} idle clients past the cap of {MAX_CONNECTIONS}: {dropped} "
+                f"closed by the exporter, {oldest} of them among the 51 oldest")
+            t.check_eq("past the cap, the oldest waiting clients make room", 51, oldest)
+            t.check_eq("...and only they", 51, dropped)
+        finally:
+            for s in crowd:
+                s.close()
+
+        # Malformed requests: 400, as before; the tool survives them.
+        for request, why, expected in (
+                (b"GARBAGE\r\n\r\n", "a request line that is not HTTP", 400),
+                (b"GET /metrics HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n", "a bad header", 400),
+                (b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 20000 + b"\r\n\r\n",
+                 "a header past 16 KB", 400),
+                (b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
+                 "a body", 400),
+                (b"PUT /metrics HTTP/1.1\r\nHost: x\r\n\r\n", "not a GET", 405),
+                (b"GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n", "an unknown path", 404)):
+            _, response = timed_scrape(port, request)
+            t.check_eq(f"{why}: status", expected, status_of(response))
+        took, response = timed_scrape(port)
+        t.check_eq("served after all that", 200, status_of(response))
+        t.check_in("...the tool's metrics", "memlat_reclaim_stall_seconds_count", response.decode("utf-8", "replace"), "response")
+        check_stopped(t, tool, "drsnoop")
 
 
 if __name__ == "__main__":

@@ -16,9 +16,12 @@
 #include <cstdarg>
 #include <cstdio>
 #include <fmt/format.h>
+#include <map>
 #include <set>
 #include <unistd.h>
 #include <utility>
+#include <vector>
+#include <zlib.h>
 
 #include "kernel_btf.h"
 #include "kernel_features.h"
@@ -859,3 +862,25 @@ uint64_t recursion_misses(bpf_object *obj) {
 }
 
 } // namespace memlat
+
+// Every skeleton's NAME_bpf__elf_bytes() (btfgen pack-skeleton, cmake/BpfSkeleton.cmake): its
+// BPF object, inflated once and kept for the run, since libbpf reads it at each open (a tool
+// that falls back to other hooks opens its skeleton again).
+const void *memlat_unpack_bpf_object(const unsigned char *packed, size_t packed_size,
+                                     size_t raw_size, size_t *size) {
+    static std::map<const unsigned char *, std::vector<unsigned char>> unpacked;
+    auto &raw = unpacked[packed];
+    if (raw.empty()) {
+        raw.resize(raw_size);
+        uLongf length = raw_size;
+        const int err = uncompress(raw.data(), &length, packed, packed_size);
+        if (err != Z_OK || length != raw_size) {
+            unpacked.erase(packed);
+            throw memlat::RuntimeError(
+                fmt::format("The BPF object embedded in this binary is damaged ({}).",
+                            err != Z_OK ? zError(err) : "wrong size"));
+        }
+    }
+    *size = raw.size();
+    return raw.data();
+}
