@@ -26,6 +26,7 @@
 #include "exporter.h"
 #include "files.h"
 #include "kernel_features.h"
+#include "multicall.h"
 #include "options.h"
 #include "output.h"
 #include "tasks.h"
@@ -598,7 +599,7 @@ int Cachestat::serve_metrics(cachestat_bpf &skel, const std::vector<Probe> &prob
 
 } // namespace
 
-int main(int argc, char **argv) {
+static int tool_main(int argc, char **argv) {
     return run_tool(tool_name, [&] {
         Options o;
         CommandLine cli(tool_name, description, examples);
@@ -625,3 +626,9 @@ int main(int argc, char **argv) {
         return Cachestat(std::move(o)).run();
     });
 }
+
+// The tool in the multi-call binary (tools/memlat/main.cpp): `memlat cachestat ARGS`, or `cachestat
+// ARGS` through a link named after it.
+extern const ToolEntry memlat_tool_cachestat{
+    tool_name, "page-cache hits, misses and dirtied pages: machine-wide, per process or per file",
+    tool_main};

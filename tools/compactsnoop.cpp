@@ -19,6 +19,7 @@
 #include "gfp.h"
 #include "histogram.h"
 #include "kernel_features.h"
+#include "multicall.h"
 #include "options.h"
 #include "output.h"
 #include "symbols.h"
@@ -532,7 +533,7 @@ int Compactsnoop::serve_metrics(compactsnoop_bpf &skel, const std::vector<Probe>
 
 } // namespace
 
-int main(int argc, char **argv) {
+static int tool_main(int argc, char **argv) {
     return run_tool(tool_name, [&] {
         Options o;
         CommandLine cli(tool_name, description, examples);
@@ -563,3 +564,8 @@ int main(int argc, char **argv) {
         return Compactsnoop(std::move(o)).run();
     });
 }
+
+// The tool in the multi-call binary (tools/memlat/main.cpp): `memlat compactsnoop ARGS`, or
+// `compactsnoop ARGS` through a link named after it.
+extern const ToolEntry memlat_tool_compactsnoop{
+    tool_name, "memory compaction runs, their time, result and pages moved", tool_main};

@@ -16,6 +16,7 @@
 #include "exporter.h"
 #include "histogram.h"
 #include "kernel_features.h"
+#include "multicall.h"
 #include "options.h"
 #include "output.h"
 #include "symbols.h"
@@ -822,7 +823,7 @@ int Tlbflush::serve_metrics(tlbflush_bpf &skel, const std::vector<Probe> &probes
 
 } // namespace
 
-int main(int argc, char **argv) {
+static int tool_main(int argc, char **argv) {
     return run_tool(tool_name, [&] {
         Options o;
         CommandLine cli(tool_name, description, examples);
@@ -861,3 +862,10 @@ int main(int argc, char **argv) {
         return Tlbflush(std::move(o)).run();
     });
 }
+
+// The tool in the multi-call binary (tools/memlat/main.cpp): `memlat tlbflush ARGS`, or `tlbflush
+// ARGS` through a link named after it.
+extern const ToolEntry memlat_tool_tlbflush{
+    tool_name,
+    "TLB flushes by CPU and reason, who sends shootdown IPIs, how long victims handle them",
+    tool_main};
