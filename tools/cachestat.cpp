@@ -23,6 +23,8 @@
 #include "cachestat_format.h"
 #include "cachestat_metrics.h"
 #include "cgroups.h"
+#include <linux/capability.h>
+
 #include "exporter.h"
 #include "files.h"
 #include "kernel_features.h"
@@ -522,6 +524,21 @@ int Cachestat::run() {
         cgroup_ = resolve_cgroup(o_.cgroup);
 
     check_environment(tool_name);
+    if (o_.per_file) {
+        // Other users' /proc/PID/fd directories are theirs alone (CAP_DAC_READ_SEARCH), and
+        // their links and maps are read under ptrace's rules (CAP_SYS_PTRACE).
+        std::string missing;
+        if (!process_has_capability(CAP_DAC_READ_SEARCH))
+            missing = "CAP_DAC_READ_SEARCH";
+        if (!process_has_capability(CAP_SYS_PTRACE))
+            missing += missing.empty() ? "CAP_SYS_PTRACE" : " and CAP_SYS_PTRACE";
+        if (!missing.empty())
+            fmt::print(stderr,
+                       "{}: missing {}: -f reads the paths from the /proc/PID/fd and maps of "
+                       "other users' processes only with them; their files show PATH -, the "
+                       "counts are complete\n",
+                       tool_name, missing);
+    }
     auto v = o_.common.verbosity();
     raise_memlock_limit(v);
 

@@ -457,8 +457,10 @@ int Compactsnoop::run() {
     if (o_.stacks) {
         ksyms_ = KernelSymbols::load();
         if (ksyms_->addresses_hidden())
-            verbose(v, "/proc/kallsyms hides addresses from this user: stacks print as "
-                       "addresses");
+            fmt::print(stderr,
+                       "{}: missing CAP_SYSLOG: /proc/kallsyms shows kernel addresses "
+                       "only with it, so -K prints the stacks as addresses\n",
+                       tool_name);
     }
 
     describe_features(v, kernel_features());

@@ -13,6 +13,8 @@
 #include <optional>
 
 #include "bpf_runtime.h"
+#include <linux/capability.h>
+
 #include "exporter.h"
 #include "histogram.h"
 #include "kernel_features.h"
@@ -702,10 +704,19 @@ int Tlbflush::run() {
     if (o_.culprits || o_.latency) {
         ksyms_ = KernelSymbols::load();
         if (ksyms_->addresses_hidden())
-            throw RuntimeError("/proc/kallsyms shows only zero addresses (kernel.kptr_restrict); "
-                               "run as root or set kernel.kptr_restrict=0.");
+            throw RuntimeError(
+                fmt::format("missing CAP_SYSLOG: {} reads the kernel's symbol addresses, which "
+                            "/proc/kallsyms shows only to CAP_SYSLOG (kernel.kptr_restrict, "
+                            "kernel.perf_event_paranoid); grant it or run as root.",
+                            o_.culprits ? "--culprits" : "-L"));
     }
 
+    if (o_.stacks && !process_has_capability(CAP_SYS_PTRACE))
+        fmt::print(stderr,
+                   "{}: missing CAP_SYS_PTRACE: -s reads the libraries of other users' "
+                   "processes (/proc/PID/root) only with it; their user frames print as "
+                   "[library]+offset\n",
+                   tool_name);
     describe_features(v, kernel_features());
     auto probes = plan(ksyms_ ? &*ksyms_ : nullptr);
     Loaded<tlbflush_bpf> skel(

@@ -169,8 +169,9 @@ def _(t: Test):
     res = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                binary("drsnoop"), "-d", "1"], timeout=15)
     t.check_eq("drsnoop as nobody: exit status", 1, res.rc)
-    t.check_in("drsnoop as nobody: message", "needs root, or the capabilities CAP_BPF and "
-               "CAP_PERFMON", res.stderr, "stderr")
+    t.check_in("drsnoop as nobody: message", "missing CAP_BPF and CAP_PERFMON: loading BPF "
+               "programs needs root, or the capabilities CAP_BPF and CAP_PERFMON", res.stderr,
+               "stderr")
     check_help(t, "drsnoop", (
         "--pid", "--tid", "--uid", "--name", "--print-uid", "--extended", "--kind", "--cgroup",
         "--hist", "--per-process", "--timestamp", "--duration", "--json", "--verbose",

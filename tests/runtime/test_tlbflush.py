@@ -22,7 +22,7 @@ from memlat_test import (Failure, IpiOracle, IpiTrace, ProcessWatch, Result, Tes
                          Tool, Workload, binary, bpf_ids_of, check_variant_chosen, log, main,
                          require_cpus, run, run_workload, scenario, skip, slot_quantile,
                          slot_range, slots_of_json_hist, slots_of_values, tlb_interrupts,
-                         variant_env, variant_scenarios, wait_quiet)
+                         setpriv_command, variant_env, variant_scenarios, wait_quiet)
 
 VICTIM = 1           # the CPU the workload's IPIs hit
 SENDER = 0           # the CPU the workload's munmap loop runs on
@@ -679,6 +679,43 @@ BAD_INPUT = [
     (["-d", "-1"], r"-d\b|duration"),
     (["1", "2", "3"], r"\b3\b"),
 ]
+
+
+@scenario("tlbflush_capabilities")
+def _(t: Test):
+    """As user nobody, a missing capability gets one line naming it (exit 1): CAP_BPF and
+    CAP_PERFMON for loading, CAP_SYSLOG for --culprits and -L where /proc/kallsyms hides
+    addresses from the user; CAP_SYS_ADMIN alone stands for CAP_BPF + CAP_PERFMON."""
+    def as_nobody(caps: list[str], *args: str) -> Result:
+        return run(setpriv_command(caps) + [binary("tlbflush"), *args], timeout=30)
+
+    for caps, missing in (([], "CAP_BPF and CAP_PERFMON"), (["bpf"], "CAP_PERFMON"),
+                          (["perfmon"], "CAP_BPF")):
+        res = as_nobody(caps, "-d", "1")
+        what = f"tlbflush as nobody with {caps or 'no capabilities'}"
+        t.check_eq(f"{what}: exit status", 1, res.rc)
+        t.check_eq(f"{what}: one line on stderr", 1, len(res.stderr.splitlines()))
+        t.check_in(f"{what}: the line names what is missing", f"tlbflush: missing {missing}:",
+                   res.stderr, "stderr")
+    res = as_nobody(["sys_admin"], "-d", "1")
+    t.check_eq("tlbflush as nobody with CAP_SYS_ADMIN alone: exit status", 0, res.rc)
+
+    # Does /proc/kallsyms show addresses to nobody with CAP_BPF + CAP_PERFMON?
+    peek = run(setpriv_command(["bpf", "perfmon"]) + ["head", "-1", "/proc/kallsyms"])
+    hidden = peek.stdout.split()[:1] == ["0" * 16]
+    log(f"  /proc/kallsyms to nobody: {'zero addresses' if hidden else 'addresses shown'}")
+    for args in (["--culprits"], ["-L"]):
+        res = as_nobody(["bpf", "perfmon"], *args, "-d", "1")
+        what = f"tlbflush {args[0]} as nobody without CAP_SYSLOG"
+        if hidden:
+            t.check_eq(f"{what}: exit status", 1, res.rc)
+            t.check_eq(f"{what}: one line on stderr", 1, len(res.stderr.splitlines()))
+            t.check_in(f"{what}: names CAP_SYSLOG", "tlbflush: missing CAP_SYSLOG:",
+                       res.stderr, "stderr")
+        else:
+            t.check_eq(f"{what} (kallsyms shows addresses here): exit status", 0, res.rc)
+        res = as_nobody(["bpf", "perfmon", "syslog"], *args, "-d", "1")
+        t.check_eq(f"tlbflush {args[0]} as nobody with CAP_SYSLOG too: exit status", 0, res.rc)
 
 
 @scenario("tlbflush_bad_input")

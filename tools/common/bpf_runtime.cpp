@@ -330,12 +330,38 @@ std::string HookChoice::label() const {
     return family.empty() ? kind : family + "/" + kind;
 }
 
+// The capabilities this process lacks to load and attach tracing programs, named: CAP_BPF
+// and CAP_PERFMON (Linux 5.8 and later; CAP_SYS_ADMIN stands for both), or CAP_SYS_ADMIN on
+// kernels that predate them (capget's last capability tells). Empty when nothing is missing.
+std::string missing_bpf_capabilities() {
+    if (has_capability(CAP_SYS_ADMIN))
+        return "";
+    int last_cap = 0;
+    if (FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "r")) {
+        if (fscanf(f, "%d", &last_cap) != 1)
+            last_cap = 0;
+        fclose(f);
+    }
+    if (last_cap != 0 && last_cap < CAP_BPF)
+        return "CAP_SYS_ADMIN (this kernel predates CAP_BPF and CAP_PERFMON, Linux 5.8)";
+    std::string missing;
+    if (!has_capability(CAP_BPF))
+        missing = "CAP_BPF";
+    if (!has_capability(CAP_PERFMON))
+        missing += missing.empty() ? "CAP_PERFMON" : " and CAP_PERFMON";
+    return missing;
+}
+
+bool process_has_capability(int capability) {
+    return has_capability(capability);
+}
+
 void check_environment(std::string_view tool) {
-    if (geteuid() != 0 && !(has_capability(CAP_BPF) && has_capability(CAP_PERFMON)))
+    if (const std::string missing = missing_bpf_capabilities(); !missing.empty())
         throw RuntimeError(fmt::format(
-            "loading BPF programs needs root, or the capabilities CAP_BPF and CAP_PERFMON. "
-            "Run {} with sudo.",
-            tool));
+            "missing {}: loading BPF programs needs root, or the capabilities CAP_BPF and "
+            "CAP_PERFMON. Run {} with sudo, or grant them (README: \"Least privilege\").",
+            missing, tool));
     // Chooses the BTF (or explains that there is none) and reads any other than the
     // kernel's own now, so that a bad --btf file is reported as such and not as a failure deep
     // inside libbpf. The kernel's own is read only if user space needs it.

@@ -101,6 +101,10 @@ const Probe *find_probe(const std::vector<Probe> &probes, Id id) {
     return nullptr;
 }
 
+// Whether the capability (CAP_SYSLOG...) is in this process's effective set: root has them
+// all; a tool given only some (README "Least privilege") names what a mode lacks.
+bool process_has_capability(int capability);
+
 // Checks the common preconditions before anything is opened, so the user gets the real
 // reason instead of an errno from deep inside libbpf: privileges, and a BTF for CO-RE (the
 // kernel's own, --btf/MEMLAT_BTF or embedded; kernel_btf.h), which it reads.
