@@ -195,6 +195,19 @@ def check_exposition(t: Test, port: int, tool: str) -> str:
     return text
 
 
+def check_no_capabilities(t: Test, tool: Tool, name: str) -> None:
+    """Serving, the exporter holds no capability in any thread (it drops them all once its
+    programs are attached), whether it started as root or with only some."""
+    held = {}
+    for tid in os.listdir(f"/proc/{tool.proc.pid}/task"):
+        with open(f"/proc/{tool.proc.pid}/task/{tid}/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key in ("CapInh", "CapPrm", "CapEff", "CapAmb") and int(value, 16):
+                    held[f"{tid} {key}"] = value.strip()
+    t.check_eq(f"{name} --prometheus, serving: capabilities held by its threads", {}, held)
+
+
 def check_stopped(t: Test, tool: Tool, name: str) -> None:
     res = tool.stop()
     t.check_eq(f"{name} --prometheus: exit status after SIGINT", 0, res.rc)
@@ -209,6 +222,7 @@ def _(t: Test):
     with Tool("tlbflush", "-L", "--prometheus", "127.0.0.1:0") as tool:
         port = exporter_port(tool)
         check_exposition(t, port, "tlbflush")
+        check_no_capabilities(t, tool, "tlbflush")
         with Prometheus(f"127.0.0.1:{port}") as prom:
             t0, a0, b0 = bracketed_scrape(prom, lambda: tlb_interrupts()[VICTIM])
             wl = run_workload("tlb_workload", "--seconds", "2", "--main-cpu", str(SENDER),
@@ -300,6 +314,7 @@ def _(t: Test):
                                  f"{sel})", t1)
                 p_sum = prom.value(f"memlat_reclaim_stall_seconds_sum{sel}", t1)
                 text = check_exposition(t, port, "drsnoop")
+                check_no_capabilities(t, tool, "drsnoop")
         events = snoop_events(t, lines.result)
     lat = sorted(e["lat_ns"] / 1e9 for e in events)
     t.require(len(lat) > 0, "trace mode printed the stalls", ">0", len(lat))
@@ -352,6 +367,7 @@ def _(t: Test):
                     task = prom.value('memlat_page_cache_task_misses_total{comm="file_reader"}',
                                       t1)
                 check_exposition(t, port, "cachestat")
+                check_no_capabilities(t, tool, "cachestat")
     log(f"  ftrace oracle: {added} pages added by the reader")
     t.check_eq("memlat_page_cache_misses_total vs the ftrace oracle (pages added, exact)",
                added, misses)
@@ -390,6 +406,7 @@ def _(t: Test):
                                     'order!="-1"})', t1)
                 migrated = prom.value('memlat_compaction_migrated_bytes_total{kind="manual"}', t1)
             check_exposition(t, port, "compactsnoop")
+            check_no_capabilities(t, tool, "compactsnoop")
     ends = len(trace["mm_compaction_end"])
     pages = sum(int(e["nr_migrated"]) for e in trace["mm_compaction_migratepages"])
     log(f"  ftrace oracle: {ends} manual compaction runs, {pages} pages migrated")
@@ -428,6 +445,7 @@ def _(t: Test):
             timed = prom.value('memlat_numa_migrate_seconds_count{reason="compaction"}', t1)
             calls = prom.value('memlat_numa_migrate_calls_total{reason="compaction"}', t1)
         check_exposition(t, port, "numamove")
+        check_no_capabilities(t, tool, "numamove")
     log(f"  workload: {done}")
     t.require(succeeded is not None, "Prometheus has memlat_numa_migrated_bytes_total",
               "a value", succeeded)
@@ -551,6 +569,7 @@ def _(t: Test):
             t.check_eq("per-kind total unchanged by the removal", total,
                        prom.value('memlat_reclaim_stalls_total{kind="memcg"}', t2))
         text = check_exposition(t, port, "drsnoop")
+        check_no_capabilities(t, tool, "drsnoop")
         t.check(not any(c in text for c in tree.children),
                 "the exposition names no removed cgroup", "none", "")
     check_stopped(t, tool, "drsnoop")
@@ -612,6 +631,7 @@ def _(t: Test):
             t.check_ge("the \"other\" series counted the folded processes' flushes",
                        FLOOD - cap, others)
         text = check_exposition(t, port, "tlbflush")
+        check_no_capabilities(t, tool, "tlbflush")
         t.check_le("lines of the flood's task names in the exposition", 3 * cap,
                    text.count("memlat_fl"))
     check_stopped(t, tool, "tlbflush")
@@ -785,6 +805,7 @@ def _(t: Test):
     with Tool("drsnoop", "--prometheus", "127.0.0.1:0") as tool:
         port = exporter_port(tool)
         baseline = sorted(timed_scrape(port)[0] for _ in range(10))
+        check_no_capabilities(t, tool, "drsnoop")
         log(f"  unloaded scrape: median {baseline[5] * 1e3:.1f} ms, max {baseline[-1] * 1e3:.1f} ms")
 
         opened = time.monotonic()

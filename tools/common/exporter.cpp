@@ -4,9 +4,12 @@
 #include <csignal>
 #include <cstring>
 #include <fmt/format.h>
+#include <linux/capability.h>
 #include <list>
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -18,6 +21,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
+#include "bpf_runtime.h"
 #include "errors.h"
 #include "output.h"
 
@@ -208,6 +212,17 @@ int open_listener(const ListenAddress &where) {
 }
 
 using Clock = std::chrono::steady_clock;
+
+// Empties the calling thread's capability sets (effective, permitted, inheritable, ambient):
+// once the programs are attached, an exporter reads their maps and links through the
+// descriptors it holds, and closes them at the end, which needs none. Capabilities belong to
+// each thread, so the server's thread and the main thread each call it.
+void drop_capabilities() {
+    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct none[2]{};
+    syscall(SYS_capset, &header, none);
+}
 
 } // namespace
 
@@ -447,7 +462,10 @@ Exporter::Exporter(const ListenAddress &where, std::string tool, Collect collect
     sigaddset(&stop_signals, SIGINT);
     sigaddset(&stop_signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop_signals, &before);
-    thread_ = std::thread([server = server_.get()] { server->serve(); });
+    thread_ = std::thread([server = server_.get()] {
+        drop_capabilities();
+        server->serve();
+    });
     pthread_sigmask(SIG_SETMASK, &before, nullptr);
 }
 
@@ -466,6 +484,9 @@ void serve_until_stopped(std::string_view tool, const Exporter &exporter,
                          const std::function<void(std::chrono::milliseconds)> &wait) {
     fmt::print(stderr, "{}: serving Prometheus metrics on http://{}/metrics\n", tool,
                exporter.bound().describe());
+    drop_capabilities();
+    verbose(common.verbosity(), "every capability dropped: the programs are attached, and "
+                                "reading their maps needs none");
     announce_tracing("Counting for Prometheus...");
     CommonOptions run = common;
     run.interval = 0;

@@ -69,7 +69,9 @@ class Exporter {
     std::thread thread_;
 };
 
-// The main loop of a tool in --prometheus mode: says where it serves (stderr), announces
+// The main loop of a tool in --prometheus mode, called once its programs are attached: drops
+// every capability (the server's thread drops its own when it starts), says where it serves
+// (stderr), announces
 // tracing and waits for SIGINT, SIGTERM or -d. `wait` is the tool's usual wait (polling its
 // events, or sleeping).
 void serve_until_stopped(std::string_view tool, const Exporter &exporter,
