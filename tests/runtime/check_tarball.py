@@ -47,12 +47,6 @@ def main() -> int:
             failures.append(f"memlat in the tarball differs from {build}/memlat")
         if "memlat" in got and not os.access(path, os.X_OK):
             failures.append("memlat in the tarball is not executable")
-        for tool in tools:
-            if tool in links:
-                run = subprocess.run([os.path.join(tmp, top, tool), "--help"],
-                                     capture_output=True, text=True, timeout=30)
-                if run.returncode != 0 or "Usage:" not in run.stdout:
-                    failures.append(f"{tool} --help from the tarball exited {run.returncode}")
     print(f"{tarball}: {os.path.getsize(tarball)} bytes, {sorted(got)}, links {sorted(links)}")
     if not any(os.path.isfile(os.path.join(source, n)) for n in LICENSES):
         print("note: the source tree has no LICENSE file, so the tarball has none")
