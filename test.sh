@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds (x86_64 and the arm64 cross build), and runs the whole test
-# suite: unit tests, the build checks (static binaries under 2 MB, both architectures), the
+# suite: unit tests, the build checks (the static memlat under 2.5 MB, both architectures), the
 # runtime tests, which load the real tools into the running kernel and need root, and the VM
 # tests, which run them on four Debian x86 kernels and one arm64 kernel in qemu.
 # Tests that cannot run here report "skipped: reason".

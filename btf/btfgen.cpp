@@ -11,6 +11,10 @@
 //       A C++ source defining memlat::embedded_btfs(): each FILE compressed with zlib (which
 //       the static tools link anyway, for libbpf), with its index entry. No entries: an empty
 //       index.
+//   btfgen pack-skeleton OBJ.bpf.o NAME IN.skel.h OUT.skel.h
+//       bpftool's skeleton IN with the BPF object it embeds (OBJ, a few hundred KB as a C
+//       string) zlib-compressed to a fifth of that: NAME_bpf__elf_bytes() inflates it at open
+//       through memlat_unpack_bpf_object() (tools/common/packed_object.cpp).
 //
 // Types are copied only where MIN has none of the same name and kind, so CO-RE never sees
 // two candidates for one type; structs and unions become forward declarations, since user
@@ -356,6 +360,49 @@ int embed(const char *out_path, int entries, char **args) {
     return 0;
 }
 
+std::string byte_array(const std::string &raw, uLongf *packed_size) {
+    uLongf n = compressBound(raw.size());
+    std::vector<unsigned char> packed(n);
+    if (compress2(packed.data(), &n, reinterpret_cast<const Bytef *>(raw.data()), raw.size(),
+                  Z_BEST_COMPRESSION) != Z_OK)
+        fail("zlib cannot compress");
+    std::string out = "{";
+    for (size_t j = 0; j < n; ++j)
+        out += (j % 24 == 0 ? "\n" : "") + std::to_string(packed[j]) + ",";
+    *packed_size = n;
+    return out + "\n}";
+}
+
+int pack_skeleton(const char *object_path, const std::string &name, const char *in_path,
+                  const char *out_path) {
+    const std::string object = read_file(object_path);
+    std::string skel = read_file(in_path);
+    // bpftool declares the function once, then defines it after the skeleton's set-up.
+    const std::string head = "static inline const void *" + name + "_bpf__elf_bytes(size_t *sz)";
+    const size_t declaration = skel.find(head + ";");
+    const size_t definition = skel.find(head + "\n{");
+    const size_t end =
+        definition == std::string::npos ? definition : skel.find("\n}\n", definition);
+    if (declaration == std::string::npos || end == std::string::npos)
+        fail(std::string(in_path) + ": no " + name +
+             "_bpf__elf_bytes() in the form bpftool writes; has bpftool changed its skeletons?");
+    uLongf packed_size = 0;
+    const std::string bytes = byte_array(object, &packed_size);
+    const std::string body = head +
+                             "\n{\n\t/* btfgen pack-skeleton: the BPF object, zlib-compressed. */\n"
+                             "\tstatic const unsigned char packed[] = " +
+                             bytes +
+                             ";\n\treturn memlat_unpack_bpf_object(packed, sizeof(packed), " +
+                             std::to_string(object.size()) + ", sz);\n}\n";
+    skel.replace(definition, end + 3 - definition, body);
+    skel.insert(declaration, "const void *memlat_unpack_bpf_object(const unsigned char *packed, "
+                             "size_t packed_size, size_t raw_size, size_t *size);\n");
+    write_file(out_path, skel.data(), skel.size());
+    fprintf(stderr, "btfgen: %s: BPF object of %zu bytes, %lu compressed\n", name.c_str(),
+            object.size(), static_cast<unsigned long>(packed_size));
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -367,9 +414,12 @@ int main(int argc, char **argv) {
             return trim(argv[2], argv[3]);
         if (command == "embed" && argc >= 3 && (argc - 3) % 5 == 0)
             return embed(argv[2], (argc - 3) / 5, argv + 3);
+        if (command == "pack-skeleton" && argc == 6)
+            return pack_skeleton(argv[2], argv[3], argv[4], argv[5]);
         fprintf(stderr, "usage: btfgen extend FULL.btf MIN.btf TYPES.txt OUT.btf\n"
                         "       btfgen trim FULL.btf OUT.btf\n"
-                        "       btfgen embed OUT.cpp [ID VERSION_ID NAME RELEASE FILE.btf]...\n");
+                        "       btfgen embed OUT.cpp [ID VERSION_ID NAME RELEASE FILE.btf]...\n"
+                        "       btfgen pack-skeleton OBJ.bpf.o NAME IN.skel.h OUT.skel.h\n");
         return 2;
     } catch (const std::exception &e) {
         fprintf(stderr, "btfgen: %s\n", e.what());

@@ -70,11 +70,18 @@ endforeach()
 # Every tool reads these files: one target makes them, so parallel builds never race on them.
 add_custom_target(memlat_kernel_btf DEPENDS ${kernel_files})
 
-# memlat_embedded_btf(NAME): the generated source with NAME's embedded BTF, returned in
-# NAME_EMBEDDED_BTF; NAME's BPF object is bpf/NAME.bpf.o (memlat_bpf_skeleton). The target
-# that compiles the source must depend on memlat_kernel_btf.
+# memlat_embedded_btf(NAME [OBJECT...]): the generated source with NAME's embedded BTF,
+# returned in NAME_EMBEDDED_BTF, made for the BPF objects bpf/OBJECT.bpf.o (memlat_bpf_skeleton;
+# none given: bpf/NAME.bpf.o). The target that compiles the source must depend on
+# memlat_kernel_btf.
 function(memlat_embedded_btf name)
-    set(obj ${CMAKE_BINARY_DIR}/bpf/${name}.bpf.o)
+    set(objects ${ARGN})
+    if(NOT objects)
+        set(objects ${name})
+    endif()
+    list(TRANSFORM objects PREPEND ${CMAKE_BINARY_DIR}/bpf/)
+    list(TRANSFORM objects APPEND .bpf.o)
+    set(obj ${objects})
     set(source ${MEMLAT_BTF_DIR}/${name}_btf.cpp)
     file(MAKE_DIRECTORY ${MEMLAT_BTF_DIR}/${name})
     set(entries "")

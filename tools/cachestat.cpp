@@ -24,6 +24,9 @@
 #include "cachestat_format.h"
 #include "cachestat_metrics.h"
 #include "cgroups.h"
+#include <linux/capability.h>
+
+#include "capabilities.h"
 #include "epoch_table.h"
 #include "exporter.h"
 #include "files.h"
@@ -31,6 +34,7 @@
 #include "loader.h"
 #include "machine.h"
 #include "metrics_serving.h"
+#include "multicall.h"
 #include "options.h"
 #include "output.h"
 #include "run_loop.h"
@@ -642,6 +646,21 @@ int Cachestat::run() {
         cgroup_ = resolve_cgroup(o_.cgroup);
 
     check_environment(tool_name);
+    if (o_.per_file) {
+        // Other users' /proc/PID/fd directories are theirs alone (CAP_DAC_READ_SEARCH), and
+        // their links and maps are read under ptrace's rules (CAP_SYS_PTRACE).
+        std::string missing;
+        if (!process_has_capability(CAP_DAC_READ_SEARCH))
+            missing = "CAP_DAC_READ_SEARCH";
+        if (!process_has_capability(CAP_SYS_PTRACE))
+            missing += missing.empty() ? "CAP_SYS_PTRACE" : " and CAP_SYS_PTRACE";
+        if (!missing.empty())
+            fmt::print(stderr,
+                       "{}: missing {}: -f reads the paths from the /proc/PID/fd and maps of "
+                       "other users' processes only with them; their files show PATH -, the "
+                       "counts are complete\n",
+                       tool_name, missing);
+    }
     auto v = o_.common.verbosity();
     raise_memlock_limit(v);
 
@@ -718,7 +737,7 @@ int Cachestat::serve_metrics(cachestat_bpf &skel, const std::vector<Probe> &prob
 
 } // namespace
 
-int main(int argc, char **argv) {
+static int tool_main(int argc, char **argv) {
     return run_tool(tool_name, [&] {
         Options o;
         CommandLine cli(tool_name, description, examples);
@@ -745,3 +764,9 @@ int main(int argc, char **argv) {
         return Cachestat(std::move(o)).run();
     });
 }
+
+// The tool in the multi-call binary (tools/memlat/main.cpp): `memlat cachestat ARGS`, or `cachestat
+// ARGS` through a link named after it.
+extern const ToolEntry memlat_tool_cachestat{
+    tool_name, "page-cache hits, misses and dirtied pages: machine-wide, per process or per file",
+    tool_main};

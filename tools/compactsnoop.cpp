@@ -22,6 +22,7 @@
 #include "kernel_types.h"
 #include "loader.h"
 #include "metrics_serving.h"
+#include "multicall.h"
 #include "options.h"
 #include "output.h"
 #include "run_loop.h"
@@ -432,8 +433,10 @@ int Compactsnoop::run() {
     if (o_.stacks) {
         ksyms_ = KernelSymbols::load();
         if (ksyms_->addresses_hidden())
-            verbose(v, "/proc/kallsyms hides addresses from this user: stacks print as "
-                       "addresses");
+            fmt::print(stderr,
+                       "{}: missing CAP_SYSLOG: /proc/kallsyms shows kernel addresses "
+                       "only with it, so -K prints the stacks as addresses\n",
+                       tool_name);
     }
 
     describe_features(v, kernel_features());
@@ -507,7 +510,7 @@ int Compactsnoop::serve_metrics(compactsnoop_bpf &skel, const std::vector<Probe>
 
 } // namespace
 
-int main(int argc, char **argv) {
+static int tool_main(int argc, char **argv) {
     return run_tool(tool_name, [&] {
         Options o;
         CommandLine cli(tool_name, description, examples);
@@ -539,3 +542,8 @@ int main(int argc, char **argv) {
         return Compactsnoop(std::move(o)).run();
     });
 }
+
+// The tool in the multi-call binary (tools/memlat/main.cpp): `memlat compactsnoop ARGS`, or
+// `compactsnoop ARGS` through a link named after it.
+extern const ToolEntry memlat_tool_compactsnoop{
+    tool_name, "memory compaction runs, their time, result and pages moved", tool_main};

@@ -27,6 +27,7 @@
 #include "kernel_features.h"
 #include "loader.h"
 #include "metrics_serving.h"
+#include "multicall.h"
 #include "options.h"
 #include "output.h"
 #include "run_loop.h"
@@ -460,7 +461,7 @@ int Drsnoop::serve_metrics(drsnoop_bpf &skel, const std::vector<Probe> &probes) 
 
 } // namespace
 
-int main(int argc, char **argv) {
+static int tool_main(int argc, char **argv) {
     return run_tool(tool_name, [&] {
         Options o;
         CommandLine cli(tool_name, description, examples);
@@ -497,3 +498,9 @@ int main(int argc, char **argv) {
         return Drsnoop(std::move(o)).run();
     });
 }
+
+// The tool in the multi-call binary (tools/memlat/main.cpp): `memlat drsnoop ARGS`, or `drsnoop
+// ARGS` through a link named after it.
+extern const ToolEntry memlat_tool_drsnoop{
+    tool_name, "threads stalled in direct, memory-cgroup and node reclaim: per stall or histograms",
+    tool_main};

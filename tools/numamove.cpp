@@ -17,6 +17,7 @@
 #include "kernel_types.h"
 #include "loader.h"
 #include "metrics_serving.h"
+#include "multicall.h"
 #include "numamove.h"
 #include "numamove.skel.h"
 #include "numamove_format.h"
@@ -524,7 +525,7 @@ int Numamove::serve_metrics(numamove_bpf &skel, const std::vector<Probe> &probes
 
 } // namespace
 
-int main(int argc, char **argv) {
+static int tool_main(int argc, char **argv) {
     return run_tool(tool_name, [&] {
         Options o;
         CommandLine cli(tool_name, description, examples);
@@ -560,3 +561,8 @@ int main(int argc, char **argv) {
         return Numamove(std::move(o)).run();
     });
 }
+
+// The tool in the multi-call binary (tools/memlat/main.cpp): `memlat numamove ARGS`, or `numamove
+// ARGS` through a link named after it.
+extern const ToolEntry memlat_tool_numamove{
+    tool_name, "page migrations (NUMA balancing and every other reason) and their time", tool_main};

@@ -12,6 +12,9 @@
 #include <map>
 #include <optional>
 
+#include <linux/capability.h>
+
+#include "capabilities.h"
 #include "epoch_table.h"
 #include "events.h"
 #include "exporter.h"
@@ -21,6 +24,7 @@
 #include "loader.h"
 #include "machine.h"
 #include "metrics_serving.h"
+#include "multicall.h"
 #include "options.h"
 #include "output.h"
 #include "run_loop.h"
@@ -710,9 +714,18 @@ int Tlbflush::run() {
     ksyms_ = o_.stacks ? KernelSymbols::load()
                        : KernelSymbols::load_only({"flush_tlb_func", "flush_tlb_func_remote"});
     if ((o_.culprits || o_.latency) && ksyms_->addresses_hidden())
-        throw RuntimeError("/proc/kallsyms shows only zero addresses (kernel.kptr_restrict); "
-                           "run as root or set kernel.kptr_restrict=0.");
+        throw RuntimeError(
+            fmt::format("missing CAP_SYSLOG: {} reads the kernel's symbol addresses, which "
+                        "/proc/kallsyms shows only to CAP_SYSLOG (kernel.kptr_restrict, "
+                        "kernel.perf_event_paranoid); grant it or run as root.",
+                        o_.culprits ? "--culprits" : "-L"));
 
+    if (o_.stacks && !process_has_capability(CAP_SYS_PTRACE))
+        fmt::print(stderr,
+                   "{}: missing CAP_SYS_PTRACE: -s reads the libraries of other users' "
+                   "processes (/proc/PID/root) only with it; their user frames print as "
+                   "[library]+offset\n",
+                   tool_name);
     describe_features(v, kernel_features());
     auto probes = plan(&*ksyms_);
     Loaded<tlbflush_bpf> skel(
@@ -825,7 +838,7 @@ int Tlbflush::serve_metrics(tlbflush_bpf &skel, const std::vector<Probe> &probes
 
 } // namespace
 
-int main(int argc, char **argv) {
+static int tool_main(int argc, char **argv) {
     return run_tool(tool_name, [&] {
         Options o;
         CommandLine cli(tool_name, description, examples);
@@ -864,3 +877,10 @@ int main(int argc, char **argv) {
         return Tlbflush(std::move(o)).run();
     });
 }
+
+// The tool in the multi-call binary (tools/memlat/main.cpp): `memlat tlbflush ARGS`, or `tlbflush
+// ARGS` through a link named after it.
+extern const ToolEntry memlat_tool_tlbflush{
+    tool_name,
+    "TLB flushes by CPU and reason, who sends shootdown IPIs, how long victims handle them",
+    tool_main};

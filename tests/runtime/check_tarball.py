@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Build check: `cmake --build BUILD --target tarball` makes the release tarball, and it holds
-exactly the tools' binaries (those of this build), README.md and the license when the tree has
-one, under one top directory named like the archive.
+exactly the multi-call binary memlat (this build's), a symbolic link to it named after each
+tool, README.md and the license when the tree has one, under one top directory named like the
+archive.
 
 usage: check_tarball.py CMAKE BUILD_DIR TARBALL TOOL..."""
 import filecmp
@@ -24,24 +25,29 @@ def main() -> int:
         return 1
     source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
     top = os.path.basename(tarball)[:-len(".tar.gz")]
-    expected = set(tools) | {"README.md"} | {n for n in LICENSES
-                                              if os.path.isfile(os.path.join(source, n))}
+    expected = {"memlat", "README.md"} | {n for n in LICENSES
+                                          if os.path.isfile(os.path.join(source, n))}
     failures = []
     with tarfile.open(tarball) as t, tempfile.TemporaryDirectory() as tmp:
-        names = [m.name for m in t.getmembers() if m.isfile()]
-        got = {n.split("/", 1)[1] for n in names if n.startswith(top + "/")}
-        if len(got) != len(names):
-            failures.append(f"files outside {top}/: {sorted(names)}")
+        members = [m for m in t.getmembers() if not m.isdir()]
+        names = [m.name for m in members]
+        inside = {m.name.split("/", 1)[1]: m for m in members if m.name.startswith(top + "/")}
+        if len(inside) != len(names):
+            failures.append(f"entries outside {top}/: {sorted(names)}")
+        got = {n for n, m in inside.items() if m.isfile()}
+        links = {n: m.linkname for n, m in inside.items() if m.issym()}
         if got != expected:
-            failures.append(f"holds {sorted(got)}, expected {sorted(expected)}")
+            failures.append(f"holds the files {sorted(got)}, expected {sorted(expected)}")
+        if links != {tool: "memlat" for tool in tools}:
+            failures.append(f"holds the links {links}, expected one to memlat per tool "
+                            f"{sorted(tools)}")
         t.extractall(tmp)
-        for tool in tools:
-            path = os.path.join(tmp, top, tool)
-            if tool in got and not filecmp.cmp(path, os.path.join(build, tool), shallow=False):
-                failures.append(f"{tool} in the tarball differs from {build}/{tool}")
-            if tool in got and not os.access(path, os.X_OK):
-                failures.append(f"{tool} in the tarball is not executable")
-    print(f"{tarball}: {os.path.getsize(tarball)} bytes, {sorted(got)}")
+        path = os.path.join(tmp, top, "memlat")
+        if "memlat" in got and not filecmp.cmp(path, os.path.join(build, "memlat"), shallow=False):
+            failures.append(f"memlat in the tarball differs from {build}/memlat")
+        if "memlat" in got and not os.access(path, os.X_OK):
+            failures.append("memlat in the tarball is not executable")
+    print(f"{tarball}: {os.path.getsize(tarball)} bytes, {sorted(got)}, links {sorted(links)}")
     if not any(os.path.isfile(os.path.join(source, n)) for n in LICENSES):
         print("note: the source tree has no LICENSE file, so the tarball has none")
     for f in failures:

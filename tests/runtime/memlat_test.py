@@ -885,6 +885,7 @@ class Tool:
                  wait_exit: bool = False, exit_timeout: float = 30.0,
                  ready_timeout: float = READY_TIMEOUT, watch_bpf: bool = False):
         self.argv = [binary(name), *args]
+        self.name = name
         self.watch_bpf = watch_bpf
         self.bpf_watch: Optional[BpfWatch] = None
         env = dict(env or {})
@@ -918,7 +919,8 @@ class Tool:
         envs = " ".join(f"{k}={v}" for k, v in self.extra_env.items())
         log(f"$ {envs + ' ' if envs else ''}{' '.join(self.argv)}")
         self.started_at = time.monotonic()
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        command = _UNPRIVILEGED.command(self.name, self.argv) if _UNPRIVILEGED.on else self.argv
+        self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, env=self.env, start_new_session=True)
         if self.watch_bpf:
             self.bpf_watch = BpfWatch(self.proc.pid)
@@ -933,6 +935,8 @@ class Tool:
                 raise Failure(f"the tool {why}\n{self.result.describe()}")
         self.ready_at = time.monotonic()
         log(f"  tool ready after {self.ready_at - self.started_at:.2f} s (pid {self.proc.pid})")
+        if _UNPRIVILEGED.on:
+            _UNPRIVILEGED.record(self)
         return self
 
     def running(self) -> bool:
@@ -1224,6 +1228,89 @@ class _BtfVariant:
 _BTF_VARIANT = _BtfVariant()
 
 
+# Capability bits (linux/capability.h) of those the tools may need.
+CAPABILITY_BITS = {"dac_read_search": 2, "sys_ptrace": 19, "sys_admin": 21, "syslog": 34, "perfmon": 38, "bpf": 39}
+
+
+def required_capabilities(tool: str, args: Sequence[str]) -> list[str]:
+    """The capabilities README ("Least privilege") names for TOOL ARGS: CAP_BPF and
+    CAP_PERFMON for every tool; CAP_SYSLOG where kernel addresses are symbolised (tlbflush
+    -L, --culprits, -s; compactsnoop -K); CAP_SYS_PTRACE for tlbflush -s's user stacks;
+    CAP_DAC_READ_SEARCH and CAP_SYS_PTRACE for cachestat -f's paths."""
+    caps = ["bpf", "perfmon"]
+    flags = set()
+    for a in args:
+        if a.startswith("--"):
+            flags.add(a)
+        elif a.startswith("-") and len(a) > 1:
+            flags.update(f"-{c}" for c in a[1:])
+    symbolised = {"tlbflush": {"-L", "--latency", "--culprits", "-s", "--stacks"},
+                  "compactsnoop": {"-K", "--kernel-stack"}}.get(tool, set())
+    if flags & symbolised:
+        caps.append("syslog")
+    if tool == "tlbflush" and flags & {"-s", "--stacks"}:
+        caps.append("sys_ptrace")  # user stacks: the libraries through /proc/PID/root
+    if tool == "cachestat" and flags & {"-f", "--per-file"}:
+        caps += ["dac_read_search", "sys_ptrace"]  # the paths of other users' open files
+    return caps
+
+
+def setpriv_command(caps: Sequence[str]) -> list[str]:
+    """setpriv as user and group nobody, no supplementary groups, with only CAPS (inherited
+    and ambient, so that they survive the exec as a non-root user)."""
+    command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    if caps:
+        listed = ",".join(f"+{c}" for c in caps)
+        command += [f"--inh-caps={listed}", f"--ambient-caps={listed}"]
+    return command
+
+
+class _Unprivileged:
+    """`SCENARIO --unprivileged`: the scenario with every Tool run as user nobody with only the
+    capabilities README names for it (required_capabilities(), through setpriv); the
+    scenario's own checks must pass as they do as root, and each tool, once ready, must have
+    run as uid 65534 with exactly those capabilities effective."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.runs: list[tuple[str, list[str], Optional[str], Optional[int], bool]] = []
+
+    def command(self, name: str, argv: list[str]) -> list[str]:
+        return setpriv_command(required_capabilities(name, argv[1:])) + argv
+
+    def record(self, tool: "Tool") -> None:
+        uid, cap_eff = None, None
+        try:
+            with open(f"/proc/{tool.proc.pid}/status") as f:
+                for line in f:
+                    if line.startswith("Uid:"):
+                        uid = line.split()[1]
+                    elif line.startswith("CapEff:"):
+                        cap_eff = int(line.split()[1], 16)
+        except OSError:
+            pass
+        self.runs.append((tool.name, required_capabilities(tool.name, tool.argv[1:]), uid,
+                          cap_eff, "--prometheus" in tool.argv))
+
+    def check(self, t: "Test") -> None:
+        t.require(bool(self.runs), "the scenario ran a tool", "at least 1", len(self.runs))
+        for name, caps, uid, cap_eff, exporter in self.runs:
+            expected = sum(1 << CAPABILITY_BITS[c] for c in caps)
+            log(f"  {name} ran as uid {uid} with CapEff {cap_eff or 0:#x} "
+                f"({', '.join('CAP_' + c.upper() for c in caps)})")
+            t.check_eq(f"{name} ran as nobody (real and effective uid)", "65534", uid)
+            if exporter:
+                # --prometheus drops every capability once attached, around the ready line.
+                t.check(cap_eff in (expected, 0), f"{name}'s effective capabilities: those "
+                        "given, or none once the exporter dropped them",
+                        f"{expected:#x} or 0", hex(cap_eff or 0))
+            else:
+                t.check_eq(f"{name}'s effective capabilities", hex(expected), hex(cap_eff or 0))
+
+
+_UNPRIVILEGED = _Unprivileged()
+
+
 # ---------------------------------------------------------------- old-kernel fall-backs
 
 # The kernel features the tools can do without, forced off on this kernel so that the host
@@ -1250,13 +1337,14 @@ def variant_env(variant: str, disable_hooks: str = "") -> dict[str, str]:
     return env
 
 
-def variant_scenarios(base: str, btf_file: bool = False):
+def variant_scenarios(base: str, btf_file: bool = False, unprivileged: bool = False):
     """Registers fn(t, variant) once per FEATURE_VARIANTS entry: base, base_old_kernel,
-    base_no_kernel_btf; `btf_file` (see scenario()) applies to base."""
+    base_no_kernel_btf; `btf_file` and `unprivileged` (see scenario()) apply to base."""
     def register(fn):
         for variant in FEATURE_VARIANTS:
             name = base + (f"_{variant}" if variant else "")
-            scenario(name, btf_file and not variant)(lambda t, v=variant: fn(t, v))
+            scenario(name, btf_file and not variant,
+                     unprivileged and not variant)(lambda t, v=variant: fn(t, v))
         return fn
     return register
 
@@ -1313,24 +1401,32 @@ _SCENARIOS: dict[str, Callable[[Test], None]] = {}
 _BTF_FILE_RUNS: list[str] = []
 
 
-def scenario(name: str, btf_file: bool = False):
+_UNPRIVILEGED_RUNS: list[str] = []
+
+
+def scenario(name: str, btf_file: bool = False, unprivileged: bool = False):
     """Registers a scenario function taking a Test. The registry is what ctest runs (one test
     runtime.NAME per scenario, tests/CMakeLists.txt asks each script with --list); with
     `btf_file` the scenario also runs as on a kernel without BTF of its own
-    (runtime.NAME.btf_file, see _BtfVariant)."""
+    (runtime.NAME.btf_file, see _BtfVariant); with `unprivileged` also as user nobody with only
+    the capabilities README names (runtime.NAME.unprivileged, see _Unprivileged)."""
     def register(fn: Callable[[Test], None]):
         if name in _SCENARIOS:
             raise ValueError(f"scenario {name} defined twice")
         _SCENARIOS[name] = fn
         if btf_file:
             _BTF_FILE_RUNS.append(name)
+        if unprivileged:
+            _UNPRIVILEGED_RUNS.append(name)
         return fn
     return register
 
 
 def scenarios() -> list[str]:
-    """Every run of the script, as ctest registers them: "NAME" or "NAME --btf-file"."""
-    return list(_SCENARIOS) + [f"{name} --btf-file" for name in _BTF_FILE_RUNS]
+    """Every run of the script, as ctest registers them: "NAME", "NAME --btf-file" or
+    "NAME --unprivileged"."""
+    return (list(_SCENARIOS) + [f"{name} --btf-file" for name in _BTF_FILE_RUNS]
+            + [f"{name} --unprivileged" for name in _UNPRIVILEGED_RUNS])
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -1339,24 +1435,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("\n".join(scenarios()))
         return 0
     btf_file = argv[1:] == ["--btf-file"]
-    if btf_file:
+    unprivileged = argv[1:] == ["--unprivileged"]
+    if btf_file or unprivileged:
         argv = argv[:1]
     if len(argv) != 1 or argv[0] not in _SCENARIOS:
-        print(f"usage: {os.path.basename(sys.argv[0])} SCENARIO [--btf-file] | --list\n"
+        print(f"usage: {os.path.basename(sys.argv[0])} SCENARIO [--btf-file|--unprivileged]"
+              " | --list\n"
               "scenarios: "
               + " ".join(_SCENARIOS), file=sys.stderr)
         return 2
     name = argv[0]
-    t = Test(name + (" --btf-file" if btf_file else ""))
+    t = Test(name + (" --btf-file" if btf_file else "") + (" --unprivileged" if unprivileged else ""))
     t0 = time.monotonic()
     try:
         require_root()
         ensure_tracefs()
         if btf_file:
             _BTF_VARIANT.start()
+        _UNPRIVILEGED.on = unprivileged
         _SCENARIOS[name](t)
         if btf_file:
             _BTF_VARIANT.check(t)
+        if unprivileged:
+            _UNPRIVILEGED.check(t)
     except Skip as e:
         log(f"skipped: {e}")
         return SKIP_STATUS

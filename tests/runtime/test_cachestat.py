@@ -149,7 +149,7 @@ def check_warm(t: Test, s: dict, what: str = "warm read") -> None:
 
 # ---------------------------------------------------------------- scenarios
 
-@scenario("cachestat_cold_read", btf_file=True)
+@scenario("cachestat_cold_read", btf_file=True, unprivileged=True)
 def _(t: Test):
     require_page_size()
     with data_file() as f:
@@ -230,7 +230,7 @@ def _(t: Test):
             os.unlink(path)
 
 
-@scenario("cachestat_per_process")
+@scenario("cachestat_per_process", unprivileged=True)
 def _(t: Test):
     require_page_size()
     with data_file() as f:
@@ -306,7 +306,7 @@ def _(t: Test):
                round(0.98 * readers), seen)
 
 
-@scenario("cachestat_per_file")
+@scenario("cachestat_per_file", unprivileged=True)
 def _(t: Test):
     require_page_size()
     with data_file() as f:

@@ -126,7 +126,7 @@ def summary_of(result: Result) -> dict:
 
 # ---------------------------------------------------------------- scenarios
 
-@scenario("compactsnoop_manual_matches_ftrace", btf_file=True)
+@scenario("compactsnoop_manual_matches_ftrace", btf_file=True, unprivileged=True)
 def _(t: Test):
     me = os.getpid()
     zones = populated_zones()
@@ -269,7 +269,7 @@ def _(t: Test):
                    f"process", len(trace[n]), perf.counts[f"compaction:{n}"])
 
 
-@scenario("compactsnoop_hist_and_kinds")
+@scenario("compactsnoop_hist_and_kinds", unprivileged=True)
 def _(t: Test):
     me = os.getpid()
     with FtraceOracle(["compaction/mm_compaction_begin", "compaction/mm_compaction_end"], me) as oracle, \

@@ -36,7 +36,7 @@ def reader_under_limit():
 
 # ---------------------------------------------------------------- scenarios
 
-@variant_scenarios("drsnoop_memcg_matches_ftrace", btf_file=True)
+@variant_scenarios("drsnoop_memcg_matches_ftrace", btf_file=True, unprivileged=True)
 def _(t: Test, variant: str):
     # Also run with the old kernels' fall-backs forced (see FEATURE_VARIANTS): the same
     # numbers against the same oracle.
@@ -112,7 +112,7 @@ def _(t: Test):
         t.check_ge(f"perf stat's count of {n} vs the tool's stalls", stalls, perf.counts[n])
 
 
-@scenario("drsnoop_hist_matches_lines")
+@scenario("drsnoop_hist_matches_lines", unprivileged=True)
 def _(t: Test):
     # Both modes watch the same workload at the same time, so they see the same stalls.
     with reader_under_limit() as (cg, reader):
@@ -228,8 +228,9 @@ def _(t: Test):
     res = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                binary("drsnoop"), "-d", "1"], timeout=15)
     t.check_eq("drsnoop as nobody: exit status", 1, res.rc)
-    t.check_in("drsnoop as nobody: message", "needs root, or the capabilities CAP_BPF and "
-               "CAP_PERFMON", res.stderr, "stderr")
+    t.check_in("drsnoop as nobody: message", "missing CAP_BPF and CAP_PERFMON: loading BPF "
+               "programs needs root, or the capabilities CAP_BPF and CAP_PERFMON", res.stderr,
+               "stderr")
     check_help(t, "drsnoop", (
         "--pid", "--tid", "--uid", "--name", "--print-uid", "--extended", "--kind", "--cgroup",
         "--hist", "--per-process", "--timestamp", "--duration", "--json", "--verbose",

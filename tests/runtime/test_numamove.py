@@ -101,7 +101,7 @@ def node_cpus(node: int) -> list:
 
 # ---------------------------------------------------------------- scenarios
 
-@scenario("numamove_compaction_matches_vmstat", btf_file=True)
+@scenario("numamove_compaction_matches_vmstat", btf_file=True, unprivileged=True)
 def _(t: Test):
     w = Windows()
     with Tool("numamove", "-r", "-j") as tool:
@@ -135,7 +135,7 @@ def _(t: Test):
                   rel_tol=1e-9, abs_tol=1e-6)
 
 
-@scenario("numamove_pid_matches_ftrace")
+@scenario("numamove_pid_matches_ftrace", unprivileged=True)
 def _(t: Test):
     with Workload("migrate_fragmenter", *FRAGMENT, held=True) as wl:
         pid = str(wl.pid)

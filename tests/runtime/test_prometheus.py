@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -194,6 +195,19 @@ def check_exposition(t: Test, port: int, tool: str) -> str:
     return text
 
 
+def check_no_capabilities(t: Test, tool: Tool, name: str) -> None:
+    """Serving, the exporter holds no capability in any thread (it drops them all once its
+    programs are attached), whether it started as root or with only some."""
+    held = {}
+    for tid in os.listdir(f"/proc/{tool.proc.pid}/task"):
+        with open(f"/proc/{tool.proc.pid}/task/{tid}/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key in ("CapInh", "CapPrm", "CapEff", "CapAmb") and int(value, 16):
+                    held[f"{tid} {key}"] = value.strip()
+    t.check_eq(f"{name} --prometheus, serving: capabilities held by its threads", {}, held)
+
+
 def check_stopped(t: Test, tool: Tool, name: str) -> None:
     res = tool.stop()
     t.check_eq(f"{name} --prometheus: exit status after SIGINT", 0, res.rc)
@@ -202,12 +216,13 @@ def check_stopped(t: Test, tool: Tool, name: str) -> None:
 
 # ---------------------------------------------------------------- tlbflush
 
-@scenario("prometheus_tlbflush_matches_interrupts")
+@scenario("prometheus_tlbflush_matches_interrupts", unprivileged=True)
 def _(t: Test):
     require_cpus(SENDER, VICTIM)
     with Tool("tlbflush", "-L", "--prometheus", "127.0.0.1:0") as tool:
         port = exporter_port(tool)
         check_exposition(t, port, "tlbflush")
+        check_no_capabilities(t, tool, "tlbflush")
         with Prometheus(f"127.0.0.1:{port}") as prom:
             t0, a0, b0 = bracketed_scrape(prom, lambda: tlb_interrupts()[VICTIM])
             wl = run_workload("tlb_workload", "--seconds", "2", "--main-cpu", str(SENDER),
@@ -262,7 +277,7 @@ def _(t: Test):
 
 # ---------------------------------------------------------------- drsnoop
 
-@scenario("prometheus_drsnoop_matches_ftrace")
+@scenario("prometheus_drsnoop_matches_ftrace", unprivileged=True)
 def _(t: Test):
     with MemoryCgroup("drsnoop_prom", LIMIT) as cg, \
             TestFile(FILE_SIZE, "drsnoop_prom", cold=True) as f, \
@@ -299,6 +314,7 @@ def _(t: Test):
                                  f"{sel})", t1)
                 p_sum = prom.value(f"memlat_reclaim_stall_seconds_sum{sel}", t1)
                 text = check_exposition(t, port, "drsnoop")
+                check_no_capabilities(t, tool, "drsnoop")
         events = snoop_events(t, lines.result)
     lat = sorted(e["lat_ns"] / 1e9 for e in events)
     t.require(len(lat) > 0, "trace mode printed the stalls", ">0", len(lat))
@@ -330,7 +346,7 @@ def _(t: Test):
 
 # ---------------------------------------------------------------- cachestat
 
-@scenario("prometheus_cachestat_matches_ftrace")
+@scenario("prometheus_cachestat_matches_ftrace", unprivileged=True)
 def _(t: Test):
     import test_cachestat as cs
     cs.require_page_size()
@@ -351,6 +367,7 @@ def _(t: Test):
                     task = prom.value('memlat_page_cache_task_misses_total{comm="file_reader"}',
                                       t1)
                 check_exposition(t, port, "cachestat")
+                check_no_capabilities(t, tool, "cachestat")
     log(f"  ftrace oracle: {added} pages added by the reader")
     t.check_eq("memlat_page_cache_misses_total vs the ftrace oracle (pages added, exact)",
                added, misses)
@@ -389,6 +406,7 @@ def _(t: Test):
                                     'order!="-1"})', t1)
                 migrated = prom.value('memlat_compaction_migrated_bytes_total{kind="manual"}', t1)
             check_exposition(t, port, "compactsnoop")
+            check_no_capabilities(t, tool, "compactsnoop")
     ends = len(trace["mm_compaction_end"])
     pages = sum(int(e["nr_migrated"]) for e in trace["mm_compaction_migratepages"])
     log(f"  ftrace oracle: {ends} manual compaction runs, {pages} pages migrated")
@@ -427,6 +445,7 @@ def _(t: Test):
             timed = prom.value('memlat_numa_migrate_seconds_count{reason="compaction"}', t1)
             calls = prom.value('memlat_numa_migrate_calls_total{reason="compaction"}', t1)
         check_exposition(t, port, "numamove")
+        check_no_capabilities(t, tool, "numamove")
     log(f"  workload: {done}")
     t.require(succeeded is not None, "Prometheus has memlat_numa_migrated_bytes_total",
               "a value", succeeded)
@@ -550,6 +569,7 @@ def _(t: Test):
             t.check_eq("per-kind total unchanged by the removal", total,
                        prom.value('memlat_reclaim_stalls_total{kind="memcg"}', t2))
         text = check_exposition(t, port, "drsnoop")
+        check_no_capabilities(t, tool, "drsnoop")
         t.check(not any(c in text for c in tree.children),
                 "the exposition names no removed cgroup", "none", "")
     check_stopped(t, tool, "drsnoop")
@@ -611,6 +631,7 @@ def _(t: Test):
             t.check_ge("the \"other\" series counted the folded processes' flushes",
                        FLOOD - cap, others)
         text = check_exposition(t, port, "tlbflush")
+        check_no_capabilities(t, tool, "tlbflush")
         t.check_le("lines of the flood's task names in the exposition", 3 * cap,
                    text.count("memlat_fl"))
     check_stopped(t, tool, "tlbflush")
@@ -727,6 +748,158 @@ def _(t: Test):
         t.check(False, "after SIGTERM the port is closed", "connection refused", "answered")
     except OSError:
         t.check(True, "after SIGTERM the port is closed")
+
+
+# ---------------------------------------------------------------- the HTTP side under load
+
+IDLE, SLOW = 100, 100        # issue 20: connections that send nothing / one byte a second
+SCRAPE_BOUND = 0.100         # s: the issue's bound on an honest scrape while they are held
+REQUEST_TIME = 5.0           # s: the exporter's deadline for a request's header (exporter.cpp)
+MAX_CONNECTIONS = 256        # the exporter's cap on open connections (exporter.cpp)
+
+
+def timed_scrape(port: int, request: bytes = b"GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n",
+                 timeout: float = 5.0) -> tuple[float, bytes]:
+    """Seconds from connect to the end of the response (the server closes), and the response."""
+    start = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(request)
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return time.monotonic() - start, data
+
+
+def connect(port: int) -> socket.socket:
+    """A connection to the exporter (a Failure rather than a hang if it accepts none)."""
+    try:
+        return socket.create_connection(("127.0.0.1", port), timeout=5.0)
+    except OSError as e:
+        raise Failure(f"cannot connect to the exporter: {e}") from None
+
+
+def status_of(response: bytes) -> int:
+    m = re.match(rb"HTTP/1\.[01] (\d{3}) ", response)
+    return int(m.group(1)) if m else 0
+
+
+def closed_by_server(s: socket.socket) -> bool:
+    """The server closed this connection (EOF or reset); False while it is still open."""
+    s.setblocking(False)  # a socket with a timeout would wait for data first
+    try:
+        return s.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+@scenario("prometheus_no_stall")
+def _(t: Test):
+    """Idle and slow clients cannot stall the exporter: with 100 of each connected, honest
+    scrapes answer within 100 ms; their deadline closes them; past the connection cap the
+    oldest waiting ones make room; malformed requests get 400 and the tool survives."""
+    with Tool("drsnoop", "--prometheus", "127.0.0.1:0") as tool:
+        port = exporter_port(tool)
+        baseline = sorted(timed_scrape(port)[0] for _ in range(10))
+        check_no_capabilities(t, tool, "drsnoop")
+        log(f"  unloaded scrape: median {baseline[5] * 1e3:.1f} ms, max {baseline[-1] * 1e3:.1f} ms")
+
+        opened = time.monotonic()
+        idle = [connect(port) for _ in range(IDLE)]
+        slow = [connect(port) for _ in range(SLOW)]
+        request = b"GET /metrics HTTP/1.1\r\nHost: slow\r\n\r\n"
+        stop = threading.Event()
+
+        def trickle() -> None:
+            sent = 0
+            while not stop.is_set() and sent < len(request):
+                for s in slow:
+                    try:
+                        s.send(request[sent:sent + 1])
+                    except OSError:
+                        pass  # closed by its deadline
+                sent += 1
+                stop.wait(1.0)
+
+        sender = threading.Thread(target=trickle, daemon=True)
+        sender.start()
+        try:
+            time.sleep(1.5)  # every slow client has sent a byte or two
+            latencies = []
+            for _ in range(20):
+                try:
+                    took, response = timed_scrape(port, timeout=2.0)
+                except OSError as e:
+                    raise Failure(f"a scrape under {IDLE} idle + {SLOW} slow clients: {e}") \
+                        from None
+                latencies.append(took)
+                t.check_eq("scrape under 100 idle + 100 slow clients: status", 200,
+                           status_of(response))
+                time.sleep(0.05)
+            held = time.monotonic() - opened
+            latencies.sort()
+            log(f"  with {IDLE} idle + {SLOW} slow clients held for {held:.1f} s: median "
+                f"{latencies[10] * 1e3:.1f} ms, max {latencies[-1] * 1e3:.1f} ms (bound "
+                f"{SCRAPE_BOUND * 1e3:.0f} ms: margin {SCRAPE_BOUND / latencies[-1]:.0f}x)")
+            t.check(held < REQUEST_TIME, "the clients were still connected during the scrapes",
+                    f"< {REQUEST_TIME} s", f"{held:.1f} s")
+            t.check(latencies[-1] < SCRAPE_BOUND,
+                    f"every scrape answered within {SCRAPE_BOUND * 1e3:.0f} ms",
+                    f"< {SCRAPE_BOUND * 1e3:.0f} ms", f"{latencies[-1] * 1e3:.1f} ms")
+            # The header deadline: neither kind outlives it by much (a sweep every 0.25 s).
+            deadline = opened + REQUEST_TIME + 2.0
+            while time.monotonic() < deadline and not all(
+                    closed_by_server(s) for s in idle + slow):
+                time.sleep(0.2)
+            t.check_eq(f"idle clients closed within {REQUEST_TIME + 2:.0f} s", IDLE,
+                       sum(closed_by_server(s) for s in idle))
+            t.check_eq(f"slow clients closed within {REQUEST_TIME + 2:.0f} s", SLOW,
+                       sum(closed_by_server(s) for s in slow))
+        finally:
+            stop.set()
+            sender.join()
+            for s in idle + slow:
+                s.close()
+
+        # Past the cap: the oldest connections still waiting for a request are closed to
+        # make room, and the scrape is answered.
+        crowd = [connect(port) for _ in range(MAX_CONNECTIONS + 50)]
+        try:
+            time.sleep(0.3)
+            took, response = timed_scrape(port)
+            t.check_eq("a scrape past the connection cap: status", 200, status_of(response))
+            t.check(took < SCRAPE_BOUND, "a scrape past the cap answered within 100 ms",
+                    f"< {SCRAPE_BOUND * 1e3:.0f} ms", f"{took * 1e3:.1f} ms")
+            dropped = sum(closed_by_server(s) for s in crowd)
+            oldest = sum(closed_by_server(s) for s in crowd[:51])
+            log(f"  {len(crowd)} idle clients past the cap of {MAX_CONNECTIONS}: {dropped} "
+                f"closed by the exporter, {oldest} of them among the 51 oldest")
+            t.check_eq("past the cap, the oldest waiting clients make room", 51, oldest)
+            t.check_eq("...and only they", 51, dropped)
+        finally:
+            for s in crowd:
+                s.close()
+
+        # Malformed requests: 400, as before; the tool survives them.
+        for request, why, expected in (
+                (b"GARBAGE\r\n\r\n", "a request line that is not HTTP", 400),
+                (b"GET /metrics HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n", "a bad header", 400),
+                (b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 20000 + b"\r\n\r\n",
+                 "a header past 16 KB", 400),
+                (b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
+                 "a body", 400),
+                (b"PUT /metrics HTTP/1.1\r\nHost: x\r\n\r\n", "not a GET", 405),
+                (b"GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n", "an unknown path", 404)):
+            _, response = timed_scrape(port, request)
+            t.check_eq(f"{why}: status", expected, status_of(response))
+        took, response = timed_scrape(port)
+        t.check_eq("served after all that", 200, status_of(response))
+        t.check_in("...the tool's metrics", "memlat_reclaim_stall_seconds_count", response.decode("utf-8", "replace"), "response")
+        check_stopped(t, tool, "drsnoop")
 
 
 if __name__ == "__main__":

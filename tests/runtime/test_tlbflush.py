@@ -24,7 +24,7 @@ from memlat_test import (Failure, IpiOracle, IpiTrace, PerfStat, ProcessWatch, R
                          main, online_cpus, process_storm, TestFile,
                          require_cpus, run, run_workload, scenario, skip, slot_quantile,
                          slot_range, slots_of_json_hist, slots_of_values, tlb_interrupts,
-                         variant_env, variant_scenarios, wait_quiet)
+                         setpriv_command, variant_env, variant_scenarios, wait_quiet)
 
 VICTIM = 1           # the CPU the workload's IPIs hit
 SENDER = 0           # the CPU the workload's munmap loop runs on
@@ -144,7 +144,7 @@ def check_remote_counts(t: Test, obj: dict, delta: int, tol: float = COUNT_TOL) 
 
 # ---------------------------------------------------------------- 1. counts
 
-@scenario("tlbflush_count_matches_interrupts", btf_file=True)
+@scenario("tlbflush_count_matches_interrupts", btf_file=True, unprivileged=True)
 def count_matches_interrupts(t: Test) -> None:
     r = measured_run(t, "-c", str(VICTIM), "-j")
     res, delta = r.res, r.delta
@@ -240,7 +240,7 @@ def check_attribution(t: Test, obj: dict, r: Run, target, tol: float) -> None:
                ours, f"{r.wl['iterations']} munmaps + 1% + 10: one IPI per munmap with 2 CPUs")
 
 
-@scenario("tlbflush_culprits")
+@scenario("tlbflush_culprits", unprivileged=True)
 def culprits(t: Test) -> None:
     r = measured_run(t, "--culprits", "-c", str(VICTIM), "-j", alone=True)
     obj = final_object(t, r.res)
@@ -259,7 +259,7 @@ def culprits(t: Test) -> None:
 
 # ---------------------------------------------------------------- 3. stacks
 
-@scenario("tlbflush_stacks")
+@scenario("tlbflush_stacks", unprivileged=True)
 def stacks(t: Test) -> None:
     require_cpus(SENDER, VICTIM)
     with Tool("tlbflush", "--culprits", "-s", "-c", str(VICTIM), "-j") as tool:
@@ -400,7 +400,7 @@ IRQ_CHOSEN = "irq_vectors:call_function(_single)_entry/exit (latency): using irq
 CSD_CHOSEN = "csd:csd_function_entry/exit (latency): using "
 
 
-@scenario("tlbflush_latency")
+@scenario("tlbflush_latency", unprivileged=True)
 def latency(t: Test) -> None:
     latency_against_oracle(t, {}, [IRQ_CHOSEN + "tp_btf", CSD_CHOSEN + "csd/raw_tp"], True)
 
@@ -768,6 +768,43 @@ BAD_INPUT = [
     (["-d", "-1"], r"-d\b|duration"),
     (["1", "2", "3"], r"\b3\b"),
 ]
+
+
+@scenario("tlbflush_capabilities")
+def _(t: Test):
+    """As user nobody, a missing capability gets one line naming it (exit 1): CAP_BPF and
+    CAP_PERFMON for loading, CAP_SYSLOG for --culprits and -L where /proc/kallsyms hides
+    addresses from the user; CAP_SYS_ADMIN alone stands for CAP_BPF + CAP_PERFMON."""
+    def as_nobody(caps: list[str], *args: str) -> Result:
+        return run(setpriv_command(caps) + [binary("tlbflush"), *args], timeout=30)
+
+    for caps, missing in (([], "CAP_BPF and CAP_PERFMON"), (["bpf"], "CAP_PERFMON"),
+                          (["perfmon"], "CAP_BPF")):
+        res = as_nobody(caps, "-d", "1")
+        what = f"tlbflush as nobody with {caps or 'no capabilities'}"
+        t.check_eq(f"{what}: exit status", 1, res.rc)
+        t.check_eq(f"{what}: one line on stderr", 1, len(res.stderr.splitlines()))
+        t.check_in(f"{what}: the line names what is missing", f"tlbflush: missing {missing}:",
+                   res.stderr, "stderr")
+    res = as_nobody(["sys_admin"], "-d", "1")
+    t.check_eq("tlbflush as nobody with CAP_SYS_ADMIN alone: exit status", 0, res.rc)
+
+    # Does /proc/kallsyms show addresses to nobody with CAP_BPF + CAP_PERFMON?
+    peek = run(setpriv_command(["bpf", "perfmon"]) + ["head", "-1", "/proc/kallsyms"])
+    hidden = peek.stdout.split()[:1] == ["0" * 16]
+    log(f"  /proc/kallsyms to nobody: {'zero addresses' if hidden else 'addresses shown'}")
+    for args in (["--culprits"], ["-L"]):
+        res = as_nobody(["bpf", "perfmon"], *args, "-d", "1")
+        what = f"tlbflush {args[0]} as nobody without CAP_SYSLOG"
+        if hidden:
+            t.check_eq(f"{what}: exit status", 1, res.rc)
+            t.check_eq(f"{what}: one line on stderr", 1, len(res.stderr.splitlines()))
+            t.check_in(f"{what}: names CAP_SYSLOG", "tlbflush: missing CAP_SYSLOG:",
+                       res.stderr, "stderr")
+        else:
+            t.check_eq(f"{what} (kallsyms shows addresses here): exit status", 0, res.rc)
+        res = as_nobody(["bpf", "perfmon", "syslog"], *args, "-d", "1")
+        t.check_eq(f"tlbflush {args[0]} as nobody with CAP_SYSLOG too: exit status", 0, res.rc)
 
 
 @scenario("tlbflush_bad_input")

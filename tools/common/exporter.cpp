@@ -4,8 +4,7 @@
 #include <csignal>
 #include <cstring>
 #include <fmt/format.h>
-#include <mutex>
-#include <poll.h>
+#include <list>
 #include <pthread.h>
 #include <sys/socket.h>
 
@@ -13,11 +12,13 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
-#include <boost/asio/buffer.hpp>
-#include <boost/asio/error.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
+#include "capabilities.h"
 #include "errors.h"
 #include "run_loop.h"
 
@@ -25,6 +26,7 @@ namespace memlat {
 
 namespace asio = boost::asio;
 namespace http = boost::beast::http;
+using tcp = asio::ip::tcp;
 
 std::string ListenAddress::describe() const {
     if (host.empty())
@@ -144,78 +146,6 @@ void check_prometheus_options(const PrometheusOptions &options, const CommonOpti
 
 namespace {
 
-// A connected socket as Beast's synchronous stream: Beast parses and writes the HTTP, this
-// moves the bytes. (Asio's own socket would bring its reactor and scheduler, about 100 KB of
-// every static binary, for a server that needs neither.)
-class SocketStream {
-  public:
-    explicit SocketStream(int fd) : fd_(fd) {}
-
-    template <typename Buffers>
-    size_t read_some(const Buffers &buffers, boost::system::error_code &error) {
-        for (auto it = asio::buffer_sequence_begin(buffers);
-             it != asio::buffer_sequence_end(buffers); ++it) {
-            asio::mutable_buffer b = *it;
-            if (b.size() == 0)
-                continue;
-            ssize_t n;
-            do
-                n = ::recv(fd_, b.data(), b.size(), 0);
-            while (n < 0 && errno == EINTR);
-            if (n < 0)
-                error.assign(errno, boost::system::system_category());
-            else if (n == 0)
-                error = asio::error::eof;
-            else
-                error = {};
-            return n > 0 ? static_cast<size_t>(n) : 0;
-        }
-        error = {};
-        return 0;
-    }
-    template <typename Buffers>
-    size_t read_some(const Buffers &buffers) {
-        boost::system::error_code error;
-        size_t n = read_some(buffers, error);
-        if (error)
-            throw boost::system::system_error(error);
-        return n;
-    }
-
-    template <typename Buffers>
-    size_t write_some(const Buffers &buffers, boost::system::error_code &error) {
-        for (auto it = asio::buffer_sequence_begin(buffers);
-             it != asio::buffer_sequence_end(buffers); ++it) {
-            asio::const_buffer b = *it;
-            if (b.size() == 0)
-                continue;
-            ssize_t n;
-            do
-                n = ::send(fd_, b.data(), b.size(), MSG_NOSIGNAL);
-            while (n < 0 && errno == EINTR);
-            if (n < 0) {
-                error.assign(errno, boost::system::system_category());
-                return 0;
-            }
-            error = {};
-            return static_cast<size_t>(n);
-        }
-        error = {};
-        return 0;
-    }
-    template <typename Buffers>
-    size_t write_some(const Buffers &buffers) {
-        boost::system::error_code error;
-        size_t n = write_some(buffers, error);
-        if (error)
-            throw boost::system::system_error(error);
-        return n;
-    }
-
-  private:
-    int fd_;
-};
-
 // A socket address for `where`: IPv6 or IPv4 by the form of the host; every address is
 // IPv6's any (which takes IPv4 too) unless `v4_any`.
 struct SocketAddress {
@@ -248,133 +178,228 @@ SocketAddress socket_address(const ListenAddress &where, bool v4_any) {
     return a;
 }
 
-struct Fd {
-    int fd = -1;
-    explicit Fd(int f) : fd(f) {}
-    Fd(const Fd &) = delete;
-    Fd &operator=(const Fd &) = delete;
-    ~Fd() {
-        if (fd >= 0)
-            close(fd);
+// A listening socket on `where`, made by hand so that each failure gets its own message
+// (Asio's acceptor then adopts it).
+int open_listener(const ListenAddress &where) {
+    SocketAddress address = socket_address(where, false);
+    int listener = socket(address.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (listener < 0 && where.host.empty() && errno == EAFNOSUPPORT) {
+        // A kernel without IPv6: every IPv4 address.
+        address = socket_address(where, true);
+        listener = socket(address.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     }
-};
+    if (listener < 0)
+        throw RuntimeError(fmt::format("--prometheus {}: cannot open a socket: {}",
+                                       where.describe(), strerror(errno)));
+    const int on = 1, off = 0;
+    setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    if (address.family == AF_INET6 && where.host.empty())
+        setsockopt(listener, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
+    if (bind(listener, reinterpret_cast<sockaddr *>(&address.storage), address.length) != 0) {
+        const int err = errno;
+        close(listener);
+        if (err == EADDRINUSE)
+            throw RuntimeError(fmt::format("--prometheus {}: the port is in use (another "
+                                           "exporter on it?); choose another port",
+                                           where.describe()));
+        throw RuntimeError(fmt::format("--prometheus {}: cannot listen there: {}", where.describe(),
+                                       err == EADDRNOTAVAIL
+                                           ? "no interface of this machine has that address"
+                                           : strerror(err)));
+    }
+    if (listen(listener, SOMAXCONN) != 0) {
+        const int err = errno;
+        close(listener);
+        throw RuntimeError(
+            fmt::format("--prometheus {}: cannot listen: {}", where.describe(), strerror(err)));
+    }
+    return listener;
+}
+
+using Clock = std::chrono::steady_clock;
 
 } // namespace
 
-// One listening socket and a loop that answers one request per connection.
+// The HTTP side, on one thread running an Asio event loop: every connection is served
+// concurrently, so no client can hold up another. One request per connection (the response
+// says Connection: close), which is all a Prometheus scrape needs.
+//
+// What a client can take, and for how long:
+// - kMaxConnections open connections. At the cap a new connection closes the oldest one
+//   still sending its request; refusing the new one instead would let anyone who holds the
+//   cap's worth of idle connections turn every scrape away. A scraper sends its request as
+//   soon as it connects, so it is never the oldest one waiting for long; only when every
+//   connection is being answered is the new one refused.
+// - kRequestTime from accept to the end of the request's header (a deadline for the whole
+//   header, not per byte: a client sending one byte a second is dropped all the same), and
+//   kResponseTime to take the response.
+// - kHeaderLimit bytes of header; no body. A request Beast cannot parse, or beyond those
+//   limits, is answered 400 Bad Request.
 class Exporter::Server {
   public:
+    static constexpr size_t kMaxConnections = 256;
+    static constexpr auto kRequestTime = std::chrono::seconds(5);
+    static constexpr auto kResponseTime = std::chrono::seconds(10);
+    static constexpr uint32_t kHeaderLimit = 16 * 1024;
+
     Server(const ListenAddress &where, std::string tool, Collect collect)
-        : tool_(std::move(tool)), collect_(std::move(collect)) {
-        SocketAddress address = socket_address(where, false);
-        listener_ = socket(address.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (listener_ < 0 && where.host.empty() && errno == EAFNOSUPPORT) {
-            // A kernel without IPv6: every IPv4 address.
-            address = socket_address(where, true);
-            listener_ = socket(address.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        }
-        if (listener_ < 0)
-            throw RuntimeError(fmt::format("--prometheus {}: cannot open a socket: {}",
-                                           where.describe(), strerror(errno)));
-        const int on = 1, off = 0;
-        setsockopt(listener_, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-        if (address.family == AF_INET6 && where.host.empty())
-            setsockopt(listener_, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
-        if (bind(listener_, reinterpret_cast<sockaddr *>(&address.storage), address.length) != 0) {
-            const int err = errno;
-            close(listener_);
-            if (err == EADDRINUSE)
-                throw RuntimeError(fmt::format("--prometheus {}: the port is in use (another "
-                                               "exporter on it?); choose another port",
-                                               where.describe()));
-            throw RuntimeError(
-                fmt::format("--prometheus {}: cannot listen there: {}", where.describe(),
-                            err == EADDRNOTAVAIL ? "no interface of this machine has that address"
-                                                 : strerror(err)));
-        }
-        if (listen(listener_, 64) != 0) {
-            const int err = errno;
-            close(listener_);
-            throw RuntimeError(
-                fmt::format("--prometheus {}: cannot listen: {}", where.describe(), strerror(err)));
-        }
+        : tool_(std::move(tool)), collect_(std::move(collect)), acceptor_(io_), sweep_(io_) {
+        const int listener = open_listener(where);
         sockaddr_storage local{};
         socklen_t length = sizeof(local);
-        getsockname(listener_, reinterpret_cast<sockaddr *>(&local), &length);
+        getsockname(listener, reinterpret_cast<sockaddr *>(&local), &length);
+        const bool v6 = local.ss_family == AF_INET6;
         bound_.host = where.host;
-        bound_.port =
-            ntohs(local.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6 *>(&local)->sin6_port
-                                              : reinterpret_cast<sockaddr_in *>(&local)->sin_port);
+        bound_.port = ntohs(v6 ? reinterpret_cast<sockaddr_in6 *>(&local)->sin6_port
+                               : reinterpret_cast<sockaddr_in *>(&local)->sin_port);
+        boost::system::error_code error;
+        acceptor_.assign(v6 ? tcp::v6() : tcp::v4(), listener, error);
+        if (error) {
+            close(listener);
+            throw RuntimeError(fmt::format("--prometheus {}: cannot serve: {}", where.describe(),
+                                           error.message()));
+        }
+        accept();
+        sweep();
     }
     Server(const Server &) = delete;
     Server &operator=(const Server &) = delete;
-    ~Server() { close(listener_); }
-
-    void serve() {
-        while (!stopping_) {
-            Fd client(accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC));
-            if (stopping_)
-                return;
-            if (client.fd < 0) {
-                // Out of descriptors or memory: wait instead of spinning, then try again. A
-                // connection that went away before it was accepted is simply skipped.
-                if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-                    poll(nullptr, 0, 100);
-                continue;
-            }
-            {
-                std::lock_guard lock(mutex_);
-                client_ = client.fd;
-            }
-            answer(client.fd);
-            std::lock_guard lock(mutex_);
-            client_ = -1;
-        }
+    ~Server() {
+        // The loop has stopped: close every socket before the io_context goes.
+        for (auto &c : connections_)
+            c->socket.close();
+        connections_.clear();
+        boost::system::error_code ignored;
+        acceptor_.close(ignored);
     }
 
-    void stop() {
-        stopping_ = true;
-        std::lock_guard lock(mutex_);
-        // shutdown() wakes a thread blocked in accept() or in a read on these sockets.
-        ::shutdown(listener_, SHUT_RDWR);
-        if (client_ >= 0)
-            ::shutdown(client_, SHUT_RDWR);
-    }
+    void serve() { io_.run(); }
+    // From another thread: the loop returns, and nothing is served from then on.
+    void stop() { io_.stop(); }
 
     ListenAddress bound() const { return bound_; }
 
   private:
-    void answer(int fd) {
-        // A client that stops sending or reading must not hold the only server thread.
-        timeval timeout{5, 0};
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-        SocketStream stream(fd);
+    struct Connection {
+        explicit Connection(asio::io_context &io) : socket(io) {}
+        tcp::socket socket;
         boost::beast::flat_buffer buffer;
         http::request_parser<http::empty_body> parser;
-        parser.header_limit(16 * 1024);
-        parser.body_limit(0);
-        boost::system::error_code error;
-        http::read(stream, buffer, parser, error);
-        http::response<http::string_body> res;
+        http::response<http::string_body> response;
+        Clock::time_point deadline;
+        bool answering = false; // the request is in; the response is being written
+        bool closed = false;
+    };
+    using ConnectionPtr = std::shared_ptr<Connection>;
+
+    void accept() {
+        auto c = std::make_shared<Connection>(io_);
+        acceptor_.async_accept(c->socket, [this, c](boost::system::error_code error) {
+            if (error == asio::error::operation_aborted)
+                return;
+            if (error) {
+                // Out of descriptors or memory: make room, wait a little instead of spinning,
+                // then accept again. A connection gone before it was accepted is skipped.
+                if (error == asio::error::no_descriptors || error.value() == ENFILE ||
+                    error == asio::error::no_buffer_space || error == asio::error::no_memory) {
+                    drop_oldest_waiting();
+                    retry_.emplace(io_, std::chrono::milliseconds(100));
+                    retry_->async_wait([this](boost::system::error_code e) {
+                        if (!e)
+                            accept();
+                    });
+                    return;
+                }
+                accept();
+                return;
+            }
+            admit(c);
+            accept();
+        });
+    }
+
+    void admit(const ConnectionPtr &c) {
+        if (connections_.size() >= kMaxConnections && !drop_oldest_waiting()) {
+            boost::system::error_code ignored;
+            c->socket.close(ignored); // every connection is being answered: refuse
+            return;
+        }
+        connections_.push_back(c);
+        c->deadline = Clock::now() + kRequestTime;
+        c->parser.header_limit(kHeaderLimit);
+        c->parser.body_limit(0);
+        http::async_read(c->socket, c->buffer, c->parser,
+                         [this, c](boost::system::error_code error, size_t) { read(c, error); });
+    }
+
+    // Closes the connection that has waited longest for its request; false if none waits.
+    bool drop_oldest_waiting() {
+        for (auto &c : connections_)
+            if (!c->answering) {
+                finish(ConnectionPtr(c));
+                return true;
+            }
+        return false;
+    }
+
+    void read(const ConnectionPtr &c, boost::system::error_code error) {
+        if (c->closed)
+            return;
+        auto &res = c->response;
         if (error) {
-            if (error == http::error::end_of_stream || error == asio::error::eof || stopping_ ||
-                error.category() == boost::system::system_category())
-                return; // the client went away, timed out, or the tool is stopping
+            if (error == http::error::end_of_stream || error == asio::error::eof ||
+                error.category() == boost::system::system_category()) {
+                finish(c); // the client went away, or its time is up
+                return;
+            }
+            res.version(11);
             res.result(http::status::bad_request);
             res.set(http::field::content_type, "text/plain; charset=utf-8");
             res.body() = fmt::format("Bad request: {}\n", error.message());
         } else {
-            res = respond(parser.get());
+            respond(c->parser.get(), res);
         }
         res.keep_alive(false);
         res.prepare_payload();
-        http::write(stream, res, error);
-        ::shutdown(fd, SHUT_WR);
+        c->answering = true;
+        c->deadline = Clock::now() + kResponseTime;
+        http::async_write(c->socket, res, [this, c](boost::system::error_code, size_t) {
+            if (c->closed)
+                return;
+            boost::system::error_code ignored;
+            c->socket.shutdown(tcp::socket::shutdown_send, ignored);
+            finish(c);
+        });
     }
 
-    http::response<http::string_body> respond(const http::request<http::empty_body> &req) {
-        http::response<http::string_body> res;
+    void finish(const ConnectionPtr &c) {
+        if (c->closed)
+            return;
+        c->closed = true;
+        boost::system::error_code ignored;
+        c->socket.close(ignored); // its pending read or write completes as aborted
+        connections_.remove(c);
+    }
+
+    // Four times a second: close the connections past their deadline.
+    void sweep() {
+        sweep_.expires_after(std::chrono::milliseconds(250));
+        sweep_.async_wait([this](boost::system::error_code error) {
+            if (error)
+                return;
+            const auto now = Clock::now();
+            std::vector<ConnectionPtr> late;
+            for (auto &c : connections_)
+                if (c->deadline <= now)
+                    late.push_back(c);
+            for (auto &c : late)
+                finish(c);
+            sweep();
+        });
+    }
+
+    void respond(const http::request<http::empty_body> &req,
+                 http::response<http::string_body> &res) {
         res.version(req.version());
         res.set(http::field::server, "memlat");
         if (req.method() != http::verb::get) {
@@ -382,7 +407,7 @@ class Exporter::Server {
             res.set(http::field::allow, "GET");
             res.set(http::field::content_type, "text/plain; charset=utf-8");
             res.body() = "Only GET is served.\n";
-            return res;
+            return;
         }
         std::string_view target = req.target();
         target = target.substr(0, target.find('?'));
@@ -410,16 +435,16 @@ class Exporter::Server {
             res.set(http::field::content_type, "text/plain; charset=utf-8");
             res.body() = "Not found: the metrics are at /metrics\n";
         }
-        return res;
     }
 
     std::string tool_;
     Collect collect_;
-    int listener_ = -1;
     ListenAddress bound_;
-    std::atomic<bool> stopping_{false};
-    std::mutex mutex_;
-    int client_ = -1;
+    asio::io_context io_{1};
+    tcp::acceptor acceptor_;
+    asio::steady_timer sweep_;
+    std::optional<asio::steady_timer> retry_;
+    std::list<ConnectionPtr> connections_; // oldest first
 };
 
 Exporter::Exporter(const ListenAddress &where, std::string tool, Collect collect)
@@ -431,7 +456,10 @@ Exporter::Exporter(const ListenAddress &where, std::string tool, Collect collect
     sigaddset(&stop_signals, SIGINT);
     sigaddset(&stop_signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop_signals, &before);
-    thread_ = std::thread([server = server_.get()] { server->serve(); });
+    thread_ = std::thread([server = server_.get()] {
+        drop_capabilities();
+        server->serve();
+    });
     pthread_sigmask(SIG_SETMASK, &before, nullptr);
 }
 
@@ -450,6 +478,9 @@ void serve_until_stopped(std::string_view tool, const Exporter &exporter,
                          const std::function<void(std::chrono::milliseconds)> &wait) {
     fmt::print(stderr, "{}: serving Prometheus metrics on http://{}/metrics\n", tool,
                exporter.bound().describe());
+    drop_capabilities();
+    verbose(common.verbosity(), "every capability dropped: the programs are attached, and "
+                                "reading their maps needs none");
     announce_tracing("Counting for Prometheus...");
     CommonOptions run = common;
     run.interval = 0;

@@ -1,7 +1,8 @@
 // --prometheus [ADDR:]PORT: the HTTP server that lets Prometheus scrape a tool. It serves
 // GET /metrics (the exposition the tool's collect function builds at each scrape) and a `/`
-// page that links it, one request per connection, on a thread of its own; HTTP parsing is
-// Boost.Beast's (README: "Prometheus exporter" says why that library).
+// page that links it, one request per connection, every connection at once on an Asio event
+// loop in a thread of its own, with a cap on connections and deadlines for each (exporter.cpp
+// says which); HTTP parsing is Boost.Beast's (README: "Prometheus exporter" says why).
 #pragma once
 
 #include <atomic>
@@ -58,7 +59,7 @@ class Exporter {
     Exporter(const ListenAddress &where, std::string tool, Collect collect);
     Exporter(const Exporter &) = delete;
     Exporter &operator=(const Exporter &) = delete;
-    // Stops serving: closes the listening socket and any connection in progress.
+    // Stops serving: closes the listening socket and every connection.
     ~Exporter();
     // The bound address (the port the kernel chose when PORT was 0).
     ListenAddress bound() const;
@@ -70,7 +71,9 @@ class Exporter {
     std::thread thread_;
 };
 
-// The main loop of a tool in --prometheus mode: says where it serves (stderr), announces
+// The main loop of a tool in --prometheus mode, called once its programs are attached: drops
+// every capability (the server's thread drops its own when it starts), says where it serves
+// (stderr), announces
 // tracing and waits for SIGINT, SIGTERM or -d. `wait` is the tool's usual wait (polling its
 // events, or sleeping).
 void serve_until_stopped(std::string_view tool, const Exporter &exporter,

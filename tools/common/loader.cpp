@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "capabilities.h"
 #include "fallback.h"
 #include "kernel_btf.h"
 #include "kernel_features.h"
@@ -56,14 +57,6 @@ int capture_libbpf(enum libbpf_print_level level, const char *format, va_list ar
         log.lines.push_back(std::move(line));
     }
     return 0;
-}
-
-bool has_capability(int cap) {
-    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-    __user_cap_data_struct data[2]{};
-    if (syscall(SYS_capget, &header, data) != 0)
-        return false;
-    return (data[cap / 32].effective & (1u << (cap % 32))) != 0;
 }
 
 // A choice naming a program the object lacks is a mistake in the tool: caught at the first
@@ -135,11 +128,11 @@ Link::~Link() {
 }
 
 void check_environment(std::string_view tool) {
-    if (geteuid() != 0 && !(has_capability(CAP_BPF) && has_capability(CAP_PERFMON)))
+    if (const std::string missing = missing_bpf_capabilities(); !missing.empty())
         throw RuntimeError(fmt::format(
-            "loading BPF programs needs root, or the capabilities CAP_BPF and CAP_PERFMON. "
-            "Run {} with sudo.",
-            tool));
+            "missing {}: loading BPF programs needs root, or the capabilities CAP_BPF and "
+            "CAP_PERFMON. Run {} with sudo, or grant them (README: \"Least privilege\").",
+            missing, tool));
     // Chooses the BTF (or explains that there is none) and reads any other than the
     // kernel's own now, so that a bad --btf file is reported as such and not as a failure deep
     // inside libbpf. The kernel's own is read only if user space needs it.

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Build check: the multi-call binary. `memlat -h` lists every tool, one line each;
+`memlat --version` prints the version; `memlat TOOL ARGS` and the link BUILD/TOOL give the same
+output and exit status (help, a usage error); an unknown tool or no tool is a usage error.
+
+usage: check_multicall.py BUILD_DIR TOOL..."""
+import os
+import subprocess
+import sys
+
+
+def run(argv: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30)
+
+
+def main() -> int:
+    build, tools = sys.argv[1], sys.argv[2:]
+    memlat = os.path.join(build, "memlat")
+    failures = []
+
+    listing = run([memlat, "-h"])
+    lines = listing.stdout.splitlines()
+    if listing.returncode != 0:
+        failures.append(f"memlat -h exited {listing.returncode}: {listing.stderr}")
+    for tool in tools:
+        mine = [line for line in lines if line.split()[:1] == [tool]]
+        if len(mine) != 1 or len(mine[0].split()) < 3:
+            failures.append(f"memlat -h has no line for {tool} (with what it does):\n"
+                            f"{listing.stdout}")
+    print(listing.stdout)
+
+    version = run([memlat, "--version"])
+    if version.returncode != 0 or not version.stdout.startswith("memlat "):
+        failures.append(f"memlat --version: exit {version.returncode}, {version.stdout!r}")
+
+    for argv, why in (([], "no tool"), (["nosuchtool"], "an unknown tool")):
+        res = run([memlat, *argv])
+        if res.returncode != 2 or not res.stderr.startswith("memlat: ") and argv:
+            failures.append(f"memlat {' '.join(argv)} ({why}): exit {res.returncode} "
+                            f"(expected 2), stderr {res.stderr[:200]!r}")
+        if not res.stderr:
+            failures.append(f"memlat {' '.join(argv)} ({why}): nothing on stderr")
+
+    for tool in tools:
+        for args in (["-h"], ["--no-such-option"], ["-p", "x"]):
+            via_link = run([os.path.join(build, tool), *args])
+            via_memlat = run([memlat, tool, *args])
+            for what in ("returncode", "stdout", "stderr"):
+                if getattr(via_link, what) != getattr(via_memlat, what):
+                    failures.append(f"{tool} {' '.join(args)} and memlat {tool} "
+                                    f"{' '.join(args)} differ in {what}:\n"
+                                    f"{getattr(via_link, what)!r}\n{getattr(via_memlat, what)!r}")
+        if not via_link.stderr.startswith(f"{tool}: "):
+            failures.append(f"{tool} -p x: the usage error names the tool: {via_link.stderr!r}")
+
+    for f in failures:
+        print("FAIL:", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+// memlat: every tool in one static binary. `memlat TOOL ARGS...` runs a tool; so does
+// `TOOL ARGS...` through a link (symbolic or hard) named after it, exactly as a binary of its
+// own would: same options, output and exit statuses.
+#include <cstdio>
+#include <cstring>
+#include <fmt/format.h>
+#include <string_view>
+
+#include "multicall.h"
+
+namespace {
+
+using memlat::ToolEntry;
+
+const ToolEntry *find_tool(std::string_view name) {
+    for (const ToolEntry *tool : memlat::tool_entries())
+        if (name == tool->name)
+            return tool;
+    return nullptr;
+}
+
+void usage(FILE *out) {
+    fmt::print(out, "Usage: memlat TOOL [OPTION...]\n"
+                    "   or: TOOL [OPTION...]  (through a link named after the tool)\n"
+                    "Where Linux memory management stalls programs, traced with BPF.\n\n"
+                    "Tools:\n");
+    for (const ToolEntry *tool : memlat::tool_entries())
+        fmt::print(out, "  {:<14}{}\n", tool->name, tool->summary);
+    fmt::print(out, "\n'memlat TOOL -h' shows a tool's options.\n"
+                    "  -h, --help     Show this list and exit\n"
+                    "  -V, --version  Print the version and exit\n");
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    // A link named after a tool runs that tool.
+    const char *slash = argc > 0 ? strrchr(argv[0], '/') : nullptr;
+    const std::string_view invoked = argc > 0 ? (slash ? slash + 1 : argv[0]) : "memlat";
+    if (const ToolEntry *tool = find_tool(invoked))
+        return tool->main(argc, argv);
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const std::string_view first = argv[1];
+    if (first == "-h" || first == "--help") {
+        usage(stdout);
+        return 0;
+    }
+    if (first == "-V" || first == "--version") {
+        fmt::print("memlat {}\n", MEMLAT_VERSION);
+        return 0;
+    }
+    if (const ToolEntry *tool = find_tool(first))
+        return tool->main(argc - 1, argv + 1);
+    std::string names;
+    for (const ToolEntry *tool : memlat::tool_entries())
+        names += (names.empty() ? "" : ", ") + std::string(tool->name);
+    fmt::print(
+        stderr,
+        "memlat: no tool named '{}'; the tools are: {}\nRun 'memlat -h' for what each does.\n",
+        first, names);
+    return 2;
+}
