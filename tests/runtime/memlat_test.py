@@ -454,13 +454,16 @@ class FtraceOracle:
             events = oracle.stop()["mm_vmscan_memcg_reclaim_end"]   # [{"nr_reclaimed": "12", ...}]
 
     `events` are "SYSTEM/EVENT" names (as under tracefs events/); each is filtered to
-    common_pid == pid. stop() disables them and parses the trace; a trace that lost events is
-    a Failure (make buffer_kb, the per-CPU buffer size, larger)."""
+    common_pid == pid, unless `filters` gives an event another ftrace filter. stop() disables
+    them and parses the trace; a trace that lost events is a Failure (make buffer_kb, the
+    per-CPU buffer size, larger)."""
 
-    def __init__(self, events: Sequence[str], pid: int, buffer_kb: int = 4096):
+    def __init__(self, events: Sequence[str], pid: int, buffer_kb: int = 4096,
+                 filters: Optional[dict[str, str]] = None):
         self.events = list(events)
         self.pid = pid
         self.buffer_kb = buffer_kb
+        self.filters = dict(filters or {})
         self.path = os.path.join(TRACEFS, "instances", own_name("oracle"))
 
     def _control(self, event: str, file: str) -> str:
@@ -472,7 +475,8 @@ class FtraceOracle:
         os.mkdir(self.path)
         write_file(os.path.join(self.path, "buffer_size_kb"), str(self.buffer_kb))
         for e in self.events:
-            write_file(self._control(e, "filter"), f"common_pid == {self.pid}")
+            write_file(self._control(e, "filter"),
+                       self.filters.get(e, f"common_pid == {self.pid}"))
             write_file(self._control(e, "enable"), "1")
         return self
 
