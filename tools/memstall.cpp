@@ -85,7 +85,8 @@ struct CauseFunctions {
 const std::vector<CauseFunctions> cause_functions{
     // folio_wait_bit_common enters a memstall for a locked, not up-to-date workingset folio:
     // a refault of a page that was recently evicted (5.16+; wait_on_page_bit_common before).
-    {MEMSTALL_THRASHING, {"folio_wait_bit_common", "wait_on_page_bit_common"}},
+    // read_pages does for the readahead of workingset pages (5.16+).
+    {MEMSTALL_THRASHING, {"folio_wait_bit_common", "wait_on_page_bit_common", "read_pages"}},
     {MEMSTALL_SWAPIN,
      {"swap_read_folio", "swap_readpage", "do_swap_page", "swapin_readahead", "shmem_swapin_folio",
       "shmem_swapin_page"}},

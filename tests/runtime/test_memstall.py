@@ -246,36 +246,71 @@ def _(t: Test):
         t.check_in(f"-v says how: {line[:20]}...", line, err, "stderr")
 
 
+def hot_reader_under_pressure(taskstats: Taskstats, cg: MemoryCgroup, hot_path: str,
+                              stream_path: str) -> tuple[Tool, dict, dict, int]:
+    """One round of the thrashing workload (see the scenario): (the tool, the hot reader's
+    taskstats, the ftrace oracle's trace, the hot reader's pid)."""
+    with Workload("file_reader", "--file", hot_path, "--cgroup", cg.path, "--passes", "400",
+                  "--mmap", "--linger", held=True) as hot:
+        with FtraceOracle(["vmscan/mm_vmscan_memcg_reclaim_begin",
+                           "vmscan/mm_vmscan_memcg_reclaim_end"], hot.pid) as oracle, \
+                Tool("memstall", "-j", "-p", str(hot.pid)) as tool:
+            with Workload("file_reader", "--file", stream_path, "--cgroup", cg.path,
+                          "--passes", "100"):
+                hot.release()
+                hot.wait_done(90)
+            time.sleep(0.3)
+            stats = taskstats.get(hot.pid)
+            trace = oracle.stop()
+    return tool, stats, trace, hot.pid
+
+
 @scenario("memstall_thrashing_vs_taskstats")
 def _(t: Test):
-    """A file a little larger than its memory cgroup, read again and again: its pages are
-    evicted while still in use and read back (refaults). Pages that were active before their
-    eviction come back as "workingset", and waiting for one to be read is a thrashing stall
-    (folio_wait_bit_common): memstall's THRASH against delay accounting's thrashing."""
+    """Refault thrashing in a 32 MiB memory cgroup: a reader maps a 20 MiB file and touches
+    it again and again (its pages become active), while a second reader streams a 128 MiB
+    file through the same cgroup. The stream's pressure deactivates the hot pages (which
+    marks them workingset) and evicts them; touched again soon after, they are read back as
+    workingset refaults, and the wait for each is a thrashing stall in folio_wait_bit_common.
+    Whether the kernel sees them as workingset varies from run to run (here 3 of 7 runs
+    showed none), so up to three rounds run until delay accounting counts thrashing.
+    memstall's THRASH of the hot reader against delay accounting's thrashing, and its memcg
+    reclaim against the ftrace windows and freepages."""
     with delay_accounting() as taskstats, MemoryCgroup("memstall_thrash", LIMIT) as cg, \
-            TestFile(48 << 20, "memstall_thrash", cold=True) as f, \
-            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--passes", "12",
-                     "--mmap", "--linger", held=True) as reader:
-        with Tool("memstall", "-j", "-p", str(reader.pid)) as tool:
-            reader.release()
-            reader.wait_done(90)
-            time.sleep(0.3)
-            stats = taskstats.get(reader.pid)
-    log(f"taskstats of the reader: {stats}")
-    mine = row_of(last_rows(t, tool), reader.pid)
-    thrash = cause(mine, "thrash")
-    log(f"memstall's causes of the reader: {mine['causes']}")
+            TestFile(20 << 20, "memstall_hot") as hot_file, \
+            TestFile(FILE_SIZE, "memstall_stream") as stream_file:
+        for round_ in range(3):
+            hot_file.evict()
+            stream_file.evict()
+            tool, stats, trace, pid = hot_reader_under_pressure(taskstats, cg, hot_file.path,
+                                                                stream_file.path)
+            log(f"round {round_ + 1}: taskstats of the hot reader: {stats}")
+            if stats["thrashing_count"] > 0:
+                break
+    mine = row_of(last_rows(t, tool), pid)
+    thrash, memcg = cause(mine, "thrash"), cause(mine, "memcg")
+    log(f"memstall's causes of the hot reader: {mine['causes']}")
     if stats["thrashing_count"] == 0:
-        skip("the kernel counted no thrashing for the reader (taskstats thrashing_count 0): "
-             "its refaulting pages did not come back as workingset on this host")
-    # Delay accounting counts each wait for a refaulting page; memstall counts the time the
-    # task slept in it, which is most of a wait but not the part on the CPU.
-    t.check_le("thrash stalls <= taskstats thrashing_count", stats["thrashing_count"],
-               thrash["stalls"])
-    t.check_le("thrash time <= taskstats thrashing_delay_total",
-               stats["thrashing_delay_total"], thrash["ns"])
-    t.check_ge("thrash time >= half of taskstats thrashing_delay_total",
-               0.5 * stats["thrashing_delay_total"], thrash["ns"])
+        skip("in three rounds the kernel counted no thrashing for the hot reader (taskstats "
+             "thrashing_count 0): its refaulting pages did not come back as workingset")
+    windows = len(trace["mm_vmscan_memcg_reclaim_end"])
+    t.check_eq("memcg stalls vs the ftrace windows (exact)", windows, memcg["stalls"])
+    # do_try_to_free_pages ends its delay-accounting episode before it retries a pass that
+    # freed nothing (two readers compete for the same pages here), so one window can count
+    # several times there; with one reader the counts are equal (memcg_vs_taskstats).
+    log(f"taskstats freepages_count - memcg windows: {stats['freepages_count'] - windows}")
+    t.check_le("memcg stalls <= taskstats freepages_count", stats["freepages_count"],
+               memcg["stalls"])
+    # Delay accounting times each wait for a workingset folio in folio_wait_bit_common, on the
+    # CPU too; memstall the time the task slept in it, and also the sleeps of the other
+    # memstall that PSI charges to refaults (readahead of workingset pages, read_pages()),
+    # which delay accounting does not count. Three runs here: 0.984, 0.996 and 1.0017 of
+    # delay accounting's total, counts equal or one more.
+    t.check_close("thrash stalls vs taskstats thrashing_count", stats["thrashing_count"],
+                  thrash["stalls"], rel_tol=0.1, abs_tol=2)
+    t.check_close("thrash time vs taskstats thrashing_delay_total",
+                  stats["thrashing_delay_total"], thrash["ns"], rel_tol=0.05)
+    t.check_eq("no other memstall charged to the reader", 0, cause(mine, "other")["ns"])
 
 
 def pause_sleeps_ns(trace: dict, pid: int) -> list[int]:
