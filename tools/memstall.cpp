@@ -289,11 +289,12 @@ void Memstall::describe_causes(const std::vector<Probe> &probes) const {
                     ranges_found_.end())
                     found.emplace_back(name);
             verbose(v, found.empty()
-                           ? fmt::format("{}: not told apart (none of its functions is in "
+                           ? fmt::format("{:<8} not told apart (none of its functions is in "
                                          "kallsyms): counted as other",
-                                         memstall::cause_name(cause))
-                           : fmt::format("{}: {}, asleep under {}", memstall::cause_name(cause),
-                                         off_cpu, fmt::join(found, ", ")));
+                                         std::string(memstall::cause_name(cause)) + ":")
+                           : fmt::format("{:<8} {}, asleep under {}",
+                                         std::string(memstall::cause_name(cause)) + ":", off_cpu,
+                                         fmt::join(found, ", ")));
         }
     }
     verbose(v, "other:   " + off_cpu +

@@ -242,7 +242,7 @@ def _(t: Test):
                [r for r in cgroups if r["cgroup"] == idle_cg.path])
     err = by_pid.result.stderr
     for line in ("memcg:   wall time between vmscan:mm_vmscan_memcg_reclaim_begin",
-                 "thrash: off-CPU time with task_struct->in_memstall set"):
+                 "thrash:  off-CPU time with task_struct->in_memstall set"):
         t.check_in(f"-v says how: {line[:20]}...", line, err, "stderr")
 
 
