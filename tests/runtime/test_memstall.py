@@ -12,6 +12,7 @@ Oracles, never inputs of the tool:
 """
 import contextlib
 import os
+import re
 import socket
 import struct
 import sys
@@ -247,14 +248,14 @@ def _(t: Test):
 
 
 def hot_reader_under_pressure(taskstats: Taskstats, cg: MemoryCgroup, hot_path: str,
-                              stream_path: str) -> tuple[Tool, dict, dict, int]:
+                              stream_path: str, env: dict) -> tuple[Tool, dict, dict, int]:
     """One round of the thrashing workload (see the scenario): (the tool, the hot reader's
     taskstats, the ftrace oracle's trace, the hot reader's pid)."""
     with Workload("file_reader", "--file", hot_path, "--cgroup", cg.path, "--passes", "400",
                   "--mmap", "--linger", held=True) as hot:
         with FtraceOracle(["vmscan/mm_vmscan_memcg_reclaim_begin",
                            "vmscan/mm_vmscan_memcg_reclaim_end"], hot.pid) as oracle, \
-                Tool("memstall", "-j", "-p", str(hot.pid)) as tool:
+                Tool("memstall", "-v", "-j", "-p", str(hot.pid), env=env) as tool:
             with Workload("file_reader", "--file", stream_path, "--cgroup", cg.path,
                           "--passes", "100"):
                 hot.release()
@@ -265,8 +266,18 @@ def hot_reader_under_pressure(taskstats: Taskstats, cg: MemoryCgroup, hot_path: 
     return tool, stats, trace, hot.pid
 
 
-@scenario("memstall_thrashing_vs_taskstats")
-def _(t: Test):
+# The hooks each variant of the thrashing scenario runs on: this kernel's own choice (tp_btf),
+# raw tracepoints (sched_switch then reads in_memstall through probe reads), and as on a
+# kernel without BTF of its own (raw tracepoints, CO-RE against a BTF file given with --btf).
+HOOK_VARIANTS = {
+    "": ({}, "tp_btf"),
+    "_raw_tp": ({"MEMLAT_DISABLE_HOOKS": "tp_btf"}, "raw_tp"),
+    "_no_kernel_btf": ({"MEMLAT_DISABLE_HOOKS": "tp_btf", "MEMLAT_DISABLE_FEATURES":
+                        "kernel_btf"}, "raw_tp"),
+}
+
+
+def thrashing_vs_taskstats(t: Test, variant: str) -> None:
     """Refault thrashing in a 32 MiB memory cgroup: a reader maps a 20 MiB file and touches
     it again and again (its pages become active), while a second reader streams a 128 MiB
     file through the same cgroup. The stream's pressure deactivates the hot pages (which
@@ -282,8 +293,8 @@ def _(t: Test):
         for round_ in range(3):
             hot_file.evict()
             stream_file.evict()
-            tool, stats, trace, pid = hot_reader_under_pressure(taskstats, cg, hot_file.path,
-                                                                stream_file.path)
+            tool, stats, trace, pid = hot_reader_under_pressure(
+                taskstats, cg, hot_file.path, stream_file.path, HOOK_VARIANTS[variant][0])
             log(f"round {round_ + 1}: taskstats of the hot reader: {stats}")
             if stats["thrashing_count"] > 0:
                 break
@@ -311,6 +322,15 @@ def _(t: Test):
     t.check_close("thrash time vs taskstats thrashing_delay_total",
                   stats["thrashing_delay_total"], thrash["ns"], rel_tol=0.05)
     t.check_eq("no other memstall charged to the reader", 0, cause(mine, "other")["ns"])
+    hook = HOOK_VARIANTS[variant][1]
+    for probe in ("sched:sched_switch", "vmscan:mm_vmscan_memcg_reclaim_begin"):
+        t.check(re.search(re.escape(probe) + r"\S*: using " + hook, tool.result.stderr),
+                f"-v: {probe} uses {hook}", hook, "see stderr")
+
+
+for _variant in HOOK_VARIANTS:
+    scenario("memstall_thrashing_vs_taskstats" + _variant)(
+        lambda t, v=_variant: thrashing_vs_taskstats(t, v))
 
 
 def pause_sleeps_ns(trace: dict, pid: int) -> list[int]:
