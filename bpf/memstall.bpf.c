@@ -341,16 +341,9 @@ static __noinline void thread_switched(struct task_struct *task, bool in, bool a
 	thread_put(tid, state);
 }
 
-/* The hot path. in_memstall is a bit field (CONFIG_PSI): one load and a mask each. */
-SEC("tp_btf/sched_switch")
-int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
+static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
+				     struct task_struct *next, bool prev_in, bool next_in)
 {
-	bool prev_in = false, next_in = false;
-
-	if (bpf_core_field_exists(prev->in_memstall)) {
-		prev_in = BPF_CORE_READ_BITFIELD(prev, in_memstall);
-		next_in = BPF_CORE_READ_BITFIELD(next, in_memstall);
-	}
 	if (prev_in)
 		memstall_out(ctx, prev);
 	if (dirty_sleepers)
@@ -360,22 +353,24 @@ int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_str
 	return 0;
 }
 
+/* The hot path. in_memstall is a bit field (CONFIG_PSI): one load and a mask each, direct
+ * where tp_btf's task pointers allow it, through probe reads on raw_tp. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	if (!bpf_core_field_exists(prev->in_memstall))
+		return on_switch(ctx, preempt, prev, next, false, false);
+	return on_switch(ctx, preempt, prev, next, BPF_CORE_READ_BITFIELD(prev, in_memstall),
+			 BPF_CORE_READ_BITFIELD(next, in_memstall));
+}
+
 SEC("raw_tp/sched_switch")
 int BPF_PROG(switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	bool prev_in = false, next_in = false;
-
-	if (bpf_core_field_exists(prev->in_memstall)) {
-		prev_in = BPF_CORE_READ_BITFIELD_PROBED(prev, in_memstall);
-		next_in = BPF_CORE_READ_BITFIELD_PROBED(next, in_memstall);
-	}
-	if (prev_in)
-		memstall_out(ctx, prev);
-	if (dirty_sleepers)
-		thread_switched(prev, false, !preempt);
-	if (next_in || dirty_sleepers)
-		thread_switched(next, true, false);
-	return 0;
+	if (!bpf_core_field_exists(prev->in_memstall))
+		return on_switch(ctx, preempt, prev, next, false, false);
+	return on_switch(ctx, preempt, prev, next, BPF_CORE_READ_BITFIELD_PROBED(prev, in_memstall),
+			 BPF_CORE_READ_BITFIELD_PROBED(next, in_memstall));
 }
 
 /* What an exiting thread left open goes with it. */

@@ -219,12 +219,16 @@ def _(t: Test):
         t.check_close(f"{name}: reclaim time vs the ftrace windows", oracle_ns, reclaim_ns,
                       rel_tol=0.03, abs_tol=3000 * (len(windows) + len(direct)))
         # Delay accounting's window lies inside the tracepoints' (it starts in
-        # do_try_to_free_pages): never more than memstall's time, and most of it (98-99.9%
-        # in three runs here; the issue measured 92-95% on a loaded host).
-        t.check_le(f"{name}: taskstats freepages_delay_total <= memstall's reclaim time",
-                   reclaim_ns, stats["freepages_delay_total"])
-        t.check_ge(f"{name}: taskstats freepages_delay_total >= 85% of memstall's",
-                   0.85 * reclaim_ns, stats["freepages_delay_total"])
+        # do_try_to_free_pages): never more than memstall's time. What lies between is a
+        # little work per window, the programs attached after memstall's on the begin
+        # tracepoint among it (six tracers here): 1.9 and 2.8 us per window in two runs, so
+        # at most 10 us per window.
+        gap = reclaim_ns - stats["freepages_delay_total"]
+        log(f"  {name}: memstall - delay accounting: {gap} ns, "
+            f"{gap / max(1, reclaim_stalls):.0f} ns per window")
+        t.check_ge(f"{name}: memstall's reclaim time >= taskstats freepages_delay_total", 0, gap)
+        t.check_le(f"{name}: memstall's reclaim time - freepages_delay_total <= 10 us per "
+                   "window", 10_000 * reclaim_stalls, gap)
         t.check_eq(f"{name}: stall_ns is the sum of the causes",
                    sum(c["ns"] for c in mine["causes"].values()), mine["stall_ns"])
         log(f"  {name}: causes of the reader: {mine['causes']}")
@@ -333,28 +337,36 @@ for _variant in HOOK_VARIANTS:
         lambda t, v=_variant: thrashing_vs_taskstats(t, v))
 
 
-def pause_sleeps_ns(trace: dict, pid: int) -> list[int]:
-    """Per balance_dirty_pages pause of `pid` (a positive pause): from the tracepoint to the
-    first time the task is switched in again after it gave up the CPU other than by
-    preemption (prev_state "R+"), from the ftrace instance's sched_switch events, in ns (the
-    trace prints us). A task whose timer fired before schedule() got to dequeue it leaves
-    with prev_state "R", not asleep any more: its pause ends when it runs again all the same
-    (one pause in 89 in a run here; the first version of this oracle waited for its next
-    sleep instead)."""
-    switches = trace["sched_switch"]
+def pause_bounds_ns(trace: dict, pid: int) -> list[tuple[int, int]]:
+    """Per balance_dirty_pages pause of `pid` (a positive pause), the time from the tracepoint
+    to the first time the task runs again after it gave up the CPU other than by preemption
+    (prev_state "R+"; a task whose timer fired before schedule() dequeued it leaves with "R",
+    and its pause ends when it runs again all the same), from the ftrace instance's events,
+    in ns (the trace prints us): (lower, upper). Both are that time when the trace has the
+    switch-in (next_pid == pid). This kernel's trace sometimes lacks it (seen when the task is
+    switched in from the idle task); then the pause lies between the switch-out and the task's
+    next event of its own (a switch-out or a balance_dirty_pages, which only a running task
+    records)."""
+    events = sorted([(float(e["_ts"]), "pause", e) for e in trace["balance_dirty_pages"]] +
+                    [(float(e["_ts"]), "switch", e) for e in trace["sched_switch"]],
+                    key=lambda x: x[0])
     out = []
-    for pause in trace["balance_dirty_pages"]:
-        if int(pause["pause"]) <= 0:
+    for i, (ts, kind, e) in enumerate(events):
+        if kind != "pause" or int(e["pause"]) <= 0:
             continue
-        ts = float(pause["_ts"])
-        asleep = False
-        for s in switches:
-            if float(s["_ts"]) < ts:
+        asleep_at = None
+        for ts2, kind2, e2 in events[i + 1:]:
+            if kind2 == "switch" and asleep_at is None:
+                if int(e2["prev_pid"]) == pid and e2["prev_state"] != "R+":
+                    asleep_at = ts2
                 continue
-            if not asleep and int(s["prev_pid"]) == pid and s["prev_state"] != "R+":
-                asleep = True
-            elif asleep and int(s["next_pid"]) == pid:
-                out.append(round((float(s["_ts"]) - ts) * 1e9))
+            if asleep_at is None:
+                continue
+            if kind2 == "switch" and int(e2["next_pid"]) == pid:
+                out.append((round((ts2 - ts) * 1e9),) * 2)
+                break
+            if kind2 == "pause" or int(e2["prev_pid"]) == pid:
+                out.append((round((asleep_at - ts) * 1e9), round((ts2 - ts) * 1e9)))
                 break
     return out
 
@@ -370,29 +382,32 @@ def _(t: Test):
             Workload("cache_writer", "--file", f.path, "--mib", "256", held=True) as writer:
         switch_filter = f"prev_pid == {writer.pid} || next_pid == {writer.pid}"
         with FtraceOracle(["writeback/balance_dirty_pages", "sched/sched_switch"], writer.pid,
-                          filters={"sched/sched_switch": switch_filter}) as oracle, \
+                          filters={"sched/sched_switch": switch_filter},
+                          clock="mono") as oracle, \
                 Tool("memstall", "-j", "-p", str(writer.pid)) as tool:
             writer.release()
             writer.wait_done(90)
             time.sleep(0.3)
             trace = oracle.stop()
     pauses = [int(e["pause"]) for e in trace["balance_dirty_pages"] if int(e["pause"]) > 0]
-    sleeps = pause_sleeps_ns(trace, writer.pid)
+    bounds = pause_bounds_ns(trace, writer.pid)
+    exact = sum(1 for low, high in bounds if low == high)
     log(f"ftrace: {len(trace['balance_dirty_pages'])} balance_dirty_pages events, "
-        f"{len(pauses)} pauses of {sum(pauses)} ms planned, slept {sum(sleeps) / 1e6:.1f} ms")
+        f"{len(pauses)} pauses of {sum(pauses)} ms planned; {exact} with the switch-in traced")
     if not pauses:
         skip("the writer was never paused (the disk kept up with the 4 MiB dirty limit)")
     mine = row_of(last_rows(t, tool), writer.pid)
     dirty = cause(mine, "dirty")
     log(f"memstall's causes of the writer: {mine['causes']}")
     t.check_eq("dirty stalls vs the ftrace pauses (exact)", len(pauses), dirty["stalls"])
-    t.check_eq("pauses the oracle saw end in a switch-in", len(pauses), len(sleeps))
+    t.check_eq("pauses the oracle saw end", len(pauses), len(bounds))
+    t.check_ge("pauses whose switch-in the trace has", 0.5 * len(pauses), exact)
     # The trace prints microseconds (each pause +/- 1 us at both ends), and the two tracers
     # record the same events a little apart (see check_latencies in memlat_test.py).
-    t.check_close("dirty time vs the oracle's pauses (tracepoint to switch-in)", sum(sleeps),
-                  dirty["ns"], rel_tol=0.001, abs_tol=5000 * len(sleeps))
-    t.check_close("largest pause vs the oracle's", max(sleeps), dirty["max_ns"], rel_tol=0,
-                  abs_tol=5000)
+    tol = 5000 * len(bounds)
+    low, high = sum(b[0] for b in bounds), sum(b[1] for b in bounds)
+    t.check_ge("dirty time >= the oracle's lower bound", low - tol, dirty["ns"])
+    t.check_le("dirty time <= the oracle's upper bound", high + tol, dirty["ns"])
 
 
 @scenario("memstall_interval_text")
