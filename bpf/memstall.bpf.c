@@ -43,6 +43,9 @@ const volatile bool memcg_on_v1 = false;
  * falls in one decides. */
 const volatile struct memstall_range ranges[MEMSTALL_MAX_RANGES] = {};
 const volatile __u32 nr_ranges = 0;
+/* --stacks: the kernel and user stacks of each stall, taken where the stalled task runs (at
+ * a window's end, a dirty pause's tracepoint, a memstall sleep's switch-out). */
+const volatile bool collect_stacks = false;
 
 __u64 table_full = 0;
 /* Ends without a begin (the tool started inside a window). */
@@ -53,12 +56,19 @@ __u64 stack_failures = 0;
  * at the task being switched in unless it is in a memstall. */
 __u64 dirty_sleepers = 0;
 
+/* A stall's stacks (--stacks), or -1 each. */
+struct stall_stacks {
+	__s32 kernel;
+	__s32 user;
+};
+
 struct thread_stall {
 	__u64 window_start[WINDOWS]; /* begin of an open tracepoint window; 0: none */
 	__u64 off_start;	     /* switched out inside a memstall; 0: not */
 	__u64 dirty_start;	     /* balance_dirty_pages pause began; 0: none */
 	__u32 off_cause;
 	__u32 dirty_asleep; /* switched out (not preempted) since the pause began */
+	struct stall_stacks off_stacks, dirty_stacks;
 };
 
 struct {
@@ -75,6 +85,33 @@ struct {
 	__type(value, struct memstall_value);
 } stalls SEC(".maps");
 
+/* Sized by user space: one entry without --stacks. */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 1);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, 127 * sizeof(__u64));
+} stack_traces SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct memstall_stack_key);
+	__type(value, struct memstall_stack_value);
+} stack_totals SEC(".maps");
+
+/* The current task's stacks, with --stacks. */
+static __always_inline struct stall_stacks current_stacks(void *ctx)
+{
+	struct stall_stacks stacks = {-1, -1};
+
+	if (collect_stacks) {
+		stacks.kernel = bpf_get_stackid(ctx, &stack_traces, 0);
+		stacks.user = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
+	}
+	return stacks;
+}
+
 static __always_inline bool task_selected(struct task_struct *task)
 {
 	if (filter_pid && BPF_CORE_READ(task, tgid) != filter_pid)
@@ -87,7 +124,29 @@ static __always_inline bool task_selected(struct task_struct *task)
 
 /* Adds one stall of `ns` to the thread's total for `cause`. A subprogram: five places end a
  * stall, its code is in the object once. */
-static __noinline void account(struct task_struct *task, __u32 tid, __u32 cause, __u64 ns)
+static __noinline void account_stacks(struct task_struct *task, __u32 cause, __u64 ns,
+				      struct stall_stacks *stacks)
+{
+	struct memstall_stack_key key = {
+	    .cause = cause, .kernel_stack = stacks->kernel, .user_stack = stacks->user};
+	struct memstall_stack_value *v;
+
+	key.pid = BPF_CORE_READ(task, tgid);
+	v = bpf_map_lookup_elem(&stack_totals, &key);
+	if (!v) {
+		struct memstall_stack_value zero = {};
+
+		bpf_core_read(&zero.comm, sizeof(zero.comm), &task->comm);
+		v = map_insert_lookup(&stack_totals, &key, &zero, &table_full);
+		if (!v)
+			return;
+	}
+	__sync_fetch_and_add(&v->stalls, 1);
+	__sync_fetch_and_add(&v->total_ns, ns);
+}
+
+static __noinline void account(struct task_struct *task, __u32 tid, __u32 cause, __u64 ns,
+			       struct stall_stacks *stacks)
 {
 	struct memstall_key key = {.tid = tid, .cause = cause & (MEMSTALL_CAUSES - 1)};
 	struct memstall_value *v = bpf_map_lookup_elem(&stalls, &key);
@@ -106,6 +165,8 @@ static __noinline void account(struct task_struct *task, __u32 tid, __u32 cause,
 	__sync_fetch_and_add(&v->total_ns, ns);
 	if (ns > v->max_ns)
 		v->max_ns = ns; /* a rare lost race only understates the maximum */
+	if (collect_stacks)
+		account_stacks(task, key.cause, ns, stacks);
 }
 
 static __always_inline struct thread_stall *thread_get(__u32 tid, bool create)
@@ -130,7 +191,7 @@ static __always_inline void thread_put(__u32 tid, struct thread_stall *state)
 
 /* ---- tracepoint windows ---- */
 
-static __always_inline int window_begin(__u32 window)
+static __always_inline int window_begin(void *ctx, __u32 window)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
@@ -149,7 +210,7 @@ static __always_inline int window_begin(__u32 window)
 	return 0;
 }
 
-static __always_inline int window_end(__u32 window)
+static __always_inline int window_end(void *ctx, __u32 window)
 {
 	__u64 now = bpf_ktime_get_ns(), start;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
@@ -168,7 +229,9 @@ static __always_inline int window_end(__u32 window)
 			__sync_fetch_and_add(&unpaired_ends, 1);
 		return 0;
 	}
-	account((struct task_struct *)bpf_get_current_task(), tid, window, now - start);
+	struct stall_stacks stacks = current_stacks(ctx);
+
+	account((struct task_struct *)bpf_get_current_task(), tid, window, now - start, &stacks);
 	return 0;
 }
 
@@ -178,17 +241,17 @@ static __always_inline int window_end(__u32 window)
 	SEC("tp_btf/" #tracepoint)                                                                 \
 	int name##_btf(void *ctx)                                                                  \
 	{                                                                                          \
-		return handler(window);                                                            \
+		return handler(ctx, window);                                                       \
 	}                                                                                          \
 	SEC("raw_tp/" #tracepoint)                                                                 \
 	int name##_raw(void *ctx)                                                                  \
 	{                                                                                          \
-		return handler(window);                                                            \
+		return handler(ctx, window);                                                       \
 	}                                                                                          \
 	SEC("tracepoint/" #group "/" #tracepoint)                                                  \
 	int name##_tp(void *ctx)                                                                   \
 	{                                                                                          \
-		return handler(window);                                                            \
+		return handler(ctx, window);                                                       \
 	}
 
 WINDOW_PROGRAMS(direct_begin, vmscan, mm_vmscan_direct_reclaim_begin, window_begin,
@@ -205,7 +268,7 @@ WINDOW_PROGRAMS(compact_end, compaction, mm_compaction_end, window_end, MEMSTALL
 
 /* balance_dirty_pages traced a decision; a positive pause is followed by a sleep of that many
  * jiffies (a pause of 0 or less, the tracepoint's other use, sleeps not). */
-static __always_inline int dirty_pause(long pause)
+static __always_inline int dirty_pause(void *ctx, long pause)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
@@ -218,6 +281,7 @@ static __always_inline int dirty_pause(long pause)
 		return 0;
 	if (!state->dirty_start)
 		__sync_fetch_and_add(&dirty_sleepers, 1);
+	state->dirty_stacks = current_stacks(ctx);
 	state->dirty_start = bpf_ktime_get_ns();
 	state->dirty_asleep = 0;
 	return 0;
@@ -229,32 +293,32 @@ static __always_inline int dirty_pause(long pause)
 SEC("tp_btf/balance_dirty_pages")
 int dirty_btf(unsigned long long *ctx)
 {
-	return dirty_pause((long)ctx[6]);
+	return dirty_pause(ctx, (long)ctx[6]);
 }
 
 SEC("raw_tp/balance_dirty_pages")
 int dirty_raw(unsigned long long *ctx)
 {
-	return dirty_pause((long)ctx[6]);
+	return dirty_pause(ctx, (long)ctx[6]);
 }
 
 SEC("tp_btf/balance_dirty_pages")
 int dirty_old_btf(unsigned long long *ctx)
 {
-	return dirty_pause((long)ctx[10]);
+	return dirty_pause(ctx, (long)ctx[10]);
 }
 
 SEC("raw_tp/balance_dirty_pages")
 int dirty_old_raw(unsigned long long *ctx)
 {
-	return dirty_pause((long)ctx[10]);
+	return dirty_pause(ctx, (long)ctx[10]);
 }
 
 /* The classic tracepoint has the pause in milliseconds; only its sign matters here. */
 SEC("tracepoint/writeback/balance_dirty_pages")
 int dirty_tp(struct trace_event_raw_balance_dirty_pages *ctx)
 {
-	return dirty_pause(BPF_CORE_READ(ctx, pause));
+	return dirty_pause(ctx, BPF_CORE_READ(ctx, pause));
 }
 
 /* ---- sched_switch: memstall sleeps, and the end of dirty pauses ---- */
@@ -307,6 +371,7 @@ static __noinline void memstall_out(void *ctx, struct task_struct *prev)
 		state = thread_get(tid, true);
 	if (!state)
 		return;
+	state->off_stacks = current_stacks(ctx);
 	state->off_start = bpf_ktime_get_ns();
 	state->off_cause = cause;
 }
@@ -328,12 +393,14 @@ static __noinline void thread_switched(struct task_struct *task, bool in, bool a
 	now = bpf_ktime_get_ns();
 	if (state->off_start) {
 		if (now > state->off_start)
-			account(task, tid, state->off_cause, now - state->off_start);
+			account(task, tid, state->off_cause, now - state->off_start,
+				&state->off_stacks);
 		state->off_start = 0;
 	}
 	if (state->dirty_start && state->dirty_asleep) {
 		if (now > state->dirty_start)
-			account(task, tid, MEMSTALL_DIRTY, now - state->dirty_start);
+			account(task, tid, MEMSTALL_DIRTY, now - state->dirty_start,
+				&state->dirty_stacks);
 		state->dirty_start = 0;
 		state->dirty_asleep = 0;
 		__sync_fetch_and_add(&dirty_sleepers, -1);

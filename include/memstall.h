@@ -51,4 +51,19 @@ struct memstall_value {
 	char comm[MEMSTALL_COMM_LEN];
 };
 
+/* --stacks: stall time per process, cause and pair of stacks (ids in the stack-trace map;
+ * negative: none could be taken). */
+struct memstall_stack_key {
+	__u32 pid;
+	__u32 cause;
+	__s32 kernel_stack;
+	__s32 user_stack;
+};
+
+struct memstall_stack_value {
+	__u64 stalls;
+	__u64 total_ns;
+	char comm[MEMSTALL_COMM_LEN];
+};
+
 #endif

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <fmt/format.h>
 #include <map>
 #include <optional>
@@ -24,6 +25,7 @@
 #include "memstall_format.h"
 #include "options.h"
 #include "output.h"
+#include "stacks.h"
 #include "symbols.h"
 #include "tasks.h"
 
@@ -69,6 +71,7 @@ constexpr const char *examples = R"(Examples:
   memstall -G /sys/fs/cgroup/memory/db 5
                             only tasks in that cgroup and below
   memstall -j -d 60         one JSON line after a minute
+  memstall -s -p 1234 5     and at Ctrl-C the stacks that stalled it most
   memstall -v               say how each cause is measured on this kernel
 
 Environment:
@@ -102,8 +105,12 @@ struct Options {
     std::optional<int> pid, tid;
     std::string cgroup;
     bool per_cgroup = false;
+    bool stacks = false;
     uint32_t max_rows = 20;
 };
+
+// --stacks: how many stacks per cause are printed at the end.
+constexpr size_t stacks_per_cause = 3;
 
 class Memstall {
   public:
@@ -116,6 +123,7 @@ class Memstall {
     void configure(memstall_bpf &skel) const;
     void describe_causes(const std::vector<Probe> &probes) const;
     void print_interval(memstall_bpf &skel);
+    void print_stacks(memstall_bpf &skel);
 
     Options o_;
     std::optional<CgroupTarget> cgroup_;
@@ -249,6 +257,9 @@ void Memstall::configure(memstall_bpf &skel) const {
     ro->nr_ranges = ranges_.size();
     bpf_map__set_max_entries(skel.maps.stalls, o_.common.entries(16384));
     bpf_map__set_max_entries(skel.maps.threads, o_.common.entries(16384));
+    ro->collect_stacks = o_.stacks;
+    bpf_map__set_max_entries(skel.maps.stack_traces, o_.stacks ? o_.common.entries(16384) : 1);
+    bpf_map__set_max_entries(skel.maps.stack_totals, o_.stacks ? o_.common.entries(16384) : 1);
 }
 
 void Memstall::describe_causes(const std::vector<Probe> &probes) const {
@@ -360,6 +371,47 @@ void Memstall::print_interval(memstall_bpf &skel) {
     before_ = std::move(now);
 }
 
+void Memstall::print_stacks(memstall_bpf &skel) {
+    auto rows = read_hash_map<memstall_stack_key, memstall_stack_value>(skel.maps.stack_totals);
+    std::stable_sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
+        return a.second.total_ns > b.second.total_ns;
+    });
+    StackSymbolizer symbolizer(skel.maps.stack_traces);
+    json list = json::array();
+    if (!o_.common.json)
+        fmt::print("\nThe most stalled stacks per cause since start (kernel, then user):\n");
+    for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause) {
+        size_t shown = 0;
+        for (const auto &[key, value] : rows) {
+            if (key.cause != cause || shown == stacks_per_cause)
+                continue;
+            ++shown;
+            const std::string comm(value.comm, strnlen(value.comm, sizeof(value.comm)));
+            const auto kernel = symbolizer.kernel(key.kernel_stack);
+            const auto user = symbolizer.user(key.user_stack, key.pid);
+            if (o_.common.json) {
+                list.push_back({{"cause", memstall::cause_name(cause)},
+                                {"pid", key.pid},
+                                {"comm", comm},
+                                {"stalls", value.stalls},
+                                {"ns", value.total_ns},
+                                {"kernel_stack", kernel},
+                                {"user_stack", user}});
+                continue;
+            }
+            fmt::print("\n{}: {} stalls, {:.1f} ms, pid {} ({})\n", memstall::cause_name(cause),
+                       value.stalls, value.total_ns / 1e6, key.pid, comm);
+            for (const auto &frame : kernel)
+                fmt::print("    {}\n", frame);
+            fmt::print("    --\n");
+            for (const auto &frame : user)
+                fmt::print("    {}\n", frame);
+        }
+    }
+    if (o_.common.json)
+        print_json_line({{"stacks", list}});
+}
+
 int Memstall::run() {
     if (o_.pid)
         require_process(*o_.pid, "-p");
@@ -406,6 +458,8 @@ int Memstall::run() {
     const bool done = trace_until_stopped(o_.common, nullptr, [&] { print_interval(*skel); });
     if (!done)
         print_interval(*skel);
+    if (o_.stacks)
+        print_stacks(*skel);
     report_skipped_runs(tool_name, skel->obj, "stalls");
     fflush(stdout);
     return 0;
@@ -426,6 +480,10 @@ int main(int argc, char **argv) {
                    "cgroup v1 memory hierarchy)",
                    o.cgroup);
         cli.flag('C', "cgroups", "One row per memory cgroup instead of per process", o.per_cgroup);
+        cli.flag('s', "stacks",
+                 "At the end, the kernel and user stacks that stalled the longest, per cause "
+                 "(taken only for stalled tasks)",
+                 o.stacks);
         cli.option('r', "rows", "ROWS", "Print at most ROWS rows per interval (default 20)",
                    o.max_rows);
         add_common_options(cli, o.common, true);

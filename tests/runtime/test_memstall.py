@@ -259,7 +259,7 @@ def hot_reader_under_pressure(taskstats: Taskstats, cg: MemoryCgroup, hot_path: 
                   "--mmap", "--linger", held=True) as hot:
         with FtraceOracle(["vmscan/mm_vmscan_memcg_reclaim_begin",
                            "vmscan/mm_vmscan_memcg_reclaim_end"], hot.pid) as oracle, \
-                Tool("memstall", "-v", "-j", "-p", str(hot.pid), env=env) as tool:
+                Tool("memstall", "-v", "-j", "-s", "-p", str(hot.pid), env=env) as tool:
             with Workload("file_reader", "--file", stream_path, "--cgroup", cg.path,
                           "--passes", "100"):
                 hot.release()
@@ -326,6 +326,27 @@ def thrashing_vs_taskstats(t: Test, variant: str) -> None:
     t.check_close("thrash time vs taskstats thrashing_delay_total",
                   stats["thrashing_delay_total"], thrash["ns"], rel_tol=0.05)
     t.check_eq("no other memstall charged to the reader", 0, cause(mine, "other")["ns"])
+    # --stacks, printed while the hot reader still lives (its user frames are symbolized
+    # through its /proc/PID/maps and its binary's symbols; built with frame pointers, its
+    # loop over the mapping inlined into main at -O2). The stacks printed are the top three
+    # per cause: their time is at most the table's.
+    stacks = [j for j in tool.result.json_lines() if "stacks" in j]
+    t.require(len(stacks) == 1, "--stacks: one JSON line of stacks", "1", len(stacks))
+    for name, kernel_frame, user_frame in (("thrash", "folio_wait_bit_common", "[file_reader]"),
+                                           ("memcg", "try_charge_memcg", "[file_reader]")):
+        top = [s for s in stacks[0]["stacks"] if s["cause"] == name]
+        t.require(bool(top), f"--stacks: a {name} stack", ">= 1", len(top))
+        t.check_eq(f"--stacks: the top {name} stack is the hot reader's", pid, top[0]["pid"])
+        t.check(any(f.startswith(kernel_frame + "+") for f in top[0]["kernel_stack"]),
+                f"--stacks: the top {name} stack's kernel frames include {kernel_frame}",
+                kernel_frame, top[0]["kernel_stack"][:8])
+        t.check(any(f.startswith("main+") and f.endswith(user_frame)
+                    for f in top[0]["user_stack"]),
+                f"--stacks: the top {name} stack's user frames include main {user_frame}",
+                f"main+... {user_frame}", top[0]["user_stack"][:4])
+        t.check_le(f"--stacks: {name} time in stacks <= the table's",
+                   cause(mine, name)["ns"], sum(s["ns"] for s in stacks[0]["stacks"]
+                                                if s["cause"] == name and s["pid"] == pid))
     hook = HOOK_VARIANTS[variant][1]
     for probe in ("sched:sched_switch", "vmscan:mm_vmscan_memcg_reclaim_begin"):
         t.check(re.search(re.escape(probe) + r"\S*: using " + hook, tool.result.stderr),
@@ -444,8 +465,8 @@ def _(t: Test):
     t.check_in("memstall as nobody: message", "needs root, or the capabilities CAP_BPF and "
                "CAP_PERFMON", res.stderr, "stderr")
     check_help(t, "memstall", (
-        "--pid", "--tid", "--cgroup", "--cgroups", "--rows", "--timestamp", "--duration",
-        "--json", "--verbose", "interval", "DIRECT", "MEMCG", "COMPACT", "DIRTY", "SWAPIN",
+        "--pid", "--tid", "--cgroup", "--cgroups", "--rows", "--stacks", "--timestamp",
+        "--duration",        "--json", "--verbose", "interval", "DIRECT", "MEMCG", "COMPACT", "DIRTY", "SWAPIN",
         "HIGH", "THRASH", "OTHER", "STALL%", "CAP_SYSLOG"), width=None)
 
 
