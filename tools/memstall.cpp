@@ -129,6 +129,7 @@ class Memstall {
     std::optional<CgroupTarget> cgroup_;
     bool memcg_on_v1_ = memory_controller_on_v1();
     bool has_memstall_flag_ = false;
+    bool psi_enabled_ = true;
     int dirty_pause_arg_ = -1; // -1: no balance_dirty_pages prototype that memstall knows
     std::vector<memstall_range> ranges_;
     std::vector<std::string> ranges_found_, ranges_missing_;
@@ -286,6 +287,9 @@ void Memstall::describe_causes(const std::vector<Probe> &probes) const {
                    "in_memstall (CONFIG_PSI off, or a kernel before 4.20)");
         return;
     }
+    if (!psi_enabled_)
+        verbose(v, "swapin, high, thrash, other: PSI is disabled (boot with psi=1): the kernel "
+                   "sets in_memstall never, they read 0");
     const std::string off_cpu = "off-CPU time with task_struct->in_memstall set (sched_switch)";
     if (!ranges_unavailable_.empty()) {
         verbose(v, fmt::format("swapin, high, thrash: not told apart, all counted as other: {}",
@@ -433,9 +437,18 @@ int Memstall::run() {
     // (..., period, pause, start_time): the pause is always the second to last.
     if (dirty_params.size() == 8 || dirty_params.size() == 12)
         dirty_pause_arg_ = static_cast<int>(dirty_params.size()) - 2;
+    // With PSI built in but disabled (CONFIG_PSI_DEFAULT_DISABLED, as Debian builds it, or
+    // psi=0) the kernel never sets in_memstall, and /proc/pressure does not exist.
+    psi_enabled_ = access("/proc/pressure/memory", F_OK) == 0;
     if (!has_memstall_flag_)
         fmt::print(stderr, "memstall: this kernel has no PSI memstall flag (CONFIG_PSI): only "
                            "reclaim, compaction and dirty throttling are measured.\n");
+    else if (!psi_enabled_)
+        fmt::print(stderr,
+                   "memstall: PSI is disabled on this kernel (no /proc/pressure/memory; Debian "
+                   "disables it by default): the kernel marks no memory stalls, so swap-in, "
+                   "memory.high, thrashing and other stalls read 0. Boot with psi=1 to "
+                   "measure them.\n");
     else if (!ranges_unavailable_.empty())
         fmt::print(stderr,
                    "memstall: {}: swap-in, memory.high and thrashing stalls are counted as "
