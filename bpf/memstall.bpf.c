@@ -47,6 +47,7 @@ const volatile __u32 nr_ranges = 0;
  * a window's end, a dirty pause's tracepoint, a memstall sleep's switch-out). */
 const volatile bool collect_stacks = false;
 
+struct memstall_totals totals[MEMSTALL_CAUSES] = {};
 __u64 table_full = 0;
 /* Ends without a begin (the tool started inside a window). */
 __u64 unpaired_ends = 0;
@@ -151,6 +152,8 @@ static __noinline void account(struct task_struct *task, __u32 tid, __u32 cause,
 	struct memstall_key key = {.tid = tid, .cause = cause & (MEMSTALL_CAUSES - 1)};
 	struct memstall_value *v = bpf_map_lookup_elem(&stalls, &key);
 
+	__sync_fetch_and_add(&totals[cause & (MEMSTALL_CAUSES - 1)].stalls, 1);
+	__sync_fetch_and_add(&totals[cause & (MEMSTALL_CAUSES - 1)].total_ns, ns);
 	if (!v) {
 		struct memstall_value zero = {};
 

@@ -51,6 +51,12 @@ struct memstall_value {
 	char comm[MEMSTALL_COMM_LEN];
 };
 
+/* Per cause since load, whatever the options (--prometheus's counters). */
+struct memstall_totals {
+	__u64 stalls;
+	__u64 total_ns;
+};
+
 /* --stacks: stall time per process, cause and pair of stacks (ids in the stack-trace map;
  * negative: none could be taken). */
 struct memstall_stack_key {

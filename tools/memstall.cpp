@@ -17,12 +17,14 @@
 #include "bpf_runtime.h"
 #include "cgroups.h"
 #include "errors.h"
+#include "exporter.h"
 #include "files.h"
 #include "kernel_btf.h"
 #include "kernel_features.h"
 #include "memstall.h"
 #include "memstall.skel.h"
 #include "memstall_format.h"
+#include "memstall_metrics.h"
 #include "options.h"
 #include "output.h"
 #include "stacks.h"
@@ -107,6 +109,7 @@ struct Options {
     bool per_cgroup = false;
     bool stacks = false;
     uint32_t max_rows = 20;
+    PrometheusOptions prom;
 };
 
 // --stacks: how many stacks per cause are printed at the end.
@@ -124,6 +127,7 @@ class Memstall {
     void describe_causes(const std::vector<Probe> &probes) const;
     void print_interval(memstall_bpf &skel);
     void print_stacks(memstall_bpf &skel);
+    int serve_metrics(memstall_bpf &skel, const std::vector<Probe> &probes);
 
     Options o_;
     std::optional<CgroupTarget> cgroup_;
@@ -416,6 +420,39 @@ void Memstall::print_stacks(memstall_bpf &skel) {
         print_json_line({{"stacks", list}});
 }
 
+int Memstall::serve_metrics(memstall_bpf &skel, const std::vector<Probe> &probes) {
+    memstall::Metrics metrics(o_.prom, o_.cgroup);
+    memstall::Counts counts;
+    auto attached = [&](ProbeId id) {
+        const Probe *p = find_probe(probes, id);
+        return p != nullptr && p->choice() != nullptr;
+    };
+    counts.causes[MEMSTALL_DIRECT_RECLAIM] = attached(ProbeId::Direct);
+    counts.causes[MEMSTALL_MEMCG_RECLAIM] = attached(ProbeId::Memcg);
+    counts.causes[MEMSTALL_COMPACTION] = attached(ProbeId::Compaction);
+    counts.causes[MEMSTALL_DIRTY] = attached(ProbeId::Dirty);
+    for (uint32_t cause :
+         {MEMSTALL_SWAPIN, MEMSTALL_MEMORY_HIGH, MEMSTALL_THRASHING, MEMSTALL_OTHER})
+        counts.causes[cause] = has_memstall_flag_ && psi_enabled_;
+    Exporter exporter(*o_.prom.listen, tool_name, [&](prometheus::Exposition &out) {
+        std::copy(std::begin(skel.bss->totals), std::end(skel.bss->totals), counts.totals.begin());
+        if (o_.prom.label("cgroup")) {
+            counts.threads = read_hash_map<memstall_key, memstall_value>(skel.maps.stalls);
+            counts.cgroup_paths = cgroup_paths(memcg_on_v1_);
+        }
+        metrics.collect(counts, out);
+        // Threads that are gone stall no more: their counts are in the series now, their
+        // entries go, and the table keeps room for the threads that live.
+        for (const auto &[key, value] : counts.threads)
+            if (kill(static_cast<pid_t>(key.tid), 0) != 0 && errno == ESRCH)
+                bpf_map__delete_elem(skel.maps.stalls, &key, sizeof(key), 0);
+        prometheus::loss_metrics(out, 0, skel.bss->table_full);
+        prometheus::self_metrics(out, tool_name, probes, skel.obj);
+    });
+    serve_until_stopped(tool_name, exporter, o_.common, sleep_for);
+    return 0;
+}
+
 int Memstall::run() {
     if (o_.pid)
         require_process(*o_.pid, "-p");
@@ -425,6 +462,10 @@ int Memstall::run() {
         cgroup_ = resolve_cgroup(o_.cgroup);
     if (o_.max_rows == 0)
         throw UsageError("-r takes a number of rows of at least 1");
+    check_prometheus_options(o_.prom, o_.common);
+    if (o_.prom.on() && (o_.stacks || o_.per_cgroup))
+        throw UsageError("--prometheus serves counters per cause; -s and -C go with the text "
+                         "output (per cgroup: --prometheus-labels cgroup)");
 
     check_environment(tool_name);
     auto v = o_.common.verbosity();
@@ -465,6 +506,8 @@ int Memstall::run() {
     describe_causes(probes);
 
     install_stop_signals();
+    if (o_.prom.on())
+        return serve_metrics(*skel, probes);
     announce_tracing("Tracing memory stalls...");
     fflush(stdout);
     last_print_ = std::chrono::steady_clock::now();
@@ -500,6 +543,7 @@ int main(int argc, char **argv) {
         cli.option('r', "rows", "ROWS", "Print at most ROWS rows per interval (default 20)",
                    o.max_rows);
         add_common_options(cli, o.common, true);
+        add_prometheus_options(cli, o.prom, {"cgroup"});
         cli.parse(argc, argv);
         return Memstall(std::move(o)).run();
     });

@@ -431,6 +431,53 @@ def _(t: Test):
     t.check_le("dirty time <= the oracle's upper bound", high + tol, dirty["ns"])
 
 
+def metric(text: str, name: str, labels: dict[str, str]) -> float:
+    """The value of the sample `name` with exactly `labels` in a text exposition; a Failure
+    when there is none."""
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in text.splitlines():
+        m = re.match(r"^(\w+)\{(.*)\} (\S+)$", line)
+        if m and m.group(1) == name and ",".join(sorted(m.group(2).split(","))) == want:
+            return float(m.group(3))
+    raise Failure(f"no sample {name}{{{want}}} in the exposition:\n{text[:3000]}")
+
+
+@scenario("memstall_prometheus_memcg")
+def _(t: Test):
+    """--prometheus --prometheus-labels cgroup: the reader under its memory cgroup's limit (as
+    memcg_vs_taskstats), scraped after the workload: the cgroup's memcg series against the
+    ftrace windows of the reader, its only task."""
+    from test_prometheus import exporter_port, http_get
+    with MemoryCgroup("memstall_prom", LIMIT) as cg, \
+            TestFile(FILE_SIZE, "memstall_prom", cold=True) as f, \
+            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--linger",
+                     held=True) as reader:
+        with FtraceOracle(["vmscan/mm_vmscan_memcg_reclaim_begin",
+                           "vmscan/mm_vmscan_memcg_reclaim_end"], reader.pid) as oracle, \
+                Tool("memstall", "--prometheus", "127.0.0.1:0", "--prometheus-labels",
+                     "cgroup") as tool:
+            port = exporter_port(tool)
+            reader.release()
+            reader.wait_done(60)
+            time.sleep(0.3)
+            trace = oracle.stop()
+            status, _, text = http_get(f"http://127.0.0.1:{port}/metrics")
+    t.check_eq("GET /metrics status", 200, status)
+    t.check_eq("exit status after SIGINT", 0, tool.result.rc)
+    windows = oracle_durations_ns(trace["mm_vmscan_memcg_reclaim_begin"],
+                                  trace["mm_vmscan_memcg_reclaim_end"])
+    t.check_ge("memcg reclaim windows in the ftrace oracle", 10, len(windows))
+    labels = {"cause": "memcg", "cgroup": cg.path}
+    stalls = metric(text, "memlat_memstall_cgroup_stalls_total", labels)
+    seconds = metric(text, "memlat_memstall_cgroup_stall_seconds_total", labels)
+    t.check_eq("the cgroup's memcg stalls vs the ftrace windows (exact)", len(windows),
+               int(stalls))
+    t.check_close("the cgroup's memcg seconds vs the ftrace windows", sum(windows) / 1e9,
+                  seconds, rel_tol=0.03, abs_tol=3e-6 * len(windows))
+    t.check_ge("memlat_memstall_stalls_total{cause=memcg} (machine-wide) includes them",
+               stalls, metric(text, "memlat_memstall_stalls_total", {"cause": "memcg"}))
+
+
 @scenario("memstall_interval_text")
 def _(t: Test):
     """`memstall 1 2`: two interval tables, top style, with the columns -h documents."""
@@ -456,6 +503,8 @@ def _(t: Test):
         (["-G", "/nonexistent/cgroup"], "does not exist"),
         (["-r", "0"], "-r takes a number of rows of at least 1"),
         (["0"], "interval"),
+        (["-s", "--prometheus", "127.0.0.1:0"], "-s and -C go with the text output"),
+        (["--prometheus-labels", "cgroup"], "--prometheus"),
         (["--bogus"], "unrecognized option"),
     ]
     check_bad_arguments(t, "memstall", cases)
@@ -467,7 +516,8 @@ def _(t: Test):
     check_help(t, "memstall", (
         "--pid", "--tid", "--cgroup", "--cgroups", "--rows", "--stacks", "--timestamp",
         "--duration",        "--json", "--verbose", "interval", "DIRECT", "MEMCG", "COMPACT", "DIRTY", "SWAPIN",
-        "HIGH", "THRASH", "OTHER", "STALL%", "CAP_SYSLOG"), width=None)
+        "HIGH", "THRASH", "OTHER", "STALL%", "CAP_SYSLOG", "--prometheus",
+        "--prometheus-labels"), width=None)
 
 
 if __name__ == "__main__":

@@ -82,3 +82,37 @@ TEST(MemstallFormat, TableAndJson) {
     EXPECT_EQ(j["causes"]["memcg"]["stalls"], 3);
     EXPECT_FALSE(j["causes"].contains("direct"));
 }
+
+#include "memstall_metrics.h"
+
+TEST(MemstallMetrics, CausesAndCgroupsKeepCountingAfterThreadsGo) {
+    PrometheusOptions options;
+    options.labels = {"cgroup"};
+    memstall::Metrics metrics(options, "");
+    memstall::Counts counts;
+    counts.causes[MEMSTALL_MEMCG_RECLAIM] = true;
+    counts.totals[MEMSTALL_MEMCG_RECLAIM] = {5, 2'000'000'000};
+    counts.cgroup_paths = {{7, "/sys/fs/cgroup/db"}};
+    counts.threads = {{{10, MEMSTALL_MEMCG_RECLAIM}, value(10, "a", 7, 5, 2'000'000'000)}};
+    {
+        prometheus::Exposition out;
+        metrics.collect(counts, out);
+        const auto text = out.render(prometheus::Format::Text);
+        EXPECT_NE(text.find("memlat_memstall_stalls_total{cause=\"memcg\"} 5"), std::string::npos)
+            << text;
+        EXPECT_EQ(text.find("cause=\"thrash\""), std::string::npos) << text; // not measured
+        EXPECT_NE(text.find("memlat_memstall_cgroup_stall_seconds_total{cause=\"memcg\","
+                            "cgroup=\"/sys/fs/cgroup/db\"} 2"),
+                  std::string::npos)
+            << text;
+    }
+    // The thread exited and its entry was removed: the cgroup's series keeps its count.
+    counts.threads.clear();
+    prometheus::Exposition out;
+    metrics.collect(counts, out);
+    const auto text = out.render(prometheus::Format::Text);
+    EXPECT_NE(text.find("memlat_memstall_cgroup_stalls_total{cause=\"memcg\","
+                        "cgroup=\"/sys/fs/cgroup/db\"} 5"),
+              std::string::npos)
+        << text;
+}
