@@ -123,8 +123,7 @@ static __always_inline bool task_selected(struct task_struct *task)
 						    filter_cgroup_id, filter_cgroup_level);
 }
 
-/* Adds one stall of `ns` to the thread's total for `cause`. A subprogram: five places end a
- * stall, its code is in the object once. */
+/* --stacks: one stall of `ns` under its pair of stacks, per process and cause. */
 static __noinline void account_stacks(struct task_struct *task, __u32 cause, __u64 ns,
 				      struct stall_stacks *stacks)
 {
@@ -146,6 +145,8 @@ static __noinline void account_stacks(struct task_struct *task, __u32 cause, __u
 	__sync_fetch_and_add(&v->total_ns, ns);
 }
 
+/* Adds one stall of `ns` to the cause's total and the thread's. A subprogram: several places
+ * end a stall, its code is in the object once. */
 static __noinline void account(struct task_struct *task, __u32 tid, __u32 cause, __u64 ns,
 			       struct stall_stacks *stacks)
 {
