@@ -19,7 +19,7 @@ namespace {
 // The hooks bpf/bench_empty.bpf.c has an empty program for: a tracepoint's name is its tp_btf
 // program (e_NAME); SYSTEM/NAME is the classic tracepoint (e_tp_NAME), for the probes that the
 // tools read that way.
-constexpr std::array<std::string_view, 23> known_hooks{
+constexpr std::array<std::string_view, 26> known_hooks{
     "tlb_flush",
     "mm_vmscan_direct_reclaim_begin",
     "mm_vmscan_direct_reclaim_end",
@@ -43,6 +43,9 @@ constexpr std::array<std::string_view, 23> known_hooks{
     "mm_filemap_get_pages",
     "mm_filemap_map_pages",
     "mm_filemap_fault",
+    "sched_switch",
+    "balance_dirty_pages",
+    "sched_process_exit",
 };
 
 HookChoice empty_program(const std::string &hook) {

@@ -39,7 +39,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
 COMPACT_MEMORY = "/proc/sys/vm/compact_memory"
-TOOLS = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat"]
+TOOLS = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat", "memstall"]
 
 _children = set()          # live Child objects, stopped on any exit path
 _libc = None
@@ -433,6 +433,13 @@ def make_groups(bd, args):
                               "--mib", "8"])
             yield once
 
+    @contextlib.contextmanager
+    def switch_setup():
+        # Context switches of tasks in no memory stall: the path memstall's sched_switch
+        # program takes on almost every switch of a machine.
+        yield lambda: run_workload([os.path.join(tests, "pingpong"), "--iterations",
+                                    str(args.iterations * 5)])
+
     nodes = numa_nodes()
     return [
         Group("tlbflush", {"tlb_flush": "tlb_flush"}, [], ["-t"], BT_TLB_COUNT, BT_TLB_TRACE,
@@ -466,6 +473,17 @@ def make_groups(bd, args):
               [], ["-P"], BT_CACHESTAT, BT_CACHESTAT_PROC, cache_setup,
               "file_reader of a cold 48 MiB file twice, cache_writer 8 MiB (machine-wide "
               "hooks: other activity adds runs)"),
+        Group("memstall",
+              {"sched_switch": "switch", "mm_vmscan_direct_reclaim_begin": "direct_begin",
+               "mm_vmscan_direct_reclaim_end": "direct_end",
+               "mm_vmscan_memcg_reclaim_begin": "memcg_begin",
+               "mm_vmscan_memcg_reclaim_end": "memcg_end",
+               "mm_compaction_begin": "compact_begin", "mm_compaction_end": "compact_end",
+               "balance_dirty_pages": "dirty", "sched_process_exit": "exit"},
+              [], ["-C"], None, None, switch_setup,
+              f"pingpong --iterations {args.iterations * 5}: context switches of tasks in no "
+              "memory stall (machine-wide hook: every switch of the machine counts); memstall "
+              "has no per-event mode: -C differs in user space only"),
     ]
 
 
@@ -481,7 +499,7 @@ def contenders_of(g, bd, bpftrace):
     for mode, extra in modes:
         label = " ".join([g.tool] + extra)
         out.append(dict(ours, name=label, role=mode, argv=[tool] + extra))
-    if bpftrace:
+    if bpftrace and g.bt_default:
         for mode, script in (("default", g.bt_default), ("trace", g.bt_trace)):
             kind = "counts" if mode == "default" else ("lines" if not g.trace_args or
                                                        g.trace_args == ["-t"] else "per process")

@@ -40,6 +40,9 @@ EMPTY(writeback_dirty_folio)
 EMPTY(mm_filemap_get_pages)
 EMPTY(mm_filemap_map_pages)
 EMPTY(mm_filemap_fault)
+EMPTY(sched_switch)
+EMPTY(balance_dirty_pages)
+EMPTY(sched_process_exit)
 
 /* compactsnoop reads mm_compaction_migratepages through the classic tracepoint (its raw
  * arguments changed meaning in 6.0), so its floor is an empty classic tracepoint program. */

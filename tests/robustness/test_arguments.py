@@ -11,7 +11,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime"))
 from memlat_test import Test, binary, main, run, scenario, skip  # noqa: E402
 
-ALL = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat"]
+ALL = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat", "memstall"]
 NO_PID = "999999999"
 
 CASES: list[tuple[list[str], list[str], str]] = [
@@ -23,26 +23,26 @@ CASES: list[tuple[list[str], list[str], str]] = [
     (ALL, ["-d", "1e300"], "longer than memlat can wait"),
     (ALL, ["-d", "9223372037"], "longer than memlat can wait"),
     (ALL, ["-d", "1s"], "takes a number"),
-    (["tlbflush", "numamove", "cachestat"], ["nan"], "must be a positive number of seconds"),
-    (["tlbflush", "numamove", "cachestat"], ["inf"], "must be a positive number of seconds"),
-    (["tlbflush", "numamove", "cachestat"], ["0.0001"], "must be at least 0.01 seconds"),
-    (["tlbflush", "numamove", "cachestat"], ["1", "0"], "count must be a positive number"),
-    (["tlbflush", "numamove", "cachestat"], ["1", "-3"], "invalid option"),
+    (["tlbflush", "numamove", "cachestat", "memstall"], ["nan"], "must be a positive number of seconds"),
+    (["tlbflush", "numamove", "cachestat", "memstall"], ["inf"], "must be a positive number of seconds"),
+    (["tlbflush", "numamove", "cachestat", "memstall"], ["0.0001"], "must be at least 0.01 seconds"),
+    (["tlbflush", "numamove", "cachestat", "memstall"], ["1", "0"], "count must be a positive number"),
+    (["tlbflush", "numamove", "cachestat", "memstall"], ["1", "-3"], "invalid option"),
     # Empty values: -c '' would select nothing, or everything, silently.
     (ALL, ["-p", ""], "-p needs a value"),
     (["tlbflush"], ["-c", ""], "-c needs a value"),
     (["tlbflush"], ["-r", ""], "-r needs a value"),
     (["drsnoop", "compactsnoop"], ["-k", ""], "-k needs a value"),
-    (["drsnoop", "cachestat"], ["-G", ""], "-G needs a value"),
+    (["drsnoop", "cachestat", "memstall"], ["-G", ""], "-G needs a value"),
     (["drsnoop"], ["-n", ""], "-n needs a value"),
-    (["drsnoop"], ["-t", ""], "-t needs a value"),
+    (["drsnoop", "memstall"], ["-t", ""], "-t needs a value"),
     # Ids that name nothing.
     (ALL, ["-p", NO_PID], "no process with id"),
     (ALL, ["-p", "0"], "no process with id"),
     (ALL, ["-p", "-5"], "no process with id"),
     (ALL, ["-p", "12abc"], "takes a number"),
     (ALL, ["-p", "99999999999999999999"], "takes a number"),
-    (["drsnoop"], ["-t", NO_PID], "no thread with id"),
+    (["drsnoop", "memstall"], ["-t", NO_PID], "no thread with id"),
     # CPU lists and reasons.
     (["tlbflush"], ["-c", "4096"], "does not exist"),
     (["tlbflush"], ["-c", "1-0"], "runs backwards"),
@@ -53,9 +53,9 @@ CASES: list[tuple[list[str], list[str], str]] = [
     (["tlbflush"], ["-r", "no_such_reason"], "unknown TLB flush reason"),
     (["tlbflush"], ["-r", "1,"], "empty item"),
     # Cgroups that are not cgroups.
-    (["drsnoop", "cachestat"], ["-G", "/nonexistent/cgroup"], "does not exist"),
-    (["drsnoop", "cachestat"], ["-G", "/tmp"], "is not a cgroup directory"),
-    (["drsnoop", "cachestat"], ["-G", "/sys/fs/cgroup/memory/memory.stat"] if
+    (["drsnoop", "cachestat", "memstall"], ["-G", "/nonexistent/cgroup"], "does not exist"),
+    (["drsnoop", "cachestat", "memstall"], ["-G", "/tmp"], "is not a cgroup directory"),
+    (["drsnoop", "cachestat", "memstall"], ["-G", "/sys/fs/cgroup/memory/memory.stat"] if
      os.path.exists("/sys/fs/cgroup/memory/memory.stat") else ["-G", "/sys/fs/cgroup/cgroup.procs"],
      "is a file, not a cgroup"),
     # Kinds, names and options that do not exist.

@@ -20,7 +20,7 @@ from memlat_test import (BpfWatch, Failure, Result, Test, Tool, Workload, binary
                          own_name)
 from test_cachestat import Reader, summary_of  # noqa: E402
 
-TOOLS = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat"]
+TOOLS = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat", "memstall"]
 SENDER, VICTIM = 0, 1
 TASK_COMM_LEN = 15  # bytes of a task name the kernel keeps
 # A byte no UTF-8 text has, and a name the kernel cuts inside its eighth "é" (2 bytes each).

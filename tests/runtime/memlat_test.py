@@ -455,13 +455,20 @@ class FtraceOracle:
             events = oracle.stop()["mm_vmscan_memcg_reclaim_end"]   # [{"nr_reclaimed": "12", ...}]
 
     `events` are "SYSTEM/EVENT" names (as under tracefs events/); each is filtered to
-    common_pid == pid. stop() disables them and parses the trace; a trace that lost events is
-    a Failure (make buffer_kb, the per-CPU buffer size, larger)."""
+    common_pid == pid, unless `filters` gives an event another ftrace filter. `clock` sets the
+    instance's trace_clock ("mono": one clock for all CPUs, where the default "local" clock
+    of each CPU may run a little ahead of another's, which reorders events of one task that
+    moved between CPUs). stop() disables
+    them and parses the trace; a trace that lost events is a Failure (make buffer_kb, the
+    per-CPU buffer size, larger)."""
 
-    def __init__(self, events: Sequence[str], pid: int, buffer_kb: int = 4096):
+    def __init__(self, events: Sequence[str], pid: int, buffer_kb: int = 4096,
+                 filters: Optional[dict[str, str]] = None, clock: Optional[str] = None):
+        self.clock = clock
         self.events = list(events)
         self.pid = pid
         self.buffer_kb = buffer_kb
+        self.filters = dict(filters or {})
         self.path = os.path.join(TRACEFS, "instances", own_name("oracle"))
 
     def _control(self, event: str, file: str) -> str:
@@ -472,8 +479,11 @@ class FtraceOracle:
             skip("tracefs instances are not available (needed for the ftrace oracle)")
         os.mkdir(self.path)
         write_file(os.path.join(self.path, "buffer_size_kb"), str(self.buffer_kb))
+        if self.clock:
+            write_file(os.path.join(self.path, "trace_clock"), self.clock)
         for e in self.events:
-            write_file(self._control(e, "filter"), f"common_pid == {self.pid}")
+            write_file(self._control(e, "filter"),
+                       self.filters.get(e, f"common_pid == {self.pid}"))
             write_file(self._control(e, "enable"), "1")
         return self
 

@@ -87,6 +87,17 @@ TEST(KernelSymbols, AddressOfPrefersText) {
     EXPECT_EQ(ks.address_of("flush_tlb"), std::nullopt);
 }
 
+TEST(KernelSymbols, TextRangeEndsAtTheNextAddress) {
+    const auto ks = sample_kallsyms();
+    const auto range = ks.text_range("flush_tlb_func");
+    ASSERT_TRUE(range.has_value());
+    EXPECT_EQ(range->start, 0xffffffff813444a0u);
+    EXPECT_EQ(range->end, 0xffffffff81344600u);
+    EXPECT_EQ(ks.text_range("init_mm"), std::nullopt); // data, not text
+    EXPECT_EQ(ks.text_range("foo"), std::nullopt);     // a module's
+    EXPECT_EQ(ks.text_range("flush_tlb"), std::nullopt);
+}
+
 TEST(KernelSymbols, HiddenAddresses) {
     const std::string in("0000000000000000 T _text\n"
                          "0000000000000000 t flush_tlb_func\n"
@@ -96,6 +107,7 @@ TEST(KernelSymbols, HiddenAddresses) {
     EXPECT_TRUE(ks.addresses_hidden());
     EXPECT_EQ(ks.find(0x10), nullptr);
     EXPECT_EQ(ks.describe(0x10), "0x10");
+    EXPECT_EQ(ks.text_range("flush_tlb_func"), std::nullopt);
 
     const std::string empty;
     EXPECT_FALSE(KernelSymbols::parse(empty).addresses_hidden());

@@ -266,7 +266,8 @@ def qemu_argv(kernel: vmkernel.Kernel, initrd: str, console: str, results: str,
         "-numa", "node,nodeid=0,cpus=0,memdev=m0",
         "-numa", "node,nodeid=1,cpus=1,memdev=m1",
         "-kernel", kernel.boot_image, "-initrd", initrd,
-        "-append", " ".join([f"console={arch.console} panic=-1 loglevel=4 rdinit=/init",
+        # psi=1: Debian builds PSI disabled by default; memstall's memory.high scenario needs it.
+        "-append", " ".join([f"console={arch.console} panic=-1 loglevel=4 rdinit=/init psi=1",
                              f"memlat.results={arch.results}",
                              "memlat.only=" + ",".join(only)]
                             + (["memlat.nobtf=1"] if hide_btf else [])

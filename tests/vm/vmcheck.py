@@ -222,5 +222,5 @@ def check_choices(t: Test, b: Block) -> None:
     t.check_ge("option sets run", 1, n - 1)
 
 
-for _tool in ("tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat"):
+for _tool in ("tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat", "memstall"):
     checker(f"{_tool}.choices")(check_choices)

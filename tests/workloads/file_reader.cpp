@@ -3,8 +3,10 @@
 // PASSES times with read(2) or through mmap. With --wait it first finishes starting up (the
 // dynamic loader's own page-cache reads of the libraries, its buffer faulted in), prints
 // "ready" and waits for a line on stdin: a tool given its PID then sees only the file's reads.
+// With --linger it stays alive after its report until killed, so that what the kernel keeps
+// per task (delay accounting, read over taskstats) can still be read.
 //
-//   file_reader --file PATH [--cgroup DIR] [--passes N] [--mmap] [--wait]
+//   file_reader --file PATH [--cgroup DIR] [--passes N] [--mmap] [--wait] [--linger]
 // Prints "pid=PID iterations=PASSES bytes=B" when done.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -60,7 +62,7 @@ unsigned long mmap_pass(int fd, size_t size) {
 int main(int argc, char **argv) {
     std::string file, cgroup;
     long passes = 1;
-    bool use_mmap = false, wait = false;
+    bool use_mmap = false, wait = false, linger = false;
     for (int i = 1; i < argc; ++i) {
         std::string opt = argv[i];
         if (opt == "--mmap") {
@@ -69,6 +71,10 @@ int main(int argc, char **argv) {
         }
         if (opt == "--wait") {
             wait = true;
+            continue;
+        }
+        if (opt == "--linger") {
+            linger = true;
             continue;
         }
         if (i + 1 >= argc) {
@@ -112,5 +118,8 @@ int main(int argc, char **argv) {
         bytes += use_mmap ? mmap_pass(fd, static_cast<size_t>(st.st_size)) : read_pass(fd, buf);
     close(fd);
     printf("pid=%d iterations=%ld bytes=%lu\n", getpid(), passes, bytes);
+    fflush(stdout);
+    while (linger)
+        pause();
     return 0;
 }

@@ -200,6 +200,21 @@ std::optional<uint64_t> KernelSymbols::address_of(std::string_view name) const {
     return fallback ? std::optional(fallback->address) : std::nullopt;
 }
 
+std::optional<KernelSymbols::Range> KernelSymbols::text_range(std::string_view name) const {
+    if (hidden_)
+        return std::nullopt;
+    for (auto it = symbols_.begin(); it != symbols_.end(); ++it) {
+        if (it->name != name || !is_text_type(it->type) || !it->module.empty())
+            continue;
+        const auto next = std::find_if(it, symbols_.end(),
+                                       [&](const Symbol &s) { return s.address > it->address; });
+        if (next == symbols_.end())
+            return std::nullopt;
+        return Range{it->address, next->address};
+    }
+    return std::nullopt;
+}
+
 // ---- ElfSymbols ----
 
 ElfSymbols ElfSymbols::load(const std::string &path) {

@@ -43,6 +43,13 @@ class KernelSymbols {
     // Address of the first text symbol with exactly this name; when no text symbol has it,
     // the address of the first other symbol that does.
     std::optional<uint64_t> address_of(std::string_view name) const;
+    // [start, end) of the core-kernel text symbol with exactly this name: from its address to
+    // the next symbol at a higher address (kallsyms has no sizes). nullopt when there is no
+    // such text symbol, or the addresses are hidden.
+    struct Range {
+        uint64_t start, end;
+    };
+    std::optional<Range> text_range(std::string_view name) const;
     // True when every address read was zero (kptr_restrict hides them from this user).
     bool addresses_hidden() const { return hidden_; }
     size_t size() const { return symbols_.size(); }

@@ -1,0 +1,472 @@
+// SPDX-License-Identifier: GPL-2.0
+/* memstall: how long each thread is stalled on memory, and why. Causes with a begin/end
+ * tracepoint pair (direct and memcg reclaim, direct compaction) are timed between the two;
+ * a balance_dirty_pages pause from the tracepoint to the moment the task runs again. The rest
+ * is what PSI counts as a memory stall (task_struct->in_memstall) with no tracepoint of its own:
+ * the off-CPU intervals of a task in a memstall, seen at sched_switch, charged to a cause by
+ * the kernel functions it sleeps under (address ranges user space resolves once).
+ *
+ * Time is summed per thread and cause in the kernel; user space reads the table per interval.
+ * sched_switch runs on every context switch: for tasks not in a memory stall it reads two
+ * bits and one global and returns. Per-thread state (an open window or sleep) is a hash map
+ * keyed by thread id, which works with every hook kind (task storage needs tp_btf's trusted
+ * pointers for the task being switched in); its entry goes when nothing is open, and with
+ * the thread at exit. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#include "cgroup.bpf.h"
+#include "common.bpf.h"
+#include "memstall.h"
+
+_Static_assert((MEMSTALL_CAUSES & (MEMSTALL_CAUSES - 1)) == 0,
+	       "MEMSTALL_CAUSES must be a power of two");
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define PF_KTHREAD 0x00200000
+
+/* The tracepoint windows, indexes into thread_stall.window_start. */
+#define WINDOWS 3
+
+/* Options, set by user space before load. */
+const volatile __u32 filter_pid = 0;
+const volatile __u32 filter_tid = 0;
+const volatile bool filter_cgroup_on = false;
+const volatile __u64 filter_cgroup_id = 0;
+const volatile __s32 filter_cgroup_level = 0;
+const volatile bool filter_on_v1 = false;
+const volatile bool memcg_on_v1 = false;
+/* Function ranges of the frame-classified causes, sorted by nothing: the innermost frame that
+ * falls in one decides. */
+const volatile struct memstall_range ranges[MEMSTALL_MAX_RANGES] = {};
+const volatile __u32 nr_ranges = 0;
+/* --stacks: the kernel and user stacks of each stall, taken where the stalled task runs (at
+ * a window's end, a dirty pause's tracepoint, a memstall sleep's switch-out). */
+const volatile bool collect_stacks = false;
+
+struct memstall_totals totals[MEMSTALL_CAUSES] = {};
+__u64 table_full = 0;
+/* Ends without a begin (the tool started inside a window). */
+__u64 unpaired_ends = 0;
+/* Off-CPU memstall intervals whose kernel stack could not be read (charged to "other"). */
+__u64 stack_failures = 0;
+/* Threads in a balance_dirty_pages pause: while there are none, sched_switch does not look
+ * at the task being switched in unless it is in a memstall. */
+__u64 dirty_sleepers = 0;
+
+/* A stall's stacks (--stacks), or -1 each. */
+struct stall_stacks {
+	__s32 kernel;
+	__s32 user;
+};
+
+struct thread_stall {
+	__u64 window_start[WINDOWS]; /* begin of an open tracepoint window; 0: none */
+	__u64 off_start;	     /* switched out inside a memstall; 0: not */
+	__u64 dirty_start;	     /* balance_dirty_pages pause began; 0: none */
+	__u32 off_cause;
+	__u32 dirty_asleep; /* switched out (not preempted) since the pause began */
+	struct stall_stacks off_stacks, dirty_stacks;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct thread_stall);
+} threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct memstall_key);
+	__type(value, struct memstall_value);
+} stalls SEC(".maps");
+
+/* Sized by user space: one entry without --stacks. */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 1);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, 127 * sizeof(__u64));
+} stack_traces SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct memstall_stack_key);
+	__type(value, struct memstall_stack_value);
+} stack_totals SEC(".maps");
+
+/* The current task's stacks, with --stacks. */
+static __always_inline struct stall_stacks current_stacks(void *ctx)
+{
+	struct stall_stacks stacks = {-1, -1};
+
+	if (collect_stacks) {
+		stacks.kernel = bpf_get_stackid(ctx, &stack_traces, 0);
+		stacks.user = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
+	}
+	return stacks;
+}
+
+static __always_inline bool task_selected(struct task_struct *task)
+{
+	if (filter_pid && BPF_CORE_READ(task, tgid) != filter_pid)
+		return false;
+	if (filter_tid && BPF_CORE_READ(task, pid) != filter_tid)
+		return false;
+	return !filter_cgroup_on || cgroup_is_under(task_cgroup(task, filter_on_v1),
+						    filter_cgroup_id, filter_cgroup_level);
+}
+
+/* --stacks: one stall of `ns` under its pair of stacks, per process and cause. */
+static __noinline void account_stacks(struct task_struct *task, __u32 cause, __u64 ns,
+				      struct stall_stacks *stacks)
+{
+	struct memstall_stack_key key = {
+	    .cause = cause, .kernel_stack = stacks->kernel, .user_stack = stacks->user};
+	struct memstall_stack_value *v;
+
+	key.pid = BPF_CORE_READ(task, tgid);
+	v = bpf_map_lookup_elem(&stack_totals, &key);
+	if (!v) {
+		struct memstall_stack_value zero = {};
+
+		bpf_core_read(&zero.comm, sizeof(zero.comm), &task->comm);
+		v = map_insert_lookup(&stack_totals, &key, &zero, &table_full);
+		if (!v)
+			return;
+	}
+	__sync_fetch_and_add(&v->stalls, 1);
+	__sync_fetch_and_add(&v->total_ns, ns);
+}
+
+/* Adds one stall of `ns` to the cause's total and the thread's. A subprogram: several places
+ * end a stall, its code is in the object once. */
+static __noinline void account(struct task_struct *task, __u32 tid, __u32 cause, __u64 ns,
+			       struct stall_stacks *stacks)
+{
+	struct memstall_key key = {.tid = tid, .cause = cause & (MEMSTALL_CAUSES - 1)};
+	struct memstall_value *v = bpf_map_lookup_elem(&stalls, &key);
+
+	__sync_fetch_and_add(&totals[cause & (MEMSTALL_CAUSES - 1)].stalls, 1);
+	__sync_fetch_and_add(&totals[cause & (MEMSTALL_CAUSES - 1)].total_ns, ns);
+	if (!v) {
+		struct memstall_value zero = {};
+
+		zero.pid = BPF_CORE_READ(task, tgid);
+		zero.cgroup_id = cgroup_id(task_cgroup(task, memcg_on_v1));
+		bpf_core_read(&zero.comm, sizeof(zero.comm), &task->comm);
+		v = map_insert_lookup(&stalls, &key, &zero, &table_full);
+		if (!v)
+			return;
+	}
+	__sync_fetch_and_add(&v->stalls, 1);
+	__sync_fetch_and_add(&v->total_ns, ns);
+	if (ns > v->max_ns)
+		v->max_ns = ns; /* a rare lost race only understates the maximum */
+	if (collect_stacks)
+		account_stacks(task, key.cause, ns, stacks);
+}
+
+static __always_inline struct thread_stall *thread_get(__u32 tid, bool create)
+{
+	static const struct thread_stall idle = {};
+	struct thread_stall *state = bpf_map_lookup_elem(&threads, &tid);
+
+	if (state || !create)
+		return state;
+	return map_insert_lookup(&threads, &tid, &idle, &table_full);
+}
+
+/* Nothing open any more: the entry goes, so the table holds only threads inside a stall. */
+static __always_inline void thread_put(__u32 tid, struct thread_stall *state)
+{
+	for (int w = 0; w < WINDOWS; w++)
+		if (state->window_start[w])
+			return;
+	if (!state->off_start && !state->dirty_start)
+		bpf_map_delete_elem(&threads, &tid);
+}
+
+/* ---- tracepoint windows ---- */
+
+static __always_inline int window_begin(void *ctx, __u32 window)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct thread_stall *state;
+
+	if (window >= WINDOWS)
+		return 0;
+	/* Compaction by kcompactd or proactive compaction stalls no task. */
+	if (window == MEMSTALL_COMPACTION && (BPF_CORE_READ(task, flags) & PF_KTHREAD))
+		return 0;
+	if (!task_selected(task))
+		return 0;
+	state = thread_get(tid, true);
+	if (state)
+		state->window_start[window] = bpf_ktime_get_ns();
+	return 0;
+}
+
+static __always_inline int window_end(void *ctx, __u32 window)
+{
+	__u64 now = bpf_ktime_get_ns(), start;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct thread_stall *state;
+
+	if (window >= WINDOWS)
+		return 0;
+	state = thread_get(tid, false);
+	if (!state)
+		return 0;
+	start = state->window_start[window];
+	state->window_start[window] = 0;
+	thread_put(tid, state);
+	if (!start || now < start) {
+		if (!start)
+			__sync_fetch_and_add(&unpaired_ends, 1);
+		return 0;
+	}
+	struct stall_stacks stacks = current_stacks(ctx);
+
+	account((struct task_struct *)bpf_get_current_task(), tid, window, now - start, &stacks);
+	return 0;
+}
+
+/* Three ways into each tracepoint; user space attaches the first the kernel accepts. None
+ * reads an argument. */
+#define WINDOW_PROGRAMS(name, group, tracepoint, handler, window)                                  \
+	SEC("tp_btf/" #tracepoint)                                                                 \
+	int name##_btf(void *ctx)                                                                  \
+	{                                                                                          \
+		return handler(ctx, window);                                                       \
+	}                                                                                          \
+	SEC("raw_tp/" #tracepoint)                                                                 \
+	int name##_raw(void *ctx)                                                                  \
+	{                                                                                          \
+		return handler(ctx, window);                                                       \
+	}                                                                                          \
+	SEC("tracepoint/" #group "/" #tracepoint)                                                  \
+	int name##_tp(void *ctx)                                                                   \
+	{                                                                                          \
+		return handler(ctx, window);                                                       \
+	}
+
+WINDOW_PROGRAMS(direct_begin, vmscan, mm_vmscan_direct_reclaim_begin, window_begin,
+		MEMSTALL_DIRECT_RECLAIM)
+WINDOW_PROGRAMS(direct_end, vmscan, mm_vmscan_direct_reclaim_end, window_end,
+		MEMSTALL_DIRECT_RECLAIM)
+WINDOW_PROGRAMS(memcg_begin, vmscan, mm_vmscan_memcg_reclaim_begin, window_begin,
+		MEMSTALL_MEMCG_RECLAIM)
+WINDOW_PROGRAMS(memcg_end, vmscan, mm_vmscan_memcg_reclaim_end, window_end, MEMSTALL_MEMCG_RECLAIM)
+WINDOW_PROGRAMS(compact_begin, compaction, mm_compaction_begin, window_begin, MEMSTALL_COMPACTION)
+WINDOW_PROGRAMS(compact_end, compaction, mm_compaction_end, window_end, MEMSTALL_COMPACTION)
+
+/* ---- dirty throttling ---- */
+
+/* balance_dirty_pages traced a decision; a positive pause is followed by a sleep of that many
+ * jiffies (a pause of 0 or less, the tracepoint's other use, sleeps not). */
+static __always_inline int dirty_pause(void *ctx, long pause)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct thread_stall *state;
+
+	if (pause <= 0 || !task_selected(task))
+		return 0;
+	state = thread_get(tid, true);
+	if (!state)
+		return 0;
+	if (!state->dirty_start)
+		__sync_fetch_and_add(&dirty_sleepers, 1);
+	state->dirty_stacks = current_stacks(ctx);
+	state->dirty_start = bpf_ktime_get_ns();
+	state->dirty_asleep = 0;
+	return 0;
+}
+
+/* The raw tracepoint's arguments were regrouped in 5.18 (dirty_throttle_control instead of
+ * five numbers); `pause` is the second to last either way. User space plans the program that
+ * fits the kernel's prototype: a context read past the arguments would not load. */
+SEC("tp_btf/balance_dirty_pages")
+int dirty_btf(unsigned long long *ctx)
+{
+	return dirty_pause(ctx, (long)ctx[6]);
+}
+
+SEC("raw_tp/balance_dirty_pages")
+int dirty_raw(unsigned long long *ctx)
+{
+	return dirty_pause(ctx, (long)ctx[6]);
+}
+
+SEC("tp_btf/balance_dirty_pages")
+int dirty_old_btf(unsigned long long *ctx)
+{
+	return dirty_pause(ctx, (long)ctx[10]);
+}
+
+SEC("raw_tp/balance_dirty_pages")
+int dirty_old_raw(unsigned long long *ctx)
+{
+	return dirty_pause(ctx, (long)ctx[10]);
+}
+
+/* The classic tracepoint has the pause in milliseconds; only its sign matters here. */
+SEC("tracepoint/writeback/balance_dirty_pages")
+int dirty_tp(struct trace_event_raw_balance_dirty_pages *ctx)
+{
+	return dirty_pause(ctx, BPF_CORE_READ(ctx, pause));
+}
+
+/* ---- sched_switch: memstall sleeps, and the end of dirty pauses ---- */
+
+/* The cause of the current task's memstall sleep: the innermost kernel frame inside one of
+ * the ranges, else "other". */
+static __always_inline __u32 classify(void *ctx)
+{
+	__u64 frames[MEMSTALL_STACK_DEPTH];
+	long bytes = bpf_get_stack(ctx, frames, sizeof(frames), 0);
+
+	if (bytes <= 0) {
+		__sync_fetch_and_add(&stack_failures, 1);
+		return MEMSTALL_OTHER;
+	}
+	for (int f = 0; f < MEMSTALL_STACK_DEPTH; f++) {
+		if (f * 8 >= bytes)
+			break;
+		for (int r = 0; r < MEMSTALL_MAX_RANGES; r++) {
+			if (r >= nr_ranges)
+				break;
+			/* A return address is past its call: inside (start, end]. */
+			if (frames[f] > ranges[r].start && frames[f] <= ranges[r].end)
+				return ranges[r].cause;
+		}
+	}
+	return MEMSTALL_OTHER;
+}
+
+/* `prev` (the current task) leaves the CPU while in a memstall. */
+static __noinline void memstall_out(void *ctx, struct task_struct *prev)
+{
+	__u32 tid = BPF_CORE_READ(prev, pid);
+	struct thread_stall *state = thread_get(tid, false);
+	__u32 cause;
+
+	if (state) {
+		/* Inside a tracepoint window: its time is counted there. */
+		for (int w = 0; w < WINDOWS; w++)
+			if (state->window_start[w])
+				return;
+	}
+	if (!task_selected(prev))
+		return;
+	cause = classify(ctx);
+	/* A memstall around a dirty pause would be timed twice. */
+	if (cause == MEMSTALL_DIRTY)
+		return;
+	if (!state)
+		state = thread_get(tid, true);
+	if (!state)
+		return;
+	state->off_stacks = current_stacks(ctx);
+	state->off_start = bpf_ktime_get_ns();
+	state->off_cause = cause;
+}
+
+/* `task` is switched in, or (asleep) a dirty sleeper is switched out. */
+static __noinline void thread_switched(struct task_struct *task, bool in, bool asleep)
+{
+	__u32 tid = BPF_CORE_READ(task, pid);
+	struct thread_stall *state = thread_get(tid, false);
+	__u64 now;
+
+	if (!state)
+		return;
+	if (!in) {
+		if (state->dirty_start && asleep)
+			state->dirty_asleep = 1;
+		return;
+	}
+	now = bpf_ktime_get_ns();
+	if (state->off_start) {
+		if (now > state->off_start)
+			account(task, tid, state->off_cause, now - state->off_start,
+				&state->off_stacks);
+		state->off_start = 0;
+	}
+	if (state->dirty_start && state->dirty_asleep) {
+		if (now > state->dirty_start)
+			account(task, tid, MEMSTALL_DIRTY, now - state->dirty_start,
+				&state->dirty_stacks);
+		state->dirty_start = 0;
+		state->dirty_asleep = 0;
+		__sync_fetch_and_add(&dirty_sleepers, -1);
+	}
+	thread_put(tid, state);
+}
+
+static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
+				     struct task_struct *next, bool prev_in, bool next_in)
+{
+	if (prev_in)
+		memstall_out(ctx, prev);
+	if (dirty_sleepers)
+		thread_switched(prev, false, !preempt);
+	if (next_in || dirty_sleepers)
+		thread_switched(next, true, false);
+	return 0;
+}
+
+/* The hot path. in_memstall is a bit field (CONFIG_PSI): one load and a mask each, direct
+ * where tp_btf's task pointers allow it, through probe reads on raw_tp. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	if (!bpf_core_field_exists(prev->in_memstall))
+		return on_switch(ctx, preempt, prev, next, false, false);
+	return on_switch(ctx, preempt, prev, next, BPF_CORE_READ_BITFIELD(prev, in_memstall),
+			 BPF_CORE_READ_BITFIELD(next, in_memstall));
+}
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	if (!bpf_core_field_exists(prev->in_memstall))
+		return on_switch(ctx, preempt, prev, next, false, false);
+	return on_switch(ctx, preempt, prev, next, BPF_CORE_READ_BITFIELD_PROBED(prev, in_memstall),
+			 BPF_CORE_READ_BITFIELD_PROBED(next, in_memstall));
+}
+
+/* What an exiting thread left open goes with it. */
+static __always_inline void thread_exit(void)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct thread_stall *state = bpf_map_lookup_elem(&threads, &tid);
+
+	if (!state)
+		return;
+	if (state->dirty_start)
+		__sync_fetch_and_add(&dirty_sleepers, -1);
+	bpf_map_delete_elem(&threads, &tid);
+}
+
+SEC("raw_tp/sched_process_exit")
+int exit_raw(void *ctx)
+{
+	thread_exit();
+	return 0;
+}
+
+SEC("tracepoint/sched/sched_process_exit")
+int exit_tp(void *ctx)
+{
+	thread_exit();
+	return 0;
+}

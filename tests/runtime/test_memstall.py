@@ -1,0 +1,524 @@
+#!/usr/bin/env python3
+"""Runtime tests of memstall: real memory stalls on the live kernel, started by the tests.
+
+Oracles, never inputs of the tool:
+- Delay accounting (taskstats over generic netlink, a client of our own below): per task, the
+  count and total time of reclaim ("freepages") and thrashing stalls. The tests enable
+  kernel.task_delayacct before the workload starts and restore it after. Delay accounting
+  starts its reclaim clock inside do_try_to_free_pages, within the tracepoint window memstall
+  times, so its total is a little smaller than memstall's and never larger.
+- An ftrace instance of our own: the memcg reclaim windows, and the balance_dirty_pages
+  pauses, of the workload's PID.
+"""
+import contextlib
+import os
+import re
+import socket
+import struct
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from memlat_test import (Failure, FtraceOracle, MemoryCgroup, Test, TestFile, Tool, Workload,  # noqa: E402
+                         binary, check_bad_arguments, check_help, log, main,
+                         oracle_durations_ns, read_file, run, scenario, skip, write_file)
+
+
+# ---------------------------------------------------------------- delay accounting (oracle)
+
+class Taskstats:
+    """A taskstats client (linux/taskstats.h) over generic netlink: TASKSTATS_CMD_GET for one
+    task. Only the standard library: a raw AF_NETLINK socket, messages packed by hand."""
+
+    NETLINK_GENERIC = 16
+    GENL_ID_CTRL = 0x10
+    CTRL_CMD_GETFAMILY = 3
+    CTRL_ATTR_FAMILY_ID = 1
+    CTRL_ATTR_FAMILY_NAME = 2
+    TASKSTATS_CMD_GET = 1
+    TASKSTATS_CMD_ATTR_PID = 1
+    TASKSTATS_TYPE_STATS = 3
+    TASKSTATS_TYPE_AGGR_PID = 4
+    NLM_F_REQUEST = 1
+    NLMSG_ERROR = 2
+    # Offsets in struct taskstats, an append-only ABI (checked with offsetof() against
+    # version 13 of the header; this 6.18 kernel answers with version 16).
+    FIELDS = {"version": (0, "H"), "swapin_count": (48, "Q"), "swapin_delay_total": (56, "Q"),
+              "freepages_count": (312, "Q"), "freepages_delay_total": (320, "Q"),
+              "thrashing_count": (328, "Q"), "thrashing_delay_total": (336, "Q"),
+              "compact_count": (352, "Q"), "compact_delay_total": (360, "Q")}
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, self.NETLINK_GENERIC)
+        self.sock.bind((0, 0))
+        self.seq = 0
+        reply = self._request(self.GENL_ID_CTRL, self.CTRL_CMD_GETFAMILY,
+                              self._attr(self.CTRL_ATTR_FAMILY_NAME, b"TASKSTATS\0"))
+        self.family = struct.unpack("H", reply[self.CTRL_ATTR_FAMILY_ID][:2])[0]
+
+    @staticmethod
+    def _attr(kind: int, payload: bytes) -> bytes:
+        a = struct.pack("HH", 4 + len(payload), kind) + payload
+        return a + b"\0" * (((len(a) + 3) & ~3) - len(a))
+
+    @staticmethod
+    def _attrs(data: bytes) -> dict[int, bytes]:
+        out = {}
+        while len(data) >= 4:
+            length, kind = struct.unpack_from("HH", data)
+            if length < 4:
+                break
+            out[kind & 0x3fff] = data[4:length]
+            data = data[(length + 3) & ~3:]
+        return out
+
+    def _request(self, family: int, cmd: int, attrs: bytes) -> dict[int, bytes]:
+        self.seq += 1
+        payload = struct.pack("BBH", cmd, 1, 0) + attrs  # genlmsghdr: cmd, version 1
+        self.sock.send(struct.pack("IHHII", 16 + len(payload), family, self.NLM_F_REQUEST,
+                                   self.seq, 0) + payload)
+        data = self.sock.recv(65536)
+        length, kind = struct.unpack_from("IH", data)
+        if kind == self.NLMSG_ERROR:
+            err = -struct.unpack_from("i", data, 16)[0]
+            raise OSError(err, f"taskstats: {os.strerror(err)}")
+        return self._attrs(data[20:length])  # past nlmsghdr (16) and genlmsghdr (4)
+
+    def get(self, tid: int) -> dict[str, int]:
+        reply = self._request(self.family, self.TASKSTATS_CMD_GET,
+                              self._attr(self.TASKSTATS_CMD_ATTR_PID, struct.pack("I", tid)))
+        stats = self._attrs(reply[self.TASKSTATS_TYPE_AGGR_PID])[self.TASKSTATS_TYPE_STATS]
+        return {k: struct.unpack_from(f, stats, off)[0] for k, (off, f) in self.FIELDS.items()}
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@contextlib.contextmanager
+def delay_accounting():
+    """kernel.task_delayacct on for the block (tasks started inside it are accounted), then
+    restored. Yields a Taskstats client."""
+    knob = "/proc/sys/kernel/task_delayacct"
+    if not os.path.exists(knob):
+        skip("no kernel.task_delayacct (CONFIG_TASK_DELAY_ACCT off): no oracle")
+    old = read_file(knob).strip()
+    write_file(knob, "1")
+    client = None
+    try:
+        client = Taskstats()
+        yield client
+    finally:
+        if client:
+            client.close()
+        write_file(knob, old)
+
+
+@contextlib.contextmanager
+def low_dirty_limits(background_bytes: int, limit_bytes: int):
+    """vm.dirty_background_bytes and vm.dirty_bytes for the block, then the machine's dirty
+    limits back as they were. Each limit is a pair of knobs of which one is in force: writing
+    one zeroes the other, so both are recorded and the one that was non-zero is written back
+    (a 0 cannot be written back: it means "use the other")."""
+    pairs = [("vm/dirty_background_bytes", "vm/dirty_background_ratio", background_bytes),
+             ("vm/dirty_bytes", "vm/dirty_ratio", limit_bytes)]
+    knobs = [k for by_bytes, by_ratio, _ in pairs for k in (by_bytes, by_ratio)]
+    old = {k: read_file(f"/proc/sys/{k}").strip() for k in knobs}
+    try:
+        for by_bytes, _, value in pairs:
+            write_file(f"/proc/sys/{by_bytes}", str(value))
+        yield
+    finally:
+        for by_bytes, by_ratio, _ in pairs:
+            in_force = by_bytes if old[by_bytes] != "0" else by_ratio
+            write_file(f"/proc/sys/{in_force}", old[in_force])
+        restored = {k: read_file(f"/proc/sys/{k}").strip() for k in knobs}
+        if restored != old:
+            raise Failure(f"the dirty limits could not be restored: {restored}, were {old}")
+
+
+# ---------------------------------------------------------------- helpers
+
+def last_rows(t: Test, tool: Tool, key: str = "processes") -> list[dict]:
+    """The rows of the tool's last JSON line (one line at the end without an interval)."""
+    res = tool.result
+    t.check_eq(f"{' '.join(res.argv[1:])}: exit status", 0, res.rc)
+    lines = [j for j in res.json_lines() if key in j]
+    t.require(len(lines) >= 1, f"{' '.join(res.argv[1:])}: a JSON line with {key}", ">= 1",
+              len(lines))
+    last = lines[-1]
+    t.check_eq(f"{' '.join(res.argv[1:])}: table_full", 0, last["table_full"])
+    return last[key]
+
+
+def cause(row: dict, name: str) -> dict:
+    return row["causes"].get(name, {"stalls": 0, "ns": 0, "max_ns": 0})
+
+
+def row_of(rows: list[dict], pid: int) -> dict:
+    mine = [r for r in rows if r.get("pid") == pid]
+    return mine[0] if mine else {"pid": pid, "stall_ns": 0, "causes": {}}
+
+
+LIMIT = 32 << 20
+FILE_SIZE = 128 << 20
+
+
+# ---------------------------------------------------------------- scenarios
+
+@scenario("memstall_memcg_vs_taskstats")
+def _(t: Test):
+    """A reader in a 32 MiB memory cgroup reads a 128 MiB file twice: memcg limit reclaim.
+    memstall's per-task reclaim stalls against delay accounting's freepages and the ftrace
+    windows; a sibling cgroup with an idle process shows nothing; -p of a process that never
+    stalls shows a zero row; -C charges the stalls to the reader's cgroup."""
+    with delay_accounting() as taskstats, \
+            MemoryCgroup("memstall", LIMIT) as cg, MemoryCgroup("memstall_idle", LIMIT) as idle_cg, \
+            TestFile(FILE_SIZE, "memstall_reclaim", cold=True) as f, \
+            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--passes", "2",
+                     "--linger", held=True) as reader, \
+            Workload("file_reader", "--file", f.path, held=True) as idle:
+        # Held at the door for the whole test (never released): a process that never stalls.
+        idle_cg.add(idle.pid)
+        with FtraceOracle(["vmscan/mm_vmscan_memcg_reclaim_begin",
+                           "vmscan/mm_vmscan_memcg_reclaim_end",
+                           "vmscan/mm_vmscan_direct_reclaim_begin",
+                           "vmscan/mm_vmscan_direct_reclaim_end"], reader.pid) as oracle, \
+                Tool("memstall", "-v", "-j", "-p", str(reader.pid)) as by_pid, \
+                Tool("memstall", "-j", "-G", cg.path) as by_cgroup, \
+                Tool("memstall", "-j", "-G", idle_cg.path) as sibling, \
+                Tool("memstall", "-j", "-p", str(idle.pid)) as never, \
+                Tool("memstall", "-j", "-C") as per_cgroup:
+            reader.release()
+            done = reader.wait_done(60)
+            time.sleep(0.3)
+            stats = taskstats.get(reader.pid)
+            trace = oracle.stop()
+        log(f"reader pid {reader.pid} read {done['iterations']} passes; taskstats {stats}")
+    windows = oracle_durations_ns(trace["mm_vmscan_memcg_reclaim_begin"],
+                                  trace["mm_vmscan_memcg_reclaim_end"])
+    direct = oracle_durations_ns(trace["mm_vmscan_direct_reclaim_begin"],
+                                 trace["mm_vmscan_direct_reclaim_end"])
+    t.check_ge("memcg reclaim windows in the ftrace oracle", 10, len(windows))
+    for name, tool in (("-p", by_pid), ("-G", by_cgroup)):
+        rows = last_rows(t, tool)
+        mine = row_of(rows, reader.pid)
+        memcg = cause(mine, "memcg")
+        reclaim_stalls = memcg["stalls"] + cause(mine, "direct")["stalls"]
+        reclaim_ns = memcg["ns"] + cause(mine, "direct")["ns"]
+        t.check_eq(f"{name}: processes with stalls (only the reader)", [reader.pid],
+                   [r["pid"] for r in rows if r["stall_ns"] > 0])
+        t.check_eq(f"{name}: memcg stalls vs the ftrace windows (exact)", len(windows),
+                   memcg["stalls"])
+        t.check_eq(f"{name}: direct stalls vs the ftrace windows (exact)", len(direct),
+                   cause(mine, "direct")["stalls"])
+        t.check_eq(f"{name}: reclaim stalls vs taskstats freepages_count (exact)",
+                   stats["freepages_count"], reclaim_stalls)
+        # ftrace prints microseconds: each window is +/- 1 us, and the two tracers record the
+        # same tracepoints a little apart (check_latencies in memlat_test.py).
+        oracle_ns = sum(windows) + sum(direct)
+        t.check_close(f"{name}: reclaim time vs the ftrace windows", oracle_ns, reclaim_ns,
+                      rel_tol=0.03, abs_tol=3000 * (len(windows) + len(direct)))
+        # Delay accounting's window lies inside the tracepoints' (it starts in
+        # do_try_to_free_pages): never more than memstall's time. What lies between is a
+        # little work per window, the programs attached after memstall's on the begin
+        # tracepoint among it (six tracers here): 1.9 and 2.8 us per window in two runs, so
+        # at most 10 us per window.
+        gap = reclaim_ns - stats["freepages_delay_total"]
+        log(f"  {name}: memstall - delay accounting: {gap} ns, "
+            f"{gap / max(1, reclaim_stalls):.0f} ns per window")
+        t.check_ge(f"{name}: memstall's reclaim time >= taskstats freepages_delay_total", 0, gap)
+        t.check_le(f"{name}: memstall's reclaim time - freepages_delay_total <= 10 us per "
+                   "window", 10_000 * reclaim_stalls, gap)
+        t.check_eq(f"{name}: stall_ns is the sum of the causes",
+                   sum(c["ns"] for c in mine["causes"].values()), mine["stall_ns"])
+        log(f"  {name}: causes of the reader: {mine['causes']}")
+    sibling_rows = last_rows(t, sibling)
+    t.check_eq("-G sibling cgroup (an idle reader): rows with stalls", [],
+               [r for r in sibling_rows if r["stall_ns"] > 0])
+    never_rows = last_rows(t, never)
+    t.check_eq("-p of a process that never stalls: its row, at zero",
+               [(idle.pid, 0)], [(r["pid"], r["stall_ns"]) for r in never_rows])
+    cgroups = last_rows(t, per_cgroup, "cgroups")
+    mine = [r for r in cgroups if r["cgroup"] == cg.path]
+    t.require(len(mine) == 1, "-C: a row for the reader's cgroup", "1", len(mine))
+    t.check_ge("-C: the cgroup's memcg stalls include the reader's", len(windows),
+               cause(mine[0], "memcg")["stalls"])
+    t.check_eq("-C: no row for the idle sibling cgroup", [],
+               [r for r in cgroups if r["cgroup"] == idle_cg.path])
+    err = by_pid.result.stderr
+    for line in ("memcg:   wall time between vmscan:mm_vmscan_memcg_reclaim_begin",
+                 "thrash:  off-CPU time with task_struct->in_memstall set"):
+        t.check_in(f"-v says how: {line[:20]}...", line, err, "stderr")
+
+
+def hot_reader_under_pressure(taskstats: Taskstats, cg: MemoryCgroup, hot_path: str,
+                              stream_path: str, env: dict) -> tuple[Tool, dict, dict, int]:
+    """One round of the thrashing workload (see the scenario): (the tool, the hot reader's
+    taskstats, the ftrace oracle's trace, the hot reader's pid)."""
+    with Workload("file_reader", "--file", hot_path, "--cgroup", cg.path, "--passes", "400",
+                  "--mmap", "--linger", held=True) as hot:
+        with FtraceOracle(["vmscan/mm_vmscan_memcg_reclaim_begin",
+                           "vmscan/mm_vmscan_memcg_reclaim_end"], hot.pid) as oracle, \
+                Tool("memstall", "-v", "-j", "-s", "-p", str(hot.pid), env=env) as tool:
+            with Workload("file_reader", "--file", stream_path, "--cgroup", cg.path,
+                          "--passes", "100"):
+                hot.release()
+                hot.wait_done(90)
+            time.sleep(0.3)
+            stats = taskstats.get(hot.pid)
+            trace = oracle.stop()
+    return tool, stats, trace, hot.pid
+
+
+# The hooks each variant of the thrashing scenario runs on: this kernel's own choice (tp_btf),
+# raw tracepoints (sched_switch then reads in_memstall through probe reads), and as on a
+# kernel without BTF of its own (raw tracepoints, CO-RE against a BTF file given with --btf).
+HOOK_VARIANTS = {
+    "": ({}, "tp_btf"),
+    "_raw_tp": ({"MEMLAT_DISABLE_HOOKS": "tp_btf"}, "raw_tp"),
+    "_no_kernel_btf": ({"MEMLAT_DISABLE_HOOKS": "tp_btf", "MEMLAT_DISABLE_FEATURES":
+                        "kernel_btf"}, "raw_tp"),
+}
+
+
+def thrashing_vs_taskstats(t: Test, variant: str) -> None:
+    """Refault thrashing in a 32 MiB memory cgroup: a reader maps a 20 MiB file and touches
+    it again and again (its pages become active), while a second reader streams a 128 MiB
+    file through the same cgroup. The stream's pressure deactivates the hot pages (which
+    marks them workingset) and evicts them; touched again soon after, they are read back as
+    workingset refaults, and the wait for each is a thrashing stall in folio_wait_bit_common.
+    Whether the kernel sees them as workingset varies from run to run (here 3 of 7 runs
+    showed none), so up to three rounds run until delay accounting counts thrashing.
+    memstall's THRASH of the hot reader against delay accounting's thrashing, and its memcg
+    reclaim against the ftrace windows and freepages."""
+    with delay_accounting() as taskstats, MemoryCgroup("memstall_thrash", LIMIT) as cg, \
+            TestFile(20 << 20, "memstall_hot") as hot_file, \
+            TestFile(FILE_SIZE, "memstall_stream") as stream_file:
+        for round_ in range(3):
+            hot_file.evict()
+            stream_file.evict()
+            tool, stats, trace, pid = hot_reader_under_pressure(
+                taskstats, cg, hot_file.path, stream_file.path, HOOK_VARIANTS[variant][0])
+            log(f"round {round_ + 1}: taskstats of the hot reader: {stats}")
+            if stats["thrashing_count"] > 0:
+                break
+    mine = row_of(last_rows(t, tool), pid)
+    thrash, memcg = cause(mine, "thrash"), cause(mine, "memcg")
+    log(f"memstall's causes of the hot reader: {mine['causes']}")
+    if stats["thrashing_count"] == 0:
+        skip("in three rounds the kernel counted no thrashing for the hot reader (taskstats "
+             "thrashing_count 0): its refaulting pages did not come back as workingset")
+    windows = len(trace["mm_vmscan_memcg_reclaim_end"])
+    t.check_eq("memcg stalls vs the ftrace windows (exact)", windows, memcg["stalls"])
+    # do_try_to_free_pages ends its delay-accounting episode before it retries a pass that
+    # freed nothing (two readers compete for the same pages here), so one window can count
+    # several times there; with one reader the counts are equal (memcg_vs_taskstats).
+    log(f"taskstats freepages_count - memcg windows: {stats['freepages_count'] - windows}")
+    t.check_le("memcg stalls <= taskstats freepages_count", stats["freepages_count"],
+               memcg["stalls"])
+    # Delay accounting times each wait for a workingset folio in folio_wait_bit_common, on the
+    # CPU too; memstall the time the task slept in it, and also the sleeps of the other
+    # memstall that PSI charges to refaults (readahead of workingset pages, read_pages()),
+    # which delay accounting does not count. Three runs here: 0.984, 0.996 and 1.0017 of
+    # delay accounting's total, counts equal or one more.
+    t.check_close("thrash stalls vs taskstats thrashing_count", stats["thrashing_count"],
+                  thrash["stalls"], rel_tol=0.1, abs_tol=2)
+    t.check_close("thrash time vs taskstats thrashing_delay_total",
+                  stats["thrashing_delay_total"], thrash["ns"], rel_tol=0.05)
+    t.check_eq("no other memstall charged to the reader", 0, cause(mine, "other")["ns"])
+    # --stacks, printed while the hot reader still lives (its user frames are symbolized
+    # through its /proc/PID/maps and its binary's symbols; built with frame pointers, its
+    # loop over the mapping inlined into main at -O2). The stacks printed are the top three
+    # per cause: their time is at most the table's.
+    stacks = [j for j in tool.result.json_lines() if "stacks" in j]
+    t.require(len(stacks) == 1, "--stacks: one JSON line of stacks", "1", len(stacks))
+    for name, kernel_frame, user_frame in (("thrash", "folio_wait_bit_common", "[file_reader]"),
+                                           ("memcg", "try_charge_memcg", "[file_reader]")):
+        top = [s for s in stacks[0]["stacks"] if s["cause"] == name]
+        t.require(bool(top), f"--stacks: a {name} stack", ">= 1", len(top))
+        t.check_eq(f"--stacks: the top {name} stack is the hot reader's", pid, top[0]["pid"])
+        t.check(any(f.startswith(kernel_frame + "+") for f in top[0]["kernel_stack"]),
+                f"--stacks: the top {name} stack's kernel frames include {kernel_frame}",
+                kernel_frame, top[0]["kernel_stack"][:8])
+        t.check(any(f.startswith("main+") and f.endswith(user_frame)
+                    for f in top[0]["user_stack"]),
+                f"--stacks: the top {name} stack's user frames include main {user_frame}",
+                f"main+... {user_frame}", top[0]["user_stack"][:4])
+        t.check_le(f"--stacks: {name} time in stacks <= the table's",
+                   cause(mine, name)["ns"], sum(s["ns"] for s in stacks[0]["stacks"]
+                                                if s["cause"] == name and s["pid"] == pid))
+    hook = HOOK_VARIANTS[variant][1]
+    for probe in ("sched:sched_switch", "vmscan:mm_vmscan_memcg_reclaim_begin"):
+        t.check(re.search(re.escape(probe) + r"\S*: using " + hook, tool.result.stderr),
+                f"-v: {probe} uses {hook}", hook, "see stderr")
+
+
+for _variant in HOOK_VARIANTS:
+    scenario("memstall_thrashing_vs_taskstats" + _variant)(
+        lambda t, v=_variant: thrashing_vs_taskstats(t, v))
+
+
+def pause_bounds_ns(trace: dict, pid: int) -> list[tuple[int, int]]:
+    """Per balance_dirty_pages pause of `pid` (a positive pause), the time from the tracepoint
+    to the first time the task runs again after it gave up the CPU other than by preemption
+    (prev_state "R+"; a task whose timer fired before schedule() dequeued it leaves with "R",
+    and its pause ends when it runs again all the same), from the ftrace instance's events,
+    in ns (the trace prints us): (lower, upper). Both are that time when the trace has the
+    switch-in (next_pid == pid). This kernel's trace sometimes lacks it (seen when the task is
+    switched in from the idle task); then the pause lies between the switch-out and the task's
+    next event of its own (a switch-out or a balance_dirty_pages, which only a running task
+    records)."""
+    events = sorted([(float(e["_ts"]), "pause", e) for e in trace["balance_dirty_pages"]] +
+                    [(float(e["_ts"]), "switch", e) for e in trace["sched_switch"]],
+                    key=lambda x: x[0])
+    out = []
+    for i, (ts, kind, e) in enumerate(events):
+        if kind != "pause" or int(e["pause"]) <= 0:
+            continue
+        asleep_at = None
+        for ts2, kind2, e2 in events[i + 1:]:
+            if kind2 == "switch" and asleep_at is None:
+                if int(e2["prev_pid"]) == pid and e2["prev_state"] != "R+":
+                    asleep_at = ts2
+                continue
+            if asleep_at is None:
+                continue
+            if kind2 == "switch" and int(e2["next_pid"]) == pid:
+                out.append((round((ts2 - ts) * 1e9),) * 2)
+                break
+            if kind2 == "pause" or int(e2["prev_pid"]) == pid:
+                out.append((round((asleep_at - ts) * 1e9), round((ts2 - ts) * 1e9)))
+                break
+    return out
+
+
+@scenario("memstall_dirty_vs_ftrace")
+def _(t: Test):
+    """A writer past a small dirty limit (vm.dirty_bytes 4 MiB for the test, restored):
+    balance_dirty_pages makes it pause. memstall's DIRTY against an ftrace instance of the
+    writer's balance_dirty_pages events with a positive pause and its context switches: each
+    pause lasts from the tracepoint until the writer runs again after its sleep."""
+    with low_dirty_limits(1 << 20, 4 << 20), \
+            TestFile(1 << 20, "memstall_dirty") as f, \
+            Workload("cache_writer", "--file", f.path, "--mib", "256", held=True) as writer:
+        switch_filter = f"prev_pid == {writer.pid} || next_pid == {writer.pid}"
+        with FtraceOracle(["writeback/balance_dirty_pages", "sched/sched_switch"], writer.pid,
+                          filters={"sched/sched_switch": switch_filter},
+                          clock="mono") as oracle, \
+                Tool("memstall", "-j", "-p", str(writer.pid)) as tool:
+            writer.release()
+            writer.wait_done(90)
+            time.sleep(0.3)
+            trace = oracle.stop()
+    pauses = [int(e["pause"]) for e in trace["balance_dirty_pages"] if int(e["pause"]) > 0]
+    bounds = pause_bounds_ns(trace, writer.pid)
+    exact = sum(1 for low, high in bounds if low == high)
+    log(f"ftrace: {len(trace['balance_dirty_pages'])} balance_dirty_pages events, "
+        f"{len(pauses)} pauses of {sum(pauses)} ms planned; {exact} with the switch-in traced")
+    if not pauses:
+        skip("the writer was never paused (the disk kept up with the 4 MiB dirty limit)")
+    mine = row_of(last_rows(t, tool), writer.pid)
+    dirty = cause(mine, "dirty")
+    log(f"memstall's causes of the writer: {mine['causes']}")
+    t.check_eq("dirty stalls vs the ftrace pauses (exact)", len(pauses), dirty["stalls"])
+    t.check_eq("pauses the oracle saw end", len(pauses), len(bounds))
+    t.check_ge("pauses whose switch-in the trace has", 0.5 * len(pauses), exact)
+    # The trace prints microseconds (each pause +/- 1 us at both ends), and the two tracers
+    # record the same events a little apart (see check_latencies in memlat_test.py).
+    tol = 5000 * len(bounds)
+    low, high = sum(b[0] for b in bounds), sum(b[1] for b in bounds)
+    t.check_ge("dirty time >= the oracle's lower bound", low - tol, dirty["ns"])
+    t.check_le("dirty time <= the oracle's upper bound", high + tol, dirty["ns"])
+
+
+def metric(text: str, name: str, labels: dict[str, str]) -> float:
+    """The value of the sample `name` with exactly `labels` in a text exposition; a Failure
+    when there is none."""
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in text.splitlines():
+        m = re.match(r"^(\w+)\{(.*)\} (\S+)$", line)
+        if m and m.group(1) == name and ",".join(sorted(m.group(2).split(","))) == want:
+            return float(m.group(3))
+    raise Failure(f"no sample {name}{{{want}}} in the exposition:\n{text[:3000]}")
+
+
+@scenario("memstall_prometheus_memcg")
+def _(t: Test):
+    """--prometheus --prometheus-labels cgroup: the reader under its memory cgroup's limit (as
+    memcg_vs_taskstats), scraped after the workload: the cgroup's memcg series against the
+    ftrace windows of the reader, its only task."""
+    from test_prometheus import exporter_port, http_get
+    with MemoryCgroup("memstall_prom", LIMIT) as cg, \
+            TestFile(FILE_SIZE, "memstall_prom", cold=True) as f, \
+            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--linger",
+                     held=True) as reader:
+        with FtraceOracle(["vmscan/mm_vmscan_memcg_reclaim_begin",
+                           "vmscan/mm_vmscan_memcg_reclaim_end"], reader.pid) as oracle, \
+                Tool("memstall", "--prometheus", "127.0.0.1:0", "--prometheus-labels",
+                     "cgroup") as tool:
+            port = exporter_port(tool)
+            reader.release()
+            reader.wait_done(60)
+            time.sleep(0.3)
+            trace = oracle.stop()
+            status, _, text = http_get(f"http://127.0.0.1:{port}/metrics")
+    t.check_eq("GET /metrics status", 200, status)
+    t.check_eq("exit status after SIGINT", 0, tool.result.rc)
+    windows = oracle_durations_ns(trace["mm_vmscan_memcg_reclaim_begin"],
+                                  trace["mm_vmscan_memcg_reclaim_end"])
+    t.check_ge("memcg reclaim windows in the ftrace oracle", 10, len(windows))
+    labels = {"cause": "memcg", "cgroup": cg.path}
+    stalls = metric(text, "memlat_memstall_cgroup_stalls_total", labels)
+    seconds = metric(text, "memlat_memstall_cgroup_stall_seconds_total", labels)
+    t.check_eq("the cgroup's memcg stalls vs the ftrace windows (exact)", len(windows),
+               int(stalls))
+    t.check_close("the cgroup's memcg seconds vs the ftrace windows", sum(windows) / 1e9,
+                  seconds, rel_tol=0.03, abs_tol=3e-6 * len(windows))
+    t.check_ge("memlat_memstall_stalls_total{cause=memcg} (machine-wide) includes them",
+               stalls, metric(text, "memlat_memstall_stalls_total", {"cause": "memcg"}))
+
+
+@scenario("memstall_interval_text")
+def _(t: Test):
+    """`memstall 1 2`: two interval tables, top style, with the columns -h documents."""
+    with Tool("memstall", "1", "2", wait_exit=True) as tool:
+        pass
+    res = tool.result
+    t.check_eq("exit status", 0, res.rc)
+    headers = [l for l in res.stdout.splitlines() if l.startswith("PID")]
+    t.check_eq("interval tables", 2, len(headers))
+    t.check_eq("columns", ["PID", "COMM", "STALL%", "TOTAL(ms)", "DIRECT", "MEMCG", "COMPACT",
+                           "DIRTY", "SWAPIN", "HIGH", "THRASH", "OTHER"],
+               headers[0].split() if headers else [])
+    t.check_in("interval line", "memory stalls over 1.0 s", res.stdout)
+
+
+@scenario("memstall_bad_input")
+def _(t: Test):
+    cases = [
+        (["-p", "999999999"], "no process with id 999999999"),
+        (["-t", "999999999"], "no thread with id 999999999"),
+        (["-p", "abc"], "-p takes a number, not 'abc'"),
+        (["-G", "/tmp"], "is not a cgroup directory"),
+        (["-G", "/nonexistent/cgroup"], "does not exist"),
+        (["-r", "0"], "-r takes a number of rows of at least 1"),
+        (["0"], "interval"),
+        (["-s", "--prometheus", "127.0.0.1:0"], "-s and -C go with the text output"),
+        (["--prometheus-labels", "cgroup"], "--prometheus"),
+        (["--bogus"], "unrecognized option"),
+    ]
+    check_bad_arguments(t, "memstall", cases)
+    res = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+               binary("memstall"), "-d", "1"], timeout=15)
+    t.check_eq("memstall as nobody: exit status", 1, res.rc)
+    t.check_in("memstall as nobody: message", "needs root, or the capabilities CAP_BPF and "
+               "CAP_PERFMON", res.stderr, "stderr")
+    check_help(t, "memstall", (
+        "--pid", "--tid", "--cgroup", "--cgroups", "--rows", "--stacks", "--timestamp",
+        "--duration",        "--json", "--verbose", "interval", "DIRECT", "MEMCG", "COMPACT", "DIRTY", "SWAPIN",
+        "HIGH", "THRASH", "OTHER", "STALL%", "CAP_SYSLOG", "--prometheus",
+        "--prometheus-labels"), width=None)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "memstall_format.h"
+
+using namespace memlat;
+using memstall::Grouping;
+
+namespace {
+
+memstall_value value(uint32_t pid, const char *comm, uint64_t cgroup, uint64_t stalls,
+                     uint64_t ns) {
+    memstall_value v{};
+    v.pid = pid;
+    v.cgroup_id = cgroup;
+    v.stalls = stalls;
+    v.total_ns = ns;
+    v.max_ns = ns;
+    std::strncpy(v.comm, comm, sizeof(v.comm) - 1);
+    return v;
+}
+
+} // namespace
+
+TEST(MemstallFormat, CauseNames) {
+    EXPECT_STREQ(memstall::cause_name(MEMSTALL_MEMCG_RECLAIM), "memcg");
+    EXPECT_STREQ(memstall::cause_name(MEMSTALL_THRASHING), "thrash");
+    EXPECT_STREQ(memstall::cause_name(MEMSTALL_OTHER), "other");
+    EXPECT_STREQ(memstall::cause_name(MEMSTALL_CAUSES), "unknown");
+}
+
+TEST(MemstallFormat, RowsAreIntervalDeltasPerProcessLargestFirst) {
+    memstall::Snapshot before, now;
+    // Process 10: two threads; process 20: one, stalled more in this interval.
+    before[{10, MEMSTALL_MEMCG_RECLAIM}] = value(10, "reader", 7, 5, 5'000'000);
+    now[{10, MEMSTALL_MEMCG_RECLAIM}] = value(10, "reader", 7, 8, 9'000'000);
+    now[{11, MEMSTALL_THRASHING}] = value(10, "reader", 7, 2, 1'000'000);
+    now[{20, MEMSTALL_DIRTY}] = value(20, "writer", 8, 3, 30'000'000);
+    // A thread in `before` only (its entry was removed): it adds nothing.
+    before[{12, MEMSTALL_OTHER}] = value(10, "reader", 7, 1, 1);
+    const auto rows = memstall::rows(now, before, Grouping::Process, {});
+    ASSERT_EQ(rows.size(), 2u);
+    EXPECT_EQ(rows[0].id, 20u);
+    EXPECT_EQ(rows[0].name, "writer");
+    EXPECT_EQ(rows[0].total_ns(), 30'000'000u);
+    EXPECT_EQ(rows[1].id, 10u);
+    EXPECT_EQ(rows[1].causes[MEMSTALL_MEMCG_RECLAIM].stalls, 3u);
+    EXPECT_EQ(rows[1].causes[MEMSTALL_MEMCG_RECLAIM].ns, 4'000'000u);
+    EXPECT_EQ(rows[1].causes[MEMSTALL_THRASHING].stalls, 2u);
+    EXPECT_EQ(rows[1].total_ns(), 5'000'000u);
+}
+
+TEST(MemstallFormat, RowsPerCgroupNamedByPath) {
+    memstall::Snapshot now;
+    now[{10, MEMSTALL_MEMCG_RECLAIM}] = value(10, "a", 7, 1, 100);
+    now[{20, MEMSTALL_MEMCG_RECLAIM}] = value(20, "b", 7, 1, 200);
+    now[{30, MEMSTALL_OTHER}] = value(30, "c", 9, 1, 50);
+    const auto rows = memstall::rows(now, {}, Grouping::Cgroup, {{7, "/sys/fs/cgroup/db"}});
+    ASSERT_EQ(rows.size(), 2u);
+    EXPECT_EQ(rows[0].name, "/sys/fs/cgroup/db");
+    EXPECT_EQ(rows[0].total_ns(), 300u);
+    EXPECT_EQ(rows[1].name, "9"); // a cgroup removed since: its id
+}
+
+TEST(MemstallFormat, TableAndJson) {
+    memstall::Row row;
+    row.id = 42;
+    row.name = "reader";
+    row.causes[MEMSTALL_MEMCG_RECLAIM] = {3, 250'000'000, 100'000'000};
+    row.causes[MEMSTALL_OTHER] = {1, 250'000'000, 250'000'000};
+    EXPECT_EQ(memstall::header(Grouping::Process),
+              "PID     COMM             STALL%  TOTAL(ms)   DIRECT    MEMCG  COMPACT    DIRTY"
+              "   SWAPIN     HIGH   THRASH    OTHER");
+    EXPECT_EQ(memstall::line(row, 2.0, Grouping::Process),
+              "42      reader             25.0      500.0      0.0    250.0      0.0      0.0"
+              "      0.0      0.0      0.0    250.0");
+    const auto j = memstall::json_row(row, 2.0, Grouping::Process);
+    EXPECT_EQ(j["pid"], 42);
+    EXPECT_EQ(j["stall_ns"], 500'000'000u);
+    EXPECT_DOUBLE_EQ(j["stall_pct"].get<double>(), 25.0);
+    EXPECT_EQ(j["causes"]["memcg"]["stalls"], 3);
+    EXPECT_FALSE(j["causes"].contains("direct"));
+}
+
+#include "memstall_metrics.h"
+
+TEST(MemstallMetrics, CausesAndCgroupsKeepCountingAfterThreadsGo) {
+    PrometheusOptions options;
+    options.labels = {"cgroup"};
+    memstall::Metrics metrics(options, "");
+    memstall::Counts counts;
+    counts.causes[MEMSTALL_MEMCG_RECLAIM] = true;
+    counts.totals[MEMSTALL_MEMCG_RECLAIM] = {5, 2'000'000'000};
+    counts.cgroup_paths = {{7, "/sys/fs/cgroup/db"}};
+    counts.threads = {{{10, MEMSTALL_MEMCG_RECLAIM}, value(10, "a", 7, 5, 2'000'000'000)}};
+    {
+        prometheus::Exposition out;
+        metrics.collect(counts, out);
+        const auto text = out.render(prometheus::Format::Text);
+        EXPECT_NE(text.find("memlat_memstall_stalls_total{cause=\"memcg\"} 5"), std::string::npos)
+            << text;
+        EXPECT_EQ(text.find("cause=\"thrash\""), std::string::npos) << text; // not measured
+        EXPECT_NE(text.find("memlat_memstall_cgroup_stall_seconds_total{cause=\"memcg\","
+                            "cgroup=\"/sys/fs/cgroup/db\"} 2"),
+                  std::string::npos)
+            << text;
+    }
+    // The thread exited and its entry was removed: the cgroup's series keeps its count.
+    counts.threads.clear();
+    prometheus::Exposition out;
+    metrics.collect(counts, out);
+    const auto text = out.render(prometheus::Format::Text);
+    EXPECT_NE(text.find("memlat_memstall_cgroup_stalls_total{cause=\"memcg\","
+                        "cgroup=\"/sys/fs/cgroup/db\"} 5"),
+              std::string::npos)
+        << text;
+}

@@ -1,0 +1,111 @@
+#include "memstall_format.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fmt/format.h>
+
+namespace memlat::memstall {
+
+namespace {
+
+// The table's column per cause, in enum order.
+constexpr std::array<const char *, MEMSTALL_CAUSES> column_names{
+    "DIRECT", "MEMCG", "COMPACT", "DIRTY", "SWAPIN", "HIGH", "THRASH", "OTHER"};
+
+double share_percent(uint64_t ns, double interval_s) {
+    return interval_s > 0 ? static_cast<double>(ns) / (interval_s * 1e9) * 100 : 0;
+}
+
+} // namespace
+
+const char *cause_name(uint32_t cause) {
+    static const std::array<const char *, MEMSTALL_CAUSES> names{
+        "direct", "memcg", "compact", "dirty", "swapin", "high", "thrash", "other"};
+    return cause < MEMSTALL_CAUSES ? names[cause] : "unknown";
+}
+
+uint64_t Row::total_ns() const {
+    uint64_t sum = 0;
+    for (const auto &c : causes)
+        sum += c.ns;
+    return sum;
+}
+
+std::vector<Row> rows(const Snapshot &now, const Snapshot &before, Grouping grouping,
+                      const std::map<uint64_t, std::string> &cgroup_paths) {
+    std::map<uint64_t, Row> by_id;
+    for (const auto &[key, v] : now) {
+        const uint32_t cause = key.second;
+        if (cause >= MEMSTALL_CAUSES)
+            continue;
+        CauseTime delta{v.stalls, v.total_ns, v.max_ns};
+        if (auto it = before.find(key); it != before.end()) {
+            delta.stalls -= std::min<uint64_t>(delta.stalls, it->second.stalls);
+            delta.ns -= std::min<uint64_t>(delta.ns, it->second.total_ns);
+        }
+        const uint64_t id = grouping == Grouping::Process ? v.pid : v.cgroup_id;
+        Row &row = by_id[id];
+        if (row.name.empty()) {
+            row.id = id;
+            if (grouping == Grouping::Process) {
+                row.name = std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
+            } else {
+                auto path = cgroup_paths.find(id);
+                row.name = path != cgroup_paths.end() ? path->second : fmt::format("{}", id);
+            }
+        }
+        auto &c = row.causes[cause];
+        c.stalls += delta.stalls;
+        c.ns += delta.ns;
+        c.max_ns = std::max<uint64_t>(c.max_ns, delta.max_ns);
+    }
+    std::vector<Row> out;
+    for (auto &[id, row] : by_id)
+        out.push_back(std::move(row));
+    std::stable_sort(out.begin(), out.end(),
+                     [](const Row &a, const Row &b) { return a.total_ns() > b.total_ns(); });
+    return out;
+}
+
+std::string header(Grouping grouping) {
+    std::string h = grouping == Grouping::Process ? fmt::format("{:<7} {:<16}", "PID", "COMM")
+                                                  : fmt::format("{:<24}", "CGROUP");
+    h += fmt::format(" {:>6} {:>10}", "STALL%", "TOTAL(ms)");
+    for (const char *name : column_names)
+        h += fmt::format(" {:>8}", name);
+    return h;
+}
+
+std::string line(const Row &row, double interval_s, Grouping grouping) {
+    std::string l = grouping == Grouping::Process ? fmt::format("{:<7} {:<16}", row.id, row.name)
+                                                  : fmt::format("{:<24}", row.name);
+    l += fmt::format(" {:>6.1f} {:>10.1f}", share_percent(row.total_ns(), interval_s),
+                     row.total_ns() / 1e6);
+    for (const auto &c : row.causes)
+        l += fmt::format(" {:>8.1f}", c.ns / 1e6);
+    return l;
+}
+
+nlohmann::json json_row(const Row &row, double interval_s, Grouping grouping) {
+    nlohmann::json j;
+    if (grouping == Grouping::Process) {
+        j["pid"] = row.id;
+        j["comm"] = row.name;
+    } else {
+        j["cgroup_id"] = row.id;
+        j["cgroup"] = row.name;
+    }
+    j["stall_ns"] = row.total_ns();
+    j["stall_pct"] = share_percent(row.total_ns(), interval_s);
+    nlohmann::json causes = nlohmann::json::object();
+    for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause) {
+        const auto &c = row.causes[cause];
+        if (c.stalls == 0 && c.ns == 0)
+            continue;
+        causes[cause_name(cause)] = {{"stalls", c.stalls}, {"ns", c.ns}, {"max_ns", c.max_ns}};
+    }
+    j["causes"] = causes;
+    return j;
+}
+
+} // namespace memlat::memstall

@@ -1,0 +1,73 @@
+#include "memstall_metrics.h"
+
+#include <fmt/format.h>
+#include <set>
+
+#include "memstall_format.h"
+
+namespace memlat::memstall {
+
+using prometheus::Labels;
+using prometheus::Type;
+
+Metrics::Metrics(const PrometheusOptions &options, std::string cgroup)
+    : by_cgroup_(options.label("cgroup")), by_cgroup_counts_(2, options.max_series, {"cgroup"}) {
+    // Per-cgroup series name their own cgroup (under -G's): the label is theirs then.
+    if (!cgroup.empty() && !by_cgroup_)
+        base_.emplace_back("cgroup", std::move(cgroup));
+}
+
+void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
+    auto labels = [&](uint32_t cause) {
+        Labels l{{"cause", cause_name(cause)}};
+        l.insert(l.end(), base_.begin(), base_.end());
+        return l;
+    };
+    out.family("memlat_memstall_stalls", Type::Counter,
+               "Memory stalls of threads that ended, by cause (direct, memcg, compact, dirty, "
+               "swapin, high, thrash, other)");
+    for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause)
+        if (c.causes[cause])
+            out.sample(labels(cause), static_cast<double>(c.totals[cause].stalls));
+    out.family("memlat_memstall_stall_seconds", Type::Counter,
+               "Wall time threads were stalled on memory, by cause", "seconds");
+    for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause)
+        if (c.causes[cause])
+            out.sample(labels(cause), static_cast<double>(c.totals[cause].total_ns) / 1e9);
+    if (!by_cgroup_)
+        return;
+    by_cgroup_counts_.begin();
+    for (const auto &[key, v] : c.threads) {
+        auto path = c.cgroup_paths.find(v.cgroup_id);
+        if (path == c.cgroup_paths.end() || key.cause >= MEMSTALL_CAUSES)
+            continue; // a cgroup removed since: its series goes below
+        Labels l = labels(key.cause);
+        l.emplace_back("cgroup", path->second);
+        const std::array<double, 2> values{static_cast<double>(v.stalls),
+                                           static_cast<double>(v.total_ns) / 1e9};
+        by_cgroup_counts_.update(fmt::format("{}/{}", key.tid, key.cause), l, values);
+    }
+    by_cgroup_counts_.end();
+    std::set<std::string> live;
+    for (const auto &[id, path] : c.cgroup_paths)
+        live.insert(path);
+    by_cgroup_counts_.remove_if([&](const Labels &l) {
+        for (const auto &[name, value] : l)
+            if (name == "cgroup")
+                return value != "other" && !live.contains(value);
+        return false;
+    });
+    const std::array<std::pair<const char *, const char *>, 2> families{{
+        {"memlat_memstall_cgroup_stalls", "Memory stalls by cause and the thread's memory cgroup"},
+        {"memlat_memstall_cgroup_stall_seconds",
+         "Wall time stalled on memory by cause and the thread's memory cgroup"},
+    }};
+    for (size_t i = 0; i < families.size(); ++i) {
+        out.family(families[i].first, Type::Counter, families[i].second, i == 1 ? "seconds" : "");
+        for (const auto &[l, values] : by_cgroup_counts_.series())
+            out.sample(l, values[i]);
+    }
+    prometheus::series_dropped_metric(out, by_cgroup_counts_.dropped());
+}
+
+} // namespace memlat::memstall

@@ -1,0 +1,557 @@
+// memstall: which threads, processes and memory cgroups are stalled on memory, for how long,
+// and why: reclaim, compaction, dirty-page throttling, swap-in, memory.high throttling,
+// refault thrashing, or another memory stall that PSI counts.
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <fmt/format.h>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "cgroups.h"
+#include "errors.h"
+#include "events.h"
+#include "exporter.h"
+#include "files.h"
+#include "kernel_btf.h"
+#include "kernel_features.h"
+#include "kernel_types.h"
+#include "loader.h"
+#include "memstall.h"
+#include "memstall.skel.h"
+#include "memstall_format.h"
+#include "memstall_metrics.h"
+#include "metrics_serving.h"
+#include "multicall.h"
+#include "options.h"
+#include "output.h"
+#include "run_loop.h"
+#include "stacks.h"
+#include "symbols.h"
+#include "tasks.h"
+
+#include <bpf/btf.h>
+
+using namespace memlat;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char *tool_name = "memstall";
+
+constexpr const char *description =
+    R"(Show which processes are stalled on memory, for how long and why: the wall
+time each spends in memory stalls, per cause, every INTERVAL seconds (top
+style, the most stalled first) or once at the end.
+
+Causes (columns, in ms):
+  DIRECT   global direct reclaim (vmscan direct_reclaim_begin/end tracepoints)
+  MEMCG    reclaim in a memory cgroup at its limit (memcg_reclaim_begin/end)
+  COMPACT  direct compaction by a user task (compaction begin/end)
+  DIRTY    dirty-page throttling: balance_dirty_pages pauses, from the
+           tracepoint until the task runs again
+  SWAPIN   asleep in a memory stall under the swap-in functions
+  HIGH     asleep in a memory stall under the memory.high throttle
+  THRASH   asleep in a memory stall waiting for a refaulting page (thrashing)
+  OTHER    any other memory stall PSI counts (also kswapd, kcompactd)
+The last four are the off-CPU time of a task whose PSI memstall flag is set,
+seen at each context switch and told apart by the kernel functions it sleeps
+in (their addresses are read from /proc/kallsyms once at start: that needs
+root or CAP_SYSLOG; without them all four count as OTHER). -v says which
+cause is measured how on this kernel. A stall is counted when it ends.
+
+STALL% is the stall time as a share of the interval's wall time; a process
+with several stalled threads can pass 100%.)";
+
+constexpr const char *examples = R"(Examples:
+  memstall                  stall time per process, printed at Ctrl-C
+  memstall 5                every 5 seconds, the most stalled first
+  memstall -C 5             per memory cgroup instead of per process
+  memstall -p 1234 1 10     process 1234, every second, 10 times
+  memstall -t 1235          only thread 1235
+  memstall -G /sys/fs/cgroup/memory/db 5
+                            only tasks in that cgroup and below
+  memstall -j -d 60         one JSON line after a minute
+  memstall -s -p 1234 5     and at Ctrl-C the stacks that stalled it most
+  memstall -v               say how each cause is measured on this kernel
+
+Environment:
+  MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
+  MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds (tp_btf, raw_tp,
+                            tracepoint))";
+
+// The kernel functions a memstall sleep under which is charged to a cause, innermost first
+// wins. Kernels name them differently over time; those missing here are skipped.
+struct CauseFunctions {
+    uint32_t cause;
+    std::vector<const char *> names;
+};
+const std::vector<CauseFunctions> cause_functions{
+    // folio_wait_bit_common enters a memstall for a locked, not up-to-date workingset folio:
+    // a refault of a page that was recently evicted (5.16+; wait_on_page_bit_common before).
+    // read_pages does for the readahead of workingset pages (5.16+).
+    {MEMSTALL_THRASHING, {"folio_wait_bit_common", "wait_on_page_bit_common", "read_pages"}},
+    {MEMSTALL_SWAPIN,
+     {"swap_read_folio", "swap_readpage", "do_swap_page", "swapin_readahead", "shmem_swapin_folio",
+      "shmem_swapin_page"}},
+    {MEMSTALL_MEMORY_HIGH, {"__mem_cgroup_handle_over_high", "mem_cgroup_handle_over_high"}},
+    // Timed through its tracepoint: a memstall around it is not counted twice.
+    {MEMSTALL_DIRTY, {"balance_dirty_pages"}},
+};
+
+enum class ProbeId { Direct, Memcg, Compaction, Dirty, Switch, Exit };
+
+struct Options {
+    CommonOptions common;
+    std::optional<int> pid, tid;
+    std::string cgroup;
+    bool per_cgroup = false;
+    bool stacks = false;
+    uint32_t max_rows = 20;
+    PrometheusOptions prom;
+};
+
+// --stacks: how many stacks per cause are printed at the end.
+constexpr size_t stacks_per_cause = 3;
+
+class Memstall {
+  public:
+    explicit Memstall(Options options) : o_(std::move(options)) {}
+    int run();
+
+  private:
+    void resolve_ranges();
+    std::vector<Probe> plan() const;
+    void configure(memstall_bpf &skel) const;
+    void describe_causes(const std::vector<Probe> &probes) const;
+    void print_interval(memstall_bpf &skel);
+    void print_stacks(memstall_bpf &skel);
+    int serve_metrics(memstall_bpf &skel, const std::vector<Probe> &probes);
+
+    Options o_;
+    std::optional<CgroupTarget> cgroup_;
+    bool memcg_on_v1_ = memory_controller_on_v1();
+    bool has_memstall_flag_ = false;
+    bool psi_enabled_ = true;
+    int dirty_pause_arg_ = -1; // -1: no balance_dirty_pages prototype that memstall knows
+    std::vector<memstall_range> ranges_;
+    std::vector<std::string> ranges_found_, ranges_missing_;
+    std::string ranges_unavailable_; // why there are none at all
+    memstall::Snapshot before_;
+    std::chrono::steady_clock::time_point last_print_ = std::chrono::steady_clock::now();
+};
+
+// Whether the kernel's task_struct has PSI's in_memstall flag (CONFIG_PSI, Linux 4.20).
+bool kernel_has_memstall_flag() {
+    const btf *types = nullptr;
+    try {
+        types = &kernel_btf().types();
+    } catch (const RuntimeError &) {
+        return false;
+    }
+    const int id = btf__find_by_name_kind(types, "task_struct", BTF_KIND_STRUCT);
+    if (id < 0)
+        return false;
+    const btf_type *t = btf__type_by_id(types, id);
+    const btf_member *m = btf_members(t);
+    for (int i = 0; i < btf_vlen(t); ++i)
+        if (std::string_view(btf__name_by_offset(types, m[i].name_off)) == "in_memstall")
+            return true;
+    return false;
+}
+
+void Memstall::resolve_ranges() {
+    KernelSymbols symbols;
+    try {
+        symbols = KernelSymbols::load();
+    } catch (const RuntimeError &e) {
+        ranges_unavailable_ = e.what();
+        return;
+    }
+    if (symbols.addresses_hidden()) {
+        ranges_unavailable_ = "/proc/kallsyms hides its addresses from this user (it needs root "
+                              "or CAP_SYSLOG, and kernel.kptr_restrict below 2)";
+        return;
+    }
+    for (const auto &[cause, names] : cause_functions) {
+        for (const char *name : names) {
+            auto range = symbols.text_range(name);
+            if (!range) {
+                ranges_missing_.push_back(name);
+                continue;
+            }
+            if (ranges_.size() >= MEMSTALL_MAX_RANGES)
+                break;
+            ranges_.push_back({range->start, range->end, cause, 0});
+            ranges_found_.push_back(name);
+        }
+    }
+}
+
+std::vector<Probe> Memstall::plan() const {
+    auto window = [](ProbeId id, std::string prefix, std::string group, std::string begin,
+                     std::string end, bool required) {
+        return Probe(id, fmt::format("{}:{}/{}", group, begin, end),
+                     fmt::format("It needs the {}:{} and {} tracepoints.", group, begin, end),
+                     tracepoint_choices({prefix + "_begin", prefix + "_end"}), required);
+    };
+    std::vector<Probe> probes;
+    probes.push_back(window(ProbeId::Direct, "direct", "vmscan", "mm_vmscan_direct_reclaim_begin",
+                            "mm_vmscan_direct_reclaim_end", true));
+    probes.push_back(window(ProbeId::Memcg, "memcg", "vmscan", "mm_vmscan_memcg_reclaim_begin",
+                            "mm_vmscan_memcg_reclaim_end", false));
+    probes.push_back(window(ProbeId::Compaction, "compact", "compaction", "mm_compaction_begin",
+                            "mm_compaction_end", false));
+    // The raw tracepoint's pause argument is found by position (two prototypes, 5.18 changed
+    // it), the classic tracepoint's field by name.
+    auto unless_pause_at = [&](int position) -> std::string {
+        if (dirty_pause_arg_ == position)
+            return "";
+        return dirty_pause_arg_ < 0 ? "the kernel's BTF has no balance_dirty_pages prototype "
+                                      "memstall knows"
+                                    : "another prototype of balance_dirty_pages";
+    };
+    probes.emplace_back(
+        ProbeId::Dirty, "writeback:balance_dirty_pages",
+        "It needs the writeback:balance_dirty_pages tracepoint.",
+        std::vector<HookChoice>{
+            {.kind = HookKind::TpBtf, .programs = {"dirty_btf"}, .unavailable = unless_pause_at(6)},
+            {.kind = HookKind::TpBtf,
+             .programs = {"dirty_old_btf"},
+             .unavailable = unless_pause_at(10)},
+            {.kind = HookKind::RawTp, .programs = {"dirty_raw"}, .unavailable = unless_pause_at(6)},
+            {.kind = HookKind::RawTp,
+             .programs = {"dirty_old_raw"},
+             .unavailable = unless_pause_at(10)},
+            {.kind = HookKind::Tracepoint, .programs = {"dirty_tp"}},
+        },
+        false);
+    // The classic tracepoint has no task pointers: sched_switch needs tp_btf or raw_tp.
+    probes.emplace_back(ProbeId::Switch, "sched:sched_switch",
+                        "It needs the sched:sched_switch raw tracepoint.",
+                        std::vector<HookChoice>{
+                            {.kind = HookKind::TpBtf, .programs = {"switch_btf"}},
+                            {.kind = HookKind::RawTp, .programs = {"switch_raw"}},
+                        });
+    probes.emplace_back(ProbeId::Exit, "sched:sched_process_exit",
+                        "It needs the sched:sched_process_exit tracepoint.",
+                        std::vector<HookChoice>{
+                            {.kind = HookKind::RawTp, .programs = {"exit_raw"}},
+                            {.kind = HookKind::Tracepoint, .programs = {"exit_tp"}},
+                        });
+    return probes;
+}
+
+void Memstall::configure(memstall_bpf &skel) const {
+    auto *ro = skel.rodata;
+    ro->filter_pid = o_.pid.value_or(0);
+    ro->filter_tid = o_.tid.value_or(0);
+    if (cgroup_) {
+        ro->filter_cgroup_on = true;
+        ro->filter_cgroup_id = cgroup_->id;
+        ro->filter_cgroup_level = cgroup_->level;
+        ro->filter_on_v1 = cgroup_->v1;
+    }
+    ro->memcg_on_v1 = memcg_on_v1_;
+    std::copy(ranges_.begin(), ranges_.end(), const_cast<memstall_range *>(ro->ranges));
+    ro->nr_ranges = ranges_.size();
+    bpf_map__set_max_entries(skel.maps.stalls, o_.common.entries(16384));
+    bpf_map__set_max_entries(skel.maps.threads, o_.common.entries(16384));
+    ro->collect_stacks = o_.stacks;
+    bpf_map__set_max_entries(skel.maps.stack_traces, o_.stacks ? o_.common.entries(16384) : 1);
+    bpf_map__set_max_entries(skel.maps.stack_totals, o_.stacks ? o_.common.entries(16384) : 1);
+}
+
+void Memstall::describe_causes(const std::vector<Probe> &probes) const {
+    const auto v = o_.common.verbosity();
+    if (!v.on())
+        return;
+    auto how = [&](ProbeId id) -> std::string {
+        const Probe *p = find_probe(probes, id);
+        if (p == nullptr || p->choice() == nullptr)
+            return "not measured (the kernel has no such tracepoint)";
+        return fmt::format("wall time between {} ({})", p->name, p->choice()->label());
+    };
+    verbose(v, "direct:  " + how(ProbeId::Direct));
+    verbose(v, "memcg:   " + how(ProbeId::Memcg));
+    verbose(v, "compact: " + how(ProbeId::Compaction) + ", user tasks only");
+    const Probe *dirty = find_probe(probes, ProbeId::Dirty);
+    verbose(v, dirty != nullptr && dirty->choice() != nullptr
+                   ? fmt::format("dirty:   from a {} with a positive pause ({}) until the task "
+                                 "runs again",
+                                 dirty->name, dirty->choice()->label())
+                   : "dirty:   not measured (no writeback:balance_dirty_pages tracepoint)");
+    if (!has_memstall_flag_) {
+        verbose(v, "swapin, high, thrash, other: not measured: this kernel's task_struct has no "
+                   "in_memstall (CONFIG_PSI off, or a kernel before 4.20)");
+        return;
+    }
+    if (!psi_enabled_)
+        verbose(v, "swapin, high, thrash, other: PSI is disabled (boot with psi=1): the kernel "
+                   "sets in_memstall never, they read 0");
+    const std::string off_cpu = "off-CPU time with task_struct->in_memstall set (sched_switch)";
+    if (!ranges_unavailable_.empty()) {
+        verbose(v, fmt::format("swapin, high, thrash: not told apart, all counted as other: {}",
+                               ranges_unavailable_));
+    } else {
+        for (const auto &[cause, names] : cause_functions) {
+            if (cause == MEMSTALL_DIRTY)
+                continue;
+            std::vector<std::string> found;
+            for (const char *name : names)
+                if (std::find(ranges_found_.begin(), ranges_found_.end(), name) !=
+                    ranges_found_.end())
+                    found.emplace_back(name);
+            verbose(v, found.empty()
+                           ? fmt::format("{:<8} not told apart (none of its functions is in "
+                                         "kallsyms): counted as other",
+                                         std::string(memstall::cause_name(cause)) + ":")
+                           : fmt::format("{:<8} {}, asleep under {}",
+                                         std::string(memstall::cause_name(cause)) + ":", off_cpu,
+                                         fmt::join(found, ", ")));
+        }
+    }
+    verbose(v, "other:   " + off_cpu +
+                   ", anywhere else; inside a reclaim or compaction "
+                   "window it is counted there, not here");
+}
+
+void Memstall::print_interval(memstall_bpf &skel) {
+    const auto now_time = std::chrono::steady_clock::now();
+    const double interval_s = std::chrono::duration<double>(now_time - last_print_).count();
+    last_print_ = now_time;
+    memstall::Snapshot now;
+    for (const auto &[key, value] : read_hash_map<memstall_key, memstall_value>(skel.maps.stalls))
+        now[{key.tid, key.cause}] = value;
+    const auto grouping = o_.per_cgroup ? memstall::Grouping::Cgroup : memstall::Grouping::Process;
+    std::map<uint64_t, std::string> paths;
+    if (o_.per_cgroup)
+        paths = cgroup_paths(memcg_on_v1_);
+    auto rows = memstall::rows(now, before_, grouping, paths);
+    // Only what stalled; with -p the process asked for has a row even at zero.
+    std::erase_if(rows, [](const memstall::Row &r) { return r.total_ns() == 0; });
+    if (grouping == memstall::Grouping::Process && o_.pid &&
+        std::none_of(rows.begin(), rows.end(), [&](const memstall::Row &r) {
+            return r.id == static_cast<uint64_t>(*o_.pid);
+        })) {
+        memstall::Row zero;
+        zero.id = *o_.pid;
+        zero.name = read_text_file(fmt::format("/proc/{}/comm", *o_.pid)).value_or("");
+        while (!zero.name.empty() && zero.name.back() == '\n')
+            zero.name.pop_back();
+        rows.push_back(zero);
+    }
+    if (rows.size() > o_.max_rows)
+        rows.resize(o_.max_rows);
+
+    if (o_.common.json) {
+        json list = json::array();
+        for (const auto &r : rows)
+            list.push_back(memstall::json_row(r, interval_s, grouping));
+        json out = {{"time", wall_clock_time()},
+                    {"interval_s", interval_s},
+                    {o_.per_cgroup ? "cgroups" : "processes", list},
+                    {"table_full", skel.bss->table_full},
+                    {"unpaired_ends", skel.bss->unpaired_ends},
+                    {"stack_failures", skel.bss->stack_failures}};
+        print_json_line(out);
+    } else {
+        fmt::print("\n{}  memory stalls over {:.1f} s\n{}\n", wall_clock_time(), interval_s,
+                   memstall::header(grouping));
+        for (const auto &r : rows)
+            fmt::print("{}\n", memstall::line(r, interval_s, grouping));
+        if (skel.bss->table_full != 0)
+            fmt::print("{} stalls not counted so far: a BPF table was full (--max-entries).\n",
+                       skel.bss->table_full);
+    }
+    // Threads that are gone stall no more: their totals were just printed, their entries go.
+    for (const auto &[key, value] : now) {
+        if (kill(static_cast<pid_t>(key.first), 0) != 0 && errno == ESRCH) {
+            memstall_key k{key.first, key.second};
+            bpf_map__delete_elem(skel.maps.stalls, &k, sizeof(k), 0);
+        }
+    }
+    before_ = std::move(now);
+}
+
+void Memstall::print_stacks(memstall_bpf &skel) {
+    auto rows = read_hash_map<memstall_stack_key, memstall_stack_value>(skel.maps.stack_totals);
+    std::stable_sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
+        return a.second.total_ns > b.second.total_ns;
+    });
+    StackSymbolizer symbolizer(skel.maps.stack_traces);
+    json list = json::array();
+    if (!o_.common.json)
+        fmt::print("\nThe most stalled stacks per cause since start (kernel, then user):\n");
+    for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause) {
+        size_t shown = 0;
+        for (const auto &[key, value] : rows) {
+            if (key.cause != cause || shown == stacks_per_cause)
+                continue;
+            ++shown;
+            const std::string comm(value.comm, strnlen(value.comm, sizeof(value.comm)));
+            const auto kernel = symbolizer.kernel(key.kernel_stack);
+            const auto user = symbolizer.user(key.user_stack, key.pid);
+            if (o_.common.json) {
+                list.push_back({{"cause", memstall::cause_name(cause)},
+                                {"pid", key.pid},
+                                {"comm", comm},
+                                {"stalls", value.stalls},
+                                {"ns", value.total_ns},
+                                {"kernel_stack", kernel},
+                                {"user_stack", user}});
+                continue;
+            }
+            fmt::print("\n{}: {} stalls, {:.1f} ms, pid {} ({})\n", memstall::cause_name(cause),
+                       value.stalls, value.total_ns / 1e6, key.pid, comm);
+            for (const auto &frame : kernel)
+                fmt::print("    {}\n", frame);
+            fmt::print("    --\n");
+            for (const auto &frame : user)
+                fmt::print("    {}\n", frame);
+        }
+    }
+    if (o_.common.json)
+        print_json_line({{"stacks", list}});
+}
+
+int Memstall::serve_metrics(memstall_bpf &skel, const std::vector<Probe> &probes) {
+    memstall::Metrics metrics(o_.prom, o_.cgroup);
+    memstall::Counts counts;
+    auto attached = [&](ProbeId id) {
+        const Probe *p = find_probe(probes, id);
+        return p != nullptr && p->choice() != nullptr;
+    };
+    counts.causes[MEMSTALL_DIRECT_RECLAIM] = attached(ProbeId::Direct);
+    counts.causes[MEMSTALL_MEMCG_RECLAIM] = attached(ProbeId::Memcg);
+    counts.causes[MEMSTALL_COMPACTION] = attached(ProbeId::Compaction);
+    counts.causes[MEMSTALL_DIRTY] = attached(ProbeId::Dirty);
+    for (uint32_t cause :
+         {MEMSTALL_SWAPIN, MEMSTALL_MEMORY_HIGH, MEMSTALL_THRASHING, MEMSTALL_OTHER})
+        counts.causes[cause] = has_memstall_flag_ && psi_enabled_;
+    return serve_tool_metrics(
+        tool_name, o_.prom, o_.common, probes, skel.obj, [&](prometheus::Exposition &out) {
+            std::copy(std::begin(skel.bss->totals), std::end(skel.bss->totals),
+                      counts.totals.begin());
+            if (o_.prom.label("cgroup")) {
+                counts.threads = read_hash_map<memstall_key, memstall_value>(skel.maps.stalls);
+                counts.cgroup_paths = cgroup_paths(memcg_on_v1_);
+            }
+            metrics.collect(counts, out);
+            // Threads that are gone stall no more: their counts are in the series now, their
+            // entries go, and the table keeps room for the threads that live.
+            delete_exited_tasks(skel.maps.stalls, counts.threads,
+                                [](const memstall_key &k) { return k.tid; });
+            return CountedLosses{0, skel.bss->table_full};
+        });
+}
+
+int Memstall::run() {
+    if (o_.pid)
+        require_process(*o_.pid, "-p");
+    if (o_.tid)
+        require_thread(*o_.tid, "-t");
+    if (!o_.cgroup.empty())
+        cgroup_ = resolve_cgroup(o_.cgroup);
+    if (o_.max_rows == 0)
+        throw UsageError("-r takes a number of rows of at least 1");
+    check_prometheus_options(o_.prom, o_.common);
+    if (o_.prom.on() && (o_.stacks || o_.per_cgroup))
+        throw UsageError("--prometheus serves counters per cause; -s and -C go with the text "
+                         "output (per cgroup: --prometheus-labels cgroup)");
+
+    check_environment(tool_name);
+    auto v = o_.common.verbosity();
+    raise_memlock_limit(v);
+    describe_features(v, kernel_features());
+    has_memstall_flag_ = kernel_has_memstall_flag();
+    if (has_memstall_flag_)
+        resolve_ranges();
+    const auto dirty_params = tracepoint_parameters("balance_dirty_pages");
+    // (..., period, pause, start_time): the pause is always the second to last.
+    if (dirty_params.size() == 8 || dirty_params.size() == 12)
+        dirty_pause_arg_ = static_cast<int>(dirty_params.size()) - 2;
+    // With PSI built in but disabled (CONFIG_PSI_DEFAULT_DISABLED, as Debian builds it, or
+    // psi=0) the kernel never sets in_memstall, and /proc/pressure does not exist.
+    psi_enabled_ = access("/proc/pressure/memory", F_OK) == 0;
+    if (!has_memstall_flag_)
+        fmt::print(stderr, "memstall: this kernel has no PSI memstall flag (CONFIG_PSI): only "
+                           "reclaim, compaction and dirty throttling are measured.\n");
+    else if (!psi_enabled_)
+        fmt::print(stderr,
+                   "memstall: PSI is disabled on this kernel (no /proc/pressure/memory; Debian "
+                   "disables it by default): the kernel marks no memory stalls, so swap-in, "
+                   "memory.high, thrashing and other stalls read 0. Boot with psi=1 to "
+                   "measure them.\n");
+    else if (!ranges_unavailable_.empty())
+        fmt::print(stderr,
+                   "memstall: {}: swap-in, memory.high and thrashing stalls are counted as "
+                   "OTHER.\n",
+                   ranges_unavailable_);
+    verbose(v,
+            fmt::format("CGROUP is the task's {}",
+                        memcg_on_v1_ ? "memory cgroup (cgroup v1 hierarchy)" : "cgroup v2 cgroup"));
+
+    auto probes = plan();
+    Loaded<memstall_bpf> skel(
+        memstall_bpf__open_opts, memstall_bpf__destroy, [&](memstall_bpf &s) { configure(s); },
+        probes, v);
+    describe_causes(probes);
+
+    install_stop_signals();
+    if (o_.prom.on())
+        return serve_metrics(*skel, probes);
+    announce_tracing("Tracing memory stalls...");
+    fflush(stdout);
+    last_print_ = std::chrono::steady_clock::now();
+    const bool done = trace_until_stopped(o_.common, nullptr, [&] { print_interval(*skel); });
+    if (!done)
+        print_interval(*skel);
+    if (o_.stacks)
+        print_stacks(*skel);
+    report_skipped_runs(tool_name, skel->obj, "stalls");
+    fflush(stdout);
+    return 0;
+}
+
+} // namespace
+
+int tool_main(int argc, char **argv) {
+    return run_tool(tool_name, [&] {
+        Options o;
+        CommandLine cli(tool_name, description, examples);
+        cli.option('p', "pid", "PID", "Only threads of process PID (its row is shown even at 0)",
+                   [&o](const std::string &s) { o.pid = parse_number<int>(s, "-p"); });
+        cli.option('t', "tid", "TID", "Only thread TID",
+                   [&o](const std::string &s) { o.tid = parse_number<int>(s, "-t"); });
+        cli.option('G', "cgroup", "PATH",
+                   "Only tasks in this cgroup and below (a cgroup v2 directory, or one of the "
+                   "cgroup v1 memory hierarchy)",
+                   o.cgroup);
+        cli.flag('C', "cgroups", "One row per memory cgroup instead of per process", o.per_cgroup);
+        cli.flag('s', "stacks",
+                 "At the end, the kernel and user stacks that stalled the longest, per cause "
+                 "(taken only for stalled tasks)",
+                 o.stacks);
+        cli.option('r', "rows", "ROWS", "Print at most ROWS rows per interval (default 20)",
+                   o.max_rows);
+        add_common_options(cli, o.common, true);
+        add_prometheus_options(cli, o.prom, {"cgroup"});
+        cli.parse(argc, argv);
+        return Memstall(std::move(o)).run();
+    });
+}
+
+// The tool in the multi-call binary (tools/memlat/main.cpp): `memlat memstall ARGS`, or
+// `memstall ARGS` through a link named after it.
+extern const ToolEntry memlat_tool_memstall{
+    tool_name,
+    "stall time by cause (reclaim, compaction, dirty pages, swap-in, memory.high, "
+    "refaults) per process or cgroup",
+    tool_main};
