@@ -144,6 +144,7 @@ class Memstall {
     std::vector<std::string> ranges_found_, ranges_missing_;
     std::string ranges_unavailable_; // why there are none at all
     memstall::Snapshot before_;
+    uint64_t skipped_runs_before_ = 0; // recursion misses printed so far (-j)
     std::chrono::steady_clock::time_point last_print_ = std::chrono::steady_clock::now();
 };
 
@@ -360,6 +361,10 @@ void Memstall::print_interval(memstall_bpf &skel) {
                     {"table_full", skel.bss->table_full},
                     {"unpaired_ends", skel.bss->unpaired_ends},
                     {"stack_failures", skel.bss->stack_failures}};
+        // The interval's share of the program runs the kernel skipped: stalls not counted.
+        const uint64_t skipped = recursion_misses(skel.obj);
+        out[skipped_runs_field] = skipped - skipped_runs_before_;
+        skipped_runs_before_ = skipped;
         print_json_line(out);
     } else {
         fmt::print("\n{}  memory stalls over {:.1f} s\n{}\n", wall_clock_time(), interval_s,
