@@ -18,7 +18,6 @@
 #include "epoch_table.h"
 #include "events.h"
 #include "exporter.h"
-#include "histogram.h"
 #include "kernel_features.h"
 #include "kernel_types.h"
 #include "loader.h"
@@ -36,7 +35,6 @@
 #include "tlbflush_metrics.h"
 
 using namespace memlat;
-using nlohmann::json;
 
 namespace {
 
@@ -190,30 +188,8 @@ struct Reasons {
     }
 };
 
-struct CountKey {
-    uint32_t pid, cpu, reason;
-    auto operator<=>(const CountKey &) const = default;
-};
-
-struct CulpritKey {
-    uint32_t pid, tid, cpu;
-    int32_t kernel_stack, user_stack;
-    auto operator<=>(const CulpritKey &) const = default;
-};
-
-// Everything the BPF side has counted so far; intervals print the difference of two.
-struct Snapshot {
-    std::map<CountKey, tlbflush_count> counts; // pid 0 in the key unless -P
-    std::map<CountKey, std::string> comms;
-    std::map<CulpritKey, uint64_t> culprits;
-    std::map<CulpritKey, std::string> culprit_comms;
-    using Hist = std::array<uint64_t, MEMLAT_HIST_SLOTS>;
-    std::vector<Hist> handler_ns, handler_us, callback_ns; // -L, per CPU
-    std::vector<tlbflush_ipi_counts> ipi_counts;
-    std::vector<uint64_t> flush_ipis; // per CPU, when the csd tracepoints count them
-    uint64_t dropped = 0, table_full = 0;
-    uint64_t skipped_runs = 0; // recursion misses
-};
+using tlbflush::CountKey;
+using tlbflush::Snapshot;
 
 // The probes plan() makes, looked up by these and not by their labels.
 enum class ProbeId { TlbFlush, CsdQueue, IpiHandler, CsdFunction };
@@ -239,9 +215,7 @@ class Tlbflush {
     void configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) const;
     Snapshot snapshot(tlbflush_bpf &skel);
     void print_interval(tlbflush_bpf &skel, const Snapshot &now, const Snapshot &before);
-    void print_counts(const Snapshot &now, const Snapshot &before, json &out) const;
-    void print_culprits(tlbflush_bpf &skel, const Snapshot &now, const Snapshot &before, json &out);
-    void print_latency(const Snapshot &now, const Snapshot &before, json &out) const;
+    tlbflush::ViewFormat view_format() const;
     std::vector<std::string> stack_frames(tlbflush_bpf &skel, int32_t id, bool user, uint32_t pid);
     void print_event(const tlbflush_event &e);
     int serve_metrics(tlbflush_bpf &skel, const std::vector<Probe> &probes);
@@ -397,12 +371,12 @@ Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) {
     if (o_.culprits)
         for (const auto &[k, v] :
              read_hash_map<tlbflush_culprit_key, tlbflush_culprit_value>(skel.maps.culprits)) {
-            CulpritKey key{k.pid, k.tid, k.cpu, k.kernel_stack, k.user_stack};
+            tlbflush::CulpritKey key{k.pid, k.tid, k.cpu, k.kernel_stack, k.user_stack};
             s.culprits[key] = v.count;
             s.culprit_comms[key] = std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
         }
     if (o_.latency) {
-        auto copy = [](const auto &from, Snapshot::Hist &to) {
+        auto copy = [](const auto &from, tlbflush::Hist &to) {
             std::copy(std::begin(from), std::end(from), to.begin());
         };
         for (auto *h : {&s.handler_ns, &s.handler_us, &s.callback_ns})
@@ -422,89 +396,6 @@ Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) {
     s.table_full = bss->table_full;
     s.skipped_runs = recursion_misses(skel.obj);
     return s;
-}
-
-tlbflush_count minus(const tlbflush_count &a, const tlbflush_count &b) {
-    return {a.count - b.count, a.full - b.full, a.pages - b.pages, 0};
-}
-
-void Tlbflush::print_counts(const Snapshot &now, const Snapshot &before, json &out) const {
-    struct Row {
-        CountKey key;
-        tlbflush_count c;
-    };
-    std::vector<Row> rows;
-    // The flush IPIs each CPU received: counted where the kernel counts its TLB row (csd,
-    // 6.3+), else what tlb_flush reports of them (remote_flushes_traced).
-    std::map<uint32_t, uint64_t> remote_by_cpu;
-    const bool ipis_counted = !now.flush_ipis.empty();
-    const int64_t remote = reasons_.value_or("remote_shootdown", 1);
-    const int64_t wrong_cpu = reasons_.value_or("remote_wrong_cpu", 5);
-    for (const auto &[key, c] : now.counts) {
-        auto it = before.counts.find(key);
-        auto d = it == before.counts.end() ? c : minus(c, it->second);
-        if (d.count == 0)
-            continue;
-        rows.push_back({key, d});
-        if (!ipis_counted && (key.reason == remote || key.reason == wrong_cpu))
-            remote_by_cpu[key.cpu] += d.count;
-    }
-    // -r without a remote reason asks for none of them.
-    const bool remote_selected =
-        ((reason_mask_ >> remote) & 1) || ((reason_mask_ >> wrong_cpu) & 1);
-    for (size_t cpu = 0; ipis_counted && remote_selected && cpu < now.flush_ipis.size(); ++cpu)
-        if (uint64_t n =
-                now.flush_ipis[cpu] - (before.flush_ipis.empty() ? 0 : before.flush_ipis[cpu]))
-            remote_by_cpu[static_cast<uint32_t>(cpu)] = n;
-    if (o_.per_process)
-        std::stable_sort(rows.begin(), rows.end(),
-                         [](const Row &a, const Row &b) { return a.c.count > b.c.count; });
-
-    auto comm_of = [&](const CountKey &k) {
-        auto it = now.comms.find(k);
-        return it == now.comms.end() ? std::string() : it->second;
-    };
-    if (o_.common.json) {
-        json counts = json::array();
-        for (const auto &r : rows) {
-            json row = {{"cpu", r.key.cpu},          {"reason", reasons_.name(r.key.reason)},
-                        {"reason_id", r.key.reason}, {"count", r.c.count},
-                        {"full", r.c.full},          {"pages", r.c.pages}};
-            if (o_.per_process) {
-                row["pid"] = r.key.pid;
-                row["comm"] = comm_of(r.key);
-            }
-            counts.push_back(row);
-        }
-        out["counts"] = counts;
-        json remote_json = json::object();
-        for (const auto &[cpu, n] : remote_by_cpu)
-            remote_json[std::to_string(cpu)] = n;
-        out["remote_shootdowns"] = ipis_counted ? remote_json : json(nullptr);
-        if (!ipis_counted)
-            out["remote_flushes_traced"] = remote_json;
-        return;
-    }
-    if (o_.per_process)
-        fmt::print("{:<8} {:<16} ", "PID", "COMM");
-    fmt::print("{:<4} {:<22} {:>10} {:>10} {:>12}\n", "CPU", "REASON", "COUNT", "FULL", "PAGES");
-    for (const auto &r : rows) {
-        if (o_.per_process)
-            fmt::print("{:<8} {:<16} ", r.key.pid, comm_of(r.key));
-        fmt::print("{:<4} {:<22} {:>10} {:>10} {:>12}\n", r.key.cpu, reasons_.name(r.key.reason),
-                   r.c.count, r.c.full, r.c.pages);
-    }
-    if (!remote_by_cpu.empty()) {
-        fmt::print("{}",
-                   ipis_counted
-                       ? "\nRemote shootdowns received (flush IPIs handled: the /proc/interrupts "
-                         "TLB row):\n"
-                       : "\nRemote flushes traced (remote_shootdown + remote_wrong_cpu; without "
-                         "the csd tracepoints of Linux 6.3+ the IPIs that found a CPU lazy or up "
-                         "to date are not seen: fewer than the /proc/interrupts TLB row):\n");
-        for (const auto &[cpu, n] : remote_by_cpu)
-            fmt::print("  CPU {:<4} {:>10}\n", cpu, n);
-    }
 }
 
 std::vector<std::string> Tlbflush::stack_frames(tlbflush_bpf &skel, int32_t id, bool user,
@@ -532,138 +423,42 @@ std::vector<std::string> Tlbflush::stack_frames(tlbflush_bpf &skel, int32_t id, 
     return frames;
 }
 
-void Tlbflush::print_culprits(tlbflush_bpf &skel, const Snapshot &now, const Snapshot &before,
-                              json &out) {
-    struct Row {
-        CulpritKey key;
-        uint64_t count;
-    };
-    std::vector<Row> rows;
-    for (const auto &[key, n] : now.culprits) {
-        auto it = before.culprits.find(key);
-        uint64_t d = it == before.culprits.end() ? n : n - it->second;
-        if (d != 0)
-            rows.push_back({key, d});
-    }
-    std::stable_sort(rows.begin(), rows.end(),
-                     [](const Row &a, const Row &b) { return a.count > b.count; });
-    auto target = [](uint32_t cpu) {
-        return cpu == TLBFLUSH_ANY_CPU ? std::string("any") : std::to_string(cpu);
-    };
-    if (o_.common.json) {
-        json list = json::array();
-        for (const auto &r : rows) {
-            json row = {
-                {"pid", r.key.pid},
-                {"tid", r.key.tid},
-                {"comm", now.culprit_comms.at(r.key)},
-                {"target_cpu", r.key.cpu == TLBFLUSH_ANY_CPU ? json(nullptr) : json(r.key.cpu)},
-                {"count", r.count}};
-            if (o_.stacks) {
-                row["kernel_stack"] = stack_frames(skel, r.key.kernel_stack, false, r.key.pid);
-                row["user_stack"] = stack_frames(skel, r.key.user_stack, true, r.key.pid);
-            }
-            list.push_back(row);
-        }
-        out["culprits"] = list;
-        return;
-    }
-    fmt::print("\nShootdown IPIs by sender:\n");
-    fmt::print("{:<8} {:<8} {:<16} {:>10} {:>10}\n", "PID", "TID", "COMM", "TARGET_CPU", "COUNT");
-    for (const auto &r : rows) {
-        fmt::print("{:<8} {:<8} {:<16} {:>10} {:>10}\n", r.key.pid, r.key.tid,
-                   now.culprit_comms.at(r.key), target(r.key.cpu), r.count);
-        if (!o_.stacks)
-            continue;
-        for (const auto &frame : stack_frames(skel, r.key.kernel_stack, false, r.key.pid))
-            fmt::print("    {}\n", frame);
-        fmt::print("    --\n");
-        for (const auto &frame : stack_frames(skel, r.key.user_stack, true, r.key.pid))
-            fmt::print("    {}\n", frame);
-        fmt::print("\n");
-    }
-}
-
-void Tlbflush::print_latency(const Snapshot &now, const Snapshot &before, json &out) const {
-    auto diff = [&](const std::vector<Snapshot::Hist> &a, const std::vector<Snapshot::Hist> &b,
-                    int cpu) { return b.empty() ? a[cpu] : hist_since(a[cpu], b[cpu]); };
-    json handler = json::object(), callback = json::object(), legacy = json::object();
-    json counts = json::object();
-    for (int cpu = 0; cpu < ncpus_; ++cpu) {
-        const auto &n = now.ipi_counts[cpu];
-        const tlbflush_ipi_counts b =
-            before.ipi_counts.empty() ? tlbflush_ipi_counts{} : before.ipi_counts[cpu];
-        const tlbflush_ipi_counts d{n.handler_runs - b.handler_runs, n.shared_runs - b.shared_runs,
-                                    n.callbacks - b.callbacks, n.without_ipi - b.without_ipi};
-        if (d.handler_runs == 0 && d.without_ipi == 0)
-            continue;
-        const auto handler_ns = diff(now.handler_ns, before.handler_ns, cpu);
-        const auto callback_ns = diff(now.callback_ns, before.callback_ns, cpu);
-        const std::string key = std::to_string(cpu);
-        if (o_.common.json) {
-            handler[key] = log2_hist_json(handler_ns, "nsecs");
-            legacy[key] = log2_hist_json(diff(now.handler_us, before.handler_us, cpu), "usecs");
-            if (!marks_from_tlb_flush_)
-                callback[key] = log2_hist_json(callback_ns, "nsecs");
-            counts[key] = {{"handler_runs", d.handler_runs},
-                           {"shared_runs", d.shared_runs},
-                           {"callbacks", marks_from_tlb_flush_ ? json(nullptr) : json(d.callbacks)},
-                           {"without_ipi", d.without_ipi}};
-            continue;
-        }
-        fmt::print("\nCPU {}: IPI handler, entry to exit, in the {} runs that flushed the TLB{}\n",
-                   cpu, d.handler_runs,
-                   d.shared_runs != 0
-                       ? fmt::format(" ({} with several flushes, counted once)", d.shared_runs)
-                       : "");
-        fmt::print("{}", render_log2_hist(handler_ns, "nsecs"));
-        if (!marks_from_tlb_flush_ && d.callbacks != 0) {
-            fmt::print("\nCPU {}: flush_tlb_func callback, inside those runs ({} callbacks)\n", cpu,
-                       d.callbacks);
-            fmt::print("{}", render_log2_hist(callback_ns, "nsecs"));
-        }
-        if (d.without_ipi != 0 || !marks_from_tlb_flush_)
-            fmt::print("\nCPU {}: TLB flush {} without an IPI handler (idle loop): {}, in no "
-                       "histogram\n",
-                       cpu, marks_from_tlb_flush_ ? "remote flushes" : "callbacks run",
-                       d.without_ipi);
-    }
-    if (!o_.common.json)
-        return;
-    out["handler_latency"] = handler;
-    out["callback_latency"] = marks_from_tlb_flush_ ? json(nullptr) : callback;
-    out["tlb_ipis"] = counts;
-    // Earlier versions' "latency" (usecs) timed only the flush callback; it is now the
-    // handler time, in its old unit, for readers of that key.
-    out["latency"] = legacy;
+tlbflush::ViewFormat Tlbflush::view_format() const {
+    return {.per_process = o_.per_process,
+            .stacks = o_.stacks,
+            .reason_mask = reason_mask_,
+            .remote_shootdown = reasons_.value_or("remote_shootdown", 1),
+            .remote_wrong_cpu = reasons_.value_or("remote_wrong_cpu", 5),
+            .callbacks_timed = !marks_from_tlb_flush_,
+            .reason_name = [this](int64_t r) { return reasons_.name(r); }};
 }
 
 void Tlbflush::print_interval(tlbflush_bpf &skel, const Snapshot &now, const Snapshot &before) {
-    json out = json::object();
-    if (o_.common.json) {
-        out["time"] = wall_clock_time();
-    } else if (o_.common.timestamp || o_.common.interval > 0) {
-        fmt::print("\n{}\n", wall_clock_time());
+    const auto format = view_format();
+    tlbflush::Interval interval;
+    if (o_.common.json || o_.common.timestamp || o_.common.interval > 0)
+        interval.time = wall_clock_time();
+    interval.counts = tlbflush::counts_since(now, before, format);
+    if (o_.culprits) {
+        interval.culprits = tlbflush::culprits_since(now, before);
+        // -s: the stacks of the senders printed, read and symbolized here.
+        for (auto &r : *interval.culprits)
+            if (o_.stacks) {
+                r.kernel_stack = stack_frames(skel, r.key.kernel_stack, false, r.key.pid);
+                r.user_stack = stack_frames(skel, r.key.user_stack, true, r.key.pid);
+            }
     }
-    print_counts(now, before, out);
-    if (o_.culprits)
-        print_culprits(skel, now, before, out);
     if (o_.latency)
-        print_latency(now, before, out);
-    uint64_t dropped = now.dropped - before.dropped;
-    uint64_t full = now.table_full - before.table_full;
-    if (o_.common.json) {
-        out["lost_events"] = dropped;
-        out["table_full"] = full;
-        out[skipped_runs_field] = now.skipped_runs - before.skipped_runs;
-        print_json_line(out);
-        return;
-    }
-    if (dropped != 0)
-        fmt::print("\nLost {} trace events: the {} was full.\n", dropped,
-                   events_ != nullptr ? events_->name() : "ring buffer");
-    if (full != 0)
-        fmt::print("\n{} events not counted: a BPF hash table was full.\n", full);
+        interval.latency = tlbflush::latency_since(now, before);
+    interval.lost_events = now.dropped - before.dropped;
+    interval.table_full = now.table_full - before.table_full;
+    interval.skipped_runs = now.skipped_runs - before.skipped_runs;
+    if (events_ != nullptr)
+        interval.lost_in = events_->name();
+    if (o_.common.json)
+        print_json_line(tlbflush::interval_json(interval, format));
+    else
+        fmt::print("{}", tlbflush::interval_text(interval, format));
 }
 
 void Tlbflush::print_event(const tlbflush_event &e) {

@@ -1,14 +1,121 @@
-// tlbflush's output views, apart from the tool so that the unit tests reach them. So far the
-// per-event view (-t); the counts, culprits and latency views are still in tools/tlbflush.cpp.
+// tlbflush's output views, apart from the tool so that the unit tests reach them: the interval
+// views (the counts table and the flush IPIs each CPU received, --culprits with -s's stacks, -L's
+// histograms), computed from two snapshots of what the BPF side counted, and the per-event view
+// (-t). The front-end reads the maps into a Snapshot and symbolizes stacks; these functions turn
+// the values into text and JSON.
 #pragma once
 
+#include <array>
+#include <compare>
+#include <cstdint>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tlbflush.h"
 
 namespace memlat::tlbflush {
+
+using Hist = std::array<uint64_t, MEMLAT_HIST_SLOTS>;
+
+struct CountKey {
+    uint32_t pid, cpu, reason; // pid 0 unless -P
+    auto operator<=>(const CountKey &) const = default;
+};
+
+struct CulpritKey {
+    uint32_t pid, tid, cpu; // cpu: the target, or TLBFLUSH_ANY_CPU
+    int32_t kernel_stack, user_stack;
+    auto operator<=>(const CulpritKey &) const = default;
+};
+
+// Everything the BPF side has counted so far; intervals print the difference of two.
+struct Snapshot {
+    std::map<CountKey, tlbflush_count> counts;
+    std::map<CountKey, std::string> comms; // -P
+    std::map<CulpritKey, uint64_t> culprits;
+    std::map<CulpritKey, std::string> culprit_comms;
+    std::vector<Hist> handler_ns, handler_us, callback_ns; // -L, per CPU
+    std::vector<tlbflush_ipi_counts> ipi_counts;           // -L, per CPU
+    // The flush IPIs each CPU handled (the /proc/interrupts TLB row), per CPU, when the csd
+    // tracepoints (Linux 6.3+) count them; empty without them.
+    std::vector<uint64_t> flush_ipis;
+    uint64_t dropped = 0, table_full = 0;
+    uint64_t skipped_runs = 0; // recursion misses
+};
+
+// What the views need to know of the run.
+struct ViewFormat {
+    bool per_process = false;   // -P: PID and COMM columns, busiest rows first
+    bool stacks = false;        // -s: each culprit's kernel and user stacks
+    uint32_t reason_mask = ~0u; // -r, a bit per reason value
+    // This kernel's values of the victim-side reasons.
+    int64_t remote_shootdown = 1, remote_wrong_cpu = 5;
+    // -L: the csd tracepoints time the flush callback; without them tlb_flush marks the
+    // handler runs and no callback is timed.
+    bool callbacks_timed = true;
+    // The kernel's name of a reason value.
+    std::function<std::string(int64_t)> reason_name;
+};
+
+// The counts view of one interval.
+struct CountRow {
+    CountKey key;
+    tlbflush_count c; // counted in the interval
+    std::string comm; // -P
+};
+struct CountTable {
+    std::vector<CountRow> rows; // by CPU and reason, or under -P by count, largest first
+    // The flush IPIs each CPU received: counted where the kernel counts its TLB row (csd),
+    // else what tlb_flush reports of them (remote_shootdown + remote_wrong_cpu).
+    std::map<uint32_t, uint64_t> received;
+    bool ipis_counted = false; // `received` is the csd count
+};
+CountTable counts_since(const Snapshot &now, const Snapshot &before, const ViewFormat &f);
+
+// --culprits: one sender's shootdown IPIs to one target CPU in the interval.
+struct CulpritRow {
+    CulpritKey key;
+    std::string comm;
+    uint64_t count = 0;
+    // -s: filled by the front-end, which reads and symbolizes the stacks.
+    std::vector<std::string> kernel_stack, user_stack;
+};
+// Most IPIs first.
+std::vector<CulpritRow> culprits_since(const Snapshot &now, const Snapshot &before);
+
+// -L: one victim CPU's IPI handler runs in the interval (CPUs with none are left out).
+struct LatencyRow {
+    uint32_t cpu = 0;
+    tlbflush_ipi_counts ipis{};
+    Hist handler_ns{}, handler_us{}, callback_ns{};
+};
+std::vector<LatencyRow> latency_since(const Snapshot &now, const Snapshot &before);
+
+// One interval's output: text, or one JSON object.
+struct Interval {
+    std::string time; // HH:MM:SS; the text prints it when not "" (-T or an interval)
+    CountTable counts;
+    std::optional<std::vector<CulpritRow>> culprits; // --culprits
+    std::optional<std::vector<LatencyRow>> latency;  // -L
+    uint64_t lost_events = 0, table_full = 0, skipped_runs = 0;
+    std::string lost_in = "ring buffer"; // the buffer that lost the events
+};
+
+std::string counts_text(const CountTable &counts, const ViewFormat &f);
+std::string culprits_text(const std::vector<CulpritRow> &rows, const ViewFormat &f);
+std::string latency_text(const std::vector<LatencyRow> &rows, const ViewFormat &f);
+std::string interval_text(const Interval &interval, const ViewFormat &f);
+
+// The JSON views add their keys to `out`.
+void counts_json(const CountTable &counts, const ViewFormat &f, nlohmann::json &out);
+void culprits_json(const std::vector<CulpritRow> &rows, const ViewFormat &f, nlohmann::json &out);
+void latency_json(const std::vector<LatencyRow> &rows, const ViewFormat &f, nlohmann::json &out);
+nlohmann::json interval_json(const Interval &interval, const ViewFormat &f);
 
 // -t: the header, with a TIME column first under -T.
 std::string event_header(bool timestamp);
