@@ -21,7 +21,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from memlat_test import (Failure, FtraceOracle, MemoryCgroup, Test, TestFile, Tool, Workload,  # noqa: E402
                          binary, check_bad_arguments, check_help, log, main,
-                         oracle_durations_ns, read_file, run, scenario, skip, write_file)
+                         oracle_durations_ns, read_file, run, scenario, skip, write_file,
+                         shared_bad_arguments)
 
 
 # ---------------------------------------------------------------- delay accounting (oracle)
@@ -495,17 +496,11 @@ def _(t: Test):
 
 @scenario("memstall_bad_input")
 def _(t: Test):
-    cases = [
-        (["-p", "999999999"], "no process with id 999999999"),
-        (["-t", "999999999"], "no thread with id 999999999"),
-        (["-p", "abc"], "-p takes a number, not 'abc'"),
-        (["-G", "/tmp"], "is not a cgroup directory"),
-        (["-G", "/nonexistent/cgroup"], "does not exist"),
+    cases = shared_bad_arguments(tid=True, cgroup=True) + [
         (["-r", "0"], "-r takes a number of rows of at least 1"),
         (["0"], "interval"),
         (["-s", "--prometheus", "127.0.0.1:0"], "-s and -C go with the text output"),
         (["--prometheus-labels", "cgroup"], "--prometheus"),
-        (["--bogus"], "unrecognized option"),
     ]
     check_bad_arguments(t, "memstall", cases)
     res = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
