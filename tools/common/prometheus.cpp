@@ -240,6 +240,30 @@ void BoundedCounters::end() {
     std::erase_if(entries_, [](const auto &kv) { return !kv.second.seen; });
 }
 
+void BoundedCounters::remove_absent(std::string_view label, const std::set<std::string> &present) {
+    auto absent = [&](const Labels &l) {
+        for (const auto &[name, value] : l)
+            if (name == label)
+                return value != "other" && !present.contains(value);
+        return false;
+    };
+    std::erase_if(series_, [&](const auto &kv) { return absent(kv.first); });
+}
+
+void write_counter_families(Exposition &out,
+                            std::span<const std::pair<const char *, const char *>> families,
+                            const BoundedCounters &counts) {
+    for (size_t i = 0; i < families.size(); ++i) {
+        const std::string_view name = families[i].first;
+        out.family(std::string(name), Type::Counter, families[i].second,
+                   name.ends_with("_seconds") ? "seconds"
+                   : name.ends_with("_bytes") ? "bytes"
+                                              : "");
+        for (const auto &[l, values] : counts.series())
+            out.sample(l, values[i]);
+    }
+}
+
 void self_metrics(Exposition &out, std::string_view tool, const std::vector<Probe> &probes,
                   bpf_object *obj) {
     out.family("memlat_build", Type::Info,

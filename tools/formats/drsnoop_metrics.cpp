@@ -20,26 +20,6 @@ Metrics::Metrics(const PrometheusOptions &options, std::string cgroup, long page
         base_.emplace_back("cgroup", std::move(cgroup));
 }
 
-namespace {
-
-// The three counter families (stalls, seconds, bytes) of a labelled view, one per value of
-// its series; the unit follows the name's suffix.
-void write_families(prometheus::Exposition &out,
-                    const std::array<std::pair<const char *, const char *>, 3> &families,
-                    const prometheus::BoundedCounters &counts) {
-    for (size_t i = 0; i < families.size(); ++i) {
-        const std::string name = families[i].first;
-        out.family(name, Type::Counter, families[i].second,
-                   name.ends_with("_seconds") ? "seconds"
-                   : name.ends_with("_bytes") ? "bytes"
-                                              : "");
-        for (const auto &[l, values] : counts.series())
-            out.sample(l, values[i]);
-    }
-}
-
-} // namespace
-
 void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
     auto labels = [&](uint32_t kind) {
         Labels l{{"kind", kind_name(kind)}};
@@ -80,7 +60,7 @@ void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
             {"memlat_reclaim_task_reclaimed_bytes",
              "Memory freed by the stalled threads' reclaim, by kind and task name"},
         }};
-        write_families(out, families, by_comm_counts_);
+        prometheus::write_counter_families(out, families, by_comm_counts_);
     }
     if (by_cgroup_) {
         by_cgroup_counts_.begin();
@@ -101,19 +81,14 @@ void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
         std::set<std::string> live;
         for (const auto &[id, path] : c.cgroup_paths)
             live.insert(path);
-        by_cgroup_counts_.remove_if([&](const Labels &l) {
-            for (const auto &[name, value] : l)
-                if (name == "cgroup")
-                    return value != "other" && !live.contains(value);
-            return false;
-        });
+        by_cgroup_counts_.remove_absent("cgroup", live);
         const std::array<std::pair<const char *, const char *>, 3> families{{
             {"memlat_reclaim_cgroup_stalls", "Reclaim stalls by kind and the task's cgroup"},
             {"memlat_reclaim_cgroup_stall_seconds", "Time stalled in reclaim by kind and cgroup"},
             {"memlat_reclaim_cgroup_reclaimed_bytes",
              "Memory freed by the stalled threads' reclaim, by kind and cgroup"},
         }};
-        write_families(out, families, by_cgroup_counts_);
+        prometheus::write_counter_families(out, families, by_cgroup_counts_);
     }
     prometheus::series_dropped_metric(out, by_comm_counts_.dropped() + by_cgroup_counts_.dropped());
 }
