@@ -98,15 +98,12 @@ constexpr const char *examples = R"(Examples:
   cachestat --prometheus 127.0.0.1:9850
                             serve the counters to Prometheus
 
-Environment:
-  MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
-  MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds or families
-                            (tp_btf, raw_tp, tracepoint, fentry, kprobe,
-                            filemap_access, folio_mark_accessed,
-                            mark_page_accessed, writeback_dirty_folio)
-  MEMLAT_DISABLE_FEATURES=LIST
-                            act as on an older kernel: task_storage (5.11),
-                            ringbuf (5.8), kernel_btf; -v shows the choice)";
+)";
+
+// MEMLAT_DISABLE_HOOKS in --help: the hook kinds and families of its probes.
+constexpr std::array<std::string_view, 4> hook_kinds{
+    "never try these hook kinds or families", "(tp_btf, raw_tp, tracepoint, fentry, kprobe,",
+    "filemap_access, folio_mark_accessed,", "mark_page_accessed, writeback_dirty_folio)"};
 
 struct Options {
     CommonOptions common;
@@ -410,12 +407,7 @@ std::vector<Probe> Cachestat::plan() const {
 void Cachestat::configure(cachestat_bpf &skel) const {
     auto *ro = skel.rodata;
     ro->filter_pid = o_.pid.value_or(0);
-    if (cgroup_) {
-        ro->filter_cgroup_on = true;
-        ro->filter_cgroup_id = cgroup_->id;
-        ro->filter_cgroup_level = cgroup_->level;
-        ro->filter_on_v1 = cgroup_->v1;
-    }
+    set_cgroup_filter(*ro, cgroup_);
     ro->per_process = o_.per_process;
     ro->per_file = o_.per_file;
     ro->page_shift = __builtin_ctz(static_cast<unsigned>(getpagesize()));
@@ -740,9 +732,8 @@ int Cachestat::serve_metrics(cachestat_bpf &skel, const std::vector<Probe> &prob
 static int tool_main(int argc, char **argv) {
     return run_tool(tool_name, [&] {
         Options o;
-        CommandLine cli(tool_name, description, examples);
-        cli.option('p', "pid", "PID", "Only the tasks of process PID",
-                   [&o](const std::string &s) { o.pid = parse_number<int>(s, "-p"); });
+        CommandLine cli(tool_name, description, examples + environment_help(true, hook_kinds));
+        cli.option('p', "pid", "PID", "Only the tasks of process PID", o.pid);
         cli.option('G', "cgroup", "PATH",
                    "Only tasks in this cgroup and below (a cgroup v2 directory, or one of the "
                    "cgroup v1 memory hierarchy)",

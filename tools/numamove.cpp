@@ -66,14 +66,12 @@ constexpr const char *examples = R"(Examples:
   numamove -c -H            time migrate_misplaced_folio() calls instead
   numamove -m               add NUMA balancing's task moves, swaps, sticks
 
-Environment:
-  MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
-  MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds or families (tp_btf,
-                            raw_tp, tracepoint, fentry, kprobe,
-                            migrate_pages_start, migrate_pages)
-  MEMLAT_DISABLE_FEATURES=LIST
-                            act as on an older kernel: task_storage (5.11),
-                            ringbuf (5.8), kernel_btf; -v shows the choice)";
+)";
+
+// MEMLAT_DISABLE_HOOKS in --help: the hook kinds and families of its probes.
+constexpr std::array<std::string_view, 3> hook_kinds{
+    "never try these hook kinds or families (tp_btf,", "raw_tp, tracepoint, fentry, kprobe,",
+    "migrate_pages_start, migrate_pages)"};
 
 struct Options {
     CommonOptions common;
@@ -528,7 +526,7 @@ int Numamove::serve_metrics(numamove_bpf &skel, const std::vector<Probe> &probes
 static int tool_main(int argc, char **argv) {
     return run_tool(tool_name, [&] {
         Options o;
-        CommandLine cli(tool_name, description, examples);
+        CommandLine cli(tool_name, description, examples + environment_help(true, hook_kinds));
         cli.flag('r', "reasons",
                  "A table per interval of every migration by reason (numa_misplaced, "
                  "compaction, syscall, mempolicy_mbind, demotion, ...): calls, pages "
@@ -538,8 +536,7 @@ static int tool_main(int argc, char **argv) {
                  "A table per interval by process (PID, COMM of the task that ran the "
                  "migration): NUMA balancing's migrations, or every reason with -r",
                  o.per_process);
-        cli.option('p', "pid", "PID", "Only migrations run by tasks of process PID",
-                   [&o](const std::string &s) { o.pid = parse_number<int>(s, "-p"); });
+        cli.option('p', "pid", "PID", "Only migrations run by tasks of process PID", o.pid);
         cli.flag('H', "hist",
                  "Log2 histogram of the time per migration (usecs), counted in the kernel: "
                  "NUMA balancing's, per reason with -r, per call with -c",
