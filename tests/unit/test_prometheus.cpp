@@ -145,15 +145,24 @@ TEST(Prometheus, BoundedCountersCapSeries) {
     c.update("pid9", {{"kind", "memcg"}, {"comm", "p0"}}, one);
     c.end();
     EXPECT_EQ(c.series().at({{"kind", "memcg"}, {"comm", "p0"}})[0], 2);
-    // A removed series frees its slot; "other" and the present ones stay.
-    c.remove_absent("comm", {"p0"});
-    EXPECT_EQ(c.series().count({{"kind", "memcg"}, {"comm", "p1"}}), 0u);
-    EXPECT_EQ(c.series().count({{"kind", "memcg"}, {"comm", "p0"}}), 1u);
-    EXPECT_EQ(c.series().count({{"kind", "memcg"}, {"comm", "other"}}), 1u);
-    c.begin();
-    c.update("pid10", {{"kind", "memcg"}, {"comm", "new"}}, one);
-    c.end();
-    EXPECT_EQ(c.series().count({{"kind", "memcg"}, {"comm", "new"}}), 1u);
+}
+
+TEST(Prometheus, BoundedCountersDropRemovedCgroups) {
+    const std::array<double, 1> one{1};
+    // A removed cgroup's series frees its slot; "other" and the live ones stay.
+    BoundedCounters g(1, 2, {"cgroup"});
+    g.begin();
+    for (const char *path : {"/a", "/b", "/c"})
+        g.update(path, {{"cgroup", path}}, one);
+    g.end();
+    g.remove_removed_cgroups({{7, "/a"}});
+    EXPECT_EQ(g.series().count({{"cgroup", "/b"}}), 0u);
+    EXPECT_EQ(g.series().count({{"cgroup", "/a"}}), 1u);
+    EXPECT_EQ(g.series().count({{"cgroup", "other"}}), 1u);
+    g.begin();
+    g.update("/d", {{"cgroup", "/d"}}, one);
+    g.end();
+    EXPECT_EQ(g.series().count({{"cgroup", "/d"}}), 1u);
 }
 
 TEST(Prometheus, CounterFamiliesOnePerValueWithTheNamesUnit) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <set>
 #include <stdexcept>
 
 #include "files.h"
@@ -240,14 +241,17 @@ void BoundedCounters::end() {
     std::erase_if(entries_, [](const auto &kv) { return !kv.second.seen; });
 }
 
-void BoundedCounters::remove_absent(std::string_view label, const std::set<std::string> &present) {
-    auto absent = [&](const Labels &l) {
+void BoundedCounters::remove_removed_cgroups(const std::map<uint64_t, std::string> &cgroup_paths) {
+    std::set<std::string> live;
+    for (const auto &[id, path] : cgroup_paths)
+        live.insert(path);
+    auto removed = [&](const Labels &l) {
         for (const auto &[name, value] : l)
-            if (name == label)
-                return value != "other" && !present.contains(value);
+            if (name == "cgroup")
+                return value != "other" && !live.contains(value);
         return false;
     };
-    std::erase_if(series_, [&](const auto &kv) { return absent(kv.first); });
+    std::erase_if(series_, [&](const auto &kv) { return removed(kv.first); });
 }
 
 void write_counter_families(Exposition &out,

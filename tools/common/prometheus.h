@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <map>
-#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -94,10 +93,10 @@ class BoundedCounters {
     void update(const std::string &entry, const Labels &labels, std::span<const double> values);
     void end();
 
-    // Removes the series whose `label` names something no longer `present` (a cgroup removed
-    // since: its counts stay in the totals); "other" stays. The slots they held become free
-    // for new label sets.
-    void remove_absent(std::string_view label, const std::set<std::string> &present);
+    // Removes the series whose "cgroup" label names a cgroup that is gone: none of
+    // `cgroup_paths` (cgroup_paths(): the live cgroups by id). Their counts stay in the
+    // totals; "other" stays. The slots they held become free for new label sets.
+    void remove_removed_cgroups(const std::map<uint64_t, std::string> &cgroup_paths);
 
     // Series, by labels, with their totals ("other" included once it has counts).
     const std::map<Labels, std::vector<double>> &series() const { return series_; }

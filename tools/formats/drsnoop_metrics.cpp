@@ -2,7 +2,6 @@
 
 #include <cstring>
 #include <fmt/format.h>
-#include <set>
 
 #include "drsnoop_format.h"
 
@@ -43,15 +42,18 @@ void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
         if (c.kinds[k])
             out.sample(labels(k), static_cast<double>(c.totals[k].pages) * page_bytes_);
 
+    // The values of a per-task or per-cgroup series: stalls, seconds, bytes.
+    auto values = [&](const auto &counts) {
+        return std::array<double, 3>{static_cast<double>(counts.stalls),
+                                     static_cast<double>(counts.total_ns) / 1e9,
+                                     static_cast<double>(counts.pages) * page_bytes_};
+    };
     if (by_comm_) {
         by_comm_counts_.begin();
         for (const auto &[key, s] : c.summaries) {
             Labels l = labels(key.kind);
             l.emplace_back("comm", std::string(s.comm, strnlen(s.comm, sizeof(s.comm))));
-            const std::array<double, 3> values{static_cast<double>(s.stalls),
-                                               static_cast<double>(s.total_ns) / 1e9,
-                                               static_cast<double>(s.pages) * page_bytes_};
-            by_comm_counts_.update(fmt::format("{}/{}", key.pid, key.kind), l, values);
+            by_comm_counts_.update(fmt::format("{}/{}", key.pid, key.kind), l, values(s));
         }
         by_comm_counts_.end();
         const std::array<std::pair<const char *, const char *>, 3> families{{
@@ -70,18 +72,12 @@ void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
                 continue; // removed since: its series goes below
             Labels l = labels(key.kind);
             l.emplace_back("cgroup", path->second);
-            const std::array<double, 3> values{static_cast<double>(t.stalls),
-                                               static_cast<double>(t.total_ns) / 1e9,
-                                               static_cast<double>(t.pages) * page_bytes_};
-            by_cgroup_counts_.update(fmt::format("{}/{}", key.cgroup_id, key.kind), l, values);
+            by_cgroup_counts_.update(fmt::format("{}/{}", key.cgroup_id, key.kind), l, values(t));
         }
         by_cgroup_counts_.end();
         // The series of cgroups that no longer exist go (their counts stay in the per-kind
         // totals); "other" stays.
-        std::set<std::string> live;
-        for (const auto &[id, path] : c.cgroup_paths)
-            live.insert(path);
-        by_cgroup_counts_.remove_absent("cgroup", live);
+        by_cgroup_counts_.remove_removed_cgroups(c.cgroup_paths);
         const std::array<std::pair<const char *, const char *>, 3> families{{
             {"memlat_reclaim_cgroup_stalls", "Reclaim stalls by kind and the task's cgroup"},
             {"memlat_reclaim_cgroup_stall_seconds", "Time stalled in reclaim by kind and cgroup"},

@@ -1,7 +1,6 @@
 #include "memstall_metrics.h"
 
 #include <fmt/format.h>
-#include <set>
 
 #include "memstall_format.h"
 
@@ -48,10 +47,7 @@ void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
         by_cgroup_counts_.update(fmt::format("{}/{}", key.tid, key.cause), l, values);
     }
     by_cgroup_counts_.end();
-    std::set<std::string> live;
-    for (const auto &[id, path] : c.cgroup_paths)
-        live.insert(path);
-    by_cgroup_counts_.remove_absent("cgroup", live);
+    by_cgroup_counts_.remove_removed_cgroups(c.cgroup_paths);
     const std::array<std::pair<const char *, const char *>, 2> families{{
         {"memlat_memstall_cgroup_stalls", "Memory stalls by cause and the thread's memory cgroup"},
         {"memlat_memstall_cgroup_stall_seconds",
