@@ -456,33 +456,37 @@ Snapshot Cachestat::snapshot(cachestat_bpf &skel) {
     return s;
 }
 
-std::vector<cachestat::ProcRow> Cachestat::proc_rows(const Snapshot &now,
-                                                     const Snapshot &before) const {
-    std::vector<cachestat::ProcRow> rows;
-    for (const auto &[pid, v] : now.procs) {
+// The rows of the entries of `now` (per process or per file) with activity since `before`
+// (an entry that is new since then counts whole), sorted as the views print them.
+template <typename Row, typename Entries, typename MakeRow>
+std::vector<Row> active_rows(const Entries &now, const Entries &before, MakeRow make_row) {
+    std::vector<Row> rows;
+    for (const auto &[key, v] : now) {
         auto c = cachestat::Counts::from(v.counts);
-        if (auto it = before.procs.find(pid); it != before.procs.end())
+        if (auto it = before.find(key); it != before.end())
             c = c.since(cachestat::Counts::from(it->second.counts));
-        if (c.activity() == 0)
-            continue;
-        rows.push_back({pid, v.uid, std::string(v.comm, strnlen(v.comm, sizeof(v.comm))), c});
+        if (c.activity() != 0)
+            rows.push_back(make_row(key, v, c));
     }
     cachestat::sort_rows(rows);
     return rows;
 }
 
+std::vector<cachestat::ProcRow> Cachestat::proc_rows(const Snapshot &now,
+                                                     const Snapshot &before) const {
+    return active_rows<cachestat::ProcRow>(
+        now.procs, before.procs, [](uint32_t pid, const auto &v, const cachestat::Counts &c) {
+            return cachestat::ProcRow{pid, v.uid,
+                                      std::string(v.comm, strnlen(v.comm, sizeof(v.comm))), c};
+        });
+}
+
 std::vector<cachestat::FileRow> Cachestat::file_rows(const Snapshot &now, const Snapshot &before) {
-    std::vector<cachestat::FileRow> rows;
-    for (const auto &[key, v] : now.files) {
-        auto c = cachestat::Counts::from(v.counts);
-        if (auto it = before.files.find(key); it != before.files.end())
-            c = c.since(cachestat::Counts::from(it->second.counts));
-        if (c.activity() == 0)
-            continue;
-        rows.push_back({key.dev, key.ino, paths_.find(key, v.last_pid), c});
-    }
-    cachestat::sort_rows(rows);
-    return rows;
+    return active_rows<cachestat::FileRow>(
+        now.files, before.files,
+        [this](const auto &key, const auto &v, const cachestat::Counts &c) {
+            return cachestat::FileRow{key.dev, key.ino, paths_.find(key, v.last_pid), c};
+        });
 }
 
 void Cachestat::print_interval(const Snapshot &now, const Snapshot &before) {

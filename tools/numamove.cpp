@@ -116,6 +116,9 @@ class Numamove {
   private:
     std::vector<Probe> plan() const;
     void configure(numamove_bpf &skel) const;
+    // The whole-machine counts and histograms (no per-process table): every view and the
+    // metrics start from them.
+    static Snapshot totals(const numamove_bpf &skel);
     Snapshot snapshot(numamove_bpf &skel) const;
     void print_interval(const Snapshot &now, const Snapshot &before);
     void print_default(const Snapshot &now, const Snapshot &before, json &out) const;
@@ -219,7 +222,7 @@ void Numamove::configure(numamove_bpf &skel) const {
     use_thread_state_map(skel.maps.starts, features);
 }
 
-Snapshot Numamove::snapshot(numamove_bpf &skel) const {
+Snapshot Numamove::totals(const numamove_bpf &skel) {
     Snapshot s;
     const auto *bss = skel.bss;
     for (int r = 0; r < NUMAMOVE_MAX_REASONS; ++r) {
@@ -229,6 +232,12 @@ Snapshot Numamove::snapshot(numamove_bpf &skel) const {
     s.calls = bss->call_count;
     std::copy(std::begin(bss->call_hist), std::end(bss->call_hist), s.call_hist.begin());
     std::copy(std::begin(bss->task_moves), std::end(bss->task_moves), s.moves.begin());
+    return s;
+}
+
+Snapshot Numamove::snapshot(numamove_bpf &skel) const {
+    Snapshot s = totals(skel);
+    const auto *bss = skel.bss;
     if (o_.per_process)
         for (const auto &[k, v] :
              read_hash_map<numamove_proc_key, numamove_proc_value>(skel.maps.proc_counts)) {
@@ -501,14 +510,12 @@ int Numamove::serve_metrics(numamove_bpf &skel, const std::vector<Probe> &probes
     c.per_call = per_call_view_;
     return serve_tool_metrics(
         tool_name, o_.prom, o_.common, probes, skel.obj, [&](prometheus::Exposition &out) {
-            const auto *bss = skel.bss;
-            for (int r = 0; r < NUMAMOVE_MAX_REASONS; ++r) {
-                c.by_reason[r] = bss->counts[r];
-                std::copy(std::begin(bss->hist[r]), std::end(bss->hist[r]), c.hist_us[r].begin());
-            }
-            c.calls = bss->call_count;
-            std::copy(std::begin(bss->call_hist), std::end(bss->call_hist), c.call_hist_us.begin());
-            std::copy(std::begin(bss->task_moves), std::end(bss->task_moves), c.task_moves.begin());
+            const Snapshot now = totals(skel);
+            c.by_reason = now.counts;
+            c.hist_us = now.hist;
+            c.calls = now.calls;
+            c.call_hist_us = now.call_hist;
+            c.task_moves = now.moves;
             if (o_.per_process) {
                 // Entries of processes that exited are read once more, then deleted.
                 c.procs =
@@ -517,7 +524,7 @@ int Numamove::serve_metrics(numamove_bpf &skel, const std::vector<Probe> &probes
                                     [](const numamove_proc_key &k) { return k.pid; });
             }
             metrics.collect(c, out);
-            return CountedLosses{0, bss->table_full};
+            return CountedLosses{0, skel.bss->table_full};
         });
 }
 
