@@ -1294,6 +1294,14 @@ def setpriv_command(caps: Sequence[str]) -> list[str]:
     return command
 
 
+def check_refused_unprivileged(t: Test, tool: str, message: str) -> None:
+    """`tool -d 1` as user nobody without capabilities is refused at run time (exit status 1)
+    with `message` (what it needs) on stderr."""
+    res = run(setpriv_command([]) + [binary(tool), "-d", "1"], timeout=15)
+    t.check_eq(f"{tool} as nobody: exit status", 1, res.rc)
+    t.check_in(f"{tool} as nobody: message", message, res.stderr, "stderr")
+
+
 class _Unprivileged:
     """`SCENARIO --unprivileged`: the scenario with every Tool run as user nobody with only the
     capabilities README names for it (required_capabilities(), through setpriv); the
