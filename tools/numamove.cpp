@@ -122,6 +122,12 @@ class Numamove {
     Snapshot snapshot(numamove_bpf &skel) const;
     void print_interval(const Snapshot &now, const Snapshot &before);
     void print_default(const Snapshot &now, const Snapshot &before, json &out) const;
+    // A table of rows: under -j the list `json_key` of the interval's object, else the header
+    // and a line per row.
+    template <typename Row>
+    void print_rows(const std::vector<Row> &rows, const char *json_key, const std::string &header,
+                    std::string (*line)(const Row &, const numamove::ReasonNames &),
+                    json (*to_json)(const Row &, const numamove::ReasonNames &), json &out) const;
     void print_reasons(const Snapshot &now, const Snapshot &before, json &out) const;
     void print_processes(const Snapshot &now, const Snapshot &before, json &out) const;
     void print_hists(const Snapshot &now, const Snapshot &before, json &out) const;
@@ -287,6 +293,24 @@ void Numamove::print_default(const Snapshot &now, const Snapshot &before, json &
     fmt::print("{}\n", line);
 }
 
+template <typename Row>
+void Numamove::print_rows(const std::vector<Row> &rows, const char *json_key,
+                          const std::string &header,
+                          std::string (*line)(const Row &, const numamove::ReasonNames &),
+                          json (*to_json)(const Row &, const numamove::ReasonNames &),
+                          json &out) const {
+    if (o_.common.json) {
+        json list = json::array();
+        for (const auto &row : rows)
+            list.push_back(to_json(row, reasons_));
+        out[json_key] = list;
+        return;
+    }
+    fmt::print("{}\n", header);
+    for (const auto &row : rows)
+        fmt::print("{}\n", line(row, reasons_));
+}
+
 void Numamove::print_reasons(const Snapshot &now, const Snapshot &before, json &out) const {
     std::vector<numamove::ReasonRow> rows;
     for (int r = 0; r < NUMAMOVE_MAX_REASONS; ++r) {
@@ -294,16 +318,8 @@ void Numamove::print_reasons(const Snapshot &now, const Snapshot &before, json &
         if (d.calls != 0)
             rows.push_back({r, d});
     }
-    if (o_.common.json) {
-        json list = json::array();
-        for (const auto &row : rows)
-            list.push_back(numamove::reason_json(row, reasons_));
-        out["reasons"] = list;
-        return;
-    }
-    fmt::print("{}\n", numamove::reasons_header());
-    for (const auto &row : rows)
-        fmt::print("{}\n", numamove::reason_line(row, reasons_));
+    print_rows(rows, "reasons", numamove::reasons_header(), numamove::reason_line,
+               numamove::reason_json, out);
 }
 
 void Numamove::print_processes(const Snapshot &now, const Snapshot &before, json &out) const {
@@ -319,16 +335,9 @@ void Numamove::print_processes(const Snapshot &now, const Snapshot &before, json
     }
     std::stable_sort(rows.begin(), rows.end(),
                      [](const auto &a, const auto &b) { return a.c.succeeded > b.c.succeeded; });
-    if (o_.common.json) {
-        json list = json::array();
-        for (const auto &row : rows)
-            list.push_back(numamove::process_json(row, reasons_));
-        out["processes"] = list;
-        return;
-    }
-    fmt::print("{}{}\n", o_.reasons ? "\n" : "", numamove::process_header());
-    for (const auto &row : rows)
-        fmt::print("{}\n", numamove::process_line(row, reasons_));
+    // Below the -r table, a blank line apart.
+    print_rows(rows, "processes", (o_.reasons ? "\n" : "") + numamove::process_header(),
+               numamove::process_line, numamove::process_json, out);
 }
 
 void Numamove::print_hists(const Snapshot &now, const Snapshot &before, json &out) const {
