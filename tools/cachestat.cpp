@@ -98,15 +98,12 @@ constexpr const char *examples = R"(Examples:
   cachestat --prometheus 127.0.0.1:9850
                             serve the counters to Prometheus
 
-Environment:
-  MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
-  MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds or families
-                            (tp_btf, raw_tp, tracepoint, fentry, kprobe,
-                            filemap_access, folio_mark_accessed,
-                            mark_page_accessed, writeback_dirty_folio)
-  MEMLAT_DISABLE_FEATURES=LIST
-                            act as on an older kernel: task_storage (5.11),
-                            ringbuf (5.8), kernel_btf; -v shows the choice)";
+)";
+
+// MEMLAT_DISABLE_HOOKS in --help: the hook kinds and families of its probes.
+constexpr std::array<std::string_view, 4> hook_kinds{
+    "never try these hook kinds or families", "(tp_btf, raw_tp, tracepoint, fentry, kprobe,",
+    "filemap_access, folio_mark_accessed,", "mark_page_accessed, writeback_dirty_folio)"};
 
 struct Options {
     CommonOptions common;
@@ -410,12 +407,7 @@ std::vector<Probe> Cachestat::plan() const {
 void Cachestat::configure(cachestat_bpf &skel) const {
     auto *ro = skel.rodata;
     ro->filter_pid = o_.pid.value_or(0);
-    if (cgroup_) {
-        ro->filter_cgroup_on = true;
-        ro->filter_cgroup_id = cgroup_->id;
-        ro->filter_cgroup_level = cgroup_->level;
-        ro->filter_on_v1 = cgroup_->v1;
-    }
+    set_cgroup_filter(*ro, cgroup_);
     ro->per_process = o_.per_process;
     ro->per_file = o_.per_file;
     ro->page_shift = __builtin_ctz(static_cast<unsigned>(getpagesize()));
@@ -464,33 +456,37 @@ Snapshot Cachestat::snapshot(cachestat_bpf &skel) {
     return s;
 }
 
-std::vector<cachestat::ProcRow> Cachestat::proc_rows(const Snapshot &now,
-                                                     const Snapshot &before) const {
-    std::vector<cachestat::ProcRow> rows;
-    for (const auto &[pid, v] : now.procs) {
+// The rows of the entries of `now` (per process or per file) with activity since `before`
+// (an entry that is new since then counts whole), sorted as the views print them.
+template <typename Row, typename Entries, typename MakeRow>
+std::vector<Row> active_rows(const Entries &now, const Entries &before, MakeRow make_row) {
+    std::vector<Row> rows;
+    for (const auto &[key, v] : now) {
         auto c = cachestat::Counts::from(v.counts);
-        if (auto it = before.procs.find(pid); it != before.procs.end())
+        if (auto it = before.find(key); it != before.end())
             c = c.since(cachestat::Counts::from(it->second.counts));
-        if (c.activity() == 0)
-            continue;
-        rows.push_back({pid, v.uid, std::string(v.comm, strnlen(v.comm, sizeof(v.comm))), c});
+        if (c.activity() != 0)
+            rows.push_back(make_row(key, v, c));
     }
     cachestat::sort_rows(rows);
     return rows;
 }
 
+std::vector<cachestat::ProcRow> Cachestat::proc_rows(const Snapshot &now,
+                                                     const Snapshot &before) const {
+    return active_rows<cachestat::ProcRow>(
+        now.procs, before.procs, [](uint32_t pid, const auto &v, const cachestat::Counts &c) {
+            return cachestat::ProcRow{pid, v.uid,
+                                      std::string(v.comm, strnlen(v.comm, sizeof(v.comm))), c};
+        });
+}
+
 std::vector<cachestat::FileRow> Cachestat::file_rows(const Snapshot &now, const Snapshot &before) {
-    std::vector<cachestat::FileRow> rows;
-    for (const auto &[key, v] : now.files) {
-        auto c = cachestat::Counts::from(v.counts);
-        if (auto it = before.files.find(key); it != before.files.end())
-            c = c.since(cachestat::Counts::from(it->second.counts));
-        if (c.activity() == 0)
-            continue;
-        rows.push_back({key.dev, key.ino, paths_.find(key, v.last_pid), c});
-    }
-    cachestat::sort_rows(rows);
-    return rows;
+    return active_rows<cachestat::FileRow>(
+        now.files, before.files,
+        [this](const auto &key, const auto &v, const cachestat::Counts &c) {
+            return cachestat::FileRow{key.dev, key.ino, paths_.find(key, v.last_pid), c};
+        });
 }
 
 void Cachestat::print_interval(const Snapshot &now, const Snapshot &before) {
@@ -740,9 +736,8 @@ int Cachestat::serve_metrics(cachestat_bpf &skel, const std::vector<Probe> &prob
 static int tool_main(int argc, char **argv) {
     return run_tool(tool_name, [&] {
         Options o;
-        CommandLine cli(tool_name, description, examples);
-        cli.option('p', "pid", "PID", "Only the tasks of process PID",
-                   [&o](const std::string &s) { o.pid = parse_number<int>(s, "-p"); });
+        CommandLine cli(tool_name, description, examples + environment_help(true, hook_kinds));
+        cli.option('p', "pid", "PID", "Only the tasks of process PID", o.pid);
         cli.option('G', "cgroup", "PATH",
                    "Only tasks in this cgroup and below (a cgroup v2 directory, or one of the "
                    "cgroup v1 memory hierarchy)",

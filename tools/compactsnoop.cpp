@@ -72,13 +72,7 @@ constexpr const char *examples = R"(Examples:
   compactsnoop --prometheus 127.0.0.1:9848
                             serve counts and stall histograms to Prometheus
 
-Environment:
-  MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
-  MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds (tp_btf, raw_tp,
-                            tracepoint)
-  MEMLAT_DISABLE_FEATURES=LIST
-                            act as on an older kernel: task_storage (5.11),
-                            ringbuf (5.8), kernel_btf; -v shows the choice)";
+)";
 
 struct Options {
     CommonOptions common;
@@ -513,11 +507,11 @@ int Compactsnoop::serve_metrics(compactsnoop_bpf &skel, const std::vector<Probe>
 static int tool_main(int argc, char **argv) {
     return run_tool(tool_name, [&] {
         Options o;
-        CommandLine cli(tool_name, description, examples);
+        CommandLine cli(tool_name, description, examples + environment_help(true));
         cli.option('p', "pid", "PID",
                    "Only runs in process PID (its direct compaction, or its "
                    "writes to compact_memory)",
-                   [&o](const std::string &s) { o.pid = parse_number<int>(s, "-p"); });
+                   o.pid);
         cli.option('k', "kind", "LIST",
                    "Only these kinds of compaction: direct, kcompactd, proactive, manual "
                    "(default: all)",

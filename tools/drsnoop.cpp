@@ -69,13 +69,7 @@ constexpr const char *examples = R"(Examples:
                             serve per-kind counts and stall histograms to
                             Prometheus at http://127.0.0.1:9847/metrics
 
-Environment:
-  MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
-  MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds (tp_btf, raw_tp,
-                            tracepoint)
-  MEMLAT_DISABLE_FEATURES=LIST
-                            act as on an older kernel: task_storage (5.11),
-                            ringbuf (5.8), kernel_btf; -v shows the choice)";
+)";
 
 // The ring buffer's size, and the batch after which user space is woken.
 constexpr size_t event_buffer_bytes = 1u << 20;
@@ -186,12 +180,7 @@ void Drsnoop::configure(drsnoop_bpf &skel) const {
     ro->filter_uid = o_.uid.value_or(0);
     std::copy_n(o_.comm.begin(), std::min<size_t>(o_.comm.size(), DRSNOOP_COMM_LEN - 1),
                 const_cast<char *>(ro->filter_comm));
-    if (cgroup_) {
-        ro->filter_cgroup_on = true;
-        ro->filter_cgroup_id = cgroup_->id;
-        ro->filter_cgroup_level = cgroup_->level;
-        ro->filter_on_v1 = cgroup_->v1;
-    }
+    set_cgroup_filter(*ro, cgroup_);
     ro->memcg_on_v1 = memcg_on_v1_;
     ro->extended = o_.extended;
     ro->trace_events = !o_.hist;
@@ -464,13 +453,10 @@ int Drsnoop::serve_metrics(drsnoop_bpf &skel, const std::vector<Probe> &probes) 
 static int tool_main(int argc, char **argv) {
     return run_tool(tool_name, [&] {
         Options o;
-        CommandLine cli(tool_name, description, examples);
-        cli.option('p', "pid", "PID", "Only threads of process PID",
-                   [&o](const std::string &s) { o.pid = parse_number<int>(s, "-p"); });
-        cli.option('t', "tid", "TID", "Only thread TID",
-                   [&o](const std::string &s) { o.tid = parse_number<int>(s, "-t"); });
-        cli.option('u', "uid", "UID", "Only tasks of user id UID",
-                   [&o](const std::string &s) { o.uid = parse_number<uint32_t>(s, "-u"); });
+        CommandLine cli(tool_name, description, examples + environment_help(true));
+        cli.option('p', "pid", "PID", "Only threads of process PID", o.pid);
+        cli.option('t', "tid", "TID", "Only thread TID", o.tid);
+        cli.option('u', "uid", "UID", "Only tasks of user id UID", o.uid);
         cli.option('n', "name", "NAME", "Only tasks whose name contains NAME", o.comm);
         cli.flag('U', "print-uid", "Add a UID column", o.show_uid);
         cli.flag('e', "extended",

@@ -81,10 +81,7 @@ constexpr const char *examples = R"(Examples:
   memstall -s -p 1234 5     and at Ctrl-C the stacks that stalled it most
   memstall -v               say how each cause is measured on this kernel
 
-Environment:
-  MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
-  MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds (tp_btf, raw_tp,
-                            tracepoint))";
+)";
 
 // The kernel functions a memstall sleep under which is charged to a cause, innermost first
 // wins. Kernels name them differently over time; those missing here are skipped.
@@ -253,12 +250,7 @@ void Memstall::configure(memstall_bpf &skel) const {
     auto *ro = skel.rodata;
     ro->filter_pid = o_.pid.value_or(0);
     ro->filter_tid = o_.tid.value_or(0);
-    if (cgroup_) {
-        ro->filter_cgroup_on = true;
-        ro->filter_cgroup_id = cgroup_->id;
-        ro->filter_cgroup_level = cgroup_->level;
-        ro->filter_on_v1 = cgroup_->v1;
-    }
+    set_cgroup_filter(*ro, cgroup_);
     ro->memcg_on_v1 = memcg_on_v1_;
     std::copy(ranges_.begin(), ranges_.end(), const_cast<memstall_range *>(ro->ranges));
     ro->nr_ranges = ranges_.size();
@@ -530,11 +522,10 @@ int Memstall::run() {
 int tool_main(int argc, char **argv) {
     return run_tool(tool_name, [&] {
         Options o;
-        CommandLine cli(tool_name, description, examples);
+        CommandLine cli(tool_name, description, examples + environment_help(false));
         cli.option('p', "pid", "PID", "Only threads of process PID (its row is shown even at 0)",
-                   [&o](const std::string &s) { o.pid = parse_number<int>(s, "-p"); });
-        cli.option('t', "tid", "TID", "Only thread TID",
-                   [&o](const std::string &s) { o.tid = parse_number<int>(s, "-t"); });
+                   o.pid);
+        cli.option('t', "tid", "TID", "Only thread TID", o.tid);
         cli.option('G', "cgroup", "PATH",
                    "Only tasks in this cgroup and below (a cgroup v2 directory, or one of the "
                    "cgroup v1 memory hierarchy)",

@@ -66,14 +66,12 @@ constexpr const char *examples = R"(Examples:
   numamove -c -H            time migrate_misplaced_folio() calls instead
   numamove -m               add NUMA balancing's task moves, swaps, sticks
 
-Environment:
-  MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
-  MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds or families (tp_btf,
-                            raw_tp, tracepoint, fentry, kprobe,
-                            migrate_pages_start, migrate_pages)
-  MEMLAT_DISABLE_FEATURES=LIST
-                            act as on an older kernel: task_storage (5.11),
-                            ringbuf (5.8), kernel_btf; -v shows the choice)";
+)";
+
+// MEMLAT_DISABLE_HOOKS in --help: the hook kinds and families of its probes.
+constexpr std::array<std::string_view, 3> hook_kinds{
+    "never try these hook kinds or families (tp_btf,", "raw_tp, tracepoint, fentry, kprobe,",
+    "migrate_pages_start, migrate_pages)"};
 
 struct Options {
     CommonOptions common;
@@ -118,9 +116,18 @@ class Numamove {
   private:
     std::vector<Probe> plan() const;
     void configure(numamove_bpf &skel) const;
+    // The whole-machine counts and histograms (no per-process table): every view and the
+    // metrics start from them.
+    static Snapshot totals(const numamove_bpf &skel);
     Snapshot snapshot(numamove_bpf &skel) const;
     void print_interval(const Snapshot &now, const Snapshot &before);
     void print_default(const Snapshot &now, const Snapshot &before, json &out) const;
+    // A table of rows: under -j the list `json_key` of the interval's object, else the header
+    // and a line per row.
+    template <typename Row>
+    void print_rows(const std::vector<Row> &rows, const char *json_key, const std::string &header,
+                    std::string (*line)(const Row &, const numamove::ReasonNames &),
+                    json (*to_json)(const Row &, const numamove::ReasonNames &), json &out) const;
     void print_reasons(const Snapshot &now, const Snapshot &before, json &out) const;
     void print_processes(const Snapshot &now, const Snapshot &before, json &out) const;
     void print_hists(const Snapshot &now, const Snapshot &before, json &out) const;
@@ -221,7 +228,7 @@ void Numamove::configure(numamove_bpf &skel) const {
     use_thread_state_map(skel.maps.starts, features);
 }
 
-Snapshot Numamove::snapshot(numamove_bpf &skel) const {
+Snapshot Numamove::totals(const numamove_bpf &skel) {
     Snapshot s;
     const auto *bss = skel.bss;
     for (int r = 0; r < NUMAMOVE_MAX_REASONS; ++r) {
@@ -231,6 +238,12 @@ Snapshot Numamove::snapshot(numamove_bpf &skel) const {
     s.calls = bss->call_count;
     std::copy(std::begin(bss->call_hist), std::end(bss->call_hist), s.call_hist.begin());
     std::copy(std::begin(bss->task_moves), std::end(bss->task_moves), s.moves.begin());
+    return s;
+}
+
+Snapshot Numamove::snapshot(numamove_bpf &skel) const {
+    Snapshot s = totals(skel);
+    const auto *bss = skel.bss;
     if (o_.per_process)
         for (const auto &[k, v] :
              read_hash_map<numamove_proc_key, numamove_proc_value>(skel.maps.proc_counts)) {
@@ -280,6 +293,24 @@ void Numamove::print_default(const Snapshot &now, const Snapshot &before, json &
     fmt::print("{}\n", line);
 }
 
+template <typename Row>
+void Numamove::print_rows(const std::vector<Row> &rows, const char *json_key,
+                          const std::string &header,
+                          std::string (*line)(const Row &, const numamove::ReasonNames &),
+                          json (*to_json)(const Row &, const numamove::ReasonNames &),
+                          json &out) const {
+    if (o_.common.json) {
+        json list = json::array();
+        for (const auto &row : rows)
+            list.push_back(to_json(row, reasons_));
+        out[json_key] = list;
+        return;
+    }
+    fmt::print("{}\n", header);
+    for (const auto &row : rows)
+        fmt::print("{}\n", line(row, reasons_));
+}
+
 void Numamove::print_reasons(const Snapshot &now, const Snapshot &before, json &out) const {
     std::vector<numamove::ReasonRow> rows;
     for (int r = 0; r < NUMAMOVE_MAX_REASONS; ++r) {
@@ -287,16 +318,8 @@ void Numamove::print_reasons(const Snapshot &now, const Snapshot &before, json &
         if (d.calls != 0)
             rows.push_back({r, d});
     }
-    if (o_.common.json) {
-        json list = json::array();
-        for (const auto &row : rows)
-            list.push_back(numamove::reason_json(row, reasons_));
-        out["reasons"] = list;
-        return;
-    }
-    fmt::print("{}\n", numamove::reasons_header());
-    for (const auto &row : rows)
-        fmt::print("{}\n", numamove::reason_line(row, reasons_));
+    print_rows(rows, "reasons", numamove::reasons_header(), numamove::reason_line,
+               numamove::reason_json, out);
 }
 
 void Numamove::print_processes(const Snapshot &now, const Snapshot &before, json &out) const {
@@ -312,16 +335,9 @@ void Numamove::print_processes(const Snapshot &now, const Snapshot &before, json
     }
     std::stable_sort(rows.begin(), rows.end(),
                      [](const auto &a, const auto &b) { return a.c.succeeded > b.c.succeeded; });
-    if (o_.common.json) {
-        json list = json::array();
-        for (const auto &row : rows)
-            list.push_back(numamove::process_json(row, reasons_));
-        out["processes"] = list;
-        return;
-    }
-    fmt::print("{}{}\n", o_.reasons ? "\n" : "", numamove::process_header());
-    for (const auto &row : rows)
-        fmt::print("{}\n", numamove::process_line(row, reasons_));
+    // Below the -r table, a blank line apart.
+    print_rows(rows, "processes", (o_.reasons ? "\n" : "") + numamove::process_header(),
+               numamove::process_line, numamove::process_json, out);
 }
 
 void Numamove::print_hists(const Snapshot &now, const Snapshot &before, json &out) const {
@@ -503,14 +519,12 @@ int Numamove::serve_metrics(numamove_bpf &skel, const std::vector<Probe> &probes
     c.per_call = per_call_view_;
     return serve_tool_metrics(
         tool_name, o_.prom, o_.common, probes, skel.obj, [&](prometheus::Exposition &out) {
-            const auto *bss = skel.bss;
-            for (int r = 0; r < NUMAMOVE_MAX_REASONS; ++r) {
-                c.by_reason[r] = bss->counts[r];
-                std::copy(std::begin(bss->hist[r]), std::end(bss->hist[r]), c.hist_us[r].begin());
-            }
-            c.calls = bss->call_count;
-            std::copy(std::begin(bss->call_hist), std::end(bss->call_hist), c.call_hist_us.begin());
-            std::copy(std::begin(bss->task_moves), std::end(bss->task_moves), c.task_moves.begin());
+            const Snapshot now = totals(skel);
+            c.by_reason = now.counts;
+            c.hist_us = now.hist;
+            c.calls = now.calls;
+            c.call_hist_us = now.call_hist;
+            c.task_moves = now.moves;
             if (o_.per_process) {
                 // Entries of processes that exited are read once more, then deleted.
                 c.procs =
@@ -519,7 +533,7 @@ int Numamove::serve_metrics(numamove_bpf &skel, const std::vector<Probe> &probes
                                     [](const numamove_proc_key &k) { return k.pid; });
             }
             metrics.collect(c, out);
-            return CountedLosses{0, bss->table_full};
+            return CountedLosses{0, skel.bss->table_full};
         });
 }
 
@@ -528,7 +542,7 @@ int Numamove::serve_metrics(numamove_bpf &skel, const std::vector<Probe> &probes
 static int tool_main(int argc, char **argv) {
     return run_tool(tool_name, [&] {
         Options o;
-        CommandLine cli(tool_name, description, examples);
+        CommandLine cli(tool_name, description, examples + environment_help(true, hook_kinds));
         cli.flag('r', "reasons",
                  "A table per interval of every migration by reason (numa_misplaced, "
                  "compaction, syscall, mempolicy_mbind, demotion, ...): calls, pages "
@@ -538,8 +552,7 @@ static int tool_main(int argc, char **argv) {
                  "A table per interval by process (PID, COMM of the task that ran the "
                  "migration): NUMA balancing's migrations, or every reason with -r",
                  o.per_process);
-        cli.option('p', "pid", "PID", "Only migrations run by tasks of process PID",
-                   [&o](const std::string &s) { o.pid = parse_number<int>(s, "-p"); });
+        cli.option('p', "pid", "PID", "Only migrations run by tasks of process PID", o.pid);
         cli.flag('H', "hist",
                  "Log2 histogram of the time per migration (usecs), counted in the kernel: "
                  "NUMA balancing's, per reason with -r, per call with -c",

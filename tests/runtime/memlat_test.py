@@ -22,7 +22,8 @@ tracefs files), vmstat() snapshots, TestFile (a file of our own in the build dir
 can be evicted from the page cache), MemoryCgroup (a cgroup of our own, with a memory limit if
 asked), FtraceOracle (an ftrace instance recording tracepoints for one PID: the kernel's own
 count to compare a tool with), snoop_events (the per-event JSON of drsnoop and compactsnoop),
-check_bad_arguments and check_help (usage errors exit 2 with a message; -h documents options).
+check_bad_arguments, shared_bad_arguments and check_help (usage errors exit 2 with a message; -h
+documents options).
 Only the standard library is used (Python 3.8+).
 """
 from __future__ import annotations
@@ -1168,6 +1169,24 @@ def check_bad_arguments(t: Test, tool: str, cases: Sequence[tuple[Sequence[str],
         t.check_in(f"{tool} {' '.join(args)}: message", message, res.stderr, "stderr")
 
 
+def shared_bad_arguments(*, tid: bool = False, cgroup: bool = False,
+                         interval_count: bool = False) -> list[tuple[list[str], str]]:
+    """The usage errors of the options tools share (tools/common): -p, and where the tool has
+    them -t, -G and [interval [count]], and an option no tool has; for check_bad_arguments."""
+    cases = [(["-p", "999999999"], "no process with id 999999999"),
+             (["-p", "abc"], "-p takes a number, not 'abc'")]
+    if tid:
+        cases.append((["-t", "999999999"], "no thread with id 999999999"))
+    if cgroup:
+        cases += [(["-G", "/tmp"], "is not a cgroup directory"),
+                  (["-G", "/nonexistent/cgroup"], "does not exist")]
+    if interval_count:
+        cases += [(["0"], "the interval must be a positive number"),
+                  (["1", "0"], "the count must be a positive number")]
+    cases.append((["--bogus"], "unrecognized option"))
+    return cases
+
+
 def check_help(t: Test, tool: str, documented: Iterable[str], width: Optional[int] = 80,
                timeout: float = 15.0) -> None:
     """`tool -h` exits with status 0 and its stdout names every item of `documented` (options,
@@ -1273,6 +1292,14 @@ def setpriv_command(caps: Sequence[str]) -> list[str]:
         listed = ",".join(f"+{c}" for c in caps)
         command += [f"--inh-caps={listed}", f"--ambient-caps={listed}"]
     return command
+
+
+def check_refused_unprivileged(t: Test, tool: str, message: str) -> None:
+    """`tool -d 1` as user nobody without capabilities is refused at run time (exit status 1)
+    with `message` (what it needs) on stderr."""
+    res = run(setpriv_command([]) + [binary(tool), "-d", "1"], timeout=15)
+    t.check_eq(f"{tool} as nobody: exit status", 1, res.rc)
+    t.check_in(f"{tool} as nobody: message", message, res.stderr, "stderr")
 
 
 class _Unprivileged:

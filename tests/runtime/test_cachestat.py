@@ -23,7 +23,8 @@ from memlat_test import (Failure, FtraceOracle, MemoryCgroup, PerfStat, Test, Te
                          Tool,
                          binary, build_dir, check_bad_arguments, check_help, process_storm,
                          check_variant_chosen, log, main, own_name, read_file, run_workload,
-                         scenario, skip, variant_env, variant_scenarios)
+                         scenario, skip, variant_env, variant_scenarios,
+                         shared_bad_arguments)
 
 FILE_SIZE = 64 << 20
 FILE_PAGES = FILE_SIZE // 4096
@@ -482,15 +483,8 @@ def _(t: Test):
 
 @scenario("cachestat_bad_input")
 def _(t: Test):
-    cases = [
-        (["-p", "999999999"], "no process with id 999999999"),
-        (["-p", "abc"], "-p takes a number, not 'abc'"),
-        (["-G", "/tmp"], "is not a cgroup directory"),
-        (["-G", "/nonexistent/cgroup"], "does not exist"),
+    cases = shared_bad_arguments(cgroup=True, interval_count=True) + [
         (["-P", "-f"], "-P and -f are two views"),
-        (["0"], "the interval must be a positive number"),
-        (["1", "0"], "the count must be a positive number"),
-        (["--bogus"], "unrecognized option"),
     ]
     check_bad_arguments(t, "cachestat", cases)
     check_help(t, "cachestat", (

@@ -26,7 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from memlat_test import (FtraceOracle, PerfStat, Result, Test, Tool, Workload,  # noqa: E402
                          check_bad_arguments, check_help, check_latencies, check_variant_chosen,
                          log, main, oracle_durations_ns, read_file, run_workload, scenario,
-                         skip, snoop_events, variant_env, variant_scenarios, vmstat, write_file)
+                         skip, snoop_events, variant_env, variant_scenarios, vmstat, write_file,
+                         shared_bad_arguments)
 
 COMPACT_MEMORY = "/proc/sys/vm/compact_memory"
 MANUAL_ROUNDS = 4
@@ -358,15 +359,12 @@ def _(t: Test):
 
 @scenario("compactsnoop_bad_input")
 def _(t: Test):
-    cases = [
-        (["-p", "999999999"], "no process with id 999999999"),
-        (["-p", "abc"], "-p takes a number, not 'abc'"),
+    cases = shared_bad_arguments() + [
         (["-k", "bogus"], "unknown compaction kind 'bogus'"),
         (["-k", "direct,,manual"], "kind list"),
         (["-O"], "-O goes with -H"),
         (["-H", "-e"], "-e and -K go with the per-event output"),
         (["1"], "an interval goes with -H"),
-        (["--bogus"], "unrecognized option"),
     ]
     check_bad_arguments(t, "compactsnoop", cases)
     check_help(t, "compactsnoop", (

@@ -18,7 +18,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from memlat_test import (FtraceOracle, MemoryCgroup, PerfStat, Test, TestFile, Tool,  # noqa: E402
                          binary, check_bad_arguments, check_help, check_latencies,
                          check_variant_chosen, log, main, oracle_durations_ns, read_file, run,
-                         scenario, snoop_events, variant_env, variant_scenarios, Workload)
+                         scenario, snoop_events, variant_env, variant_scenarios, Workload,
+                         check_refused_unprivileged, shared_bad_arguments)
 
 LIMIT = 32 << 20
 FILE_SIZE = 128 << 20
@@ -211,26 +212,16 @@ def _(t: Test):
 
 @scenario("drsnoop_bad_input")
 def _(t: Test):
-    cases = [
-        (["-p", "999999999"], "no process with id 999999999"),
-        (["-t", "999999999"], "no thread with id 999999999"),
-        (["-p", "abc"], "-p takes a number, not 'abc'"),
+    cases = shared_bad_arguments(tid=True, cgroup=True) + [
         (["-k", "bogus"], "unknown reclaim kind 'bogus'"),
-        (["-G", "/tmp"], "is not a cgroup directory"),
-        (["-G", "/nonexistent/cgroup"], "does not exist"),
         (["-P"], "-P goes with -H"),
         (["1"], "an interval goes with -H"),
         (["-n", "a-name-longer-than-15"], "longer than a task name"),
-        (["--bogus"], "unrecognized option"),
     ]
     check_bad_arguments(t, "drsnoop", cases)
     # Without privileges: its own message and status 1 (setpriv drops to nobody).
-    res = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-               binary("drsnoop"), "-d", "1"], timeout=15)
-    t.check_eq("drsnoop as nobody: exit status", 1, res.rc)
-    t.check_in("drsnoop as nobody: message", "missing CAP_BPF and CAP_PERFMON: loading BPF "
-               "programs needs root, or the capabilities CAP_BPF and CAP_PERFMON", res.stderr,
-               "stderr")
+    check_refused_unprivileged(t, "drsnoop", "missing CAP_BPF and CAP_PERFMON: loading BPF "
+                               "programs needs root, or the capabilities CAP_BPF and CAP_PERFMON")
     check_help(t, "drsnoop", (
         "--pid", "--tid", "--uid", "--name", "--print-uid", "--extended", "--kind", "--cgroup",
         "--hist", "--per-process", "--timestamp", "--duration", "--json", "--verbose",

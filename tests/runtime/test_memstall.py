@@ -20,8 +20,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from memlat_test import (Failure, FtraceOracle, MemoryCgroup, Test, TestFile, Tool, Workload,  # noqa: E402
-                         binary, check_bad_arguments, check_help, log, main,
-                         oracle_durations_ns, read_file, run, scenario, skip, write_file)
+                         check_bad_arguments, check_help, log, main,
+                         oracle_durations_ns, read_file, scenario, skip, write_file,
+                         check_refused_unprivileged, shared_bad_arguments)
 
 
 # ---------------------------------------------------------------- delay accounting (oracle)
@@ -495,24 +496,15 @@ def _(t: Test):
 
 @scenario("memstall_bad_input")
 def _(t: Test):
-    cases = [
-        (["-p", "999999999"], "no process with id 999999999"),
-        (["-t", "999999999"], "no thread with id 999999999"),
-        (["-p", "abc"], "-p takes a number, not 'abc'"),
-        (["-G", "/tmp"], "is not a cgroup directory"),
-        (["-G", "/nonexistent/cgroup"], "does not exist"),
+    cases = shared_bad_arguments(tid=True, cgroup=True) + [
         (["-r", "0"], "-r takes a number of rows of at least 1"),
         (["0"], "interval"),
         (["-s", "--prometheus", "127.0.0.1:0"], "-s and -C go with the text output"),
         (["--prometheus-labels", "cgroup"], "--prometheus"),
-        (["--bogus"], "unrecognized option"),
     ]
     check_bad_arguments(t, "memstall", cases)
-    res = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-               binary("memstall"), "-d", "1"], timeout=15)
-    t.check_eq("memstall as nobody: exit status", 1, res.rc)
-    t.check_in("memstall as nobody: message", "needs root, or the capabilities CAP_BPF and "
-               "CAP_PERFMON", res.stderr, "stderr")
+    check_refused_unprivileged(t, "memstall", "needs root, or the capabilities CAP_BPF and "
+                               "CAP_PERFMON")
     check_help(t, "memstall", (
         "--pid", "--tid", "--cgroup", "--cgroups", "--rows", "--stacks", "--timestamp",
         "--duration",        "--json", "--verbose", "interval", "DIRECT", "MEMCG", "COMPACT", "DIRTY", "SWAPIN",

@@ -27,7 +27,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from memlat_test import (FtraceOracle, PerfStat, Test, Tool, Workload, check_bad_arguments,  # noqa: E402
                          check_help, check_variant_chosen, log, main, read_file, run_workload,
-                         scenario, skip, variant_env, variant_scenarios, vmstat, write_file)
+                         scenario, skip, variant_env, variant_scenarios, vmstat, write_file,
+                         shared_bad_arguments)
 
 # Up to 8 rounds of 64 MiB: compaction's scanners may meet before they reach the holes, so
 # the workload fragments and compacts again until 8192 pages moved (512 MiB at most).
@@ -375,14 +376,9 @@ def _(t: Test):
 
 @scenario("numamove_bad_input")
 def _(t: Test):
-    cases = [
-        (["-p", "999999999"], "no process with id 999999999"),
-        (["-p", "abc"], "-p takes a number, not 'abc'"),
+    cases = shared_bad_arguments(interval_count=True) + [
         (["-c", "-r"], "-c times NUMA balancing's calls only"),
         (["-m", "-r"], "-m adds columns to the default view"),
-        (["0"], "the interval must be a positive number"),
-        (["1", "0"], "the count must be a positive number"),
-        (["--bogus"], "unrecognized option"),
     ]
     check_bad_arguments(t, "numamove", cases)
     check_help(t, "numamove", (

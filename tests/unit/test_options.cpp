@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <optional>
+
 #include "errors.h"
 #include "options.h"
 
@@ -77,6 +79,7 @@ struct Parsed {
     memlat::CommonOptions common;
     std::string cpus;
     int pid = 0;
+    std::optional<uint32_t> uid;
     bool flag = false;
 };
 
@@ -85,6 +88,7 @@ Parsed parse(std::vector<std::string> args) {
     memlat::CommandLine cli("tool", "A tool.", "Examples: none");
     cli.option('c', "cpu", "LIST", "CPUs", p.cpus);
     cli.option('p', "pid", "PID", "process", p.pid);
+    cli.option('u', "uid", "UID", "user", p.uid);
     cli.flag(0, "long-only", "a long-only flag", p.flag);
     memlat::add_common_options(cli, p.common, true);
     std::vector<char *> argv;
@@ -99,10 +103,11 @@ Parsed parse(std::vector<std::string> args) {
 } // namespace
 
 TEST(CommandLine, ParsesOptionsFlagsAndPositionals) {
-    auto p =
-        parse({"-c", "0,1", "--pid=42", "--long-only", "-T", "-j", "-vv", "-d", "2.5", "0.5", "3"});
+    auto p = parse({"-c", "0,1", "--pid=42", "-u", "0", "--long-only", "-T", "-j", "-vv", "-d",
+                    "2.5", "0.5", "3"});
     EXPECT_EQ(p.cpus, "0,1");
     EXPECT_EQ(p.pid, 42);
+    EXPECT_EQ(p.uid, std::optional<uint32_t>(0)); // given, even as 0
     EXPECT_TRUE(p.flag);
     EXPECT_TRUE(p.common.timestamp);
     EXPECT_TRUE(p.common.json);
@@ -114,6 +119,7 @@ TEST(CommandLine, ParsesOptionsFlagsAndPositionals) {
 
 TEST(CommandLine, DefaultsWhenNothingIsGiven) {
     auto p = parse({});
+    EXPECT_FALSE(p.uid.has_value());
     EXPECT_EQ(p.common.interval, 0);
     EXPECT_EQ(p.common.count, 0u);
     EXPECT_FALSE(p.common.json);
@@ -121,6 +127,7 @@ TEST(CommandLine, DefaultsWhenNothingIsGiven) {
 
 TEST(CommandLineDeathTest, UsageErrorsExitWithStatus2AndNameTheProblem) {
     EXPECT_EXIT(parse({"-p", "abc"}), testing::ExitedWithCode(2), "-p takes a number, not 'abc'");
+    EXPECT_EXIT(parse({"-u", "x"}), testing::ExitedWithCode(2), "-u takes a number, not 'x'");
     EXPECT_EXIT(parse({"-d", "-1"}), testing::ExitedWithCode(2), "positive number of seconds");
     EXPECT_EXIT(parse({"0"}), testing::ExitedWithCode(2), "interval must be a positive");
     EXPECT_EXIT(parse({"1", "0"}), testing::ExitedWithCode(2), "count must be a positive");
@@ -214,4 +221,20 @@ TEST(KindList, NamesBecomeAMaskAndUnknownNamesListTheKinds) {
                      e.what());
     }
     EXPECT_THROW(parse_kind_list("direct,,node", 4, name_of, "reclaim kind"), UsageError);
+}
+
+TEST(EnvironmentHelp, HookKindsUnderTheColumnAndFeaturesLast) {
+    const std::array<std::string_view, 1> kinds{"never try these hook kinds (tp_btf)"};
+    EXPECT_EQ("Environment:\n"
+              "  MEMLAT_READY=1            print \"memlat: ready\" on stderr once tracing runs\n"
+              "  MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds (tp_btf, raw_tp,\n"
+              "                            tracepoint)\n"
+              "  MEMLAT_DISABLE_FEATURES=LIST\n"
+              "                            act as on an older kernel: task_storage (5.11),\n"
+              "                            ringbuf (5.8), kernel_btf; -v shows the choice",
+              memlat::environment_help(true));
+    EXPECT_EQ("Environment:\n"
+              "  MEMLAT_READY=1            print \"memlat: ready\" on stderr once tracing runs\n"
+              "  MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds (tp_btf)",
+              memlat::environment_help(false, kinds));
 }

@@ -145,12 +145,47 @@ TEST(Prometheus, BoundedCountersCapSeries) {
     c.update("pid9", {{"kind", "memcg"}, {"comm", "p0"}}, one);
     c.end();
     EXPECT_EQ(c.series().at({{"kind", "memcg"}, {"comm", "p0"}})[0], 2);
-    // A removed series frees its slot.
-    c.remove_if([](const Labels &l) { return l[1].second == "p1"; });
+}
+
+TEST(Prometheus, BoundedCountersDropRemovedCgroups) {
+    const std::array<double, 1> one{1};
+    // A removed cgroup's series frees its slot; "other" and the live ones stay.
+    BoundedCounters g(1, 2, {"cgroup"});
+    g.begin();
+    for (const char *path : {"/a", "/b", "/c"})
+        g.update(path, {{"cgroup", path}}, one);
+    g.end();
+    g.remove_removed_cgroups({{7, "/a"}});
+    EXPECT_EQ(g.series().count({{"cgroup", "/b"}}), 0u);
+    EXPECT_EQ(g.series().count({{"cgroup", "/a"}}), 1u);
+    EXPECT_EQ(g.series().count({{"cgroup", "other"}}), 1u);
+    g.begin();
+    g.update("/d", {{"cgroup", "/d"}}, one);
+    g.end();
+    EXPECT_EQ(g.series().count({{"cgroup", "/d"}}), 1u);
+}
+
+TEST(Prometheus, CounterFamiliesOnePerValueWithTheNamesUnit) {
+    BoundedCounters c(3, 10, {"comm"});
+    const std::array<double, 3> values{4, 0.5, 8192};
     c.begin();
-    c.update("pid10", {{"kind", "memcg"}, {"comm", "new"}}, one);
+    c.update("pid1", {{"comm", "bash"}}, values);
     c.end();
-    EXPECT_EQ(c.series().count({{"kind", "memcg"}, {"comm", "new"}}), 1u);
+    Exposition out;
+    const std::array<std::pair<const char *, const char *>, 3> families{{
+        {"memlat_x_stalls", "Stalls"},
+        {"memlat_x_stall_seconds", "Time"},
+        {"memlat_x_reclaimed_bytes", "Memory"},
+    }};
+    write_counter_families(out, families, c);
+    const std::string text = out.render(Format::OpenMetrics);
+    EXPECT_TRUE(contains(text, "# TYPE memlat_x_stalls counter\n")) << text;
+    EXPECT_FALSE(contains(text, "# UNIT memlat_x_stalls ")) << text;
+    EXPECT_TRUE(contains(text, "# UNIT memlat_x_stall_seconds seconds\n")) << text;
+    EXPECT_TRUE(contains(text, "# UNIT memlat_x_reclaimed_bytes bytes\n")) << text;
+    EXPECT_TRUE(contains(text, "memlat_x_stalls_total{comm=\"bash\"} 4\n")) << text;
+    EXPECT_TRUE(contains(text, "memlat_x_stall_seconds_total{comm=\"bash\"} 0.5\n")) << text;
+    EXPECT_TRUE(contains(text, "memlat_x_reclaimed_bytes_total{comm=\"bash\"} 8192\n")) << text;
 }
 
 TEST(Prometheus, ParsesListenAddresses) {

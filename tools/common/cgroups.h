@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace memlat {
@@ -13,6 +14,19 @@ struct CgroupTarget {
     int level = 0;
     bool v1 = false; // in a cgroup v1 hierarchy (then always the memory controller's)
 };
+
+// Fills the -G filter of a BPF object's read-only data: the filter_cgroup_on, filter_cgroup_id,
+// filter_cgroup_level and filter_on_v1 fields each BPF side passes to cgroup_is_under(). Without
+// a target the filter stays off (the fields keep their zeroes).
+template <typename Rodata>
+void set_cgroup_filter(Rodata &ro, const std::optional<CgroupTarget> &target) {
+    if (!target)
+        return;
+    ro.filter_cgroup_on = true;
+    ro.filter_cgroup_id = target->id;
+    ro.filter_cgroup_level = target->level;
+    ro.filter_on_v1 = target->v1;
+}
 
 // Resolves a cgroup directory for -G. Throws UsageError when the path is not a cgroup, or is
 // in a v1 hierarchy other than the memory controller's.

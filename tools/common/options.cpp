@@ -183,6 +183,29 @@ void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,
     });
 }
 
+std::string environment_help(bool disable_features, std::span<const std::string_view> hook_kinds) {
+    // The descriptions start at column 28, as argp's option list above them does.
+    constexpr std::string_view continued = "\n                            ";
+    std::string text = "Environment:\n"
+                       "  MEMLAT_READY=1            print \"memlat: ready\" on stderr once "
+                       "tracing runs\n"
+                       "  MEMLAT_DISABLE_HOOKS=LIST";
+    std::string_view separator = " ";
+    for (auto line : hook_kinds) {
+        text += separator;
+        text += line;
+        separator = continued;
+    }
+    if (disable_features) {
+        text += "\n  MEMLAT_DISABLE_FEATURES=LIST";
+        text += continued;
+        text += "act as on an older kernel: task_storage (5.11),";
+        text += continued;
+        text += "ringbuf (5.8), kernel_btf; -v shows the choice";
+    }
+    return text;
+}
+
 void check_max_entries_used(const CommonOptions &options, bool has_table, std::string_view tables) {
     if (options.max_entries != 0 && !has_table)
         throw UsageError(fmt::format("--max-entries sizes the tables of {}; without them it has "

@@ -2,9 +2,12 @@
 // line parser, and CPU lists (numbers and comma lists: parsing.h).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -36,6 +39,11 @@ struct CommonOptions {
 // --help text and the usage errors users of those tools know. (A C++ parser such as CLI11
 // needs iostreams, which add about 1 MB to every static binary.) Callbacks may throw
 // UsageError; argp then prints "TOOL: message" and a hint, and the tool exits with status 2.
+template <typename T>
+constexpr bool is_optional = false;
+template <typename T>
+constexpr bool is_optional<std::optional<T>> = true;
+
 class CommandLine {
   public:
     CommandLine(std::string tool, std::string summary, std::string examples);
@@ -43,7 +51,7 @@ class CommandLine {
     // -k/--long (key 0: long option only). `on` runs each time the flag appears.
     void flag(char key, std::string long_name, std::string help, std::function<void()> on);
     void flag(char key, std::string long_name, std::string help, bool &target);
-    // -k/--long ARG.
+    // -k/--long ARG. `target`: a string, a number or an optional number (set when given).
     void option(char key, std::string long_name, std::string arg, std::string help,
                 std::function<void(const std::string &)> on);
     template <typename T>
@@ -53,6 +61,8 @@ class CommandLine {
                [&target, what](const std::string &text) {
                    if constexpr (std::is_same_v<T, std::string>)
                        target = text;
+                   else if constexpr (is_optional<T>)
+                       target = parse_number<typename T::value_type>(text, what);
                    else
                        target = parse_number<T>(text, what);
                });
@@ -97,6 +107,19 @@ double parse_seconds(std::string_view text, std::string_view what, double at_lea
 // tracers, HH:MM:SS for the periodic ones), so each tool says it in `timestamp_help`.
 void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,
                         std::string timestamp_help = "Print a wall-clock time (HH:MM:SS)");
+
+// MEMLAT_DISABLE_HOOKS's description for a tool whose probes are all tracepoints (each a
+// tp_btf, raw_tp or tracepoint program: tracepoint_choices()), its lines as environment_help()
+// takes them.
+inline constexpr std::array<std::string_view, 2> tracepoint_hook_kinds{
+    "never try these hook kinds (tp_btf, raw_tp,", "tracepoint)"};
+
+// The "Environment:" part every tool's examples text ends with: MEMLAT_READY, then
+// MEMLAT_DISABLE_HOOKS with the tool's own hook kinds (`hook_kinds`: the lines of its
+// description, the first after "never try these hook kinds", the others under it), then for
+// tools whose BPF side adapts to older kernels (`disable_features`) MEMLAT_DISABLE_FEATURES.
+std::string environment_help(bool disable_features,
+                             std::span<const std::string_view> hook_kinds = tracepoint_hook_kinds);
 
 // A UsageError when --max-entries was given to a mode that keeps none of the tables it sizes
 // (`tables` names the options that do, for the message: "-P or -f").

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <set>
 #include <stdexcept>
 
 #include "files.h"
@@ -238,6 +239,33 @@ void BoundedCounters::update(const std::string &entry, const Labels &labels,
 void BoundedCounters::end() {
     // An entry that is gone left its counts in its series; only its bookkeeping goes.
     std::erase_if(entries_, [](const auto &kv) { return !kv.second.seen; });
+}
+
+void BoundedCounters::remove_removed_cgroups(const std::map<uint64_t, std::string> &cgroup_paths) {
+    std::set<std::string> live;
+    for (const auto &[id, path] : cgroup_paths)
+        live.insert(path);
+    auto removed = [&](const Labels &l) {
+        for (const auto &[name, value] : l)
+            if (name == "cgroup")
+                return value != "other" && !live.contains(value);
+        return false;
+    };
+    std::erase_if(series_, [&](const auto &kv) { return removed(kv.first); });
+}
+
+void write_counter_families(Exposition &out,
+                            std::span<const std::pair<const char *, const char *>> families,
+                            const BoundedCounters &counts) {
+    for (size_t i = 0; i < families.size(); ++i) {
+        const std::string_view name = families[i].first;
+        out.family(std::string(name), Type::Counter, families[i].second,
+                   name.ends_with("_seconds") ? "seconds"
+                   : name.ends_with("_bytes") ? "bytes"
+                                              : "");
+        for (const auto &[l, values] : counts.series())
+            out.sample(l, values[i]);
+    }
 }
 
 void self_metrics(Exposition &out, std::string_view tool, const std::vector<Probe> &probes,

@@ -93,13 +93,10 @@ class BoundedCounters {
     void update(const std::string &entry, const Labels &labels, std::span<const double> values);
     void end();
 
-    // Removes the series whose labels satisfy `gone` (e.g. a cgroup that no longer exists);
-    // the slots they held become free for new label sets.
-    template <typename Pred>
-    void remove_if(Pred gone) {
-        for (auto it = series_.begin(); it != series_.end();)
-            it = gone(it->first) ? series_.erase(it) : std::next(it);
-    }
+    // Removes the series whose "cgroup" label names a cgroup that is gone: none of
+    // `cgroup_paths` (cgroup_paths(): the live cgroups by id). Their counts stay in the
+    // totals; "other" stays. The slots they held become free for new label sets.
+    void remove_removed_cgroups(const std::map<uint64_t, std::string> &cgroup_paths);
 
     // Series, by labels, with their totals ("other" included once it has counts).
     const std::map<Labels, std::vector<double>> &series() const { return series_; }
@@ -119,6 +116,12 @@ class BoundedCounters {
     uint64_t dropped_ = 0;
     size_t own_series() const;
 };
+
+// One counter family per value of `counts`' series, in order: {name, help} each; the unit
+// follows the name's suffix (_seconds, _bytes).
+void write_counter_families(Exposition &out,
+                            std::span<const std::pair<const char *, const char *>> families,
+                            const BoundedCounters &counts);
 
 // The metrics every tool exports about itself: memlat_build_info, memlat_probe_info{probe,
 // hook} for the hook the loader chose for each probe, recursion misses of the tool's BPF

@@ -2,7 +2,6 @@
 
 #include <cstring>
 #include <fmt/format.h>
-#include <set>
 
 #include "drsnoop_format.h"
 
@@ -19,26 +18,6 @@ Metrics::Metrics(const PrometheusOptions &options, std::string cgroup, long page
     if (!cgroup.empty() && !by_cgroup_)
         base_.emplace_back("cgroup", std::move(cgroup));
 }
-
-namespace {
-
-// The three counter families (stalls, seconds, bytes) of a labelled view, one per value of
-// its series; the unit follows the name's suffix.
-void write_families(prometheus::Exposition &out,
-                    const std::array<std::pair<const char *, const char *>, 3> &families,
-                    const prometheus::BoundedCounters &counts) {
-    for (size_t i = 0; i < families.size(); ++i) {
-        const std::string name = families[i].first;
-        out.family(name, Type::Counter, families[i].second,
-                   name.ends_with("_seconds") ? "seconds"
-                   : name.ends_with("_bytes") ? "bytes"
-                                              : "");
-        for (const auto &[l, values] : counts.series())
-            out.sample(l, values[i]);
-    }
-}
-
-} // namespace
 
 void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
     auto labels = [&](uint32_t kind) {
@@ -63,15 +42,18 @@ void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
         if (c.kinds[k])
             out.sample(labels(k), static_cast<double>(c.totals[k].pages) * page_bytes_);
 
+    // The values of a per-task or per-cgroup series: stalls, seconds, bytes.
+    auto values = [&](const auto &counts) {
+        return std::array<double, 3>{static_cast<double>(counts.stalls),
+                                     static_cast<double>(counts.total_ns) / 1e9,
+                                     static_cast<double>(counts.pages) * page_bytes_};
+    };
     if (by_comm_) {
         by_comm_counts_.begin();
         for (const auto &[key, s] : c.summaries) {
             Labels l = labels(key.kind);
             l.emplace_back("comm", std::string(s.comm, strnlen(s.comm, sizeof(s.comm))));
-            const std::array<double, 3> values{static_cast<double>(s.stalls),
-                                               static_cast<double>(s.total_ns) / 1e9,
-                                               static_cast<double>(s.pages) * page_bytes_};
-            by_comm_counts_.update(fmt::format("{}/{}", key.pid, key.kind), l, values);
+            by_comm_counts_.update(fmt::format("{}/{}", key.pid, key.kind), l, values(s));
         }
         by_comm_counts_.end();
         const std::array<std::pair<const char *, const char *>, 3> families{{
@@ -80,7 +62,7 @@ void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
             {"memlat_reclaim_task_reclaimed_bytes",
              "Memory freed by the stalled threads' reclaim, by kind and task name"},
         }};
-        write_families(out, families, by_comm_counts_);
+        prometheus::write_counter_families(out, families, by_comm_counts_);
     }
     if (by_cgroup_) {
         by_cgroup_counts_.begin();
@@ -90,30 +72,19 @@ void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
                 continue; // removed since: its series goes below
             Labels l = labels(key.kind);
             l.emplace_back("cgroup", path->second);
-            const std::array<double, 3> values{static_cast<double>(t.stalls),
-                                               static_cast<double>(t.total_ns) / 1e9,
-                                               static_cast<double>(t.pages) * page_bytes_};
-            by_cgroup_counts_.update(fmt::format("{}/{}", key.cgroup_id, key.kind), l, values);
+            by_cgroup_counts_.update(fmt::format("{}/{}", key.cgroup_id, key.kind), l, values(t));
         }
         by_cgroup_counts_.end();
         // The series of cgroups that no longer exist go (their counts stay in the per-kind
         // totals); "other" stays.
-        std::set<std::string> live;
-        for (const auto &[id, path] : c.cgroup_paths)
-            live.insert(path);
-        by_cgroup_counts_.remove_if([&](const Labels &l) {
-            for (const auto &[name, value] : l)
-                if (name == "cgroup")
-                    return value != "other" && !live.contains(value);
-            return false;
-        });
+        by_cgroup_counts_.remove_removed_cgroups(c.cgroup_paths);
         const std::array<std::pair<const char *, const char *>, 3> families{{
             {"memlat_reclaim_cgroup_stalls", "Reclaim stalls by kind and the task's cgroup"},
             {"memlat_reclaim_cgroup_stall_seconds", "Time stalled in reclaim by kind and cgroup"},
             {"memlat_reclaim_cgroup_reclaimed_bytes",
              "Memory freed by the stalled threads' reclaim, by kind and cgroup"},
         }};
-        write_families(out, families, by_cgroup_counts_);
+        prometheus::write_counter_families(out, families, by_cgroup_counts_);
     }
     prometheus::series_dropped_metric(out, by_comm_counts_.dropped() + by_cgroup_counts_.dropped());
 }

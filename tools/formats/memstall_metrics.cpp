@@ -1,7 +1,6 @@
 #include "memstall_metrics.h"
 
 #include <fmt/format.h>
-#include <set>
 
 #include "memstall_format.h"
 
@@ -48,25 +47,13 @@ void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
         by_cgroup_counts_.update(fmt::format("{}/{}", key.tid, key.cause), l, values);
     }
     by_cgroup_counts_.end();
-    std::set<std::string> live;
-    for (const auto &[id, path] : c.cgroup_paths)
-        live.insert(path);
-    by_cgroup_counts_.remove_if([&](const Labels &l) {
-        for (const auto &[name, value] : l)
-            if (name == "cgroup")
-                return value != "other" && !live.contains(value);
-        return false;
-    });
+    by_cgroup_counts_.remove_removed_cgroups(c.cgroup_paths);
     const std::array<std::pair<const char *, const char *>, 2> families{{
         {"memlat_memstall_cgroup_stalls", "Memory stalls by cause and the thread's memory cgroup"},
         {"memlat_memstall_cgroup_stall_seconds",
          "Wall time stalled on memory by cause and the thread's memory cgroup"},
     }};
-    for (size_t i = 0; i < families.size(); ++i) {
-        out.family(families[i].first, Type::Counter, families[i].second, i == 1 ? "seconds" : "");
-        for (const auto &[l, values] : by_cgroup_counts_.series())
-            out.sample(l, values[i]);
-    }
+    prometheus::write_counter_families(out, families, by_cgroup_counts_);
     prometheus::series_dropped_metric(out, by_cgroup_counts_.dropped());
 }
 
