@@ -369,7 +369,7 @@ void Memstall::print_interval(memstall_bpf &skel) {
     }
     // Threads that are gone stall no more: their totals were just printed, their entries go.
     for (const auto &[key, value] : now) {
-        if (kill(static_cast<pid_t>(key.first), 0) != 0 && errno == ESRCH) {
+        if (task_exited(key.first)) {
             memstall_key k{key.first, key.second};
             bpf_map__delete_elem(skel.maps.stalls, &k, sizeof(k), 0);
         }
