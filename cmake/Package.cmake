@@ -66,13 +66,9 @@ endforeach()
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION share/doc/memlat COMPONENT local)
 
 # ---- the Debian package ----
-if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|amd64")
-    set(MEMLAT_DEB_ARCH amd64)
-elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64")
-    set(MEMLAT_DEB_ARCH arm64)
-else()
-    set(MEMLAT_DEB_ARCH ${CMAKE_SYSTEM_PROCESSOR})
-endif()
+# Debian's name of the release architecture (Release.cmake's, as uname -m prints it).
+string(REPLACE x86_64 amd64 MEMLAT_DEB_ARCH ${MEMLAT_RELEASE_ARCH})
+string(REPLACE aarch64 arm64 MEMLAT_DEB_ARCH ${MEMLAT_DEB_ARCH})
 set(MEMLAT_DEB_MAINTAINER "memlat maintainers <maintainers@users.noreply.a-seed-1d733e4b.example>"
     CACHE STRING "The Maintainer of the Debian package (and of its changelog entry)")
 # A native package (no Debian revision): the package is made from this tree, not from a
