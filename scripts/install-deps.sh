@@ -8,6 +8,7 @@ packages=(
     cmake make g++ pkg-config patch  # patch: our fixes to libbpf's source (cmake/libbpf)
     nlohmann-json3-dev libfmt-dev       # JSON output, formatting (header-only)
     libboost1.81-dev            # --prometheus: Boost.Beast, the HTTP server (header-only)
+    libmbedtls-dev libcrypt-dev openssl   # --web.config.file in -DMEMLAT_TLS=ON builds: TLS, bcrypt; openssl makes the test's certificate
     prometheus                  # runtime tests: a real Prometheus scrapes the exporters
     libgtest-dev                # unit tests
     python3 binutils            # runtime tests and the static-binary check (readelf)

@@ -58,20 +58,24 @@ def http_get(url: str, headers: Optional[dict] = None, timeout: float = 5.0) -> 
 def exporter_port(tool: Tool) -> int:
     """The port the tool says it serves on (it was given port 0: the kernel chose)."""
     for line in tool._err.lines:
-        m = re.search(r"serving Prometheus metrics on http://[^ ]*:(\d+)/metrics", line)
+        m = re.search(r"serving Prometheus metrics on https?://[^ ]*:(\d+)/metrics", line)
         if m:
             return int(m.group(1))
     raise Failure("the tool did not say where it serves:\n" + "".join(tool._err.lines))
 
 
 class Prometheus:
-    """A Prometheus server of our own scraping `target` every second; removed on exit."""
+    """A Prometheus server of our own scraping `target` every second; removed on exit.
+    `job_options` are more lines of the scrape job (YAML, indented by 4: scheme, tls_config,
+    basic_auth); `wait` False does not wait for a first successful scrape."""
 
-    def __init__(self, target: str):
+    def __init__(self, target: str, job_options: str = "", wait: bool = True):
         if not os.access(PROMETHEUS, os.X_OK):
             skip(f"{PROMETHEUS} is not installed (Debian package prometheus; "
                  "scripts/install-deps.sh installs it)")
         self.target = target
+        self.job_options = job_options
+        self.wait = wait
         self.dir = tempfile.mkdtemp(prefix="memlat_prometheus_")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -83,7 +87,7 @@ class Prometheus:
         with open(config, "w") as f:
             f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
                     "scrape_configs:\n  - job_name: memlat\n    static_configs:\n"
-                    f"      - targets: ['{self.target}']\n")
+                    f"      - targets: ['{self.target}']\n{self.job_options}")
         argv = [PROMETHEUS, f"--config.file={config}",
                 f"--storage.tsdb.path={os.path.join(self.dir, 'data')}",
                 f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"]
@@ -103,7 +107,8 @@ class Prometheus:
             time.sleep(0.1)
         else:
             raise Failure("prometheus was not ready within 30 s:\n" + self._log_text())
-        self.wait_scrape()
+        if self.wait:
+            self.wait_scrape()
         return self
 
     def _log_text(self) -> str:

@@ -21,63 +21,13 @@
 #include "capabilities.h"
 #include "errors.h"
 #include "run_loop.h"
+#include "tls_stream.h"
 
 namespace memlat {
 
 namespace asio = boost::asio;
 namespace http = boost::beast::http;
 using tcp = asio::ip::tcp;
-
-std::string ListenAddress::describe() const {
-    if (host.empty())
-        return fmt::format("*:{}", port);
-    if (host.find(':') != std::string::npos)
-        return fmt::format("[{}]:{}", host, port);
-    return fmt::format("{}:{}", host, port);
-}
-
-ListenAddress parse_listen_address(std::string_view text) {
-    ListenAddress where;
-    std::string_view host, port = text;
-    if (text.starts_with('[')) {
-        auto close = text.find(']');
-        if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
-            throw UsageError(
-                fmt::format("--prometheus '{}': an IPv6 address goes in brackets, then :PORT (e.g. "
-                            "[::1]:9847)",
-                            text));
-        host = text.substr(1, close - 1);
-        port = text.substr(close + 2);
-    } else if (auto colon = text.rfind(':'); colon != std::string_view::npos) {
-        host = text.substr(0, colon);
-        port = text.substr(colon + 1);
-        if (host.find(':') != std::string_view::npos)
-            throw UsageError(fmt::format(
-                "--prometheus '{}': put an IPv6 address in brackets (e.g. [::1]:9847)", text));
-    }
-    unsigned number = 0;
-    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), number);
-    if (port.empty() || ec != std::errc{} || end != port.data() + port.size() || number > 65535)
-        throw UsageError(fmt::format(
-            "--prometheus '{}': the port must be a number from 0 to 65535, not '{}'", text, port));
-    where.port = static_cast<uint16_t>(number);
-    if (host == "localhost")
-        host = "127.0.0.1";
-    if (!host.empty()) {
-        const std::string h(host);
-        unsigned char address[sizeof(in6_addr)];
-        const int family = h.find(':') != std::string::npos ? AF_INET6 : AF_INET;
-        if (inet_pton(family, h.c_str(), address) != 1)
-            throw UsageError(fmt::format("--prometheus '{}': '{}' is not an IP address (give "
-                                         "one, e.g. 127.0.0.1:9847, or only :PORT for all)",
-                                         text, host));
-        // The canonical spelling, as the kernel would print it.
-        char text[INET6_ADDRSTRLEN];
-        inet_ntop(family, address, text, sizeof(text));
-        where.host = text;
-    }
-    return where;
-}
 
 bool PrometheusOptions::label(std::string_view name) const {
     return std::find(labels.begin(), labels.end(), name) != labels.end();
@@ -123,6 +73,11 @@ void add_prometheus_options(CommandLine &cli, PrometheusOptions &options,
                    if (options.max_series == 0)
                        throw UsageError("--max-series must be at least 1");
                });
+    cli.option(0, "web.config.file", "FILE",
+               "With --prometheus: TLS and basic authentication as FILE says (the Prometheus "
+               "exporter-toolkit's format: tls_server_config, basic_auth_users; in builds made "
+               "with cmake -DMEMLAT_TLS=ON)",
+               [&options](const std::string &path) { options.web = read_web_config(path); });
 }
 
 void check_prometheus_options(const PrometheusOptions &options, const CommonOptions &common) {
@@ -132,6 +87,8 @@ void check_prometheus_options(const PrometheusOptions &options, const CommonOpti
         if (options.max_series_given)
             throw UsageError("--max-series goes with --prometheus (it bounds the series of "
                              "--prometheus-labels)");
+        if (options.web)
+            throw UsageError("--web.config.file goes with --prometheus");
         require_stdout();
         return;
     }
@@ -242,8 +199,9 @@ class Exporter::Server {
     static constexpr auto kResponseTime = std::chrono::seconds(10);
     static constexpr uint32_t kHeaderLimit = 16 * 1024;
 
-    Server(const ListenAddress &where, std::string tool, Collect collect)
-        : tool_(std::move(tool)), collect_(std::move(collect)), acceptor_(io_), sweep_(io_) {
+    Server(const ListenAddress &where, std::string tool, Collect collect, const WebConfig &web)
+        : tool_(std::move(tool)), collect_(std::move(collect)), web_(web), acceptor_(io_),
+          sweep_(io_) {
         const int listener = open_listener(where);
         sockaddr_storage local{};
         socklen_t length = sizeof(local);
@@ -267,7 +225,7 @@ class Exporter::Server {
     ~Server() {
         // The loop has stopped: close every socket before the io_context goes.
         for (auto &c : connections_)
-            c->socket.close();
+            c->stream.socket().close();
         connections_.clear();
         boost::system::error_code ignored;
         acceptor_.close(ignored);
@@ -278,11 +236,12 @@ class Exporter::Server {
     void stop() { io_.stop(); }
 
     ListenAddress bound() const { return bound_; }
+    bool tls() const { return web_.tls() != nullptr; }
 
   private:
     struct Connection {
-        explicit Connection(asio::io_context &io) : socket(io) {}
-        tcp::socket socket;
+        explicit Connection(asio::io_context &io) : stream(io) {}
+        HttpStream stream; // the socket, or TLS over it (--web.config.file)
         boost::beast::flat_buffer buffer;
         http::request_parser<http::empty_body> parser;
         http::response<http::string_body> response;
@@ -294,7 +253,7 @@ class Exporter::Server {
 
     void accept() {
         auto c = std::make_shared<Connection>(io_);
-        acceptor_.async_accept(c->socket, [this, c](boost::system::error_code error) {
+        acceptor_.async_accept(c->stream.socket(), [this, c](boost::system::error_code error) {
             if (error == asio::error::operation_aborted)
                 return;
             if (error) {
@@ -321,15 +280,22 @@ class Exporter::Server {
     void admit(const ConnectionPtr &c) {
         if (connections_.size() >= kMaxConnections && !drop_oldest_waiting()) {
             boost::system::error_code ignored;
-            c->socket.close(ignored); // every connection is being answered: refuse
+            c->stream.socket().close(ignored); // every connection is being answered: refuse
             return;
         }
         connections_.push_back(c);
         c->deadline = Clock::now() + kRequestTime;
         c->parser.header_limit(kHeaderLimit);
         c->parser.body_limit(0);
-        http::async_read(c->socket, c->buffer, c->parser,
-                         [this, c](boost::system::error_code error, size_t) { read(c, error); });
+        if (web_.tls()) // the handshake is within the request's deadline
+            c->stream.start_tls(*web_.tls());
+        c->stream.async_handshake([this, c](boost::system::error_code error) {
+            if (error)
+                return read(c, error);
+            http::async_read(
+                c->stream, c->buffer, c->parser,
+                [this, c](boost::system::error_code error, size_t) { read(c, error); });
+        });
     }
 
     // Closes the connection that has waited longest for its request; false if none waits.
@@ -363,11 +329,12 @@ class Exporter::Server {
         res.prepare_payload();
         c->answering = true;
         c->deadline = Clock::now() + kResponseTime;
-        http::async_write(c->socket, res, [this, c](boost::system::error_code, size_t) {
+        http::async_write(c->stream, res, [this, c](boost::system::error_code, size_t) {
             if (c->closed)
                 return;
             boost::system::error_code ignored;
-            c->socket.shutdown(tcp::socket::shutdown_send, ignored);
+            c->stream.close_notify();
+            c->stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
             finish(c);
         });
     }
@@ -377,7 +344,7 @@ class Exporter::Server {
             return;
         c->closed = true;
         boost::system::error_code ignored;
-        c->socket.close(ignored); // its pending read or write completes as aborted
+        c->stream.socket().close(ignored); // its pending read or write completes as aborted
         connections_.remove(c);
     }
 
@@ -402,6 +369,12 @@ class Exporter::Server {
                  http::response<http::string_body> &res) {
         res.version(req.version());
         res.set(http::field::server, "memlat");
+        if (!web_.auth().allows(req[http::field::authorization])) { // --web.config.file's users
+            res.result(http::status::unauthorized);
+            res.set(http::field::www_authenticate, "Basic realm=\"memlat\"");
+            res.body() = "Unauthorized\n";
+            return;
+        }
         if (req.method() != http::verb::get) {
             res.result(http::status::method_not_allowed);
             res.set(http::field::allow, "GET");
@@ -439,6 +412,7 @@ class Exporter::Server {
 
     std::string tool_;
     Collect collect_;
+    WebAccess web_;
     ListenAddress bound_;
     asio::io_context io_{1};
     tcp::acceptor acceptor_;
@@ -447,8 +421,9 @@ class Exporter::Server {
     std::list<ConnectionPtr> connections_; // oldest first
 };
 
-Exporter::Exporter(const ListenAddress &where, std::string tool, Collect collect)
-    : server_(std::make_unique<Server>(where, std::move(tool), std::move(collect))) {
+Exporter::Exporter(const ListenAddress &where, std::string tool, Collect collect,
+                   const WebConfig &web)
+    : server_(std::make_unique<Server>(where, std::move(tool), std::move(collect), web)) {
     // SIGINT and SIGTERM are the main thread's (they stop the tool): the server's thread
     // blocks them, and inherits that mask from here.
     sigset_t stop_signals, before;
@@ -473,11 +448,15 @@ ListenAddress Exporter::bound() const {
     return server_->bound();
 }
 
+bool Exporter::tls() const {
+    return server_->tls();
+}
+
 void serve_until_stopped(std::string_view tool, const Exporter &exporter,
                          const CommonOptions &common,
                          const std::function<void(std::chrono::milliseconds)> &wait) {
-    fmt::print(stderr, "{}: serving Prometheus metrics on http://{}/metrics\n", tool,
-               exporter.bound().describe());
+    fmt::print(stderr, "{}: serving Prometheus metrics on {}://{}/metrics\n", tool,
+               exporter.tls() ? "https" : "http", exporter.bound().describe());
     drop_capabilities();
     verbose(common.verbosity(), "every capability dropped: the programs are attached, and "
                                 "reading their maps needs none");

@@ -16,22 +16,12 @@
 #include <thread>
 #include <vector>
 
+#include "listen_address.h"
 #include "options.h"
 #include "prometheus.h"
+#include "web_config.h"
 
 namespace memlat {
-
-// Where to listen: an IP address (empty: every address of the machine) and a port.
-struct ListenAddress {
-    std::string host;
-    uint16_t port = 0;
-    std::string describe() const; // "127.0.0.1:9847", "[::1]:9847", "*:9847"
-};
-
-// "9847", ":9847", "127.0.0.1:9847", "[::1]:9847", "localhost:9847". Host names other than
-// localhost are refused (a static binary cannot use the system's resolver). A UsageError
-// names what is wrong.
-ListenAddress parse_listen_address(std::string_view text);
 
 // The options every exporter shares, set by add_prometheus_options().
 struct PrometheusOptions {
@@ -39,11 +29,13 @@ struct PrometheusOptions {
     std::vector<std::string> labels;     // --prometheus-labels
     size_t max_series = 1000;            // --max-series
     bool max_series_given = false;       // a usage error without --prometheus
+    std::optional<WebConfig> web;        // --web.config.file: TLS, basic auth
     bool on() const { return listen.has_value(); }
     bool label(std::string_view name) const;
 };
 
-// Adds --prometheus, --prometheus-labels (from `allowed`, e.g. {"comm"}) and --max-series.
+// Adds --prometheus, --prometheus-labels (from `allowed`, e.g. {"comm"}), --max-series and
+// --web.config.file.
 void add_prometheus_options(CommandLine &cli, PrometheusOptions &options,
                             std::vector<std::string> allowed);
 // A UsageError when --prometheus-labels or --max-series was given without --prometheus, or
@@ -54,15 +46,19 @@ void check_prometheus_options(const PrometheusOptions &options, const CommonOpti
 class Exporter {
   public:
     using Collect = std::function<void(prometheus::Exposition &)>;
-    // Binds (a RuntimeError when the port is taken or the address is not the machine's) and
-    // starts serving; `collect` runs on the server's thread at each scrape of /metrics.
-    Exporter(const ListenAddress &where, std::string tool, Collect collect);
+    // Binds (a RuntimeError when the port is taken or the address is not the machine's, or
+    // `web`'s certificate cannot be used) and starts serving, over TLS and to `web`'s users
+    // only when it has them; `collect` runs on the server's thread at each scrape of /metrics.
+    Exporter(const ListenAddress &where, std::string tool, Collect collect,
+             const WebConfig &web = {});
     Exporter(const Exporter &) = delete;
     Exporter &operator=(const Exporter &) = delete;
     // Stops serving: closes the listening socket and every connection.
     ~Exporter();
     // The bound address (the port the kernel chose when PORT was 0).
     ListenAddress bound() const;
+    // Whether it serves HTTPS (--web.config.file's tls_server_config).
+    bool tls() const;
 
     class Server; // Boost.Beast stays out of this header
 
