@@ -756,6 +756,7 @@ def _(t: Test):
                   "--web.listen-address", "127.0.0.1:0") as proc:
             text = check_exposition(t, exporter_port(proc), "memlat exporter")
         check_stopped(t, proc, "memlat exporter")
+        families["exporter"] = exposed_names(text)
         exporter_typed = {n for n in re.findall(r"^# TYPE (\S+) ", text, re.M)
                           if not n.startswith("memlat_memstall_")}
         own = {"memlat_tool_up", "memlat_tool_error_info"}
@@ -1055,7 +1056,7 @@ def _(t: Test):
                    re.search(r"^memlat_page_cache_", text, re.M) is not None)
         with Prometheus(f"127.0.0.1:{port}") as prom:
             t0, a0, b0 = bracketed_scrape(prom, lambda: tlb_interrupts()[VICTIM])
-            run_workload("tlb_workload", "--seconds", "1", "--main-cpu", str(SENDER),
+            run_workload("tlb_workload", "--seconds", "2", "--main-cpu", str(SENDER),
                          "--worker-cpu", str(VICTIM))
             time.sleep(0.3)
             t1, a1, b1 = bracketed_scrape(prom, lambda: tlb_interrupts()[VICTIM])
