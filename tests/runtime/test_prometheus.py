@@ -187,13 +187,17 @@ class Prometheus:
         return float(result[0]["value"][1])
 
     def wait_scrape(self, timeout: float = 15.0) -> float:
-        """Waits for a successful scrape newer than the last one seen; returns its time."""
+        """Waits for a successful scrape that began after this call (and is newer than the
+        last one seen); returns its time. Not merely "newer than the last one seen": after a
+        workload longer than the scrape interval that is a scrape from the middle of the
+        workload (numamove's count read 3679 of 4351 pages that way)."""
+        called = time.time()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             up = self.query('up{job="memlat"}')
             if up and up[0]["value"][1] == "1":
                 ts = self.value('timestamp(up{job="memlat"})')
-                if ts is not None and ts > self.last_scrape:
+                if ts is not None and ts > self.last_scrape and ts >= called:
                     self.last_scrape = ts
                     return ts
             time.sleep(0.05)
