@@ -414,8 +414,11 @@ def _(t: Test, serving: Serving):
             f"[{median_low:.6f}, {median_high:.6f}] s", p50)
     # Both tools time each stall with their own programs on the same tracepoints, which run
     # one after the other: their clock reads differ by a fraction of a microsecond a stall.
-    t.check_close("histogram _sum vs the trace mode's sum of stalls (1 us a stall)", sum(lat),
-                  p_sum or 0, rel_tol=0, abs_tol=len(lat) * 1e-6)
+    # In `memlat exporter` memstall's programs on the same reclaim tracepoints run between
+    # them too, longer at the begin than at the end (1.5 us a stall once on a loaded machine).
+    per_stall_us = 3 if serving.exporter else 1
+    t.check_close(f"histogram _sum vs the trace mode's sum of stalls ({per_stall_us} us a "
+                  "stall)", sum(lat), p_sum or 0, rel_tol=0, abs_tol=len(lat) * per_stall_us * 1e-6)
     t.check_in("exposition has the per-task series", 'comm="file_reader"', text, "/metrics")
     check_stopped(t, tool, "drsnoop")
 
