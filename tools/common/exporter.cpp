@@ -33,14 +33,26 @@ bool PrometheusOptions::label(std::string_view name) const {
     return std::find(labels.begin(), labels.end(), name) != labels.end();
 }
 
-void add_prometheus_options(CommandLine &cli, PrometheusOptions &options,
-                            std::vector<std::string> allowed) {
+void add_listen_option(CommandLine &cli, PrometheusOptions &options) {
     cli.option(
         0, "prometheus", "[ADDR:]PORT",
         "Serve the counters and histograms as Prometheus metrics on ADDR:PORT "
         "(http://ADDR:PORT/metrics; no ADDR: every address) instead of printing "
         "them; runs until SIGTERM or Ctrl-C",
         [&options](const std::string &text) { options.listen = parse_listen_address(text); });
+    add_web_config_option(cli, options.web);
+}
+
+void add_web_config_option(CommandLine &cli, std::optional<WebConfig> &web) {
+    cli.option(0, "web.config.file", "FILE",
+               "With --prometheus: TLS and basic authentication as FILE says (the Prometheus "
+               "exporter-toolkit's format: tls_server_config, basic_auth_users; in builds made "
+               "with cmake -DMEMLAT_TLS=ON)",
+               [&web](const std::string &path) { web = read_web_config(path); });
+}
+
+void add_series_options(CommandLine &cli, PrometheusOptions &options,
+                        std::vector<std::string> allowed) {
     std::string names;
     for (const auto &a : allowed)
         names += (names.empty() ? "" : ", ") + a;
@@ -73,11 +85,6 @@ void add_prometheus_options(CommandLine &cli, PrometheusOptions &options,
                    if (options.max_series == 0)
                        throw UsageError("--max-series must be at least 1");
                });
-    cli.option(0, "web.config.file", "FILE",
-               "With --prometheus: TLS and basic authentication as FILE says (the Prometheus "
-               "exporter-toolkit's format: tls_server_config, basic_auth_users; in builds made "
-               "with cmake -DMEMLAT_TLS=ON)",
-               [&options](const std::string &path) { options.web = read_web_config(path); });
 }
 
 void check_prometheus_options(const PrometheusOptions &options, const CommonOptions &common) {

@@ -2,7 +2,8 @@
 // `TOOL ARGS...` through a link (symbolic or hard) named after it, exactly as a binary of its
 // own would: same options, output and exit statuses. A link named memlat-TOOL does the same:
 // the Debian package installs those, since Debian's libbpf-tools owns /usr/sbin/drsnoop,
-// cachestat and numamove (README "Installing").
+// cachestat and numamove (README "Installing"). `memlat exporter` serves every tool's
+// counters to Prometheus from one process.
 #include <cstdio>
 #include <cstring>
 #include <fmt/format.h>
@@ -28,6 +29,8 @@ void usage(FILE *out) {
                     "Tools:\n");
     for (const ToolEntry *tool : memlat::tool_entries())
         fmt::print(out, "  {:<14}{}\n", tool->name, tool->summary);
+    fmt::print(out, "\nFleet mode:\n  {:<14}{}\n", "exporter",
+               "every tool's counters and histograms for Prometheus, one process, one port");
     fmt::print(out, "\n'memlat TOOL -h' shows a tool's options.\n"
                     "  -h, --help     Show this list and exit\n"
                     "  -V, --version  Print the version and exit\n");
@@ -59,6 +62,8 @@ int main(int argc, char **argv) {
     }
     if (const ToolEntry *tool = find_tool(first))
         return tool->main(argc - 1, argv + 1);
+    if (first == "exporter")
+        return memlat::exporter_main(argc - 1, argv + 1);
     std::string names;
     for (const ToolEntry *tool : memlat::tool_entries())
         names += (names.empty() ? "" : ", ") + std::string(tool->name);
