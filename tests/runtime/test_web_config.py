@@ -3,8 +3,9 @@
 by a real Prometheus (Debian's package, started by the test as in test_prometheus.py).
 
 The test makes a self-signed certificate for 127.0.0.1 (openssl) and a bcrypt hash of a
-password (libxcrypt, through Python's crypt module), starts cachestat --prometheus with a web
-configuration naming them, then checks:
+password (libxcrypt, through Python's crypt module), starts cachestat --prometheus
+(runtime.prometheus_tls_basic_auth) or memlat exporter (runtime.exporter_tls_basic_auth) with a
+web configuration naming them, then checks:
 - by hand (Python's ssl, verifying the certificate): no credentials and a wrong password get
   401 with a Basic challenge, the right one gets the metrics; plain HTTP gets no answer;
 - a Prometheus scraping with scheme https, the certificate as its CA and the right password
@@ -96,15 +97,16 @@ def job_options(cert: str, password: str) -> str:
             f"    basic_auth:\n      username: {USER}\n      password: '{password}'\n")
 
 
-@scenario("prometheus_tls_basic_auth")
-def _(t: Test):
+def tls_basic_auth(t: Test, exporter: bool) -> None:
+    """The checks of the module's docstring, on `cachestat --prometheus` or on `memlat exporter
+    --tools cachestat`."""
     directory = tempfile.mkdtemp(prefix="memlat_web_")
     try:
         web = os.path.join(directory, "web.yml")
         if not tls_build():
             with open(web, "w") as f:
                 f.write("tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n")
-            r = run([binary("cachestat"), "--prometheus", "127.0.0.1:0", "--web.config.file", web])
+            r = run(serving(exporter) + ["--web.config.file", web])
             t.check_eq("a build without TLS: --web.config.file is a usage error", 2, r.rc)
             t.check_in("the message names the option that adds TLS", "-DMEMLAT_TLS=ON", r.stderr,
                        "stderr")
@@ -116,7 +118,8 @@ def _(t: Test):
             f.write("# made by test_web_config.py\ntls_server_config:\n"
                     "  cert_file: cert.pem\n  key_file: key.pem\n"
                     f"basic_auth_users:\n  {USER}: {bcrypt_hash(PASSWORD)}\n")
-        with Tool("cachestat", "--prometheus", "127.0.0.1:0", "--web.config.file", web) as tool:
+        argv = serving(exporter)
+        with Tool(os.path.basename(argv[0]), *argv[1:], "--web.config.file", web) as tool:
             port = tp.exporter_port(tool)
             t.check_in("it says it serves HTTPS", f"https://127.0.0.1:{port}/metrics",
                        "".join(tool._err.lines), "stderr")
@@ -153,9 +156,27 @@ def _(t: Test):
             t.check_in("Prometheus with a wrong password is refused (401)", "401", error,
                        "its scrape error")
             t.check_eq("... up", 0.0, up)
-        t.check_eq("cachestat's exit status after SIGINT", 0, tool.result.rc)
+        t.check_eq("the exit status after SIGINT", 0, tool.result.rc)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def serving(exporter: bool) -> list[str]:
+    """The command line of what serves: memlat exporter (cachestat only), or cachestat."""
+    if exporter:
+        return [binary("memlat"), "exporter", "--tools", "cachestat", "--web.listen-address",
+                "127.0.0.1:0"]
+    return [binary("cachestat"), "--prometheus", "127.0.0.1:0"]
+
+
+@scenario("prometheus_tls_basic_auth")
+def _(t: Test):
+    tls_basic_auth(t, exporter=False)
+
+
+@scenario("exporter_tls_basic_auth")
+def _(t: Test):
+    tls_basic_auth(t, exporter=True)
 
 
 if __name__ == "__main__":
