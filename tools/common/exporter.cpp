@@ -45,8 +45,8 @@ void add_listen_option(CommandLine &cli, PrometheusOptions &options) {
 
 void add_web_config_option(CommandLine &cli, std::optional<WebConfig> &web) {
     cli.option(0, "web.config.file", "FILE",
-               "With --prometheus: TLS and basic authentication as FILE says (the Prometheus "
-               "exporter-toolkit's format: tls_server_config, basic_auth_users; in builds made "
+               "Serve HTTPS and ask for a user and password as FILE says (the Prometheus "
+               "exporter-toolkit's format: tls_server_config, basic_auth_users; builds made "
                "with cmake -DMEMLAT_TLS=ON)",
                [&web](const std::string &path) { web = read_web_config(path); });
 }
