@@ -1124,6 +1124,13 @@ def _(t: Test):
                   env=dict(os.environ, **env))
         t.check_eq(f"memlat exporter {' '.join(args)} ({why}): exit status", status, res.rc)
         t.check_in(f"{why}: the message", message, res.stderr, "stderr")
+    res = run([memlat, "exporter", "-h"])
+    t.check_eq("memlat exporter -h: exit status", 0, res.rc)
+    for option in ("--tools=LIST", "--web.listen-address=[ADDR:]PORT", "--drsnoop.cgroup=PATH",
+                   "--tlbflush.latency", "--numamove.per-call", "--memstall.prometheus-labels",
+                   "--cachestat.pid=PID", "--compactsnoop.kind=LIST"):
+        t.check_in(f"memlat exporter -h lists {option}", option, res.stdout, "stdout")
+    t.check_in("memlat -h lists the exporter", "exporter", run([memlat, "-h"]).stdout, "stdout")
     # Nothing can run (no capability at all): exit 1, each tool saying why.
     res = run(setpriv_command([]) + [memlat, "exporter", "--tools", "drsnoop,numamove",
                                      "--web.listen-address", "127.0.0.1:0"])
