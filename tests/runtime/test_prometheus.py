@@ -32,9 +32,10 @@ from typing import Optional
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memlat_test import (Failure, FtraceOracle, MemoryCgroup, Test, TestFile, Tool,  # noqa: E402
-                         Workload, _kill_group, log, main, require_cpus, run, run_workload,
-                         scenario, setpriv_command, skip, snoop_events, tlb_interrupts)
+from memlat_test import (_BTF_VARIANT, Failure, FtraceOracle, MemoryCgroup, Test,  # noqa: E402
+                         TestFile, Tool, Workload, _kill_group, log, main, require_cpus, run,
+                         run_workload, scenario, setpriv_command, skip, snoop_events,
+                         tlb_interrupts)
 
 PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"
@@ -101,12 +102,15 @@ class Serving:
         return f'{{tool="{name}"}}' if self.exporter else ""
 
 
-def both_servings(name: str, unprivileged: bool = False):
+def both_servings(name: str, unprivileged: bool = False, exporter_btf_file: bool = False):
     """Registers fn(t, serving) twice: prometheus_NAME (the tool's own --prometheus) and
-    exporter_NAME (one `memlat exporter` running every tool), both against the same oracles."""
+    exporter_NAME (one `memlat exporter` running every tool), both against the same oracles;
+    `exporter_btf_file`: the exporter also as on a kernel without BTF of its own (every tool
+    of the process relocated against one --btf file)."""
     def register(fn):
         scenario(f"prometheus_{name}", unprivileged=unprivileged)(lambda t: fn(t, Serving(False)))
-        scenario(f"exporter_{name}", unprivileged=unprivileged)(lambda t: fn(t, Serving(True)))
+        scenario(f"exporter_{name}", btf_file=exporter_btf_file,
+                 unprivileged=unprivileged)(lambda t: fn(t, Serving(True)))
         return fn
     return register
 
@@ -283,7 +287,7 @@ def check_stopped(t: Test, tool: Tool, name: str) -> None:
 
 # ---------------------------------------------------------------- tlbflush
 
-@both_servings("tlbflush_matches_interrupts", unprivileged=True)
+@both_servings("tlbflush_matches_interrupts", unprivileged=True, exporter_btf_file=True)
 def _(t: Test, serving: Serving):
     require_cpus(SENDER, VICTIM)
     with serving.tool("tlbflush", "-L") as tool:
@@ -335,7 +339,7 @@ def _(t: Test, serving: Serving):
             hooks = {r["metric"]["probe"]: r["metric"]["hook"]
                      for r in prom.query("memlat_probe_info" + serving.own("tlbflush"))}
             t.check_eq("memlat_probe_info: tlb:tlb_flush hook (the loader's choice, as -v says)",
-                       "tp_btf",
+                       "raw_tp" if _BTF_VARIANT.path else "tp_btf",  # tp_btf needs kernel BTF
                        hooks.get("tlb:tlb_flush"))
             lost = prom.value("memlat_table_full_total" + serving.own("tlbflush"))
             t.check_eq("memlat_table_full_total", 0, lost)
@@ -344,7 +348,7 @@ def _(t: Test, serving: Serving):
 
 # ---------------------------------------------------------------- drsnoop
 
-@both_servings("drsnoop_matches_ftrace", unprivileged=True)
+@both_servings("drsnoop_matches_ftrace", unprivileged=True, exporter_btf_file=True)
 def _(t: Test, serving: Serving):
     with MemoryCgroup("drsnoop_prom", LIMIT) as cg, \
             TestFile(FILE_SIZE, "drsnoop_prom", cold=True) as f, \
@@ -413,7 +417,7 @@ def _(t: Test, serving: Serving):
 
 # ---------------------------------------------------------------- cachestat
 
-@both_servings("cachestat_matches_ftrace", unprivileged=True)
+@both_servings("cachestat_matches_ftrace", unprivileged=True, exporter_btf_file=True)
 def _(t: Test, serving: Serving):
     import test_cachestat as cs
     cs.require_page_size()
