@@ -1122,6 +1122,8 @@ def _(t: Test):
             (["--drsnoop.prometheus-labels", "inode"], {}, "an unknown label", 2,
              "unknown label 'inode'"),
             (["-j"], {}, "an option of the tools' text output", 2, "memlat exporter: "),
+            (["--compactsnoop.max-entries", "100"], {}, "a table size for a tool without tables",
+             2, "compactsnoop: --max-entries sizes the tables of -K"),
             (["-d", "1"], {"MEMLAT_DISABLE_HOOKS": "no_such_hook"},
              "a hook no tool knows", 2, "no_such_hook is not a hook kind or a hook of any tool")):
         res = run([memlat, "exporter", "--web.listen-address", "127.0.0.1:0", *args],
