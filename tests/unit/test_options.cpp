@@ -83,6 +83,16 @@ struct Parsed {
     bool flag = false;
 };
 
+// Parses `args` as the command line of `name`.
+void parse_args(memlat::CommandLine &cli, std::string name, std::vector<std::string> args) {
+    std::vector<char *> argv;
+    args.insert(args.begin(), std::move(name));
+    for (auto &a : args)
+        argv.push_back(a.data());
+    argv.push_back(nullptr);
+    cli.parse(static_cast<int>(args.size()), argv.data());
+}
+
 Parsed parse(std::vector<std::string> args) {
     Parsed p;
     memlat::CommandLine cli("tool", "A tool.", "Examples: none");
@@ -91,12 +101,7 @@ Parsed parse(std::vector<std::string> args) {
     cli.option('u', "uid", "UID", "user", p.uid);
     cli.flag(0, "long-only", "a long-only flag", p.flag);
     memlat::add_common_options(cli, p.common, true);
-    std::vector<char *> argv;
-    args.insert(args.begin(), "tool");
-    for (auto &a : args)
-        argv.push_back(a.data());
-    argv.push_back(nullptr);
-    cli.parse(static_cast<int>(args.size()), argv.data());
+    parse_args(cli, "tool", std::move(args));
     return p;
 }
 
@@ -152,12 +157,7 @@ Grouped parse_grouped(std::vector<std::string> args) {
     cli.option('p', "pid", "PID", "process", g.drsnoop_pid);
     cli.begin_group("tlbflush.", "tlbflush:");
     cli.flag('L', "latency", "latency", g.latency);
-    std::vector<char *> argv;
-    args.insert(args.begin(), "exporter");
-    for (auto &a : args)
-        argv.push_back(a.data());
-    argv.push_back(nullptr);
-    cli.parse(static_cast<int>(args.size()), argv.data());
+    parse_args(cli, "exporter", std::move(args));
     g.drsnoop_given = cli.group_given("drsnoop.");
     g.tlbflush_given = cli.group_given("tlbflush.");
     return g;
