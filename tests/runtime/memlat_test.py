@@ -890,13 +890,14 @@ class Tool:
     the tool exits or times out first, that is a Failure showing its output. The body then
     runs the workload. On exit the tool is stopped with SIGINT (unless it already ended, or
     wait_exit=True: then it is left to end by itself, e.g. with -d or an interval count) and
-    `result` holds its exit status and output. The tool is killed if anything goes wrong."""
+    `result` holds its exit status and output. The tool is killed if anything goes wrong.
+    `program` runs another binary than BUILD/NAME (an installed one: test_deb.py)."""
 
     def __init__(self, name: str, *args: str, env: Optional[dict] = None,
                  wait_exit: bool = False, exit_timeout: float = 30.0,
                  ready_timeout: float = READY_TIMEOUT, watch_bpf: bool = False,
-                 prefix: Sequence[str] = ()):
-        self.argv = [binary(name), *args]
+                 prefix: Sequence[str] = (), program: Optional[str] = None):
+        self.argv = [program or binary(name), *args]
         self.prefix = list(prefix)  # a command that runs the tool (setpriv ...)
         self.name = name
         self.watch_bpf = watch_bpf
