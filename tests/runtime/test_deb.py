@@ -29,7 +29,7 @@ FILE_SIZE = 16 << 20
 TOL = 0.05
 # The directories only this package creates: gone after the purge.
 OWN_DIRS = ("/usr/libexec/memlat", "/usr/share/doc/memlat", "/usr/share/memlat",
-            "/usr/lib/systemd/system/memlat@tlbflush.service.d")
+            "/usr/lib/systemd/system/memlat@exporter.service.d")
 
 
 def cache_entry(name: str) -> str:
