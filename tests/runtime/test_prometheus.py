@@ -33,9 +33,9 @@ from typing import Optional
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from memlat_test import (_BTF_VARIANT, Failure, FtraceOracle, MemoryCgroup, Test,  # noqa: E402
-                         TestFile, Tool, Workload, _kill_group, log, main, require_cpus, run,
-                         run_workload, scenario, setpriv_command, skip, snoop_events,
-                         tlb_interrupts)
+                         TestFile, Tool, Workload, _kill_group, check_nothing_left, log, main,
+                         require_cpus, run, run_workload, scenario, setpriv_command, skip,
+                         snoop_events, tlb_interrupts)
 
 PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"
@@ -1059,7 +1059,7 @@ def _(t: Test):
     others serve and count, tlbflush against /proc/interrupts as in its own scenario."""
     require_cpus(SENDER, VICTIM)
     with Tool("memlat", "exporter", "--web.listen-address", "127.0.0.1:0",
-              env=NO_DIRTY_TRACEPOINTS) as tool:
+              env=NO_DIRTY_TRACEPOINTS, watch_bpf=True) as tool:
         port = exporter_port(tool)
         text = check_exposition(t, port, "memlat exporter", down=("cachestat",))
         check_no_capabilities(t, tool, "memlat exporter")
@@ -1090,6 +1090,8 @@ def _(t: Test):
     t.check_eq("memlat exporter: exit status after SIGINT", 0, res.rc)
     t.check_in("stderr says once why cachestat does not run",
                "memlat exporter: cachestat does not run: ", res.stderr, "stderr")
+    # Neither cachestat's refused load nor the five tools that ran leave anything behind.
+    check_nothing_left(t, tool.bpf_watch, "memlat exporter")
 
 
 @scenario("exporter_missing_capability")
