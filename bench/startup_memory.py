@@ -2,6 +2,7 @@
 """Start-up cost of each tool's default mode: exec -> ready, peak RSS and binary size.
 
     bench/startup_memory.py [--build-dir build] [--runs 7] [--json] [TOOL ...]
+    bench/startup_memory.py --tool-args "--prometheus 127.0.0.1:0" drsnoop ... exporter
 
 Each run starts the tool with MEMLAT_READY=1 (it prints "memlat: ready" on stderr once its
 programs are attached), times exec -> that line, lets it trace for --hold seconds, reads VmHWM
@@ -109,10 +110,12 @@ def main() -> int:
         sys.exit("startup_memory: needs root (the tools load BPF programs)")
     rows = []
     for tool in args.tools:
-        binary = os.path.join(args.build_dir, tool)
+        # "exporter": `memlat exporter` with every tool (--tool-args "--prometheus ADDR" runs
+        # the tools and it alike: the exporter takes --prometheus for --web.listen-address).
+        binary = os.path.join(args.build_dir, "memlat" if tool == "exporter" else tool)
         if not os.access(binary, os.X_OK):
             sys.exit(f"startup_memory: {binary} missing; build first")
-        argv = [binary] + args.tool_args.split()
+        argv = [binary] + (["exporter"] if tool == "exporter" else []) + args.tool_args.split()
         one_run(argv, env_extra, 0.0, 30.0)  # warm the page cache and the kernel's BTF
         startups, cpus, hwms = [], [], []
         for _ in range(args.runs):

@@ -49,8 +49,9 @@ int serve_tool_metrics(std::string_view tool, const PrometheusOptions &prom,
 class ExporterPart {
   public:
     virtual ~ExporterPart() = default;
-    // The tool's options that shape its metrics (filters, --prometheus-labels, --max-series),
-    // as the tool itself names them; the exporter has begun the group --TOOL.NAME.
+    // The tool's options that shape its metrics (filters, --prometheus-labels, --max-series,
+    // --max-entries), as the tool itself names them; the exporter has begun the group
+    // --TOOL.NAME.
     virtual void add_options(CommandLine &cli) = 0;
     // Once the command line is parsed: the tool, given the exporter's run options and where it
     // serves, checks its options with no kernel involved (a UsageError: the exporter stops; a
@@ -70,9 +71,14 @@ class ExporterPartOf final : public ExporterPart {
   public:
     using AddOptions = void (*)(CommandLine &, Options &);
     explicit ExporterPartOf(AddOptions add_options) : add_options_(add_options) {}
-    void add_options(CommandLine &cli) override { add_options_(cli, options_); }
+    void add_options(CommandLine &cli) override {
+        add_options_(cli, options_);
+        add_max_entries_option(cli, options_.common);
+    }
     void check(const CommonOptions &common, const ListenAddress &where) override {
+        const uint32_t max_entries = options_.common.max_entries; // --TOOL.max-entries
         options_.common = common;
+        options_.common.max_entries = max_entries;
         options_.prom.listen = where;
         tool_.emplace(std::move(options_));
         tool_->check_options();

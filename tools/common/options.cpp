@@ -169,6 +169,7 @@ void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,
              "interval (schema in README)",
              options.json);
     add_run_options(cli, options);
+    add_max_entries_option(cli, options);
     if (!periodic)
         return;
     cli.positional("interval", "print every INTERVAL seconds instead of once at the end",
@@ -201,6 +202,9 @@ void add_run_options(CommandLine &cli, CommonOptions &options) {
                            fmt::format("--btf {}: cannot read it ({})", path, strerror(errno)));
                    set_btf_option(path);
                });
+}
+
+void add_max_entries_option(CommandLine &cli, CommonOptions &options) {
     cli.option(0, "max-entries", "N",
                fmt::format("Rows of each per-process, per-file, per-culprit or per-stack table "
                            "(default: the tool's own, in README; at most {}). Events that find "

@@ -115,12 +115,14 @@ constexpr uint32_t max_table_entries = 1 << 20;
 constexpr double min_interval = 0.01; // shorter intervals would only spin
 double parse_seconds(std::string_view text, std::string_view what, double at_least);
 
-// Adds -d, -v, --btf and --max-entries: what a run takes whatever it prints (`memlat exporter`
-// takes these alone).
+// Adds -d, -v and --btf: what a run takes whatever it prints (`memlat exporter` takes these
+// for all its tools).
 void add_run_options(CommandLine &cli, CommonOptions &options);
+// Adds --max-entries (`memlat exporter`: one for each tool, --TOOL.max-entries).
+void add_max_entries_option(CommandLine &cli, CommonOptions &options);
 
-// Adds -T, -j, the options of add_run_options() and, for tools that print periodically,
-// [interval [count]]. What -T
+// Adds -T, -j, the options of add_run_options() and add_max_entries_option() and, for tools
+// that print periodically, [interval [count]]. What -T
 // adds differs between tools as it did in BCC (a TIME(s) column of seconds for the event
 // tracers, HH:MM:SS for the periodic ones), so each tool says it in `timestamp_help`.
 void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,

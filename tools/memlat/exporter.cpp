@@ -41,8 +41,8 @@ The metric names and labels are those of each TOOL --prometheus; the metrics
 every tool exports about itself (memlat_lost_events_total, memlat_probe_info,
 ...) carry a tool label, and memlat_build_info says tool="exporter".
 A tool's options that shape its metrics are given as --TOOL.NAME, NAME being
-the tool's own long option (--drsnoop.cgroup PATH is drsnoop's -G PATH);
--d, -v, --btf and --max-entries apply to every tool.)";
+the tool's own long option (--drsnoop.cgroup PATH is drsnoop's -G PATH, and
+--TOOL.max-entries sizes its tables); -d, -v and --btf apply to every tool.)";
 
 constexpr const char *examples = R"(Examples:
   memlat exporter           every tool, on every address, port 9845
