@@ -72,6 +72,15 @@ static __always_inline void *map_insert_lookup(void *map, const void *key, const
 	return bpf_map_lookup_elem(map, key);
 }
 
+/* Row `cpu` of `array`, a global array declared with one row of `row_bytes` and sized at open
+ * for every possible CPU (user space's size_global_array()), through a pointer the compiler
+ * cannot trace back to that declaration: an index into a one-row array it may take for 0. */
+static __always_inline void *cpu_row(void *array, __u32 cpu, __u32 row_bytes)
+{
+	barrier_var(array);
+	return array + (__u64)cpu * row_bytes;
+}
+
 /* Submits a ring-buffer record of `size` bytes without waking user space, except once for
  * every `batch_bytes` (a power of two) of records produced: the record that carries the
  * producer position across a multiple of `batch_bytes` wakes it. A wake-up is an irq_work (in a

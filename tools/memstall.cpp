@@ -165,9 +165,12 @@ bool kernel_has_memstall_flag() {
 }
 
 void Memstall::resolve_ranges() {
+    std::vector<std::string> names;
+    for (const auto &[cause, functions] : cause_functions)
+        names.insert(names.end(), functions.begin(), functions.end());
     KernelSymbols symbols;
     try {
-        symbols = KernelSymbols::load();
+        symbols = KernelSymbols::load_only(names);
     } catch (const RuntimeError &e) {
         ranges_unavailable_ = e.what();
         return;
