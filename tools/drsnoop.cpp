@@ -180,6 +180,7 @@ void Drsnoop::configure(drsnoop_bpf &skel) const {
     auto *ro = skel.rodata;
     ro->filter_pid = o_.pid.value_or(0);
     ro->filter_tid = o_.tid.value_or(0);
+    ro->read_uid = o_.show_uid || o_.common.json;
     ro->filter_uid_on = o_.uid.has_value();
     ro->filter_uid = o_.uid.value_or(0);
     std::copy_n(o_.comm.begin(), std::min<size_t>(o_.comm.size(), DRSNOOP_COMM_LEN - 1),

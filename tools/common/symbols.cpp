@@ -2,6 +2,7 @@
 
 #include "errors.h"
 #include "files.h"
+#include "kernel_functions.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -120,6 +121,21 @@ KernelSymbols KernelSymbols::load(const std::string &path) {
 
 KernelSymbols KernelSymbols::load_only(const std::vector<std::string> &names,
                                        const std::string &path) {
+    if (path == default_kallsyms)
+        if (auto found = find_kernel_functions(names)) {
+            KernelSymbols result;
+            for (auto &f : *found) {
+                if (f.address == 0)
+                    continue;
+                if (f.size != 0)
+                    result.sizes_[f.name] = f.size;
+                result.symbols_.push_back({f.address, std::move(f.name), "", 'T'});
+            }
+            std::stable_sort(
+                result.symbols_.begin(), result.symbols_.end(),
+                [](const Symbol &a, const Symbol &b) { return a.address < b.address; });
+            return result;
+        }
     // stdio, not iostreams: std::ifstream adds 480 KB of locale code to a static binary.
     std::unique_ptr<FILE, int (*)(FILE *)> in(fopen(path.c_str(), "re"), fclose);
     if (!in)
@@ -221,6 +237,8 @@ std::optional<KernelSymbols::Range> KernelSymbols::text_range(std::string_view n
     for (auto it = symbols_.begin(); it != symbols_.end(); ++it) {
         if (it->name != name || !is_text_type(it->type) || !it->module.empty())
             continue;
+        if (const auto size = sizes_.find(name); size != sizes_.end())
+            return Range{it->address, it->address + size->second};
         const auto next = std::find_if(it, symbols_.end(),
                                        [&](const Symbol &s) { return s.address > it->address; });
         if (next == symbols_.end())
