@@ -3,6 +3,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <memory>
@@ -34,10 +35,14 @@ find_kernel_functions(const std::vector<std::string> &names) {
     for (const auto &name : names)
         if (name.empty() || name.size() >= KERNEL_FUNCTION_NAME_LEN)
             return std::nullopt;
+    // A kernel before 5.16 refuses the program, and libbpf would say so on stderr: nothing the
+    // user needs, as the tool then reads /proc/kallsyms.
+    const libbpf_print_fn_t previous = libbpf_set_print(nullptr);
     std::unique_ptr<kernel_functions_bpf, decltype(&kernel_functions_bpf__destroy)> skel(
         kernel_functions_bpf__open(), kernel_functions_bpf__destroy);
-    // Its programs are not the tool's: a kernel that refuses one says nothing the user needs.
-    if (!skel || kernel_functions_bpf__load(skel.get()) != 0)
+    const bool loaded = skel && kernel_functions_bpf__load(skel.get()) == 0;
+    libbpf_set_print(previous);
+    if (!loaded)
         return std::nullopt;
     std::vector<KernelFunction> found;
     for (size_t first = 0; first < names.size(); first += KERNEL_FUNCTIONS_MAX) {
