@@ -375,10 +375,13 @@ static long classify_frame(__u64 f, void *data)
 }
 
 /* The cause of the current task's memstall sleep: the innermost kernel frame inside one of
- * the ranges, else "other". Where the kernel has bpf_loop() (5.17), the frames are walked by
- * its callback, which the verifier checks once: unrolled, the 24 frames times up to 16 ranges
- * each with its own way out took it 11 ms of memstall's start-up (6.18). */
-static __always_inline __u32 classify(void *ctx)
+ * the ranges, else "other". With `looped` the frames are walked by a bpf_loop() callback
+ * (5.17), which the verifier checks once: unrolled, the 24 frames times up to 16 ranges, each
+ * with its own way out, took it 11 ms of memstall's start-up (6.18). The programs that walk
+ * so (switch_*) come first in the hook choices; older kernels refuse them, even where the
+ * call is never reached (5.10 refuses the callback's address), and get the unrolled ones
+ * (switch_unrolled_*). */
+static __always_inline __u32 classify(void *ctx, bool looped)
 {
 	__u32 zero = 0;
 	struct classify_state *st = bpf_map_lookup_elem(&classify_scratch, &zero);
@@ -393,7 +396,7 @@ static __always_inline __u32 classify(void *ctx)
 	}
 	st->frames_taken = bytes / 8;
 	st->cause = MEMSTALL_OTHER;
-	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_loop)) {
+	if (looped) {
 		struct classify_loop loop = {.state = st};
 
 		bpf_loop(MEMSTALL_STACK_DEPTH, classify_frame, &loop, 0);
@@ -412,7 +415,7 @@ static __always_inline __u32 classify(void *ctx)
 }
 
 /* `prev` (the current task) leaves the CPU while in a memstall. */
-static __noinline void memstall_out(void *ctx, struct task_struct *prev)
+static __always_inline void memstall_out(void *ctx, struct task_struct *prev, bool looped)
 {
 	__u32 tid = BPF_CORE_READ(prev, pid);
 	struct thread_stall *state = thread_get(tid, false);
@@ -426,7 +429,7 @@ static __noinline void memstall_out(void *ctx, struct task_struct *prev)
 	}
 	if (!task_selected(prev))
 		return;
-	cause = classify(ctx);
+	cause = classify(ctx, looped);
 	/* A memstall around a dirty pause would be timed twice. */
 	if (cause == MEMSTALL_DIRTY)
 		return;
@@ -471,11 +474,27 @@ static __noinline void thread_switched(struct task_struct *task, bool in, bool a
 	thread_put(tid, state);
 }
 
-static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
-				     struct task_struct *next, bool prev_in, bool next_in)
+/* One subprogram each way of walking the stack, for the programs of each. */
+static __noinline void memstall_out_looped(void *ctx, struct task_struct *prev)
 {
-	if (prev_in)
-		memstall_out(ctx, prev);
+	memstall_out(ctx, prev, true);
+}
+
+static __noinline void memstall_out_unrolled(void *ctx, struct task_struct *prev)
+{
+	memstall_out(ctx, prev, false);
+}
+
+static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
+				     struct task_struct *next, bool prev_in, bool next_in,
+				     bool looped)
+{
+	if (prev_in) {
+		if (looped)
+			memstall_out_looped(ctx, prev);
+		else
+			memstall_out_unrolled(ctx, prev);
+	}
 	if (dirty_sleepers)
 		thread_switched(prev, false, !preempt);
 	if (next_in || dirty_sleepers)
@@ -485,22 +504,48 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 
 /* The hot path. in_memstall is a bit field (CONFIG_PSI): one load and a mask each, direct
  * where tp_btf's task pointers allow it, through probe reads on raw_tp. */
+static __always_inline int switch_btf_body(void *ctx, bool preempt, struct task_struct *prev,
+					   struct task_struct *next, bool looped)
+{
+	if (!bpf_core_field_exists(prev->in_memstall))
+		return on_switch(ctx, preempt, prev, next, false, false, looped);
+	return on_switch(ctx, preempt, prev, next, BPF_CORE_READ_BITFIELD(prev, in_memstall),
+			 BPF_CORE_READ_BITFIELD(next, in_memstall), looped);
+}
+
+static __always_inline int switch_raw_body(void *ctx, bool preempt, struct task_struct *prev,
+					   struct task_struct *next, bool looped)
+{
+	if (!bpf_core_field_exists(prev->in_memstall))
+		return on_switch(ctx, preempt, prev, next, false, false, looped);
+	return on_switch(ctx, preempt, prev, next, BPF_CORE_READ_BITFIELD_PROBED(prev, in_memstall),
+			 BPF_CORE_READ_BITFIELD_PROBED(next, in_memstall), looped);
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	if (!bpf_core_field_exists(prev->in_memstall))
-		return on_switch(ctx, preempt, prev, next, false, false);
-	return on_switch(ctx, preempt, prev, next, BPF_CORE_READ_BITFIELD(prev, in_memstall),
-			 BPF_CORE_READ_BITFIELD(next, in_memstall));
+	return switch_btf_body(ctx, preempt, prev, next, true);
 }
 
 SEC("raw_tp/sched_switch")
 int BPF_PROG(switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	if (!bpf_core_field_exists(prev->in_memstall))
-		return on_switch(ctx, preempt, prev, next, false, false);
-	return on_switch(ctx, preempt, prev, next, BPF_CORE_READ_BITFIELD_PROBED(prev, in_memstall),
-			 BPF_CORE_READ_BITFIELD_PROBED(next, in_memstall));
+	return switch_raw_body(ctx, preempt, prev, next, true);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(switch_unrolled_btf, bool preempt, struct task_struct *prev,
+	     struct task_struct *next)
+{
+	return switch_btf_body(ctx, preempt, prev, next, false);
+}
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(switch_unrolled_raw, bool preempt, struct task_struct *prev,
+	     struct task_struct *next)
+{
+	return switch_raw_body(ctx, preempt, prev, next, false);
 }
 
 /* What an exiting thread left open goes with it. */

@@ -234,12 +234,16 @@ std::vector<Probe> Memstall::plan() const {
         },
         false);
     // The classic tracepoint has no task pointers: sched_switch needs tp_btf or raw_tp.
-    probes.emplace_back(ProbeId::Switch, "sched:sched_switch",
-                        "It needs the sched:sched_switch raw tracepoint.",
-                        std::vector<HookChoice>{
-                            {.kind = HookKind::TpBtf, .programs = {"switch_btf"}},
-                            {.kind = HookKind::RawTp, .programs = {"switch_raw"}},
-                        });
+    probes.emplace_back(
+        ProbeId::Switch, "sched:sched_switch", "It needs the sched:sched_switch raw tracepoint.",
+        std::vector<HookChoice>{
+            // Each kind first with bpf_loop() (5.17) walking the stack,
+            // which the verifier checks in a tenth of the time, then unrolled.
+            {.kind = HookKind::TpBtf, .programs = {"switch_btf"}, .family = "stack_loop"},
+            {.kind = HookKind::TpBtf, .programs = {"switch_unrolled_btf"}},
+            {.kind = HookKind::RawTp, .programs = {"switch_raw"}, .family = "stack_loop"},
+            {.kind = HookKind::RawTp, .programs = {"switch_unrolled_raw"}},
+        });
     probes.emplace_back(ProbeId::Exit, "sched:sched_process_exit",
                         "It needs the sched:sched_process_exit tracepoint.",
                         std::vector<HookChoice>{
