@@ -38,6 +38,8 @@ import sys
 import threading
 import time
 
+from startup_memory import cpu_ns  # CPU time of a process's threads (bench/startup_memory.py)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
 COMPACT_MEMORY = "/proc/sys/vm/compact_memory"
@@ -59,19 +61,6 @@ def _set_pdeathsig():
     # Runs in the child between fork and exec: die with the benchmark even if it is SIGKILLed.
     if _libc is not None:
         _libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-
-
-def cpu_ns(pid):
-    """CPU time process `pid` has used, all its threads (/proc/PID/task/*/schedstat), in ns:
-    unlike the wall time, other work on the CPUs does not inflate it."""
-    total = 0
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        pass
-    return total
 
 
 class _PtyReader:

@@ -338,22 +338,19 @@ void Tlbflush::configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) c
         ro->tlb_marks_from_tlb_flush = p->uses_family(marks_from_tlb_flush);
     // The per-CPU arrays for the CPUs this machine can have.
     ro->nr_cpus = ncpus_;
-    size_global_array(skel.maps.data_counts, ncpus_, sizeof(skel.data_counts->counts[0]));
-    size_global_array(skel.maps.data_handler_ns, ncpus_,
-                      sizeof(skel.data_handler_ns->handler_hist_ns[0]));
-    size_global_array(skel.maps.data_handler_us, ncpus_,
-                      sizeof(skel.data_handler_us->handler_hist_us[0]));
-    size_global_array(skel.maps.data_callback_ns, ncpus_,
-                      sizeof(skel.data_callback_ns->callback_hist_ns[0]));
-    size_global_array(skel.maps.data_ipi_counts, ncpus_,
-                      sizeof(skel.data_ipi_counts->ipi_counts[0]));
-    size_global_array(skel.maps.data_handler_sum, ncpus_,
-                      sizeof(skel.data_handler_sum->handler_sum_ns[0]));
-    size_global_array(skel.maps.data_callback_sum, ncpus_,
-                      sizeof(skel.data_callback_sum->callback_sum_ns[0]));
-    size_global_array(skel.maps.data_flush_ipis, ncpus_,
-                      sizeof(skel.data_flush_ipis->flush_ipis[0]));
-    size_global_array(skel.maps.data_ipi_state, ncpus_, sizeof(skel.data_ipi_state->ipi_state[0]));
+    const std::pair<bpf_map *, size_t> per_cpu_arrays[] = {
+        {skel.maps.data_counts, sizeof(skel.data_counts->counts[0])},
+        {skel.maps.data_handler_ns, sizeof(skel.data_handler_ns->handler_hist_ns[0])},
+        {skel.maps.data_handler_us, sizeof(skel.data_handler_us->handler_hist_us[0])},
+        {skel.maps.data_callback_ns, sizeof(skel.data_callback_ns->callback_hist_ns[0])},
+        {skel.maps.data_ipi_counts, sizeof(skel.data_ipi_counts->ipi_counts[0])},
+        {skel.maps.data_handler_sum, sizeof(skel.data_handler_sum->handler_sum_ns[0])},
+        {skel.maps.data_callback_sum, sizeof(skel.data_callback_sum->callback_sum_ns[0])},
+        {skel.maps.data_flush_ipis, sizeof(skel.data_flush_ipis->flush_ipis[0])},
+        {skel.maps.data_ipi_state, sizeof(skel.data_ipi_state->ipi_state[0])},
+    };
+    for (const auto &[section, row_bytes] : per_cpu_arrays)
+        size_global_array(section, ncpus_, row_bytes);
     // Size the maps for what the options use; unused ones stay at one entry.
     bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? o_.common.entries(16384) : 1);
     bpf_map__set_max_entries(skel.maps.culprits, o_.culprits ? o_.common.entries(16384) : 1);
