@@ -3,7 +3,7 @@
  * that user space runs once (BPF_PROG_RUN, tools/common/kernel_functions.cpp) instead of
  * reading /proc/kallsyms, whose 120k lines the kernel formats in tens of milliseconds.
  * bpf_kallsyms_lookup_name() (5.16) gives the address, and "%pS" (the kernel's own
- * "name+offset/size") the size. */
+ * "name+offset/size") the size; "%pS" also describes the frames of the stack views. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 
@@ -23,11 +23,14 @@ int find_functions(void *ctx)
 
 		if (i >= query_count)
 			break;
-		/* The name's last byte is its padding's NUL, which the helper requires. */
-		q->err = bpf_kallsyms_lookup_name(q->name, sizeof(q->name), 0, &address);
-		q->address = address;
-		if (q->err == 0) {
-			__u64 args[1] = {address};
+		/* A query names a function, or gives an address to describe. The name's last byte
+		 * is its padding's NUL, which the helper requires. */
+		if (q->name[0]) {
+			q->err = bpf_kallsyms_lookup_name(q->name, sizeof(q->name), 0, &address);
+			q->address = address;
+		}
+		if (q->err == 0 && q->address) {
+			__u64 args[1] = {q->address};
 
 			bpf_snprintf(q->described, sizeof(q->described), "%pS", args, sizeof(args));
 		}

@@ -12,8 +12,8 @@
 #define KERNEL_FUNCTION_DESCRIBED_LEN 128
 
 struct kernel_function_query {
-	char name[KERNEL_FUNCTION_NAME_LEN]; /* in: NUL-padded */
-	__u64 address;			     /* out: 0 when not found */
+	char name[KERNEL_FUNCTION_NAME_LEN]; /* in: NUL-padded, or empty with an address */
+	__u64 address;			     /* out for a name: 0 when not found; or in */
 	__s64 err;			     /* out: bpf_kallsyms_lookup_name()'s result */
 	/* out: "%pS" of the address, "name+0x0/0xSIZE": where the function ends */
 	char described[KERNEL_FUNCTION_DESCRIBED_LEN];

@@ -430,7 +430,7 @@ int Compactsnoop::run() {
     verbose(v, "zone, status, mode and priority names from the running kernel's BTF");
     verbose(v, fmt::format("GFP flag names from {}", gfp_.source()));
     if (o_.stacks) {
-        ksyms_ = KernelSymbols::load();
+        ksyms_ = KernelSymbols::for_stacks();
         if (ksyms_->addresses_hidden())
             fmt::print(stderr,
                        "{}: missing CAP_SYSLOG: /proc/kallsyms shows kernel addresses "

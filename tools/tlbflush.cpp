@@ -525,8 +525,8 @@ int Tlbflush::run() {
     check_environment(tool_name);
     auto v = o_.common.verbosity();
     raise_memlock_limit(v);
-    // The flush IPIs' callback in every mode; the whole table only to symbolize -s stacks.
-    ksyms_ = o_.stacks ? KernelSymbols::load()
+    // The flush IPIs' callback in every mode, and with -s what symbolizes the stacks.
+    ksyms_ = o_.stacks ? KernelSymbols::for_stacks({"flush_tlb_func", "flush_tlb_func_remote"})
                        : KernelSymbols::load_only({"flush_tlb_func", "flush_tlb_func_remote"});
     if ((o_.culprits || o_.latency) && ksyms_->addresses_hidden())
         throw RuntimeError(

@@ -54,3 +54,28 @@ TEST(KernelFunctions, AgreeWithKallsyms) {
     }
     EXPECT_EQ(found->back().address, 0u);
 }
+
+TEST(KernelFunctions, DescribeAddressesAsKallsyms) {
+    EXPECT_EQ(memlat::without_size("read_pages+0x1c/0x2f0"), "read_pages+0x1c");
+    EXPECT_EQ(memlat::without_size("kvm_foo+0x0/0x40 [kvm]"), "kvm_foo+0x0 [kvm]");
+    EXPECT_EQ(memlat::without_size("0xffffffffc0123456"), "0xffffffffc0123456");
+    if (geteuid() != 0)
+        GTEST_SKIP() << "needs root (a BPF program)";
+    const auto found = find_kernel_functions({"schedule", "read_pages"});
+    if (!found || found->front().address == 0)
+        GTEST_SKIP() << "this kernel cannot look functions up from BPF (before 5.16)";
+    const auto file = KernelSymbols::load("/proc/./kallsyms");
+    std::vector<uint64_t> ips;
+    for (const auto &f : *found)
+        if (f.address != 0)
+            ips.insert(ips.end(), {f.address, f.address + 5});
+    const auto texts = memlat::describe_kernel_addresses(ips);
+    ASSERT_TRUE(texts);
+    ASSERT_EQ(texts->size(), ips.size());
+    for (size_t i = 0; i < ips.size(); ++i)
+        EXPECT_EQ((*texts)[i], file.describe(ips[i]));
+    // And through KernelSymbols, as the stack views ask.
+    const auto stacks = KernelSymbols::for_stacks();
+    for (uint64_t ip : ips)
+        EXPECT_EQ(stacks.describe(ip), file.describe(ip));
+}

@@ -208,7 +208,38 @@ const KernelSymbols::Symbol *KernelSymbols::find(uint64_t address) const {
     return it == symbols_.begin() ? nullptr : &*std::prev(it);
 }
 
+KernelSymbols KernelSymbols::for_stacks(const std::vector<std::string> &names) {
+    // A function every kernel has tells whether the lookups see addresses at all.
+    std::vector<std::string> asked = names;
+    asked.emplace_back("schedule");
+    if (auto found = find_kernel_functions(asked); found && found->back().address != 0) {
+        KernelSymbols result;
+        for (auto &f : *found) {
+            if (f.address == 0)
+                continue;
+            if (f.size != 0)
+                result.sizes_[f.name] = f.size;
+            result.symbols_.push_back({f.address, std::move(f.name), "", 'T'});
+        }
+        std::stable_sort(result.symbols_.begin(), result.symbols_.end(),
+                         [](const Symbol &a, const Symbol &b) { return a.address < b.address; });
+        result.described_by_kernel_ = true;
+        return result;
+    }
+    return load();
+}
+
 std::string KernelSymbols::describe(uint64_t address) const {
+    if (described_by_kernel_) {
+        if (const auto it = described_.find(address); it != described_.end())
+            return it->second;
+        const auto texts = describe_kernel_addresses(std::span(&address, 1));
+        std::string text = texts && !texts->empty() && !texts->front().empty()
+                               ? texts->front()
+                               : hex_address(address);
+        described_.emplace(address, text);
+        return text;
+    }
     const Symbol *sym = find(address);
     if (!sym)
         return hex_address(address);
