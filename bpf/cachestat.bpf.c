@@ -107,10 +107,10 @@ static __always_inline void add_proc(__u32 counter, __u64 pages)
 	} else {
 		/* The name and user of the latest event: a process seen first between fork and
 		 * exec (the shell, the parent's name) shows the program it became. The name is read
-		 * from the task where the kernel allows it (compat.bpf.h: the helper costs more than
-		 * the rest of the event), and the user again only when the name changed: through
-		 * the helper, since reading task->cred made the verifier scan the kernel's BTF by
-		 * name (10 ms of start-up on 6.18). */
+		 * from the task where the kernel allows it (compat.bpf.h: the helper costs more
+		 * than the rest of the event), and the user again only when the name changed:
+		 * through the helper, since reading task->cred made the verifier scan the kernel's
+		 * BTF by name (10 ms of start-up on 6.18). */
 		const __u64 *words = __builtin_assume_aligned(v->comm, 8);
 		__u64 before[2] = {words[0], words[1]};
 

@@ -535,15 +535,13 @@ int BPF_PROG(switch_raw, bool preempt, struct task_struct *prev, struct task_str
 }
 
 SEC("tp_btf/sched_switch")
-int BPF_PROG(switch_unrolled_btf, bool preempt, struct task_struct *prev,
-	     struct task_struct *next)
+int BPF_PROG(switch_unrolled_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
 	return switch_btf_body(ctx, preempt, prev, next, false);
 }
 
 SEC("raw_tp/sched_switch")
-int BPF_PROG(switch_unrolled_raw, bool preempt, struct task_struct *prev,
-	     struct task_struct *next)
+int BPF_PROG(switch_unrolled_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
 	return switch_raw_body(ctx, preempt, prev, next, false);
 }

@@ -368,7 +368,8 @@ static __always_inline int on_csd_entry(void *func, void *csd)
 		(*u64_of(flush_ipis, cpu, sizeof(flush_ipis[0])))++;
 	note_tlb_flush(cpu);
 	/* Only callbacks inside a handler run are timed: the idle loop's are counted above. */
-	ipi_state_of(cpu)->callback_since = ipi_state_of(cpu)->handler_since ? bpf_ktime_get_ns() : 0;
+	ipi_state_of(cpu)->callback_since =
+	    ipi_state_of(cpu)->handler_since ? bpf_ktime_get_ns() : 0;
 	return 0;
 }
 
@@ -384,8 +385,10 @@ static __always_inline int on_csd_exit(void *func, void *csd)
 	now = bpf_ktime_get_ns();
 	if (st->callback_since && now >= st->callback_since && cpu_selected(cpu)) {
 		ipi_counts_of(cpu)->callbacks++;
-		hist_add(u64_of(callback_hist_ns[0], cpu, sizeof(callback_hist_ns[0])), now - st->callback_since);
-		*u64_of(callback_sum_ns, cpu, sizeof(callback_sum_ns[0])) += now - st->callback_since;
+		hist_add(u64_of(callback_hist_ns[0], cpu, sizeof(callback_hist_ns[0])),
+			 now - st->callback_since);
+		*u64_of(callback_sum_ns, cpu, sizeof(callback_sum_ns[0])) +=
+		    now - st->callback_since;
 	}
 	st->callback_since = 0;
 	return 0;

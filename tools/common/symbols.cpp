@@ -119,23 +119,25 @@ KernelSymbols KernelSymbols::load(const std::string &path) {
     return parse(*text);
 }
 
+KernelSymbols KernelSymbols::from_kernel(std::vector<KernelFunction> found) {
+    KernelSymbols result;
+    for (auto &f : found) {
+        if (f.address == 0)
+            continue;
+        if (f.size != 0)
+            result.sizes_[f.name] = f.size;
+        result.symbols_.push_back({f.address, std::move(f.name), "", 'T'});
+    }
+    std::stable_sort(result.symbols_.begin(), result.symbols_.end(),
+                     [](const Symbol &a, const Symbol &b) { return a.address < b.address; });
+    return result;
+}
+
 KernelSymbols KernelSymbols::load_only(const std::vector<std::string> &names,
                                        const std::string &path) {
     if (path == default_kallsyms)
-        if (auto found = find_kernel_functions(names)) {
-            KernelSymbols result;
-            for (auto &f : *found) {
-                if (f.address == 0)
-                    continue;
-                if (f.size != 0)
-                    result.sizes_[f.name] = f.size;
-                result.symbols_.push_back({f.address, std::move(f.name), "", 'T'});
-            }
-            std::stable_sort(
-                result.symbols_.begin(), result.symbols_.end(),
-                [](const Symbol &a, const Symbol &b) { return a.address < b.address; });
-            return result;
-        }
+        if (auto found = find_kernel_functions(names))
+            return from_kernel(std::move(*found));
     // stdio, not iostreams: std::ifstream adds 480 KB of locale code to a static binary.
     std::unique_ptr<FILE, int (*)(FILE *)> in(fopen(path.c_str(), "re"), fclose);
     if (!in)
@@ -213,16 +215,7 @@ KernelSymbols KernelSymbols::for_stacks(const std::vector<std::string> &names) {
     std::vector<std::string> asked = names;
     asked.emplace_back("schedule");
     if (auto found = find_kernel_functions(asked); found && found->back().address != 0) {
-        KernelSymbols result;
-        for (auto &f : *found) {
-            if (f.address == 0)
-                continue;
-            if (f.size != 0)
-                result.sizes_[f.name] = f.size;
-            result.symbols_.push_back({f.address, std::move(f.name), "", 'T'});
-        }
-        std::stable_sort(result.symbols_.begin(), result.symbols_.end(),
-                         [](const Symbol &a, const Symbol &b) { return a.address < b.address; });
+        KernelSymbols result = from_kernel(std::move(*found));
         result.described_by_kernel_ = true;
         return result;
     }

@@ -13,6 +13,8 @@
 #include <sys/types.h>
 #include <vector>
 
+#include "kernel_functions.h"
+
 namespace memlat {
 
 inline constexpr std::string_view default_kallsyms = "/proc/kallsyms";
@@ -65,6 +67,9 @@ class KernelSymbols {
     size_t size() const { return symbols_.size(); }
 
   private:
+    // The functions the kernel looked up (kernel_functions.h).
+    static KernelSymbols from_kernel(std::vector<KernelFunction> found);
+
     std::vector<Symbol> symbols_; // sorted by address
     // Sizes of functions the kernel looked up (load_only()), which text_range() takes.
     std::map<std::string, uint64_t, std::less<>> sizes_;
