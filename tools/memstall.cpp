@@ -62,9 +62,10 @@ Causes (columns, in ms):
   OTHER    any other memory stall PSI counts (also kswapd, kcompactd)
 The last four are the off-CPU time of a task whose PSI memstall flag is set,
 seen at each context switch and told apart by the kernel functions it sleeps
-in (their addresses are read from /proc/kallsyms once at start: that needs
-root or CAP_SYSLOG; without them all four count as OTHER). -v says which
-cause is measured how on this kernel. A stall is counted when it ends.
+in (their addresses are looked up in the kernel once at start, or read from
+/proc/kallsyms before Linux 5.16: that needs root or CAP_SYSLOG; without them
+all four count as OTHER). -v says which cause is measured how on this kernel.
+A stall is counted when it ends.
 
 STALL% is the stall time as a share of the interval's wall time; a process
 with several stalled threads can pass 100%.)";
