@@ -4,7 +4,8 @@
 #   --arch arm64   also cross-build the arm64 (aarch64) binaries into ./build-arm64
 #                  (cmake/aarch64-linux-gnu.cmake; the native build comes first: its btfgen
 #                  runs on this machine for both)
-#   --release      also make the release tarballs, BUILD/memlat-VERSION-ARCH.tar.gz
+#   --release      also make the release tarballs, BUILD/memlat-VERSION-ARCH.tar.gz, and the
+#                  Debian packages, BUILD/memlat_VERSION_DEBARCH.deb (amd64, arm64)
 set -euo pipefail
 cd "$(dirname "$0")"
 arches=()
@@ -32,11 +33,11 @@ else
 fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${cmake_args[@]+"${cmake_args[@]}"}" >/dev/null
 cmake --build build -j "$(nproc)"
-[ "$release" = 1 ] && cmake --build build --target tarball
+[ "$release" = 1 ] && cmake --build build --target tarball deb
 if [ ${#arches[@]} -gt 0 ]; then
     cmake -S . -B build-arm64 --toolchain cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release \
         -DMEMLAT_HOST_BTFGEN="$PWD/build/btfgen" "${cmake_args[@]+"${cmake_args[@]}"}" >/dev/null
     cmake --build build-arm64 -j "$(nproc)"
-    [ "$release" = 1 ] && cmake --build build-arm64 --target tarball
+    [ "$release" = 1 ] && cmake --build build-arm64 --target tarball deb
 fi
 exit 0

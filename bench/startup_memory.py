@@ -2,6 +2,7 @@
 """Start-up cost of each tool's default mode: exec -> ready, peak RSS and binary size.
 
     bench/startup_memory.py [--build-dir build] [--runs 7] [--json] [--multicall] [TOOL ...]
+    bench/startup_memory.py --tool-args "--prometheus 127.0.0.1:0" drsnoop ... exporter
 
 Each run starts the tool with MEMLAT_READY=1 (it prints "memlat: ready" on stderr once its
 programs are attached), times exec -> that line, lets it trace for --hold seconds, reads VmHWM
@@ -112,10 +113,16 @@ def main() -> int:
     if os.geteuid() != 0:
         sys.exit("startup_memory: needs root (the tools load BPF programs)")
     rows = []
-    runs = [(tool, [os.path.join(args.build_dir, tool)]) for tool in args.tools]
+    # "exporter": `memlat exporter` with every tool (--tool-args "--prometheus ADDR" runs
+    # the tools and it alike: the exporter takes --prometheus for --web.listen-address).
+    def command_of(tool):
+        if tool == "exporter":
+            return [os.path.join(args.build_dir, "memlat"), "exporter"]
+        return [os.path.join(args.build_dir, tool)]
+    runs = [(tool, command_of(tool)) for tool in args.tools]
     if args.multicall:
         memlat = os.path.join(args.build_dir, "memlat")
-        runs += [(f"memlat {tool}", [memlat, tool]) for tool in args.tools]
+        runs += [(f"memlat {tool}", [memlat, tool]) for tool in args.tools if tool != "exporter"]
     for tool, command in runs:
         binary = command[0]
         if not os.access(binary, os.X_OK):

@@ -11,6 +11,7 @@ packages=(
     prometheus                  # runtime tests: a real Prometheus scrapes the exporters
     libgtest-dev                # unit tests
     python3 binutils            # runtime tests and the static-binary check (readelf)
+    lintian                     # build.deb: the Debian package is checked by lintian (dpkg-deb builds it)
     strace                      # runtime test: libbpf leaves sysfs BTF alone with --btf
     linux-perf                  # runtime tests: perf stat counts the tracepoints beside the tools
     stress-ng                   # runtime test: a lazy-TLB workload for tlbflush against /proc/interrupts

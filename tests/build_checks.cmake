@@ -3,7 +3,7 @@
 # build's through CMAKE_CROSSCOMPILING_EMULATOR, qemu-user; without one that part is skipped
 # and says so); each tool is a link to it whose --help runs; build.memlat.dispatch checks
 # memlat -h, --version and `memlat TOOL` against the links. build.tarball: the release
-# tarball holds memlat, the links, README and license.
+# tarball holds memlat, the links, README and license. build.deb: the Debian package.
 set(memlat_check_binary_args --machine ${MEMLAT_RELEASE_ARCH} --max-bytes 2500000)
 if(CMAKE_CROSSCOMPILING)
     list(APPEND memlat_check_binary_args "--emulator=${CMAKE_CROSSCOMPILING_EMULATOR}")
@@ -29,7 +29,15 @@ endif()
 add_test(NAME build.tarball
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/runtime/check_tarball.py
                  ${CMAKE_COMMAND} ${CMAKE_BINARY_DIR} ${MEMLAT_TARBALL} ${MEMLAT_TOOLS})
-set_tests_properties(build.tarball PROPERTIES LABELS build)
+# Both run the build (a target of their own): never at the same time.
+set_tests_properties(build.tarball PROPERTIES LABELS build RESOURCE_LOCK memlat_build_tree)
+# build.deb: the Debian package of this build's architecture (cmake/Package.cmake): its control
+# data, its exact contents, and lintian. runtime.deb_install installs it (native build only).
+add_test(NAME build.deb
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/runtime/check_deb.py
+                 ${CMAKE_COMMAND} ${CMAKE_BINARY_DIR} ${MEMLAT_DEB} ${PROJECT_VERSION}
+                 ${MEMLAT_DEB_ARCH} ${MEMLAT_TOOLS})
+set_tests_properties(build.deb PROPERTIES LABELS build TIMEOUT 900 RESOURCE_LOCK memlat_build_tree)
 # build.common_layers: tools/common stays layered (no unit needs a header of a unit that needs
 # its own) and no file there grows past 500 lines (docs/developing.md, "Layout").
 add_test(NAME build.common_layers

@@ -326,22 +326,32 @@ enum class ProbeId { Misses, Dirties, Accesses };
 // The accesses' preferred family: the filemap access tracepoints (Linux 6.12).
 constexpr const char *filemap_access = "filemap_access";
 
-class Cachestat {
+class Cachestat final : public CountingSide {
   public:
     explicit Cachestat(Options options) : o_(std::move(options)) {}
     int run();
+    // The steps of run() that `memlat exporter` takes too: the checks that need no kernel,
+    // then the load (with --prometheus: and the metrics it serves).
+    void check_options();
+    void load();
+    CountedLosses collect(prometheus::Exposition &out) override;
+    const std::vector<Probe> &probes() const override { return probes_; }
+    bpf_object *object() const override { return skel().obj; }
 
   private:
+    cachestat_bpf &skel() const { return **loaded_; }
     std::vector<Probe> plan() const;
     void configure(cachestat_bpf &skel) const;
     Snapshot snapshot(cachestat_bpf &skel);
     void print_interval(const Snapshot &now, const Snapshot &before);
     void print_summary(cachestat_bpf &skel, const Snapshot &now, double seconds);
-    int serve_metrics(cachestat_bpf &skel, const std::vector<Probe> &probes);
     std::vector<cachestat::ProcRow> proc_rows(const Snapshot &now, const Snapshot &before) const;
     std::vector<cachestat::FileRow> file_rows(const Snapshot &now, const Snapshot &before);
 
     Options o_;
+    std::vector<Probe> probes_;
+    std::optional<Loaded<cachestat_bpf>> loaded_;
+    std::optional<cachestat::Metrics> metrics_; // --prometheus
     std::optional<CgroupTarget> cgroup_;
     bool accesses_known_ = true;
     PathFinder paths_;
@@ -624,7 +634,7 @@ void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double s
     report_skipped_runs(tool_name, skel.obj, "pages");
 }
 
-int Cachestat::run() {
+void Cachestat::check_options() {
     if (o_.pid)
         require_process(*o_.pid, "-p");
     if (o_.per_process && o_.per_file)
@@ -640,7 +650,9 @@ int Cachestat::run() {
                            "-P or -f (or --prometheus-labels comm)");
     if (!o_.cgroup.empty())
         cgroup_ = resolve_cgroup(o_.cgroup);
+}
 
+void Cachestat::load() {
     check_environment(tool_name);
     if (o_.per_file) {
         // Other users' /proc/PID/fd directories are theirs alone (CAP_DAC_READ_SEARCH), and
@@ -661,12 +673,12 @@ int Cachestat::run() {
     raise_memlock_limit(v);
 
     describe_features(v, kernel_features());
-    auto probes = plan();
-    Loaded<cachestat_bpf> skel(
+    probes_ = plan();
+    loaded_.emplace(
         cachestat_bpf__open_opts, cachestat_bpf__destroy, [&](cachestat_bpf &s) { configure(s); },
-        probes, v);
+        probes_, v);
 
-    const Probe &access = *find_probe(probes, ProbeId::Accesses);
+    const Probe &access = *find_probe(probes_, ProbeId::Accesses);
     accesses_known_ = access.choice() != nullptr;
     if (!accesses_known_) {
         std::string why;
@@ -685,9 +697,18 @@ int Cachestat::run() {
                    tool_name, access.choice()->family, access.choice()->label());
     }
 
+    if (o_.prom.on())
+        metrics_.emplace(o_.prom, o_.cgroup, accesses_known_);
+}
+
+int Cachestat::run() {
+    check_options();
+    load();
     install_stop_signals();
     if (o_.prom.on())
-        return serve_metrics(*skel, probes);
+        return serve_tool_metrics(tool_name, o_.prom, o_.common, *this);
+    const auto v = o_.common.verbosity();
+    cachestat_bpf *skel = &this->skel();
     epochs_ = true;
     const auto started = std::chrono::steady_clock::now();
     Snapshot before = snapshot(*skel);
@@ -713,22 +734,30 @@ int Cachestat::run() {
     return 0;
 }
 
-int Cachestat::serve_metrics(cachestat_bpf &skel, const std::vector<Probe> &probes) {
-    cachestat::Metrics metrics(o_.prom, o_.cgroup, accesses_known_);
-    return serve_tool_metrics(
-        tool_name, o_.prom, o_.common, probes, skel.obj, [&](prometheus::Exposition &out) {
-            const Snapshot now = snapshot(skel);
-            std::vector<std::pair<cachestat_proc_key, cachestat_proc_value>> procs;
-            for (const auto &[pid, v] : now.procs) {
-                cachestat_proc_key key{pid, 0};
-                procs.emplace_back(key, v);
-                // A process that exited adds no more: its entry, read now, goes.
-                if (task_exited(pid))
-                    bpf_map__delete_elem(skel.maps.proc_counts, &key, sizeof(key), 0);
-            }
-            metrics.collect(now.total, procs, out);
-            return CountedLosses{0, now.table_full};
-        });
+CountedLosses Cachestat::collect(prometheus::Exposition &out) {
+    cachestat_bpf &skel = this->skel();
+    const Snapshot now = snapshot(skel);
+    std::vector<std::pair<cachestat_proc_key, cachestat_proc_value>> procs;
+    for (const auto &[pid, v] : now.procs) {
+        cachestat_proc_key key{pid, 0};
+        procs.emplace_back(key, v);
+        // A process that exited adds no more: its entry, read now, goes.
+        if (task_exited(pid))
+            bpf_map__delete_elem(skel.maps.proc_counts, &key, sizeof(key), 0);
+    }
+    metrics_->collect(now.total, procs, out);
+    return CountedLosses{0, now.table_full};
+}
+
+// The options that shape what cachestat counts: its own, and `memlat exporter`'s
+// --cachestat.NAME.
+void add_counting_options(CommandLine &cli, Options &o) {
+    cli.option('p', "pid", "PID", "Only the tasks of process PID", o.pid);
+    cli.option('G', "cgroup", "PATH",
+               "Only tasks in this cgroup and below (a cgroup v2 directory, or one of the "
+               "cgroup v1 memory hierarchy)",
+               o.cgroup);
+    add_series_options(cli, o.prom, {"comm"});
 }
 
 } // namespace
@@ -737,11 +766,7 @@ static int tool_main(int argc, char **argv) {
     return run_tool(tool_name, [&] {
         Options o;
         CommandLine cli(tool_name, description, examples + environment_help(true, hook_kinds));
-        cli.option('p', "pid", "PID", "Only the tasks of process PID", o.pid);
-        cli.option('G', "cgroup", "PATH",
-                   "Only tasks in this cgroup and below (a cgroup v2 directory, or one of the "
-                   "cgroup v1 memory hierarchy)",
-                   o.cgroup);
+        add_counting_options(cli, o);
         cli.flag('P', "per-process",
                  "A table per interval: PID UID COMM HITS MISSES DIRTIES READ_HIT%, busiest "
                  "first (BCC's cachetop is cachestat -P 5: README, \"Coming from BCC\")",
@@ -751,7 +776,7 @@ static int tool_main(int argc, char **argv) {
                  "first",
                  o.per_file);
         add_common_options(cli, o.common, true, "Start each line with a TIME column (HH:MM:SS)");
-        add_prometheus_options(cli, o.prom, {"comm"});
+        add_listen_option(cli, o.prom);
         cli.parse(argc, argv);
         // BCC's default, one line a second, is for the text output only.
         if (o.common.interval == 0 && !o.prom.on())
@@ -764,4 +789,6 @@ static int tool_main(int argc, char **argv) {
 // ARGS` through a link named after it.
 extern const ToolEntry memlat_tool_cachestat{
     tool_name, "page-cache hits, misses and dirtied pages: machine-wide, per process or per file",
-    tool_main};
+    tool_main, []() -> std::unique_ptr<ExporterPart> {
+        return std::make_unique<ExporterPartOf<Cachestat, Options>>(add_counting_options);
+    }};

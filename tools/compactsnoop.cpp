@@ -107,21 +107,31 @@ std::map<int64_t, std::string> enum_names(const char *name, const char *prefix,
     }
 }
 
-class Compactsnoop {
+class Compactsnoop final : public CountingSide {
   public:
     explicit Compactsnoop(Options options) : o_(std::move(options)) {}
     int run();
+    // The steps of run() that `memlat exporter` takes too: the checks that need no kernel,
+    // then the load (with --prometheus: and the metrics it serves).
+    void check_options();
+    void load();
+    CountedLosses collect(prometheus::Exposition &out) override;
+    const std::vector<Probe> &probes() const override { return probes_; }
+    bpf_object *object() const override { return skel().obj; }
 
   private:
+    compactsnoop_bpf &skel() const { return **loaded_; }
     std::vector<Probe> plan() const;
     void configure(compactsnoop_bpf &skel) const;
     void print_event(compactsnoop_bpf &skel, const compactsnoop_event &e);
     std::vector<std::string> stack_frames(compactsnoop_bpf &skel, int32_t id);
     void print_histograms(compactsnoop_bpf &skel);
     void print_summary(compactsnoop_bpf &skel, const EventReader *events);
-    int serve_metrics(compactsnoop_bpf &skel, const std::vector<Probe> &probes);
 
     Options o_;
+    std::vector<Probe> probes_;
+    std::optional<Loaded<compactsnoop_bpf>> loaded_;
+    compactsnoop::Counts counts_; // --prometheus
     uint32_t kind_mask_ = (1u << COMPACTSNOOP_KINDS) - 1;
     compactsnoop::Names names_;
     std::vector<std::string> missing_enums_;
@@ -393,7 +403,7 @@ void Compactsnoop::print_summary(compactsnoop_bpf &skel, const EventReader *even
                    bss->table_full);
 }
 
-int Compactsnoop::run() {
+void Compactsnoop::check_options() {
     if (o_.pid)
         require_process(*o_.pid, "-p");
     if (!o_.kinds.empty()) {
@@ -416,7 +426,9 @@ int Compactsnoop::run() {
     if (o_.common.interval > 0 && !o_.hist)
         throw UsageError("an interval goes with -H; without it compactsnoop prints every run");
     check_buffer_size_used(o_.events, !o_.hist, "the per-run output (without -H)");
+}
 
+void Compactsnoop::load() {
     check_environment(tool_name);
     auto v = o_.common.verbosity();
     raise_memlock_limit(v);
@@ -439,19 +451,28 @@ int Compactsnoop::run() {
     }
 
     describe_features(v, kernel_features());
-    auto probes = plan();
-    Loaded<compactsnoop_bpf> skel(
+    probes_ = plan();
+    loaded_.emplace(
         compactsnoop_bpf__open_opts, compactsnoop_bpf__destroy,
-        [&](compactsnoop_bpf &s) { configure(s); }, probes, v);
-    if (find_probe(probes, ProbeId::Runs)->choice()->kind == HookKind::Tracepoint && o_.extended)
+        [&](compactsnoop_bpf &s) { configure(s); }, probes_, v);
+    if (find_probe(probes_, ProbeId::Runs)->choice()->kind == HookKind::Tracepoint && o_.extended)
         fmt::print(stderr,
                    "{}: only classic tracepoints are available here: -e shows no "
                    "zone state (FRAGIDX MIN LOW HIGH FREE print as -)\n",
                    tool_name);
 
+    for (uint32_t k = 0; k < COMPACTSNOOP_KINDS; ++k)
+        counts_.kinds[k] = (kind_mask_ >> k) & 1;
+}
+
+int Compactsnoop::run() {
+    check_options();
+    load();
     install_stop_signals();
     if (o_.prom.on())
-        return serve_metrics(*skel, probes);
+        return serve_tool_metrics(tool_name, o_.prom, o_.common, *this);
+    const auto v = o_.common.verbosity();
+    compactsnoop_bpf *skel = &this->skel();
     std::optional<EventReader> events;
     if (!o_.hist)
         events.emplace(
@@ -482,29 +503,37 @@ int Compactsnoop::run() {
     return 0;
 }
 
-int Compactsnoop::serve_metrics(compactsnoop_bpf &skel, const std::vector<Probe> &probes) {
-    compactsnoop::Counts c;
-    for (uint32_t k = 0; k < COMPACTSNOOP_KINDS; ++k)
-        c.kinds[k] = (kind_mask_ >> k) & 1;
-    return serve_tool_metrics(
-        tool_name, o_.prom, o_.common, probes, skel.obj, [&](prometheus::Exposition &out) {
-            const auto *bss = skel.bss;
-            for (uint32_t k = 0; k < COMPACTSNOOP_KINDS; ++k) {
-                std::copy(std::begin(bss->summary[k]), std::end(bss->summary[k]),
-                          c.summary[k].begin());
-                for (uint32_t row = 0; row < COMPACTSNOOP_ORDER_ROWS; ++row) {
-                    std::copy(std::begin(bss->hist[k][row]), std::end(bss->hist[k][row]),
-                              c.hist_us[k][row].begin());
-                    c.hist_sum_ns[k][row] = bss->hist_sum_ns[k][row];
-                }
-                c.deferred[k] = bss->deferred[k];
-            }
-            c.kcompactd_wakes = bss->kcompactd_wakes;
-            compactsnoop::collect_metrics(
-                c, [this](int32_t st) { return compactsnoop::status_name(st, names_); },
-                getpagesize(), out);
-            return CountedLosses{bss->dropped_events, bss->table_full};
-        });
+CountedLosses Compactsnoop::collect(prometheus::Exposition &out) {
+    compactsnoop::Counts &c = counts_;
+    const auto *bss = skel().bss;
+    for (uint32_t k = 0; k < COMPACTSNOOP_KINDS; ++k) {
+        std::copy(std::begin(bss->summary[k]), std::end(bss->summary[k]), c.summary[k].begin());
+        for (uint32_t row = 0; row < COMPACTSNOOP_ORDER_ROWS; ++row) {
+            std::copy(std::begin(bss->hist[k][row]), std::end(bss->hist[k][row]),
+                      c.hist_us[k][row].begin());
+            c.hist_sum_ns[k][row] = bss->hist_sum_ns[k][row];
+        }
+        c.deferred[k] = bss->deferred[k];
+    }
+    c.kcompactd_wakes = bss->kcompactd_wakes;
+    compactsnoop::collect_metrics(
+        c, [this](int32_t st) { return compactsnoop::status_name(st, names_); }, getpagesize(),
+        out);
+    return CountedLosses{bss->dropped_events, bss->table_full};
+}
+
+// The options that shape what compactsnoop counts: its own, and `memlat exporter`'s
+// --compactsnoop.NAME.
+void add_counting_options(CommandLine &cli, Options &o) {
+    cli.option('p', "pid", "PID",
+               "Only runs in process PID (its direct compaction, or its "
+               "writes to compact_memory)",
+               o.pid);
+    cli.option('k', "kind", "LIST",
+               "Only these kinds of compaction: direct, kcompactd, proactive, manual "
+               "(default: all)",
+               o.kinds);
+    add_series_options(cli, o.prom, {});
 }
 
 } // namespace
@@ -513,14 +542,7 @@ static int tool_main(int argc, char **argv) {
     return run_tool(tool_name, [&] {
         Options o;
         CommandLine cli(tool_name, description, examples + environment_help(true));
-        cli.option('p', "pid", "PID",
-                   "Only runs in process PID (its direct compaction, or its "
-                   "writes to compact_memory)",
-                   o.pid);
-        cli.option('k', "kind", "LIST",
-                   "Only these kinds of compaction: direct, kcompactd, proactive, manual "
-                   "(default: all)",
-                   o.kinds);
+        add_counting_options(cli, o);
         cli.flag('e', "extended",
                  "Add FRAGIDX (fragmentation index for ORDER), MIN LOW HIGH (watermarks), FREE "
                  "(free pages) of the zone when the run began, and MIGRATED FAILED pages",
@@ -537,7 +559,7 @@ static int tool_main(int argc, char **argv) {
             cli, o.common, true,
             "Add a TIME(s) column: seconds since the first run began; with -j a wall_time field");
         add_buffer_size_option(cli, o.events, "the per-run lines");
-        add_prometheus_options(cli, o.prom, {});
+        add_listen_option(cli, o.prom);
         cli.parse(argc, argv);
         return Compactsnoop(std::move(o)).run();
     });
@@ -546,4 +568,7 @@ static int tool_main(int argc, char **argv) {
 // The tool in the multi-call binary (tools/memlat/main.cpp): `memlat compactsnoop ARGS`, or
 // `compactsnoop ARGS` through a link named after it.
 extern const ToolEntry memlat_tool_compactsnoop{
-    tool_name, "memory compaction runs, their time, result and pages moved", tool_main};
+    tool_name, "memory compaction runs, their time, result and pages moved", tool_main,
+    []() -> std::unique_ptr<ExporterPart> {
+        return std::make_unique<ExporterPartOf<Compactsnoop, Options>>(add_counting_options);
+    }};

@@ -99,21 +99,32 @@ struct Options {
     EventBufferSize events = default_event_buffer;
 };
 
-class Drsnoop {
+class Drsnoop final : public CountingSide {
   public:
     explicit Drsnoop(Options options) : o_(std::move(options)) {}
     int run();
+    // The steps of run() that `memlat exporter` takes too: the checks that need no kernel,
+    // then the load (with --prometheus: and the metrics it serves).
+    void check_options();
+    void load();
+    CountedLosses collect(prometheus::Exposition &out) override;
+    const std::vector<Probe> &probes() const override { return probes_; }
+    bpf_object *object() const override { return skel().obj; }
 
   private:
+    drsnoop_bpf &skel() const { return **loaded_; }
     std::vector<Probe> plan() const;
     void configure(drsnoop_bpf &skel) const;
     void print_header() const;
     void print_event(const drsnoop_event &e);
     void print_histograms(drsnoop_bpf &skel);
     void print_summary(drsnoop_bpf &skel, const EventReader *events);
-    int serve_metrics(drsnoop_bpf &skel, const std::vector<Probe> &probes);
 
     Options o_;
+    std::vector<Probe> probes_;
+    std::optional<Loaded<drsnoop_bpf>> loaded_;
+    std::optional<drsnoop::Metrics> metrics_; // --prometheus
+    drsnoop::Counts counts_;
     std::array<bool, DRSNOOP_KINDS> kinds_{true, true, true, true};
     bool kinds_explicit_ = false;
     std::optional<CgroupTarget> cgroup_;
@@ -333,7 +344,7 @@ void Drsnoop::print_summary(drsnoop_bpf &skel, const EventReader *events) {
         fmt::print(stderr, "\n{} stalls not counted: a BPF table was full.\n", bss->table_full);
 }
 
-int Drsnoop::run() {
+void Drsnoop::check_options() {
     if (o_.pid)
         require_process(*o_.pid, "-p");
     if (o_.tid)
@@ -369,7 +380,9 @@ int Drsnoop::run() {
     if (o_.common.interval > 0 && !o_.hist)
         throw UsageError("an interval goes with -H; without it drsnoop prints every stall");
     check_buffer_size_used(o_.events, !o_.hist, "the per-stall output (without -H)");
+}
 
+void Drsnoop::load() {
     check_environment(tool_name);
     auto v = o_.common.verbosity();
     raise_memlock_limit(v);
@@ -379,14 +392,26 @@ int Drsnoop::run() {
             fmt::format("CGROUP is the task's {}",
                         memcg_on_v1_ ? "memory cgroup (cgroup v1 hierarchy)" : "cgroup v2 cgroup"));
 
-    auto probes = plan();
-    Loaded<drsnoop_bpf> skel(
-        drsnoop_bpf__open_opts, drsnoop_bpf__destroy, [&](drsnoop_bpf &s) { configure(s); }, probes,
-        v);
+    probes_ = plan();
+    loaded_.emplace(
+        drsnoop_bpf__open_opts, drsnoop_bpf__destroy, [&](drsnoop_bpf &s) { configure(s); },
+        probes_, v);
+    if (!o_.prom.on())
+        return;
+    metrics_.emplace(o_.prom, o_.cgroup, getpagesize());
+    for (uint32_t kind = 0; kind < DRSNOOP_KINDS; ++kind)
+        if (const Probe *p = find_probe(probes_, ProbeId{static_cast<int>(kind)}))
+            counts_.kinds[kind] = p->choice() != nullptr;
+}
 
+int Drsnoop::run() {
+    check_options();
+    load();
     install_stop_signals();
     if (o_.prom.on())
-        return serve_metrics(*skel, probes);
+        return serve_tool_metrics(tool_name, o_.prom, o_.common, *this);
+    const auto v = o_.common.verbosity();
+    drsnoop_bpf *skel = &this->skel();
     std::optional<EventReader> events;
     if (!o_.hist)
         events.emplace(
@@ -416,42 +441,51 @@ int Drsnoop::run() {
     return 0;
 }
 
-int Drsnoop::serve_metrics(drsnoop_bpf &skel, const std::vector<Probe> &probes) {
-    drsnoop::Metrics metrics(o_.prom, o_.cgroup, getpagesize());
-    drsnoop::Counts counts;
-    for (uint32_t kind = 0; kind < DRSNOOP_KINDS; ++kind)
-        if (const Probe *p = find_probe(probes, ProbeId{static_cast<int>(kind)}))
-            counts.kinds[kind] = p->choice() != nullptr;
-    return serve_tool_metrics(
-        tool_name, o_.prom, o_.common, probes, skel.obj, [&](prometheus::Exposition &out) {
-            const auto *bss = skel.bss;
-            for (uint32_t k = 0; k < DRSNOOP_KINDS; ++k) {
-                counts.totals[k] = bss->totals[k];
-                std::copy(std::begin(bss->hist[k]), std::end(bss->hist[k]),
-                          counts.hist_us[k].begin());
-            }
-            counts.summaries.clear();
-            if (o_.prom.label("comm")) {
-                counts.summaries =
-                    read_hash_map<drsnoop_proc_key, drsnoop_summary>(skel.maps.summaries);
-                // A process that exited stalls no more: its counts are read, so its entry goes,
-                // and the table keeps room for the processes that live.
-                delete_exited_tasks(skel.maps.summaries, counts.summaries,
-                                    [](const drsnoop_proc_key &k) { return k.pid; });
-            }
-            if (o_.prom.label("cgroup")) {
-                counts.cgroups =
-                    read_hash_map<drsnoop_cgroup_key, drsnoop_totals>(skel.maps.cgroup_totals);
-                // Listed after the table was read: a cgroup it has and this does not was removed,
-                // and its entry goes too.
-                counts.cgroup_paths = cgroup_paths(memcg_on_v1_);
-                for (const auto &[key, t] : counts.cgroups)
-                    if (!counts.cgroup_paths.contains(key.cgroup_id))
-                        bpf_map__delete_elem(skel.maps.cgroup_totals, &key, sizeof(key), 0);
-            }
-            metrics.collect(counts, out);
-            return CountedLosses{bss->dropped_events, bss->table_full};
-        });
+CountedLosses Drsnoop::collect(prometheus::Exposition &out) {
+    drsnoop_bpf &skel = this->skel();
+    drsnoop::Counts &counts = counts_;
+    // A scrape reads the totals and histograms; the per-task and per-cgroup tables on request.
+    const auto *bss = skel.bss;
+    for (uint32_t k = 0; k < DRSNOOP_KINDS; ++k) {
+        counts.totals[k] = bss->totals[k];
+        std::copy(std::begin(bss->hist[k]), std::end(bss->hist[k]), counts.hist_us[k].begin());
+    }
+    counts.summaries.clear();
+    if (o_.prom.label("comm")) {
+        counts.summaries = read_hash_map<drsnoop_proc_key, drsnoop_summary>(skel.maps.summaries);
+        // A process that exited stalls no more: its counts are read, so its entry goes,
+        // and the table keeps room for the processes that live.
+        delete_exited_tasks(skel.maps.summaries, counts.summaries,
+                            [](const drsnoop_proc_key &k) { return k.pid; });
+    }
+    if (o_.prom.label("cgroup")) {
+        counts.cgroups = read_hash_map<drsnoop_cgroup_key, drsnoop_totals>(skel.maps.cgroup_totals);
+        // Listed after the table was read: a cgroup it has and this does not was removed,
+        // and its entry goes too.
+        counts.cgroup_paths = cgroup_paths(memcg_on_v1_);
+        for (const auto &[key, t] : counts.cgroups)
+            if (!counts.cgroup_paths.contains(key.cgroup_id))
+                bpf_map__delete_elem(skel.maps.cgroup_totals, &key, sizeof(key), 0);
+    }
+    metrics_->collect(counts, out);
+    return CountedLosses{bss->dropped_events, bss->table_full};
+}
+
+// The options that shape what drsnoop counts: its own, and `memlat exporter`'s --drsnoop.NAME.
+void add_counting_options(CommandLine &cli, Options &o) {
+    cli.option('p', "pid", "PID", "Only threads of process PID", o.pid);
+    cli.option('t', "tid", "TID", "Only thread TID", o.tid);
+    cli.option('u', "uid", "UID", "Only tasks of user id UID", o.uid);
+    cli.option('n', "name", "NAME", "Only tasks whose name contains NAME", o.comm);
+    cli.option('k', "kind", "LIST",
+               "Only these kinds of reclaim: direct, memcg, softlimit, node (default: all "
+               "the kernel has)",
+               o.kinds);
+    cli.option('G', "cgroup", "PATH",
+               "Only tasks in this cgroup and below (a cgroup v2 directory, or one of the "
+               "cgroup v1 memory hierarchy)",
+               o.cgroup);
+    add_series_options(cli, o.prom, {"comm", "cgroup"});
 }
 
 } // namespace
@@ -460,23 +494,12 @@ static int tool_main(int argc, char **argv) {
     return run_tool(tool_name, [&] {
         Options o;
         CommandLine cli(tool_name, description, examples + environment_help(true));
-        cli.option('p', "pid", "PID", "Only threads of process PID", o.pid);
-        cli.option('t', "tid", "TID", "Only thread TID", o.tid);
-        cli.option('u', "uid", "UID", "Only tasks of user id UID", o.uid);
-        cli.option('n', "name", "NAME", "Only tasks whose name contains NAME", o.comm);
+        add_counting_options(cli, o);
         cli.flag('U', "print-uid", "Add a UID column", o.show_uid);
         cli.flag('e', "extended",
                  "Add FREE(KB) (free memory when the stall began; BCC's -v column), TID, "
                  "CGROUP and GFP (flags by name)",
                  o.extended);
-        cli.option('k', "kind", "LIST",
-                   "Only these kinds of reclaim: direct, memcg, softlimit, node (default: all "
-                   "the kernel has)",
-                   o.kinds);
-        cli.option('G', "cgroup", "PATH",
-                   "Only tasks in this cgroup and below (a cgroup v2 directory, or one of the "
-                   "cgroup v1 memory hierarchy)",
-                   o.cgroup);
         cli.flag('H', "hist",
                  "Log2 histograms of stall time per kind instead of one line per stall, "
                  "counted in the kernel; printed every INTERVAL or at the end",
@@ -486,7 +509,7 @@ static int tool_main(int argc, char **argv) {
                            "Add a TIME(s) column: seconds since the first stall began, as BCC's "
                            "drsnoop; with -j a wall_time field");
         add_buffer_size_option(cli, o.events, "the per-stall lines");
-        add_prometheus_options(cli, o.prom, {"comm", "cgroup"});
+        add_listen_option(cli, o.prom);
         cli.parse(argc, argv);
         return Drsnoop(std::move(o)).run();
     });
@@ -496,4 +519,6 @@ static int tool_main(int argc, char **argv) {
 // ARGS` through a link named after it.
 extern const ToolEntry memlat_tool_drsnoop{
     tool_name, "threads stalled in direct, memory-cgroup and node reclaim: per stall or histograms",
-    tool_main};
+    tool_main, []() -> std::unique_ptr<ExporterPart> {
+        return std::make_unique<ExporterPartOf<Drsnoop, Options>>(add_counting_options);
+    }};

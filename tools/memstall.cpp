@@ -118,21 +118,32 @@ struct Options {
 // --stacks: how many stacks per cause are printed at the end.
 constexpr size_t stacks_per_cause = 3;
 
-class Memstall {
+class Memstall final : public CountingSide {
   public:
     explicit Memstall(Options options) : o_(std::move(options)) {}
     int run();
+    // The steps of run() that `memlat exporter` takes too: the checks that need no kernel,
+    // then the load (with --prometheus: and the metrics it serves).
+    void check_options();
+    void load();
+    CountedLosses collect(prometheus::Exposition &out) override;
+    const std::vector<Probe> &probes() const override { return probes_; }
+    bpf_object *object() const override { return skel().obj; }
 
   private:
+    memstall_bpf &skel() const { return **loaded_; }
     void resolve_ranges();
     std::vector<Probe> plan() const;
     void configure(memstall_bpf &skel) const;
     void describe_causes(const std::vector<Probe> &probes) const;
     void print_interval(memstall_bpf &skel);
     void print_stacks(memstall_bpf &skel);
-    int serve_metrics(memstall_bpf &skel, const std::vector<Probe> &probes);
 
     Options o_;
+    std::vector<Probe> probes_;
+    std::optional<Loaded<memstall_bpf>> loaded_;
+    std::optional<memstall::Metrics> metrics_; // --prometheus
+    memstall::Counts counts_;
     std::optional<CgroupTarget> cgroup_;
     bool memcg_on_v1_ = memory_controller_on_v1();
     bool has_memstall_flag_ = false;
@@ -426,38 +437,23 @@ void Memstall::print_stacks(memstall_bpf &skel) {
         print_json_line({{"stacks", list}});
 }
 
-int Memstall::serve_metrics(memstall_bpf &skel, const std::vector<Probe> &probes) {
-    memstall::Metrics metrics(o_.prom, o_.cgroup);
-    memstall::Counts counts;
-    auto attached = [&](ProbeId id) {
-        const Probe *p = find_probe(probes, id);
-        return p != nullptr && p->choice() != nullptr;
-    };
-    counts.causes[MEMSTALL_DIRECT_RECLAIM] = attached(ProbeId::Direct);
-    counts.causes[MEMSTALL_MEMCG_RECLAIM] = attached(ProbeId::Memcg);
-    counts.causes[MEMSTALL_COMPACTION] = attached(ProbeId::Compaction);
-    counts.causes[MEMSTALL_DIRTY] = attached(ProbeId::Dirty);
-    for (uint32_t cause :
-         {MEMSTALL_SWAPIN, MEMSTALL_MEMORY_HIGH, MEMSTALL_THRASHING, MEMSTALL_OTHER})
-        counts.causes[cause] = has_memstall_flag_ && psi_enabled_;
-    return serve_tool_metrics(
-        tool_name, o_.prom, o_.common, probes, skel.obj, [&](prometheus::Exposition &out) {
-            std::copy(std::begin(skel.bss->totals), std::end(skel.bss->totals),
-                      counts.totals.begin());
-            if (o_.prom.label("cgroup")) {
-                counts.threads = read_hash_map<memstall_key, memstall_value>(skel.maps.stalls);
-                counts.cgroup_paths = cgroup_paths(memcg_on_v1_);
-            }
-            metrics.collect(counts, out);
-            // Threads that are gone stall no more: their counts are in the series now, their
-            // entries go, and the table keeps room for the threads that live.
-            delete_exited_tasks(skel.maps.stalls, counts.threads,
-                                [](const memstall_key &k) { return k.tid; });
-            return CountedLosses{0, skel.bss->table_full};
-        });
+CountedLosses Memstall::collect(prometheus::Exposition &out) {
+    memstall_bpf &skel = this->skel();
+    memstall::Counts &counts = counts_;
+    std::copy(std::begin(skel.bss->totals), std::end(skel.bss->totals), counts.totals.begin());
+    if (o_.prom.label("cgroup")) {
+        counts.threads = read_hash_map<memstall_key, memstall_value>(skel.maps.stalls);
+        counts.cgroup_paths = cgroup_paths(memcg_on_v1_);
+    }
+    metrics_->collect(counts, out);
+    // Threads that are gone stall no more: their counts are in the series now, their
+    // entries go, and the table keeps room for the threads that live.
+    delete_exited_tasks(skel.maps.stalls, counts.threads,
+                        [](const memstall_key &k) { return k.tid; });
+    return CountedLosses{0, skel.bss->table_full};
 }
 
-int Memstall::run() {
+void Memstall::check_options() {
     if (o_.pid)
         require_process(*o_.pid, "-p");
     if (o_.tid)
@@ -470,7 +466,9 @@ int Memstall::run() {
     if (o_.prom.on() && (o_.stacks || o_.per_cgroup))
         throw UsageError("--prometheus serves counters per cause; -s and -C go with the text "
                          "output (per cgroup: --prometheus-labels cgroup)");
+}
 
+void Memstall::load() {
     check_environment(tool_name);
     auto v = o_.common.verbosity();
     raise_memlock_limit(v);
@@ -503,15 +501,34 @@ int Memstall::run() {
             fmt::format("CGROUP is the task's {}",
                         memcg_on_v1_ ? "memory cgroup (cgroup v1 hierarchy)" : "cgroup v2 cgroup"));
 
-    auto probes = plan();
-    Loaded<memstall_bpf> skel(
+    probes_ = plan();
+    loaded_.emplace(
         memstall_bpf__open_opts, memstall_bpf__destroy, [&](memstall_bpf &s) { configure(s); },
-        probes, v);
-    describe_causes(probes);
+        probes_, v);
+    describe_causes(probes_);
+    if (!o_.prom.on())
+        return;
+    metrics_.emplace(o_.prom, o_.cgroup);
+    auto attached = [&](ProbeId id) {
+        const Probe *p = find_probe(probes_, id);
+        return p != nullptr && p->choice() != nullptr;
+    };
+    counts_.causes[MEMSTALL_DIRECT_RECLAIM] = attached(ProbeId::Direct);
+    counts_.causes[MEMSTALL_MEMCG_RECLAIM] = attached(ProbeId::Memcg);
+    counts_.causes[MEMSTALL_COMPACTION] = attached(ProbeId::Compaction);
+    counts_.causes[MEMSTALL_DIRTY] = attached(ProbeId::Dirty);
+    for (uint32_t cause :
+         {MEMSTALL_SWAPIN, MEMSTALL_MEMORY_HIGH, MEMSTALL_THRASHING, MEMSTALL_OTHER})
+        counts_.causes[cause] = has_memstall_flag_ && psi_enabled_;
+}
 
+int Memstall::run() {
+    check_options();
+    load();
     install_stop_signals();
     if (o_.prom.on())
-        return serve_metrics(*skel, probes);
+        return serve_tool_metrics(tool_name, o_.prom, o_.common, *this);
+    memstall_bpf *skel = &this->skel();
     announce_tracing("Tracing memory stalls...");
     fflush(stdout);
     last_print_ = std::chrono::steady_clock::now();
@@ -525,19 +542,26 @@ int Memstall::run() {
     return 0;
 }
 
+// The options that shape what memstall counts: its own, and `memlat exporter`'s
+// --memstall.NAME.
+void add_counting_options(CommandLine &cli, Options &o) {
+    cli.option('p', "pid", "PID", "Only threads of process PID (its row is shown even at 0)",
+               o.pid);
+    cli.option('t', "tid", "TID", "Only thread TID", o.tid);
+    cli.option('G', "cgroup", "PATH",
+               "Only tasks in this cgroup and below (a cgroup v2 directory, or one of the "
+               "cgroup v1 memory hierarchy)",
+               o.cgroup);
+    add_series_options(cli, o.prom, {"cgroup"});
+}
+
 } // namespace
 
-int tool_main(int argc, char **argv) {
+static int tool_main(int argc, char **argv) {
     return run_tool(tool_name, [&] {
         Options o;
         CommandLine cli(tool_name, description, examples + environment_help(false));
-        cli.option('p', "pid", "PID", "Only threads of process PID (its row is shown even at 0)",
-                   o.pid);
-        cli.option('t', "tid", "TID", "Only thread TID", o.tid);
-        cli.option('G', "cgroup", "PATH",
-                   "Only tasks in this cgroup and below (a cgroup v2 directory, or one of the "
-                   "cgroup v1 memory hierarchy)",
-                   o.cgroup);
+        add_counting_options(cli, o);
         cli.flag('C', "cgroups", "One row per memory cgroup instead of per process", o.per_cgroup);
         cli.flag('s', "stacks",
                  "At the end, the kernel and user stacks that stalled the longest, per cause "
@@ -546,7 +570,7 @@ int tool_main(int argc, char **argv) {
         cli.option('r', "rows", "ROWS", "Print at most ROWS rows per interval (default 20)",
                    o.max_rows);
         add_common_options(cli, o.common, true);
-        add_prometheus_options(cli, o.prom, {"cgroup"});
+        add_listen_option(cli, o.prom);
         cli.parse(argc, argv);
         return Memstall(std::move(o)).run();
     });
@@ -558,4 +582,6 @@ extern const ToolEntry memlat_tool_memstall{
     tool_name,
     "stall time by cause (reclaim, compaction, dirty pages, swap-in, memory.high, "
     "refaults) per process or cgroup",
-    tool_main};
+    tool_main, []() -> std::unique_ptr<ExporterPart> {
+        return std::make_unique<ExporterPartOf<Memstall, Options>>(add_counting_options);
+    }};

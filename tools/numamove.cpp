@@ -108,12 +108,20 @@ enum class ProbeId { End, Start, PerCall, TaskMoves };
 // tracepoints already see.
 constexpr const char *per_call_from_tracepoints = "migrate_tracepoints";
 
-class Numamove {
+class Numamove final : public CountingSide {
   public:
     explicit Numamove(Options options) : o_(std::move(options)) {}
     int run();
+    // The steps of run() that `memlat exporter` takes too: the checks that need no kernel,
+    // then the load (with --prometheus: and the metrics it serves).
+    void check_options();
+    void load();
+    CountedLosses collect(prometheus::Exposition &out) override;
+    const std::vector<Probe> &probes() const override { return probes_; }
+    bpf_object *object() const override { return skel().obj; }
 
   private:
+    numamove_bpf &skel() const { return **loaded_; }
     std::vector<Probe> plan() const;
     void configure(numamove_bpf &skel) const;
     // The whole-machine counts and histograms (no per-process table): every view and the
@@ -131,9 +139,12 @@ class Numamove {
     void print_reasons(const Snapshot &now, const Snapshot &before, json &out) const;
     void print_processes(const Snapshot &now, const Snapshot &before, json &out) const;
     void print_hists(const Snapshot &now, const Snapshot &before, json &out) const;
-    int serve_metrics(numamove_bpf &skel, const std::vector<Probe> &probes);
 
     Options o_;
+    std::vector<Probe> probes_;
+    std::optional<Loaded<numamove_bpf>> loaded_;
+    std::optional<numamove::Metrics> metrics_; // --prometheus
+    numamove::Counts counts_;
     numamove::ReasonNames reasons_ = numamove::ReasonNames::from_kernel();
     int64_t numa_reason_ = -1;
     std::optional<numamove::ArgLayout> layout_;
@@ -403,7 +414,7 @@ void Numamove::print_interval(const Snapshot &now, const Snapshot &before) {
         fmt::print("{} migrations nested deeper than {}: not timed.\n", deep, NUMAMOVE_MAX_DEPTH);
 }
 
-int Numamove::run() {
+void Numamove::check_options() {
     if (o_.pid)
         require_process(*o_.pid, "-p");
     if (o_.per_call && o_.reasons)
@@ -423,7 +434,9 @@ int Numamove::run() {
         o_.common.interval = 1;
     }
     check_max_entries_used(o_.common, o_.per_process, "-P (or --prometheus-labels comm)");
+}
 
+void Numamove::load() {
     check_environment(tool_name);
     auto v = o_.common.verbosity();
     raise_memlock_limit(v);
@@ -448,10 +461,11 @@ int Numamove::run() {
                                layout_why_));
 
     describe_features(v, kernel_features());
-    auto probes = plan();
-    Loaded<numamove_bpf> skel(
+    probes_ = plan();
+    loaded_.emplace(
         numamove_bpf__open_opts, numamove_bpf__destroy, [&](numamove_bpf &s) { configure(s); },
-        probes, v);
+        probes_, v);
+    const auto &probes = probes_;
     if (const Probe *per_call = find_probe(probes, ProbeId::PerCall)) {
         per_call_view_ = !per_call->uses_family(per_call_from_tracepoints);
         if (!per_call_view_)
@@ -473,9 +487,23 @@ int Numamove::run() {
                    "(CONFIG_NUMA_BALANCING off?): task moves stay 0.\n",
                    tool_name);
 
+    if (!o_.prom.on())
+        return;
+    metrics_.emplace(
+        o_.prom, [this](uint32_t r) { return reasons_.name(r); }, numa_reason_, getpagesize());
+    if (const Probe *start = find_probe(probes, ProbeId::Start))
+        counts_.timed = start->choice() != nullptr;
+    counts_.per_call = per_call_view_;
+}
+
+int Numamove::run() {
+    check_options();
+    load();
     install_stop_signals();
     if (o_.prom.on())
-        return serve_metrics(*skel, probes);
+        return serve_tool_metrics(tool_name, o_.prom, o_.common, *this);
+    const auto v = o_.common.verbosity();
+    numamove_bpf *skel = &this->skel();
     if (!o_.common.json && !o_.reasons && !o_.per_process) {
         std::string header = numamove::default_header();
         if (o_.task_moves)
@@ -510,31 +538,35 @@ int Numamove::run() {
     return 0;
 }
 
-int Numamove::serve_metrics(numamove_bpf &skel, const std::vector<Probe> &probes) {
-    numamove::Metrics metrics(
-        o_.prom, [this](uint32_t r) { return reasons_.name(r); }, numa_reason_, getpagesize());
-    numamove::Counts c;
-    if (const Probe *start = find_probe(probes, ProbeId::Start))
-        c.timed = start->choice() != nullptr;
-    c.per_call = per_call_view_;
-    return serve_tool_metrics(
-        tool_name, o_.prom, o_.common, probes, skel.obj, [&](prometheus::Exposition &out) {
-            const Snapshot now = totals(skel);
-            c.by_reason = now.counts;
-            c.hist_us = now.hist;
-            c.calls = now.calls;
-            c.call_hist_us = now.call_hist;
-            c.task_moves = now.moves;
-            if (o_.per_process) {
-                // Entries of processes that exited are read once more, then deleted.
-                c.procs =
-                    read_hash_map<numamove_proc_key, numamove_proc_value>(skel.maps.proc_counts);
-                delete_exited_tasks(skel.maps.proc_counts, c.procs,
-                                    [](const numamove_proc_key &k) { return k.pid; });
-            }
-            metrics.collect(c, out);
-            return CountedLosses{0, skel.bss->table_full};
-        });
+CountedLosses Numamove::collect(prometheus::Exposition &out) {
+    numamove_bpf &skel = this->skel();
+    numamove::Counts &c = counts_;
+    const Snapshot now = totals(skel);
+    c.by_reason = now.counts;
+    c.hist_us = now.hist;
+    c.calls = now.calls;
+    c.call_hist_us = now.call_hist;
+    c.task_moves = now.moves;
+    if (o_.per_process) {
+        // Entries of processes that exited are read once more, then deleted.
+        c.procs = read_hash_map<numamove_proc_key, numamove_proc_value>(skel.maps.proc_counts);
+        delete_exited_tasks(skel.maps.proc_counts, c.procs,
+                            [](const numamove_proc_key &k) { return k.pid; });
+    }
+    metrics_->collect(c, out);
+    return CountedLosses{0, skel.bss->table_full};
+}
+
+// The options that shape what numamove counts: its own, and `memlat exporter`'s
+// --numamove.NAME.
+void add_counting_options(CommandLine &cli, Options &o) {
+    cli.option('p', "pid", "PID", "Only migrations run by tasks of process PID", o.pid);
+    cli.flag('c', "per-call",
+             "Time calls of migrate_misplaced_folio (migrate_misplaced_page on older "
+             "kernels), as the anchors do, with fentry or kprobes; falls back to the "
+             "tracepoints where the kernel refuses both",
+             o.per_call);
+    add_series_options(cli, o.prom, {"comm"});
 }
 
 } // namespace
@@ -543,6 +575,7 @@ static int tool_main(int argc, char **argv) {
     return run_tool(tool_name, [&] {
         Options o;
         CommandLine cli(tool_name, description, examples + environment_help(true, hook_kinds));
+        add_counting_options(cli, o);
         cli.flag('r', "reasons",
                  "A table per interval of every migration by reason (numa_misplaced, "
                  "compaction, syscall, mempolicy_mbind, demotion, ...): calls, pages "
@@ -552,16 +585,10 @@ static int tool_main(int argc, char **argv) {
                  "A table per interval by process (PID, COMM of the task that ran the "
                  "migration): NUMA balancing's migrations, or every reason with -r",
                  o.per_process);
-        cli.option('p', "pid", "PID", "Only migrations run by tasks of process PID", o.pid);
         cli.flag('H', "hist",
                  "Log2 histogram of the time per migration (usecs), counted in the kernel: "
                  "NUMA balancing's, per reason with -r, per call with -c",
                  o.hist);
-        cli.flag('c', "per-call",
-                 "Time calls of migrate_misplaced_folio (migrate_misplaced_page on older "
-                 "kernels), as the anchors do, with fentry or kprobes; falls back to the "
-                 "tracepoints where the kernel refuses both",
-                 o.per_call);
         cli.flag('m', "task-moves",
                  "Add columns with NUMA balancing's task moves, swaps and sticks "
                  "(sched_move_numa, sched_swap_numa, sched_stick_numa)",
@@ -569,7 +596,7 @@ static int tool_main(int argc, char **argv) {
         add_common_options(
             cli, o.common, true,
             "Accepted for compatibility: every line already starts with its time (HH:MM:SS)");
-        add_prometheus_options(cli, o.prom, {"comm"});
+        add_listen_option(cli, o.prom);
         cli.parse(argc, argv);
         return Numamove(std::move(o)).run();
     });
@@ -578,4 +605,7 @@ static int tool_main(int argc, char **argv) {
 // The tool in the multi-call binary (tools/memlat/main.cpp): `memlat numamove ARGS`, or `numamove
 // ARGS` through a link named after it.
 extern const ToolEntry memlat_tool_numamove{
-    tool_name, "page migrations (NUMA balancing and every other reason) and their time", tool_main};
+    tool_name, "page migrations (NUMA balancing and every other reason) and their time", tool_main,
+    []() -> std::unique_ptr<ExporterPart> {
+        return std::make_unique<ExporterPartOf<Numamove, Options>>(add_counting_options);
+    }};

@@ -207,12 +207,20 @@ void add_proc_counts(tlbflush_proc_value &into, const tlbflush_proc_value &from)
     into.c.pages += from.c.pages;
 }
 
-class Tlbflush {
+class Tlbflush final : public CountingSide {
   public:
-    Tlbflush(Options options) : o_(std::move(options)), ncpus_(possible_cpus()) {}
+    explicit Tlbflush(Options options) : o_(std::move(options)), ncpus_(possible_cpus()) {}
     int run();
+    // The steps of run() that `memlat exporter` takes too: the checks that need no kernel,
+    // then the load (with --prometheus: and the metrics it serves).
+    void check_options();
+    void load();
+    CountedLosses collect(prometheus::Exposition &out) override;
+    const std::vector<Probe> &probes() const override { return probes_; }
+    bpf_object *object() const override { return skel().obj; }
 
   private:
+    tlbflush_bpf &skel() const { return **loaded_; }
     std::vector<Probe> plan(const KernelSymbols *ksyms) const;
     void configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) const;
     Snapshot snapshot(tlbflush_bpf &skel);
@@ -220,9 +228,12 @@ class Tlbflush {
     tlbflush::ViewFormat view_format() const;
     std::vector<std::string> stack_frames(tlbflush_bpf &skel, int32_t id, bool user, uint32_t pid);
     void print_event(const tlbflush_event &e);
-    int serve_metrics(tlbflush_bpf &skel, const std::vector<Probe> &probes);
 
     Options o_;
+    std::vector<Probe> probes_;
+    std::optional<Loaded<tlbflush_bpf>> loaded_;
+    std::optional<tlbflush::Metrics> metrics_; // --prometheus
+    tlbflush::Counts counts_;
     int ncpus_;
     Reasons reasons_ = Reasons::from_kernel();
     std::vector<bool> cpu_mask_;
@@ -494,7 +505,7 @@ void Tlbflush::print_event(const tlbflush_event &e) {
         fmt::print("{}", tlbflush::event_line(e, time_s, reasons_.name(e.reason), wall_time));
 }
 
-int Tlbflush::run() {
+void Tlbflush::check_options() {
     if (no_shootdown_ipis)
         throw RuntimeError(no_shootdown_ipis);
     if (!o_.cpus.empty())
@@ -521,7 +532,9 @@ int Tlbflush::run() {
     check_buffer_size_used(o_.events, o_.trace, "-t");
     check_max_entries_used(o_.common, o_.per_process || o_.culprits,
                            "-P, --culprits or -s (or --prometheus-labels comm)");
+}
 
+void Tlbflush::load() {
     check_environment(tool_name);
     auto v = o_.common.verbosity();
     raise_memlock_limit(v);
@@ -542,10 +555,11 @@ int Tlbflush::run() {
                    "[library]+offset\n",
                    tool_name);
     describe_features(v, kernel_features());
-    auto probes = plan(&*ksyms_);
-    Loaded<tlbflush_bpf> skel(
+    probes_ = plan(&*ksyms_);
+    loaded_.emplace(
         tlbflush_bpf__open_opts, tlbflush_bpf__destroy,
-        [&](tlbflush_bpf &s) { configure(s, probes); }, probes, v);
+        [&](tlbflush_bpf &s) { configure(s, probes_); }, probes_, v);
+    const auto &probes = probes_;
     const Probe *csd_queue = find_probe(probes, ProbeId::CsdQueue);
     const Probe *csd_function = find_probe(probes, ProbeId::CsdFunction);
     culprits_any_cpu_ = csd_queue != nullptr && csd_queue->uses_family(culprits_from_send_ipi);
@@ -557,9 +571,31 @@ int Tlbflush::run() {
     if (marks_from_tlb_flush_ && o_.latency)
         fmt::print(stderr, "{}: {}\n", tool_name, csd_function->choice()->caveat);
 
+    if (!o_.prom.on())
+        return;
+    const uint32_t remote = reasons_.value_or("remote_shootdown", 1);
+    const uint32_t wrong_cpu = reasons_.value_or("remote_wrong_cpu", 5);
+    metrics_.emplace(
+        o_.prom, [this](uint32_t r) { return reasons_.name(r); },
+        std::vector<uint32_t>{remote, wrong_cpu});
+    const size_t ncpus = std::min(ncpus_, TLBFLUSH_MAX_CPUS);
+    tlbflush::Counts &c = counts_;
+    c.cpus = cpu_mask_.empty() ? std::vector<bool>(ncpus, true) : cpu_mask_;
+    c.cpus.resize(ncpus);
+    c.by_cpu.resize(ncpus);
+    c.latency = o_.latency;
+    c.callbacks = !marks_from_tlb_flush_;
+    c.culprits = o_.culprits;
+}
+
+int Tlbflush::run() {
+    check_options();
+    load();
     install_stop_signals();
     if (o_.prom.on())
-        return serve_metrics(*skel, probes);
+        return serve_tool_metrics(tool_name, o_.prom, o_.common, *this);
+    const auto v = o_.common.verbosity();
+    tlbflush_bpf *skel = &this->skel();
     std::optional<EventReader> events;
     if (o_.trace) {
         events.emplace(
@@ -594,63 +630,76 @@ int Tlbflush::run() {
     return 0;
 }
 
-int Tlbflush::serve_metrics(tlbflush_bpf &skel, const std::vector<Probe> &probes) {
-    const uint32_t remote = reasons_.value_or("remote_shootdown", 1);
-    const uint32_t wrong_cpu = reasons_.value_or("remote_wrong_cpu", 5);
-    tlbflush::Metrics metrics(o_.prom, [this](uint32_t r) { return reasons_.name(r); },
-                              {remote, wrong_cpu});
-    const size_t ncpus = std::min(ncpus_, TLBFLUSH_MAX_CPUS);
-    tlbflush::Counts c;
-    c.cpus = cpu_mask_.empty() ? std::vector<bool>(ncpus, true) : cpu_mask_;
-    c.cpus.resize(ncpus);
-    c.by_cpu.resize(ncpus);
-    c.latency = o_.latency;
-    c.callbacks = !marks_from_tlb_flush_;
-    c.culprits = o_.culprits;
-    return serve_tool_metrics(
-        tool_name, o_.prom, o_.common, probes, skel.obj, [&](prometheus::Exposition &out) {
-            const auto *bss = skel.bss;
-            for (size_t cpu = 0; cpu < ncpus; ++cpu)
-                std::copy(std::begin(cpu_row(skel.data_counts->counts, cpu)),
-                          std::end(cpu_row(skel.data_counts->counts, cpu)), c.by_cpu[cpu].begin());
-            if (!marks_from_tlb_flush_)
-                c.flush_ipis.assign(&cpu_row(skel.data_flush_ipis->flush_ipis, 0),
-                                    &cpu_row(skel.data_flush_ipis->flush_ipis, 0) + ncpus);
-            if (o_.latency) {
-                c.handler_ns.resize(ncpus);
-                c.callback_ns.resize(ncpus);
-                c.handler_sum_ns.resize(ncpus);
-                c.callback_sum_ns.resize(ncpus);
-                c.ipi.resize(ncpus);
-                for (size_t cpu = 0; cpu < ncpus; ++cpu) {
-                    std::copy(std::begin(cpu_row(skel.data_handler_ns->handler_hist_ns, cpu)),
-                              std::end(cpu_row(skel.data_handler_ns->handler_hist_ns, cpu)),
-                              c.handler_ns[cpu].begin());
-                    std::copy(std::begin(cpu_row(skel.data_callback_ns->callback_hist_ns, cpu)),
-                              std::end(cpu_row(skel.data_callback_ns->callback_hist_ns, cpu)),
-                              c.callback_ns[cpu].begin());
-                    c.handler_sum_ns[cpu] = cpu_row(skel.data_handler_sum->handler_sum_ns, cpu);
-                    c.callback_sum_ns[cpu] = cpu_row(skel.data_callback_sum->callback_sum_ns, cpu);
-                    c.ipi[cpu] = cpu_row(skel.data_ipi_counts->ipi_counts, cpu);
-                }
-            }
-            // The per-task tables keep an entry per process (or thread); the entries of those that
-            // exited are read here for the last time and deleted, so the tables hold the live ones.
-            if (o_.per_process) {
-                c.procs =
-                    read_hash_map<tlbflush_proc_key, tlbflush_proc_value>(skel.maps.proc_counts);
-                delete_exited_tasks(skel.maps.proc_counts, c.procs,
-                                    [](const tlbflush_proc_key &k) { return k.pid; });
-            }
-            if (o_.culprits) {
-                c.senders =
-                    read_hash_map<tlbflush_culprit_key, tlbflush_culprit_value>(skel.maps.culprits);
-                delete_exited_tasks(skel.maps.culprits, c.senders,
-                                    [](const tlbflush_culprit_key &k) { return k.tid; });
-            }
-            metrics.collect(c, out);
-            return CountedLosses{bss->dropped_events, bss->table_full};
-        });
+CountedLosses Tlbflush::collect(prometheus::Exposition &out) {
+    tlbflush_bpf &skel = this->skel();
+    tlbflush::Counts &c = counts_;
+    const size_t ncpus = c.by_cpu.size();
+    const auto *bss = skel.bss;
+    for (size_t cpu = 0; cpu < ncpus; ++cpu)
+        std::copy(std::begin(cpu_row(skel.data_counts->counts, cpu)),
+                  std::end(cpu_row(skel.data_counts->counts, cpu)), c.by_cpu[cpu].begin());
+    if (!marks_from_tlb_flush_)
+        c.flush_ipis.assign(&cpu_row(skel.data_flush_ipis->flush_ipis, 0),
+                            &cpu_row(skel.data_flush_ipis->flush_ipis, 0) + ncpus);
+    if (o_.latency) {
+        c.handler_ns.resize(ncpus);
+        c.callback_ns.resize(ncpus);
+        c.handler_sum_ns.resize(ncpus);
+        c.callback_sum_ns.resize(ncpus);
+        c.ipi.resize(ncpus);
+        for (size_t cpu = 0; cpu < ncpus; ++cpu) {
+            std::copy(std::begin(cpu_row(skel.data_handler_ns->handler_hist_ns, cpu)),
+                      std::end(cpu_row(skel.data_handler_ns->handler_hist_ns, cpu)),
+                      c.handler_ns[cpu].begin());
+            std::copy(std::begin(cpu_row(skel.data_callback_ns->callback_hist_ns, cpu)),
+                      std::end(cpu_row(skel.data_callback_ns->callback_hist_ns, cpu)),
+                      c.callback_ns[cpu].begin());
+            c.handler_sum_ns[cpu] = cpu_row(skel.data_handler_sum->handler_sum_ns, cpu);
+            c.callback_sum_ns[cpu] = cpu_row(skel.data_callback_sum->callback_sum_ns, cpu);
+            c.ipi[cpu] = cpu_row(skel.data_ipi_counts->ipi_counts, cpu);
+        }
+    }
+    // The per-task tables keep an entry per process (or thread); the entries of those that
+    // exited are read here for the last time and deleted, so the tables hold the live ones.
+    if (o_.per_process) {
+        c.procs = read_hash_map<tlbflush_proc_key, tlbflush_proc_value>(skel.maps.proc_counts);
+        delete_exited_tasks(skel.maps.proc_counts, c.procs,
+                            [](const tlbflush_proc_key &k) { return k.pid; });
+    }
+    if (o_.culprits) {
+        c.senders = read_hash_map<tlbflush_culprit_key, tlbflush_culprit_value>(skel.maps.culprits);
+        delete_exited_tasks(skel.maps.culprits, c.senders,
+                            [](const tlbflush_culprit_key &k) { return k.tid; });
+    }
+    metrics_->collect(c, out);
+    return CountedLosses{bss->dropped_events, bss->table_full};
+}
+
+// The options that shape what tlbflush counts: its own, and `memlat exporter`'s
+// --tlbflush.NAME.
+void add_counting_options(CommandLine &cli, Options &o) {
+    cli.option('c', "cpu", "LIST",
+               "Only events on these CPUs, e.g. 11 or 0,2-5 (for --culprits the target "
+               "CPU, for -L the victim CPU)",
+               o.cpus);
+    cli.option('p', "pid", "PID",
+               "Only events whose current task belongs to process PID (for --culprits: "
+               "the sender)",
+               [&o](const std::string &text) {
+                   o.pid = parse_number<int>(text, "-p");
+                   o.pid_given = true;
+               });
+    cli.option('r', "reason", "LIST",
+               "Only these reasons, by name or number, comma-separated (e.g. "
+               "remote_shootdown,remote_wrong_cpu)",
+               o.reasons);
+    cli.flag(0, "culprits", "Count shootdown IPIs by sender (PID, TID, COMM) and target CPU",
+             o.culprits);
+    cli.flag('L', "latency",
+             "Log2 histograms (nsecs) per victim CPU: the IPI handler's time for each "
+             "call-function IPI that flushed the TLB, and the flush callback's (see below)",
+             o.latency);
+    add_series_options(cli, o.prom, {"comm"});
 }
 
 } // namespace
@@ -659,38 +708,18 @@ static int tool_main(int argc, char **argv) {
     return run_tool(tool_name, [&] {
         Options o;
         CommandLine cli(tool_name, description, examples);
-        cli.option('c', "cpu", "LIST",
-                   "Only events on these CPUs, e.g. 11 or 0,2-5 (for --culprits the target "
-                   "CPU, for -L the victim CPU)",
-                   o.cpus);
-        cli.option('p', "pid", "PID",
-                   "Only events whose current task belongs to process PID (for --culprits: "
-                   "the sender)",
-                   [&o](const std::string &text) {
-                       o.pid = parse_number<int>(text, "-p");
-                       o.pid_given = true;
-                   });
-        cli.option('r', "reason", "LIST",
-                   "Only these reasons, by name or number, comma-separated (e.g. "
-                   "remote_shootdown,remote_wrong_cpu)",
-                   o.reasons);
+        add_counting_options(cli, o);
         cli.flag('P', "per-process", "Break the counts down by process (PID and COMM) too",
                  o.per_process);
-        cli.flag(0, "culprits", "Count shootdown IPIs by sender (PID, TID, COMM) and target CPU",
-                 o.culprits);
         cli.flag('s', "stacks",
                  "With --culprits (implied): the sender's kernel and user stacks, symbolized, "
                  "most frequent first",
                  o.stacks);
-        cli.flag('L', "latency",
-                 "Log2 histograms (nsecs) per victim CPU: the IPI handler's time for each "
-                 "call-function IPI that flushed the TLB, and the flush callback's (see below)",
-                 o.latency);
         cli.flag('t', "trace", "One line per flush: TIME CPU PID COMM REASON PAGES", o.trace);
         add_common_options(cli, o.common, true,
                            "A wall-clock time (HH:MM:SS) on each interval, and on each -t line");
         add_buffer_size_option(cli, o.events, "-t's lines");
-        add_prometheus_options(cli, o.prom, {"comm"});
+        add_listen_option(cli, o.prom);
         cli.parse(argc, argv);
         return Tlbflush(std::move(o)).run();
     });
@@ -701,4 +730,6 @@ static int tool_main(int argc, char **argv) {
 extern const ToolEntry memlat_tool_tlbflush{
     tool_name,
     "TLB flushes by CPU and reason, who sends shootdown IPIs, how long victims handle them",
-    tool_main};
+    tool_main, []() -> std::unique_ptr<ExporterPart> {
+        return std::make_unique<ExporterPartOf<Tlbflush, Options>>(add_counting_options);
+    }};

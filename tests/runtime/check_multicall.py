@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Build check: the multi-call binary. `memlat -h` lists every tool, one line each;
-`memlat --version` prints the version; `memlat TOOL ARGS` and the link BUILD/TOOL give the same
-output and exit status (help, a usage error); an unknown tool or no tool is a usage error.
+`memlat --version` prints the version; `memlat TOOL ARGS`, the link BUILD/TOOL and a link named
+memlat-TOOL (the Debian package's name) give the same output and exit status (help, a usage
+error); an unknown tool or no tool is a usage error.
 
 usage: check_multicall.py BUILD_DIR TOOL..."""
 import os
 import subprocess
 import sys
+import tempfile
 
 
 def run(argv: list[str]) -> subprocess.CompletedProcess:
@@ -41,18 +43,24 @@ def main() -> int:
         if not res.stderr:
             failures.append(f"memlat {' '.join(argv)} ({why}): nothing on stderr")
 
+    prefixed_links = tempfile.TemporaryDirectory()
     for tool in tools:
+        prefixed = os.path.join(prefixed_links.name, f"memlat-{tool}")
+        os.symlink(os.path.abspath(memlat), prefixed)
         for args in (["-h"], ["--no-such-option"], ["-p", "x"]):
-            via_link = run([os.path.join(build, tool), *args])
             via_memlat = run([memlat, tool, *args])
-            for what in ("returncode", "stdout", "stderr"):
-                if getattr(via_link, what) != getattr(via_memlat, what):
-                    failures.append(f"{tool} {' '.join(args)} and memlat {tool} "
-                                    f"{' '.join(args)} differ in {what}:\n"
-                                    f"{getattr(via_link, what)!r}\n{getattr(via_memlat, what)!r}")
+            for link in (os.path.join(build, tool), prefixed):
+                via_link = run([link, *args])
+                for what in ("returncode", "stdout", "stderr"):
+                    if getattr(via_link, what) != getattr(via_memlat, what):
+                        failures.append(f"{os.path.basename(link)} {' '.join(args)} and memlat "
+                                        f"{tool} {' '.join(args)} differ in {what}:\n"
+                                        f"{getattr(via_link, what)!r}\n"
+                                        f"{getattr(via_memlat, what)!r}")
         if not via_link.stderr.startswith(f"{tool}: "):
             failures.append(f"{tool} -p x: the usage error names the tool: {via_link.stderr!r}")
 
+    prefixed_links.cleanup()
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0

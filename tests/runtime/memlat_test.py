@@ -890,12 +890,15 @@ class Tool:
     the tool exits or times out first, that is a Failure showing its output. The body then
     runs the workload. On exit the tool is stopped with SIGINT (unless it already ended, or
     wait_exit=True: then it is left to end by itself, e.g. with -d or an interval count) and
-    `result` holds its exit status and output. The tool is killed if anything goes wrong."""
+    `result` holds its exit status and output. The tool is killed if anything goes wrong.
+    `program` runs another binary than BUILD/NAME (an installed one: test_deb.py)."""
 
     def __init__(self, name: str, *args: str, env: Optional[dict] = None,
                  wait_exit: bool = False, exit_timeout: float = 30.0,
-                 ready_timeout: float = READY_TIMEOUT, watch_bpf: bool = False):
-        self.argv = [binary(name), *args]
+                 ready_timeout: float = READY_TIMEOUT, watch_bpf: bool = False,
+                 prefix: Sequence[str] = (), program: Optional[str] = None):
+        self.argv = [program or binary(name), *args]
+        self.prefix = list(prefix)  # a command that runs the tool (setpriv ...)
         self.name = name
         self.watch_bpf = watch_bpf
         self.bpf_watch: Optional[BpfWatch] = None
@@ -930,7 +933,8 @@ class Tool:
         envs = " ".join(f"{k}={v}" for k, v in self.extra_env.items())
         log(f"$ {envs + ' ' if envs else ''}{' '.join(self.argv)}")
         self.started_at = time.monotonic()
-        command = _UNPRIVILEGED.command(self.name, self.argv) if _UNPRIVILEGED.on else self.argv
+        command = (_UNPRIVILEGED.command(self.name, self.argv) if _UNPRIVILEGED.on
+                   else self.prefix + self.argv)
         self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, env=self.env, start_new_session=True)
         if self.watch_bpf:
@@ -1266,6 +1270,14 @@ def required_capabilities(tool: str, args: Sequence[str]) -> list[str]:
     CAP_PERFMON for every tool; CAP_SYSLOG where kernel addresses are symbolised (tlbflush
     -L, --culprits, -s; compactsnoop -K); CAP_SYS_PTRACE for tlbflush -s's user stacks;
     CAP_DAC_READ_SEARCH and CAP_SYS_PTRACE for cachestat -f's paths."""
+    if tool == "memlat" and args[:1] == ["exporter"]:
+        # `memlat exporter` needs what each of its tools needs with the options given to it
+        # as --TOOL.NAME (every tool by default).
+        caps = {"bpf", "perfmon"}
+        for name in ("tlbflush", "compactsnoop", "cachestat"):
+            own = ["--" + a[len(name) + 3:] for a in args if a.startswith(f"--{name}.")]
+            caps.update(required_capabilities(name, own))
+        return sorted(caps, key=list(CAPABILITY_BITS).index)
     caps = ["bpf", "perfmon"]
     flags = set()
     for a in args:
@@ -1327,7 +1339,7 @@ class _Unprivileged:
         except OSError:
             pass
         self.runs.append((tool.name, required_capabilities(tool.name, tool.argv[1:]), uid,
-                          cap_eff, "--prometheus" in tool.argv))
+                          cap_eff, "--prometheus" in tool.argv or tool.argv[1:2] == ["exporter"]))
 
     def check(self, t: "Test") -> None:
         t.require(bool(self.runs), "the scenario ran a tool", "at least 1", len(self.runs))

@@ -260,10 +260,13 @@ def _(t: Test):
                   c["misses"], 0.01)
     t.check_close("file's ACCESSES (all processes) vs the readers' (2%)", rows[0]["accesses"],
                   c["accesses"] + w["accesses"], 0.02)
-    busiest = max(p.values(), key=lambda r: r["accesses"] + r["misses"] + r["dirties"])
-    t.check(busiest["pid"] in (cold.pid, warm.pid),
-            "the busiest process is a reader (sorted by activity)", f"{cold.pid} or {warm.pid}",
-            busiest["pid"])
+    # Rows come busiest first. (Not "the busiest is a reader": on a machine that compiles
+    # beside the test, a compiler reading its headers was busier once.)
+    activity = [(r["accesses"] or 0) + r["misses"] + r["dirties"]
+                for r in summary_of(procs, t)["processes"]]
+    t.check(activity == sorted(activity, reverse=True),
+            "-P rows sorted by activity (accesses + misses + dirties), busiest first",
+            "non-increasing", activity[:10])
 
 
 STORM_ENTRIES = 1024      # cachestat --max-entries for the storm

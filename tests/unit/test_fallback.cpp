@@ -265,6 +265,35 @@ TEST(Fallback, AnUnknownDisabledHookIsAUsageError) {
     }
 }
 
+namespace {
+
+// Two tools' plans in one process after share_disabled_hooks(): exit status 7 when neither
+// refused the other's name, both took it, and only the name no tool knows is left unknown.
+[[noreturn]] void plan_two_tools_sharing_disabled_hooks() {
+    share_disabled_hooks();
+    auto e = environment();
+    e.disabled_hooks = {"csd", "writeback_dirty_folio", "tp_bft"};
+    HookChoice csd = choice(HookKind::RawTp, "csd_raw");
+    csd.family = "csd";
+    std::vector<Probe> first{Probe(Id::Flush, "csd", "", {csd}, false)};
+    HookFallback one(first, e); // no UsageError for the other tool's name
+    HookChoice dirty = choice(HookKind::TpBtf, "dirty_btf");
+    dirty.family = "writeback_dirty_folio";
+    std::vector<Probe> second{Probe(Id::Flush, "dirty", "", {dirty}, false)};
+    HookFallback two(second, e);
+    const bool disabled = first[0].chosen < 0 && second[0].chosen < 0;
+    const auto unknown = disabled_hooks_unknown(e.disabled_hooks);
+    exit(disabled && unknown == std::vector<std::string>{"tp_bft"} ? 7 : 1);
+}
+
+} // namespace
+
+TEST(FallbackDeathTest, SharedDisabledHooksAreCheckedAgainstEveryToolAtOnce) {
+    // memlat exporter: a name one tool knows is not another's error; a name none knows is
+    // found once all have planned. (A death test: the sharing is for the whole process.)
+    EXPECT_EXIT(plan_two_tools_sharing_disabled_hooks(), testing::ExitedWithCode(7), "");
+}
+
 TEST(Fallback, UnavailableChoicesAreSkippedAndTheExplanationListsTheRest) {
     HookChoice unavailable = choice(HookKind::TpBtf, "flush_btf");
     unavailable.unavailable = "arguments not recognized";

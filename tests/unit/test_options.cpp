@@ -83,6 +83,16 @@ struct Parsed {
     bool flag = false;
 };
 
+// Parses `args` as the command line of `name`.
+void parse_args(memlat::CommandLine &cli, std::string name, std::vector<std::string> args) {
+    std::vector<char *> argv;
+    args.insert(args.begin(), std::move(name));
+    for (auto &a : args)
+        argv.push_back(a.data());
+    argv.push_back(nullptr);
+    cli.parse(static_cast<int>(args.size()), argv.data());
+}
+
 Parsed parse(std::vector<std::string> args) {
     Parsed p;
     memlat::CommandLine cli("tool", "A tool.", "Examples: none");
@@ -91,12 +101,7 @@ Parsed parse(std::vector<std::string> args) {
     cli.option('u', "uid", "UID", "user", p.uid);
     cli.flag(0, "long-only", "a long-only flag", p.flag);
     memlat::add_common_options(cli, p.common, true);
-    std::vector<char *> argv;
-    args.insert(args.begin(), "tool");
-    for (auto &a : args)
-        argv.push_back(a.data());
-    argv.push_back(nullptr);
-    cli.parse(static_cast<int>(args.size()), argv.data());
+    parse_args(cli, "tool", std::move(args));
     return p;
 }
 
@@ -133,6 +138,55 @@ TEST(CommandLineDeathTest, UsageErrorsExitWithStatus2AndNameTheProblem) {
     EXPECT_EXIT(parse({"1", "0"}), testing::ExitedWithCode(2), "count must be a positive");
     EXPECT_EXIT(parse({"1", "2", "3"}), testing::ExitedWithCode(2), "unexpected argument '3'");
     EXPECT_EXIT(parse({"--bogus"}), testing::ExitedWithCode(2), "unrecognized option");
+}
+
+namespace {
+
+struct Grouped {
+    int pid = 0, drsnoop_pid = 0;
+    bool latency = false;
+    bool drsnoop_given = false, tlbflush_given = false;
+};
+
+// memlat exporter: each tool's options as --TOOL.NAME, long only.
+Grouped parse_grouped(std::vector<std::string> args) {
+    Grouped g;
+    memlat::CommandLine cli("exporter", "An exporter.", "Examples: none");
+    cli.option('p', "pid", "PID", "process", g.pid);
+    cli.begin_group("drsnoop.", "drsnoop:");
+    cli.option('p', "pid", "PID", "process", g.drsnoop_pid);
+    cli.begin_group("tlbflush.", "tlbflush:");
+    cli.flag('L', "latency", "latency", g.latency);
+    parse_args(cli, "exporter", std::move(args));
+    g.drsnoop_given = cli.group_given("drsnoop.");
+    g.tlbflush_given = cli.group_given("tlbflush.");
+    return g;
+}
+
+} // namespace
+
+TEST(CommandLine, GroupsNameTheirOptionsWithTheirPrefixAndSayWhetherOneWasGiven) {
+    auto g = parse_grouped({"-p", "1", "--drsnoop.pid", "2"});
+    EXPECT_EQ(g.pid, 1);
+    EXPECT_EQ(g.drsnoop_pid, 2);
+    EXPECT_TRUE(g.drsnoop_given);
+    EXPECT_FALSE(g.tlbflush_given);
+    g = parse_grouped({"--tlbflush.latency"});
+    EXPECT_TRUE(g.latency);
+    EXPECT_FALSE(g.drsnoop_given);
+    EXPECT_TRUE(g.tlbflush_given);
+}
+
+TEST(CommandLineDeathTest, GroupOptionsHaveNoShortNameAndErrorsUseTheLongOne) {
+    EXPECT_EXIT(parse_grouped({"-L"}), testing::ExitedWithCode(2), "invalid option");
+    EXPECT_EXIT(parse_grouped({"--drsnoop.pid", "x"}), testing::ExitedWithCode(2),
+                "--drsnoop.pid takes a number, not 'x'");
+    EXPECT_EXIT(
+        {
+            dup2(2, 1);
+            parse_grouped({"-h"});
+        },
+        testing::ExitedWithCode(0), "tlbflush:\n +--tlbflush.latency +latency");
 }
 
 TEST(CommandLineDeathTest, HelpListsEveryOptionAndExitsZero) {

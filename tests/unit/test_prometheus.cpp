@@ -198,3 +198,63 @@ TEST(Prometheus, ParsesListenAddresses) {
                             "::1:80", "[::1]", "[::1]80", "1.2.3.4.5:80", "-1"})
         EXPECT_THROW(parse_listen_address(bad), UsageError) << bad;
 }
+
+TEST(Prometheus, MergeAddsFamiliesAndTheSeriesOfTheSameFamily) {
+    // memlat exporter: each tool's exposition apart, then one.
+    Exposition all, drsnoop, tlbflush;
+    all.family("memlat_build", Type::Info, "Build");
+    all.sample({{"tool", "exporter"}}, 1);
+    drsnoop.set_tool("drsnoop");
+    drsnoop.family("memlat_reclaim_stalls", Type::Counter, "Stalls");
+    drsnoop.sample({{"kind", "memcg"}}, 3);
+    loss_metrics(drsnoop, 1, 2);
+    tlbflush.set_tool("tlbflush");
+    loss_metrics(tlbflush, 4, 0);
+    tlbflush.family("memlat_tlb_flushes", Type::Counter, "Flushes");
+    tlbflush.sample({{"cpu", "0"}, {"reason", "task_switch"}}, 9);
+    all.merge(drsnoop);
+    all.merge(tlbflush);
+    EXPECT_EQ(all.render(Format::Text),
+              "# HELP memlat_build_info Build\n"
+              "# TYPE memlat_build_info gauge\n"
+              "memlat_build_info{tool=\"exporter\"} 1\n"
+              "# HELP memlat_reclaim_stalls_total Stalls\n"
+              "# TYPE memlat_reclaim_stalls_total counter\n"
+              "memlat_reclaim_stalls_total{kind=\"memcg\"} 3\n"
+              "# HELP memlat_lost_events_total Events lost because the buffer between the kernel "
+              "and the tool was full\n"
+              "# TYPE memlat_lost_events_total counter\n"
+              "memlat_lost_events_total{tool=\"drsnoop\"} 1\n"
+              "memlat_lost_events_total{tool=\"tlbflush\"} 4\n"
+              "# HELP memlat_table_full_total Events not counted because a BPF table had no room "
+              "for a new entry\n"
+              "# TYPE memlat_table_full_total counter\n"
+              "memlat_table_full_total{tool=\"drsnoop\"} 2\n"
+              "memlat_table_full_total{tool=\"tlbflush\"} 0\n"
+              "# HELP memlat_tlb_flushes_total Flushes\n"
+              "# TYPE memlat_tlb_flushes_total counter\n"
+              "memlat_tlb_flushes_total{cpu=\"0\",reason=\"task_switch\"} 9\n");
+}
+
+TEST(Prometheus, MergeAddsUpTheSameSeriesAndRefusesTwoTypesForOneName) {
+    Exposition a, b, c;
+    const std::array<uint64_t, 3> slots{1, 2, 0};
+    a.family("memlat_x_seconds", Type::Histogram, "X");
+    a.histogram({{"kind", "k"}}, slots, 1e-6, 0.5);
+    b.family("memlat_x_seconds", Type::Histogram, "X");
+    b.histogram({{"kind", "k"}}, slots, 1e-6, 0.25);
+    a.merge(b);
+    const auto text = a.render(Format::Text);
+    EXPECT_TRUE(contains(text, "memlat_x_seconds_bucket{kind=\"k\",le=\"4e-06\"} 6\n")) << text;
+    EXPECT_TRUE(contains(text, "memlat_x_seconds_sum{kind=\"k\"} 0.75\n")) << text;
+    c.family("memlat_x_seconds", Type::Counter, "X");
+    EXPECT_THROW(a.merge(c), std::logic_error);
+}
+
+TEST(Prometheus, AToolsOwnExpositionHasNoToolLabel) {
+    Exposition e;
+    loss_metrics(e, 0, 0);
+    series_dropped_metric(e, 5);
+    EXPECT_TRUE(contains(e.render(Format::Text), "memlat_series_dropped_total 5\n"));
+    EXPECT_FALSE(contains(e.render(Format::Text), "tool="));
+}

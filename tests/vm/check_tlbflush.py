@@ -47,10 +47,13 @@ def _measured(t: Test, b: Block):
         t.check_eq("remote_flushes_traced summary == counts rows", remote,
                    (obj.get("remote_flushes_traced") or {}).get(str(VICTIM), 0))
     else:
-        # The flush IPIs handled (csd): at least what tlb_flush reported, and the TLB row.
+        # The flush IPIs handled (csd) against what tlb_flush reported and the TLB row. Not
+        # "at least what tlb_flush reported": the kernel also reports a few remote shootdowns
+        # outside any flush IPI (7.3 in a CI run: 896 counts rows, 894 IPIs handled, and the
+        # ftrace oracle of the latency scenario saw the same 2 "without an IPI handler").
         received = obj["remote_shootdowns"].get(str(VICTIM), 0)
-        t.check_ge("remote_shootdowns (flush IPIs handled) >= counts rows (-0.1%)",
-                   round(remote * 0.999), received)
+        t.check_close("remote_shootdowns (flush IPIs handled) vs counts rows", remote, received,
+                      rel_tol=COUNT_TOL, abs_tol=COUNT_ABS)
         t.check_close(f"remote shootdowns received on CPU{VICTIM} vs /proc/interrupts TLB delta",
                       delta, received, rel_tol=COUNT_TOL, abs_tol=COUNT_ABS)
     t.check_close(f"remote shootdowns on CPU{VICTIM} vs /proc/interrupts TLB delta", delta,

@@ -186,7 +186,10 @@ def build_initramfs(path: str, build: str, tools: list[str], kernel: vmkernel.Ke
     # any of them); the ones whose scenarios run must be there.
     all_tools = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(
         HERE, "..", "..", "tools", "*.cpp")))
-    for tool in sorted(set(all_tools) | set(tools)):
+    # The multi-call binary itself too, for `memlat exporter` (scenarios/exporter.sh).
+    for tool in sorted(set(all_tools) | set(tools) | {"memlat"}):
+        if tool == "exporter":
+            continue  # a scenario of the memlat binary, not a binary of its own
         binary = os.path.join(build, tool)
         if os.path.isfile(binary) and is_static(binary):
             c.copy(f"memlat/{tool}", binary)

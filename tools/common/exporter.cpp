@@ -83,14 +83,17 @@ bool PrometheusOptions::label(std::string_view name) const {
     return std::find(labels.begin(), labels.end(), name) != labels.end();
 }
 
-void add_prometheus_options(CommandLine &cli, PrometheusOptions &options,
-                            std::vector<std::string> allowed) {
+void add_listen_option(CommandLine &cli, PrometheusOptions &options) {
     cli.option(
         0, "prometheus", "[ADDR:]PORT",
         "Serve the counters and histograms as Prometheus metrics on ADDR:PORT "
         "(http://ADDR:PORT/metrics; no ADDR: every address) instead of printing "
         "them; runs until SIGTERM or Ctrl-C",
         [&options](const std::string &text) { options.listen = parse_listen_address(text); });
+}
+
+void add_series_options(CommandLine &cli, PrometheusOptions &options,
+                        std::vector<std::string> allowed) {
     std::string names;
     for (const auto &a : allowed)
         names += (names.empty() ? "" : ", ") + a;

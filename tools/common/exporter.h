@@ -33,7 +33,7 @@ struct ListenAddress {
 // names what is wrong.
 ListenAddress parse_listen_address(std::string_view text);
 
-// The options every exporter shares, set by add_prometheus_options().
+// The options every exporter shares, set by add_listen_option() and add_series_options().
 struct PrometheusOptions {
     std::optional<ListenAddress> listen; // --prometheus; none: the tool prints text
     std::vector<std::string> labels;     // --prometheus-labels
@@ -43,9 +43,12 @@ struct PrometheusOptions {
     bool label(std::string_view name) const;
 };
 
-// Adds --prometheus, --prometheus-labels (from `allowed`, e.g. {"comm"}) and --max-series.
-void add_prometheus_options(CommandLine &cli, PrometheusOptions &options,
-                            std::vector<std::string> allowed);
+// Adds --prometheus [ADDR:]PORT.
+void add_listen_option(CommandLine &cli, PrometheusOptions &options);
+// Adds --prometheus-labels (from `allowed`, e.g. {"comm"}) and --max-series: what a tool's
+// metrics take, served by the tool (--prometheus) or by `memlat exporter`.
+void add_series_options(CommandLine &cli, PrometheusOptions &options,
+                        std::vector<std::string> allowed);
 // A UsageError when --prometheus-labels or --max-series was given without --prometheus, or
 // --prometheus with -j or an interval (which shape the text output); a RuntimeError when the
 // tool prints and stdout is closed (require_stdout).

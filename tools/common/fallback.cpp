@@ -121,6 +121,10 @@ object_refusal_message(int err, const std::vector<std::string> &lines,
 
 namespace {
 
+// share_disabled_hooks(): every name of every tool's plan so far.
+bool disabled_hooks_shared = false;
+std::set<std::string> hook_names_known;
+
 std::string refusals_text(const Probe &probe) {
     std::string text;
     for (const auto &[index, why] : probe.refused)
@@ -151,8 +155,9 @@ HookFallback::HookFallback(std::vector<Probe> &probes, FallbackEnvironment envir
                 known.insert(choice.family);
             known.insert(choice.label());
         }
+    hook_names_known.insert(known.begin(), known.end());
     for (const auto &token : environment_.disabled_hooks)
-        if (!known.contains(token)) {
+        if (!disabled_hooks_shared && !known.contains(token)) {
             std::string names;
             for (const auto &name : known)
                 names += (names.empty() ? "" : ", ") + name;
@@ -163,6 +168,18 @@ HookFallback::HookFallback(std::vector<Probe> &probes, FallbackEnvironment envir
     for (auto &probe : probes_)
         if (probe.chosen < 0 && !advance(probe, 0) && probe.required)
             no_hook_left(probe);
+}
+
+void share_disabled_hooks() {
+    disabled_hooks_shared = true;
+}
+
+std::vector<std::string> disabled_hooks_unknown(const std::vector<std::string> &listed) {
+    std::vector<std::string> unknown;
+    for (const auto &name : listed)
+        if (!hook_names_known.contains(name))
+            unknown.push_back(name);
+    return unknown;
 }
 
 // Hook kinds or families listed in MEMLAT_DISABLE_HOOKS are never tried: the tests and the VM

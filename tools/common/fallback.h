@@ -78,6 +78,14 @@ struct ObjectFacts {
     std::function<std::string(const std::string &program)> program_requirement;
 };
 
+// `memlat exporter` runs several tools in one process, which share MEMLAT_DISABLE_HOOKS:
+// after share_disabled_hooks() each tool leaves alone the names it does not know (another
+// tool's family, say), and the exporter checks, once every tool has planned its probes, that
+// each name was known to one of them (disabled_hooks_unknown()).
+void share_disabled_hooks();
+// The names of `listed` that no tool of this process knew as a hook kind, family or choice.
+std::vector<std::string> disabled_hooks_unknown(const std::vector<std::string> &listed);
+
 class HookFallback {
   public:
     // Checks MEMLAT_DISABLE_HOOKS against the probes' kinds, families and labels (a misspelt

@@ -6,14 +6,17 @@
 
 namespace memlat {
 
+void write_tool_metrics(prometheus::Exposition &out, CountingSide &tool) {
+    const CountedLosses lost = tool.collect(out);
+    prometheus::loss_metrics(out, lost.dropped_events, lost.table_full);
+    prometheus::self_metrics(out, tool.probes(), tool.object());
+}
+
 int serve_tool_metrics(std::string_view tool, const PrometheusOptions &prom,
-                       const CommonOptions &common, const std::vector<Probe> &probes,
-                       bpf_object *obj,
-                       const std::function<CountedLosses(prometheus::Exposition &)> &collect) {
+                       const CommonOptions &common, CountingSide &side) {
     Exporter exporter(*prom.listen, std::string(tool), [&](prometheus::Exposition &out) {
-        const CountedLosses lost = collect(out);
-        prometheus::loss_metrics(out, lost.dropped_events, lost.table_full);
-        prometheus::self_metrics(out, tool, probes, obj);
+        prometheus::build_info(out, tool);
+        write_tool_metrics(out, side);
     });
     serve_until_stopped(tool, exporter, common, sleep_for);
     return 0;

@@ -4,17 +4,25 @@
 // file alone.
 #pragma once
 
+#include <memory>
 #include <span>
 
 namespace memlat {
+
+class ExporterPart; // metrics_serving.h
 
 struct ToolEntry {
     const char *name;    // what `memlat NAME` and a link named NAME run
     const char *summary; // its line in `memlat -h`
     int (*main)(int argc, char **argv);
+    // Its counting side in `memlat exporter`, made anew for each run.
+    std::unique_ptr<ExporterPart> (*exporter_part)();
 };
 
 // Every tool of this build, in the order `memlat -h` lists them.
 std::span<const ToolEntry *const> tool_entries();
+
+// `memlat exporter ARGS` (tools/memlat/exporter.cpp): every tool's counting side on one port.
+int exporter_main(int argc, char **argv);
 
 } // namespace memlat

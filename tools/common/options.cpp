@@ -28,10 +28,30 @@ CommandLine::CommandLine(std::string tool, std::string summary, std::string exam
     entries_.push_back(Entry{'h', "help-h", "", "Show this help and exit", nullptr});
 }
 
+std::string CommandLine::option_name(char key, const std::string &long_name) const {
+    if (!prefix_.empty())
+        return "--" + prefix_ + long_name;
+    return key ? fmt::format("-{}", key) : "--" + long_name;
+}
+
+std::pair<int, std::string> CommandLine::name_option(char key, std::string long_name) {
+    if (prefix_.empty())
+        return {key ? key : next_long_key_++, std::move(long_name)};
+    return {next_long_key_++, prefix_ + long_name};
+}
+
+void CommandLine::begin_group(std::string prefix, std::string title) {
+    prefix_ = std::move(prefix);
+    entries_.push_back(Entry{0, "", "", std::move(title), nullptr, false, true});
+}
+
+bool CommandLine::group_given(std::string_view prefix) const {
+    return std::find(groups_given_.begin(), groups_given_.end(), prefix) != groups_given_.end();
+}
+
 void CommandLine::flag(char key, std::string long_name, std::string help,
                        std::function<void()> on) {
-    entries_.push_back(Entry{key ? key : next_long_key_++, std::move(long_name), "",
-                             std::move(help), [on](const std::string &) { on(); }});
+    option(key, std::move(long_name), "", std::move(help), [on](const std::string &) { on(); });
 }
 
 void CommandLine::flag(char key, std::string long_name, std::string help, bool &target) {
@@ -40,8 +60,14 @@ void CommandLine::flag(char key, std::string long_name, std::string help, bool &
 
 void CommandLine::option(char key, std::string long_name, std::string arg, std::string help,
                          std::function<void(const std::string &)> on) {
-    entries_.push_back(Entry{key ? key : next_long_key_++, std::move(long_name), std::move(arg),
-                             std::move(help), std::move(on)});
+    auto [k, name] = name_option(key, std::move(long_name));
+    if (!prefix_.empty())
+        on = [this, prefix = prefix_, on = std::move(on)](const std::string &text) {
+            if (!group_given(prefix))
+                groups_given_.push_back(prefix);
+            on(text);
+        };
+    entries_.push_back(Entry{k, std::move(name), std::move(arg), std::move(help), std::move(on)});
 }
 
 void CommandLine::alias(std::string long_name) {
@@ -59,13 +85,15 @@ void CommandLine::positional(std::string name, std::string help,
 void CommandLine::parse(int argc, char **argv) {
     std::vector<argp_option> table;
     for (const auto &e : entries_)
-        // -h is BCC's spelling of argp's own -?/--help: accepted, not listed twice.
-        table.push_back(argp_option{e.long_name.c_str(), e.key,
-                                    e.arg.empty() ? nullptr : e.arg.c_str(),
-                                    e.key == 'h' ? OPTION_HIDDEN
-                                    : e.alias    ? OPTION_ALIAS
-                                                 : 0,
-                                    e.help.c_str(), 0});
+        // -h is BCC's spelling of argp's own -?/--help: accepted, not listed twice. A header
+        // (no name, no key) starts a group of its own in the help.
+        table.push_back(e.header ? argp_option{nullptr, 0, nullptr, 0, e.help.c_str(), 0}
+                                 : argp_option{e.long_name.c_str(), e.key,
+                                               e.arg.empty() ? nullptr : e.arg.c_str(),
+                                               e.key == 'h' ? OPTION_HIDDEN
+                                               : e.alias    ? OPTION_ALIAS
+                                                            : 0,
+                                               e.help.c_str(), 0});
     table.push_back(argp_option{});
     std::string args_doc;
     for (const auto &p : positionals_)
@@ -93,7 +121,7 @@ void CommandLine::parse(int argc, char **argv) {
                 return 0;
             }
             for (const auto &e : self->entries_)
-                if (e.key == key) {
+                if (!e.header && e.key == key) {
                     // No option of any tool means anything with an empty value (-c '' would
                     // otherwise select nothing, or everything, silently).
                     if (arg != nullptr && *arg == '\0')
@@ -137,14 +165,30 @@ double parse_seconds(std::string_view text, std::string_view what, double at_lea
 void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,
                         std::string timestamp_help) {
     cli.flag('T', "timestamp", std::move(timestamp_help), options.timestamp);
-    cli.option(
-        'd', "duration", "SECONDS",
-        "Stop after SECONDS and print the summary (default: run until Ctrl-C)",
-        [&options](const std::string &text) { options.duration = parse_seconds(text, "-d", 0); });
     cli.flag('j', "json",
              "JSON lines on stdout instead of text: one object per event or "
              "interval (schema in README)",
              options.json);
+    add_run_options(cli, options);
+    add_max_entries_option(cli, options);
+    if (!periodic)
+        return;
+    cli.positional("interval", "print every INTERVAL seconds instead of once at the end",
+                   [&options](const std::string &text) {
+                       options.interval = parse_seconds(text, "the interval", min_interval);
+                   });
+    cli.positional("count", "stop after COUNT intervals", [&options](const std::string &text) {
+        options.count = parse_number<uint64_t>(text, "count");
+        if (options.count == 0)
+            throw UsageError("the count must be a positive number");
+    });
+}
+
+void add_run_options(CommandLine &cli, CommonOptions &options) {
+    cli.option(
+        'd', "duration", "SECONDS",
+        "Stop after SECONDS and print the summary (default: run until Ctrl-C)",
+        [&options](const std::string &text) { options.duration = parse_seconds(text, "-d", 0); });
     cli.flag('v', "verbose",
              "Say on stderr which hook was chosen for each probe and why the "
              "others were not; -vv also shows libbpf's own messages",
@@ -159,6 +203,9 @@ void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,
                            fmt::format("--btf {}: cannot read it ({})", path, strerror(errno)));
                    set_btf_option(path);
                });
+}
+
+void add_max_entries_option(CommandLine &cli, CommonOptions &options) {
     cli.option(0, "max-entries", "N",
                fmt::format("Rows of each per-process, per-file, per-culprit or per-stack table "
                            "(default: the tool's own, in README; at most {}). Events that find "
@@ -172,17 +219,6 @@ void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,
                                                     max_table_entries, text));
                    options.max_entries = static_cast<uint32_t>(n);
                });
-    if (!periodic)
-        return;
-    cli.positional("interval", "print every INTERVAL seconds instead of once at the end",
-                   [&options](const std::string &text) {
-                       options.interval = parse_seconds(text, "the interval", min_interval);
-                   });
-    cli.positional("count", "stop after COUNT intervals", [&options](const std::string &text) {
-        options.count = parse_number<uint64_t>(text, "count");
-        if (options.count == 0)
-            throw UsageError("the count must be a positive number");
-    });
 }
 
 std::string environment_help(bool disable_features, std::span<const std::string_view> hook_kinds) {

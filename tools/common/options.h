@@ -56,7 +56,7 @@ class CommandLine {
                 std::function<void(const std::string &)> on);
     template <typename T>
     void option(char key, std::string long_name, std::string arg, std::string help, T &target) {
-        std::string what = key ? fmt::format("-{}", key) : "--" + long_name;
+        std::string what = option_name(key, long_name);
         option(key, std::move(long_name), std::move(arg), std::move(help),
                [&target, what](const std::string &text) {
                    if constexpr (std::is_same_v<T, std::string>)
@@ -73,6 +73,12 @@ class CommandLine {
     void positional(std::string name, std::string help,
                     std::function<void(const std::string &)> on);
 
+    // From here on, options are long ones only, named PREFIX.NAME (`memlat exporter` takes each
+    // tool's options as --TOOL.NAME), listed in --help under `title`; parsed() then says
+    // whether one of them was given.
+    void begin_group(std::string prefix, std::string title);
+    bool group_given(std::string_view prefix) const;
+
     // -h/--help prints the help on stdout and exits 0; -V/--version prints "TOOL VERSION" (the
     // project's version) and exits 0.
     void parse(int argc, char **argv);
@@ -83,7 +89,12 @@ class CommandLine {
         std::string long_name, arg, help;
         std::function<void(const std::string &)> on;
         bool alias = false;
+        bool header = false; // a group's title in --help, no option
     };
+    // How messages name an option: -k, or --long (--PREFIX.long in a group).
+    std::string option_name(char key, const std::string &long_name) const;
+    // The key and long name of an option added now (in a group: no key, the prefix added).
+    std::pair<int, std::string> name_option(char key, std::string long_name);
     struct Positional {
         std::string name, help;
         std::function<void(const std::string &)> on;
@@ -92,6 +103,8 @@ class CommandLine {
     std::deque<Entry> entries_; // deque: argp keeps pointers to the strings
     std::vector<Positional> positionals_;
     int next_long_key_ = 256;
+    std::string prefix_;
+    std::vector<std::string> groups_given_;
 };
 
 // A span of time in seconds for option `what`: finite, positive, at least `at_least` and at
@@ -102,7 +115,14 @@ constexpr uint32_t max_table_entries = 1 << 20;
 constexpr double min_interval = 0.01; // shorter intervals would only spin
 double parse_seconds(std::string_view text, std::string_view what, double at_least);
 
-// Adds -T, -d, -j, -v, --btf and, for tools that print periodically, [interval [count]]. What -T
+// Adds -d, -v and --btf: what a run takes whatever it prints (`memlat exporter` takes these
+// for all its tools).
+void add_run_options(CommandLine &cli, CommonOptions &options);
+// Adds --max-entries (`memlat exporter`: one for each tool, --TOOL.max-entries).
+void add_max_entries_option(CommandLine &cli, CommonOptions &options);
+
+// Adds -T, -j, the options of add_run_options() and add_max_entries_option() and, for tools
+// that print periodically, [interval [count]]. What -T
 // adds differs between tools as it did in BCC (a TIME(s) column of seconds for the event
 // tracers, HH:MM:SS for the periodic ones), so each tool says it in `timestamp_help`.
 void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,

@@ -120,6 +120,35 @@ bool Exposition::has_family(std::string_view name) const {
     return false;
 }
 
+void Exposition::merge(const Exposition &other) {
+    for (const auto &theirs : other.families_) {
+        auto ours = std::find_if(families_.begin(), families_.end(),
+                                 [&](const Family &f) { return f.name == theirs.name; });
+        if (ours == families_.end()) {
+            families_.push_back(theirs);
+            continue;
+        }
+        if (ours->type != theirs.type)
+            throw std::logic_error("Exposition::merge: two types for " + theirs.name);
+        for (const auto &[key, s] : theirs.series) {
+            auto [it, inserted] = ours->series.try_emplace(key, s);
+            if (inserted)
+                continue;
+            Series &into = it->second;
+            into.value += s.value;
+            into.sum += s.sum;
+            for (size_t i = 0; i < into.cumulative.size() && i < s.cumulative.size(); ++i)
+                into.cumulative[i] += s.cumulative[i];
+        }
+    }
+}
+
+Labels Exposition::with_tool(Labels labels) const {
+    if (!tool_.empty())
+        labels.insert(labels.begin(), {"tool", tool_});
+    return labels;
+}
+
 Exposition::Series &Exposition::series_for(const Labels &labels) {
     if (families_.empty())
         throw std::logic_error("Exposition: a sample before any family");
@@ -268,15 +297,19 @@ void write_counter_families(Exposition &out,
     }
 }
 
-void self_metrics(Exposition &out, std::string_view tool, const std::vector<Probe> &probes,
-                  bpf_object *obj) {
+void build_info(Exposition &out, std::string_view tool) {
     out.family("memlat_build", Type::Info,
                "The memlat tool serving these metrics, and its version");
     out.sample({{"tool", std::string(tool)}, {"version", MEMLAT_VERSION}}, 1);
+}
+
+void self_metrics(Exposition &out, const std::vector<Probe> &probes, bpf_object *obj) {
     out.family("memlat_probe", Type::Info,
                "The hook the loader chose for each probe on this kernel (none: not attached)");
     for (const auto &p : probes)
-        out.sample({{"probe", p.name}, {"hook", p.choice() ? p.choice()->label() : "none"}}, 1);
+        out.sample(
+            out.with_tool({{"probe", p.name}, {"hook", p.choice() ? p.choice()->label() : "none"}}),
+            1);
 
     struct Prog {
         std::string name;
@@ -297,7 +330,8 @@ void self_metrics(Exposition &out, std::string_view tool, const std::vector<Prob
                "Runs of the tool's BPF programs the kernel skipped because another BPF program "
                "ran on the same CPU: events not counted");
     for (const auto &p : progs)
-        out.sample({{"program", p.name}}, static_cast<double>(p.info.recursion_misses));
+        out.sample(out.with_tool({{"program", p.name}}),
+                   static_cast<double>(p.info.recursion_misses));
     // The kernel counts run time only while kernel.bpf_stats_enabled is on (it costs a clock
     // read per run); without it the numbers would be stale zeros, so they are left out.
     auto stats = read_text_file("/proc/sys/kernel/bpf_stats_enabled");
@@ -307,27 +341,28 @@ void self_metrics(Exposition &out, std::string_view tool, const std::vector<Prob
                "Time the tool's BPF programs ran (while kernel.bpf_stats_enabled is on)",
                "seconds");
     for (const auto &p : progs)
-        out.sample({{"program", p.name}}, static_cast<double>(p.info.run_time_ns) / 1e9);
+        out.sample(out.with_tool({{"program", p.name}}),
+                   static_cast<double>(p.info.run_time_ns) / 1e9);
     out.family("memlat_bpf_program_runs", Type::Counter,
                "Runs of the tool's BPF programs (while kernel.bpf_stats_enabled is on)");
     for (const auto &p : progs)
-        out.sample({{"program", p.name}}, static_cast<double>(p.info.run_cnt));
+        out.sample(out.with_tool({{"program", p.name}}), static_cast<double>(p.info.run_cnt));
 }
 
 void loss_metrics(Exposition &out, uint64_t lost_events, uint64_t table_full) {
     out.family("memlat_lost_events", Type::Counter,
                "Events lost because the buffer between the kernel and the tool was full");
-    out.sample({}, static_cast<double>(lost_events));
+    out.sample(out.with_tool({}), static_cast<double>(lost_events));
     out.family("memlat_table_full", Type::Counter,
                "Events not counted because a BPF table had no room for a new entry");
-    out.sample({}, static_cast<double>(table_full));
+    out.sample(out.with_tool({}), static_cast<double>(table_full));
 }
 
 void series_dropped_metric(Exposition &out, uint64_t dropped) {
     out.family("memlat_series_dropped", Type::Counter,
                "Label sets (processes, cgroups, files) counted in an \"other\" series because "
                "--max-series was reached");
-    out.sample({}, static_cast<double>(dropped));
+    out.sample(out.with_tool({}), static_cast<double>(dropped));
 }
 
 } // namespace memlat::prometheus

@@ -51,6 +51,17 @@ class Exposition {
     void histogram(const Labels &labels, std::span<const uint64_t> slots, double unit_seconds,
                    double sum_seconds);
     bool has_family(std::string_view name) const;
+    // Adds `other`'s families: a family this one has already gets its series (samples of the
+    // same labels added up), the others are appended. `memlat exporter` builds each tool's
+    // exposition apart, so that a tool whose counters cannot be read leaves nothing behind.
+    void merge(const Exposition &other);
+
+    // `memlat exporter` serves every tool on one /metrics: the families every tool exports
+    // about itself (memlat_lost_events, memlat_probe_info, ...) then carry a `tool` label,
+    // set here before the tool writes them. Empty (a tool's own --prometheus): no such label.
+    void set_tool(std::string tool) { tool_ = std::move(tool); }
+    // {"tool", TOOL} in front of `labels` when a tool is set.
+    Labels with_tool(Labels labels) const;
 
     std::string render(Format format) const;
 
@@ -69,6 +80,7 @@ class Exposition {
     };
     Series &series_for(const Labels &labels);
     std::vector<Family> families_;
+    std::string tool_;
 };
 
 // A number as the exposition formats write it: integers exactly, others shortest round-trip,
@@ -123,12 +135,13 @@ void write_counter_families(Exposition &out,
                             std::span<const std::pair<const char *, const char *>> families,
                             const BoundedCounters &counts);
 
-// The metrics every tool exports about itself: memlat_build_info, memlat_probe_info{probe,
-// hook} for the hook the loader chose for each probe, recursion misses of the tool's BPF
-// programs, and, when kernel.bpf_stats_enabled is on, their run time and run count
+// memlat_build_info{tool, version}: what serves these metrics (a tool, or "exporter").
+void build_info(Exposition &out, std::string_view tool);
+// The metrics every tool exports about itself: memlat_probe_info{probe, hook} for the hook
+// the loader chose for each probe, recursion misses of the tool's BPF programs, and, when
+// kernel.bpf_stats_enabled is on, their run time and run count
 // (memlat_bpf_program_run_seconds_total, memlat_bpf_program_runs_total{program}).
-void self_metrics(Exposition &out, std::string_view tool, const std::vector<Probe> &probes,
-                  bpf_object *obj);
+void self_metrics(Exposition &out, const std::vector<Probe> &probes, bpf_object *obj);
 // memlat_lost_events_total and memlat_table_full_total (events a BPF table had no room for).
 void loss_metrics(Exposition &out, uint64_t lost_events, uint64_t table_full);
 // memlat_series_dropped_total: label sets folded into an "other" series by --max-series.

@@ -1,6 +1,9 @@
 // memlat: every tool in one static binary. `memlat TOOL ARGS...` runs a tool; so does
 // `TOOL ARGS...` through a link (symbolic or hard) named after it, exactly as a binary of its
-// own would: same options, output and exit statuses.
+// own would: same options, output and exit statuses. A link named memlat-TOOL does the same:
+// the Debian package installs those, since Debian's libbpf-tools owns /usr/sbin/drsnoop,
+// cachestat and numamove (README "Installing"). `memlat exporter` serves every tool's
+// counters to Prometheus from one process.
 #include <cstdio>
 #include <cstring>
 #include <fmt/format.h>
@@ -21,11 +24,13 @@ const ToolEntry *find_tool(std::string_view name) {
 
 void usage(FILE *out) {
     fmt::print(out, "Usage: memlat TOOL [OPTION...]\n"
-                    "   or: TOOL [OPTION...]  (through a link named after the tool)\n"
+                    "   or: TOOL [OPTION...]  (through a link named TOOL or memlat-TOOL)\n"
                     "Where Linux memory management stalls programs, traced with BPF.\n\n"
                     "Tools:\n");
     for (const ToolEntry *tool : memlat::tool_entries())
         fmt::print(out, "  {:<14}{}\n", tool->name, tool->summary);
+    fmt::print(out, "\nFleet mode:\n  {:<14}{}\n", "exporter",
+               "every tool's counters and histograms for Prometheus, one process, one port");
     fmt::print(out, "\n'memlat TOOL -h' shows a tool's options.\n"
                     "  -h, --help     Show this list and exit\n"
                     "  -V, --version  Print the version and exit\n");
@@ -37,7 +42,10 @@ int main(int argc, char **argv) {
     // A link named after a tool runs that tool.
     const char *slash = argc > 0 ? strrchr(argv[0], '/') : nullptr;
     const std::string_view invoked = argc > 0 ? (slash ? slash + 1 : argv[0]) : "memlat";
-    if (const ToolEntry *tool = find_tool(invoked))
+    std::string_view linked = invoked;
+    if (linked.starts_with("memlat-"))
+        linked.remove_prefix(std::string_view("memlat-").size());
+    if (const ToolEntry *tool = find_tool(linked))
         return tool->main(argc, argv);
     if (argc < 2) {
         usage(stderr);
@@ -54,6 +62,8 @@ int main(int argc, char **argv) {
     }
     if (const ToolEntry *tool = find_tool(first))
         return tool->main(argc - 1, argv + 1);
+    if (first == "exporter")
+        return memlat::exporter_main(argc - 1, argv + 1);
     std::string names;
     for (const ToolEntry *tool : memlat::tool_entries())
         names += (names.empty() ? "" : ", ") + std::string(tool->name);

@@ -1,0 +1,58 @@
+"""Host checks of memlat exporter's VM scenario (tests/vm/scenarios/exporter.sh): one process
+with every tool on a Debian kernel, scraped once. Every tool runs (memlat_tool_up 1) but
+tlbflush on arm64, which must be down with its one-line reason while the others serve; each
+running tool exports its own families and its self metrics with its tool label."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+from memlat_test import Test, log
+from vmcheck import Block, checker, show_hooks
+
+TOOLS = ("cachestat", "compactsnoop", "drsnoop", "memstall", "numamove", "tlbflush")
+# A family of each tool's own, present from the first scrape.
+OWN_FAMILY = {"tlbflush": "memlat_tlb_remote_shootdowns_total",
+              "drsnoop": "memlat_reclaim_stalls_total",
+              "compactsnoop": "memlat_compaction_kcompactd_wakes_total",
+              "numamove": "memlat_numa_task_moves_total",
+              "cachestat": "memlat_page_cache_misses_total",
+              "memstall": "memlat_memstall_stalls_total"}
+PROMTOOL = "/usr/bin/promtool"
+
+
+@checker("exporter.all")
+def all_tools(t: Test, b: Block) -> None:
+    res = b.tool("tool")
+    show_hooks(res.stderr)
+    t.check_eq("memlat exporter exit status after SIGINT", 0, res.rc)
+    t.check_eq("wget of /metrics: exit status", "0", b.file("wget.rc").strip())
+    text = b.file("metrics")
+    arm64 = b.meta.get("arch") == "aarch64"
+    down = {"tlbflush"} if arm64 else set()
+    up = {m.group(1): int(m.group(2))
+          for m in re.finditer(r'^memlat_tool_up\{tool="(\w+)"\} (\d+)$', text, re.M)}
+    t.check_eq("memlat_tool_up of every tool (tlbflush down on arm64 only)",
+               {n: int(n not in down) for n in TOOLS}, up)
+    for name in TOOLS:
+        error = re.search(rf'^memlat_tool_error_info\{{tool="{name}",error="([^"]*)"', text, re.M)
+        if name in down:
+            t.check(error is not None and "arm64 has no TLB-shootdown IPIs" in error.group(1),
+                    f"{name}: memlat_tool_error_info gives tlbflush's own reason", "arm64 ...",
+                    error.group(1)[:120] if error else "none")
+            t.check_in(f"{name}: stderr says it does not run",
+                       f"memlat exporter: {name} does not run: ", res.stderr, "stderr")
+            continue
+        if error:
+            log(f"  {name} down: {error.group(1)}")
+        found = re.search(rf"^{OWN_FAMILY[name]}(\{{| )", text, re.M) is not None
+        t.check(found, f"{name}: {OWN_FAMILY[name]} exported", "present",
+                "present" if found else "missing")
+        t.check_in(f"{name}: its self metrics carry its tool label",
+                   f'memlat_lost_events_total{{tool="{name}"}}', text, "/metrics")
+    if os.access(PROMTOOL, os.X_OK):
+        lint = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True,
+                              text=True, timeout=30)
+        t.check_eq(f"promtool check metrics ({(lint.stdout + lint.stderr).strip()[:200]!r})",
+                   0, lint.returncode)
