@@ -11,8 +11,10 @@ needs root and bpftool, bpftrace optional):
      way the tools load), the tool's default mode, its per-event mode, and two bpftrace scripts
      doing the same jobs. The contenders of a tool run interleaved (A B C D E A B C D E ...);
      medians and ranges are reported, with differences and ratios to the floor and bpftrace.
-  2. exec -> ready (the "memlat: ready" line; bpftrace's "Attaching" line) and peak RSS
-     (VmHWM), from the same runs.
+  2. exec -> ready (the "memlat: ready" line; bpftrace's "Attaching" line), the CPU time used
+     until then and peak RSS (VmHWM), from the same runs. libbpf-tools' drsnoop (Debian's
+     libbpf-tools package), the peer a user copying one binary compares with, runs beside
+     drsnoop's contenders in the same interleaving, ready at its "Tracing" line.
   3. The size of each tool binary.
 
 It prints numbers and ratios and never fails on a timing (it is not a test). The exit status is
@@ -36,11 +38,14 @@ import sys
 import threading
 import time
 
+from startup_memory import cpu_ns  # CPU time of a process's threads (bench/startup_memory.py)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
 COMPACT_MEMORY = "/proc/sys/vm/compact_memory"
 TOOLS = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat", "memstall"]
 
+PEER_DRSNOOP = "/usr/sbin/drsnoop"  # Debian's libbpf-tools package installs it there
 _children = set()          # live Child objects, stopped on any exit path
 _libc = None
 mt = None                  # tests/runtime/memlat_test.py, imported once the build is known
@@ -58,10 +63,27 @@ def _set_pdeathsig():
         _libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
+class _PtyReader:
+    """The master side of a pseudo-terminal as the reader threads read a pipe: read1(), and
+    b"" at the end (the kernel says EIO once the other side is closed)."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def read1(self, n):
+        try:
+            return os.read(self.fd, n)
+        except OSError:
+            return b""
+
+    def close(self):
+        os.close(self.fd)
+
+
 class Child:
     """A contender process with its output lines time-stamped by reader threads."""
 
-    def __init__(self, name, argv, ready_stream, ready_text, stdout_wanted):
+    def __init__(self, name, argv, ready_stream, ready_text, stdout_wanted, stdout_pty=False):
         self.name = name
         self.ready_text = ready_text
         self.ready_at = None
@@ -69,18 +91,27 @@ class Child:
         self.ready = threading.Event()
         self.lines = []            # (stream, monotonic time, text), the first few only
         self.hwm_kib = 0           # largest VmHWM read from /proc/PID/status
+        self.cpu_at_ready_ns = None  # CPU time of all its threads when the ready line came
         self.rusage = None
         self.status = None
         env = dict(os.environ, MEMLAT_READY="1")
+        # A program that prints its ready line with printf() and no fflush() (libbpf-tools')
+        # writes it at once only to a terminal: its stdout is then a pseudo-terminal.
+        pty_out = None
+        stdout = subprocess.PIPE if stdout_wanted else subprocess.DEVNULL
+        if stdout_pty:
+            pty_out, stdout = os.openpty()
         self.t0 = time.monotonic()
         self.proc = subprocess.Popen(
-            argv, env=env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE if stdout_wanted else subprocess.DEVNULL,
+            argv, env=env, stdin=subprocess.DEVNULL, stdout=stdout,
             stderr=subprocess.PIPE, preexec_fn=_set_pdeathsig)
         _children.add(self)
         self.threads = []
         streams = [("stderr", self.proc.stderr)]
-        if stdout_wanted:
+        if stdout_pty:
+            os.close(stdout)
+            streams.append(("stdout", _PtyReader(pty_out)))
+        elif stdout_wanted:
             streams.append(("stdout", self.proc.stdout))
         for label, f in streams:
             t = threading.Thread(target=self._read, args=(label, f, label == ready_stream),
@@ -102,6 +133,7 @@ class Child:
                 if len(self.lines) < 200:
                     self.lines.append((label, now, text))
                 if watch and self.ready_at is None and self.ready_text in text:
+                    self.cpu_at_ready_ns = cpu_ns(self.proc.pid)
                     self.ready_at = now
                     self.ready_line = text
                     self.ready.set()
@@ -487,7 +519,7 @@ def make_groups(bd, args):
     ]
 
 
-def contenders_of(g, bd, bpftrace):
+def contenders_of(g, bd, bpftrace, peers):
     ours = dict(ready_stream="stderr", ready_text="memlat: ready", stdout=False, settle=0.0)
     tool = os.path.join(bd, g.tool)
     modes = [("default", g.default_args), ("trace", g.trace_args)]
@@ -499,6 +531,11 @@ def contenders_of(g, bd, bpftrace):
     for mode, extra in modes:
         label = " ".join([g.tool] + extra)
         out.append(dict(ours, name=label, role=mode, argv=[tool] + extra))
+    if g.tool in peers:
+        # The peer's only mode is one line per event: it faces the per-event mode.
+        out.append(dict(name=f"libbpf-tools {g.tool}", role="peer", argv=[peers[g.tool]],
+                        ready_stream="stdout", ready_text="Tracing", stdout=True,
+                        stdout_pty=True, settle=0.0))
     if bpftrace and g.bt_default:
         for mode, script in (("default", g.bt_default), ("trace", g.bt_trace)):
             kind = "counts" if mode == "default" else ("lines" if not g.trace_args or
@@ -514,7 +551,8 @@ def contenders_of(g, bd, bpftrace):
 
 def one_run(c, g, workload):
     """Start contender c, run the workload once, return a dict of measurements."""
-    child = Child(c["name"], c["argv"], c["ready_stream"], c["ready_text"], c["stdout"])
+    child = Child(c["name"], c["argv"], c["ready_stream"], c["ready_text"], c["stdout"],
+                  c.get("stdout_pty", False))
     res = {"contender": c["name"], "role": c["role"]}
     try:
         startup = child.wait_ready(60.0)
@@ -522,6 +560,8 @@ def one_run(c, g, workload):
             raise RuntimeError(f"{c['name']} never became ready "
                                f"(exit status {child.status}):\n{child.tail()}")
         res["startup_s"] = startup
+        res["cpu_to_ready_ms"] = (child.cpu_at_ready_ns / 1e6
+                                  if child.cpu_at_ready_ns is not None else None)
         # bpftrace says how many probes it attaches before it attaches them.
         m = re.search(r"Attaching (\d+) probe", child.ready_line)
         want = int(m.group(1)) if m else 1
@@ -588,6 +628,21 @@ def ratio(a, b):
     return a / b if a is not None and b else None
 
 
+def peer_version(path):
+    """" (Debian package libbpf-tools VERSION)" when dpkg knows the file, else ""."""
+    try:
+        owner = subprocess.run(["dpkg-query", "-S", path], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True).stdout.split(":")[0]
+        if not owner:
+            return ""
+        version = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", owner],
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                 text=True).stdout
+        return f" (Debian package {owner} {version})"
+    except OSError:
+        return ""
+
+
 def locate_build_dir(arg):
     for d in (arg, os.path.join(REPO, arg)):
         if os.path.isdir(d):
@@ -609,6 +664,7 @@ def summarize(runs, contenders, reps):
             "ns_per_run_max": max(costs, default=None),
             "runs_per_workload": median([r["run_cnt"] for r in rs]),
             "startup_ms": median([r["startup_s"] * 1000 for r in rs]),
+            "cpu_to_ready_ms": median([r.get("cpu_to_ready_ms") for r in rs]),
             "peak_rss_kib": median([r["peak_rss_kib"] for r in rs]),
             "errors": [r["error"] for r in runs if r["contender"] == c["name"] and "error" in r],
         }
@@ -660,6 +716,11 @@ def summarize(runs, contenders, reps):
         s["x_bpftrace"] = ratio(s["ns_per_run"], bt["ns_per_run"]) if bt else None
         s["startup_x_bpftrace"] = ratio(s["startup_ms"], bt["startup_ms"]) if bt else None
         s["peak_rss_x_bpftrace"] = ratio(s["peak_rss_kib"], bt["peak_rss_kib"]) if bt else None
+        peer = next((p for p in summary.values() if p["role"] == "peer"), None)
+        if peer and s["role"] in ("default", "trace"):
+            s["startup_x_peer"] = ratio(s["startup_ms"], peer["startup_ms"])
+            s["cpu_to_ready_x_peer"] = ratio(s["cpu_to_ready_ms"], peer["cpu_to_ready_ms"])
+            s["peak_rss_x_peer"] = ratio(s["peak_rss_kib"], peer["peak_rss_kib"])
     return summary
 
 
@@ -672,7 +733,7 @@ def print_table(results):
     print()
     head = (f"{'tool':<13}{'contender':<22}{'ns/run':>8}{'min-max':>12}{'runs':>8}"
             f"{'vs floor':>10}{'paired':>9}{'x floor':>8}{'x bpftr':>8}{'startup':>9}"
-            f"{'peak RSS':>10}")
+            f"{'CPU':>8}{'peak RSS':>10}")
     print(head)
     print("-" * len(head))
     for tool, g in results["tools"].items():
@@ -681,22 +742,32 @@ def print_table(results):
             continue
         for name, s in g["summary"].items():
             is_floor = s["role"] == "floor"
+            rss = s["peak_rss_kib"] / 1024 if s["peak_rss_kib"] else None
+            start = (f"{fmt(s['startup_ms'], '.0f', ' ms'):>9}"
+                     f"{fmt(s['cpu_to_ready_ms'], '.1f', ' ms'):>8}{fmt(rss, '.2f', ' MiB'):>10}")
+            if not s["ok_runs"]:
+                print(f"{tool:<13}{name:<22}  failed: "
+                      f"{(s['errors'] or ['?'])[0].splitlines()[0][:70]}")
+                continue
             if s["ns_per_run"] is None:
-                why = ("no BPF program run during the workload: its hooks saw no events here"
-                       if s["ok_runs"] else
-                       f"failed: {(s['errors'] or ['?'])[0].splitlines()[0][:70]}")
-                print(f"{tool:<13}{name:<22}  {why}")
+                # Its start-up and memory are measured all the same.
+                print(f"{tool:<13}{name:<22}{'no BPF program run: no events on its hooks':<63}"
+                      f"{start}")
                 continue
             rng = f"{s['ns_per_run_min']:.0f}-{s['ns_per_run_max']:.0f}"
-            rss = s["peak_rss_kib"] / 1024 if s["peak_rss_kib"] else None
             print(f"{tool:<13}{name:<22}{s['ns_per_run']:>8.1f}{rng:>12}"
                   f"{fmt(s['runs_per_workload'], '.0f'):>8}"
                   f"{'(floor)' if is_floor else fmt(s['over_floor_ns'], '+.1f'):>10}"
                   f"{'' if is_floor else fmt(s['over_floor_paired_ns'], '+.1f'):>9}"
                   f"{'' if is_floor else fmt(s['x_floor'], '.2f'):>8}"
-                  f"{fmt(s['x_bpftrace'], '.2f'):>8}"
-                  f"{fmt(s['startup_ms'], '.0f', ' ms'):>9}{fmt(rss, '.1f', ' MiB'):>10}"
+                  f"{fmt(s['x_bpftrace'], '.2f'):>8}{start}"
                   + ("" if s["ok_runs"] == s["reps"] else f"  ({s['ok_runs']}/{s['reps']} ok)"))
+        for name, s in g["summary"].items():
+            if s.get("peak_rss_x_peer") is not None:
+                print(f"{'':<13}{name} / libbpf-tools {tool}: exec to ready "
+                      f"x{fmt(s['startup_x_peer'], '.2f')}, CPU to ready "
+                      f"x{fmt(s['cpu_to_ready_x_peer'], '.2f')}, peak RSS "
+                      f"x{fmt(s['peak_rss_x_peer'], '.2f')}")
         print()
     sizes = results["binary_sizes"]
     print("binary size: " + ", ".join(f"{t} {n / 1024:.0f} KiB" for t, n in sizes.items()))
@@ -705,8 +776,10 @@ def print_table(results):
           "program runs per workload; vs floor: difference of the medians; paired: median of "
           "the per-rep differences; x floor, x bpftr: ratios of the medians (bpftrace: the "
           "script doing the same job)")
-    print("startup: exec to 'memlat: ready' (bpftrace: to its 'Attaching' line); peak RSS: "
-          "VmHWM of the process (bpftrace's includes LLVM)")
+    print("startup: exec to 'memlat: ready' (bpftrace: to its 'Attaching' line, libbpf-tools: "
+          "to its 'Tracing' line); CPU: CPU time the process used until then (what other work "
+          "on the machine does not inflate); peak RSS: VmHWM of the process (bpftrace's "
+          "includes LLVM)")
     print("workloads:")
     for tool, g in results["tools"].items():
         print(f"  {tool}: {g['note']}")
@@ -717,21 +790,23 @@ def print_table(results):
 def markdown_table(results):
     """The table as Markdown, for the README's Benchmark section."""
     rows = ["| tool | contender | ns per run | over the floor | x bpftrace | exec to ready | "
-            "peak RSS |", "| --- | --- | --- | --- | --- | --- | --- |"]
+            "CPU to ready | peak RSS |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for tool, g in results["tools"].items():
         if g.get("unavailable"):
-            rows.append(f"| {tool} | skipped: {g['unavailable']} | | | | | |")
+            rows.append(f"| {tool} | skipped: {g['unavailable']} | | | | | | |")
             continue
         for name, s in g["summary"].items():
-            if s["ns_per_run"] is None:
-                rows.append(f"| {tool} | `{name}` | no events here | | | | |")
-                continue
             over = "" if s["role"] == "floor" else fmt(s["over_floor_ns"], "+.0f")
             rss = s["peak_rss_kib"] / 1024 if s["peak_rss_kib"] else None
+            start = (f"{fmt(s['startup_ms'], '.0f', ' ms')} | "
+                     f"{fmt(s['cpu_to_ready_ms'], '.1f', ' ms')} | {fmt(rss, '.2f', ' MiB')}")
+            if s["ns_per_run"] is None:
+                rows.append(f"| {tool} | `{name}` | no events on its hooks | | | {start} |")
+                continue
             rows.append(f"| {tool} | `{name}` | {s['ns_per_run']:.0f} "
                         f"({s['ns_per_run_min']:.0f}-{s['ns_per_run_max']:.0f}) | {over} | "
                         f"{'' if s['x_bpftrace'] is None else format(s['x_bpftrace'], '.2f')} | "
-                        f"{fmt(s['startup_ms'], '.0f', ' ms')} | {fmt(rss, '.1f', ' MiB')} |")
+                        f"{start} |")
     return "\n".join(rows) + "\n"
 
 
@@ -751,6 +826,9 @@ def main():
     ap.add_argument("--markdown", metavar="FILE",
                     help="also write the table as Markdown to FILE (for README.md)")
     ap.add_argument("--no-bpftrace", action="store_true", help="skip the bpftrace scripts")
+    ap.add_argument("--peer-drsnoop", metavar="PATH", default=PEER_DRSNOOP,
+                    help="libbpf-tools' drsnoop, measured beside drsnoop (default: "
+                         f"{PEER_DRSNOOP}, Debian's libbpf-tools package); '' skips it")
     args = ap.parse_args()
 
     tools = [t for t in args.tools.split(",") if t]
@@ -789,6 +867,17 @@ def main():
                      "bpftrace)")
     else:
         bpftrace = shutil.which("bpftrace")
+    peers = {}
+    if not args.peer_drsnoop:
+        notes.append("libbpf-tools' drsnoop skipped (--peer-drsnoop '')")
+    elif not os.access(args.peer_drsnoop, os.X_OK):
+        notes.append(f"libbpf-tools' drsnoop skipped: no {args.peer_drsnoop} (apt-get install "
+                     "libbpf-tools)")
+    else:
+        peers["drsnoop"] = args.peer_drsnoop
+        notes.append(f"libbpf-tools drsnoop: {args.peer_drsnoop}{peer_version(args.peer_drsnoop)}"
+                     "; it traces global direct reclaim only, so on the memory-cgroup workload "
+                     "its programs run no event: its start-up and memory are measured")
     notes.append("kprobes and fentry programs are not measured: the tools use tracepoints "
                  "where they have them, and numamove -c (per call) needs fentry or kprobes")
 
@@ -810,7 +899,7 @@ def main():
             with open(STATS_SYSCTL, "w") as f:
                 f.write("1")
             for g in groups:
-                contenders = contenders_of(g, bd, bpftrace)
+                contenders = contenders_of(g, bd, bpftrace, peers)
                 entry = {"note": g.note, "hooks": g.hooks, "runs": []}
                 results["tools"][g.tool] = entry
                 try:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Start-up cost of each tool's default mode: exec -> ready, peak RSS and binary size.
 
-    bench/startup_memory.py [--build-dir build] [--runs 7] [--json] [TOOL ...]
+    bench/startup_memory.py [--build-dir build] [--runs 7] [--json] [--multicall] [TOOL ...]
     bench/startup_memory.py --tool-args "--prometheus 127.0.0.1:0" drsnoop ... exporter
 
 Each run starts the tool with MEMLAT_READY=1 (it prints "memlat: ready" on stderr once its
@@ -10,6 +10,8 @@ from /proc/PID/status (the peak resident set of the process itself; wait4's ru_m
 also count the forked copy of this Python process) and stops it with SIGINT. It prints the
 median start-up, the largest VmHWM over the runs and the stripped binary's size. Needs root.
 The tools run one after the other, never side by side, so that they do not share the CPUs.
+Each tool runs through its link (BUILD/TOOL -> memlat); --multicall adds a row per tool run as
+`memlat TOOL`, the same binary called by its own name.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import sys
 import threading
 import time
 
-TOOLS = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat"]
+TOOLS = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat", "memstall"]
 READY = b"memlat: ready"
 
 
@@ -99,6 +101,8 @@ def main() -> int:
     parser.add_argument("--hold", type=float, default=0.3,
                         help="seconds each run traces before VmHWM is read (default 0.3)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--multicall", action="store_true",
+                        help="also run each tool as `memlat TOOL`")
     parser.add_argument("--tool-args", default="",
                         help="arguments for every tool, e.g. '--btf FILE' (default: none, the "
                              "default mode)")
@@ -109,13 +113,21 @@ def main() -> int:
     if os.geteuid() != 0:
         sys.exit("startup_memory: needs root (the tools load BPF programs)")
     rows = []
-    for tool in args.tools:
-        # "exporter": `memlat exporter` with every tool (--tool-args "--prometheus ADDR" runs
-        # the tools and it alike: the exporter takes --prometheus for --web.listen-address).
-        binary = os.path.join(args.build_dir, "memlat" if tool == "exporter" else tool)
+    # "exporter": `memlat exporter` with every tool (--tool-args "--prometheus ADDR" runs
+    # the tools and it alike: the exporter takes --prometheus for --web.listen-address).
+    def command_of(tool):
+        if tool == "exporter":
+            return [os.path.join(args.build_dir, "memlat"), "exporter"]
+        return [os.path.join(args.build_dir, tool)]
+    runs = [(tool, command_of(tool)) for tool in args.tools]
+    if args.multicall:
+        memlat = os.path.join(args.build_dir, "memlat")
+        runs += [(f"memlat {tool}", [memlat, tool]) for tool in args.tools if tool != "exporter"]
+    for tool, command in runs:
+        binary = command[0]
         if not os.access(binary, os.X_OK):
             sys.exit(f"startup_memory: {binary} missing; build first")
-        argv = [binary] + (["exporter"] if tool == "exporter" else []) + args.tool_args.split()
+        argv = command + args.tool_args.split()
         one_run(argv, env_extra, 0.0, 30.0)  # warm the page cache and the kernel's BTF
         startups, cpus, hwms = [], [], []
         for _ in range(args.runs):
@@ -136,11 +148,11 @@ def main() -> int:
     extra = " ".join([args.tool_args] + args.env).strip()
     print(f"kernel {os.uname().release}, {args.runs} runs per tool (after one warm-up run)"
           + (f", with {extra}" if extra else ""))
-    print(f"{'tool':<14}{'exec->ready ms':>16}{'(min-max)':>16}{'CPU ms':>8}{'peak RSS MB':>13}"
+    print(f"{'tool':<22}{'exec->ready ms':>16}{'(min-max)':>16}{'CPU ms':>8}{'peak RSS MB':>13}"
           f"{'binary MB':>11}")
     for r in rows:
         spread = f"{r['startup_ms_min']:.1f}-{r['startup_ms_max']:.1f}"
-        print(f"{r['tool']:<14}{r['startup_ms_median']:>16.1f}{spread:>16}"
+        print(f"{r['tool']:<22}{r['startup_ms_median']:>16.1f}{spread:>16}"
               f"{r['cpu_to_ready_ms_median']:>8.1f}"
               f"{r['peak_rss_kib_max'] / 1024:>13.2f}{r['binary_bytes'] / 1e6:>11.2f}")
     print("exec->ready: median wall time; CPU ms: median CPU time the tool used until ready "

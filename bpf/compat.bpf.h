@@ -51,16 +51,6 @@ static __always_inline __u64 task_pid_tgid(struct task_struct *task)
 	return bpf_get_current_pid_tgid();
 }
 
-/* As the lower half of bpf_get_current_uid_gid(): the real user id of `task` from
- * current_task_readable() (the helper maps it into the initial user namespace, where ids map
- * to themselves). */
-static __always_inline __u32 task_uid(struct task_struct *task)
-{
-	if (task)
-		return task->cred->uid.val;
-	return (__u32)bpf_get_current_uid_gid();
-}
-
 /* As bpf_get_current_comm(): the name of `task` from current_task_readable(), 16 bytes, NUL
  * padded, into `comm`, which must be 8-byte aligned (the tools assert it of their records'
  * comm fields). Two 8-byte loads, which the verifier allows within the array, and two

@@ -44,30 +44,59 @@ const volatile __u32 reason_remote_shootdown = 1;
 const volatile __u32 reason_remote_wrong_cpu = 5;
 const volatile __u32 reason_remote_send_ipi = 4;
 
-/* Counters, read by user space through the mmap'ed .bss. Each CPU writes only its own row,
+/* The CPUs this machine can have (possible CPUs), set by user space before load. Every per-CPU
+ * array below is declared with one row and sized for nr_cpus rows at open: each is the only
+ * variable of its own .data.* section, which libbpf resizes (bpf_map__set_value_size(); the
+ * skeleton generator of bookworm's bpftool skips .bss.* sections). The verifier knows this
+ * read-only value, so a CPU checked against it indexes within; rows are reached through
+ * cpu_row(), as the compiler may assume that an index into a one-row array is 0. */
+const volatile __u32 nr_cpus = TLBFLUSH_MAX_CPUS;
+
+/* Counters, read by user space through the mmap'ed sections. Each CPU writes only its own row,
  * and the kernel never nests one program inside itself on a CPU, so plain adds are exact. */
-struct tlbflush_count counts[TLBFLUSH_MAX_CPUS][TLBFLUSH_MAX_REASONS] = {};
+struct tlbflush_count counts[1][TLBFLUSH_MAX_REASONS] SEC(".data.counts") = {};
 /* -L: the IPI handler's time in ns and, for the JSON "latency" of earlier versions, in us;
  * the flush callback's time in ns; and how the TLB flushes reached each CPU. */
-__u64 handler_hist_ns[TLBFLUSH_MAX_CPUS][MEMLAT_HIST_SLOTS] = {};
-__u64 handler_hist_us[TLBFLUSH_MAX_CPUS][MEMLAT_HIST_SLOTS] = {};
-__u64 callback_hist_ns[TLBFLUSH_MAX_CPUS][MEMLAT_HIST_SLOTS] = {};
-struct tlbflush_ipi_counts ipi_counts[TLBFLUSH_MAX_CPUS] = {};
+__u64 handler_hist_ns[1][MEMLAT_HIST_SLOTS] SEC(".data.handler_ns") = {};
+__u64 handler_hist_us[1][MEMLAT_HIST_SLOTS] SEC(".data.handler_us") = {};
+__u64 callback_hist_ns[1][MEMLAT_HIST_SLOTS] SEC(".data.callback_ns") = {};
+struct tlbflush_ipi_counts ipi_counts[1] SEC(".data.ipi_counts") = {};
 /* -L: the sums of the two histograms' values in ns (--prometheus's histogram _sum). */
-__u64 handler_sum_ns[TLBFLUSH_MAX_CPUS] = {};
-__u64 callback_sum_ns[TLBFLUSH_MAX_CPUS] = {};
+__u64 handler_sum_ns[1] SEC(".data.handler_sum") = {};
+__u64 callback_sum_ns[1] SEC(".data.callback_sum") = {};
 /* Flush IPIs each CPU handled: flush_tlb_func run for another CPU's flush, from the csd
  * tracepoints (6.3+). The kernel counts exactly these in the /proc/interrupts TLB row
  * (inc_irq_stat(irq_tlb_count) when the CPU is not the initiator), before it returns early
  * for a CPU in lazy TLB mode or already up to date; tlb_flush fires only after those returns,
  * so its remote reasons fall short of the row (83-86% under madvise or thread churn). */
-__u64 flush_ipis[TLBFLUSH_MAX_CPUS] = {};
+__u64 flush_ipis[1] SEC(".data.flush_ipis") = {};
 __u64 dropped_events = 0; /* ring buffer full */
 __u64 table_full = 0;	  /* hash map full */
 __u32 proc_epoch = 0;	  /* written by user space: see struct tlbflush_proc_key */
 
 /* What each CPU is handling now (see struct tlbflush_ipi_state). */
-struct tlbflush_ipi_state ipi_state[TLBFLUSH_MAX_CPUS] = {};
+struct tlbflush_ipi_state ipi_state[1] SEC(".data.ipi_state") = {};
+
+/* The rows of the per-CPU arrays (cpu < nr_cpus, checked by the caller). */
+static __always_inline struct tlbflush_count *counts_of(__u32 cpu)
+{
+	return cpu_row(counts, cpu, sizeof(counts[0]));
+}
+
+static __always_inline struct tlbflush_ipi_state *ipi_state_of(__u32 cpu)
+{
+	return cpu_row(ipi_state, cpu, sizeof(ipi_state[0]));
+}
+
+static __always_inline struct tlbflush_ipi_counts *ipi_counts_of(__u32 cpu)
+{
+	return cpu_row(ipi_counts, cpu, sizeof(ipi_counts[0]));
+}
+
+static __always_inline __u64 *u64_of(__u64 *array, __u32 cpu, __u32 row_bytes)
+{
+	return cpu_row(array, cpu, row_bytes);
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -210,15 +239,15 @@ static __always_inline void note_tlb_flush(__u32 cpu)
 {
 	struct tlbflush_ipi_state *st;
 
-	if (cpu >= TLBFLUSH_MAX_CPUS)
+	if (cpu >= nr_cpus)
 		return;
-	st = &ipi_state[cpu];
+	st = ipi_state_of(cpu);
 	if (st->handler_since) {
 		st->tlb_flushes++;
 		return;
 	}
 	if (cpu_selected(cpu))
-		ipi_counts[cpu].without_ipi++;
+		ipi_counts_of(cpu)->without_ipi++;
 }
 
 static __always_inline int on_tlb_flush(void *ctx, int reason, unsigned long pages)
@@ -228,7 +257,7 @@ static __always_inline int on_tlb_flush(void *ctx, int reason, unsigned long pag
 	__u32 slot;
 	__u64 pid_tgid;
 
-	if (cpu >= TLBFLUSH_MAX_CPUS || reason < 0)
+	if (cpu >= nr_cpus || reason < 0)
 		return 0;
 	/* Without the csd tracepoints, a remote flush marks the handler run it happens in as a
 	 * TLB shootdown; before any filter, as those concern counting, not which IPI this is. */
@@ -252,7 +281,7 @@ static __always_inline int on_tlb_flush(void *ctx, int reason, unsigned long pag
 	/* The hot path of count mode ends at add_count(): the task is looked up only when an
 	 * option needs it. */
 	if (!filter_pid && !per_process && !trace_events) {
-		add_count(&counts[cpu][slot], pages, false);
+		add_count(&counts_of(cpu)[slot], pages, false);
 		return 0;
 	}
 	task = current_task_readable();
@@ -260,7 +289,7 @@ static __always_inline int on_tlb_flush(void *ctx, int reason, unsigned long pag
 	if (!pid_selected(pid_tgid))
 		return 0;
 
-	add_count(&counts[cpu][slot], pages, false);
+	add_count(&counts_of(cpu)[slot], pages, false);
 	if (per_process)
 		count_per_process(pid_tgid, cpu, slot, pages);
 	if (trace_events)
@@ -333,13 +362,14 @@ static __always_inline int on_csd_entry(void *func, void *csd)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 
-	if (!remote_tlb_callback(func, csd) || cpu >= TLBFLUSH_MAX_CPUS)
+	if (!remote_tlb_callback(func, csd) || cpu >= nr_cpus)
 		return 0;
 	if (cpu_selected(cpu) && (!filter_pid || pid_selected(bpf_get_current_pid_tgid())))
-		flush_ipis[cpu]++;
+		(*u64_of(flush_ipis, cpu, sizeof(flush_ipis[0])))++;
 	note_tlb_flush(cpu);
 	/* Only callbacks inside a handler run are timed: the idle loop's are counted above. */
-	ipi_state[cpu].callback_since = ipi_state[cpu].handler_since ? bpf_ktime_get_ns() : 0;
+	ipi_state_of(cpu)->callback_since =
+	    ipi_state_of(cpu)->handler_since ? bpf_ktime_get_ns() : 0;
 	return 0;
 }
 
@@ -349,14 +379,16 @@ static __always_inline int on_csd_exit(void *func, void *csd)
 	struct tlbflush_ipi_state *st;
 	__u64 now;
 
-	if (!remote_tlb_callback(func, csd) || cpu >= TLBFLUSH_MAX_CPUS)
+	if (!remote_tlb_callback(func, csd) || cpu >= nr_cpus)
 		return 0;
-	st = &ipi_state[cpu];
+	st = ipi_state_of(cpu);
 	now = bpf_ktime_get_ns();
 	if (st->callback_since && now >= st->callback_since && cpu_selected(cpu)) {
-		ipi_counts[cpu].callbacks++;
-		hist_add(callback_hist_ns[cpu], now - st->callback_since);
-		callback_sum_ns[cpu] += now - st->callback_since;
+		ipi_counts_of(cpu)->callbacks++;
+		hist_add(u64_of(callback_hist_ns[0], cpu, sizeof(callback_hist_ns[0])),
+			 now - st->callback_since);
+		*u64_of(callback_sum_ns, cpu, sizeof(callback_sum_ns[0])) +=
+		    now - st->callback_since;
 	}
 	st->callback_since = 0;
 	return 0;
@@ -407,10 +439,10 @@ static __always_inline int on_ipi_entry(void)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 
-	if (cpu >= TLBFLUSH_MAX_CPUS)
+	if (cpu >= nr_cpus)
 		return 0;
-	ipi_state[cpu].handler_since = bpf_ktime_get_ns();
-	ipi_state[cpu].tlb_flushes = 0;
+	ipi_state_of(cpu)->handler_since = bpf_ktime_get_ns();
+	ipi_state_of(cpu)->tlb_flushes = 0;
 	return 0;
 }
 
@@ -420,9 +452,9 @@ static __always_inline int on_ipi_exit(void)
 	struct tlbflush_ipi_state *st;
 	__u64 now, since, ns;
 
-	if (cpu >= TLBFLUSH_MAX_CPUS)
+	if (cpu >= nr_cpus)
 		return 0;
-	st = &ipi_state[cpu];
+	st = ipi_state_of(cpu);
 	since = st->handler_since;
 	st->handler_since = 0;
 	if (!st->tlb_flushes || !since || !cpu_selected(cpu))
@@ -431,12 +463,12 @@ static __always_inline int on_ipi_exit(void)
 	if (now < since)
 		return 0;
 	ns = now - since;
-	ipi_counts[cpu].handler_runs++;
+	ipi_counts_of(cpu)->handler_runs++;
 	if (st->tlb_flushes > 1)
-		ipi_counts[cpu].shared_runs++;
-	hist_add(handler_hist_ns[cpu], ns);
-	hist_add(handler_hist_us[cpu], ns / 1000);
-	handler_sum_ns[cpu] += ns;
+		ipi_counts_of(cpu)->shared_runs++;
+	hist_add(u64_of(handler_hist_ns[0], cpu, sizeof(handler_hist_ns[0])), ns);
+	hist_add(u64_of(handler_hist_us[0], cpu, sizeof(handler_hist_us[0])), ns / 1000);
+	*u64_of(handler_sum_ns, cpu, sizeof(handler_sum_ns[0])) += ns;
 	return 0;
 }
 

@@ -74,6 +74,16 @@ constexpr const char *examples = R"(Examples:
 
 )";
 
+// The events' buffer (--buffer-size), and the batch after which user space is woken.
+// Compaction runs come by tens a second; 128 KiB hold 468 records of 280 bytes, and user
+// space drains them at each 16 KiB batch and every 100 ms. (It was 1 MiB, which the kernel
+// maps twice: 2 MiB of RSS.)
+// The BPF side wakes user space when the ring buffer's producer position crosses a multiple
+// of the batch (submit_batched() in bpf/common.bpf.h), a test that needs a power of two.
+constexpr EventBufferSize default_event_buffer{.bytes = 128 * 1024, .wakeup_bytes = 16 * 1024};
+static_assert(std::has_single_bit(default_event_buffer.bytes) &&
+              std::has_single_bit(default_event_buffer.wakeup_bytes));
+
 struct Options {
     CommonOptions common;
     std::optional<int> pid;
@@ -83,6 +93,7 @@ struct Options {
     bool hist = false;
     bool per_order = false;
     PrometheusOptions prom;
+    EventBufferSize events = default_event_buffer;
 };
 
 // An enum of the running kernel by value, or empty (numbers are printed) when BTF lacks it.
@@ -132,13 +143,6 @@ class Compactsnoop final : public CountingSide {
     std::map<std::pair<uint32_t, uint32_t>, std::array<uint64_t, MEMLAT_HIST_SLOTS>> hist_before_;
     uint64_t table_full_before_ = 0; // table_full at the last interval
 };
-
-// The events map's ring-buffer size, and the batch after which user space is woken.
-constexpr size_t event_buffer_bytes = 1u << 20;
-constexpr size_t event_wakeup_bytes = 16 * 1024;
-// The BPF side wakes user space when the ring buffer's producer position crosses a multiple
-// of it (submit_batched() in bpf/common.bpf.h), a test that needs a power of two.
-static_assert(std::has_single_bit(event_wakeup_bytes));
 
 // Why tp_btf and raw_tp cannot pair mm_compaction_begin/end here, or "": their programs read
 // struct compact_control * from the first argument, which kernels before 6.0 do not pass
@@ -211,8 +215,8 @@ void Compactsnoop::configure(compactsnoop_bpf &skel) const {
     ro->trace_events = !o_.hist;
     ro->hist_mode = o_.hist;
     bpf_map__set_max_entries(skel.maps.stacks, o_.stacks ? o_.common.entries(4096) : 1);
-    ro->wakeup_bytes = event_wakeup_bytes;
-    bpf_map__set_max_entries(skel.maps.events, o_.hist ? 4096 : event_buffer_bytes);
+    ro->wakeup_bytes = o_.events.wakeup_bytes;
+    bpf_map__set_max_entries(skel.maps.events, o_.hist ? 4096 : o_.events.bytes);
     const auto &features = kernel_features();
     set_compat(*ro, features);
     use_thread_state_map(skel.maps.tasks, features);
@@ -421,6 +425,7 @@ void Compactsnoop::check_options() {
                          "per-event output");
     if (o_.common.interval > 0 && !o_.hist)
         throw UsageError("an interval goes with -H; without it compactsnoop prints every run");
+    check_buffer_size_used(o_.events, !o_.hist, "the per-run output (without -H)");
 }
 
 void Compactsnoop::load() {
@@ -437,7 +442,7 @@ void Compactsnoop::load() {
     verbose(v, "zone, status, mode and priority names from the running kernel's BTF");
     verbose(v, fmt::format("GFP flag names from {}", gfp_.source()));
     if (o_.stacks) {
-        ksyms_ = KernelSymbols::load();
+        ksyms_ = KernelSymbols::for_stacks();
         if (ksyms_->addresses_hidden())
             fmt::print(stderr,
                        "{}: missing CAP_SYSLOG: /proc/kallsyms shows kernel addresses "
@@ -476,7 +481,7 @@ int Compactsnoop::run() {
                 if (size >= sizeof(compactsnoop_event))
                     print_event(*skel, *static_cast<const compactsnoop_event *>(data));
             },
-            event_buffer_bytes, event_wakeup_bytes);
+            o_.events.bytes, o_.events.wakeup_bytes);
     if (events)
         verbose(v, "events through " + events->describe());
     if (!o_.common.json && !o_.hist)
@@ -553,6 +558,7 @@ static int tool_main(int argc, char **argv) {
         add_common_options(
             cli, o.common, true,
             "Add a TIME(s) column: seconds since the first run began; with -j a wall_time field");
+        add_buffer_size_option(cli, o.events, "the per-run lines");
         add_listen_option(cli, o.prom);
         cli.parse(argc, argv);
         return Compactsnoop(std::move(o)).run();

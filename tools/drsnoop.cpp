@@ -71,12 +71,15 @@ constexpr const char *examples = R"(Examples:
 
 )";
 
-// The ring buffer's size, and the batch after which user space is woken.
-constexpr size_t event_buffer_bytes = 1u << 20;
-constexpr size_t event_wakeup_bytes = 16 * 1024;
+// The events' buffer (--buffer-size), and the batch after which user space is woken.
+// Reclaim stalls come by tens to hundreds a second (the runtime tests' memory-cgroup
+// reclaim); 128 KiB hold 1365 records of 96 bytes, and user space drains them at each 16 KiB
+// batch and every 100 ms. (It was 1 MiB, which the kernel maps twice: 2 MiB of RSS.)
 // The BPF side wakes user space when the ring buffer's producer position crosses a multiple
-// of it (submit_batched() in bpf/common.bpf.h), a test that needs a power of two.
-static_assert(std::has_single_bit(event_wakeup_bytes));
+// of the batch (submit_batched() in bpf/common.bpf.h), a test that needs a power of two.
+constexpr EventBufferSize default_event_buffer{.bytes = 128 * 1024, .wakeup_bytes = 16 * 1024};
+static_assert(std::has_single_bit(default_event_buffer.bytes) &&
+              std::has_single_bit(default_event_buffer.wakeup_bytes));
 
 const std::array<const char *, DRSNOOP_KINDS> kind_tracepoints{
     "direct_reclaim", "memcg_reclaim", "memcg_softlimit_reclaim", "node_reclaim"};
@@ -93,6 +96,7 @@ struct Options {
     bool hist = false;
     bool per_process = false;
     PrometheusOptions prom;
+    EventBufferSize events = default_event_buffer;
 };
 
 class Drsnoop final : public CountingSide {
@@ -187,6 +191,7 @@ void Drsnoop::configure(drsnoop_bpf &skel) const {
     auto *ro = skel.rodata;
     ro->filter_pid = o_.pid.value_or(0);
     ro->filter_tid = o_.tid.value_or(0);
+    ro->read_uid = o_.show_uid || o_.common.json;
     ro->filter_uid_on = o_.uid.has_value();
     ro->filter_uid = o_.uid.value_or(0);
     std::copy_n(o_.comm.begin(), std::min<size_t>(o_.comm.size(), DRSNOOP_COMM_LEN - 1),
@@ -204,8 +209,8 @@ void Drsnoop::configure(drsnoop_bpf &skel) const {
     bpf_map__set_max_entries(skel.maps.summaries, o_.common.entries(8192));
     bpf_map__set_max_entries(skel.maps.proc_hists,
                              o_.hist && o_.per_process ? o_.common.entries(8192) : 1);
-    ro->wakeup_bytes = event_wakeup_bytes;
-    bpf_map__set_max_entries(skel.maps.events, o_.hist ? 4096 : event_buffer_bytes);
+    ro->wakeup_bytes = o_.events.wakeup_bytes;
+    bpf_map__set_max_entries(skel.maps.events, o_.hist ? 4096 : o_.events.bytes);
     const auto &features = kernel_features();
     set_compat(*ro, features);
     use_thread_state_map(skel.maps.starts, features);
@@ -374,6 +379,7 @@ void Drsnoop::check_options() {
                                         "go with the per-stall output");
     if (o_.common.interval > 0 && !o_.hist)
         throw UsageError("an interval goes with -H; without it drsnoop prints every stall");
+    check_buffer_size_used(o_.events, !o_.hist, "the per-stall output (without -H)");
 }
 
 void Drsnoop::load() {
@@ -414,7 +420,7 @@ int Drsnoop::run() {
                 if (size >= sizeof(drsnoop_event))
                     print_event(*static_cast<const drsnoop_event *>(data));
             },
-            event_buffer_bytes, event_wakeup_bytes);
+            o_.events.bytes, o_.events.wakeup_bytes);
     if (events)
         verbose(v, "events through " + events->describe());
     print_header();
@@ -502,6 +508,7 @@ static int tool_main(int argc, char **argv) {
         add_common_options(cli, o.common, true,
                            "Add a TIME(s) column: seconds since the first stall began, as BCC's "
                            "drsnoop; with -j a wall_time field");
+        add_buffer_size_option(cli, o.events, "the per-stall lines");
         add_listen_option(cli, o.prom);
         cli.parse(argc, argv);
         return Drsnoop(std::move(o)).run();

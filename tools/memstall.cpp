@@ -62,9 +62,10 @@ Causes (columns, in ms):
   OTHER    any other memory stall PSI counts (also kswapd, kcompactd)
 The last four are the off-CPU time of a task whose PSI memstall flag is set,
 seen at each context switch and told apart by the kernel functions it sleeps
-in (their addresses are read from /proc/kallsyms once at start: that needs
-root or CAP_SYSLOG; without them all four count as OTHER). -v says which
-cause is measured how on this kernel. A stall is counted when it ends.
+in (their addresses are looked up in the kernel once at start, or read from
+/proc/kallsyms before Linux 5.16: that needs root or CAP_SYSLOG; without them
+all four count as OTHER). -v says which cause is measured how on this kernel.
+A stall is counted when it ends.
 
 STALL% is the stall time as a share of the interval's wall time; a process
 with several stalled threads can pass 100%.)";
@@ -176,9 +177,12 @@ bool kernel_has_memstall_flag() {
 }
 
 void Memstall::resolve_ranges() {
+    std::vector<std::string> names;
+    for (const auto &[cause, functions] : cause_functions)
+        names.insert(names.end(), functions.begin(), functions.end());
     KernelSymbols symbols;
     try {
-        symbols = KernelSymbols::load();
+        symbols = KernelSymbols::load_only(names);
     } catch (const RuntimeError &e) {
         ranges_unavailable_ = e.what();
         return;
@@ -242,12 +246,16 @@ std::vector<Probe> Memstall::plan() const {
         },
         false);
     // The classic tracepoint has no task pointers: sched_switch needs tp_btf or raw_tp.
-    probes.emplace_back(ProbeId::Switch, "sched:sched_switch",
-                        "It needs the sched:sched_switch raw tracepoint.",
-                        std::vector<HookChoice>{
-                            {.kind = HookKind::TpBtf, .programs = {"switch_btf"}},
-                            {.kind = HookKind::RawTp, .programs = {"switch_raw"}},
-                        });
+    probes.emplace_back(
+        ProbeId::Switch, "sched:sched_switch", "It needs the sched:sched_switch raw tracepoint.",
+        std::vector<HookChoice>{
+            // Each kind first with bpf_loop() (5.17) walking the stack,
+            // which the verifier checks in a tenth of the time, then unrolled.
+            {.kind = HookKind::TpBtf, .programs = {"switch_btf"}, .family = "stack_loop"},
+            {.kind = HookKind::TpBtf, .programs = {"switch_unrolled_btf"}},
+            {.kind = HookKind::RawTp, .programs = {"switch_raw"}, .family = "stack_loop"},
+            {.kind = HookKind::RawTp, .programs = {"switch_unrolled_raw"}},
+        });
     probes.emplace_back(ProbeId::Exit, "sched:sched_process_exit",
                         "It needs the sched:sched_process_exit tracepoint.",
                         std::vector<HookChoice>{

@@ -40,12 +40,13 @@ namespace {
 
 constexpr const char *tool_name = "tlbflush";
 
-// The ring buffer's size with -t, and the batch after which user space is woken.
-constexpr size_t event_buffer_bytes = 4u << 20;
-constexpr size_t event_wakeup_bytes = 64 * 1024;
+// The events' buffer (--buffer-size), and the batch after which user space is woken.
+// TLB flushes come by up to hundreds of thousands a second: -t holds 4 MiB, 74898 records.
 // The BPF side wakes user space when the ring buffer's producer position crosses a multiple
-// of it (submit_batched() in bpf/common.bpf.h), a test that needs a power of two.
-static_assert(std::has_single_bit(event_wakeup_bytes));
+// of the batch (submit_batched() in bpf/common.bpf.h), a test that needs a power of two.
+constexpr EventBufferSize default_event_buffer{.bytes = 4 << 20, .wakeup_bytes = 64 * 1024};
+static_assert(std::has_single_bit(default_event_buffer.bytes) &&
+              std::has_single_bit(default_event_buffer.wakeup_bytes));
 
 // Remote TLB shootdowns are interrupts only on x86. arm64 invalidates the other CPUs' TLBs
 // with broadcast TLBI instructions (arch/arm64/include/asm/tlbflush.h): the hardware does it,
@@ -134,6 +135,7 @@ struct Options {
     bool latency = false;
     bool trace = false;
     PrometheusOptions prom;
+    EventBufferSize events = default_event_buffer;
 };
 
 // The kernel's reasons, by number; the names come from BTF so they follow the running kernel.
@@ -345,12 +347,27 @@ void Tlbflush::configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) c
         ro->culprits_from_send_ipi = p->uses_family(culprits_from_send_ipi);
     if (const Probe *p = find_probe(probes, ProbeId::CsdFunction))
         ro->tlb_marks_from_tlb_flush = p->uses_family(marks_from_tlb_flush);
+    // The per-CPU arrays for the CPUs this machine can have.
+    ro->nr_cpus = ncpus_;
+    const std::pair<bpf_map *, size_t> per_cpu_arrays[] = {
+        {skel.maps.data_counts, sizeof(skel.data_counts->counts[0])},
+        {skel.maps.data_handler_ns, sizeof(skel.data_handler_ns->handler_hist_ns[0])},
+        {skel.maps.data_handler_us, sizeof(skel.data_handler_us->handler_hist_us[0])},
+        {skel.maps.data_callback_ns, sizeof(skel.data_callback_ns->callback_hist_ns[0])},
+        {skel.maps.data_ipi_counts, sizeof(skel.data_ipi_counts->ipi_counts[0])},
+        {skel.maps.data_handler_sum, sizeof(skel.data_handler_sum->handler_sum_ns[0])},
+        {skel.maps.data_callback_sum, sizeof(skel.data_callback_sum->callback_sum_ns[0])},
+        {skel.maps.data_flush_ipis, sizeof(skel.data_flush_ipis->flush_ipis[0])},
+        {skel.maps.data_ipi_state, sizeof(skel.data_ipi_state->ipi_state[0])},
+    };
+    for (const auto &[section, row_bytes] : per_cpu_arrays)
+        size_global_array(section, ncpus_, row_bytes);
     // Size the maps for what the options use; unused ones stay at one entry.
     bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? o_.common.entries(16384) : 1);
     bpf_map__set_max_entries(skel.maps.culprits, o_.culprits ? o_.common.entries(16384) : 1);
     bpf_map__set_max_entries(skel.maps.stacks, o_.stacks ? o_.common.entries(16384) : 1);
-    ro->wakeup_bytes = event_wakeup_bytes;
-    bpf_map__set_max_entries(skel.maps.events, o_.trace ? event_buffer_bytes : 4096);
+    ro->wakeup_bytes = o_.events.wakeup_bytes;
+    bpf_map__set_max_entries(skel.maps.events, o_.trace ? o_.events.bytes : 4096);
     const auto &features = kernel_features();
     set_compat(*ro, features);
     use_events_map(skel.maps.events, features);
@@ -376,8 +393,9 @@ Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) {
     } else {
         for (int cpu = 0; cpu < ncpus_ && cpu < TLBFLUSH_MAX_CPUS; ++cpu)
             for (uint32_t r = 0; r < TLBFLUSH_MAX_REASONS; ++r)
-                if (bss->counts[cpu][r].count != 0)
-                    s.counts[CountKey{0, static_cast<uint32_t>(cpu), r}] = bss->counts[cpu][r];
+                if (cpu_row(skel.data_counts->counts, cpu)[r].count != 0)
+                    s.counts[CountKey{0, static_cast<uint32_t>(cpu), r}] =
+                        cpu_row(skel.data_counts->counts, cpu)[r];
     }
     if (o_.culprits)
         for (const auto &[k, v] :
@@ -394,15 +412,16 @@ Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) {
             h->resize(ncpus_);
         s.ipi_counts.resize(ncpus_);
         for (int cpu = 0; cpu < ncpus_ && cpu < TLBFLUSH_MAX_CPUS; ++cpu) {
-            copy(bss->handler_hist_ns[cpu], s.handler_ns[cpu]);
-            copy(bss->handler_hist_us[cpu], s.handler_us[cpu]);
-            copy(bss->callback_hist_ns[cpu], s.callback_ns[cpu]);
-            s.ipi_counts[cpu] = bss->ipi_counts[cpu];
+            copy(cpu_row(skel.data_handler_ns->handler_hist_ns, cpu), s.handler_ns[cpu]);
+            copy(cpu_row(skel.data_handler_us->handler_hist_us, cpu), s.handler_us[cpu]);
+            copy(cpu_row(skel.data_callback_ns->callback_hist_ns, cpu), s.callback_ns[cpu]);
+            s.ipi_counts[cpu] = cpu_row(skel.data_ipi_counts->ipi_counts, cpu);
         }
     }
     if (!marks_from_tlb_flush_)
-        s.flush_ipis.assign(std::begin(bss->flush_ipis),
-                            std::begin(bss->flush_ipis) + std::min(ncpus_, TLBFLUSH_MAX_CPUS));
+        s.flush_ipis.assign(&cpu_row(skel.data_flush_ipis->flush_ipis, 0),
+                            &cpu_row(skel.data_flush_ipis->flush_ipis, 0) +
+                                std::min(ncpus_, TLBFLUSH_MAX_CPUS));
     s.dropped = events_ != nullptr ? events_->lost(bss->dropped_events) : bss->dropped_events;
     s.table_full = bss->table_full;
     s.skipped_runs = recursion_misses(skel.obj);
@@ -510,6 +529,7 @@ void Tlbflush::check_options() {
         // Per-task series come from the per-process table.
         o_.per_process = o_.prom.label("comm");
     }
+    check_buffer_size_used(o_.events, o_.trace, "-t");
     check_max_entries_used(o_.common, o_.per_process || o_.culprits,
                            "-P, --culprits or -s (or --prometheus-labels comm)");
 }
@@ -518,8 +538,8 @@ void Tlbflush::load() {
     check_environment(tool_name);
     auto v = o_.common.verbosity();
     raise_memlock_limit(v);
-    // The flush IPIs' callback in every mode; the whole table only to symbolize -s stacks.
-    ksyms_ = o_.stacks ? KernelSymbols::load()
+    // The flush IPIs' callback in every mode, and with -s what symbolizes the stacks.
+    ksyms_ = o_.stacks ? KernelSymbols::for_stacks({"flush_tlb_func", "flush_tlb_func_remote"})
                        : KernelSymbols::load_only({"flush_tlb_func", "flush_tlb_func_remote"});
     if ((o_.culprits || o_.latency) && ksyms_->addresses_hidden())
         throw RuntimeError(
@@ -584,7 +604,7 @@ int Tlbflush::run() {
                 if (size >= sizeof(tlbflush_event))
                     print_event(*static_cast<const tlbflush_event *>(data));
             },
-            event_buffer_bytes, event_wakeup_bytes);
+            o_.events.bytes, o_.events.wakeup_bytes);
         events_ = &*events;
         verbose(v, "events through " + events->describe());
         if (!o_.common.json)
@@ -616,9 +636,11 @@ CountedLosses Tlbflush::collect(prometheus::Exposition &out) {
     const size_t ncpus = c.by_cpu.size();
     const auto *bss = skel.bss;
     for (size_t cpu = 0; cpu < ncpus; ++cpu)
-        std::copy(std::begin(bss->counts[cpu]), std::end(bss->counts[cpu]), c.by_cpu[cpu].begin());
+        std::copy(std::begin(cpu_row(skel.data_counts->counts, cpu)),
+                  std::end(cpu_row(skel.data_counts->counts, cpu)), c.by_cpu[cpu].begin());
     if (!marks_from_tlb_flush_)
-        c.flush_ipis.assign(std::begin(bss->flush_ipis), std::begin(bss->flush_ipis) + ncpus);
+        c.flush_ipis.assign(&cpu_row(skel.data_flush_ipis->flush_ipis, 0),
+                            &cpu_row(skel.data_flush_ipis->flush_ipis, 0) + ncpus);
     if (o_.latency) {
         c.handler_ns.resize(ncpus);
         c.callback_ns.resize(ncpus);
@@ -626,13 +648,15 @@ CountedLosses Tlbflush::collect(prometheus::Exposition &out) {
         c.callback_sum_ns.resize(ncpus);
         c.ipi.resize(ncpus);
         for (size_t cpu = 0; cpu < ncpus; ++cpu) {
-            std::copy(std::begin(bss->handler_hist_ns[cpu]), std::end(bss->handler_hist_ns[cpu]),
+            std::copy(std::begin(cpu_row(skel.data_handler_ns->handler_hist_ns, cpu)),
+                      std::end(cpu_row(skel.data_handler_ns->handler_hist_ns, cpu)),
                       c.handler_ns[cpu].begin());
-            std::copy(std::begin(bss->callback_hist_ns[cpu]), std::end(bss->callback_hist_ns[cpu]),
+            std::copy(std::begin(cpu_row(skel.data_callback_ns->callback_hist_ns, cpu)),
+                      std::end(cpu_row(skel.data_callback_ns->callback_hist_ns, cpu)),
                       c.callback_ns[cpu].begin());
-            c.handler_sum_ns[cpu] = bss->handler_sum_ns[cpu];
-            c.callback_sum_ns[cpu] = bss->callback_sum_ns[cpu];
-            c.ipi[cpu] = bss->ipi_counts[cpu];
+            c.handler_sum_ns[cpu] = cpu_row(skel.data_handler_sum->handler_sum_ns, cpu);
+            c.callback_sum_ns[cpu] = cpu_row(skel.data_callback_sum->callback_sum_ns, cpu);
+            c.ipi[cpu] = cpu_row(skel.data_ipi_counts->ipi_counts, cpu);
         }
     }
     // The per-task tables keep an entry per process (or thread); the entries of those that
@@ -694,6 +718,7 @@ static int tool_main(int argc, char **argv) {
         cli.flag('t', "trace", "One line per flush: TIME CPU PID COMM REASON PAGES", o.trace);
         add_common_options(cli, o.common, true,
                            "A wall-clock time (HH:MM:SS) on each interval, and on each -t line");
+        add_buffer_size_option(cli, o.events, "-t's lines");
         add_listen_option(cli, o.prom);
         cli.parse(argc, argv);
         return Tlbflush(std::move(o)).run();

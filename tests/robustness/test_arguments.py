@@ -77,6 +77,16 @@ CASES: list[tuple[list[str], list[str], str]] = [
     (["drsnoop"], ["-H", "-e"], "-U and -e go with the per-stall output"),
     (["drsnoop"], ["--prometheus", "127.0.0.1:0", "-e"], "-U and -e go with the per-stall output"),
     (ALL, ["1", "2", "3"], "unexpected argument"),
+    # The events' buffer: a size the ring buffer cannot have, or a mode without events.
+    (["drsnoop", "compactsnoop"], ["--buffer-size", "12K"], "not a power of two"),
+    (["drsnoop", "compactsnoop"], ["--buffer-size", "1K"], "less than one page"),
+    (["drsnoop", "compactsnoop"], ["--buffer-size", "2G"], "more than 1G"),
+    (["drsnoop", "compactsnoop"], ["--buffer-size", "lots"], "not a size"),
+    (["drsnoop", "compactsnoop"], ["--buffer-size", ""], "--buffer-size needs a value"),
+    (["drsnoop", "compactsnoop"], ["-H", "--buffer-size", "64K"], "this mode has none"),
+    (["tlbflush"], ["-t", "--buffer-size", "100000"], "not a power of two"),
+    (["tlbflush"], ["--buffer-size", "64K"], "this mode has none"),
+    (["numamove", "cachestat", "memstall"], ["--buffer-size", "64K"], "unrecognized option"),
 ]
 
 

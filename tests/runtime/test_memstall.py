@@ -279,7 +279,11 @@ HOOK_VARIANTS = {
     "_raw_tp": ({"MEMLAT_DISABLE_HOOKS": "tp_btf"}, "raw_tp"),
     "_no_kernel_btf": ({"MEMLAT_DISABLE_HOOKS": "tp_btf", "MEMLAT_DISABLE_FEATURES":
                         "kernel_btf"}, "raw_tp"),
+    # The stack walked unrolled, as before 5.17 (no bpf_loop()).
+    "_unrolled": ({"MEMLAT_DISABLE_HOOKS": "stack_loop"}, "tp_btf"),
 }
+# The sched_switch program each variant must use, where it is not the kind's first.
+SWITCH_PROGRAM = {"_unrolled": "switch_unrolled_btf"}
 
 
 def thrashing_vs_taskstats(t: Test, variant: str) -> None:
@@ -350,8 +354,13 @@ def thrashing_vs_taskstats(t: Test, variant: str) -> None:
                                                 if s["cause"] == name and s["pid"] == pid))
     hook = HOOK_VARIANTS[variant][1]
     for probe in ("sched:sched_switch", "vmscan:mm_vmscan_memcg_reclaim_begin"):
-        t.check(re.search(re.escape(probe) + r"\S*: using " + hook, tool.result.stderr),
+        # sched_switch's first choices carry the family of their stack walk (stack_loop/).
+        t.check(re.search(re.escape(probe) + r"\S*: using (stack_loop/)?" + hook,
+                          tool.result.stderr),
                 f"-v: {probe} uses {hook}", hook, "see stderr")
+    if variant in SWITCH_PROGRAM:
+        t.check_in(f"-v: sched_switch uses {SWITCH_PROGRAM[variant]}",
+                   f"({SWITCH_PROGRAM[variant]})", tool.result.stderr, "stderr")
 
 
 for _variant in HOOK_VARIANTS:

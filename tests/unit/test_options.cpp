@@ -292,3 +292,35 @@ TEST(EnvironmentHelp, HookKindsUnderTheColumnAndFeaturesLast) {
               "  MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds (tp_btf)",
               memlat::environment_help(false, kinds));
 }
+
+TEST(BufferSize, PowersOfTwoWithUnits) {
+    using memlat::parse_buffer_size;
+    EXPECT_EQ(parse_buffer_size("4096"), 4096u);
+    EXPECT_EQ(parse_buffer_size("4K"), 4096u);
+    EXPECT_EQ(parse_buffer_size("64k"), 65536u);
+    EXPECT_EQ(parse_buffer_size("1M"), 1u << 20);
+    EXPECT_EQ(parse_buffer_size("1G"), 1u << 30);
+}
+
+TEST(BufferSize, RefusesWhatTheRingBufferCannotBe) {
+    const auto message = [](std::string_view text) -> std::string {
+        try {
+            memlat::parse_buffer_size(text);
+        } catch (const UsageError &e) {
+            return e.what();
+        }
+        return "(accepted)";
+    };
+    EXPECT_NE(message("").find("--buffer-size needs a value"), std::string::npos);
+    EXPECT_NE(message("12K").find("not a power of two"), std::string::npos);
+    EXPECT_NE(message("3000").find("less than one page"), std::string::npos);
+    EXPECT_NE(message("0").find("less than one page"), std::string::npos);
+    EXPECT_NE(message("2G").find("more than 1G"), std::string::npos);
+    EXPECT_NE(message("99999999999999999999").find("more than 1G"), std::string::npos);
+    EXPECT_NE(message("18446744073709551616K").find("more than 1G"), std::string::npos);
+    EXPECT_NE(message("lots").find("not a size"), std::string::npos);
+    EXPECT_NE(message("K").find("not a size"), std::string::npos);
+    EXPECT_NE(message("-4K").find("not a size"), std::string::npos);
+    EXPECT_NE(message("64KB").find("not a size"), std::string::npos);
+    EXPECT_NE(message("1M").find("(accepted)"), std::string::npos);
+}

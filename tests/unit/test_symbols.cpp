@@ -123,9 +123,17 @@ TEST(KernelSymbols, LoadOnlyKeepsTheNamedSymbols) {
     std::ofstream(path) << "ffffffff81000000 T _text\n"
                            "ffffffff81344490 d flush_tlb_func\n"
                            "ffffffff813444a0 t flush_tlb_func\n"
+                           "ffffffff813444a0 t flush_tlb_func_alias\n"
+                           "ffffffff813446c0 t next_function\n"
+                           "ffffffff813446d0 t after_next\n"
                            "ffffffffc0123000 t foo\t[kvm]\n";
     const auto ks = KernelSymbols::load_only({"flush_tlb_func", "absent"}, path);
-    EXPECT_EQ(ks.size(), 2u);
+    // The named ones and, for where the last ends, the next symbol at a higher address.
+    EXPECT_EQ(ks.size(), 3u);
+    const auto range = ks.text_range("flush_tlb_func");
+    ASSERT_TRUE(range);
+    EXPECT_EQ(range->start, 0xffffffff813444a0u);
+    EXPECT_EQ(range->end, 0xffffffff813446c0u);
     EXPECT_FALSE(ks.addresses_hidden());
     EXPECT_EQ(ks.address_of("flush_tlb_func"), 0xffffffff813444a0u); // text first
     EXPECT_EQ(ks.address_of("_text"), std::nullopt);

@@ -32,7 +32,9 @@ namespace {
 
 class RingBufferSource final : public EventReader::Buffer {
   public:
-    RingBufferSource(bpf_map *map, EventReader::Handler handler) : handler_(std::move(handler)) {
+    RingBufferSource(bpf_map *map, EventReader::Handler handler, size_t wakeup_bytes)
+        : handler_(std::move(handler)), bytes_(bpf_map__max_entries(map)),
+          wakeup_bytes_(wakeup_bytes) {
         rb_.reset(ring_buffer__new(bpf_map__fd(map), dispatch, this, nullptr));
         if (!rb_)
             throw RuntimeError("Cannot set up the ring buffer: " + error_text(errno));
@@ -40,7 +42,10 @@ class RingBufferSource final : public EventReader::Buffer {
     int poll(int timeout_ms) override { return ring_buffer__poll(rb_.get(), timeout_ms); }
     void consume() override { ring_buffer__consume(rb_.get()); }
     std::string name() const override { return "ring buffer"; }
-    std::string describe() const override { return "a BPF ring buffer"; }
+    std::string describe() const override {
+        return fmt::format("a BPF ring buffer ({} KiB, woken every {} bytes)", bytes_ >> 10,
+                           wakeup_bytes_);
+    }
 
   private:
     static int dispatch(void *self, void *data, size_t size) {
@@ -48,6 +53,7 @@ class RingBufferSource final : public EventReader::Buffer {
         return 0;
     }
     EventReader::Handler handler_;
+    size_t bytes_, wakeup_bytes_;
     // Not copyable or movable: libbpf calls back with `this`.
     std::unique_ptr<ring_buffer, decltype(&ring_buffer__free)> rb_{nullptr, ring_buffer__free};
 };
@@ -133,7 +139,7 @@ EventReader::EventReader(bpf_map *map, Handler handler, size_t buffer_bytes, siz
         buffer_ =
             std::make_unique<PerfBufferSource>(map, std::move(handler), buffer_bytes, wakeup_bytes);
     else
-        buffer_ = std::make_unique<RingBufferSource>(map, std::move(handler));
+        buffer_ = std::make_unique<RingBufferSource>(map, std::move(handler), wakeup_bytes);
 }
 
 EventReader::~EventReader() = default;

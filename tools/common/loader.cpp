@@ -204,6 +204,13 @@ std::vector<Link> load_and_attach(const std::function<bpf_object *()> &reopen,
     }
 }
 
+void size_global_array(bpf_map *section, size_t count, size_t element_bytes) {
+    const int err = bpf_map__set_value_size(section, static_cast<uint32_t>(count * element_bytes));
+    if (err != 0)
+        throw RuntimeError(fmt::format("Cannot size the BPF section {} for {} elements: {}",
+                                       bpf_map__name(section), count, error_text(err)));
+}
+
 uint64_t recursion_misses(bpf_object *obj) {
     uint64_t total = 0;
     bpf_program *prog = nullptr;

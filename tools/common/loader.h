@@ -98,6 +98,20 @@ class Loaded {
     std::vector<Link> links_;
 };
 
+// Sizes a global array that is the only variable of its own `.bss.NAME` (or `.data.NAME`)
+// section, `section` being that section's map, for `count` elements of `element_bytes`:
+// libbpf shrinks the mapping and the section's BTF to match (it resizes only the last
+// variable of a section). Per-CPU arrays are sized so for the possible CPUs rather than for
+// the most a build allows. Before load; throws RuntimeError when libbpf refuses.
+void size_global_array(bpf_map *section, size_t count, size_t element_bytes);
+
+// Row `cpu` of such an array that the BPF side declares with one row (`one_row`, from the
+// skeleton) and size_global_array() sized for every possible CPU.
+template <typename Row>
+const Row &cpu_row(const Row (&one_row)[1], size_t cpu) {
+    return static_cast<const Row *>(static_cast<const void *>(one_row))[cpu];
+}
+
 // Every entry of a BPF hash map, read from user space while the programs keep updating it.
 template <typename Key, typename Value>
 std::vector<std::pair<Key, Value>> read_hash_map(bpf_map *map) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <argp.h>
+#include <bit>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -241,6 +242,71 @@ std::string environment_help(bool disable_features, std::span<const std::string_
         text += "ringbuf (5.8), kernel_btf; -v shows the choice";
     }
     return text;
+}
+
+size_t parse_buffer_size(std::string_view text) {
+    const auto bad = [&text](std::string_view why) {
+        return UsageError(fmt::format("--buffer-size {}: {} (a power of two from 4K to 1G, "
+                                      "e.g. 64K, 1M or 65536)",
+                                      text.empty() ? "''" : text, why));
+    };
+    if (text.empty())
+        throw UsageError("--buffer-size needs a value");
+    size_t unit = 1;
+    std::string_view digits = text;
+    switch (digits.back()) {
+    case 'k':
+    case 'K':
+        unit = size_t{1} << 10;
+        break;
+    case 'm':
+    case 'M':
+        unit = size_t{1} << 20;
+        break;
+    case 'g':
+    case 'G':
+        unit = size_t{1} << 30;
+        break;
+    default:
+        break;
+    }
+    if (unit != 1)
+        digits.remove_suffix(1);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos)
+        throw bad("not a size");
+    // At most 1G: more digits than that are too large whatever they say.
+    if (digits.size() > 10)
+        throw bad("more than 1G");
+    uint64_t number = 0;
+    std::from_chars(digits.data(), digits.data() + digits.size(), number);
+    const uint64_t bytes = number * unit;
+    if (bytes > max_buffer_bytes)
+        throw bad("more than 1G");
+    if (bytes < min_buffer_bytes)
+        throw bad("less than one page (4K)");
+    if (!std::has_single_bit(bytes))
+        throw bad("not a power of two");
+    return bytes;
+}
+
+void add_buffer_size_option(CommandLine &cli, EventBufferSize &buffer, std::string_view mode) {
+    cli.option(0, "buffer-size", "SIZE",
+               fmt::format("Bytes of the ring buffer {} pass through (default {}K): a power of "
+                           "two from 4K to 1G, e.g. 64K or 1M. Events that find it full are "
+                           "lost, counted and printed (lost_events)",
+                           mode, buffer.bytes >> 10),
+               [&buffer](const std::string &text) {
+                   buffer.bytes = parse_buffer_size(text);
+                   buffer.wakeup_bytes = std::min(buffer.wakeup_bytes, buffer.bytes / 4);
+                   buffer.given = true;
+               });
+}
+
+void check_buffer_size_used(const EventBufferSize &buffer, bool has_events,
+                            std::string_view modes) {
+    if (buffer.given && !has_events)
+        throw UsageError(
+            fmt::format("--buffer-size sizes the buffer of {}; this mode has none", modes));
 }
 
 void check_max_entries_used(const CommonOptions &options, bool has_table, std::string_view tables) {

@@ -141,6 +141,28 @@ inline constexpr std::array<std::string_view, 2> tracepoint_hook_kinds{
 std::string environment_help(bool disable_features,
                              std::span<const std::string_view> hook_kinds = tracepoint_hook_kinds);
 
+// --buffer-size SIZE, for the tools with a per-event output: the bytes of the ring buffer the
+// events pass through (on kernels before 5.8 the per-CPU perf buffers share as much). Each
+// tool's default is sized for its event rate; a full buffer loses events, which are counted
+// and printed. SIZE: a number of bytes with an optional K, M or G (KiB, MiB, GiB), a power of
+// two from min_buffer_bytes to max_buffer_bytes (the ring buffer's own rules: whole pages, a
+// power of two).
+struct EventBufferSize {
+    size_t bytes;        // the buffer
+    size_t wakeup_bytes; // the batch after which user space is woken, a power of two
+    bool given = false;  // --buffer-size was on the command line
+};
+constexpr size_t min_buffer_bytes = 4096;
+constexpr size_t max_buffer_bytes = size_t{1} << 30;
+size_t parse_buffer_size(std::string_view text);
+// Adds --buffer-size to `cli`, setting `buffer` (which holds the tool's defaults; `mode` names
+// the output the buffer carries, for the help). A buffer smaller than four wake-up batches
+// gets a quarter of its size as the batch, so that user space is woken before it is full.
+void add_buffer_size_option(CommandLine &cli, EventBufferSize &buffer, std::string_view mode);
+// A UsageError when --buffer-size was given to a mode without per-event output (`modes` names
+// the options that have one, for the message).
+void check_buffer_size_used(const EventBufferSize &buffer, bool has_events, std::string_view modes);
+
 // A UsageError when --max-entries was given to a mode that keeps none of the tables it sizes
 // (`tables` names the options that do, for the message: "-P or -f").
 void check_max_entries_used(const CommonOptions &options, bool has_table, std::string_view tables);

@@ -34,7 +34,7 @@ std::vector<std::string> StackSymbolizer::kernel(int32_t id) {
     if (!kernel_symbols_tried_) {
         kernel_symbols_tried_ = true;
         try {
-            kernel_symbols_ = KernelSymbols::load();
+            kernel_symbols_ = KernelSymbols::for_stacks();
         } catch (const RuntimeError &) {
             // Addresses it is.
         }

@@ -2,6 +2,7 @@
 
 #include "errors.h"
 #include "files.h"
+#include "kernel_functions.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -118,16 +119,41 @@ KernelSymbols KernelSymbols::load(const std::string &path) {
     return parse(*text);
 }
 
+KernelSymbols KernelSymbols::from_kernel(std::vector<KernelFunction> found) {
+    KernelSymbols result;
+    for (auto &f : found) {
+        if (f.address == 0)
+            continue;
+        if (f.size != 0)
+            result.sizes_[f.name] = f.size;
+        result.symbols_.push_back({f.address, std::move(f.name), "", 'T'});
+    }
+    std::stable_sort(result.symbols_.begin(), result.symbols_.end(),
+                     [](const Symbol &a, const Symbol &b) { return a.address < b.address; });
+    return result;
+}
+
 KernelSymbols KernelSymbols::load_only(const std::vector<std::string> &names,
                                        const std::string &path) {
+    if (path == default_kallsyms)
+        if (auto found = find_kernel_functions(names))
+            return from_kernel(std::move(*found));
     // stdio, not iostreams: std::ifstream adds 480 KB of locale code to a static binary.
     std::unique_ptr<FILE, int (*)(FILE *)> in(fopen(path.c_str(), "re"), fclose);
     if (!in)
         throw RuntimeError(fmt::format("Cannot read {}: {}. Check that /proc is mounted.", path,
                                        std::strerror(errno)));
+    // /proc reports 1 KB blocks, which stdio would read the 5 MB of text in: 5000 system
+    // calls instead of 80.
+    std::vector<char> read_buffer(64 * 1024);
+    setvbuf(in.get(), read_buffer.data(), _IOFBF, read_buffer.size());
     KernelSymbols result;
     bool any = false, any_nonzero = false;
-    struct LineBuffer { // getline()'s, which it grows with realloc()
+    // The symbol after a kept one ends it (text_range()): the core kernel's symbols are listed
+    // in address order, so it is the next line at a higher address.
+    bool ending = false;   // the last named symbol has no end yet
+    uint64_t named_at = 0; // its address
+    struct LineBuffer {    // getline()'s, which it grows with realloc()
         char *data = nullptr;
         size_t capacity = 0;
         ~LineBuffer() { std::free(data); }
@@ -141,9 +167,16 @@ KernelSymbols KernelSymbols::load_only(const std::vector<std::string> &names,
             continue;
         any = true;
         any_nonzero = any_nonzero || sym->address != 0;
-        if (std::find(names.begin(), names.end(), sym->name) != names.end())
+        if (std::find(names.begin(), names.end(), sym->name) != names.end()) {
+            ending = true;
+            named_at = sym->address;
             result.symbols_.push_back(std::move(*sym));
+        } else if (ending && sym->address > named_at) {
+            ending = false;
+            result.symbols_.push_back(std::move(*sym));
+        }
     }
+    in.reset(); // before read_buffer goes
     result.hidden_ = any && !any_nonzero;
     std::stable_sort(result.symbols_.begin(), result.symbols_.end(),
                      [](const Symbol &a, const Symbol &b) { return a.address < b.address; });
@@ -177,7 +210,29 @@ const KernelSymbols::Symbol *KernelSymbols::find(uint64_t address) const {
     return it == symbols_.begin() ? nullptr : &*std::prev(it);
 }
 
+KernelSymbols KernelSymbols::for_stacks(const std::vector<std::string> &names) {
+    // A function every kernel has tells whether the lookups see addresses at all.
+    std::vector<std::string> asked = names;
+    asked.emplace_back("schedule");
+    if (auto found = find_kernel_functions(asked); found && found->back().address != 0) {
+        KernelSymbols result = from_kernel(std::move(*found));
+        result.described_by_kernel_ = true;
+        return result;
+    }
+    return load();
+}
+
 std::string KernelSymbols::describe(uint64_t address) const {
+    if (described_by_kernel_) {
+        if (const auto it = described_.find(address); it != described_.end())
+            return it->second;
+        const auto texts = describe_kernel_addresses(std::span(&address, 1));
+        std::string text = texts && !texts->empty() && !texts->front().empty()
+                               ? texts->front()
+                               : hex_address(address);
+        described_.emplace(address, text);
+        return text;
+    }
     const Symbol *sym = find(address);
     if (!sym)
         return hex_address(address);
@@ -206,6 +261,8 @@ std::optional<KernelSymbols::Range> KernelSymbols::text_range(std::string_view n
     for (auto it = symbols_.begin(); it != symbols_.end(); ++it) {
         if (it->name != name || !is_text_type(it->type) || !it->module.empty())
             continue;
+        if (const auto size = sizes_.find(name); size != sizes_.end())
+            return Range{it->address, it->address + size->second};
         const auto next = std::find_if(it, symbols_.end(),
                                        [&](const Symbol &s) { return s.address > it->address; });
         if (next == symbols_.end())

@@ -13,7 +13,11 @@
 #include <sys/types.h>
 #include <vector>
 
+#include "kernel_functions.h"
+
 namespace memlat {
+
+inline constexpr std::string_view default_kallsyms = "/proc/kallsyms";
 
 class KernelSymbols {
   public:
@@ -27,13 +31,21 @@ class KernelSymbols {
     // Reads /proc/kallsyms (or another file in its format). Lines of any length are accepted:
     // 6.18 kernels carry Rust symbols longer than 255 characters. Throws RuntimeError when
     // the file cannot be read.
-    static KernelSymbols load(const std::string &path = "/proc/kallsyms");
+    static KernelSymbols load(const std::string &path = std::string(default_kallsyms));
     static KernelSymbols parse(std::string_view text);
-    // Like load(), keeping only the symbols with these names, read a line at a time: for a
-    // tool that needs a few addresses and no symbolization. The whole table is 120k symbols
-    // (5 MB of text) on 6.18 and took 18 MB of a tool's memory.
+    // Like load(), keeping only the symbols with these names and where each ends (for
+    // text_range()): for a tool that needs a few addresses and no symbolization. From the
+    // default path, the kernel looks them up itself where it can (kernel_functions.h, 5.16+:
+    // about a millisecond); else the file is read a line at a time, keeping the named symbols
+    // and the one after each. The whole table is 120k symbols (5 MB of text) on 6.18: it took
+    // 18 MB of a tool's memory, and the kernel 20-40 ms to format.
     static KernelSymbols load_only(const std::vector<std::string> &names,
-                                   const std::string &path = "/proc/kallsyms");
+                                   const std::string &path = std::string(default_kallsyms));
+
+    // For the stack views: the functions of load_only() with every other address described by
+    // the kernel as it is asked (kernel_functions.h, 5.16+; describe() only, find() knows just
+    // the named ones), where it can; else load(), the whole table (26 MB and 70 ms on 6.18).
+    static KernelSymbols for_stacks(const std::vector<std::string> &names = {});
 
     // The symbol containing the address (greatest start address <= address), or nullptr
     // (always when the addresses are hidden).
@@ -55,7 +67,15 @@ class KernelSymbols {
     size_t size() const { return symbols_.size(); }
 
   private:
+    // The functions the kernel looked up (kernel_functions.h).
+    static KernelSymbols from_kernel(std::vector<KernelFunction> found);
+
     std::vector<Symbol> symbols_; // sorted by address
+    // Sizes of functions the kernel looked up (load_only()), which text_range() takes.
+    std::map<std::string, uint64_t, std::less<>> sizes_;
+    // for_stacks(): describe() asks the kernel, and keeps its answers.
+    bool described_by_kernel_ = false;
+    mutable std::map<uint64_t, std::string> described_;
     bool hidden_ = false;
 };
 
