@@ -4,7 +4,10 @@
  * a balance_dirty_pages pause from the tracepoint to the moment the task runs again. The rest
  * is what PSI counts as a memory stall (task_struct->in_memstall) with no tracepoint of its own:
  * the off-CPU intervals of a task in a memstall, seen at sched_switch, charged to a cause by
- * the kernel functions it sleeps under (address ranges user space resolves once).
+ * the kernel functions it sleeps under (address ranges user space resolves once). A swap-in
+ * is a memstall only for a workingset page; the others wait for their read in an I/O sleep
+ * (task_struct->in_iowait), so a user task's I/O sleep under the swap-in functions is a
+ * swap-in stall too (and any other I/O sleep is none of memstall's business).
  *
  * Time is summed per thread and cause in the kernel; user space reads the table per interval.
  * sched_switch runs on every context switch: for tasks not in a memory stall it reads two
@@ -43,6 +46,8 @@ const volatile bool memcg_on_v1 = false;
  * falls in one decides. */
 const volatile struct memstall_range ranges[MEMSTALL_MAX_RANGES] = {};
 const volatile __u32 nr_ranges = 0;
+/* The swap-in functions' ranges come first: ranges[0, nr_swapin_ranges). */
+const volatile __u32 nr_swapin_ranges = 0;
 /* --stacks: the kernel and user stacks of each stall, taken where the stalled task runs (at
  * a window's end, a dirty pause's tracepoint, a memstall sleep's switch-out). */
 const volatile bool collect_stacks = false;
@@ -56,6 +61,9 @@ __u64 stack_failures = 0;
 /* Threads in a balance_dirty_pages pause: while there are none, sched_switch does not look
  * at the task being switched in unless it is in a memstall. */
 __u64 dirty_sleepers = 0;
+/* Threads asleep in a swap-in's I/O wait outside a memstall: while there are none, the switch-in
+ * of a task in an I/O wait is not looked at. */
+__u64 swapin_io_sleepers = 0;
 
 /* A stall's stacks (--stacks), or -1 each. */
 struct stall_stacks {
@@ -69,6 +77,8 @@ struct thread_stall {
 	__u64 dirty_start;	     /* balance_dirty_pages pause began; 0: none */
 	__u32 off_cause;
 	__u32 dirty_asleep; /* switched out (not preempted) since the pause began */
+	__u32 off_io;	    /* the off-CPU interval is a swap-in's I/O wait outside a memstall */
+	__u32 pad;
 	struct stall_stacks off_stacks, dirty_stacks;
 };
 
@@ -327,38 +337,69 @@ int dirty_tp(struct trace_event_raw_balance_dirty_pages *ctx)
 
 /* ---- sched_switch: memstall sleeps, and the end of dirty pauses ---- */
 
-/* The cause of the current task's memstall sleep: the innermost kernel frame inside one of
- * the ranges, else "other". */
-static __always_inline __u32 classify(void *ctx)
+/* Whether the return address `frame` lies in range r. */
+static __always_inline bool frame_in(__u64 frame, int r)
 {
-	__u64 frames[MEMSTALL_STACK_DEPTH];
+	/* A return address is past its call: inside (start, end]. */
+	return frame > ranges[r].start && frame <= ranges[r].end;
+}
+
+/* The cause of the current task's sleep: swap-in when any kernel frame lies in a swap-in
+ * function (a swap-in waits for its page in folio_wait_bit_common, which is also where a file
+ * refault thrashes: the swap-in frames further out tell them apart); else the innermost frame
+ * inside one of the ranges; else "other", or MEMSTALL_CAUSES (none) for an I/O sleep. Two
+ * passes, each returning at its first match: one pass keeping the best match so far would
+ * carry that state through every frame, and the verifier could not prune its paths. */
+static __always_inline __u32 classify(void *ctx, bool io_sleep)
+{
+	/* Zeroed: the frames past the stack's end match no range. */
+	__u64 frames[MEMSTALL_STACK_DEPTH] = {};
 	long bytes = bpf_get_stack(ctx, frames, sizeof(frames), 0);
 
 	if (bytes <= 0) {
 		__sync_fetch_and_add(&stack_failures, 1);
-		return MEMSTALL_OTHER;
+		return io_sleep ? MEMSTALL_CAUSES : MEMSTALL_OTHER;
 	}
+	/* No test of `bytes` here: each exit would bound it differently, and the verifier would
+	 * walk the second pass once per bound. */
+	for (int f = 0; f < MEMSTALL_STACK_DEPTH; f++) {
+		for (int r = 0; r < MEMSTALL_MAX_RANGES; r++) {
+			if (r >= nr_swapin_ranges)
+				break;
+			if (frame_in(frames[f], r))
+				return MEMSTALL_SWAPIN;
+		}
+	}
+	if (io_sleep)
+		return MEMSTALL_CAUSES;
 	for (int f = 0; f < MEMSTALL_STACK_DEPTH; f++) {
 		if (f * 8 >= bytes)
 			break;
 		for (int r = 0; r < MEMSTALL_MAX_RANGES; r++) {
 			if (r >= nr_ranges)
 				break;
-			/* A return address is past its call: inside (start, end]. */
-			if (frames[f] > ranges[r].start && frames[f] <= ranges[r].end)
+			if (frame_in(frames[f], r))
 				return ranges[r].cause;
 		}
 	}
 	return MEMSTALL_OTHER;
 }
 
-/* `prev` (the current task) leaves the CPU while in a memstall. */
-static __noinline void memstall_out(void *ctx, struct task_struct *prev)
+/* `prev` (the current task) leaves the CPU while in a memstall, or (io_sleep) in an I/O wait
+ * outside one. */
+static __noinline void memstall_out(void *ctx, struct task_struct *prev, bool io_sleep)
 {
+	/* Before the stack walk: what follows takes time (a lot of it in an emulated guest) and is
+	 * not the task's. */
+	__u64 now = bpf_ktime_get_ns();
 	__u32 tid = BPF_CORE_READ(prev, pid);
-	struct thread_stall *state = thread_get(tid, false);
+	struct thread_stall *state;
 	__u32 cause;
 
+	/* Kernel threads' I/O (writeback, journals) is nobody's swap-in. */
+	if (io_sleep && (BPF_CORE_READ(prev, flags) & PF_KTHREAD))
+		return;
+	state = thread_get(tid, false);
 	if (state) {
 		/* Inside a tracepoint window: its time is counted there. */
 		for (int w = 0; w < WINDOWS; w++)
@@ -367,17 +408,22 @@ static __noinline void memstall_out(void *ctx, struct task_struct *prev)
 	}
 	if (!task_selected(prev))
 		return;
-	cause = classify(ctx);
-	/* A memstall around a dirty pause would be timed twice. */
-	if (cause == MEMSTALL_DIRTY)
+	cause = classify(ctx, io_sleep);
+	/* An I/O wait that is not a swap-in's; a memstall around a dirty pause would be timed
+	 * twice. */
+	if (cause >= MEMSTALL_CAUSES || cause == MEMSTALL_DIRTY)
 		return;
 	if (!state)
 		state = thread_get(tid, true);
 	if (!state)
 		return;
 	state->off_stacks = current_stacks(ctx);
-	state->off_start = bpf_ktime_get_ns();
+	state->off_start = now;
 	state->off_cause = cause;
+	if (io_sleep && !state->off_io) {
+		state->off_io = 1;
+		__sync_fetch_and_add(&swapin_io_sleepers, 1);
+	}
 }
 
 /* `task` is switched in, or (asleep) a dirty sleeper is switched out. */
@@ -401,6 +447,10 @@ static __noinline void thread_switched(struct task_struct *task, bool in, bool a
 				&state->off_stacks);
 		state->off_start = 0;
 	}
+	if (state->off_io) {
+		state->off_io = 0;
+		__sync_fetch_and_add(&swapin_io_sleepers, -1);
+	}
 	if (state->dirty_start && state->dirty_asleep) {
 		if (now > state->dirty_start)
 			account(task, tid, MEMSTALL_DIRTY, now - state->dirty_start,
@@ -412,36 +462,48 @@ static __noinline void thread_switched(struct task_struct *task, bool in, bool a
 	thread_put(tid, state);
 }
 
+/* prev_in, next_in: in a memstall; prev_io, next_io: in an I/O wait (io_schedule keeps the
+ * bit set until the task runs again). */
 static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
-				     struct task_struct *next, bool prev_in, bool next_in)
+				     struct task_struct *next, bool prev_in, bool next_in,
+				     bool prev_io, bool next_io)
 {
-	if (prev_in)
-		memstall_out(ctx, prev);
+	/* A task preempted on its way into an I/O sleep (io_schedule_prepare() flushes the plug
+	 * with in_iowait set) waits for the CPU, not for I/O. */
+	if (prev_in || (prev_io && !preempt))
+		memstall_out(ctx, prev, !prev_in);
 	if (dirty_sleepers)
 		thread_switched(prev, false, !preempt);
-	if (next_in || dirty_sleepers)
+	if (next_in || dirty_sleepers || (next_io && swapin_io_sleepers))
 		thread_switched(next, true, false);
 	return 0;
 }
 
-/* The hot path. in_memstall is a bit field (CONFIG_PSI): one load and a mask each, direct
- * where tp_btf's task pointers allow it, through probe reads on raw_tp. */
+/* The hot path. in_memstall (CONFIG_PSI) and in_iowait are bit fields of the same word: a load
+ * and a mask each, direct where tp_btf's task pointers allow it, through probe reads on
+ * raw_tp. Without in_memstall only the swap-ins' I/O sleeps are told. */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
+	bool prev_io = BPF_CORE_READ_BITFIELD(prev, in_iowait);
+	bool next_io = BPF_CORE_READ_BITFIELD(next, in_iowait);
+
 	if (!bpf_core_field_exists(prev->in_memstall))
-		return on_switch(ctx, preempt, prev, next, false, false);
+		return on_switch(ctx, preempt, prev, next, false, false, prev_io, next_io);
 	return on_switch(ctx, preempt, prev, next, BPF_CORE_READ_BITFIELD(prev, in_memstall),
-			 BPF_CORE_READ_BITFIELD(next, in_memstall));
+			 BPF_CORE_READ_BITFIELD(next, in_memstall), prev_io, next_io);
 }
 
 SEC("raw_tp/sched_switch")
 int BPF_PROG(switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
+	bool prev_io = BPF_CORE_READ_BITFIELD_PROBED(prev, in_iowait);
+	bool next_io = BPF_CORE_READ_BITFIELD_PROBED(next, in_iowait);
+
 	if (!bpf_core_field_exists(prev->in_memstall))
-		return on_switch(ctx, preempt, prev, next, false, false);
+		return on_switch(ctx, preempt, prev, next, false, false, prev_io, next_io);
 	return on_switch(ctx, preempt, prev, next, BPF_CORE_READ_BITFIELD_PROBED(prev, in_memstall),
-			 BPF_CORE_READ_BITFIELD_PROBED(next, in_memstall));
+			 BPF_CORE_READ_BITFIELD_PROBED(next, in_memstall), prev_io, next_io);
 }
 
 /* What an exiting thread left open goes with it. */
@@ -454,6 +516,8 @@ static __always_inline void thread_exit(void)
 		return;
 	if (state->dirty_start)
 		__sync_fetch_and_add(&dirty_sleepers, -1);
+	if (state->off_io)
+		__sync_fetch_and_add(&swapin_io_sleepers, -1);
 	bpf_map_delete_elem(&threads, &tid);
 }
 
