@@ -479,8 +479,8 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	return 0;
 }
 
-/* The hot path. in_memstall (CONFIG_PSI) and in_iowait are bit fields of the same word: a load
- * and a mask each, direct where tp_btf's task pointers allow it, through probe reads on
+/* The hot path. in_memstall (CONFIG_PSI) and in_iowait are bit fields: a load and a mask
+ * each, direct where tp_btf's task pointers allow it, through probe reads on
  * raw_tp. Without in_memstall only the swap-ins' I/O sleeps are told. */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
