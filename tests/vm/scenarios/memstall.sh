@@ -208,6 +208,40 @@ memstall_compact() { # NAME DISABLE
     vm_end
 }
 
+# direct: global direct reclaim, as drsnoop's direct scenario makes it (reclaim_hog: bound
+# to node 0, SCHED_FIFO on CPU 0 where kswapd0 must run, touching more than node 0 has free
+# after filling it with the ram disk's page cache); it lingers after that so that its delay
+# accounting ("freepages") can be read. On one CPU, so delay accounting's per-CPU clock is
+# one clock here.
+memstall_direct() { # NAME DISABLE
+    vm_begin "$1"
+    if vm_have memstall && vm_btf_for "${1##*.}" && vm_ramdisk; then
+        knob=/proc/sys/kernel/task_delayacct
+        old_delayacct=$(cat $knob 2>/dev/null)
+        [ -n "$old_delayacct" ] && echo 1 > $knob
+        echo 1 > /proc/sys/vm/drop_caches
+        node_free_mb=$(awk '/MemFree/ {print int($4 / 1024)}' \
+            /sys/devices/system/node/node0/meminfo)
+        vm_held hog reclaim_hog --node 0 --cpu 0 --fill /dev/ram0 \
+            --fill-mb $((node_free_mb * 3 / 4)) --mb $((node_free_mb * 8 / 10)) --linger
+        vm_meta hog_pid "$VM_PID"
+        if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" memstall -v -j -p "$VM_PID"; then
+            vm_snap vmstat.before /proc/vmstat
+            vm_release hog
+            memstall_wait_for hog iterations=
+            vm_run stats taskstats "$VM_PID"
+            vm_snap vmstat.after /proc/vmstat
+        fi
+        vm_stop tool
+        kill "$VM_PID" 2>/dev/null
+        vm_release hog
+        vm_bg_wait hog 10
+        [ -n "$old_delayacct" ] && echo "$old_delayacct" > $knob
+    fi
+    vm_end
+}
+
+memstall_direct memstall.direct.tp_btf ""
 memstall_compact memstall.compact.tp_btf ""
 memstall_swapin memstall.swapin.tp_btf ""
 memstall_swapin memstall.swapin.raw_tp tp_btf
