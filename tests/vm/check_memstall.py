@@ -205,10 +205,13 @@ def swapin(t: Test, b: Block) -> None:
                got["stalls"])
     t.check_le("swap-in stalls <= ftrace's D sleeps + its preemptions",
                len(sleeps) + preempted, got["stalls"])
-    # Delay accounting counts the I/O sleeps; a workingset swap-in may also sleep in a
-    # memstall outside one (7.3: 245 of 256 once).
-    t.check_close("swap-in stalls vs taskstats' I/O sleeps", oracle["count"], got["stalls"],
-                  0.05, 2)
+    # Delay accounting counts the I/O sleeps (5.10: exactly ftrace's D sleeps, 67/67 and
+    # 407/407, where memstall had 78 and 413 with the preemptions); a workingset swap-in may
+    # also sleep in a memstall outside one (7.3: 245 of 256 D sleeps once).
+    t.check_ge("swap-in stalls >= taskstats' I/O sleeps (less 5%)", 0.95 * oracle["count"] - 2,
+               got["stalls"])
+    t.check_le("swap-in stalls <= taskstats' I/O sleeps + ftrace's preemptions (+5%)",
+               1.05 * (oracle["count"] + preempted) + 2, got["stalls"])
     # The time: memstall times a sleep from the switch-out to the switch-in on
     # CLOCK_MONOTONIC, delay accounting to the wake-up, since 5.14 on local_clock(): each
     # CPU's own clock, which in this guest (TSC marked unstable) is not one clock across CPUs
