@@ -226,25 +226,33 @@ def swapin(t: Test, b: Block) -> None:
     t.check_le("swap-in time <= 1.5 x ftrace's D sleeps", 1.5 * slept_ns, got["ns"])
 
 
-@checker("memstall.compact")
-def compact(t: Test, b: Block) -> None:
+def _lingering_workload(t: Test, b: Block, label: str, done: str
+                        ) -> tuple[int, dict[str, int], dict[str, int], dict]:
+    """A scenario whose workload (LABEL, its pid in meta LABEL_pid) lingers after its work so
+    that taskstats read it: its pid, its delay accounting, how /proc/vmstat moved, and its
+    causes in memstall's last JSON line."""
     res = b.tool("tool")
     show_hooks(res.stderr)
-    pid = int(b.meta["frag_pid"])
-    t.check_in("compact_fragmenter faulted its huge pages", "thp_kb=", b.tool("frag").stdout,
-               "its stdout")
+    pid = int(b.meta[f"{label}_pid"])
+    t.check_in(f"{label} finished its work", done, b.tool(label).stdout, "its stdout")
     t.check_eq("memstall exit status after SIGINT", 0, res.rc)
     stats_run = b.tool("stats")
-    t.require(stats_run.rc == 0, "taskstats read the fragmenter's delay accounting", "0",
+    t.require(stats_run.rc == 0, f"taskstats read the {label}'s delay accounting", "0",
               f"{stats_run.rc}: {stats_run.stderr.strip()}")
-    stats = _taskstats(stats_run.stdout)
     vm_before, vm_after = _vmstat(b.file("vmstat.before")), _vmstat(b.file("vmstat.after"))
-    moved = {k: vm_after.get(k, 0) - vm_before.get(k, 0) for k in
-             ("compact_stall", "compact_fail", "compact_success", "thp_fault_alloc")}
     lines = [j for j in res.json_lines() if "processes" in j]
     t.require(len(lines) == 1, "one JSON line at the end", "1", len(lines))
     rows = [r for r in lines[0]["processes"] if r["pid"] == pid]
-    causes = rows[0]["causes"] if rows else {}
+    return (pid, _taskstats(stats_run.stdout),
+            {k: v - vm_before.get(k, 0) for k, v in vm_after.items()},
+            rows[0]["causes"] if rows else {})
+
+
+@checker("memstall.compact")
+def compact(t: Test, b: Block) -> None:
+    pid, stats, vmstat, causes = _lingering_workload(t, b, "frag", "thp_kb=")
+    moved = {k: vmstat.get(k, 0) for k in
+             ("compact_stall", "compact_fail", "compact_success", "thp_fault_alloc")}
     got = causes.get("compact", {"stalls": 0, "ns": 0})
     log(f"  fragmenter pid {pid}: memstall {causes}")
     log(f"  taskstats {stats}; vmstat {moved}")
@@ -274,23 +282,8 @@ def compact(t: Test, b: Block) -> None:
 
 @checker("memstall.direct")
 def direct(t: Test, b: Block) -> None:
-    res = b.tool("tool")
-    show_hooks(res.stderr)
-    pid = int(b.meta["hog_pid"])
-    t.check_in("reclaim_hog touched its memory", "iterations=", b.tool("hog").stdout,
-               "its stdout")
-    t.check_eq("memstall exit status after SIGINT", 0, res.rc)
-    stats_run = b.tool("stats")
-    t.require(stats_run.rc == 0, "taskstats read the hog's delay accounting", "0",
-              f"{stats_run.rc}: {stats_run.stderr.strip()}")
-    stats = _taskstats(stats_run.stdout)
-    vm_before, vm_after = _vmstat(b.file("vmstat.before")), _vmstat(b.file("vmstat.after"))
-    stalls = sum(vm_after.get(k, 0) - vm_before.get(k, 0) for k in vm_after
-                 if k.startswith("allocstall_"))
-    lines = [j for j in res.json_lines() if "processes" in j]
-    t.require(len(lines) == 1, "one JSON line at the end", "1", len(lines))
-    rows = [r for r in lines[0]["processes"] if r["pid"] == pid]
-    causes = rows[0]["causes"] if rows else {}
+    pid, stats, vmstat, causes = _lingering_workload(t, b, "hog", "iterations=")
+    stalls = sum(v for k, v in vmstat.items() if k.startswith("allocstall_"))
     got = causes.get("direct", {"stalls": 0, "ns": 0})
     log(f"  hog pid {pid}: memstall {causes}")
     log(f"  taskstats {stats}; vmstat allocstall_* +{stalls}")

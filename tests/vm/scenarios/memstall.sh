@@ -9,6 +9,17 @@
 
 CG=/sys/fs/cgroup/memlat_memstall
 
+# Delay accounting on for a scenario (kernel.task_delayacct, 5.14+; 5.10 accounts by default)
+# and back as it was.
+DELAYACCT=/proc/sys/kernel/task_delayacct
+memstall_delayacct_on() {
+    old_delayacct=$(cat $DELAYACCT 2>/dev/null)
+    [ -n "$old_delayacct" ] && echo 1 > $DELAYACCT
+}
+memstall_delayacct_restore() {
+    [ -n "$old_delayacct" ] && echo "$old_delayacct" > $DELAYACCT
+}
+
 # Waits (at most 180 s) until LABEL's workload printed TEXT, or ended.
 memstall_wait_for() { # LABEL TEXT
     n=0
@@ -114,9 +125,7 @@ memstall_swapin() { # NAME DISABLE
         if [ ! -e /proc/swaps ]; then
             vm_skip "the kernel has no swap (CONFIG_SWAP off: no /proc/swaps)"
         elif vm_swapdisk; then
-            knob=/proc/sys/kernel/task_delayacct
-            old_delayacct=$(cat $knob 2>/dev/null)
-            [ -n "$old_delayacct" ] && echo 1 > $knob
+            memstall_delayacct_on
             swapon /dev/vda
             echo +memory > /sys/fs/cgroup/cgroup.subtree_control
             mkdir -p $CG
@@ -162,7 +171,7 @@ memstall_swapin() { # NAME DISABLE
             vm_bg_wait toucher 5
             rmdir $CG
             swapoff /dev/vda
-            [ -n "$old_delayacct" ] && echo "$old_delayacct" > $knob
+            memstall_delayacct_restore
         fi
     fi
     vm_end
@@ -180,9 +189,7 @@ memstall_compact() { # NAME DISABLE
     elif [ ! -f $THP/defrag ]; then
         vm_skip "no transparent huge pages in the guest kernel ($THP/defrag)"
     else
-        knob=/proc/sys/kernel/task_delayacct
-        old_delayacct=$(cat $knob 2>/dev/null)
-        [ -n "$old_delayacct" ] && echo 1 > $knob
+        memstall_delayacct_on
         old_defrag=$(sed 's/.*\[\(.*\)\].*/\1/' $THP/defrag)
         old_enabled=$(sed 's/.*\[\(.*\)\].*/\1/' $THP/enabled)
         echo always > $THP/defrag
@@ -203,7 +210,7 @@ memstall_compact() { # NAME DISABLE
         vm_bg_wait frag 10
         echo "$old_defrag" > $THP/defrag
         echo "$old_enabled" > $THP/enabled
-        [ -n "$old_delayacct" ] && echo "$old_delayacct" > $knob
+        memstall_delayacct_restore
     fi
     vm_end
 }
@@ -216,9 +223,7 @@ memstall_compact() { # NAME DISABLE
 memstall_direct() { # NAME DISABLE
     vm_begin "$1"
     if vm_have memstall && vm_btf_for "${1##*.}" && vm_ramdisk; then
-        knob=/proc/sys/kernel/task_delayacct
-        old_delayacct=$(cat $knob 2>/dev/null)
-        [ -n "$old_delayacct" ] && echo 1 > $knob
+        memstall_delayacct_on
         echo 1 > /proc/sys/vm/drop_caches
         node_free_mb=$(awk '/MemFree/ {print int($4 / 1024)}' \
             /sys/devices/system/node/node0/meminfo)
@@ -236,7 +241,7 @@ memstall_direct() { # NAME DISABLE
         kill "$VM_PID" 2>/dev/null
         vm_release hog
         vm_bg_wait hog 10
-        [ -n "$old_delayacct" ] && echo "$old_delayacct" > $knob
+        memstall_delayacct_restore
     fi
     vm_end
 }
