@@ -4,7 +4,10 @@
  * a balance_dirty_pages pause from the tracepoint to the moment the task runs again. The rest
  * is what PSI counts as a memory stall (task_struct->in_memstall) with no tracepoint of its own:
  * the off-CPU intervals of a task in a memstall, seen at sched_switch, charged to a cause by
- * the kernel functions it sleeps under (address ranges user space resolves once).
+ * the kernel functions it sleeps under (address ranges user space resolves once). A swap-in
+ * is a memstall only for a workingset page; the others wait for their read in an I/O sleep
+ * (task_struct->in_iowait), so a user task's I/O sleep under the swap-in functions is a
+ * swap-in stall too (and any other I/O sleep is none of memstall's business).
  *
  * Time is summed per thread and cause in the kernel; user space reads the table per interval.
  * sched_switch runs on every context switch: for tasks not in a memory stall it reads two
@@ -43,6 +46,8 @@ const volatile bool memcg_on_v1 = false;
  * falls in one decides. */
 const volatile struct memstall_range ranges[MEMSTALL_MAX_RANGES] = {};
 const volatile __u32 nr_ranges = 0;
+/* The swap-in functions' ranges come first: ranges[0, nr_swapin_ranges). */
+const volatile __u32 nr_swapin_ranges = 0;
 /* --stacks: the kernel and user stacks of each stall, taken where the stalled task runs (at
  * a window's end, a dirty pause's tracepoint, a memstall sleep's switch-out). */
 const volatile bool collect_stacks = false;
@@ -56,6 +61,9 @@ __u64 stack_failures = 0;
 /* Threads in a balance_dirty_pages pause: while there are none, sched_switch does not look
  * at the task being switched in unless it is in a memstall. */
 __u64 dirty_sleepers = 0;
+/* Threads asleep in a swap-in's I/O wait outside a memstall: while there are none, the switch-in
+ * of a task in an I/O wait is not looked at. */
+__u64 swapin_io_sleepers = 0;
 
 /* A stall's stacks (--stacks), or -1 each. */
 struct stall_stacks {
@@ -69,6 +77,8 @@ struct thread_stall {
 	__u64 dirty_start;	     /* balance_dirty_pages pause began; 0: none */
 	__u32 off_cause;
 	__u32 dirty_asleep; /* switched out (not preempted) since the pause began */
+	__u32 off_io;	    /* the off-CPU interval is a swap-in's I/O wait outside a memstall */
+	__u32 pad;
 	struct stall_stacks off_stacks, dirty_stacks;
 };
 
@@ -327,7 +337,7 @@ int dirty_tp(struct trace_event_raw_balance_dirty_pages *ctx)
 
 /* ---- sched_switch: memstall sleeps, and the end of dirty pauses ---- */
 
-/* The stack of a memstall sleep being classified, and the cause found: in a per-CPU map, as a
+/* The stack of a sleep being classified, and the cause found: in a per-CPU map, as a
  * bpf_loop() callback cannot index its caller's stack. */
 struct classify_state {
 	__u64 frames[MEMSTALL_STACK_DEPTH];
@@ -342,24 +352,55 @@ struct {
 	__type(value, struct classify_state);
 } classify_scratch SEC(".maps");
 
-/* The cause of the range a return address falls in, else "other". A return address is past
- * its call: inside (start, end]. */
+/* Whether the return address `pc` lies in range r. A return address is past its call: inside
+ * (start, end]. */
+static __always_inline bool frame_in(__u64 pc, int r)
+{
+	return pc > ranges[r].start && pc <= ranges[r].end;
+}
+
+/* The cause of the range a return address falls in, else "other". */
 static __always_inline __u32 range_cause(__u64 pc)
 {
 	for (int r = 0; r < MEMSTALL_MAX_RANGES; r++) {
 		if (r >= nr_ranges)
 			break;
-		if (pc > ranges[r].start && pc <= ranges[r].end)
+		if (frame_in(pc, r))
 			return ranges[r].cause;
 	}
 	return MEMSTALL_OTHER;
+}
+
+/* Whether a return address lies in a swap-in function: ranges[0, nr_swapin_ranges). */
+static __always_inline bool in_swapin(__u64 pc)
+{
+	for (int r = 0; r < MEMSTALL_MAX_RANGES; r++) {
+		if (r >= nr_swapin_ranges)
+			break;
+		if (frame_in(pc, r))
+			return true;
+	}
+	return false;
 }
 
 struct classify_loop {
 	struct classify_state *state;
 };
 
-/* bpf_loop() callback: frame `f`; stops at the first frame in a range. */
+/* bpf_loop() callback of the first pass: frame `f`; stops at a frame in a swap-in function. */
+static long swapin_frame(__u64 f, void *data)
+{
+	struct classify_state *st = ((struct classify_loop *)data)->state;
+
+	if (f >= MEMSTALL_STACK_DEPTH || f >= st->frames_taken)
+		return 1;
+	if (!in_swapin(st->frames[f]))
+		return 0;
+	st->cause = MEMSTALL_SWAPIN;
+	return 1;
+}
+
+/* bpf_loop() callback of the second pass: frame `f`; stops at the first frame in a range. */
 static long classify_frame(__u64 f, void *data)
 {
 	struct classify_state *st = ((struct classify_loop *)data)->state;
@@ -374,34 +415,50 @@ static long classify_frame(__u64 f, void *data)
 	return 1;
 }
 
-/* The cause of the current task's memstall sleep: the innermost kernel frame inside one of
- * the ranges, else "other". With `looped` the frames are walked by a bpf_loop() callback
- * (5.17), which the verifier checks once: unrolled, the 24 frames times up to 16 ranges, each
- * with its own way out, took it 11 ms of memstall's start-up (6.18). The programs that walk
- * so (switch_*) come first in the hook choices; older kernels refuse them, even where the
- * call is never reached (5.10 refuses the callback's address), and get the unrolled ones
- * (switch_unrolled_*). */
-static __always_inline __u32 classify(void *ctx, bool looped)
+/* The cause of the current task's sleep: swap-in when any kernel frame lies in a swap-in
+ * function (a swap-in waits for its page in folio_wait_bit_common, which is also where a file
+ * refault thrashes: the swap-in frames further out tell them apart); else the innermost frame
+ * inside one of the ranges; else "other", or MEMSTALL_CAUSES (none) for an I/O sleep. Two
+ * passes, each stopping at its first match: one pass keeping the best match so far would
+ * carry that state through every frame, and the verifier could not prune its paths.
+ * With `looped` the frames are walked by bpf_loop() callbacks (5.17), which the verifier
+ * checks once: unrolled, the 24 frames times up to 16 ranges, each with its own way out, took
+ * it 11 ms of memstall's start-up (6.18). The programs that walk so (switch_*) come first in
+ * the hook choices; older kernels refuse them, even where the call is never reached (5.10
+ * refuses the callback's address), and get the unrolled ones (switch_unrolled_*). */
+static __always_inline __u32 classify(void *ctx, bool looped, bool io_sleep)
 {
+	__u32 none = io_sleep ? MEMSTALL_CAUSES : MEMSTALL_OTHER;
 	__u32 zero = 0;
 	struct classify_state *st = bpf_map_lookup_elem(&classify_scratch, &zero);
 	long bytes;
 
 	if (!st)
-		return MEMSTALL_OTHER;
+		return none;
 	bytes = bpf_get_stack(ctx, st->frames, sizeof(st->frames), 0);
 	if (bytes <= 0) {
 		__sync_fetch_and_add(&stack_failures, 1);
-		return MEMSTALL_OTHER;
+		return none;
 	}
 	st->frames_taken = bytes / 8;
 	st->cause = MEMSTALL_OTHER;
 	if (looped) {
 		struct classify_loop loop = {.state = st};
 
+		bpf_loop(MEMSTALL_STACK_DEPTH, swapin_frame, &loop, 0);
+		if (st->cause == MEMSTALL_SWAPIN || io_sleep)
+			return st->cause == MEMSTALL_SWAPIN ? MEMSTALL_SWAPIN : MEMSTALL_CAUSES;
 		bpf_loop(MEMSTALL_STACK_DEPTH, classify_frame, &loop, 0);
 		return st->cause;
 	}
+	for (int f = 0; f < MEMSTALL_STACK_DEPTH; f++) {
+		if (f >= st->frames_taken)
+			break;
+		if (in_swapin(st->frames[f]))
+			return MEMSTALL_SWAPIN;
+	}
+	if (io_sleep)
+		return MEMSTALL_CAUSES;
 	for (int f = 0; f < MEMSTALL_STACK_DEPTH; f++) {
 		__u32 cause;
 
@@ -414,13 +471,22 @@ static __always_inline __u32 classify(void *ctx, bool looped)
 	return MEMSTALL_OTHER;
 }
 
-/* `prev` (the current task) leaves the CPU while in a memstall. */
-static __always_inline void memstall_out(void *ctx, struct task_struct *prev, bool looped)
+/* `prev` (the current task) leaves the CPU while in a memstall, or (io_sleep) in an I/O wait
+ * outside one. */
+static __always_inline void memstall_out(void *ctx, struct task_struct *prev, bool looped,
+					 bool io_sleep)
 {
+	/* Before the stack walk: what follows takes time (a lot of it in an emulated guest) and is
+	 * not the task's. */
+	__u64 now = bpf_ktime_get_ns();
 	__u32 tid = BPF_CORE_READ(prev, pid);
-	struct thread_stall *state = thread_get(tid, false);
+	struct thread_stall *state;
 	__u32 cause;
 
+	/* Kernel threads' I/O (writeback, journals) is nobody's swap-in. */
+	if (io_sleep && (BPF_CORE_READ(prev, flags) & PF_KTHREAD))
+		return;
+	state = thread_get(tid, false);
 	if (state) {
 		/* Inside a tracepoint window: its time is counted there. */
 		for (int w = 0; w < WINDOWS; w++)
@@ -429,17 +495,22 @@ static __always_inline void memstall_out(void *ctx, struct task_struct *prev, bo
 	}
 	if (!task_selected(prev))
 		return;
-	cause = classify(ctx, looped);
-	/* A memstall around a dirty pause would be timed twice. */
-	if (cause == MEMSTALL_DIRTY)
+	cause = classify(ctx, looped, io_sleep);
+	/* An I/O wait that is not a swap-in's; a memstall around a dirty pause would be timed
+	 * twice. */
+	if (cause >= MEMSTALL_CAUSES || cause == MEMSTALL_DIRTY)
 		return;
 	if (!state)
 		state = thread_get(tid, true);
 	if (!state)
 		return;
 	state->off_stacks = current_stacks(ctx);
-	state->off_start = bpf_ktime_get_ns();
+	state->off_start = now;
 	state->off_cause = cause;
+	if (io_sleep && !state->off_io) {
+		state->off_io = 1;
+		__sync_fetch_and_add(&swapin_io_sleepers, 1);
+	}
 }
 
 /* `task` is switched in, or (asleep) a dirty sleeper is switched out. */
@@ -463,6 +534,10 @@ static __noinline void thread_switched(struct task_struct *task, bool in, bool a
 				&state->off_stacks);
 		state->off_start = 0;
 	}
+	if (state->off_io) {
+		state->off_io = 0;
+		__sync_fetch_and_add(&swapin_io_sleepers, -1);
+	}
 	if (state->dirty_start && state->dirty_asleep) {
 		if (now > state->dirty_start)
 			account(task, tid, MEMSTALL_DIRTY, now - state->dirty_start,
@@ -475,51 +550,62 @@ static __noinline void thread_switched(struct task_struct *task, bool in, bool a
 }
 
 /* One subprogram each way of walking the stack, for the programs of each. */
-static __noinline void memstall_out_looped(void *ctx, struct task_struct *prev)
+static __noinline void memstall_out_looped(void *ctx, struct task_struct *prev, bool io_sleep)
 {
-	memstall_out(ctx, prev, true);
+	memstall_out(ctx, prev, true, io_sleep);
 }
 
-static __noinline void memstall_out_unrolled(void *ctx, struct task_struct *prev)
+static __noinline void memstall_out_unrolled(void *ctx, struct task_struct *prev, bool io_sleep)
 {
-	memstall_out(ctx, prev, false);
+	memstall_out(ctx, prev, false, io_sleep);
 }
 
+/* prev_in, next_in: in a memstall; prev_io, next_io: in an I/O wait (io_schedule keeps the
+ * bit set until the task runs again). */
 static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
 				     struct task_struct *next, bool prev_in, bool next_in,
-				     bool looped)
+				     bool prev_io, bool next_io, bool looped)
 {
-	if (prev_in) {
+	/* A task preempted on its way into an I/O sleep (io_schedule_prepare() flushes the plug
+	 * with in_iowait set) waits for the CPU, not for I/O. */
+	if (prev_in || (prev_io && !preempt)) {
 		if (looped)
-			memstall_out_looped(ctx, prev);
+			memstall_out_looped(ctx, prev, !prev_in);
 		else
-			memstall_out_unrolled(ctx, prev);
+			memstall_out_unrolled(ctx, prev, !prev_in);
 	}
 	if (dirty_sleepers)
 		thread_switched(prev, false, !preempt);
-	if (next_in || dirty_sleepers)
+	if (next_in || dirty_sleepers || (next_io && swapin_io_sleepers))
 		thread_switched(next, true, false);
 	return 0;
 }
 
-/* The hot path. in_memstall is a bit field (CONFIG_PSI): one load and a mask each, direct
- * where tp_btf's task pointers allow it, through probe reads on raw_tp. */
+/* The hot path. in_memstall (CONFIG_PSI) and in_iowait are bit fields: a load and a mask
+ * each, direct where tp_btf's task pointers allow it, through probe reads on raw_tp. Without
+ * in_memstall only the swap-ins' I/O sleeps are told. */
 static __always_inline int switch_btf_body(void *ctx, bool preempt, struct task_struct *prev,
 					   struct task_struct *next, bool looped)
 {
+	bool prev_io = BPF_CORE_READ_BITFIELD(prev, in_iowait);
+	bool next_io = BPF_CORE_READ_BITFIELD(next, in_iowait);
+
 	if (!bpf_core_field_exists(prev->in_memstall))
-		return on_switch(ctx, preempt, prev, next, false, false, looped);
+		return on_switch(ctx, preempt, prev, next, false, false, prev_io, next_io, looped);
 	return on_switch(ctx, preempt, prev, next, BPF_CORE_READ_BITFIELD(prev, in_memstall),
-			 BPF_CORE_READ_BITFIELD(next, in_memstall), looped);
+			 BPF_CORE_READ_BITFIELD(next, in_memstall), prev_io, next_io, looped);
 }
 
 static __always_inline int switch_raw_body(void *ctx, bool preempt, struct task_struct *prev,
 					   struct task_struct *next, bool looped)
 {
+	bool prev_io = BPF_CORE_READ_BITFIELD_PROBED(prev, in_iowait);
+	bool next_io = BPF_CORE_READ_BITFIELD_PROBED(next, in_iowait);
+
 	if (!bpf_core_field_exists(prev->in_memstall))
-		return on_switch(ctx, preempt, prev, next, false, false, looped);
+		return on_switch(ctx, preempt, prev, next, false, false, prev_io, next_io, looped);
 	return on_switch(ctx, preempt, prev, next, BPF_CORE_READ_BITFIELD_PROBED(prev, in_memstall),
-			 BPF_CORE_READ_BITFIELD_PROBED(next, in_memstall), looped);
+			 BPF_CORE_READ_BITFIELD_PROBED(next, in_memstall), prev_io, next_io, looped);
 }
 
 SEC("tp_btf/sched_switch")
@@ -556,6 +642,8 @@ static __always_inline void thread_exit(void)
 		return;
 	if (state->dirty_start)
 		__sync_fetch_and_add(&dirty_sleepers, -1);
+	if (state->off_io)
+		__sync_fetch_and_add(&swapin_io_sleepers, -1);
 	bpf_map_delete_elem(&threads, &tid);
 }
 

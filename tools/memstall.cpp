@@ -56,16 +56,17 @@ Causes (columns, in ms):
   COMPACT  direct compaction by a user task (compaction begin/end)
   DIRTY    dirty-page throttling: balance_dirty_pages pauses, from the
            tracepoint until the task runs again
-  SWAPIN   asleep in a memory stall under the swap-in functions
+  SWAPIN   asleep under the swap-in functions, in a memory stall or waiting
+           for the page's read (an I/O sleep)
   HIGH     asleep in a memory stall under the memory.high throttle
   THRASH   asleep in a memory stall waiting for a refaulting page (thrashing)
   OTHER    any other memory stall PSI counts (also kswapd, kcompactd)
-The last four are the off-CPU time of a task whose PSI memstall flag is set,
-seen at each context switch and told apart by the kernel functions it sleeps
-in (their addresses are looked up in the kernel once at start, or read from
-/proc/kallsyms before Linux 5.16: that needs root or CAP_SYSLOG; without them
-all four count as OTHER). -v says which cause is measured how on this kernel.
-A stall is counted when it ends.
+The last four are the off-CPU time of a task whose PSI memstall flag is set
+(or, for SWAPIN, that sleeps for I/O), seen at each context switch and told
+apart by the kernel functions it sleeps in (their addresses are looked up in
+the kernel once at start, or read from /proc/kallsyms before Linux 5.16: that
+needs root or CAP_SYSLOG; without them all four count as OTHER). -v says which
+cause is measured how on this kernel. A stall is counted when it ends.
 
 STALL% is the stall time as a share of the interval's wall time; a process
 with several stalled threads can pass 100%.)";
@@ -91,13 +92,17 @@ struct CauseFunctions {
     std::vector<const char *> names;
 };
 const std::vector<CauseFunctions> cause_functions{
+    // First (the BPF side looks at these ranges first, nr_swapin_ranges of them): a sleep
+    // under these is a swap-in whatever frame is innermost: the wait for the page is in
+    // folio_wait_bit_common, a memstall (thrashing) only for a workingset page, an I/O sleep
+    // otherwise.
+    {MEMSTALL_SWAPIN,
+     {"swap_read_folio", "swap_readpage", "do_swap_page", "swapin_readahead", "shmem_swapin_folio",
+      "shmem_swapin_page"}},
     // folio_wait_bit_common enters a memstall for a locked, not up-to-date workingset folio:
     // a refault of a page that was recently evicted (5.16+; wait_on_page_bit_common before).
     // read_pages does for the readahead of workingset pages (5.16+).
     {MEMSTALL_THRASHING, {"folio_wait_bit_common", "wait_on_page_bit_common", "read_pages"}},
-    {MEMSTALL_SWAPIN,
-     {"swap_read_folio", "swap_readpage", "do_swap_page", "swapin_readahead", "shmem_swapin_folio",
-      "shmem_swapin_page"}},
     {MEMSTALL_MEMORY_HIGH, {"__mem_cgroup_handle_over_high", "mem_cgroup_handle_over_high"}},
     // Timed through its tracepoint: a memstall around it is not counted twice.
     {MEMSTALL_DIRTY, {"balance_dirty_pages"}},
@@ -133,6 +138,8 @@ class Memstall final : public CountingSide {
   private:
     memstall_bpf &skel() const { return **loaded_; }
     void resolve_ranges();
+    // The functions of a frame-classified cause found in kallsyms.
+    std::vector<std::string> functions_found(uint32_t cause) const;
     std::vector<Probe> plan() const;
     void configure(memstall_bpf &skel) const;
     void describe_causes(const std::vector<Probe> &probes) const;
@@ -174,6 +181,17 @@ bool kernel_has_memstall_flag() {
         if (std::string_view(btf__name_by_offset(types, m[i].name_off)) == "in_memstall")
             return true;
     return false;
+}
+
+std::vector<std::string> Memstall::functions_found(uint32_t cause) const {
+    std::vector<std::string> found;
+    for (const auto &[c, names] : cause_functions)
+        if (c == cause)
+            for (const char *name : names)
+                if (std::find(ranges_found_.begin(), ranges_found_.end(), name) !=
+                    ranges_found_.end())
+                    found.emplace_back(name);
+    return found;
 }
 
 void Memstall::resolve_ranges() {
@@ -273,6 +291,8 @@ void Memstall::configure(memstall_bpf &skel) const {
     ro->memcg_on_v1 = memcg_on_v1_;
     std::copy(ranges_.begin(), ranges_.end(), const_cast<memstall_range *>(ro->ranges));
     ro->nr_ranges = ranges_.size();
+    ro->nr_swapin_ranges = std::count_if(ranges_.begin(), ranges_.end(),
+                                         [](const auto &r) { return r.cause == MEMSTALL_SWAPIN; });
     bpf_map__set_max_entries(skel.maps.stalls, o_.common.entries(16384));
     bpf_map__set_max_entries(skel.maps.threads, o_.common.entries(16384));
     ro->collect_stacks = o_.stacks;
@@ -299,27 +319,33 @@ void Memstall::describe_causes(const std::vector<Probe> &probes) const {
                                  "runs again",
                                  dirty->name, dirty->choice()->label())
                    : "dirty:   not measured (no writeback:balance_dirty_pages tracepoint)");
+    const std::vector<std::string> swapin_functions = functions_found(MEMSTALL_SWAPIN);
+    verbose(v,
+            swapin_functions.empty()
+                ? fmt::format("swapin:  not told apart: {}",
+                              ranges_unavailable_.empty() ? "none of its functions is in kallsyms"
+                                                          : ranges_unavailable_)
+                : fmt::format("swapin:  off-CPU time (sched_switch) of a user task in a "
+                              "memstall or an I/O sleep (task_struct->in_iowait), asleep "
+                              "under {}; it takes precedence over the frames inside them",
+                              fmt::join(swapin_functions, ", ")));
     if (!has_memstall_flag_) {
-        verbose(v, "swapin, high, thrash, other: not measured: this kernel's task_struct has no "
+        verbose(v, "high, thrash, other: not measured: this kernel's task_struct has no "
                    "in_memstall (CONFIG_PSI off, or a kernel before 4.20)");
         return;
     }
     if (!psi_enabled_)
-        verbose(v, "swapin, high, thrash, other: PSI is disabled (boot with psi=1): the kernel "
+        verbose(v, "high, thrash, other: PSI is disabled (boot with psi=1): the kernel "
                    "sets in_memstall never, they read 0");
     const std::string off_cpu = "off-CPU time with task_struct->in_memstall set (sched_switch)";
     if (!ranges_unavailable_.empty()) {
-        verbose(v, fmt::format("swapin, high, thrash: not told apart, all counted as other: {}",
+        verbose(v, fmt::format("high, thrash: not told apart, all counted as other: {}",
                                ranges_unavailable_));
     } else {
         for (const auto &[cause, names] : cause_functions) {
-            if (cause == MEMSTALL_DIRTY)
+            if (cause == MEMSTALL_DIRTY || cause == MEMSTALL_SWAPIN)
                 continue;
-            std::vector<std::string> found;
-            for (const char *name : names)
-                if (std::find(ranges_found_.begin(), ranges_found_.end(), name) !=
-                    ranges_found_.end())
-                    found.emplace_back(name);
+            const std::vector<std::string> found = functions_found(cause);
             verbose(v, found.empty()
                            ? fmt::format("{:<8} not told apart (none of its functions is in "
                                          "kallsyms): counted as other",
@@ -474,8 +500,7 @@ void Memstall::load() {
     raise_memlock_limit(v);
     describe_features(v, kernel_features());
     has_memstall_flag_ = kernel_has_memstall_flag();
-    if (has_memstall_flag_)
-        resolve_ranges();
+    resolve_ranges();
     const auto dirty_params = tracepoint_parameters("balance_dirty_pages");
     // (..., period, pause, start_time): the pause is always the second to last.
     if (dirty_params.size() == 8 || dirty_params.size() == 12)
@@ -485,13 +510,14 @@ void Memstall::load() {
     psi_enabled_ = access("/proc/pressure/memory", F_OK) == 0;
     if (!has_memstall_flag_)
         fmt::print(stderr, "memstall: this kernel has no PSI memstall flag (CONFIG_PSI): only "
-                           "reclaim, compaction and dirty throttling are measured.\n");
+                           "reclaim, compaction, dirty throttling and the I/O waits of "
+                           "swap-ins are measured.\n");
     else if (!psi_enabled_)
         fmt::print(stderr,
                    "memstall: PSI is disabled on this kernel (no /proc/pressure/memory; Debian "
-                   "disables it by default): the kernel marks no memory stalls, so swap-in, "
-                   "memory.high, thrashing and other stalls read 0. Boot with psi=1 to "
-                   "measure them.\n");
+                   "disables it by default): the kernel marks no memory stalls, so "
+                   "memory.high, thrashing and other stalls read 0 (swap-ins are measured "
+                   "by their I/O waits). Boot with psi=1 to measure them.\n");
     else if (!ranges_unavailable_.empty())
         fmt::print(stderr,
                    "memstall: {}: swap-in, memory.high and thrashing stalls are counted as "
@@ -517,9 +543,10 @@ void Memstall::load() {
     counts_.causes[MEMSTALL_MEMCG_RECLAIM] = attached(ProbeId::Memcg);
     counts_.causes[MEMSTALL_COMPACTION] = attached(ProbeId::Compaction);
     counts_.causes[MEMSTALL_DIRTY] = attached(ProbeId::Dirty);
-    for (uint32_t cause :
-         {MEMSTALL_SWAPIN, MEMSTALL_MEMORY_HIGH, MEMSTALL_THRASHING, MEMSTALL_OTHER})
+    for (uint32_t cause : {MEMSTALL_MEMORY_HIGH, MEMSTALL_THRASHING, MEMSTALL_OTHER})
         counts_.causes[cause] = has_memstall_flag_ && psi_enabled_;
+    // Its I/O sleeps are told apart with or without PSI.
+    counts_.causes[MEMSTALL_SWAPIN] = !functions_found(MEMSTALL_SWAPIN).empty();
 }
 
 int Memstall::run() {

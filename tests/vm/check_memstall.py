@@ -17,6 +17,18 @@ def _events_high(text: str) -> int:
     return int(m.group(1)) if m else -1
 
 
+def _clock_rate(b: Block) -> float | None:
+    """How fast the scheduler's cpu_clock (PSI's clock) ran against CLOCK_MONOTONIC (ktime,
+    memstall's) between the two snapshots of the scenario: 1.0 when they agree."""
+    def clocks(label: str) -> dict[str, float]:
+        return {k: float(v) for k, v in
+                re.findall(r"^(ktime|cpu_clk)\s*:\s*([\d.]+)", b.files.get(label, ""), re.M)}
+    before, after = clocks("clocks.before"), clocks("clocks.after")
+    if len(before) != 2 or len(after) != 2 or after["ktime"] <= before["ktime"]:
+        return None
+    return (after["cpu_clk"] - before["cpu_clk"]) / (after["ktime"] - before["ktime"])
+
+
 @checker("memstall.high")
 def high(t: Test, b: Block) -> None:
     res = b.tool("tool")
@@ -45,19 +57,19 @@ def high(t: Test, b: Block) -> None:
     # counts too; one was 244 us of ~5 s once on 7.3. What this scenario makes is HIGH.
     t.check_le("what is counted as other (<= 1% of the total)", 0.01 * rows[0]["stall_ns"],
                causes.get("other", {}).get("ns", 0))
-    # The cgroup's only task: PSI's "some" time is its memstall time, on the CPU and off it.
-    # memstall counts the sleeps (and the reclaim windows), not the on-CPU rest of the stall:
-    # 99.8% and 99.9% of PSI's in two runs on 6.1 (4508 ms of 4517; 4551 of 4554), 99.0% and
-    # 100.8% on 5.10. After the other tools' scenarios in the same 6.1 guest it was 103.4%:
-    # memstall's 4562 ms where the same nine memory.high sleeps measured 4500-4530 ms in every
-    # other run, PSI's 4414 ms. PSI times with the scheduler clock and memstall with
-    # CLOCK_MONOTONIC, and in this guest (emulated by TCG, no kvm-clock) they likely run
-    # apart (not measured separately). In a clean-clone CI run on 6.12 it was 122% (6106 ms
-    # against PSI's 5002): not understood, so the agreement with PSI is measured and logged
-    # here, not asserted, until it is (README "memstall" says so).
+    # The cgroup's only task, kept on one CPU: PSI's "some" time is its memstall time, on
+    # the CPU and off it. PSI's total of a cgroup is not a sum over CPUs: each sample averages
+    # the CPUs' stall times weighted by their non-idle time (collect_percpu_times()), so a
+    # task that stalls on one CPU and then runs on the other reads less than its wall time
+    # stalled: most likely the 122% once seen on 6.12, when the scenario did not pin the
+    # toucher (not reproduced since). On one CPU the weight cancels. memstall counts the sleeps and the reclaim
+    # windows, not the on-CPU rest of the stall (a few ms): 99.7-99.9% of PSI's in 8 unpinned
+    # runs on 5.10 and 7.3; 3% either way is the tolerance.
     total_ns = rows[0]["stall_ns"]
-    log(f"  memstall's total vs PSI's some total: {total_ns / 1e6:.1f} ms vs "
-        f"{psi_us / 1e3:.1f} ms ({100.0 * total_ns / max(psi_us * 1000, 1):.1f}%), not asserted")
+    rate = _clock_rate(b)
+    log(f"  cpu_clock (PSI's clock) ran at {rate} of CLOCK_MONOTONIC's rate (memstall's)")
+    t.check_close("memstall's total (sum over causes) vs the cgroup's PSI some total",
+                  psi_us * 1000, total_ns, 0.03)
     t.check_ge("the memory.high sleeps are most of it", 0.5 * total_ns, high_ns)
 
 
@@ -88,3 +100,206 @@ def dirty(t: Test, b: Block) -> None:
     # least the planned pauses less a jiffy each (HZ=250 in Debian's kernels: 4 ms).
     t.check_ge("dirty time >= the planned pauses less 4 ms each",
                (sum(pauses) - 4 * len(pauses)) * 1e6, dirty["ns"])
+
+
+def _vmstat(text: str) -> dict[str, int]:
+    return {k: int(v) for k, v in re.findall(r"^(\w+) (\d+)$", text, re.M)}
+
+
+def _taskstats(text: str) -> dict[str, int]:
+    return {k: int(v) for k, v in re.findall(r"^(\w+) (\d+)$", text, re.M)}
+
+
+_SWITCH = re.compile(r"\s(\d+\.\d+): sched_switch: .*prev_pid=(\d+) .*prev_state=(\S+) ==> "
+                     r".*next_pid=(\d+) ")
+_WAKEUP = re.compile(r"\s(\d+\.\d+): sched_wakeup: .*pid=(\d+) ")
+
+
+def _preemptions(trace: str, pid: int) -> int:
+    """How often the task was switched out runnable (preempted, or yielding) in the trace."""
+    return sum(1 for line in trace.splitlines()
+               if (m := _SWITCH.search(line)) and int(m.group(2)) == pid
+               and m.group(3).startswith("R"))
+
+
+def _uninterruptible_sleeps(trace: str, pid: int) -> list[tuple[float, float | None, float]]:
+    """The task's sleeps in D state in an ftrace of its switches and wake-ups: (switched out,
+    woken or None, switched in), in seconds."""
+    sleeps, out, woken = [], None, None
+    for line in trace.splitlines():
+        if m := _SWITCH.search(line):
+            t, prev, state, nxt = float(m.group(1)), int(m.group(2)), m.group(3), int(m.group(4))
+            if prev == pid:
+                out, woken = (t if state.startswith("D") else None), None
+            elif nxt == pid and out is not None:
+                sleeps.append((out, woken, t))
+                out = None
+        elif (m := _WAKEUP.search(line)) and int(m.group(2)) == pid and woken is None:
+            woken = float(m.group(1))
+    return sleeps
+
+
+@checker("memstall.swapin")
+def swapin(t: Test, b: Block) -> None:
+    res = b.tool("tool")
+    show_hooks(res.stderr)
+    pid = int(b.meta["toucher_pid"])
+    t.require(b.meta.get("swapdisk") == "ok", "the swap disk (/dev/vda) was there", "ok",
+              b.meta.get("swapdisk"))
+    t.check_in("anon_toucher finished its passes", "iterations=2", b.tool("toucher").stdout,
+               "its stdout")
+    t.check_eq("memstall exit status after SIGINT", 0, res.rc)
+    t.check(re.search(r"sched:sched_switch: using " + b.variant, res.stderr),
+            f"-v: sched_switch uses {b.variant}", b.variant, "see stderr")
+    t.check_in("-v: swap-ins are told apart", "swapin:  off-CPU time", res.stderr, "stderr")
+    runs = [b.tool(label) for label in ("stats.before", "stats.after")]
+    for run in runs:
+        t.require(run.rc == 0, "taskstats read the toucher's delay accounting", "0",
+                  f"{run.rc}: {run.stderr.strip()}")
+    before, after = (_taskstats(run.stdout) for run in runs)
+    stats = {k: after[k] - before[k] for k in after if k != "version"}
+    vm_before, vm_after = _vmstat(b.file("vmstat.before")), _vmstat(b.file("vmstat.after"))
+    moved = {k: vm_after.get(k, 0) - vm_before.get(k, 0) for k in
+             ("pswpin", "pswpout", "workingset_refault_anon", "workingset_restore_anon")}
+    psi_us = _some_total_us(b.file("pressure.after")) - _some_total_us(b.file("pressure.before"))
+    trace = b.file("ftrace")
+    t.check("LOST" not in trace, "the ftrace oracle lost nothing", "no LOST", "see trace")
+    sleeps = _uninterruptible_sleeps(trace, pid)
+    slept_ns = sum(i - o for o, _, i in sleeps) * 1e9
+    until_woken_ns = sum(w - o for o, w, _ in sleeps if w is not None) * 1e9
+    lines = [j for j in res.json_lines() if "processes" in j]
+    t.require(len(lines) == 1, "one JSON line at the end", "1", len(lines))
+    rows = [r for r in lines[0]["processes"] if r["pid"] == pid]
+    t.require(len(rows) == 1, "a row for the toucher", "1", len(rows))
+    causes = rows[0]["causes"]
+    got = causes.get("swapin", {"stalls": 0, "ns": 0})
+    log(f"  toucher pid {pid}: memstall {causes}")
+    log(f"  taskstats over the second pass (version {after['version']}): {stats}")
+    log(f"  vmstat over it {moved}; memory.pressure some +{psi_us} us")
+    log(f"  ftrace: {len(sleeps)} D sleeps, {slept_ns / 1e6:.1f} ms switched out, "
+        f"{until_woken_ns / 1e6:.1f} ms until woken")
+    t.check_ge("pages were swapped in (vmstat pswpin)", 1000, moved["pswpin"])
+    # What delay accounting calls swap-in changed in 5.17, with the same release that added
+    # the compaction delay to struct taskstats (version 11): before, the I/O sleeps of a
+    # swap-in (do_swap_page with PF_SWAPIN set: all of them, as memstall counts); from then
+    # on, the time in swap_read_folio (the read's submission, per page) and the sleep for the
+    # page among the I/O sleeps (blkio). In this second pass the toucher does no other I/O.
+    if "compact_count" in after:
+        oracle = {"what": "blkio (I/O sleeps)", "count": stats["blkio_count"],
+                  "ns": stats["blkio_delay_total"]}
+        log(f"  taskstats swapin counts pages read since 5.17: {stats['swapin_count']} "
+            f"(vmstat pswpin {moved['pswpin']}), {stats['swapin_delay_total'] / 1e6:.1f} ms "
+            f"submitting them")
+    else:
+        oracle = {"what": "swapin (I/O sleeps in do_swap_page)", "count": stats["swapin_count"],
+                  "ns": stats["swapin_delay_total"]}
+    log(f"  memstall swapin {got['stalls']} stalls, {got['ns'] / 1e6:.1f} ms; taskstats "
+        f"{oracle['what']} {oracle['count']}, {oracle['ns'] / 1e6:.1f} ms")
+    t.check_ge("swap-in stalls counted", 1, got["stalls"])
+    # The same sleeps: every sleep of the toucher in this pass is a swap-in's, in D state in
+    # ftrace's sched_switch (7.3: 128/128, 256/256; 6.1: 443/443). memstall also counts the
+    # wait for the CPU of a task preempted inside a memstall (a workingset swap-in), as PSI
+    # does: at most one per preemption the trace shows (5.10: 307 for 300 D sleeps).
+    preempted = _preemptions(trace, pid)
+    log(f"  ftrace: the toucher was switched out runnable {preempted} times")
+    t.check_ge("swap-in stalls >= ftrace's D sleeps (less 1%)", 0.99 * len(sleeps) - 1,
+               got["stalls"])
+    t.check_le("swap-in stalls <= ftrace's D sleeps + its preemptions",
+               len(sleeps) + preempted, got["stalls"])
+    # Delay accounting counts the I/O sleeps (5.10: exactly ftrace's D sleeps, 67/67 and
+    # 407/407, where memstall had 78 and 413 with the preemptions); a workingset swap-in may
+    # also sleep in a memstall outside one (7.3: 245 of 256 D sleeps once).
+    t.check_ge("swap-in stalls >= taskstats' I/O sleeps (less 5%)", 0.95 * oracle["count"] - 2,
+               got["stalls"])
+    t.check_le("swap-in stalls <= taskstats' I/O sleeps + ftrace's preemptions (+5%)",
+               1.05 * (oracle["count"] + preempted) + 2, got["stalls"])
+    # The time: memstall times a sleep from the switch-out to the switch-in on
+    # CLOCK_MONOTONIC, delay accounting to the wake-up, since 5.14 on local_clock(): each
+    # CPU's own clock, which in this guest (TSC marked unstable) is not one clock across CPUs
+    # (7.3 once: 36874 ms of blkio delay for 452 sleeps of 185 ms). Compared before that
+    # (5.10: 0.94-1.32x); from 5.17 (the version split above) only logged.
+    if "compact_count" not in after:
+        t.check_ge("swap-in time >= taskstats' / 2", 0.5 * oracle["ns"], got["ns"])
+        t.check_le("swap-in time <= 2 x taskstats'", 2 * oracle["ns"], got["ns"])
+    # ftrace (mono clock, memstall's) puts 7-27% more time into the same sleeps than memstall
+    # on 6.1-7.3 (not understood: each side timestamps at the same tracepoint): only a bound.
+    t.check_ge("swap-in time >= half of ftrace's D sleeps", 0.5 * slept_ns, got["ns"])
+    t.check_le("swap-in time <= 1.5 x ftrace's D sleeps", 1.5 * slept_ns, got["ns"])
+
+
+def _lingering_workload(t: Test, b: Block, label: str, done: str
+                        ) -> tuple[int, dict[str, int], dict[str, int], dict]:
+    """A scenario whose workload (LABEL, its pid in meta LABEL_pid) lingers after its work so
+    that taskstats read it: its pid, its delay accounting, how /proc/vmstat moved, and its
+    causes in memstall's last JSON line."""
+    res = b.tool("tool")
+    show_hooks(res.stderr)
+    pid = int(b.meta[f"{label}_pid"])
+    t.check_in(f"{label} finished its work", done, b.tool(label).stdout, "its stdout")
+    t.check_eq("memstall exit status after SIGINT", 0, res.rc)
+    stats_run = b.tool("stats")
+    t.require(stats_run.rc == 0, f"taskstats read the {label}'s delay accounting", "0",
+              f"{stats_run.rc}: {stats_run.stderr.strip()}")
+    vm_before, vm_after = _vmstat(b.file("vmstat.before")), _vmstat(b.file("vmstat.after"))
+    lines = [j for j in res.json_lines() if "processes" in j]
+    t.require(len(lines) == 1, "one JSON line at the end", "1", len(lines))
+    rows = [r for r in lines[0]["processes"] if r["pid"] == pid]
+    return (pid, _taskstats(stats_run.stdout),
+            {k: v - vm_before.get(k, 0) for k, v in vm_after.items()},
+            rows[0]["causes"] if rows else {})
+
+
+@checker("memstall.compact")
+def compact(t: Test, b: Block) -> None:
+    pid, stats, vmstat, causes = _lingering_workload(t, b, "frag", "thp_kb=")
+    moved = {k: vmstat.get(k, 0) for k in
+             ("compact_stall", "compact_fail", "compact_success", "thp_fault_alloc")}
+    got = causes.get("compact", {"stalls": 0, "ns": 0})
+    log(f"  fragmenter pid {pid}: memstall {causes}")
+    log(f"  taskstats {stats}; vmstat {moved}")
+    if "compact_count" not in stats:
+        raise Skip("delay accounting has no compaction delay before 5.17 (taskstats version "
+                   f"{stats.get('version')}): no per-task oracle")
+    if stats["compact_count"] == 0:
+        raise Skip("the fragmenter never compacted directly (taskstats compact_count 0)")
+    t.check_ge("compaction stalls counted", 1, got["stalls"])
+    log(f"  memstall compact {got['stalls']} windows, {got['ns'] / 1e6:.1f} ms; taskstats "
+        f"compact {stats['compact_count']}, {stats['compact_delay_total'] / 1e6:.1f} ms")
+    # Delay accounting times each direct compaction attempt (__alloc_pages_direct_compact
+    # around try_to_compact_pages), memstall the mm_compaction_begin/end windows inside it, one
+    # per zone compacted (none for a zone deferred or not suitable): a count per attempt
+    # against one per window (7.3: 78 attempts, 81 windows; 6.12: 7, 8; 6.1: 27, 31), and a
+    # time inside delay accounting's: 80% on 7.3, 75% on 6.12, 44% on 6.1. The rest is the
+    # zone checks before each window (compaction_suitable(), a restarted zone's pageblock
+    # reset), and delay accounting's clock: local_clock(), each CPU's own, which in this guest
+    # (TSC marked unstable) may be a tick apart from the other CPU's when the attempt ends on
+    # another CPU than it began (not measured separately). Asserted: within [30%, 105%].
+    t.check_ge("taskstats counted direct compaction", 1, stats["compact_count"])
+    t.check_le("compaction time <= taskstats' (+5%: the two clocks)",
+               1.05 * stats["compact_delay_total"], got["ns"])
+    t.check_ge("compaction time >= 30% of taskstats'", 0.3 * stats["compact_delay_total"],
+               got["ns"])
+
+
+@checker("memstall.direct")
+def direct(t: Test, b: Block) -> None:
+    pid, stats, vmstat, causes = _lingering_workload(t, b, "hog", "iterations=")
+    stalls = sum(v for k, v in vmstat.items() if k.startswith("allocstall_"))
+    got = causes.get("direct", {"stalls": 0, "ns": 0})
+    log(f"  hog pid {pid}: memstall {causes}")
+    log(f"  taskstats {stats}; vmstat allocstall_* +{stalls}")
+    log(f"  memstall direct {got['stalls']} windows, {got['ns'] / 1e6:.1f} ms; taskstats "
+        f"freepages {stats['freepages_count']}, {stats['freepages_delay_total'] / 1e6:.1f} ms")
+    if stats["freepages_count"] == 0:
+        raise Skip("the hog never reclaimed directly (taskstats freepages_count 0)")
+    # Delay accounting times each direct reclaim episode inside do_try_to_free_pages(),
+    # memstall the mm_vmscan_direct_reclaim_begin/end window of try_to_free_pages() around
+    # it: one each (the hog runs on one CPU: delay accounting's per-CPU clock is one clock
+    # here), the window a little longer (7.3: 28 windows, 27 episodes, 4.8 ms against 4.3:
+    # 18 us a window in this emulated guest; on the 6.18 host memcg reclaim, 2-3.5 us).
+    t.check_close("direct reclaim windows vs taskstats' episodes", stats["freepages_count"],
+                  got["stalls"], 0.05, 2)
+    t.check_ge("direct reclaim time >= 95% of taskstats'", 0.95 * stats["freepages_delay_total"],
+               got["ns"])
+    t.check_le("direct reclaim time <= 125% of taskstats' (the code around it)",
+               1.25 * stats["freepages_delay_total"], got["ns"])

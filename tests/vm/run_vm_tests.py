@@ -51,26 +51,31 @@ class Arch:
     name: amd64, arm64)."""
 
     def __init__(self, qemu: str, machine: list[str], console: str, results: str,
-                 elf_machine: int, boot_modules: dict[str, str]):
+                 elf_machine: int, boot_modules: dict[str, str], disk_device: str,
+                 disk_modules: dict[str, str]):
         self.qemu = qemu
         self.machine = machine          # -machine/-cpu arguments
         self.console = console          # the guest's console device (the first serial port)
         self.results = results          # the device the guest reports on (a file here)
         self.elf_machine = elf_machine  # e_machine of the binaries it runs
         self.boot_modules = boot_modules  # module -> CONFIG_, loaded by init before anything
+        self.disk_device = disk_device  # qemu's virtio-blk device on this machine
+        self.disk_modules = disk_modules  # module -> CONFIG_, loaded by vm_swapdisk (its driver)
 
 
 ARCHES = {
     # pc: two 16550 UARTs, ttyS0 the console, ttyS1 the results.
     "amd64": Arch("qemu-system-x86_64", ["-machine", "pc", "-cpu", "max"], "ttyS0", "ttyS1",
-                  62, {}),
+                  62, {}, "virtio-blk-pci",
+                  {"virtio_pci": "CONFIG_VIRTIO_PCI", "virtio_blk": "CONFIG_VIRTIO_BLK"}),
     # virt has one PL011 UART (the console); the results go over a virtio console (hvc0),
     # whose drivers Debian's arm64 kernel builds as modules. pauth-impdef: pointer
     # authentication with qemu's cheap hash instead of emulated QARMA (the kernel signs
     # every return address; with QARMA TCG spends most of its time there).
     "arm64": Arch("qemu-system-aarch64", ["-machine", "virt", "-cpu", "max,pauth-impdef=on"],
                   "ttyAMA0", "hvc0", 183,
-                  {"virtio_mmio": "CONFIG_VIRTIO_MMIO", "virtio_console": "CONFIG_VIRTIO_CONSOLE"}),
+                  {"virtio_mmio": "CONFIG_VIRTIO_MMIO", "virtio_console": "CONFIG_VIRTIO_CONSOLE"},
+                  "virtio-blk-device", {"virtio_blk": "CONFIG_VIRTIO_BLK"}),
 }
 # One host thread runs both vCPUs: with qemu 7.2's multi-threaded TCG a 6.12 guest died of
 # "Oops: int3" in flush_tlb_func while tlbflush attached (the other vCPU still ran a stale
@@ -87,6 +92,11 @@ DEFAULT_KERNEL = "6.1"
 # the kernel command line.
 MODULES = {"brd": {"CONFIG": "CONFIG_BLK_DEV_RAM",
                    "params": "rd_nr=2 rd_size=1048576 max_part=0"}}
+# The swap disk (/dev/vda in the guest): a virtio-blk disk backed by a sparse file here. A ram
+# disk or zram completes a swap-in synchronously, on the CPU; this one is a real block device
+# whose reads qemu completes asynchronously, so a swap-in waits off the CPU as on real hardware.
+# Nothing touches it until a scenario calls vm_swapdisk (the driver is loaded then).
+SWAP_DISK_MB = 256
 
 
 class VmSkip(Exception):
@@ -200,10 +210,12 @@ def build_initramfs(path: str, build: str, tools: list[str], kernel: vmkernel.Ke
     for wl in sorted(glob.glob(os.path.join(wl_dir, "*"))):
         if os.path.isfile(wl) and os.access(wl, os.X_OK) and is_static(wl):
             c.copy(f"memlat/{os.path.basename(wl)}", wl)
-    for m in sorted(set(modules_needed(kernel) + boot_modules(kernel))):
+    for m in sorted(set(modules_needed(kernel) + boot_modules(kernel) + disk_modules(kernel))):
         c.copy(f"modules/{m}.ko", vmkernel.find_module(kernel, m), 0o644)
     # Loaded by init, in this order (dependencies first), before it opens the results device.
     c.file("modules/boot.list", "".join(m + "\n" for m in boot_modules(kernel)).encode(), 0o644)
+    # The swap disk's driver, loaded by vm_swapdisk in this order (those init loaded are skipped).
+    c.file("modules/disk.list", "".join(m + "\n" for m in disk_modules(kernel)).encode(), 0o644)
     c.close()
     return notes
 
@@ -212,6 +224,12 @@ def boot_modules(kernel: vmkernel.Kernel) -> list[str]:
     """The modules init loads first (the results channel's drivers), with their dependencies."""
     return _with_deps(kernel, {m: {"CONFIG": config}
                                for m, config in ARCHES[kernel.arch].boot_modules.items()})
+
+
+def disk_modules(kernel: vmkernel.Kernel) -> list[str]:
+    """The swap disk's driver modules (those not built in), with their dependencies."""
+    return _with_deps(kernel, {m: {"CONFIG": config}
+                               for m, config in ARCHES[kernel.arch].disk_modules.items()})
 
 
 def modules_needed(kernel: vmkernel.Kernel) -> list[str]:
@@ -252,7 +270,7 @@ def fentry_possible(kernel: vmkernel.Kernel) -> bool:
 # ---------------------------------------------------------------- qemu
 
 def qemu_argv(kernel: vmkernel.Kernel, initrd: str, console: str, results: str,
-              only: list[str], hide_btf: bool) -> list[str]:
+              swap_disk: str, only: list[str], hide_btf: bool) -> list[str]:
     mem = NODE_MEM_MB
     arch = ARCHES[kernel.arch]
     if arch.results.startswith("hvc"):
@@ -278,6 +296,8 @@ def qemu_argv(kernel: vmkernel.Kernel, initrd: str, console: str, results: str,
                             + builtin_params(kernel)),
         "-nodefaults", "-display", "none", "-no-reboot",
         "-serial", f"file:{console}", *results_dev,
+        "-drive", f"file={swap_disk},if=none,id=swapdisk,format=raw",
+        "-device", f"{arch.disk_device},drive=swapdisk",
     ]
 
 
@@ -421,7 +441,7 @@ def main() -> int:
         busybox = prerequisites(arch)
         t0 = time.monotonic()
         kernel = vmkernel.fetch_kernel(args.kernel, cache, log)
-        modules = modules_needed(kernel) + boot_modules(kernel)
+        modules = modules_needed(kernel) + boot_modules(kernel) + disk_modules(kernel)
         if busybox is None:
             busybox = vmkernel.fetch_busybox(kernel, cache, log)
     except (VmSkip, vmkernel.KernelError, OSError, subprocess.SubprocessError) as e:
@@ -465,9 +485,13 @@ def main() -> int:
     if not glob.glob(os.path.join(build, "tests", "vm", "*")):
         log(f"FAIL: no static workloads in {build}/tests/vm (build the vm_* targets: make)")
         return 1
-    argv = qemu_argv(kernel, initrd, console, results, only, args.hide_btf)
+    swap_disk = os.path.join(work, "swap.img")
+    with open(swap_disk, "wb") as f:
+        f.truncate(SWAP_DISK_MB << 20)  # sparse: only what the guest writes takes host space
+    argv = qemu_argv(kernel, initrd, console, results, swap_disk, only, args.hide_btf)
     log("vm: $ " + " ".join(argv))
     rc, took = boot(argv, args.timeout, results)
+    os.remove(swap_disk)
     log(f"vm: qemu exit {rc} after {took:.1f} s")
     return report(args, results, console, only, took)
 

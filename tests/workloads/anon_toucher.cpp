@@ -1,11 +1,16 @@
-// Anonymous memory, touched page by page, for memstall's memory.high scenario (VM, cgroup v2):
-// optionally first moves itself into a cgroup, then maps MIB MiB of private anonymous memory
-// and writes one byte per page. Over the cgroup's memory.high (and without swap to reclaim
-// it to) each return to user space is throttled.
+// Anonymous memory, touched page by page, for memstall's memory.high and swap-in scenarios
+// (VM, cgroup v2): optionally first moves itself into a cgroup, then maps MIB MiB of private
+// anonymous memory and writes one byte per page, PASSES times over (default 1). Over the
+// cgroup's memory.high (and without swap to reclaim it to) each return to user space is
+// throttled; over its memory.max with swap, the second and later passes swap pages back in.
 //
-//   anon_toucher --mb MIB [--cgroup DIR]
-// Prints "pid=PID iterations=MIB" when done.
+//   anon_toucher --mb MIB [--cgroup DIR] [--passes PASSES] [--hold FILE] [--linger]
+// With --hold it prints "first pass done" after the first pass and waits until FILE exists
+// (a test then changes the cgroup's limit, or reads the delay accounting in between). Prints
+// "pid=PID iterations=PASSES" when done; with --linger it then waits to be killed, so that its
+// delay accounting can still be read.
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,12 +18,26 @@
 #include <string>
 
 int main(int argc, char **argv) {
-    long mb = 0;
-    std::string cgroup;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    long mb = 0, passes = 1;
+    bool linger = false;
+    std::string cgroup, hold;
+    for (int i = 1; i < argc; i += 2) {
         std::string opt = argv[i];
+        if (opt == "--linger") {
+            linger = true;
+            --i;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "anon_toucher: %s needs a value\n", opt.c_str());
+            return 2;
+        }
         if (opt == "--mb") {
             mb = atol(argv[i + 1]);
+        } else if (opt == "--passes") {
+            passes = atol(argv[i + 1]);
+        } else if (opt == "--hold") {
+            hold = argv[i + 1];
         } else if (opt == "--cgroup") {
             cgroup = argv[i + 1];
         } else {
@@ -26,8 +45,8 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (mb <= 0) {
-        fprintf(stderr, "anon_toucher: --mb MIB (positive) is required\n");
+    if (mb <= 0 || passes <= 0) {
+        fprintf(stderr, "anon_toucher: --mb MIB (positive) is required, --passes positive\n");
         return 2;
     }
     if (!cgroup.empty()) {
@@ -45,9 +64,20 @@ int main(int argc, char **argv) {
         perror("mmap");
         return 1;
     }
-    for (size_t off = 0; off < bytes; off += 4096)
-        p[off] = 1;
-    printf("pid=%d iterations=%ld\n", getpid(), mb);
+    for (long pass = 0; pass < passes; ++pass) {
+        for (size_t off = 0; off < bytes; off += 4096)
+            p[off] = static_cast<char>(pass + 1);
+        if (pass == 0 && !hold.empty()) {
+            printf("first pass done\n");
+            fflush(stdout);
+            struct stat st;
+            while (stat(hold.c_str(), &st) != 0)
+                usleep(10000);
+        }
+    }
+    printf("pid=%d iterations=%ld\n", getpid(), passes);
     fflush(stdout);
+    while (linger)
+        pause();
     return 0;
 }

@@ -18,6 +18,9 @@
 #                            exists for a tool's -p or a filter; it exec()s on release
 #   vm_ramdisk               /dev/ram0 and ram1 (brd, 1 GiB each, sparse: reading it makes clean page
 #                            cache without using memory for the data; there is no disk)
+#   vm_swapdisk              /dev/vda made a swap area (virtio-blk, a sparse file on the host:
+#                            a real block device whose reads complete asynchronously); false,
+#                            with meta swapdisk saying why, when it did not appear
 #   vm_snap LABEL FILE       copy FILE now (e.g. /proc/vmstat); sent back as LABEL
 #   vm_end                   send everything of the scenario back to the host
 #
@@ -178,6 +181,26 @@ vm_ramdisk() {
     n=0
     while [ ! -b /dev/ram0 ] && [ $n -lt 50 ]; do usleep 100000; n=$((n + 1)); done
     [ -b /dev/ram0 ]
+}
+
+vm_swapdisk() {
+    if [ ! -b /dev/vda ]; then
+        while read -r m; do
+            # A module already loaded (by init, or an earlier scenario) refuses a second insmod.
+            insmod "/modules/$m.ko" 2>/dev/null
+        done < /modules/disk.list
+        n=0
+        while [ ! -b /dev/vda ] && [ $n -lt 50 ]; do usleep 100000; n=$((n + 1)); done
+    fi
+    if [ ! -b /dev/vda ]; then
+        vm_meta swapdisk "missing: no /dev/vda after loading $(tr '\n' ' ' < /modules/disk.list)"
+        return 1
+    fi
+    if ! mkswap /dev/vda > "$RUN/mkswap.out" 2>&1; then
+        vm_meta swapdisk "mkswap /dev/vda failed"
+        return 1
+    fi
+    vm_meta swapdisk ok
 }
 
 vm_bg_wait() { _vm_reap "$1" "${2:-$RUN_TIMEOUT}"; }

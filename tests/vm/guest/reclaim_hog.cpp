@@ -4,8 +4,9 @@
 // allocates past the node's free memory: the allocations must reclaim the node's page cache
 // themselves. First it fills the node's page cache by reading FILL.
 //
-//   reclaim_hog --node N --cpu C --fill PATH --fill-mb F --mb M
-// Prints "pid=PID iterations=M" when done (M MiB touched).
+//   reclaim_hog --node N --cpu C --fill PATH --fill-mb F --mb M [--linger]
+// Prints "pid=PID iterations=M" when done (M MiB touched); with --linger it then waits to be
+// killed (keeping its memory), so that its delay accounting can still be read.
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -30,9 +31,19 @@ namespace {
 int main(int argc, char **argv) {
     int node = 0, cpu = 0;
     long fill_mb = 0, mb = 0;
+    bool linger = false;
     std::string fill;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; i += 2) {
         std::string opt = argv[i];
+        if (opt == "--linger") {
+            linger = true;
+            --i;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "reclaim_hog: %s needs a value\n", opt.c_str());
+            return 2;
+        }
         const char *val = argv[i + 1];
         if (opt == "--node")
             node = atoi(val);
@@ -107,5 +118,7 @@ int main(int argc, char **argv) {
         close(fd);
     printf("pid=%d iterations=%ld\n", getpid(), mb);
     fflush(stdout);
+    while (linger)
+        pause();
     return 0;
 }

@@ -9,6 +9,36 @@
 
 CG=/sys/fs/cgroup/memlat_memstall
 
+# Delay accounting on for a scenario (kernel.task_delayacct, 5.14+; 5.10 accounts by default)
+# and back as it was.
+DELAYACCT=/proc/sys/kernel/task_delayacct
+memstall_delayacct_on() {
+    old_delayacct=$(cat $DELAYACCT 2>/dev/null)
+    [ -n "$old_delayacct" ] && echo 1 > $DELAYACCT
+}
+memstall_delayacct_restore() {
+    [ -n "$old_delayacct" ] && echo "$old_delayacct" > $DELAYACCT
+}
+
+# Waits (at most 180 s) until LABEL's workload printed TEXT, or ended.
+memstall_wait_for() { # LABEL TEXT
+    n=0
+    while ! grep -q "$2" "$RUN/$1.out" && [ $n -lt 1800 ] &&
+        kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; do
+        usleep 100000
+        n=$((n + 1))
+    done
+}
+
+# The scheduler's clocks now (ktime, sched_clk, cpu_clk): PSI times stalls with cpu_clock(),
+# memstall with CLOCK_MONOTONIC (ktime). Two of these let the checker measure how far apart
+# they run in this guest.
+memstall_clocks() { # LABEL
+    f=/sys/kernel/debug/sched/debug
+    [ -e $f ] || f=/proc/sched_debug
+    head -6 $f > "$RUN/$1" 2>&1
+}
+
 memstall_high() { # NAME DISABLE
     vm_begin "$1"
     if vm_have memstall && vm_btf_for "${1##*.}"; then
@@ -18,10 +48,14 @@ memstall_high() { # NAME DISABLE
             echo +memory > /sys/fs/cgroup/cgroup.subtree_control
             mkdir -p $CG
             echo $((16 << 20)) > $CG/memory.high
-            vm_held toucher anon_toucher --mb 18 --cgroup $CG
+            # On one CPU: PSI's total of a cgroup is the average of its CPUs' stall times
+            # weighted by each CPU's non-idle time, not their sum; a task that stalls on one
+            # CPU and runs on the other reads less than its wall time stalled.
+            vm_held toucher taskset 2 anon_toucher --mb 18 --cgroup $CG
             vm_meta toucher_pid "$VM_PID"
             vm_snap pressure.before $CG/memory.pressure
             vm_snap events.before $CG/memory.events
+            memstall_clocks clocks.before
             if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" memstall -v -j -p "$VM_PID"; then
                 vm_release toucher
                 vm_bg_wait toucher
@@ -29,6 +63,7 @@ memstall_high() { # NAME DISABLE
             fi
             vm_snap pressure.after $CG/memory.pressure
             vm_snap events.after $CG/memory.events
+            memstall_clocks clocks.after
             vm_stop tool
             vm_bg_wait toucher 5
             rmdir $CG
@@ -75,6 +110,146 @@ memstall_dirty() { # NAME DISABLE
     vm_end
 }
 
+# swapin.HOOK: swap-ins that wait for a real block device. The swap area is the guest's
+# virtio-blk disk (vm_swapdisk: a sparse file on the host, whose reads qemu completes
+# asynchronously; a ram disk or zram would complete them on the CPU, without a wait). One task
+# in a cgroup whose memory.max is 16 MiB touches 32 MiB of anonymous memory, which swaps half
+# of it out; then memory.max is lifted and the task touches it all again: the swap-ins of that
+# second pass need no reclaim, so every I/O sleep of the task is a swap-in's. Oracles: delay
+# accounting of that task over the second pass (guest/taskstats.cpp, read before it and while
+# the task lingers after it; kernel.task_delayacct on for the scenario where the kernel has
+# the sysctl, 5.14+; 5.10 accounts by default) and /proc/vmstat pswpin.
+memstall_swapin() { # NAME DISABLE
+    vm_begin "$1"
+    if vm_have memstall && vm_btf_for "${1##*.}"; then
+        if [ ! -e /proc/swaps ]; then
+            vm_skip "the kernel has no swap (CONFIG_SWAP off: no /proc/swaps)"
+        elif vm_swapdisk; then
+            memstall_delayacct_on
+            swapon /dev/vda
+            echo +memory > /sys/fs/cgroup/cgroup.subtree_control
+            mkdir -p $CG
+            echo $((16 << 20)) > $CG/memory.max
+            vm_held toucher anon_toucher --mb 32 --passes 2 --cgroup $CG --hold "$RUN/second" \
+                --linger
+            vm_meta toucher_pid "$VM_PID"
+            vm_release toucher
+            memstall_wait_for toucher "first pass done"
+            echo max > $CG/memory.max
+            # The toucher's switches and wake-ups in the second pass, on CLOCK_MONOTONIC
+            # (memstall's clock).
+            inst=/sys/kernel/tracing/instances/memlat_swapin
+            mkdir -p $inst
+            echo 8192 > $inst/buffer_size_kb
+            echo mono > $inst/trace_clock
+            echo "prev_pid == $VM_PID || next_pid == $VM_PID" \
+                > $inst/events/sched/sched_switch/filter
+            echo "pid == $VM_PID" > $inst/events/sched/sched_wakeup/filter
+            echo 1 > $inst/events/sched/sched_switch/enable
+            echo 1 > $inst/events/sched/sched_wakeup/enable
+            # memstall watches the second pass only: the first one swaps in too (pages of
+            # the toucher's stack and data, reclaimed while it filled the cgroup).
+            if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" memstall -v -j -p "$VM_PID"; then
+                vm_run stats.before taskstats "$VM_PID"
+                vm_snap vmstat.before /proc/vmstat
+                vm_snap pressure.before $CG/memory.pressure
+                : > "$RUN/second"
+                memstall_wait_for toucher iterations=
+                sleep 1
+                vm_run stats.after taskstats "$VM_PID"
+                vm_snap vmstat.after /proc/vmstat
+                vm_snap pressure.after $CG/memory.pressure
+            fi
+            echo 0 > $inst/events/sched/sched_switch/enable
+            echo 0 > $inst/events/sched/sched_wakeup/enable
+            cat $inst/trace > "$RUN/ftrace"
+            rmdir $inst
+            vm_snap swaps /proc/swaps
+            vm_stop tool
+            kill "$VM_PID" 2>/dev/null
+            vm_release toucher
+            vm_bg_wait toucher 5
+            rmdir $CG
+            swapoff /dev/vda
+            memstall_delayacct_restore
+        fi
+    fi
+    vm_end
+}
+
+# compact.HOOK: direct compaction. compact_fragmenter (as compactsnoop's direct scenario) pins
+# a checkerboard over half of the available memory, then faults THP_PCT % of it as huge pages
+# with THP defrag=always, so that its page faults compact directly; it lingers after that so
+# that its delay accounting (taskstats "compact", Linux 5.17+) can be read.
+THP=/sys/kernel/mm/transparent_hugepage
+memstall_compact() { # NAME DISABLE
+    vm_begin "$1"
+    if ! vm_have memstall || ! vm_btf_for "${1##*.}"; then
+        :
+    elif [ ! -f $THP/defrag ]; then
+        vm_skip "no transparent huge pages in the guest kernel ($THP/defrag)"
+    else
+        memstall_delayacct_on
+        old_defrag=$(sed 's/.*\[\(.*\)\].*/\1/' $THP/defrag)
+        old_enabled=$(sed 's/.*\[\(.*\)\].*/\1/' $THP/enabled)
+        echo always > $THP/defrag
+        [ "$old_enabled" = never ] && echo madvise > $THP/enabled
+        avail=$(awk '/MemAvailable/ {print int($2 / 1024)}' /proc/meminfo)
+        vm_held frag compact_fragmenter --mib $((avail * 50 / 100)) --thp-mib $((avail * 55 / 100))
+        vm_meta frag_pid "$VM_PID"
+        if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" memstall -v -j -p "$VM_PID"; then
+            vm_snap vmstat.before /proc/vmstat
+            vm_release frag
+            memstall_wait_for frag "^pid="
+            vm_run stats taskstats "$VM_PID"
+            vm_snap vmstat.after /proc/vmstat
+        fi
+        vm_stop tool
+        kill "$VM_PID" 2>/dev/null
+        vm_release frag
+        vm_bg_wait frag 10
+        echo "$old_defrag" > $THP/defrag
+        echo "$old_enabled" > $THP/enabled
+        memstall_delayacct_restore
+    fi
+    vm_end
+}
+
+# direct: global direct reclaim, as drsnoop's direct scenario makes it (reclaim_hog: bound
+# to node 0, SCHED_FIFO on CPU 0 where kswapd0 must run, touching more than node 0 has free
+# after filling it with the ram disk's page cache); it lingers after that so that its delay
+# accounting ("freepages") can be read. On one CPU, so delay accounting's per-CPU clock is
+# one clock here.
+memstall_direct() { # NAME DISABLE
+    vm_begin "$1"
+    if vm_have memstall && vm_btf_for "${1##*.}" && vm_ramdisk; then
+        memstall_delayacct_on
+        echo 1 > /proc/sys/vm/drop_caches
+        node_free_mb=$(awk '/MemFree/ {print int($4 / 1024)}' \
+            /sys/devices/system/node/node0/meminfo)
+        vm_held hog reclaim_hog --node 0 --cpu 0 --fill /dev/ram0 \
+            --fill-mb $((node_free_mb * 3 / 4)) --mb $((node_free_mb * 8 / 10)) --linger
+        vm_meta hog_pid "$VM_PID"
+        if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" memstall -v -j -p "$VM_PID"; then
+            vm_snap vmstat.before /proc/vmstat
+            vm_release hog
+            memstall_wait_for hog iterations=
+            vm_run stats taskstats "$VM_PID"
+            vm_snap vmstat.after /proc/vmstat
+        fi
+        vm_stop tool
+        kill "$VM_PID" 2>/dev/null
+        vm_release hog
+        vm_bg_wait hog 10
+        memstall_delayacct_restore
+    fi
+    vm_end
+}
+
+memstall_direct memstall.direct.tp_btf ""
+memstall_compact memstall.compact.tp_btf ""
+memstall_swapin memstall.swapin.tp_btf ""
+memstall_swapin memstall.swapin.raw_tp tp_btf
 memstall_high memstall.high.tp_btf ""
 memstall_high memstall.high.raw_tp tp_btf
 memstall_dirty memstall.dirty.tp_btf ""
