@@ -48,6 +48,8 @@ PROGRAMS = [
     "ipi_entry_btf", "ipi_exit_btf", "ipi1_entry_btf", "ipi1_exit_btf",
     "ipi_entry_raw", "ipi_exit_raw", "ipi1_entry_raw", "ipi1_exit_raw",
     "ipi_entry_tp", "ipi_exit_tp", "ipi1_entry_tp", "ipi1_exit_tp",
+    # bpf/kernel_functions.bpf.c: -s holds it while it runs, to have the kernel name frames.
+    "find_functions",
 ]
 PROG_NAMES = {p[:15] for p in PROGRAMS}
 

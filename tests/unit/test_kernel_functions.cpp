@@ -69,7 +69,9 @@ TEST(KernelFunctions, DescribeAddressesAsKallsyms) {
     for (const auto &f : *found)
         if (f.address != 0)
             ips.insert(ips.end(), {f.address, f.address + 5});
-    const auto texts = memlat::describe_kernel_addresses(ips);
+    const auto describer = memlat::KernelDescriber::load();
+    ASSERT_TRUE(describer);
+    const auto texts = describer->describe(ips);
     ASSERT_TRUE(texts);
     ASSERT_EQ(texts->size(), ips.size());
     for (size_t i = 0; i < ips.size(); ++i)

@@ -32,21 +32,18 @@ std::optional<uint64_t> size_from_described(std::string_view described, std::str
 
 namespace {
 
-using Lookup = std::unique_ptr<kernel_functions_bpf, decltype(&kernel_functions_bpf__destroy)>;
-
-// The lookup program, loaded once for the run (nullptr where the kernel refuses it).
-kernel_functions_bpf *lookup_program() {
-    static const Lookup loaded = [] {
-        // A kernel before 5.16 refuses the program, and libbpf would say so on stderr: nothing
-        // the user needs, as the tool then reads /proc/kallsyms.
-        const libbpf_print_fn_t previous = libbpf_set_print(nullptr);
-        Lookup skel(kernel_functions_bpf__open(), kernel_functions_bpf__destroy);
-        if (skel && kernel_functions_bpf__load(skel.get()) != 0)
-            skel.reset();
-        libbpf_set_print(previous);
-        return skel;
-    }();
-    return loaded.get();
+// The lookup program, loaded for as long as the caller holds it (nullptr where the kernel
+// refuses it): nothing of it outlives the question but for the stack views, which keep it.
+std::shared_ptr<kernel_functions_bpf> lookup_program() {
+    // A kernel before 5.16 refuses the program, and libbpf would say so on stderr: nothing
+    // the user needs, as the tool then reads /proc/kallsyms.
+    const libbpf_print_fn_t previous = libbpf_set_print(nullptr);
+    std::shared_ptr<kernel_functions_bpf> skel(kernel_functions_bpf__open(),
+                                               kernel_functions_bpf__destroy);
+    if (skel && kernel_functions_bpf__load(skel.get()) != 0)
+        skel.reset();
+    libbpf_set_print(previous);
+    return skel;
 }
 
 // Runs the queries (at most KERNEL_FUNCTIONS_MAX), each a name or an address; false when the
@@ -75,7 +72,7 @@ find_kernel_functions(const std::vector<std::string> &names) {
     for (const auto &name : names)
         if (name.empty() || name.size() >= KERNEL_FUNCTION_NAME_LEN)
             return std::nullopt;
-    kernel_functions_bpf *skel = lookup_program();
+    const auto skel = lookup_program();
     if (skel == nullptr)
         return std::nullopt;
     std::vector<KernelFunction> found;
@@ -85,7 +82,7 @@ find_kernel_functions(const std::vector<std::string> &names) {
         queries.assign(count, kernel_function_query{});
         for (size_t i = 0; i < count; ++i)
             std::memcpy(queries[i].name, names[first + i].data(), names[first + i].size());
-        if (!run_queries(skel, queries, answers))
+        if (!run_queries(skel.get(), queries, answers))
             return std::nullopt;
         for (size_t i = 0; i < count; ++i) {
             const auto &q = answers[i];
@@ -102,10 +99,18 @@ find_kernel_functions(const std::vector<std::string> &names) {
     return found;
 }
 
-std::optional<std::vector<std::string>> describe_kernel_addresses(std::span<const uint64_t> ips) {
-    kernel_functions_bpf *skel = lookup_program();
+std::shared_ptr<KernelDescriber> KernelDescriber::load() {
+    auto skel = lookup_program();
     if (skel == nullptr)
-        return std::nullopt;
+        return nullptr;
+    auto describer = std::make_shared<KernelDescriber>();
+    describer->program_ = std::move(skel);
+    return describer;
+}
+
+std::optional<std::vector<std::string>>
+KernelDescriber::describe(std::span<const uint64_t> ips) const {
+    kernel_functions_bpf *skel = program_.get();
     std::vector<std::string> texts;
     std::vector<kernel_function_query> queries, answers;
     for (size_t first = 0; first < ips.size(); first += KERNEL_FUNCTIONS_MAX) {

@@ -5,11 +5,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+struct kernel_functions_bpf; // the lookup program's skeleton (kernel_functions.skel.h)
 
 namespace memlat {
 
@@ -25,10 +28,20 @@ struct KernelFunction {
 std::optional<std::vector<KernelFunction>>
 find_kernel_functions(const std::vector<std::string> &names);
 
-// The kernel's own description of each address ("%pS" without the size: "name+0xoff", with
+// The kernel's own description of addresses ("%pS" without the size: "name+0xoff", with
 // " [module]" for a module's), as KernelSymbols::describe() gives from /proc/kallsyms, which
-// the stack views then need not read (26 MB and 70 ms on 6.18). nullopt as above.
-std::optional<std::vector<std::string>> describe_kernel_addresses(std::span<const uint64_t> ips);
+// the stack views then need not read (26 MB and 70 ms on 6.18). It holds the lookup program
+// loaded while it lives.
+class KernelDescriber {
+  public:
+    // nullptr where the kernel cannot (as find_kernel_functions()).
+    static std::shared_ptr<KernelDescriber> load();
+    // One text per address; nullopt when the kernel did not answer.
+    std::optional<std::vector<std::string>> describe(std::span<const uint64_t> ips) const;
+
+  private:
+    std::shared_ptr<kernel_functions_bpf> program_;
+};
 // "name+0xoff/0xsize [module]" without "/0xsize".
 std::string without_size(std::string_view described);
 

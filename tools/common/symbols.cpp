@@ -214,11 +214,12 @@ KernelSymbols KernelSymbols::for_stacks(const std::vector<std::string> &names) {
     // A function every kernel has tells whether the lookups see addresses at all.
     std::vector<std::string> asked = names;
     asked.emplace_back("schedule");
-    if (auto found = find_kernel_functions(asked); found && found->back().address != 0) {
-        KernelSymbols result = from_kernel(std::move(*found));
-        result.described_by_kernel_ = true;
-        return result;
-    }
+    if (auto found = find_kernel_functions(asked); found && found->back().address != 0)
+        if (auto describer = KernelDescriber::load()) {
+            KernelSymbols result = from_kernel(std::move(*found));
+            result.described_by_kernel_ = std::move(describer);
+            return result;
+        }
     return load();
 }
 
@@ -226,7 +227,7 @@ std::string KernelSymbols::describe(uint64_t address) const {
     if (described_by_kernel_) {
         if (const auto it = described_.find(address); it != described_.end())
             return it->second;
-        const auto texts = describe_kernel_addresses(std::span(&address, 1));
+        const auto texts = described_by_kernel_->describe(std::span(&address, 1));
         std::string text = texts && !texts->empty() && !texts->front().empty()
                                ? texts->front()
                                : hex_address(address);

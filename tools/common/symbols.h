@@ -74,7 +74,7 @@ class KernelSymbols {
     // Sizes of functions the kernel looked up (load_only()), which text_range() takes.
     std::map<std::string, uint64_t, std::less<>> sizes_;
     // for_stacks(): describe() asks the kernel, and keeps its answers.
-    bool described_by_kernel_ = false;
+    std::shared_ptr<const KernelDescriber> described_by_kernel_;
     mutable std::map<uint64_t, std::string> described_;
     bool hidden_ = false;
 };
