@@ -605,7 +605,8 @@ static __always_inline int switch_raw_body(void *ctx, bool preempt, struct task_
 	if (!bpf_core_field_exists(prev->in_memstall))
 		return on_switch(ctx, preempt, prev, next, false, false, prev_io, next_io, looped);
 	return on_switch(ctx, preempt, prev, next, BPF_CORE_READ_BITFIELD_PROBED(prev, in_memstall),
-			 BPF_CORE_READ_BITFIELD_PROBED(next, in_memstall), prev_io, next_io, looped);
+			 BPF_CORE_READ_BITFIELD_PROBED(next, in_memstall), prev_io, next_io,
+			 looped);
 }
 
 SEC("tp_btf/sched_switch")
