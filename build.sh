@@ -4,18 +4,22 @@
 #   --arch arm64   also cross-build the arm64 (aarch64) binaries into ./build-arm64
 #                  (cmake/aarch64-linux-gnu.cmake; the native build comes first: its btfgen
 #                  runs on this machine for both)
+#   --tls          also build memlat with --web.config.file (TLS and basic auth, -DMEMLAT_TLS=ON)
+#                  into ./build-tls: the binary and its links only, for the tests of TLS
 #   --release      also make the release tarballs, BUILD/memlat-VERSION-ARCH.tar.gz, and the
 #                  Debian packages, BUILD/memlat_VERSION_DEBARCH.deb (amd64, arm64)
 set -euo pipefail
 cd "$(dirname "$0")"
 arches=()
 release=0
+tls=0
 cmake_args=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --arch) arches+=("${2:?--arch needs arm64}"); shift 2 ;;
     --arch=*) arches+=("${1#--arch=}"); shift ;;
     --release) release=1; shift ;;
+    --tls) tls=1; shift ;;
     *) cmake_args+=("$1"); shift ;;
     esac
 done
@@ -34,6 +38,11 @@ fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${cmake_args[@]+"${cmake_args[@]}"}" >/dev/null
 cmake --build build -j "$(nproc)"
 [ "$release" = 1 ] && cmake --build build --target tarball deb
+if [ "$tls" = 1 ]; then
+    cmake -S . -B build-tls -DCMAKE_BUILD_TYPE=Release -DMEMLAT_TLS=ON \
+        "${cmake_args[@]+"${cmake_args[@]}"}" >/dev/null
+    cmake --build build-tls -j "$(nproc)" --target memlat
+fi
 if [ ${#arches[@]} -gt 0 ]; then
     cmake -S . -B build-arm64 --toolchain cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release \
         -DMEMLAT_HOST_BTFGEN="$PWD/build/btfgen" "${cmake_args[@]+"${cmake_args[@]}"}" >/dev/null

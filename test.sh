@@ -6,8 +6,9 @@
 # Tests that cannot run here report "skipped: reason".
 set -euo pipefail
 cd "$(dirname "$0")"
-# Both architectures: build/ (native) and the arm64 cross build, build-arm64/.
-./build.sh --arch arm64
+# Both architectures: build/ (native) and the arm64 cross build, build-arm64/; and build-tls/,
+# memlat with TLS and basic authentication (-DMEMLAT_TLS=ON, off by default for its size).
+./build.sh --arch arm64 --tls
 # tracefs is where classic tracepoints are attached; mount it if the machine has not.
 if [ ! -d /sys/kernel/tracing/events ] && [ "$(id -u)" -eq 0 ]; then
     mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
@@ -17,6 +18,8 @@ fi
 status=0
 ctest --test-dir build --output-on-failure -LE vm "$@" || status=1
 ctest --test-dir build-arm64 --output-on-failure -LE vm "$@" || status=1
+# The TLS build: its size check and --web.config.file scraped by Prometheus over TLS.
+ctest --test-dir build-tls --output-on-failure -R '^build\.memlat\.|tls_basic_auth' "$@" || status=1
 ctest --test-dir build --output-on-failure -L vm "$@" || status=1
 ctest --test-dir build-arm64 --output-on-failure -L vm "$@" || status=1
 exit $status
