@@ -425,9 +425,13 @@ def _(t: Test, serving: Serving):
     # one after the other: their clock reads differ by a fraction of a microsecond a stall.
     # In `memlat exporter` memstall's programs on the same reclaim tracepoints run between
     # them too, longer at the begin than at the end (1.5 us a stall once on a loaded machine).
+    # And once per run an interrupt, or in a VM the host taking the vCPU away, may come between
+    # the two programs at one end of one stall: 190 us of 45 stalls once in a clean-clone CI
+    # run (the count and buckets above are exact all the same), so 300 us more are allowed.
     per_stall_us = 3 if serving.exporter else 1
     t.check_close(f"histogram _sum vs the trace mode's sum of stalls ({per_stall_us} us a "
-                  "stall)", sum(lat), p_sum or 0, rel_tol=0, abs_tol=len(lat) * per_stall_us * 1e-6)
+                  "stall, 300 us once)", sum(lat), p_sum or 0, rel_tol=0,
+                  abs_tol=len(lat) * per_stall_us * 1e-6 + 300e-6)
     t.check_in("exposition has the per-task series", 'comm="file_reader"', text, "/metrics")
     check_stopped(t, tool, "drsnoop")
 
