@@ -149,7 +149,7 @@ def swapin(t: Test, b: Block) -> None:
     t.check_in("anon_toucher finished its passes", "iterations=2", b.tool("toucher").stdout,
                "its stdout")
     t.check_eq("memstall exit status after SIGINT", 0, res.rc)
-    t.check(re.search(r"sched:sched_switch: using " + b.variant, res.stderr),
+    t.check(re.search(r"sched:sched_switch: using (stack_loop/)?" + b.variant, res.stderr),
             f"-v: sched_switch uses {b.variant}", b.variant, "see stderr")
     t.check_in("-v: swap-ins are told apart", "swapin:  off-CPU time", res.stderr, "stderr")
     runs = [b.tool(label) for label in ("stats.before", "stats.after")]
