@@ -307,7 +307,10 @@ def direct(t: Test, b: Block) -> None:
                   got["stalls"], 0.05, 2)
     t.check_ge("direct reclaim time >= 95% of taskstats'", 0.95 * stats["freepages_delay_total"],
                got["ns"])
-    # The code around the episode costs per window, not per cent: 16 us a window again in a CI
-    # run (18 windows: 1.3 ms against 1.0, 129%), so 5% plus 30 us a window.
-    t.check_le("direct reclaim time <= taskstats' + 5% + 30 us a window (the code around it)",
-               1.05 * stats["freepages_delay_total"] + 30e3 * got["stalls"], got["ns"])
+    # The code around the episode costs per window, not per cent: 16 us a window in a CI run
+    # (18 windows: 1.3 ms against 1.0, 129%), and 39 in another (16 windows: 2.4 ms against
+    # 1.8, one window of 0.78 ms: an interrupt of the emulated guest inside a window, outside
+    # the episode). So 5% plus 50 us a window plus 1 ms once.
+    t.check_le("direct reclaim time <= taskstats' + 5% + 50 us a window + 1 ms (the code "
+               "around it)", 1.05 * stats["freepages_delay_total"] + 50e3 * got["stalls"] + 1e6,
+               got["ns"])
