@@ -458,8 +458,10 @@ static __always_inline __u32 classify(void *ctx, bool looped, bool io_sleep)
 		struct classify_loop loop = {.state = st};
 
 		bpf_loop(MEMSTALL_STACK_DEPTH, swapin_frame, &loop, 0);
-		if (st->cause == MEMSTALL_SWAPIN || io_sleep)
-			return st->cause == MEMSTALL_SWAPIN ? MEMSTALL_SWAPIN : MEMSTALL_CAUSES;
+		if (st->cause == MEMSTALL_SWAPIN)
+			return MEMSTALL_SWAPIN;
+		if (io_sleep)
+			return MEMSTALL_CAUSES;
 		bpf_loop(MEMSTALL_STACK_DEPTH, classify_frame, &loop, 0);
 		return st->cause;
 	}
