@@ -85,9 +85,10 @@ def _(t: Test):
         f.flush()
         os.fsync(f.fileno())
     try:
-        # Many passes keep the file open over several 0.2 s intervals: cachestat finds the
-        # path in the reader's /proc/PID/fd while it reads.
-        with Reader(path, "--passes", "60") as reader:
+        # The reader holds the file open until cachestat has printed its summary: the path
+        # is found in its /proc/PID/fd however fast it read (60 warm passes ended before the
+        # first 0.2 s interval in a CI run, and the path was not found).
+        with Reader(path, "--passes", "60", "--hold") as reader:
             with Tool("cachestat", "-f", "-j", "-p", str(reader.pid), "0.2",
                       watch_bpf=True) as tool:
                 reader.go()

@@ -14,6 +14,7 @@ Tolerance 5% unless stated otherwise.
 """
 import os
 import re
+import select
 import subprocess
 import sys
 import time
@@ -70,8 +71,20 @@ class Reader:
         return self
 
     def go(self, timeout: float = 60) -> None:
+        """Lets the reader read; returns when it has (with --hold: it lives on, the file
+        open, until the context ends)."""
         self.proc.stdin.write(b"go\n")
         self.proc.stdin.flush()
+        if "--hold" in self.argv:
+            self.proc.stdin.close()
+            ready = select.select([self.proc.stdout], [], [], timeout)[0]
+            out = self.proc.stdout.readline().decode() if ready else ""
+            if not re.search(r"pid=\d+ iterations=\d+", out):
+                self.proc.kill()
+                raise Failure(f"file_reader failed: {out!r} "
+                              f"{self.proc.stderr.read().decode()!r}")
+            log(f"  reader {self.pid}: {out.strip()} (holds the file open)")
+            return
         try:
             out, err = self.proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -319,11 +332,11 @@ def _(t: Test):
     with data_file() as f:
         f.warm()
         dev, ino = f.dev_ino()
-        # Many warm passes keep the file open over several 0.2 s intervals: the path is
-        # found in the reader's /proc/PID/fd while it reads. (60 passes took under 0.2 s in a
-        # CI run: all of them fell in one interval, which ended after the reader had exited,
-        # and that text run had no path to print.)
-        with Reader(f.path, "--passes", str(PER_FILE_PASSES)) as reader:
+        # The reader holds the file open until the tools have printed their summaries: the
+        # path is found in its /proc/PID/fd however fast it read. (Without --hold, 60 passes
+        # took under 0.2 s in a CI run: all fell in one interval, which ended after the
+        # reader had exited, and that text run had no path to print.)
+        with Reader(f.path, "--passes", str(PER_FILE_PASSES), "--hold") as reader:
             with Tool("cachestat", "-f", "-j", "-p", str(reader.pid), "0.2") as tool, \
                     Tool("cachestat", "-f", "-p", str(reader.pid), "0.2") as text:
                 reader.go()

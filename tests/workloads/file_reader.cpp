@@ -4,9 +4,11 @@
 // dynamic loader's own page-cache reads of the libraries, its buffer faulted in), prints
 // "ready" and waits for a line on stdin: a tool given its PID then sees only the file's reads.
 // With --linger it stays alive after its report until killed, so that what the kernel keeps
-// per task (delay accounting, read over taskstats) can still be read.
+// per task (delay accounting, read over taskstats) can still be read. With --hold it also
+// keeps the file open: a tool that finds paths in /proc/PID/fd still finds it after the
+// reads, however fast they were.
 //
-//   file_reader --file PATH [--cgroup DIR] [--passes N] [--mmap] [--wait] [--linger]
+//   file_reader --file PATH [--cgroup DIR] [--passes N] [--mmap] [--wait] [--linger|--hold]
 // Prints "pid=PID iterations=PASSES bytes=B" when done.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -62,7 +64,7 @@ unsigned long mmap_pass(int fd, size_t size) {
 int main(int argc, char **argv) {
     std::string file, cgroup;
     long passes = 1;
-    bool use_mmap = false, wait = false, linger = false;
+    bool use_mmap = false, wait = false, linger = false, hold = false;
     for (int i = 1; i < argc; ++i) {
         std::string opt = argv[i];
         if (opt == "--mmap") {
@@ -75,6 +77,10 @@ int main(int argc, char **argv) {
         }
         if (opt == "--linger") {
             linger = true;
+            continue;
+        }
+        if (opt == "--hold") {
+            linger = hold = true;
             continue;
         }
         if (i + 1 >= argc) {
@@ -116,7 +122,8 @@ int main(int argc, char **argv) {
     unsigned long bytes = 0;
     for (long pass = 0; pass < passes; ++pass)
         bytes += use_mmap ? mmap_pass(fd, static_cast<size_t>(st.st_size)) : read_pass(fd, buf);
-    close(fd);
+    if (!hold)
+        close(fd);
     printf("pid=%d iterations=%ld bytes=%lu\n", getpid(), passes, bytes);
     fflush(stdout);
     while (linger)
