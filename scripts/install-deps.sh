@@ -3,6 +3,7 @@
 set -euo pipefail
 packages=(
     clang llvm                  # BPF programs (clang -target bpf, llvm-strip)
+    lld                         # links the static x86_64 memlat with its hot code first (cmake/memlat-x86_64.order)
     bpftool libbpf-dev          # skeletons (bpftool) and the BPF headers; the loader is built from Debian's source (cmake/Libbpf.cmake)
     libelf-dev zlib1g-dev libzstd-dev   # libbpf's and our ELF reading, static archives included
     cmake make g++ pkg-config patch  # patch: our fixes to libbpf's source (cmake/libbpf)

@@ -10,6 +10,7 @@
 
 #include "kernel_function_query.h"
 #include "kernel_functions.skel.h"
+#include "loader.h"
 
 namespace memlat {
 
@@ -40,6 +41,7 @@ std::shared_ptr<kernel_functions_bpf> lookup_program() {
     const libbpf_print_fn_t previous = libbpf_set_print(nullptr);
     std::shared_ptr<kernel_functions_bpf> skel(kernel_functions_bpf__open(),
                                                kernel_functions_bpf__destroy);
+    release_unpacked_bpf_object();
     if (skel && kernel_functions_bpf__load(skel.get()) != 0)
         skel.reset();
     libbpf_set_print(previous);

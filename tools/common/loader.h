@@ -61,6 +61,10 @@ std::vector<Link> load_and_attach(const std::function<bpf_object *()> &reopen,
 // own (KernelBtf lends it), not a second one.
 std::string libbpf_btf_path();
 
+// Frees the BPF object a skeleton's open inflated from the binary (tools/common/
+// packed_object.cpp): libbpf no longer reads it once the open has returned.
+void release_unpacked_bpf_object();
+
 // A skeleton and the links made from it. Links are declared after the skeleton so they are
 // destroyed first: nothing outlives the tool.
 template <typename Skel>
@@ -83,6 +87,7 @@ class Loaded {
                 options.sz = sizeof(options);
                 options.btf_custom_path = btf_path.empty() ? nullptr : btf_path.c_str();
                 skel_.reset(open(&options));
+                release_unpacked_bpf_object();
                 if (!skel_)
                     throw RuntimeError("Cannot open the BPF object: " + error_text(errno));
                 configure(*skel_);
