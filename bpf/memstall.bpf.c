@@ -574,8 +574,7 @@ static __always_inline void memstall_out(void *ctx, struct task_struct *prev, bo
 }
 
 /* `task` is switched in, or (asleep) a dirty sleeper is switched out. */
-static __noinline void thread_switched(struct task_struct *task, bool in, bool asleep,
-				      bool stalls)
+static __noinline void thread_switched(struct task_struct *task, bool in, bool asleep, bool stalls)
 {
 	__u32 tid = BPF_CORE_READ(task, pid);
 	struct thread_stall *state = thread_get(tid, false);
