@@ -64,6 +64,11 @@ __u64 dirty_sleepers = 0;
 /* Threads asleep in a swap-in's I/O wait outside a memstall: while there are none, the switch-in
  * of a task in an I/O wait is not looked at. */
 __u64 swapin_io_sleepers = 0;
+/* Threads switched out inside a memstall or a swap-in's I/O wait and not yet seen switched in:
+ * while there are none, sched_switch does not look up a task leaving the CPU outside a stall. */
+__u64 off_sleepers = 0;
+/* Off-CPU stalls whose switch-in no sched_switch showed (see stall_switch_in_unseen()). */
+__u64 unseen_switch_ins = 0;
 
 /* A stall's stacks (--stacks), or -1 each. */
 struct stall_stacks {
@@ -75,6 +80,7 @@ struct thread_stall {
 	__u64 window_start[WINDOWS]; /* begin of an open tracepoint window; 0: none */
 	__u64 off_start;	     /* switched out inside a memstall; 0: not */
 	__u64 dirty_start;	     /* balance_dirty_pages pause began; 0: none */
+	__u64 off_runtime;	     /* the task's se.sum_exec_runtime at off_start */
 	__u32 off_cause;
 	__u32 dirty_asleep; /* switched out (not preempted) since the pause began */
 	__u32 off_io;	    /* the off-CPU interval is a swap-in's I/O wait outside a memstall */
@@ -485,6 +491,32 @@ static __always_inline __u32 classify(void *ctx, bool looped, bool io_sleep)
 	return MEMSTALL_OTHER;
 }
 
+/* The off-CPU stall of `task` (now running: it is leaving the CPU, or exiting) ended at a
+ * switch-in that no sched_switch showed. On this 6.18 guest a task is now and then back on a
+ * CPU without a sched_switch naming it as next: in the thrashing test 0-8 of some 2,000-6,000
+ * switch-ins of the reader were missing to memstall's program (recursion_misses 0), to
+ * bpftrace's and to the tracefs sched_switch event alike, each time followed by the task's
+ * next switch-out. The stall was then lost whole (the next switch-out overwrote it: the
+ * thrashing CI failure, 19 of 20 stalls). It is the time since the switch-out less the time
+ * the task has run since, which the scheduler keeps (se.sum_exec_runtime, updated at every
+ * switch-out and tick; it leaves out the IRQ and steal time of those runs, a few us). */
+static __noinline void stall_switch_in_unseen(struct task_struct *task, __u32 tid,
+					      struct thread_stall *state, __u64 now)
+{
+	__u64 ran = BPF_CORE_READ(task, se.sum_exec_runtime) - state->off_runtime;
+	__u64 wall = now - state->off_start;
+
+	__sync_fetch_and_add(&unseen_switch_ins, 1);
+	if (now > state->off_start && ran < wall)
+		account(task, tid, state->off_cause, wall - ran, &state->off_stacks);
+	state->off_start = 0;
+	__sync_fetch_and_add(&off_sleepers, -1);
+	if (state->off_io) {
+		state->off_io = 0;
+		__sync_fetch_and_add(&swapin_io_sleepers, -1);
+	}
+}
+
 /* `prev` (the current task) leaves the CPU while in a memstall, or (io_sleep) in an I/O wait
  * outside one. */
 static __always_inline void memstall_out(void *ctx, struct task_struct *prev, bool looped,
@@ -494,13 +526,22 @@ static __always_inline void memstall_out(void *ctx, struct task_struct *prev, bo
 	 * not the task's. */
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tid = BPF_CORE_READ(prev, pid);
+	/* Kernel threads' I/O (writeback, journals) is nobody's swap-in. */
+	bool kthread_io = io_sleep && (BPF_CORE_READ(prev, flags) & PF_KTHREAD);
 	struct thread_stall *state;
 	__u32 cause;
 
-	/* Kernel threads' I/O (writeback, journals) is nobody's swap-in. */
-	if (io_sleep && (BPF_CORE_READ(prev, flags) & PF_KTHREAD))
+	if (kthread_io && !off_sleepers)
 		return;
 	state = thread_get(tid, false);
+	/* Still open: the task ran since without memstall seeing it switched in. */
+	if (state && state->off_start)
+		stall_switch_in_unseen(prev, tid, state, now);
+	if (kthread_io) {
+		if (state)
+			thread_put(tid, state);
+		return;
+	}
 	if (state) {
 		/* Inside a tracepoint window: its time is counted there. */
 		for (int w = 0; w < WINDOWS; w++)
@@ -512,15 +553,20 @@ static __always_inline void memstall_out(void *ctx, struct task_struct *prev, bo
 	cause = classify(ctx, looped, io_sleep);
 	/* An I/O wait that is not a swap-in's; a memstall around a dirty pause would be timed
 	 * twice. */
-	if (cause >= MEMSTALL_CAUSES || cause == MEMSTALL_DIRTY)
+	if (cause >= MEMSTALL_CAUSES || cause == MEMSTALL_DIRTY) {
+		if (state)
+			thread_put(tid, state);
 		return;
+	}
 	if (!state)
 		state = thread_get(tid, true);
 	if (!state)
 		return;
 	state->off_stacks = current_stacks(ctx);
 	state->off_start = now;
+	state->off_runtime = BPF_CORE_READ(prev, se.sum_exec_runtime);
 	state->off_cause = cause;
+	__sync_fetch_and_add(&off_sleepers, 1);
 	if (io_sleep && !state->off_io) {
 		state->off_io = 1;
 		__sync_fetch_and_add(&swapin_io_sleepers, 1);
@@ -528,7 +574,7 @@ static __always_inline void memstall_out(void *ctx, struct task_struct *prev, bo
 }
 
 /* `task` is switched in, or (asleep) a dirty sleeper is switched out. */
-static __noinline void thread_switched(struct task_struct *task, bool in, bool asleep)
+static __noinline void thread_switched(struct task_struct *task, bool in, bool asleep, bool stalls)
 {
 	__u32 tid = BPF_CORE_READ(task, pid);
 	struct thread_stall *state = thread_get(tid, false);
@@ -539,6 +585,12 @@ static __noinline void thread_switched(struct task_struct *task, bool in, bool a
 	if (!in) {
 		if (state->dirty_start && asleep)
 			state->dirty_asleep = 1;
+		/* Leaving the CPU outside a stall with one still open: its switch-in went unseen
+		 * (a task going into a stall had it closed by memstall_out()). */
+		if (state->off_start && !stalls) {
+			stall_switch_in_unseen(task, tid, state, bpf_ktime_get_ns());
+			thread_put(tid, state);
+		}
 		return;
 	}
 	now = bpf_ktime_get_ns();
@@ -547,6 +599,7 @@ static __noinline void thread_switched(struct task_struct *task, bool in, bool a
 			account(task, tid, state->off_cause, now - state->off_start,
 				&state->off_stacks);
 		state->off_start = 0;
+		__sync_fetch_and_add(&off_sleepers, -1);
 	}
 	if (state->off_io) {
 		state->off_io = 0;
@@ -582,16 +635,20 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 {
 	/* A task preempted on its way into an I/O sleep (io_schedule_prepare() flushes the plug
 	 * with in_iowait set) waits for the CPU, not for I/O. */
-	if (prev_in || (prev_io && !preempt)) {
+	bool prev_stalls = prev_in || (prev_io && !preempt);
+
+	if (prev_stalls) {
 		if (looped)
 			memstall_out_looped(ctx, prev, !prev_in);
 		else
 			memstall_out_unrolled(ctx, prev, !prev_in);
 	}
-	if (dirty_sleepers)
-		thread_switched(prev, false, !preempt);
+	/* A task leaving the CPU outside a stall is looked up only while some thread has an
+	 * off-CPU stall open (its switch-in may have gone unseen). */
+	if (dirty_sleepers || (off_sleepers && !prev_stalls))
+		thread_switched(prev, false, !preempt, prev_stalls);
 	if (next_in || dirty_sleepers || (next_io && swapin_io_sleepers))
-		thread_switched(next, true, false);
+		thread_switched(next, true, false, false);
 	return 0;
 }
 
@@ -661,7 +718,11 @@ static __always_inline void thread_exit(void)
 					    state);
 		__sync_fetch_and_add(&dirty_sleepers, -1);
 	}
-	if (state->off_io)
+	/* Its runtime lacks the part since the last tick: at most one tick too much stall. */
+	if (state->off_start)
+		stall_switch_in_unseen((struct task_struct *)bpf_get_current_task(), tid, state,
+				       bpf_ktime_get_ns());
+	else if (state->off_io)
 		__sync_fetch_and_add(&swapin_io_sleepers, -1);
 	bpf_map_delete_elem(&threads, &tid);
 }

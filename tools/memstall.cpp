@@ -397,7 +397,8 @@ void Memstall::print_interval(memstall_bpf &skel) {
                     {o_.per_cgroup ? "cgroups" : "processes", list},
                     {"table_full", skel.bss->table_full},
                     {"unpaired_ends", skel.bss->unpaired_ends},
-                    {"stack_failures", skel.bss->stack_failures}};
+                    {"stack_failures", skel.bss->stack_failures},
+                    {"unseen_switch_ins", skel.bss->unseen_switch_ins}};
         // The interval's share of the program runs the kernel skipped: stalls not counted.
         const uint64_t skipped = recursion_misses(skel.obj);
         out[skipped_runs_field] = skipped - skipped_runs_before_;
