@@ -423,9 +423,7 @@ void Cachestat::configure(cachestat_bpf &skel) const {
     ro->page_shift = __builtin_ctz(static_cast<unsigned>(getpagesize()));
     bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? o_.common.entries(16384) : 1);
     bpf_map__set_max_entries(skel.maps.file_counts, o_.per_file ? o_.common.entries(65536) : 1);
-    const auto &features = kernel_features();
-    set_compat(*ro, features);
-    use_thread_state_map(skel.maps.cursors, features);
+    set_compat(*ro, kernel_features());
 }
 
 Snapshot Cachestat::snapshot(cachestat_bpf &skel) {

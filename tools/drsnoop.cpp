@@ -213,7 +213,6 @@ void Drsnoop::configure(drsnoop_bpf &skel) const {
     bpf_map__set_max_entries(skel.maps.events, o_.hist ? 4096 : o_.events.bytes);
     const auto &features = kernel_features();
     set_compat(*ro, features);
-    use_thread_state_map(skel.maps.starts, features);
     use_events_map(skel.maps.events, features);
 }
 

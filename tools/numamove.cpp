@@ -234,9 +234,7 @@ void Numamove::configure(numamove_bpf &skel) const {
         ro->arg_reason = layout_->reason;
     }
     bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? o_.common.entries(8192) : 1);
-    const auto &features = kernel_features();
-    set_compat(*ro, features);
-    use_thread_state_map(skel.maps.starts, features);
+    set_compat(*ro, kernel_features());
 }
 
 Snapshot Numamove::totals(const numamove_bpf &skel) {
