@@ -424,6 +424,9 @@ void Cachestat::configure(cachestat_bpf &skel) const {
     bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? o_.common.entries(16384) : 1);
     bpf_map__set_max_entries(skel.maps.file_counts, o_.per_file ? o_.common.entries(65536) : 1);
     set_compat(*ro, kernel_features());
+    // The per-thread map: its declared size unless --max-entries.
+    bpf_map__set_max_entries(skel.maps.cursors,
+                             o_.common.entries(bpf_map__max_entries(skel.maps.cursors)));
 }
 
 Snapshot Cachestat::snapshot(cachestat_bpf &skel) {

@@ -219,6 +219,9 @@ void Compactsnoop::configure(compactsnoop_bpf &skel) const {
     bpf_map__set_max_entries(skel.maps.events, o_.hist ? 4096 : o_.events.bytes);
     const auto &features = kernel_features();
     set_compat(*ro, features);
+    // The per-thread map: its declared size unless --max-entries.
+    bpf_map__set_max_entries(skel.maps.tasks,
+                             o_.common.entries(bpf_map__max_entries(skel.maps.tasks)));
     use_events_map(skel.maps.events, features);
 }
 

@@ -235,6 +235,9 @@ void Numamove::configure(numamove_bpf &skel) const {
     }
     bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? o_.common.entries(8192) : 1);
     set_compat(*ro, kernel_features());
+    // The per-thread map: its declared size unless --max-entries.
+    bpf_map__set_max_entries(skel.maps.starts,
+                             o_.common.entries(bpf_map__max_entries(skel.maps.starts)));
 }
 
 Snapshot Numamove::totals(const numamove_bpf &skel) {
