@@ -69,9 +69,9 @@ static __always_inline void task_comm(struct task_struct *task, char comm[16])
 	bpf_get_current_comm(comm, 16);
 }
 
-/* Entries of a per-thread state map: threads alive that have stalled while the tool ran (user
- * space's --max-entries sets another number). The map is preallocated, at load: 16384 entries
- * took 1-2.7 ms of start-up on a 6.18 guest. */
+/* Entries of a per-thread state map: threads alive that have stalled while the tool ran (a larger
+ * --max-entries raises it: user space's size_thread_state_map()). The map is preallocated, at load:
+ * 16384 entries took 1-2.7 ms of start-up on a 6.18 guest. */
 #define MEMLAT_THREAD_STATES 4096
 
 /* The current thread's state in `map`, a preallocated hash map keyed by TID with

@@ -129,24 +129,24 @@ struct migration {
 	int reason;
 };
 
-/* Atomic adds (a locked instruction each) only of what is not zero: most calls move base pages
+/* An atomic add (a locked instruction) only of what is not zero: most calls move base pages
  * and fail none. */
+static __always_inline void add_any(__u64 *counter, __u64 n)
+{
+	if (n)
+		__sync_fetch_and_add(counter, n);
+}
+
 static __always_inline void add_count(struct numamove_count *c, const struct migration *m,
 				      __u64 lat, bool paired)
 {
 	__sync_fetch_and_add(&c->calls, 1);
-	if (m->succeeded)
-		__sync_fetch_and_add(&c->succeeded, m->succeeded);
-	if (m->failed)
-		__sync_fetch_and_add(&c->failed, m->failed);
-	if (m->thp_succeeded)
-		__sync_fetch_and_add(&c->thp_succeeded, m->thp_succeeded);
-	if (m->thp_failed)
-		__sync_fetch_and_add(&c->thp_failed, m->thp_failed);
-	if (m->thp_split)
-		__sync_fetch_and_add(&c->thp_split, m->thp_split);
-	if (m->large_split)
-		__sync_fetch_and_add(&c->large_split, m->large_split);
+	add_any(&c->succeeded, m->succeeded);
+	add_any(&c->failed, m->failed);
+	add_any(&c->thp_succeeded, m->thp_succeeded);
+	add_any(&c->thp_failed, m->thp_failed);
+	add_any(&c->thp_split, m->thp_split);
+	add_any(&c->large_split, m->large_split);
 	if (paired) {
 		__sync_fetch_and_add(&c->paired, 1);
 		__sync_fetch_and_add(&c->total_ns, lat);

@@ -118,6 +118,11 @@ std::vector<std::string> KernelFeatures::describe() const {
     };
 }
 
+void size_thread_state_map(bpf_map *map, uint32_t max_entries) {
+    if (max_entries > bpf_map__max_entries(map))
+        bpf_map__set_max_entries(map, max_entries);
+}
+
 void use_events_map(bpf_map *map, const KernelFeatures &f) {
     if (f.ringbuf)
         return;
@@ -127,10 +132,10 @@ void use_events_map(bpf_map *map, const KernelFeatures &f) {
     bpf_map__set_max_entries(map, static_cast<uint32_t>(possible_cpus()));
 }
 
-std::optional<Probe> thread_exit_probe(const KernelFeatures &) {
+Probe thread_exit_probe() {
     return Probe{"sched:sched_process_exit (per-thread hash map clean-up)",
-                 "Without task-local storage (Linux 5.11) it needs the sched:sched_process_exit "
-                 "tracepoint, so that exiting threads leave no state behind.",
+                 "It needs the sched:sched_process_exit tracepoint, which removes an exiting "
+                 "thread's entry from the per-thread hash map.",
                  std::vector<HookChoice>{
                      {.kind = HookKind::RawTp, .programs = {"thread_exit_raw"}},
                      {.kind = HookKind::Tracepoint, .programs = {"thread_exit_tp"}},
@@ -153,9 +158,8 @@ ThreadStateCount count_thread_state(bpf_map *map, uint64_t created, uint64_t rem
     return count;
 }
 
-void report_thread_state(const Verbosity &v, const KernelFeatures &f, bpf_map *map,
-                         uint64_t created, uint64_t removed_at_exit) {
-    (void)f;
+void report_thread_state(const Verbosity &v, bpf_map *map, uint64_t created,
+                         uint64_t removed_at_exit) {
     if (!v.on())
         return;
     auto c = count_thread_state(map, created, removed_at_exit);

@@ -62,6 +62,11 @@ void set_compat(Rodata &rodata, const KernelFeatures &f) {
     rodata.memlat_kernel_btf = f.kernel_btf;
 }
 
+// A per-thread state map (bpf/compat.bpf.h, thread_state()) keeps its declared size, or
+// --max-entries when that is larger: a smaller table for the per-process rows must not leave
+// the threads without state.
+void size_thread_state_map(bpf_map *map, uint32_t max_entries);
+
 // A map declared BPF_MAP_TYPE_RINGBUF becomes, on a kernel without ring buffers, a perf event
 // array with one slot per possible CPU (compat.bpf.h's event_submit() writes to it so, and
 // EventReader reads it). Call after the tool has sized the ring buffer.
@@ -70,7 +75,7 @@ void use_events_map(bpf_map *map, const KernelFeatures &f);
 // sched:sched_process_exit, which removes an exiting thread's entries from the per-thread hash
 // maps (on every kernel: the entries stay while their threads live). Every BPF object that
 // keeps per-thread state has the programs thread_exit_raw and thread_exit_tp.
-std::optional<Probe> thread_exit_probe(const KernelFeatures &f);
+Probe thread_exit_probe();
 
 // With -v: how many per-thread entries the BPF side created, how many
 // the thread-exit program removed, and how many are left in `map`, of those how many belong to
@@ -82,8 +87,8 @@ struct ThreadStateCount {
     uint64_t left_dead = 0;
 };
 ThreadStateCount count_thread_state(bpf_map *map, uint64_t created, uint64_t removed_at_exit);
-void report_thread_state(const Verbosity &v, const KernelFeatures &f, bpf_map *map,
-                         uint64_t created, uint64_t removed_at_exit);
+void report_thread_state(const Verbosity &v, bpf_map *map, uint64_t created,
+                         uint64_t removed_at_exit);
 
 // -v lines: the features, then how the tool's events travel.
 void describe_features(const Verbosity &v, const KernelFeatures &f);
