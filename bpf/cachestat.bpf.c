@@ -173,10 +173,9 @@ static __always_inline struct cachestat_file_key classic_file(__u32 dev, __u64 i
 }
 
 /* The file behind an address_space: what the filemap tracepoints print as dev and ino (with
- * -f), and its size in pages (`want_size`). Nothing is read that neither needs. `loads`: plain
- * loads (tp_btf), else helper reads (common.bpf.h, KERNEL_FIELD). */
+ * -f), and its size in pages (`want_size`). Nothing is read that neither needs. */
 static __always_inline void mapping_file(struct address_space *mapping, struct file_id *f,
-					 bool want_size, bool loads)
+					 bool want_size)
 {
 	struct inode *host;
 	struct super_block *sb;
@@ -186,11 +185,14 @@ static __always_inline void mapping_file(struct address_space *mapping, struct f
 	/* tp_btf marks the mapping of writeback_dirty_folio as maybe NULL: check before use. */
 	if (!mapping || (!want_size && !per_file))
 		return;
-	host = KERNEL_FIELD(loads, mapping, host);
+	/* Helper reads even from tp_btf: a plain load of a pointer field makes the verifier check
+	 * the pointer's type by name in the kernel's BTF (btf_nested_type_is_trusted(), linear
+	 * scans of its types), 1.5-2 ms of start-up for cachestat's programs on 6.18. */
+	host = BPF_CORE_READ(mapping, host);
 	if (!host)
 		return;
 	if (want_size)
-		f->pages = cachestat_file_pages(KERNEL_FIELD(loads, host, i_size), page_shift);
+		f->pages = cachestat_file_pages(BPF_CORE_READ(host, i_size), page_shift);
 	if (!per_file)
 		return;
 	f->key.ino = BPF_CORE_READ(host, i_ino);
@@ -272,7 +274,7 @@ static __always_inline int on_add_folio(struct folio *folio, bool loads)
 
 	if (!task_selected())
 		return 0;
-	mapping_file(per_file ? KERNEL_FIELD(loads, folio, mapping) : NULL, &f, false, loads);
+	mapping_file(per_file ? BPF_CORE_READ(folio, mapping) : NULL, &f, false);
 	count(CACHESTAT_MISSES, folio_pages(folio, loads), &f.key);
 	return 0;
 }
@@ -314,7 +316,7 @@ static __always_inline int on_dirty(struct folio *folio, struct address_space *m
 
 	if (!task_selected())
 		return 0;
-	mapping_file(mapping, &f, false, loads);
+	mapping_file(mapping, &f, false);
 	count(CACHESTAT_DIRTIES, is_folio ? folio_pages(folio, loads) : 1, &f.key);
 	return 0;
 }
@@ -395,40 +397,38 @@ static __always_inline void on_read_range(__u64 key, __u64 index, __u64 last, __
 	count(CACHESTAT_ACCESSES, pages, file);
 }
 
-static __always_inline int on_get_pages(struct address_space *mapping, __u64 index, __u64 last,
-					bool loads)
+static __always_inline int on_get_pages(struct address_space *mapping, __u64 index, __u64 last)
 {
 	struct file_id f;
 
 	if (!task_selected())
 		return 0;
-	mapping_file(mapping, &f, true, loads);
+	mapping_file(mapping, &f, true);
 	on_read_range((__u64)mapping, index, last, f.pages, &f.key);
 	return 0;
 }
 
 /* The fault-around window [index, last] of one fault; pages of it that are not cached are
  * skipped by the kernel (and counted by the fault that follows). */
-static __always_inline int on_map_pages(struct address_space *mapping, __u64 index, __u64 last,
-					bool loads)
+static __always_inline int on_map_pages(struct address_space *mapping, __u64 index, __u64 last)
 {
 	struct file_id f;
 	struct cachestat_cursor none = {};
 
 	if (!task_selected())
 		return 0;
-	mapping_file(mapping, &f, true, loads);
+	mapping_file(mapping, &f, true);
 	count(CACHESTAT_ACCESSES, cachestat_read_pages(&none, 1, index, last, f.pages), &f.key);
 	return 0;
 }
 
-static __always_inline int on_fault(struct address_space *mapping, bool loads)
+static __always_inline int on_fault(struct address_space *mapping)
 {
 	struct file_id f;
 
 	if (!task_selected())
 		return 0;
-	mapping_file(mapping, &f, false, loads);
+	mapping_file(mapping, &f, false);
 	count(CACHESTAT_ACCESSES, 1, &f.key);
 	return 0;
 }
@@ -436,37 +436,37 @@ static __always_inline int on_fault(struct address_space *mapping, bool loads)
 SEC("tp_btf/mm_filemap_get_pages")
 int BPF_PROG(get_pages_btf, struct address_space *mapping, unsigned long index, unsigned long last)
 {
-	return on_get_pages(mapping, index, last, true);
+	return on_get_pages(mapping, index, last);
 }
 
 SEC("tp_btf/mm_filemap_map_pages")
 int BPF_PROG(map_pages_btf, struct address_space *mapping, unsigned long index, unsigned long last)
 {
-	return on_map_pages(mapping, index, last, true);
+	return on_map_pages(mapping, index, last);
 }
 
 SEC("tp_btf/mm_filemap_fault")
 int BPF_PROG(fault_btf, struct address_space *mapping, unsigned long index)
 {
-	return on_fault(mapping, true);
+	return on_fault(mapping);
 }
 
 SEC("raw_tp/mm_filemap_get_pages")
 int BPF_PROG(get_pages_raw, struct address_space *mapping, unsigned long index, unsigned long last)
 {
-	return on_get_pages(mapping, index, last, false);
+	return on_get_pages(mapping, index, last);
 }
 
 SEC("raw_tp/mm_filemap_map_pages")
 int BPF_PROG(map_pages_raw, struct address_space *mapping, unsigned long index, unsigned long last)
 {
-	return on_map_pages(mapping, index, last, false);
+	return on_map_pages(mapping, index, last);
 }
 
 SEC("raw_tp/mm_filemap_fault")
 int BPF_PROG(fault_raw, struct address_space *mapping, unsigned long index)
 {
-	return on_fault(mapping, false);
+	return on_fault(mapping);
 }
 
 /* The classic format has no address_space: the file is (dev, ino), and its size is unknown,
@@ -521,7 +521,7 @@ static __always_inline int on_mark_accessed(struct folio *folio)
 	mapping = BPF_CORE_READ(folio, mapping);
 	if (!mapping || ((unsigned long)mapping & 3))
 		return 0;
-	mapping_file(mapping, &f, false, false);
+	mapping_file(mapping, &f, false);
 	count(CACHESTAT_ACCESSES, folio_pages(folio, false), &f.key);
 	return 0;
 }
@@ -582,7 +582,7 @@ static __always_inline int on_mark_page_accessed(struct page *page)
 	mapping = BPF_CORE_READ(page, mapping);
 	if (!mapping || ((unsigned long)mapping & 3))
 		return 0;
-	mapping_file(mapping, &f, false, false);
+	mapping_file(mapping, &f, false);
 	count(CACHESTAT_ACCESSES, page_pages(page), &f.key);
 	return 0;
 }

@@ -125,24 +125,16 @@ static __always_inline struct task_compaction *state_of(bool create)
 
 /* Node id and zone index (enum zone_type) of a zone: the index is the zone's position in its
  * node's node_zones[], with the running kernel's sizeof(struct zone) as the stride. */
-static __always_inline void zone_position(struct zone *zone, __s32 *nid, __s32 *idx, bool loads)
+static __always_inline void zone_position(struct zone *zone, __s32 *nid, __s32 *idx)
 {
-	struct pglist_data *pgdat = KERNEL_FIELD(loads, zone, zone_pgdat);
+	struct pglist_data *pgdat = BPF_CORE_READ(zone, zone_pgdat);
 	__u64 first, size = bpf_core_type_size(struct zone);
 
 	*nid = -1;
 	*idx = -1;
 	if (!pgdat || !size)
 		return;
-	/* node_id lies beyond the reach of a load's 16-bit offset (170 KB into pglist_data on
-	 * 6.18): the offset goes into the pointer. */
-	if (loads) {
-		void *node_id = (void *)pgdat + bpf_core_field_offset(struct pglist_data, node_id);
-
-		barrier_var(node_id); /* else clang folds the offset back into the load */
-		*nid = *(int *)node_id;
-	} else
-		*nid = BPF_CORE_READ(pgdat, node_id);
+	*nid = BPF_CORE_READ(pgdat, node_id);
 	first = (__u64)pgdat + bpf_core_field_offset(struct pglist_data, node_zones);
 	if ((__u64)zone >= first)
 		*idx = ((__u64)zone - first) / size;
@@ -210,8 +202,10 @@ static __always_inline struct task_compaction *start_run(void *ctx)
 	return s;
 }
 
-/* tp_btf and raw_tp: everything from struct compact_control, read with plain loads from
- * tp_btf (`loads`), through helpers from raw_tp. */
+/* tp_btf and raw_tp: everything from struct compact_control, its numbers read with plain loads
+ * from tp_btf (`loads`), through helpers from raw_tp. The zone pointer is read through a helper
+ * in both: a plain load of a pointer field makes the verifier check the pointer's type by name
+ * in the kernel's BTF (btf_nested_type_is_trusted(), linear scans), about 1 ms of start-up. */
 static __always_inline int on_begin_cc(void *ctx, struct compact_control *cc, bool sync, bool loads)
 {
 	struct task_compaction *s = start_run(ctx);
@@ -220,8 +214,8 @@ static __always_inline int on_begin_cc(void *ctx, struct compact_control *cc, bo
 
 	if (!s)
 		return 0;
-	zone = KERNEL_FIELD(loads, cc, zone);
-	zone_position(zone, &s->run.nid, &s->run.zone, loads);
+	zone = BPF_CORE_READ(cc, zone);
+	zone_position(zone, &s->run.nid, &s->run.zone);
 	s->run.order = KERNEL_FIELD(loads, cc, order);
 	s->run.mode = KERNEL_FIELD(loads, cc, mode);
 	s->run.gfp = KERNEL_FIELD(loads, cc, gfp_mask);
