@@ -19,8 +19,10 @@ namespace {
 // The hooks bpf/bench_empty.bpf.c has an empty program for: a tracepoint's name is its tp_btf
 // program (e_NAME); SYSTEM/NAME is the classic tracepoint (e_tp_NAME), for the probes that the
 // tools read that way.
-constexpr std::array<std::string_view, 26> known_hooks{
+constexpr std::array<std::string_view, 28> known_hooks{
     "tlb_flush",
+    "csd_function_entry",
+    "csd_function_exit",
     "mm_vmscan_direct_reclaim_begin",
     "mm_vmscan_direct_reclaim_end",
     "mm_vmscan_memcg_reclaim_begin",

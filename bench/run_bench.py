@@ -83,7 +83,8 @@ class _PtyReader:
 class Child:
     """A contender process with its output lines time-stamped by reader threads."""
 
-    def __init__(self, name, argv, ready_stream, ready_text, stdout_wanted, stdout_pty=False):
+    def __init__(self, name, argv, ready_stream, ready_text, stdout_wanted, stdout_pty=False,
+                 extra_env=None):
         self.name = name
         self.ready_text = ready_text
         self.ready_at = None
@@ -94,7 +95,7 @@ class Child:
         self.cpu_at_ready_ns = None  # CPU time of all its threads when the ready line came
         self.rusage = None
         self.status = None
-        env = dict(os.environ, MEMLAT_READY="1")
+        env = dict(os.environ, MEMLAT_READY="1", **(extra_env or {}))
         # A program that prints its ready line with printf() and no fflush() (libbpf-tools')
         # writes it at once only to a terminal: its stdout is then a pseudo-terminal.
         pty_out = None
@@ -229,6 +230,45 @@ def background(argv, first_line_timeout=30.0):
         p.stderr.close()
 
 
+@contextlib.contextmanager
+def round_worker(argv):
+    """A long-lived workload process (a workload's --stdin-rounds) whose same thread does one
+    round of its work for every line written to it: yields the function that runs one round
+    and returns its "round ..." line. The process, and its thread, live as long as the
+    block, across the contenders' runs: the steady state of a tool's per-thread state."""
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, preexec_fn=_set_pdeathsig)
+
+    def line():
+        text = p.stdout.readline().decode(errors="replace").strip()
+        if not text:
+            p.kill()
+            raise RuntimeError(f"{os.path.basename(argv[0])} exited: "
+                               f"{p.stderr.read().decode(errors='replace')[-300:]}")
+        return text
+
+    def one_round():
+        p.stdin.write(b"\n")
+        p.stdin.flush()
+        return line()
+    try:
+        if line() != "ready":
+            raise RuntimeError(f"{os.path.basename(argv[0])} did not start")
+        yield one_round
+    finally:
+        try:
+            p.stdin.close()
+        except OSError:
+            pass
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        p.stdout.close()
+        p.stderr.close()
+
+
 def run_workload(argv, timeout=120):
     r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, timeout=timeout, preexec_fn=_set_pdeathsig)
@@ -308,16 +348,23 @@ def hooks_of_programs(c, g, progs):
 # --------------------------------------------------------------------------- bpftrace scripts
 
 # The same jobs as the tools' modes, as plain bpftrace (classic tracepoints).
+# The flush IPIs each CPU handled (tlbflush's csd_function_entry program, in every mode):
+# remote runs of the TLB-flush callback.
+BT_TLB_IPIS = """
+tracepoint:csd:csd_function_entry
+/(uint64)args->func == kaddr("flush_tlb_func") && (uint64)args->csd != 0/ {
+  @ipis[cpu] = count();
+}"""
 BT_TLB_COUNT = """
 tracepoint:tlb:tlb_flush {
   @flushes[cpu, args->reason] = count();
   if (args->pages == 0xffffffffffffffff) { @full[cpu, args->reason] = count(); }
   else { @pages[cpu, args->reason] = sum(args->pages); }
-}"""
+}""" + BT_TLB_IPIS
 BT_TLB_TRACE = """
 tracepoint:tlb:tlb_flush {
   printf("%lu %d %d %d %s %d %ld\\n", nsecs, cpu, pid, tid, comm, args->reason, args->pages);
-}"""
+}""" + BT_TLB_IPIS
 RECLAIM = ["direct_reclaim", "memcg_reclaim", "memcg_softlimit_reclaim", "node_reclaim"]
 BT_RECLAIM_BEGIN = (",".join(f"tracepoint:vmscan:mm_vmscan_{k}_begin" for k in RECLAIM) +
                     " { @start[tid] = nsecs; }\n")
@@ -387,11 +434,19 @@ class Group:
     context manager yielding the function that runs the workload once (raising Unavailable when
     this machine cannot run it); `note` says what the workload exercises."""
 
-    def __init__(self, tool, hooks, default_args, trace_args, bt_default, bt_trace, setup, note):
+    def __init__(self, tool, hooks, default_args, trace_args, bt_default, bt_trace, setup, note,
+                 steady=None, steady_note=None):
         self.tool, self.hooks = tool, hooks
         self.default_args, self.trace_args = default_args, trace_args
         self.bt_default, self.bt_trace = bt_default, bt_trace
         self.setup, self.note = setup, note
+        # The steady state: a context manager like setup, whose workload is one long-lived
+        # thread (round_worker) that each contender's run warms up with one unmeasured round.
+        self.steady, self.steady_note = steady, steady_note
+
+
+STEADY_NOTE = ("steady state: one long-lived thread stalls round after round; each run warms "
+               "the contender up with one unmeasured round, then measures one: ")
 
 
 class Unavailable(Exception):
@@ -428,6 +483,32 @@ def make_groups(bd, args):
                 yield once
         except mt.Skip as e:
             raise Unavailable(str(e))
+
+    @contextlib.contextmanager
+    def reclaim_steady():
+        # The same reads by one long-lived thread: each round reads the file again (what the
+        # 32 MiB cgroup kept of it is its end, so every page is read from disk again).
+        try:
+            with mt.MemoryCgroup("bench_drsnoop", 32 << 20) as cg, \
+                    mt.TestFile(96 << 20, "bench_drsnoop", cold=True) as f, \
+                    round_worker([os.path.join(tests, "file_reader"), "--file", f.path,
+                                  "--cgroup", cg.path, "--stdin-rounds"]) as one_round:
+                def once():
+                    f.evict()
+                    one_round()
+                yield once
+        except mt.Skip as e:
+            raise Unavailable(str(e))
+
+    @contextlib.contextmanager
+    def migration_steady():
+        # One long-lived thread that fragments 64 MiB and compacts (compact_memory) once per
+        # round: compaction's runs and migrate_pages() calls, all in that thread.
+        if not os.path.exists(COMPACT_MEMORY):
+            raise Unavailable(f"no {COMPACT_MEMORY} (CONFIG_COMPACTION off)")
+        with round_worker([os.path.join(tests, "migrate_fragmenter"), "--mib", "64",
+                           "--compact", "--stdin-rounds"]) as one_round:
+            yield one_round
 
     @contextlib.contextmanager
     def compaction_setup():
@@ -474,14 +555,18 @@ def make_groups(bd, args):
 
     nodes = numa_nodes()
     return [
-        Group("tlbflush", {"tlb_flush": "tlb_flush"}, [], ["-t"], BT_TLB_COUNT, BT_TLB_TRACE,
-              tlb_setup, f"tlb_workload --iterations {args.iterations}"),
+        Group("tlbflush", {"tlb_flush": "tlb_flush", "csd_function_entry": "csd_entry"}, [],
+              ["-t"], BT_TLB_COUNT, BT_TLB_TRACE, tlb_setup,
+              f"tlb_workload --iterations {args.iterations} (tlb_flush, and csd_function_entry, "
+              "where tlbflush counts the flush IPIs each CPU handled in every mode)"),
         Group("drsnoop",
               {f"mm_vmscan_{k}_{e}": f"{k}_{e}"
                for k in RECLAIM for e in ("begin", "end")},
               ["-H"], [], BT_DRSNOOP_HIST, BT_DRSNOOP_TRACE, reclaim_setup,
               "file_reader of a cold 96 MiB file in a 32 MiB memory cgroup (memcg reclaim; "
-              "the default mode is one line per stall, -H the in-kernel histogram)"),
+              "the default mode is one line per stall, -H the in-kernel histogram)",
+              reclaim_steady, STEADY_NOTE + "file_reader --stdin-rounds reads the cold 96 MiB "
+              "file in the 32 MiB memory cgroup once per round"),
         Group("compactsnoop",
               {"mm_compaction_begin": "begin", "mm_compaction_end": "end",
                "compaction/mm_compaction_migratepages": "migratepages",
@@ -490,14 +575,18 @@ def make_groups(bd, args):
                "kcompactd_wake"},
               ["-H"], [], BT_COMPACT_HIST, BT_COMPACT_TRACE, compaction_setup,
               "compact_fragmenter --mib 128, then manual compaction (default mode: one line "
-              "per run; -H the histogram)"),
+              "per run; -H the histogram)",
+              migration_steady, STEADY_NOTE + "migrate_fragmenter --stdin-rounds fragments 64 "
+              "MiB and compacts once per round"),
         Group("numamove", {"mm_migrate_pages_start": "migrate_start",
                            "mm_migrate_pages": "migrate_end"}, [], ["-P"],
               BT_NUMAMOVE, BT_NUMAMOVE_PROC, migration_setup,
               "migrate_fragmenter --compact: compaction's migrations; NUMA balancing's "
               f"(numa_misplacer) need two NUMA nodes and this machine has {nodes}, so the "
               "numa_misplaced view itself sees no events here" if nodes < 2 else
-              "migrate_fragmenter --compact: compaction's migrations"),
+              "migrate_fragmenter --compact: compaction's migrations",
+              migration_steady, STEADY_NOTE + "migrate_fragmenter --stdin-rounds fragments 64 "
+              "MiB and compacts once per round"),
         Group("cachestat",
               {"mm_filemap_add_to_page_cache": "add", "writeback_dirty_folio": "dirty_folio",
                "mm_filemap_get_pages": "get_pages", "mm_filemap_map_pages": "map_pages",
@@ -519,7 +608,7 @@ def make_groups(bd, args):
     ]
 
 
-def contenders_of(g, bd, bpftrace, peers):
+def contenders_of(g, bd, bpftrace, peers, variants=()):
     ours = dict(ready_stream="stderr", ready_text="memlat: ready", stdout=False, settle=0.0)
     tool = os.path.join(bd, g.tool)
     modes = [("default", g.default_args), ("trace", g.trace_args)]
@@ -531,6 +620,13 @@ def contenders_of(g, bd, bpftrace, peers):
     for mode, extra in modes:
         label = " ".join([g.tool] + extra)
         out.append(dict(ours, name=label, role=mode, argv=[tool] + extra))
+    # Variants of the counting mode, for A/B measurements in the same run: another build's
+    # tool (--compare-build), or the tool under an environment (--variant-env, e.g.
+    # MEMLAT_DISABLE_FEATURES=task_storage: the hash map by thread id of older kernels).
+    for label, build, env in variants:
+        out.append(dict(ours, name=" ".join([g.tool] + g.default_args + [f"[{label}]"]),
+                        role="default", argv=[os.path.join(build or bd, g.tool)] +
+                        g.default_args, env=env))
     if g.tool in peers:
         # The peer's only mode is one line per event: it faces the per-event mode.
         out.append(dict(name=f"libbpf-tools {g.tool}", role="peer", argv=[peers[g.tool]],
@@ -549,10 +645,11 @@ def contenders_of(g, bd, bpftrace, peers):
 
 # --------------------------------------------------------------------------- measurements
 
-def one_run(c, g, workload):
-    """Start contender c, run the workload once, return a dict of measurements."""
+def one_run(c, g, workload, warmup=False):
+    """Start contender c, run the workload once (twice with `warmup`, the first run
+    unmeasured), return a dict of measurements."""
     child = Child(c["name"], c["argv"], c["ready_stream"], c["ready_text"], c["stdout"],
-                  c.get("stdout_pty", False))
+                  c.get("stdout_pty", False), c.get("env"))
     res = {"contender": c["name"], "role": c["role"]}
     try:
         startup = child.wait_ready(60.0)
@@ -574,6 +671,8 @@ def one_run(c, g, workload):
             raise RuntimeError(f"{c['name']}: holds no BPF program\n{child.tail()}")
         if c["settle"]:
             time.sleep(c["settle"])
+        if warmup:
+            workload()
         before = prog_stats(ids)
         workload()
         after = prog_stats(ids)
@@ -704,9 +803,10 @@ def summarize(runs, contenders, reps):
         st["ns_per_run_max"] = max(by_rep, default=None)
     floor = summary.get(floor_name)
     floor_by_rep = {r["rep"]: r["ns_per_run_mix"] for r in floor_runs if "ns_per_run_mix" in r}
-    for name, s in summary.items():
-        fl = floor["ns_per_run"] if floor else None
+    fl = floor["ns_per_run"] if floor else None
+    for s in summary.values():
         s["over_floor_ns"] = s["ns_per_run"] - fl if s["ns_per_run"] is not None and fl else None
+    for name, s in summary.items():
         s["x_floor"] = ratio(s["ns_per_run"], fl)
         # Median of the per-repetition differences (same rep: the same moment of the machine).
         s["over_floor_paired_ns"] = median(
@@ -714,6 +814,9 @@ def summarize(runs, contenders, reps):
              if r["contender"] == name and "ns_per_run_mix" in r and r["rep"] in floor_by_rep])
         bt = next((b for b in summary.values() if b["role"] == f"bpftrace {s['role']}"), None)
         s["x_bpftrace"] = ratio(s["ns_per_run"], bt["ns_per_run"]) if bt else None
+        # What tracing adds, ours over bpftrace's: each over the floor.
+        s["over_floor_x_bpftrace"] = (ratio(s["over_floor_ns"], bt["over_floor_ns"])
+                                      if bt and bt.get("over_floor_ns") is not None else None)
         s["startup_x_bpftrace"] = ratio(s["startup_ms"], bt["startup_ms"]) if bt else None
         s["peak_rss_x_bpftrace"] = ratio(s["peak_rss_kib"], bt["peak_rss_kib"]) if bt else None
         peer = next((p for p in summary.values() if p["role"] == "peer"), None)
@@ -731,14 +834,14 @@ def print_table(results):
     print(f"{results['reps']} interleaved reps per tool, medians; {results['elapsed_s']:.0f} s "
           f"total")
     print()
-    head = (f"{'tool':<13}{'contender':<22}{'ns/run':>8}{'min-max':>12}{'runs':>8}"
-            f"{'vs floor':>10}{'paired':>9}{'x floor':>8}{'x bpftr':>8}{'startup':>9}"
+    head = (f"{'tool':<20}{'contender':<34}{'ns/run':>8}{'min-max':>12}{'runs':>8}"
+            f"{'vs floor':>10}{'paired':>9}{'x floor':>8}{'x bpftr':>8}{'x bt+':>7}{'startup':>9}"
             f"{'CPU':>8}{'peak RSS':>10}")
     print(head)
     print("-" * len(head))
     for tool, g in results["tools"].items():
         if g.get("unavailable"):
-            print(f"{tool:<13}skipped: {g['unavailable']}")
+            print(f"{tool:<20}skipped: {g['unavailable']}")
             continue
         for name, s in g["summary"].items():
             is_floor = s["role"] == "floor"
@@ -746,25 +849,37 @@ def print_table(results):
             start = (f"{fmt(s['startup_ms'], '.0f', ' ms'):>9}"
                      f"{fmt(s['cpu_to_ready_ms'], '.1f', ' ms'):>8}{fmt(rss, '.2f', ' MiB'):>10}")
             if not s["ok_runs"]:
-                print(f"{tool:<13}{name:<22}  failed: "
+                print(f"{tool:<20}{name:<34}  failed: "
                       f"{(s['errors'] or ['?'])[0].splitlines()[0][:70]}")
                 continue
             if s["ns_per_run"] is None:
                 # Its start-up and memory are measured all the same.
-                print(f"{tool:<13}{name:<22}{'no BPF program run: no events on its hooks':<63}"
+                print(f"{tool:<20}{name:<34}{'no BPF program run: no events on its hooks':<70}"
                       f"{start}")
                 continue
             rng = f"{s['ns_per_run_min']:.0f}-{s['ns_per_run_max']:.0f}"
-            print(f"{tool:<13}{name:<22}{s['ns_per_run']:>8.1f}{rng:>12}"
+            print(f"{tool:<20}{name:<34}{s['ns_per_run']:>8.1f}{rng:>12}"
                   f"{fmt(s['runs_per_workload'], '.0f'):>8}"
                   f"{'(floor)' if is_floor else fmt(s['over_floor_ns'], '+.1f'):>10}"
                   f"{'' if is_floor else fmt(s['over_floor_paired_ns'], '+.1f'):>9}"
                   f"{'' if is_floor else fmt(s['x_floor'], '.2f'):>8}"
-                  f"{fmt(s['x_bpftrace'], '.2f'):>8}{start}"
+                  f"{fmt(s['x_bpftrace'], '.2f'):>8}{fmt(s.get('over_floor_x_bpftrace'), '.2f'):>7}"
+                  f"{start}"
                   + ("" if s["ok_runs"] == s["reps"] else f"  ({s['ok_runs']}/{s['reps']} ok)"))
+        floor = next((s for s in g["summary"].values() if s["role"] == "floor"), None)
+        for name, s in g["summary"].items():
+            # Where the time goes: each hook's ns per run over the floor's on that hook.
+            if floor is None or s["role"] == "floor" or not s.get("ns_per_run_by_hook"):
+                continue
+            parts = []
+            for tp, ns in s["ns_per_run_by_hook"].items():
+                base = floor["ns_per_run_by_hook"].get(tp)
+                if ns is not None and base is not None:
+                    parts.append(f"{tp} {ns - base:+.0f} (x{s['hook_weights'][tp]:.0f})")
+            print(f"{'':<20}{name}: " + ", ".join(parts))
         for name, s in g["summary"].items():
             if s.get("peak_rss_x_peer") is not None:
-                print(f"{'':<13}{name} / libbpf-tools {tool}: exec to ready "
+                print(f"{'':<20}{name} / libbpf-tools {tool}: exec to ready "
                       f"x{fmt(s['startup_x_peer'], '.2f')}, CPU to ready "
                       f"x{fmt(s['cpu_to_ready_x_peer'], '.2f')}, peak RSS "
                       f"x{fmt(s['peak_rss_x_peer'], '.2f')}")
@@ -775,7 +890,8 @@ def print_table(results):
           "floor's mix of runs per hook (the same mix for every contender of a tool); runs: "
           "program runs per workload; vs floor: difference of the medians; paired: median of "
           "the per-rep differences; x floor, x bpftr: ratios of the medians (bpftrace: the "
-          "script doing the same job)")
+          "script doing the same job); x bt+: ratio of what each adds over the floor; the line "
+          "under a contender: per hook, its ns per run over the floor's (runs per workload)")
     print("startup: exec to 'memlat: ready' (bpftrace: to its 'Attaching' line, libbpf-tools: "
           "to its 'Tracing' line); CPU: CPU time the process used until then (what other work "
           "on the machine does not inflate); peak RSS: VmHWM of the process (bpftrace's "
@@ -789,11 +905,12 @@ def print_table(results):
 
 def markdown_table(results):
     """The table as Markdown, for the README's Benchmark section."""
-    rows = ["| tool | contender | ns per run | over the floor | x bpftrace | exec to ready | "
-            "CPU to ready | peak RSS |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    rows = ["| tool | contender | ns per run | over the floor | x bpftrace | x bpftrace over the "
+            "floor | exec to ready | CPU to ready | peak RSS |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for tool, g in results["tools"].items():
         if g.get("unavailable"):
-            rows.append(f"| {tool} | skipped: {g['unavailable']} | | | | | | |")
+            rows.append(f"| {tool} | skipped: {g['unavailable']} | | | | | | | |")
             continue
         for name, s in g["summary"].items():
             over = "" if s["role"] == "floor" else fmt(s["over_floor_ns"], "+.0f")
@@ -801,11 +918,12 @@ def markdown_table(results):
             start = (f"{fmt(s['startup_ms'], '.0f', ' ms')} | "
                      f"{fmt(s['cpu_to_ready_ms'], '.1f', ' ms')} | {fmt(rss, '.2f', ' MiB')}")
             if s["ns_per_run"] is None:
-                rows.append(f"| {tool} | `{name}` | no events on its hooks | | | {start} |")
+                rows.append(f"| {tool} | `{name}` | no events on its hooks | | | | {start} |")
                 continue
             rows.append(f"| {tool} | `{name}` | {s['ns_per_run']:.0f} "
                         f"({s['ns_per_run_min']:.0f}-{s['ns_per_run_max']:.0f}) | {over} | "
                         f"{'' if s['x_bpftrace'] is None else format(s['x_bpftrace'], '.2f')} | "
+                        f"{'' if s.get('over_floor_x_bpftrace') is None else format(s['over_floor_x_bpftrace'], '.2f')} | "
                         f"{start} |")
     return "\n".join(rows) + "\n"
 
@@ -826,6 +944,17 @@ def main():
     ap.add_argument("--markdown", metavar="FILE",
                     help="also write the table as Markdown to FILE (for README.md)")
     ap.add_argument("--no-bpftrace", action="store_true", help="skip the bpftrace scripts")
+    ap.add_argument("--compare-build", metavar="DIR[,VAR=VALUE]", action="append", default=[],
+                    help="also run each tool's counting mode from another build directory "
+                         "(e.g. a build of main), in the same interleaving, optionally with "
+                         "an environment variable set; repeatable")
+    ap.add_argument("--variant-env", metavar="VAR=VALUE", action="append", default=[],
+                    help="also run each tool's counting mode with this environment variable "
+                         "set (e.g. MEMLAT_DISABLE_FEATURES=task_storage); repeatable")
+    ap.add_argument("--workloads", choices=("both", "short-lived", "steady"), default="both",
+                    help="drsnoop's, compactsnoop's and numamove's workloads: today's "
+                         "short-lived threads, the steady state of long-lived ones, or both "
+                         "(default)")
     ap.add_argument("--peer-drsnoop", metavar="PATH", default=PEER_DRSNOOP,
                     help="libbpf-tools' drsnoop, measured beside drsnoop (default: "
                          f"{PEER_DRSNOOP}, Debian's libbpf-tools package); '' skips it")
@@ -848,6 +977,22 @@ def main():
         _libc = None
 
     bd = locate_build_dir(args.build_dir)
+    variants = []
+    for other in args.compare_build:
+        path, comma, assignment = other.partition(",")
+        d = locate_build_dir(path)
+        label, env = os.path.basename(d.rstrip("/")), None
+        if comma:
+            var, eq, value = assignment.partition("=")
+            if not eq or not var:
+                ap.error(f"--compare-build: {assignment!r} is not VAR=VALUE")
+            label, env = f"{label} {assignment}", {var: value}
+        variants.append((label, d, env))
+    for assignment in args.variant_env:
+        var, eq, value = assignment.partition("=")
+        if not eq or not var:
+            ap.error(f"--variant-env: {assignment!r} is not VAR=VALUE")
+        variants.append((assignment, None, {var: value}))
     needed = [os.path.join(bd, "bench_empty")] + [os.path.join(bd, t) for t in tools]
     for p in needed:
         if not os.access(p, os.X_OK):
@@ -893,28 +1038,36 @@ def main():
     results = {"machine": machine(), "reps": args.reps, "build_dir": bd, "notes": notes,
                "tools": {}}
     groups = [g for g in make_groups(bd, args) if g.tool in tools]
+    # Each tool on its short-lived workload, then, for the begin/end tools, on the steady one.
+    measured = [(g, kind) for g in groups for kind in ("short-lived", "steady")
+                if kind != "steady" or (g.steady and args.workloads != "short-lived")]
+    if args.workloads == "steady":
+        measured = [(g, kind) for g, kind in measured if kind == "steady"]
     started = time.monotonic()
     try:
         try:
             with open(STATS_SYSCTL, "w") as f:
                 f.write("1")
-            for g in groups:
-                contenders = contenders_of(g, bd, bpftrace, peers)
-                entry = {"note": g.note, "hooks": g.hooks, "runs": []}
-                results["tools"][g.tool] = entry
+            for g, workload_kind in measured:
+                steady = workload_kind == "steady"
+                key = f"{g.tool} steady" if steady else g.tool
+                contenders = contenders_of(g, bd, bpftrace, {} if steady else peers, variants)
+                entry = {"note": g.steady_note if steady else g.note, "hooks": g.hooks,
+                         "workload": workload_kind, "runs": []}
+                results["tools"][key] = entry
                 try:
-                    with g.setup() as workload:
+                    with (g.steady if steady else g.setup)() as workload:
                         for rep in range(args.reps):
                             for c in contenders:
                                 try:
-                                    r = one_run(c, g, workload)
+                                    r = one_run(c, g, workload, warmup=steady)
                                 except (RuntimeError, OSError, subprocess.SubprocessError) as e:
                                     r = {"contender": c["name"], "role": c["role"],
                                          "error": str(e)}
-                                    log(f"run_bench: {g.tool} rep {rep + 1} {c['name']}: {e}")
+                                    log(f"run_bench: {key} rep {rep + 1} {c['name']}: {e}")
                                 else:
-                                    log(f"run_bench: {g.tool} rep {rep + 1}/{args.reps} "
-                                        f"{c['name']:<22} "
+                                    log(f"run_bench: {key} rep {rep + 1}/{args.reps} "
+                                        f"{c['name']:<34} "
                                         f"{fmt(r['ns_per_run'], '.1f', ' ns/run')} "
                                         f"({r['run_cnt']} runs), startup "
                                         f"{r['startup_s'] * 1000:.0f} ms")
@@ -922,7 +1075,7 @@ def main():
                                 entry["runs"].append(r)
                 except Unavailable as e:
                     entry["unavailable"] = str(e)
-                    log(f"run_bench: {g.tool} skipped: {e}")
+                    log(f"run_bench: {key} skipped: {e}")
                     continue
                 entry["summary"] = summarize(entry["runs"], contenders, args.reps)
         finally:

@@ -19,6 +19,8 @@ char LICENSE[] SEC("license") = "GPL";
 	}
 
 EMPTY(tlb_flush)
+EMPTY(csd_function_entry)
+EMPTY(csd_function_exit)
 EMPTY(mm_vmscan_direct_reclaim_begin)
 EMPTY(mm_vmscan_direct_reclaim_end)
 EMPTY(mm_vmscan_memcg_reclaim_begin)

@@ -56,13 +56,13 @@ struct {
 	__type(value, struct cachestat_file_value);
 } file_counts SEC(".maps");
 
-/* The read cursor of each thread (see struct cachestat_cursor); freed with the task. Kernels
- * before 5.11 keep it in a hash map keyed by TID (compat.bpf.h), whose entry goes when the
- * thread exits: a cursor serves the thread's next read, so no end frees it earlier. */
+/* The read cursor of each thread (see struct cachestat_cursor), in a hash map keyed by TID
+ * whose entry goes when the thread exits (compat.bpf.h): a cursor serves the thread's next
+ * read. */
 struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MEMLAT_THREAD_STATES);
+	__type(key, __u32);
 	__type(value, struct cachestat_cursor);
 } cursors SEC(".maps");
 
@@ -172,7 +172,8 @@ static __always_inline struct cachestat_file_key classic_file(__u32 dev, __u64 i
 	return key;
 }
 
-/* The file behind an address_space: what the filemap tracepoints print as dev and ino. */
+/* The file behind an address_space: what the filemap tracepoints print as dev and ino (with
+ * -f), and its size in pages (`want_size`). Nothing is read that neither needs. */
 static __always_inline void mapping_file(struct address_space *mapping, struct file_id *f,
 					 bool want_size)
 {
@@ -182,8 +183,11 @@ static __always_inline void mapping_file(struct address_space *mapping, struct f
 	f->key = (struct cachestat_file_key){};
 	f->pages = CACHESTAT_SIZE_UNKNOWN;
 	/* tp_btf marks the mapping of writeback_dirty_folio as maybe NULL: check before use. */
-	if (!mapping)
+	if (!mapping || (!want_size && !per_file))
 		return;
+	/* Helper reads even from tp_btf: a plain load of a pointer field makes the verifier check
+	 * the pointer's type by name in the kernel's BTF (btf_nested_type_is_trusted(), linear
+	 * scans of its types), 1.5-2 ms of start-up for cachestat's programs on 6.18. */
 	host = BPF_CORE_READ(mapping, host);
 	if (!host)
 		return;
@@ -212,16 +216,20 @@ struct folio___flags_memdesc {
 	} flags;
 } __attribute__((preserve_access_index));
 
-static __always_inline unsigned long folio_flags(struct folio *folio)
+static __always_inline unsigned long folio_flags(struct folio *folio, bool loads)
 {
 	struct folio___flags_memdesc *memdesc = (void *)folio;
 	struct folio___flags_ulong *plain = (void *)folio;
 	unsigned long flags = 0;
 
-	if (bpf_core_field_exists(memdesc->flags.f))
-		bpf_core_read(&flags, sizeof(flags), &memdesc->flags.f);
-	else if (bpf_core_field_exists(plain->flags))
-		bpf_core_read(&flags, sizeof(flags), &plain->flags);
+	if (bpf_core_field_exists(memdesc->flags.f)) {
+		if (loads)
+			flags = memdesc->flags.f;
+		else
+			bpf_core_read(&flags, sizeof(flags), &memdesc->flags.f);
+	} else if (bpf_core_field_exists(plain->flags)) {
+		flags = KERNEL_FIELD(loads, plain, flags);
+	}
 	return flags;
 }
 
@@ -237,19 +245,19 @@ struct page___compound {
 
 /* folio_nr_pages(), read through CO-RE for the running kernel's layout: a folio without
  * PG_head is one page; a large folio's order is in its first tail page. */
-static __always_inline __u64 folio_pages(struct folio *folio)
+static __always_inline __u64 folio_pages(struct folio *folio, bool loads)
 {
 	__u32 order = 0;
 
 	if (!folio)
 		return 1;
-	if (!(folio_flags(folio) & (1UL << bpf_core_enum_value(enum pageflags, PG_head))))
+	if (!(folio_flags(folio, loads) & (1UL << bpf_core_enum_value(enum pageflags, PG_head))))
 		return 1;
 	if (bpf_core_field_exists(struct folio___v61, _folio_order)) {
-		order = BPF_CORE_READ((struct folio___v61 *)folio, _folio_order);
+		order = KERNEL_FIELD(loads, (struct folio___v61 *)folio, _folio_order);
 	} else if (bpf_core_field_exists(struct folio, _flags_1)) {
 		/* 6.6 and later: the order is the low byte of the first tail page's flags. */
-		order = BPF_CORE_READ(folio, _flags_1) & 0xff;
+		order = KERNEL_FIELD(loads, folio, _flags_1) & 0xff;
 	} else if (bpf_core_field_exists(struct page___compound, compound_order)) {
 		struct page___compound *tail = (void *)folio + bpf_core_type_size(struct page);
 
@@ -260,27 +268,27 @@ static __always_inline __u64 folio_pages(struct folio *folio)
 
 /* ---------------------------------------------------------------- misses */
 
-static __always_inline int on_add_folio(struct folio *folio)
+static __always_inline int on_add_folio(struct folio *folio, bool loads)
 {
 	struct file_id f;
 
 	if (!task_selected())
 		return 0;
-	mapping_file(BPF_CORE_READ(folio, mapping), &f, false);
-	count(CACHESTAT_MISSES, folio_pages(folio), &f.key);
+	mapping_file(per_file ? BPF_CORE_READ(folio, mapping) : NULL, &f, false);
+	count(CACHESTAT_MISSES, folio_pages(folio, loads), &f.key);
 	return 0;
 }
 
 SEC("tp_btf/mm_filemap_add_to_page_cache")
 int BPF_PROG(add_btf, struct folio *folio)
 {
-	return on_add_folio(folio);
+	return on_add_folio(folio, true);
 }
 
 SEC("raw_tp/mm_filemap_add_to_page_cache")
 int BPF_PROG(add_raw, struct folio *folio)
 {
-	return on_add_folio(folio);
+	return on_add_folio(folio, false);
 }
 
 SEC("tracepoint/filemap/mm_filemap_add_to_page_cache")
@@ -302,27 +310,27 @@ int add_tp(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
 /* ---------------------------------------------------------------- dirties */
 
 static __always_inline int on_dirty(struct folio *folio, struct address_space *mapping,
-				    bool is_folio)
+				    bool is_folio, bool loads)
 {
 	struct file_id f;
 
 	if (!task_selected())
 		return 0;
 	mapping_file(mapping, &f, false);
-	count(CACHESTAT_DIRTIES, is_folio ? folio_pages(folio) : 1, &f.key);
+	count(CACHESTAT_DIRTIES, is_folio ? folio_pages(folio, loads) : 1, &f.key);
 	return 0;
 }
 
 SEC("tp_btf/writeback_dirty_folio")
 int BPF_PROG(dirty_folio_btf, struct folio *folio, struct address_space *mapping)
 {
-	return on_dirty(folio, mapping, true);
+	return on_dirty(folio, mapping, true, true);
 }
 
 SEC("raw_tp/writeback_dirty_folio")
 int BPF_PROG(dirty_folio_raw, struct folio *folio, struct address_space *mapping)
 {
-	return on_dirty(folio, mapping, true);
+	return on_dirty(folio, mapping, true, false);
 }
 
 /* The classic format has neither the folio's size nor the device: one page per folio, and
@@ -348,13 +356,13 @@ struct trace_event_raw_writeback_page_template {
 SEC("tp_btf/writeback_dirty_page")
 int BPF_PROG(dirty_page_btf, struct page *page, struct address_space *mapping)
 {
-	return on_dirty(NULL, mapping, false);
+	return on_dirty(NULL, mapping, false, true);
 }
 
 SEC("raw_tp/writeback_dirty_page")
 int BPF_PROG(dirty_page_raw, struct page *page, struct address_space *mapping)
 {
-	return on_dirty(NULL, mapping, false);
+	return on_dirty(NULL, mapping, false, false);
 }
 
 SEC("tracepoint/writeback/writeback_dirty_page")
@@ -514,7 +522,7 @@ static __always_inline int on_mark_accessed(struct folio *folio)
 	if (!mapping || ((unsigned long)mapping & 3))
 		return 0;
 	mapping_file(mapping, &f, false);
-	count(CACHESTAT_ACCESSES, folio_pages(folio), &f.key);
+	count(CACHESTAT_ACCESSES, folio_pages(folio, false), &f.key);
 	return 0;
 }
 
@@ -592,7 +600,7 @@ int BPF_KPROBE(page_accessed_kprobe, struct page *page)
 	return KEEP_EVENT;
 }
 
-/* Without task-local storage: an exiting thread's cursor goes with it. */
+/* An exiting thread's cursor goes with it. */
 SEC("raw_tp/sched_process_exit")
 int thread_exit_raw(void *ctx)
 {

@@ -52,6 +52,13 @@ static __always_inline __u32 log2_slot(__u64 v)
 	return slot < MEMLAT_HIST_SLOTS ? slot : MEMLAT_HIST_SLOTS - 1;
 }
 
+/* Field `field` of the kernel object at `ptr`, CO-RE relocated: with `loads` (a constant) a
+ * plain load, which tp_btf programs may do on the pointers the kernel's BTF types (the JIT
+ * makes it fault-safe), else bpf_probe_read_kernel() (raw_tp, classic tracepoints, kprobes),
+ * a helper call: on a kernel with retpolines and return thunks a call and return cost tens of
+ * ns each, several per event (bench/). A macro: a function cannot take a field name. */
+#define KERNEL_FIELD(loads, ptr, field) ((loads) ? (ptr)->field : BPF_CORE_READ(ptr, field))
+
 /* Whether bit `bit` is set in a bitmap of 64-bit words held in read-only data. */
 static __always_inline bool bitmap_test(const volatile __u64 *map, __u32 words, __u32 bit)
 {

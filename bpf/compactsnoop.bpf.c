@@ -1,11 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /* compactsnoop: every memory-compaction run (mm_compaction_begin .. mm_compaction_end) with its
- * node, zone, order, mode, kind, latency and status. The begin is kept in task-local storage:
- * a task runs one compact_zone() at a time (compaction allocates its target pages itself and
- * direct compaction runs with PF_MEMALLOC, so runs never nest), and the kernel frees the
- * storage with the task. Kernels before 5.11 keep it in a hash map keyed by TID instead
- * (compat.bpf.h): an entry goes at the end of a run, unless it holds a direct-compaction entry
- * that the allocation's next runs need, and always when the thread exits.
+ * node, zone, order, mode, kind, latency and status. The begin is kept in the thread's entry of
+ * a hash map keyed by TID (a task runs one compact_zone() at a time: compaction allocates its
+ * target pages itself and direct compaction runs with PF_MEMALLOC, so runs never nest), which
+ * the thread-exit program removes (compat.bpf.h, thread_state()).
  *
  * With tp_btf or raw_tp the begin carries struct compact_control *, read through CO-RE: zone
  * (node and zone index), order, mode, direct/proactive/whole-zone. The classic tracepoints
@@ -86,9 +84,9 @@ struct task_compaction {
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MEMLAT_THREAD_STATES);
+	__type(key, __u32);
 	__type(value, struct task_compaction);
 } tasks SEC(".maps");
 
@@ -204,8 +202,11 @@ static __always_inline struct task_compaction *start_run(void *ctx)
 	return s;
 }
 
-/* tp_btf and raw_tp: everything from struct compact_control. */
-static __always_inline int on_begin_cc(void *ctx, struct compact_control *cc, bool sync)
+/* tp_btf and raw_tp: everything from struct compact_control, its numbers read with plain loads
+ * from tp_btf (`loads`), through helpers from raw_tp. The zone pointer is read through a helper
+ * in both: a plain load of a pointer field makes the verifier check the pointer's type by name
+ * in the kernel's BTF (btf_nested_type_is_trusted(), linear scans), about 1 ms of start-up. */
+static __always_inline int on_begin_cc(void *ctx, struct compact_control *cc, bool sync, bool loads)
 {
 	struct task_compaction *s = start_run(ctx);
 	struct zone *zone;
@@ -215,14 +216,14 @@ static __always_inline int on_begin_cc(void *ctx, struct compact_control *cc, bo
 		return 0;
 	zone = BPF_CORE_READ(cc, zone);
 	zone_position(zone, &s->run.nid, &s->run.zone);
-	s->run.order = BPF_CORE_READ(cc, order);
-	s->run.mode = BPF_CORE_READ(cc, mode);
-	s->run.gfp = BPF_CORE_READ(cc, gfp_mask);
-	s->run.whole_zone = BPF_CORE_READ(cc, whole_zone);
+	s->run.order = KERNEL_FIELD(loads, cc, order);
+	s->run.mode = KERNEL_FIELD(loads, cc, mode);
+	s->run.gfp = KERNEL_FIELD(loads, cc, gfp_mask);
+	s->run.whole_zone = KERNEL_FIELD(loads, cc, whole_zone);
 	s->run.sync = sync;
-	direct = BPF_CORE_READ(cc, direct_compaction);
+	direct = KERNEL_FIELD(loads, cc, direct_compaction);
 	if (bpf_core_field_exists(cc->proactive_compaction))
-		proactive = BPF_CORE_READ(cc, proactive_compaction);
+		proactive = KERNEL_FIELD(loads, cc, proactive_compaction);
 	if (direct)
 		s->run.kind = COMPACTSNOOP_DIRECT;
 	else if (proactive)
@@ -315,7 +316,7 @@ static __always_inline void add_hist(__u32 kind, int order, __u64 lat)
 	__sync_fetch_and_add(&hist_sum_ns[k][row], lat);
 }
 
-static __always_inline int end_run(void *ctx, int status, bool *release)
+static __always_inline int end_run(void *ctx, int status)
 {
 	struct task_compaction *s = state_of(false);
 	struct task_struct *me;
@@ -335,8 +336,6 @@ static __always_inline int end_run(void *ctx, int status, bool *release)
 	}
 	lat = now - r->ts;
 	r->ts = 0;
-	/* A direct-compaction entry serves the allocation's later runs: kept until exit. */
-	*release = !s->entry_seen;
 	if (r->kind >= 0) {
 		kind = r->kind;
 	} else {
@@ -449,16 +448,9 @@ static __always_inline int on_kcompactd_wake(void)
 	return 0;
 }
 
-/* A run ended. A hash-map entry released earlier could be reused by another thread at once,
- * so it goes only after the run's record is written. */
 static __always_inline int on_end(void *ctx, int status)
 {
-	bool release = false;
-
-	end_run(ctx, status, &release);
-	if (release)
-		thread_state_done(&tasks);
-	return 0;
+	return end_run(ctx, status);
 }
 
 /* ---- mm_compaction_begin / mm_compaction_end: three ways in, the first accepted is used. */
@@ -467,7 +459,7 @@ SEC("tp_btf/mm_compaction_begin")
 int BPF_PROG(begin_btf, struct compact_control *cc, unsigned long zone_start,
 	     unsigned long zone_end, bool sync)
 {
-	return on_begin_cc(ctx, cc, sync);
+	return on_begin_cc(ctx, cc, sync, true);
 }
 
 SEC("tp_btf/mm_compaction_end")
@@ -481,7 +473,7 @@ SEC("raw_tp/mm_compaction_begin")
 int BPF_PROG(begin_raw, struct compact_control *cc, unsigned long zone_start,
 	     unsigned long zone_end, bool sync)
 {
-	return on_begin_cc(ctx, cc, sync);
+	return on_begin_cc(ctx, cc, sync, false);
 }
 
 SEC("raw_tp/mm_compaction_end")
@@ -598,7 +590,7 @@ int kcompactd_wake_tp(void *ctx)
 	return KEEP_EVENT;
 }
 
-/* Without task-local storage: what an exiting thread left in the hash map goes with it. */
+/* An exiting thread's entry in the per-thread hash map goes with it. */
 SEC("raw_tp/sched_process_exit")
 int thread_exit_raw(void *ctx)
 {

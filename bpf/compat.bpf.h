@@ -7,7 +7,8 @@
 #ifndef MEMLAT_COMPAT_BPF_H
 #define MEMLAT_COMPAT_BPF_H
 
-/* BPF_MAP_TYPE_TASK_STORAGE in tracing programs (5.11); else a hash map keyed by TID. */
+/* bpf_get_current_task_btf() (5.11, with task-local storage in tracing programs, which user
+ * space probes for); else CO-RE reads through helpers. */
 const volatile bool memlat_task_storage = true;
 /* BPF_MAP_TYPE_RINGBUF (5.8); else a perf event array. */
 const volatile bool memlat_ringbuf = true;
@@ -15,8 +16,7 @@ const volatile bool memlat_ringbuf = true;
  * see current_task()). */
 const volatile bool memlat_kernel_btf = true;
 
-/* Per-thread state kept in a hash map (no task storage): entries created, and entries removed
- * by the thread-exit program (a thread that left in the middle of something). User space
+/* Per-thread state: entries created, and entries removed by the thread-exit program. User space
  * reports them with -v, with the entries left whose thread no longer exists (leaks: none). */
 __u64 memlat_thread_entries_created = 0;
 __u64 memlat_thread_entries_exit_deleted = 0;
@@ -69,25 +69,26 @@ static __always_inline void task_comm(struct task_struct *task, char comm[16])
 	bpf_get_current_comm(comm, 16);
 }
 
-/* The current thread's state in `map`: task-local storage, or the map's entry for this TID
- * when user space made it a hash map (tools/common/kernel_features.h,
- * use_thread_state_map()). With `create`, a missing entry is made from `zero` (a zeroed value
- * of the map's value size in read-only data); a state that could not be made (full hash map,
- * no memory) is counted in *full. */
+/* Entries of a per-thread state map: threads alive that have stalled while the tool ran (a larger
+ * --max-entries raises it: user space's size_thread_state_map()). The map is preallocated, at load:
+ * 16384 entries took 1-2.7 ms of start-up on a 6.18 guest. */
+#define MEMLAT_THREAD_STATES 4096
+
+/* The current thread's state in `map`, a preallocated hash map keyed by TID with
+ * MEMLAT_THREAD_STATES entries, on every kernel. Measured on a 6.18 guest (bench/, issue 22):
+ * task-local storage costs the first event of each thread 45-70 us to create its storage
+ * (allocations and their caches' refill), which short-lived threads pay every time, and no less
+ * than the hash map's lookup after that; removing the entry at the end of each stall and inserting
+ * it again at the next cost 100-200 ns a stall more than keeping it. So an entry stays until its
+ * thread exits (thread_state_exit(), on sched_process_exit). A per-CPU slot is no choice here: the
+ * stalls timed (reclaim, compaction, migration) sleep and may end on another CPU. With
+ * `create`, a missing entry is made from `zero` (a zeroed value of the map's value size in
+ * read-only data); a full map is counted in *full. */
 static __always_inline void *thread_state(void *map, const void *zero, bool create, __u64 *full)
 {
-	__u32 tid;
-	void *state;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	void *state = bpf_map_lookup_elem(map, &tid);
 
-	if (memlat_task_storage) {
-		state = bpf_task_storage_get(map, bpf_get_current_task_btf(), NULL,
-					     create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
-		if (!state && create)
-			__sync_fetch_and_add(full, 1); /* out of memory */
-		return state;
-	}
-	tid = (__u32)bpf_get_current_pid_tgid();
-	state = bpf_map_lookup_elem(map, &tid);
 	if (state || !create)
 		return state;
 	state = map_insert_lookup(map, &tid, zero, full);
@@ -96,24 +97,12 @@ static __always_inline void *thread_state(void *map, const void *zero, bool crea
 	return state;
 }
 
-/* The current thread is done with its state: the hash map's entry goes. Task-local storage is
- * kept (the kernel frees it with the task, and re-creating it costs an allocation). */
-static __always_inline void thread_state_done(void *map)
-{
-	__u32 tid;
-
-	if (memlat_task_storage)
-		return;
-	tid = (__u32)bpf_get_current_pid_tgid();
-	bpf_map_delete_elem(map, &tid);
-}
-
-/* sched_process_exit, which every exiting thread passes: whatever it left in `map` goes. */
+/* sched_process_exit, which every exiting thread passes: its entry in `map` goes. */
 static __always_inline void thread_state_exit(void *map)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 
-	if (!memlat_task_storage && bpf_map_delete_elem(map, &tid) == 0)
+	if (bpf_map_delete_elem(map, &tid) == 0)
 		__sync_fetch_and_add(&memlat_thread_entries_exit_deleted, 1);
 }
 

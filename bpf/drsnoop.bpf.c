@@ -1,9 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* drsnoop: stalls in direct, memory-cgroup, soft-limit and node reclaim, per thread. Each kind
- * is a begin/end tracepoint pair; the begin is kept in task-local storage, which the kernel
- * frees with the task, so threads that exit or never end leave nothing behind. Kernels before
- * 5.11 keep it in a hash map keyed by TID instead, emptied at the end of the stall and, for a
- * thread that exits in between, by the thread-exit program (compat.bpf.h). */
+ * is a begin/end tracepoint pair; the begin is kept in the thread's entry of a hash map keyed
+ * by TID, which the thread-exit program removes (compat.bpf.h, thread_state()). */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -69,11 +67,11 @@ struct task_reclaim {
 	struct reclaim_start kinds[DRSNOOP_KINDS];
 };
 
-/* Task-local storage; a hash map keyed by TID on kernels without it (set by user space). */
+/* Per thread, until it exits (compat.bpf.h). */
 struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MEMLAT_THREAD_STATES);
+	__type(key, __u32);
 	__type(value, struct task_reclaim);
 } starts SEC(".maps");
 
@@ -201,24 +199,26 @@ static __always_inline __s64 free_pages_now(struct task_struct *task)
 	return total;
 }
 
+/* Filters first, each helper called only when its filter is on: a call whose result goes
+ * unused still runs. */
 static __always_inline int on_begin(__u32 kind, int order, __u64 gfp, int nid)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	struct task_struct *task;
+	struct task_struct *task = NULL;
 	struct task_reclaim *state;
 	struct reclaim_start *start;
 
 	if (kind >= DRSNOOP_KINDS)
 		return 0;
-	if (filter_pid && (pid_tgid >> 32) != filter_pid)
+	if (filter_pid && (bpf_get_current_pid_tgid() >> 32) != filter_pid)
 		return 0;
-	if (filter_tid && (__u32)pid_tgid != filter_tid)
+	if (filter_tid && (__u32)bpf_get_current_pid_tgid() != filter_tid)
 		return 0;
 	if (filter_uid_on && (__u32)bpf_get_current_uid_gid() != filter_uid)
 		return 0;
 	if (!comm_selected())
 		return 0;
-	task = current_task();
+	if (filter_cgroup_on || extended)
+		task = current_task();
 	if (!cgroup_selected(task))
 		return 0;
 	state = thread_state(&starts, (const void *)&no_reclaim, true, &table_full);
@@ -302,7 +302,6 @@ static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
 	struct task_reclaim *state;
 	struct reclaim_start start;
 	__u64 now = bpf_ktime_get_ns(), pid_tgid, lat;
-	bool idle = true;
 
 	if (kind >= DRSNOOP_KINDS)
 		return 0;
@@ -311,12 +310,6 @@ static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
 		return 0;
 	start = state->kinds[kind];
 	state->kinds[kind].ts = 0;
-	for (int k = 0; k < DRSNOOP_KINDS; k++)
-		if (state->kinds[k].ts)
-			idle = false;
-	/* Nothing open any more (soft-limit reclaim may still be inside direct reclaim). */
-	if (idle)
-		thread_state_done(&starts);
 	if (!start.ts || now < start.ts) {
 		if (!start.ts)
 			__sync_fetch_and_add(&unpaired_ends, 1);
@@ -439,7 +432,7 @@ int node_reclaim_end_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_end_temp
 	return KEEP_EVENT;
 }
 
-/* Without task-local storage: what an exiting thread left in the hash map goes with it. */
+/* An exiting thread's entry in the per-thread hash map goes with it. */
 SEC("raw_tp/sched_process_exit")
 int thread_exit_raw(void *ctx)
 {

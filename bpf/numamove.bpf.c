@@ -54,10 +54,8 @@ __u64 unpaired_ends = 0;  /* an end whose start was not seen (in flight at attac
 __u64 depth_overflow = 0; /* migrate_pages() nested deeper than NUMAMOVE_MAX_DEPTH: not timed */
 
 /* Per thread: the starts of its open migrate_pages() calls (a stack: a migration can nest
- * inside another through the allocation of its target page) and of its open per-call hook.
- * Task-local storage is freed with the task, so nothing leaks when threads exit. Kernels
- * before 5.11 keep it in a hash map keyed by TID (compat.bpf.h), whose entry goes when the
- * thread has nothing open any more, or when it exits. */
+ * inside another through the allocation of its target page) and of its open per-call hook, in
+ * a hash map keyed by TID whose entry goes when the thread exits (compat.bpf.h). */
 struct task_migration {
 	__u64 start[NUMAMOVE_MAX_DEPTH];
 	__u32 depth;
@@ -66,9 +64,9 @@ struct task_migration {
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MEMLAT_THREAD_STATES);
+	__type(key, __u32);
 	__type(value, struct task_migration);
 } starts SEC(".maps");
 
@@ -80,14 +78,6 @@ static __always_inline struct task_migration *migration_state(bool create)
 	return thread_state(&starts, (const void *)&no_migration, create, &table_full);
 }
 
-/* Nothing open any more: the hash map's entry can go (after its last use: a released entry
- * may be reused by another thread at once). */
-static __always_inline void release_if_idle(struct task_migration *state)
-{
-	if (state->depth == 0 && state->call_start == 0)
-		thread_state_done(&starts);
-}
-
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 8192);
@@ -95,9 +85,11 @@ struct {
 	__type(value, struct numamove_proc_value);
 } proc_counts SEC(".maps");
 
-static __always_inline bool pid_selected(__u64 pid_tgid)
+/* Whether the current process is selected (-p). The helper is called only with -p: a call
+ * whose result goes unused still runs. */
+static __always_inline bool pid_selected(void)
 {
-	return filter_pid == 0 || (__u32)(pid_tgid >> 32) == filter_pid;
+	return filter_pid == 0 || (__u32)(bpf_get_current_pid_tgid() >> 32) == filter_pid;
 }
 
 static __always_inline __u32 reason_slot(int reason)
@@ -115,7 +107,7 @@ static __always_inline void on_start(void)
 {
 	struct task_migration *state;
 
-	if (!pid_selected(bpf_get_current_pid_tgid()))
+	if (!pid_selected())
 		return;
 	state = migration_state(true);
 	if (!state)
@@ -137,16 +129,24 @@ struct migration {
 	int reason;
 };
 
+/* An atomic add (a locked instruction) only of what is not zero: most calls move base pages
+ * and fail none. */
+static __always_inline void add_any(__u64 *counter, __u64 n)
+{
+	if (n)
+		__sync_fetch_and_add(counter, n);
+}
+
 static __always_inline void add_count(struct numamove_count *c, const struct migration *m,
 				      __u64 lat, bool paired)
 {
 	__sync_fetch_and_add(&c->calls, 1);
-	__sync_fetch_and_add(&c->succeeded, m->succeeded);
-	__sync_fetch_and_add(&c->failed, m->failed);
-	__sync_fetch_and_add(&c->thp_succeeded, m->thp_succeeded);
-	__sync_fetch_and_add(&c->thp_failed, m->thp_failed);
-	__sync_fetch_and_add(&c->thp_split, m->thp_split);
-	__sync_fetch_and_add(&c->large_split, m->large_split);
+	add_any(&c->succeeded, m->succeeded);
+	add_any(&c->failed, m->failed);
+	add_any(&c->thp_succeeded, m->thp_succeeded);
+	add_any(&c->thp_failed, m->thp_failed);
+	add_any(&c->thp_split, m->thp_split);
+	add_any(&c->large_split, m->large_split);
 	if (paired) {
 		__sync_fetch_and_add(&c->paired, 1);
 		__sync_fetch_and_add(&c->total_ns, lat);
@@ -172,13 +172,12 @@ static __always_inline void count_per_process(__u64 pid_tgid, __u32 slot, const 
 
 static __always_inline int on_end(const struct migration *m)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 now = bpf_ktime_get_ns(), lat = 0;
 	struct task_migration *state;
 	__u32 slot = reason_slot(m->reason);
 	bool paired = false;
 
-	if (!pid_selected(pid_tgid))
+	if (!pid_selected())
 		return 0;
 	/* The pages are counted whether or not the start was seen, so the sums stay exact. */
 	state = migration_state(false);
@@ -194,15 +193,13 @@ static __always_inline int on_end(const struct migration *m)
 			}
 		}
 	}
-	if (state)
-		release_if_idle(state);
 	if (!paired)
 		__sync_fetch_and_add(&unpaired_ends, 1);
 	add_count(&counts[slot], m, lat, paired);
 	if (hist_mode && paired)
 		__sync_fetch_and_add(&hist[slot][log2_slot(lat / 1000)], 1);
 	if (per_process)
-		count_per_process(pid_tgid, slot, m, lat, paired);
+		count_per_process(bpf_get_current_pid_tgid(), slot, m, lat, paired);
 	return 0;
 }
 
@@ -354,7 +351,7 @@ static __always_inline void on_call_entry(void)
 {
 	struct task_migration *state;
 
-	if (!pid_selected(bpf_get_current_pid_tgid()))
+	if (!pid_selected())
 		return;
 	state = migration_state(true);
 	if (state)
@@ -366,14 +363,13 @@ static __always_inline void on_call_return(void)
 	struct task_migration *state;
 	__u64 now = bpf_ktime_get_ns(), start, lat;
 
-	if (!pid_selected(bpf_get_current_pid_tgid()))
+	if (!pid_selected())
 		return;
 	state = migration_state(false);
 	if (!state)
 		return;
 	start = state->call_start;
 	state->call_start = 0;
-	release_if_idle(state);
 	if (!start || now < start)
 		return;
 	lat = now - start;
@@ -506,7 +502,7 @@ int stick_numa_tp(struct trace_event_raw_sched_numa_pair_template *ctx)
 	return KEEP_EVENT;
 }
 
-/* Without task-local storage: what an exiting thread left in the hash map goes with it. */
+/* An exiting thread's entry in the per-thread hash map goes with it. */
 SEC("raw_tp/sched_process_exit")
 int thread_exit_raw(void *ctx)
 {

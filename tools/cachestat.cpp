@@ -409,8 +409,7 @@ std::vector<Probe> Cachestat::plan() const {
     probes.emplace_back(
         ProbeId::Accesses, "filemap:mm_filemap_get_pages/map_pages/fault (accesses)",
         "The access tracepoints arrived in Linux 6.12.", std::move(accesses), false);
-    if (auto exit_probe = thread_exit_probe(kernel_features()))
-        probes.push_back(std::move(*exit_probe));
+    probes.push_back(thread_exit_probe());
     return probes;
 }
 
@@ -423,9 +422,8 @@ void Cachestat::configure(cachestat_bpf &skel) const {
     ro->page_shift = __builtin_ctz(static_cast<unsigned>(getpagesize()));
     bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? o_.common.entries(16384) : 1);
     bpf_map__set_max_entries(skel.maps.file_counts, o_.per_file ? o_.common.entries(65536) : 1);
-    const auto &features = kernel_features();
-    set_compat(*ro, features);
-    use_thread_state_map(skel.maps.cursors, features);
+    set_compat(*ro, kernel_features());
+    size_thread_state_map(skel.maps.cursors, o_.common.max_entries);
 }
 
 Snapshot Cachestat::snapshot(cachestat_bpf &skel) {
@@ -727,8 +725,7 @@ int Cachestat::run() {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     print_summary(*skel, snapshot(*skel), seconds);
-    report_thread_state(v, kernel_features(), skel->maps.cursors,
-                        skel->bss->memlat_thread_entries_created,
+    report_thread_state(v, skel->maps.cursors, skel->bss->memlat_thread_entries_created,
                         skel->bss->memlat_thread_entries_exit_deleted);
     fflush(stdout);
     return 0;

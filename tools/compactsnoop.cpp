@@ -201,8 +201,7 @@ std::vector<Probe> Compactsnoop::plan() const {
             "Without it the summary does not count deferred zones.");
     context(ProbeId::KcompactdWake, "mm_compaction_kcompactd_wake", "kcompactd_wake",
             "Without it the summary does not count kcompactd wake-ups.");
-    if (auto exit_probe = thread_exit_probe(kernel_features()))
-        probes.push_back(std::move(*exit_probe));
+    probes.push_back(thread_exit_probe());
     return probes;
 }
 
@@ -219,7 +218,7 @@ void Compactsnoop::configure(compactsnoop_bpf &skel) const {
     bpf_map__set_max_entries(skel.maps.events, o_.hist ? 4096 : o_.events.bytes);
     const auto &features = kernel_features();
     set_compat(*ro, features);
-    use_thread_state_map(skel.maps.tasks, features);
+    size_thread_state_map(skel.maps.tasks, o_.common.max_entries);
     use_events_map(skel.maps.events, features);
 }
 
@@ -496,8 +495,7 @@ int Compactsnoop::run() {
         print_histograms(*skel);
     print_summary(*skel, events ? &*events : nullptr);
     report_skipped_runs(tool_name, skel->obj, "runs");
-    report_thread_state(v, kernel_features(), skel->maps.tasks,
-                        skel->bss->memlat_thread_entries_created,
+    report_thread_state(v, skel->maps.tasks, skel->bss->memlat_thread_entries_created,
                         skel->bss->memlat_thread_entries_exit_deleted);
     fflush(stdout);
     return 0;

@@ -182,8 +182,7 @@ std::vector<Probe> Drsnoop::plan() const {
                             tracepoint_choices({tp + "_begin", tp + "_end"}),
                             kinds_explicit_ || kind == DRSNOOP_DIRECT || kind == DRSNOOP_MEMCG);
     }
-    if (auto exit_probe = thread_exit_probe(kernel_features()))
-        probes.push_back(std::move(*exit_probe));
+    probes.push_back(thread_exit_probe());
     return probes;
 }
 
@@ -213,7 +212,7 @@ void Drsnoop::configure(drsnoop_bpf &skel) const {
     bpf_map__set_max_entries(skel.maps.events, o_.hist ? 4096 : o_.events.bytes);
     const auto &features = kernel_features();
     set_compat(*ro, features);
-    use_thread_state_map(skel.maps.starts, features);
+    size_thread_state_map(skel.maps.starts, o_.common.max_entries);
     use_events_map(skel.maps.events, features);
 }
 
@@ -434,8 +433,7 @@ int Drsnoop::run() {
         print_histograms(*skel);
     print_summary(*skel, events ? &*events : nullptr);
     report_skipped_runs(tool_name, skel->obj, "stalls");
-    report_thread_state(v, kernel_features(), skel->maps.starts,
-                        skel->bss->memlat_thread_entries_created,
+    report_thread_state(v, skel->maps.starts, skel->bss->memlat_thread_entries_created,
                         skel->bss->memlat_thread_entries_exit_deleted);
     fflush(stdout);
     return 0;

@@ -214,8 +214,7 @@ std::vector<Probe> Numamove::plan() const {
                             "sched:sched_move_numa/sched_swap_numa/sched_stick_numa",
                             "They need CONFIG_NUMA_BALANCING.",
                             tracepoint_choices({"move_numa", "swap_numa", "stick_numa"}), false);
-    if (auto exit_probe = thread_exit_probe(kernel_features()))
-        probes.push_back(std::move(*exit_probe));
+    probes.push_back(thread_exit_probe());
     return probes;
 }
 
@@ -234,9 +233,8 @@ void Numamove::configure(numamove_bpf &skel) const {
         ro->arg_reason = layout_->reason;
     }
     bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? o_.common.entries(8192) : 1);
-    const auto &features = kernel_features();
-    set_compat(*ro, features);
-    use_thread_state_map(skel.maps.starts, features);
+    set_compat(*ro, kernel_features());
+    size_thread_state_map(skel.maps.starts, o_.common.max_entries);
 }
 
 Snapshot Numamove::totals(const numamove_bpf &skel) {
@@ -527,8 +525,7 @@ int Numamove::run() {
         print_interval(now, before);
     }
     report_skipped_runs(tool_name, skel->obj, "migrations");
-    report_thread_state(v, kernel_features(), skel->maps.starts,
-                        skel->bss->memlat_thread_entries_created,
+    report_thread_state(v, skel->maps.starts, skel->bss->memlat_thread_entries_created,
                         skel->bss->memlat_thread_entries_exit_deleted);
     if (uint64_t unpaired = skel->bss->unpaired_ends; unpaired != 0)
         verbose(v, fmt::format("{} migrations were in flight when tracing began (or their start "

@@ -1406,37 +1406,38 @@ THREAD_STATE_RE = re.compile(
 def check_variant_chosen(t: Test, variant: str, stderr: str, events: bool = False,
                          thread_state: bool = True) -> Optional[dict]:
     """Checks from a -v run's stderr that the tool chose the fall-backs of `variant` (the
-    features, the thread-exit clean-up, the event buffer when `events`), and returns the
-    per-thread hash map's counts ({"created", "removed_at_exit", "left", "left_dead"}), None
-    for this kernel's own choice. No entry may be left of a thread that no longer exists."""
+    features, the event buffer when `events`) and, with `thread_state`, the thread-exit
+    clean-up of its per-thread hash map (a hash map keyed by thread id on every kernel), and
+    returns that map's counts ({"created", "removed_at_exit", "left", "left_dead"}); None
+    without `thread_state`. No entry may be left of a thread that no longer exists."""
     if not variant:
         # The --btf-file variant of a scenario runs without the kernel's own BTF, and task
-        # storage needs it: the hash map is then this run's own choice.
-        storage = "no, using a hash map" if _BTF_VARIANT.path else "yes"
+        # storage (bpf_get_current_task_btf()) needs it.
+        storage = "no" if _BTF_VARIANT.path else "yes"
         t.check_in("-v: task storage as this run allows",
                    f"task-local storage (5.11): {storage}", stderr, "stderr")
         if events:
             t.check_in("-v: events through the ring buffer", "events through a BPF ring buffer",
                        stderr, "stderr")
-        return None
-    if thread_state:
-        t.check_in("-v: task storage forced off", "task-local storage (5.11): no, using a hash "
-                   "map keyed by thread id", stderr, "stderr")
-        t.check_in("-v: thread-exit clean-up attached",
-                   "sched:sched_process_exit (per-thread hash map clean-up): using", stderr,
-                   "stderr")
-    t.check_in("-v: ring buffer forced off", "ring buffer (5.8): no, using a perf buffer",
-               stderr, "stderr")
-    if events:
-        t.check_in("-v: events through perf buffers", "events through perf buffers", stderr,
-                   "stderr")
-    if variant == "no_kernel_btf":
-        t.check_in("-v: kernel BTF forced off", "kernel BTF (/sys/kernel/btf/vmlinux): no",
+    else:
+        if thread_state:
+            t.check_in("-v: task storage forced off", "task-local storage (5.11): no", stderr,
+                       "stderr")
+        t.check_in("-v: ring buffer forced off", "ring buffer (5.8): no, using a perf buffer",
                    stderr, "stderr")
-        t.check(not re.search(r": using (\w+/)?tp_btf", stderr), "-v: no tp_btf hook chosen",
-                "none", re.findall(r".*: using (?:\w+/)?tp_btf.*", stderr))
+        if events:
+            t.check_in("-v: events through perf buffers", "events through perf buffers", stderr,
+                       "stderr")
+        if variant == "no_kernel_btf":
+            t.check_in("-v: kernel BTF forced off", "kernel BTF (/sys/kernel/btf/vmlinux): no",
+                       stderr, "stderr")
+            t.check(not re.search(r": using (\w+/)?tp_btf", stderr), "-v: no tp_btf hook chosen",
+                    "none", re.findall(r".*: using (?:\w+/)?tp_btf.*", stderr))
     if not thread_state:
         return None
+    t.check_in("-v: thread-exit clean-up attached",
+               "sched:sched_process_exit (per-thread hash map clean-up): using", stderr,
+               "stderr")
     m = THREAD_STATE_RE.search(stderr)
     t.require(m is not None, "-v reports the per-thread hash map", "a line", "none")
     counts = {"created": int(m.group(2)), "removed_at_exit": int(m.group(3)),

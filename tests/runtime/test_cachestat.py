@@ -414,7 +414,7 @@ def fallback(t: Test, disabled: str, expect: str, dirties: bool, variant: str = 
     check_cold(t, cold)
     check_warm(t, warm)
     state = check_variant_chosen(t, variant, err)
-    if state is not None:
+    if state is not None:  # always: a hash map on every kernel
         # The reader (one thread, the only one -p counts) kept its read cursor until it
         # exited: the thread-exit program must have removed it.
         t.check_eq("hash map: cursors created (the reader's thread)", 1, state["created"])

@@ -6,9 +6,13 @@
 // With --linger it stays alive after its report until killed, so that what the kernel keeps
 // per task (delay accounting, read over taskstats) can still be read. With --hold it also
 // keeps the file open: a tool that finds paths in /proc/PID/fd still finds it after the
-// reads, however fast they were.
+// reads, however fast they were. With --stdin-rounds it stays the same thread for many rounds
+// of reads (bench/'s steady state: per-thread state of a tool made once, reused): it prints
+// "ready", then reads the file PASSES times for every line on stdin and prints "round bytes=B"
+// after each, until EOF.
 //
 //   file_reader --file PATH [--cgroup DIR] [--passes N] [--mmap] [--wait] [--linger|--hold]
+//               [--stdin-rounds]
 // Prints "pid=PID iterations=PASSES bytes=B" when done.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -64,7 +68,7 @@ unsigned long mmap_pass(int fd, size_t size) {
 int main(int argc, char **argv) {
     std::string file, cgroup;
     long passes = 1;
-    bool use_mmap = false, wait = false, linger = false, hold = false;
+    bool use_mmap = false, wait = false, linger = false, hold = false, stdin_rounds = false;
     for (int i = 1; i < argc; ++i) {
         std::string opt = argv[i];
         if (opt == "--mmap") {
@@ -73,6 +77,10 @@ int main(int argc, char **argv) {
         }
         if (opt == "--wait") {
             wait = true;
+            continue;
+        }
+        if (opt == "--stdin-rounds") {
+            stdin_rounds = true;
             continue;
         }
         if (opt == "--linger") {
@@ -119,9 +127,23 @@ int main(int argc, char **argv) {
     struct stat st {};
     if (fstat(fd, &st) != 0)
         die("fstat");
-    unsigned long bytes = 0;
-    for (long pass = 0; pass < passes; ++pass)
-        bytes += use_mmap ? mmap_pass(fd, static_cast<size_t>(st.st_size)) : read_pass(fd, buf);
+    auto read_passes = [&] {
+        unsigned long bytes = 0;
+        for (long pass = 0; pass < passes; ++pass)
+            bytes += use_mmap ? mmap_pass(fd, static_cast<size_t>(st.st_size)) : read_pass(fd, buf);
+        return bytes;
+    };
+    if (stdin_rounds) {
+        printf("ready\n");
+        fflush(stdout);
+        char line[16];
+        while (fgets(line, sizeof(line), stdin) != nullptr) {
+            printf("round bytes=%lu\n", read_passes());
+            fflush(stdout);
+        }
+        return 0;
+    }
+    unsigned long bytes = read_passes();
     if (!hold)
         close(fd);
     printf("pid=%d iterations=%ld bytes=%lu\n", getpid(), passes, bytes);

@@ -15,7 +15,10 @@
 // It prints "fragmented kept=K freed=F" (pages) and "compacted rounds=R migrated=M";
 // --wait-stdin then waits for EOF on stdin. Finally it checks the pattern of every kept page,
 // unmaps everything and prints "pid=PID iterations=ROUNDS". Exit status 1 on any error (a
-// corrupted page included).
+// corrupted page included). With --stdin-rounds the same thread fragments and compacts once
+// for every line on stdin (bench/'s steady state: a tool's per-thread state made once, then
+// reused), checking and unmapping each region after its round, and prints
+// "round migrated=M" after each, until EOF.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -93,7 +96,7 @@ void compact_memory() {
 
 int main(int argc, char **argv) {
     size_t mib = 128, rounds = 1, min_migrated = 0;
-    bool compact = false, wait_stdin = false;
+    bool compact = false, wait_stdin = false, stdin_rounds = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "--mib" && i + 1 < argc)
@@ -106,10 +109,12 @@ int main(int argc, char **argv) {
             compact = true;
         else if (a == "--wait-stdin")
             wait_stdin = true;
+        else if (a == "--stdin-rounds")
+            stdin_rounds = true;
         else {
             std::fprintf(stderr,
                          "usage: %s [--mib N] [--compact [--rounds R] [--min-migrated P]] "
-                         "[--wait-stdin]\n",
+                         "[--wait-stdin | --stdin-rounds]\n",
                          argv[0]);
             return 2;
         }
@@ -118,6 +123,24 @@ int main(int argc, char **argv) {
     const size_t size = mib << 20;
     std::vector<unsigned char *> regions;
     size_t kept = 0, freed = 0, round = 0;
+    if (stdin_rounds) {
+        std::printf("ready\n");
+        std::fflush(stdout);
+        char line[64];
+        while (std::fgets(line, sizeof(line), stdin) != nullptr) {
+            const uint64_t start = pgmigrate_success();
+            unsigned char *base = fragment(size, page, kept, freed);
+            if (compact)
+                compact_memory();
+            if (!intact(base, size, page))
+                return 1;
+            munmap(base, size);
+            std::printf("round migrated=%llu\n",
+                        static_cast<unsigned long long>(pgmigrate_success() - start));
+            std::fflush(stdout);
+        }
+        return 0;
+    }
     const uint64_t before = pgmigrate_success();
     uint64_t migrated = 0;
     do {

@@ -111,22 +111,16 @@ std::vector<std::string> KernelFeatures::describe() const {
     };
     return {
         line("task-local storage (5.11)", task_storage,
-             "a hash map keyed by thread id, emptied on end and on thread exit"),
+             "CO-RE reads of the current task (bpf_get_current_task_btf() came with it)"),
         line("ring buffer (5.8)", ringbuf, "a perf buffer per CPU"),
         line("kernel BTF (/sys/kernel/btf/vmlinux)", kernel_btf,
              "another BTF for CO-RE; no tp_btf or fentry programs"),
     };
 }
 
-void use_thread_state_map(bpf_map *map, const KernelFeatures &f) {
-    if (f.task_storage)
-        return;
-    bpf_map__set_type(map, BPF_MAP_TYPE_HASH);
-    bpf_map__set_key_size(map, sizeof(uint32_t));
-    // Preallocated: the kernel warns about run-time allocated hash maps in tracing programs,
-    // and a full map then fails cleanly (counted by the BPF side) instead of allocating.
-    bpf_map__set_map_flags(map, 0);
-    bpf_map__set_max_entries(map, thread_state_map_entries);
+void size_thread_state_map(bpf_map *map, uint32_t max_entries) {
+    if (max_entries > bpf_map__max_entries(map))
+        bpf_map__set_max_entries(map, max_entries);
 }
 
 void use_events_map(bpf_map *map, const KernelFeatures &f) {
@@ -138,12 +132,10 @@ void use_events_map(bpf_map *map, const KernelFeatures &f) {
     bpf_map__set_max_entries(map, static_cast<uint32_t>(possible_cpus()));
 }
 
-std::optional<Probe> thread_exit_probe(const KernelFeatures &f) {
-    if (f.task_storage)
-        return std::nullopt;
+Probe thread_exit_probe() {
     return Probe{"sched:sched_process_exit (per-thread hash map clean-up)",
-                 "Without task-local storage (Linux 5.11) it needs the sched:sched_process_exit "
-                 "tracepoint, so that exiting threads leave no state behind.",
+                 "It needs the sched:sched_process_exit tracepoint, which removes an exiting "
+                 "thread's entry from the per-thread hash map.",
                  std::vector<HookChoice>{
                      {.kind = HookKind::RawTp, .programs = {"thread_exit_raw"}},
                      {.kind = HookKind::Tracepoint, .programs = {"thread_exit_tp"}},
@@ -166,9 +158,9 @@ ThreadStateCount count_thread_state(bpf_map *map, uint64_t created, uint64_t rem
     return count;
 }
 
-void report_thread_state(const Verbosity &v, const KernelFeatures &f, bpf_map *map,
-                         uint64_t created, uint64_t removed_at_exit) {
-    if (!v.on() || f.task_storage)
+void report_thread_state(const Verbosity &v, bpf_map *map, uint64_t created,
+                         uint64_t removed_at_exit) {
+    if (!v.on())
         return;
     auto c = count_thread_state(map, created, removed_at_exit);
     verbose(v, fmt::format("per-thread hash map {}: {} entries created, {} removed at thread "

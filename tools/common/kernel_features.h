@@ -30,8 +30,10 @@ std::string missing_floor_feature();
 void check_kernel_floor();
 
 struct KernelFeatures {
-    // BPF_MAP_TYPE_TASK_STORAGE and its helpers in tracing programs (Linux 5.11). Without it,
-    // per-thread state lives in a hash map keyed by thread id, removed on end and thread exit.
+    // BPF_MAP_TYPE_TASK_STORAGE in tracing programs (Linux 5.11), probed as the sign of
+    // bpf_get_current_task_btf(), which came with it: without it the BPF side reads the current
+    // task through helpers. (Per-thread state is a hash map keyed by thread id on every kernel:
+    // bpf/compat.bpf.h, thread_state(), says why.)
     bool task_storage = true;
     // BPF_MAP_TYPE_RINGBUF (Linux 5.8). Without it, events go through a perf buffer.
     bool ringbuf = true;
@@ -60,14 +62,10 @@ void set_compat(Rodata &rodata, const KernelFeatures &f) {
     rodata.memlat_kernel_btf = f.kernel_btf;
 }
 
-// Entries of a per-thread hash map (one per live thread with something open).
-inline constexpr uint32_t thread_state_map_entries = 16384;
-
-// A map declared BPF_MAP_TYPE_TASK_STORAGE becomes, on a kernel without task storage, a
-// preallocated hash map keyed by thread id (compat.bpf.h's thread_state() uses it so). Call on
-// the opened skeleton, before load. One map whose type changes, rather than two maps of which
-// one goes unused: libbpf 1.1 cannot leave a map that programs reference uncreated.
-void use_thread_state_map(bpf_map *map, const KernelFeatures &f);
+// A per-thread state map (bpf/compat.bpf.h, thread_state()) keeps its declared size, or
+// --max-entries when that is larger: a smaller table for the per-process rows must not leave
+// the threads without state.
+void size_thread_state_map(bpf_map *map, uint32_t max_entries);
 
 // A map declared BPF_MAP_TYPE_RINGBUF becomes, on a kernel without ring buffers, a perf event
 // array with one slot per possible CPU (compat.bpf.h's event_submit() writes to it so, and
@@ -75,11 +73,11 @@ void use_thread_state_map(bpf_map *map, const KernelFeatures &f);
 void use_events_map(bpf_map *map, const KernelFeatures &f);
 
 // sched:sched_process_exit, which removes an exiting thread's entries from the per-thread hash
-// maps: needed only without task storage. Every BPF object that keeps per-thread state has the
-// programs thread_exit_raw and thread_exit_tp.
-std::optional<Probe> thread_exit_probe(const KernelFeatures &f);
+// maps (on every kernel: the entries stay while their threads live). Every BPF object that
+// keeps per-thread state has the programs thread_exit_raw and thread_exit_tp.
+Probe thread_exit_probe();
 
-// With -v and without task storage: how many per-thread entries the BPF side created, how many
+// With -v: how many per-thread entries the BPF side created, how many
 // the thread-exit program removed, and how many are left in `map`, of those how many belong to
 // threads that no longer exist (a leak; there should be none).
 struct ThreadStateCount {
@@ -89,8 +87,8 @@ struct ThreadStateCount {
     uint64_t left_dead = 0;
 };
 ThreadStateCount count_thread_state(bpf_map *map, uint64_t created, uint64_t removed_at_exit);
-void report_thread_state(const Verbosity &v, const KernelFeatures &f, bpf_map *map,
-                         uint64_t created, uint64_t removed_at_exit);
+void report_thread_state(const Verbosity &v, bpf_map *map, uint64_t created,
+                         uint64_t removed_at_exit);
 
 // -v lines: the features, then how the tool's events travel.
 void describe_features(const Verbosity &v, const KernelFeatures &f);
