@@ -213,6 +213,10 @@ static __always_inline void thread_put(__u32 tid, struct thread_stall *state)
 
 static __always_inline int window_begin(void *ctx, __u32 window)
 {
+	/* First: the window starts when the tracepoint fires, not after the filters and the
+	 * thread table below (a few us with cold caches inside reclaim, which window_end, reading
+	 * its clock first, does not pay). */
+	__u64 now = bpf_ktime_get_ns();
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct thread_stall *state;
@@ -226,7 +230,7 @@ static __always_inline int window_begin(void *ctx, __u32 window)
 		return 0;
 	state = thread_get(tid, true);
 	if (state)
-		state->window_start[window] = bpf_ktime_get_ns();
+		state->window_start[window] = now;
 	return 0;
 }
 
