@@ -210,7 +210,9 @@ void add_max_entries_option(CommandLine &cli, CommonOptions &options) {
                fmt::format("Rows of each per-process, per-file, per-culprit or per-stack table "
                            "(default: the tool's own, in README; at most {}). Events that find "
                            "a table full are still in the totals, and every interval and the "
-                           "summary say how many (table_full)",
+                           "summary say how many (table_full). A larger N also raises the "
+                           "per-thread state of drsnoop, compactsnoop, numamove and cachestat "
+                           "(4096 threads alive that have stalled, kept until they exit)",
                            max_table_entries),
                [&options](const std::string &text) {
                    const auto n = parse_number<uint64_t>(text, "--max-entries");
