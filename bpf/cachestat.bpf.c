@@ -36,8 +36,16 @@ const volatile bool per_process = false;
 const volatile bool per_file = false;
 const volatile __u32 page_shift = 12;
 
-/* Per-CPU counters, read by user space through the mmap'ed .bss. */
-struct cachestat_cpu_counts counts[CACHESTAT_MAX_CPUS] = {};
+/* Per-CPU counters, one entry per possible CPU (user space sets max_entries at open and reads
+ * them through a mapping of the array). In .bss, sized for 1024 CPUs, they were 64 KiB of
+ * every run's memory; 128 bytes on 2 CPUs. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cachestat_cpu_counts);
+} cpu_counts SEC(".maps");
 __u64 table_full = 0;	   /* per-process or per-file hash map full */
 __u32 table_epoch = 0;	   /* written by user space: see struct cachestat_proc_key */
 __u64 no_task_storage = 0; /* a read's cursor could not be kept: counted without de-dup */
@@ -146,11 +154,13 @@ static __always_inline void add_file(__u32 counter, __u64 pages,
 static __always_inline void count(__u32 counter, __u64 pages, const struct cachestat_file_key *key)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
+	struct cachestat_cpu_counts *row;
 
 	if (!pages || counter >= CACHESTAT_COUNTERS)
 		return;
-	if (cpu < CACHESTAT_MAX_CPUS)
-		__sync_fetch_and_add(&counts[cpu].c[counter], pages);
+	row = bpf_map_lookup_elem(&cpu_counts, &cpu);
+	if (row)
+		__sync_fetch_and_add(&row->c[counter], pages);
 	if (per_process)
 		add_proc(counter, pages);
 	if (per_file)

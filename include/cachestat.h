@@ -7,7 +7,6 @@
 #include <linux/types.h>
 #endif
 
-#define CACHESTAT_MAX_CPUS 1024
 #define CACHESTAT_COMM_LEN 16
 /* Folio orders above this are not real (MAX_PAGE_ORDER is 10, PUD-sized folios 18). */
 #define CACHESTAT_MAX_ORDER 20

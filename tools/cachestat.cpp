@@ -351,6 +351,7 @@ class Cachestat final : public CountingSide {
     Options o_;
     std::vector<Probe> probes_;
     std::optional<Loaded<cachestat_bpf>> loaded_;
+    MappedArray cpu_counts_;                    // skel().maps.cpu_counts, once loaded
     std::optional<cachestat::Metrics> metrics_; // --prometheus
     std::optional<CgroupTarget> cgroup_;
     bool accesses_known_ = true;
@@ -420,6 +421,7 @@ void Cachestat::configure(cachestat_bpf &skel) const {
     ro->per_process = o_.per_process;
     ro->per_file = o_.per_file;
     ro->page_shift = __builtin_ctz(static_cast<unsigned>(getpagesize()));
+    bpf_map__set_max_entries(skel.maps.cpu_counts, static_cast<uint32_t>(ncpus_));
     bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? o_.common.entries(16384) : 1);
     bpf_map__set_max_entries(skel.maps.file_counts, o_.per_file ? o_.common.entries(65536) : 1);
     set_compat(*ro, kernel_features());
@@ -429,10 +431,10 @@ void Cachestat::configure(cachestat_bpf &skel) const {
 Snapshot Cachestat::snapshot(cachestat_bpf &skel) {
     Snapshot s;
     const auto *bss = skel.bss;
-    for (int cpu = 0; cpu < ncpus_ && cpu < CACHESTAT_MAX_CPUS; ++cpu) {
+    for (int cpu = 0; cpu < ncpus_; ++cpu) {
         cachestat_counts c{};
         for (int i = 0; i < CACHESTAT_COUNTERS; ++i)
-            c.c[i] = bss->counts[cpu].c[i];
+            c.c[i] = cpu_counts_.at<cachestat_cpu_counts>(cpu).c[i];
         s.total += cachestat::Counts::from(c);
     }
     if (epochs_) {
@@ -675,6 +677,7 @@ void Cachestat::load() {
     loaded_.emplace(
         cachestat_bpf__open_opts, cachestat_bpf__destroy, [&](cachestat_bpf &s) { configure(s); },
         probes_, v);
+    cpu_counts_ = MappedArray(skel().maps.cpu_counts);
 
     const Probe &access = *find_probe(probes_, ProbeId::Accesses);
     accesses_known_ = access.choice() != nullptr;

@@ -75,12 +75,13 @@ constexpr const char *examples = R"(Examples:
 )";
 
 // The events' buffer (--buffer-size), and the batch after which user space is woken.
-// Compaction runs come by tens a second; 128 KiB hold 468 records of 280 bytes, and user
-// space drains them at each 16 KiB batch and every 100 ms. (It was 1 MiB, which the kernel
-// maps twice: 2 MiB of RSS.)
+// Compaction runs come by tens a second; 64 KiB hold 234 records of 280 bytes, and user
+// space drains them at each 16 KiB batch (58 records) and every 100 ms: a burst of 2000 runs
+// a second fits. The kernel maps a ring buffer's pages twice, so each KiB here is two of RSS
+// (1 MiB was 2 MiB of RSS, 128 KiB 0.26 MiB).
 // The BPF side wakes user space when the ring buffer's producer position crosses a multiple
 // of the batch (submit_batched() in bpf/common.bpf.h), a test that needs a power of two.
-constexpr EventBufferSize default_event_buffer{.bytes = 128 * 1024, .wakeup_bytes = 16 * 1024};
+constexpr EventBufferSize default_event_buffer{.bytes = 64 * 1024, .wakeup_bytes = 16 * 1024};
 static_assert(std::has_single_bit(default_event_buffer.bytes) &&
               std::has_single_bit(default_event_buffer.wakeup_bytes));
 

@@ -2,6 +2,7 @@
 
 #include <bpf/bpf.h>
 #include <linux/capability.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <fmt/format.h>
 #include <stdexcept>
 #include <utility>
@@ -209,6 +211,35 @@ void size_global_array(bpf_map *section, size_t count, size_t element_bytes) {
     if (err != 0)
         throw RuntimeError(fmt::format("Cannot size the BPF section {} for {} elements: {}",
                                        bpf_map__name(section), count, error_text(err)));
+}
+
+MappedArray::MappedArray(const bpf_map *map) {
+    // The kernel lays a mappable array's values out from the mapping's start, each rounded up
+    // to 8 bytes.
+    value_bytes_ = (bpf_map__value_size(map) + 7) / 8 * 8;
+    const size_t page = static_cast<size_t>(getpagesize());
+    length_ = (value_bytes_ * bpf_map__max_entries(map) + page - 1) / page * page;
+    void *address = mmap(nullptr, length_, PROT_READ, MAP_SHARED, bpf_map__fd(map), 0);
+    if (address == MAP_FAILED)
+        throw RuntimeError(fmt::format("Cannot map the BPF array {}: {}", bpf_map__name(map),
+                                       std::strerror(errno)));
+    address_ = address;
+}
+
+MappedArray &MappedArray::operator=(MappedArray &&other) noexcept {
+    if (this != &other) {
+        if (address_ != nullptr)
+            munmap(address_, length_);
+        address_ = std::exchange(other.address_, nullptr);
+        length_ = std::exchange(other.length_, 0);
+        value_bytes_ = std::exchange(other.value_bytes_, 0);
+    }
+    return *this;
+}
+
+MappedArray::~MappedArray() {
+    if (address_ != nullptr)
+        munmap(address_, length_);
 }
 
 uint64_t recursion_misses(bpf_object *obj) {
