@@ -131,7 +131,10 @@ class Drsnoop final : public CountingSide {
     bool kinds_explicit_ = false;
     std::optional<CgroupTarget> cgroup_;
     bool memcg_on_v1_ = memory_controller_on_v1();
-    GfpNames gfp_ = GfpNames::from_kernel();
+    // Read from the kernel's BTF once the BPF object is open (load()): the object inflated
+    // for the open is freed by then, and is not held beside libbpf's index of the BTF (240 KB
+    // of drsnoop's peak RSS).
+    std::optional<GfpNames> gfp_;
     drsnoop::LineFormat format_{o_.common.timestamp, o_.show_uid, o_.extended, getpagesize() / 1024,
                                 o_.tid.has_value()};
     uint64_t first_ns_ = 0;
@@ -230,13 +233,13 @@ void Drsnoop::print_event(const drsnoop_event &e) {
     // event of another CPU may precede the first one printed.
     const double time_s = static_cast<double>(static_cast<int64_t>(e.ts_ns - first_ns_)) / 1e9;
     if (o_.common.json) {
-        auto j = drsnoop::json_event(e, time_s, format_, gfp_);
+        auto j = drsnoop::json_event(e, time_s, format_, *gfp_);
         if (o_.common.timestamp)
             j["wall_time"] = wall_clock_time();
         print_json_line(j);
         return;
     }
-    fmt::print("{}\n", drsnoop::line(e, time_s, format_, gfp_));
+    fmt::print("{}\n", drsnoop::line(e, time_s, format_, *gfp_));
 }
 
 void Drsnoop::print_histograms(drsnoop_bpf &skel) {
@@ -388,15 +391,20 @@ void Drsnoop::load() {
     auto v = o_.common.verbosity();
     raise_memlock_limit(v);
     describe_features(v, kernel_features());
-    verbose(v, fmt::format("GFP flag names from {}", gfp_.source()));
     verbose(v,
             fmt::format("CGROUP is the task's {}",
                         memcg_on_v1_ ? "memory cgroup (cgroup v1 hierarchy)" : "cgroup v2 cgroup"));
 
     probes_ = plan();
     loaded_.emplace(
-        drsnoop_bpf__open_opts, drsnoop_bpf__destroy, [&](drsnoop_bpf &s) { configure(s); },
+        drsnoop_bpf__open_opts, drsnoop_bpf__destroy,
+        [&](drsnoop_bpf &s) {
+            if (!gfp_)
+                gfp_ = GfpNames::from_kernel();
+            configure(s);
+        },
         probes_, v);
+    verbose(v, fmt::format("GFP flag names from {}", gfp_->source()));
     if (!o_.prom.on())
         return;
     metrics_.emplace(o_.prom, o_.cgroup, getpagesize());
