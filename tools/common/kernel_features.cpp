@@ -33,6 +33,8 @@ void apply_disabled(KernelFeatures &f) {
             f.ringbuf = false;
         else if (token == "kernel_btf")
             f.kernel_btf = false;
+        else if (token == "uffd_wp_async")
+            ; // read by memlat's main() (tools/memlat/main.cpp), before anything else
         else
             throw UsageError(fmt::format("MEMLAT_DISABLE_FEATURES: unknown feature '{}' (known: "
                                          "{})",
@@ -84,7 +86,8 @@ void check_kernel_floor() {
 }
 
 const std::vector<std::string_view> &feature_names() {
-    static const std::vector<std::string_view> names{"task_storage", "ringbuf", "kernel_btf"};
+    static const std::vector<std::string_view> names{"task_storage", "ringbuf", "kernel_btf",
+                                                     "uffd_wp_async"};
     return names;
 }
 

@@ -47,7 +47,8 @@ struct KernelFeatures {
     std::vector<std::string> describe() const;
 };
 
-// The names MEMLAT_DISABLE_FEATURES accepts: task_storage, ringbuf, kernel_btf.
+// The names MEMLAT_DISABLE_FEATURES accepts: task_storage, ringbuf, kernel_btf, uffd_wp_async
+// (the binary's pages mapped 64 KiB at a time, as before Linux 6.7: tools/memlat/main.cpp).
 const std::vector<std::string_view> &feature_names();
 
 // Probes the running kernel once (later calls return the same answers) and applies

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "multicall.h"
+#include "parsing.h"
 
 namespace {
 
@@ -69,8 +70,12 @@ int register_read_only_segments(dl_phdr_info *info, size_t, void *uffd) {
 // segments are never written anyway). The registration lasts as long as the descriptor,
 // which stays open for the life of the process (close-on-exec). Where the kernel refuses
 // (older than 6.7, userfaultfd forbidden by seccomp or vm.unprivileged_userfaultfd), nothing
-// changes. Costs about 200 more minor faults at start-up (~0.2 ms of CPU).
+// changes (MEMLAT_DISABLE_FEATURES=uffd_wp_async plays such a kernel, for A/B measurements).
+// Costs ~150 more minor faults at start-up: 0.4-1.6 ms more CPU to ready on this VM.
 void map_binary_pages_singly() {
+    for (const std::string &feature : memlat::environment_list("MEMLAT_DISABLE_FEATURES"))
+        if (feature == "uffd_wp_async")
+            return;
     int uffd =
         static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | uffd_user_mode_only));
     if (uffd < 0 && errno == EINVAL) // before 5.11
