@@ -82,6 +82,15 @@ void map_binary_pages_singly() {
         uffd = static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
     if (uffd < 0)
         return;
+    if (uffd <= STDERR_FILENO) {
+        // Started with stdin, stdout or stderr closed: keep those numbers free, or the tool's
+        // output would go to this descriptor.
+        const int moved = fcntl(uffd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+        close(uffd);
+        if (moved < 0)
+            return;
+        uffd = moved;
+    }
     uffdio_api api{};
     api.api = UFFD_API;
     api.features = uffd_feature_wp_async;
