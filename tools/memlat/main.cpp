@@ -71,7 +71,7 @@ int register_read_only_segments(dl_phdr_info *info, size_t, void *uffd) {
 // which stays open for the life of the process (close-on-exec). Where the kernel refuses
 // (older than 6.7, userfaultfd forbidden by seccomp or vm.unprivileged_userfaultfd), nothing
 // changes (MEMLAT_DISABLE_FEATURES=uffd_wp_async plays such a kernel, for A/B measurements).
-// Costs ~150 more minor faults at start-up: 0.4-1.6 ms more CPU to ready on this VM.
+// Costs ~150 more minor faults at start-up: 0-0.25 ms more CPU to ready (README "Benchmark").
 void map_binary_pages_singly() {
     for (const std::string &feature : memlat::environment_list("MEMLAT_DISABLE_FEATURES"))
         if (feature == "uffd_wp_async")
