@@ -622,7 +622,7 @@ def contenders_of(g, bd, bpftrace, peers, variants=()):
         out.append(dict(ours, name=label, role=mode, argv=[tool] + extra))
     # Variants of the counting mode, for A/B measurements in the same run: another build's
     # tool (--compare-build), or the tool under an environment (--variant-env, e.g.
-    # MEMLAT_DISABLE_FEATURES=task_storage: the hash map by thread id of older kernels).
+    # MEMLAT_DISABLE_FEATURES=task_btf: helper reads of the current task, as on 5.10).
     for label, build, env in variants:
         out.append(dict(ours, name=" ".join([g.tool] + g.default_args + [f"[{label}]"]),
                         role="default", argv=[os.path.join(build or bd, g.tool)] +
@@ -950,7 +950,7 @@ def main():
                          "an environment variable set; repeatable")
     ap.add_argument("--variant-env", metavar="VAR=VALUE", action="append", default=[],
                     help="also run each tool's counting mode with this environment variable "
-                         "set (e.g. MEMLAT_DISABLE_FEATURES=task_storage); repeatable")
+                         "set (e.g. MEMLAT_DISABLE_FEATURES=task_btf); repeatable")
     ap.add_argument("--workloads", choices=("both", "short-lived", "steady"), default="both",
                     help="drsnoop's, compactsnoop's and numamove's workloads: today's "
                          "short-lived threads, the steady state of long-lived ones, or both "

@@ -7,9 +7,9 @@
 #ifndef MEMLAT_COMPAT_BPF_H
 #define MEMLAT_COMPAT_BPF_H
 
-/* bpf_get_current_task_btf() (5.11, with task-local storage in tracing programs, which user
- * space probes for); else CO-RE reads through helpers. */
-const volatile bool memlat_task_storage = true;
+/* bpf_get_current_task_btf() (5.11; user space probes for task-local storage in tracing
+ * programs, which came with it); else CO-RE reads through helpers. */
+const volatile bool memlat_task_btf = true;
 /* BPF_MAP_TYPE_RINGBUF (5.8); else a perf event array. */
 const volatile bool memlat_ringbuf = true;
 /* The kernel's own BTF: tp_btf/fentry programs (bpf_get_current_task_btf() needs 5.11 too:
@@ -22,11 +22,11 @@ __u64 memlat_thread_entries_created = 0;
 __u64 memlat_thread_entries_exit_deleted = 0;
 
 /* The current task, as a pointer only CO-RE reads may follow. bpf_get_current_task_btf()
- * came in 5.11 with task storage (which user space enables only with the kernel's own BTF), so
- * the task-storage flag stands for it: 5.10 has BTF but not the helper. */
+ * came in 5.11 (user space enables it only with the kernel's own BTF): 5.10 has BTF but not
+ * the helper. */
 static __always_inline struct task_struct *current_task(void)
 {
-	if (memlat_task_storage)
+	if (memlat_task_btf)
 		return bpf_get_current_task_btf();
 	return (struct task_struct *)bpf_get_current_task();
 }
@@ -39,7 +39,7 @@ static __always_inline struct task_struct *current_task(void)
  * measured 80 ns per event for the helper against 15 for the loads (bench/). */
 static __always_inline struct task_struct *current_task_readable(void)
 {
-	return memlat_task_storage ? bpf_get_current_task_btf() : NULL;
+	return memlat_task_btf ? bpf_get_current_task_btf() : NULL;
 }
 
 /* As bpf_get_current_pid_tgid(): the process id (tgid) in the upper half, the thread id in the

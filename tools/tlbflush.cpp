@@ -120,7 +120,7 @@ Environment:
   MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds or families
                             (tp_btf, raw_tp, tracepoint, csd, irq_vectors)
   MEMLAT_DISABLE_FEATURES=LIST
-                            act as on an older kernel: task_storage (5.11),
+                            act as on an older kernel: task_btf (5.11),
                             ringbuf (5.8), kernel_btf; -v shows the choice)";
 
 struct Options {

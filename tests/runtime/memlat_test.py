@@ -1364,14 +1364,14 @@ _UNPRIVILEGED = _Unprivileged()
 
 # The kernel features the tools can do without, forced off on this kernel so that the host
 # tests run the old kernels' paths (MEMLAT_DISABLE_FEATURES): "" is this kernel's own choice;
-# "old_kernel" is Linux 5.4-5.7 (no task storage, no ring buffer: a TID-keyed hash map and perf
-# buffers); "no_kernel_btf" is a kernel without /sys/kernel/btf/vmlinux as well (no tp_btf,
+# "old_kernel" is Linux 5.5-5.7 (no bpf_get_current_task_btf(), no ring buffer: CO-RE reads of
+# the current task and perf buffers); "no_kernel_btf" is a kernel without /sys/kernel/btf/vmlinux as well (no tp_btf,
 # no bpf_get_current_task_btf()). Scenarios that test them register one scenario per variant
 # (scenario names get the suffix "_old_kernel" / "_no_kernel_btf").
 FEATURE_VARIANTS: dict[str, dict[str, str]] = {
     "": {},
-    "old_kernel": {"MEMLAT_DISABLE_FEATURES": "task_storage,ringbuf"},
-    "no_kernel_btf": {"MEMLAT_DISABLE_FEATURES": "task_storage,ringbuf,kernel_btf",
+    "old_kernel": {"MEMLAT_DISABLE_FEATURES": "task_btf,ringbuf"},
+    "no_kernel_btf": {"MEMLAT_DISABLE_FEATURES": "task_btf,ringbuf,kernel_btf",
                       "MEMLAT_DISABLE_HOOKS": "tp_btf,fentry"},
 }
 
@@ -1411,18 +1411,18 @@ def check_variant_chosen(t: Test, variant: str, stderr: str, events: bool = Fals
     returns that map's counts ({"created", "removed_at_exit", "left", "left_dead"}); None
     without `thread_state`. No entry may be left of a thread that no longer exists."""
     if not variant:
-        # The --btf-file variant of a scenario runs without the kernel's own BTF, and task
-        # storage (bpf_get_current_task_btf()) needs it.
+        # The --btf-file variant of a scenario runs without the kernel's own BTF, which
+        # bpf_get_current_task_btf() needs.
         storage = "no" if _BTF_VARIANT.path else "yes"
-        t.check_in("-v: task storage as this run allows",
-                   f"task-local storage (5.11): {storage}", stderr, "stderr")
+        t.check_in("-v: bpf_get_current_task_btf() as this run allows",
+                   f"bpf_get_current_task_btf() (5.11): {storage}", stderr, "stderr")
         if events:
             t.check_in("-v: events through the ring buffer", "events through a BPF ring buffer",
                        stderr, "stderr")
     else:
         if thread_state:
-            t.check_in("-v: task storage forced off", "task-local storage (5.11): no", stderr,
-                       "stderr")
+            t.check_in("-v: bpf_get_current_task_btf() forced off",
+                       "bpf_get_current_task_btf() (5.11): no", stderr, "stderr")
         t.check_in("-v: ring buffer forced off", "ring buffer (5.8): no, using a perf buffer",
                    stderr, "stderr")
         if events:

@@ -27,8 +27,8 @@ bool map_type_supported(bpf_map_type type) {
 
 void apply_disabled(KernelFeatures &f) {
     for (const auto &token : environment_list("MEMLAT_DISABLE_FEATURES")) {
-        if (token == "task_storage")
-            f.task_storage = false;
+        if (token == "task_btf" || token == "task_storage")
+            f.task_btf = false;
         else if (token == "ringbuf")
             f.ringbuf = false;
         else if (token == "kernel_btf")
@@ -84,7 +84,7 @@ void check_kernel_floor() {
 }
 
 const std::vector<std::string_view> &feature_names() {
-    static const std::vector<std::string_view> names{"task_storage", "ringbuf", "kernel_btf"};
+    static const std::vector<std::string_view> names{"task_btf", "ringbuf", "kernel_btf"};
     return names;
 }
 
@@ -92,13 +92,13 @@ const KernelFeatures &kernel_features() {
     static std::optional<KernelFeatures> cached;
     if (!cached) {
         KernelFeatures f;
-        f.task_storage = map_type_supported(BPF_MAP_TYPE_TASK_STORAGE);
+        f.task_btf = map_type_supported(BPF_MAP_TYPE_TASK_STORAGE);
         f.ringbuf = map_type_supported(BPF_MAP_TYPE_RINGBUF);
         f.kernel_btf = access(kernel_btf_sysfs_path, R_OK) == 0;
         apply_disabled(f);
-        // bpf_task_storage_get() takes a task pointer that only the kernel's own BTF types.
+        // bpf_get_current_task_btf() returns a pointer only the kernel's own BTF types.
         if (!f.kernel_btf)
-            f.task_storage = false;
+            f.task_btf = false;
         cached = f;
     }
     return *cached;
@@ -110,8 +110,8 @@ std::vector<std::string> KernelFeatures::describe() const {
                     : fmt::format("{}: no, using {}", what, otherwise);
     };
     return {
-        line("task-local storage (5.11)", task_storage,
-             "CO-RE reads of the current task (bpf_get_current_task_btf() came with it)"),
+        line("bpf_get_current_task_btf() (5.11)", task_btf,
+             "bpf_get_current_task() and CO-RE reads of the current task"),
         line("ring buffer (5.8)", ringbuf, "a perf buffer per CPU"),
         line("kernel BTF (/sys/kernel/btf/vmlinux)", kernel_btf,
              "another BTF for CO-RE; no tp_btf or fentry programs"),

@@ -30,24 +30,26 @@ std::string missing_floor_feature();
 void check_kernel_floor();
 
 struct KernelFeatures {
-    // BPF_MAP_TYPE_TASK_STORAGE in tracing programs (Linux 5.11), probed as the sign of
-    // bpf_get_current_task_btf(), which came with it: without it the BPF side reads the current
-    // task through helpers. (Per-thread state is a hash map keyed by thread id on every kernel:
-    // bpf/compat.bpf.h, thread_state(), says why.)
-    bool task_storage = true;
+    // bpf_get_current_task_btf() (Linux 5.11), probed through BPF_MAP_TYPE_TASK_STORAGE in
+    // tracing programs, which came with it (a helper cannot be probed for tracing programs
+    // without attaching one): without it the BPF side reads the current task through helpers.
+    // (Per-thread state is a hash map keyed by thread id on every kernel: bpf/compat.bpf.h,
+    // thread_state(), says why; the tools use no task storage.)
+    bool task_btf = true;
     // BPF_MAP_TYPE_RINGBUF (Linux 5.8). Without it, events go through a perf buffer.
     bool ringbuf = true;
     // The running kernel's own BTF (/sys/kernel/btf/vmlinux): tp_btf and fentry programs need
-    // it, and bpf_get_current_task_btf() (which also needs 5.11, like task storage). Without it,
+    // it, and bpf_get_current_task_btf() (which also needs 5.11). Without it,
     // CO-RE relocates against another BTF (embedded or --btf) and the programs use
     // raw_tp/tracepoint/kprobe and bpf_get_current_task() with CO-RE reads.
     bool kernel_btf = true;
 
-    // One line per feature for -v: "ring buffer: yes" / "task storage: no (...), using ...".
+    // One line per feature for -v: "ring buffer (5.8): yes" / "...: no, using ...".
     std::vector<std::string> describe() const;
 };
 
-// The names MEMLAT_DISABLE_FEATURES accepts: task_storage, ringbuf, kernel_btf.
+// The names MEMLAT_DISABLE_FEATURES accepts: task_btf, ringbuf, kernel_btf (and task_storage,
+// the name task_btf had before the tools stopped using task storage).
 const std::vector<std::string_view> &feature_names();
 
 // Probes the running kernel once (later calls return the same answers) and applies
@@ -57,7 +59,7 @@ const KernelFeatures &kernel_features();
 // Copies the features into the rodata flags every BPF object gets from bpf/compat.bpf.h.
 template <typename Rodata>
 void set_compat(Rodata &rodata, const KernelFeatures &f) {
-    rodata.memlat_task_storage = f.task_storage;
+    rodata.memlat_task_btf = f.task_btf;
     rodata.memlat_ringbuf = f.ringbuf;
     rodata.memlat_kernel_btf = f.kernel_btf;
 }

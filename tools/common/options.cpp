@@ -239,7 +239,7 @@ std::string environment_help(bool disable_features, std::span<const std::string_
     if (disable_features) {
         text += "\n  MEMLAT_DISABLE_FEATURES=LIST";
         text += continued;
-        text += "act as on an older kernel: task_storage (5.11),";
+        text += "act as on an older kernel: task_btf (5.11),";
         text += continued;
         text += "ringbuf (5.8), kernel_btf; -v shows the choice";
     }
