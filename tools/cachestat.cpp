@@ -625,9 +625,8 @@ void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double s
                    tool_name, now.table_full, o_.per_process ? "process" : "file");
     if (skel.bss->no_task_storage != 0)
         fmt::print(stderr,
-                   "{}: {} read events had no per-thread cursor (task storage refused, or the "
-                   "per-thread hash map full): their "
-                   "accesses may be counted more than once.\n",
+                   "{}: {} read events had no per-thread cursor (the per-thread hash map was "
+                   "full): their accesses may be counted more than once.\n",
                    tool_name, skel.bss->no_task_storage);
     report_skipped_runs(tool_name, skel.obj, "pages");
 }

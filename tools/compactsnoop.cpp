@@ -294,8 +294,8 @@ void Compactsnoop::print_histograms(compactsnoop_bpf &skel) {
         fmt::print("{}", render_log2_hist(d, "usecs"));
     }
     hist_before_ = std::move(now);
-    // Runs of this interval whose start had no room in the per-thread table (kernels without
-    // task storage): its histograms lack them.
+    // Runs of this interval whose start had no room in the per-thread table: its histograms
+    // lack them.
     const uint64_t full =
         skel.bss->table_full - std::exchange(table_full_before_, skel.bss->table_full);
     if (o_.common.json)

@@ -285,7 +285,7 @@ void Drsnoop::print_histograms(drsnoop_bpf &skel) {
     }
     hist_before_ = std::move(now);
     // Stalls of this interval a table had no room for (the per-process histograms, or the
-    // per-thread start times on kernels without task storage): its histograms lack them.
+    // per-thread start times): its histograms lack them.
     const uint64_t full =
         skel.bss->table_full - std::exchange(table_full_before_, skel.bss->table_full);
     if (o_.common.json) {
