@@ -81,6 +81,7 @@ struct thread_stall {
 	__u64 off_start;	     /* switched out inside a memstall; 0: not */
 	__u64 dirty_start;	     /* balance_dirty_pages pause began; 0: none */
 	__u64 off_runtime;	     /* the task's se.sum_exec_runtime at off_start */
+	__u64 dirty_runtime;	     /* the same, at the dirty pause's sleep (dirty_asleep) */
 	__u32 off_cause;
 	__u32 dirty_asleep; /* switched out (not preempted) since the pause began */
 	__u32 off_io;	    /* the off-CPU interval is a swap-in's I/O wait outside a memstall */
@@ -300,6 +301,9 @@ static __always_inline void dirty_pause_unslept(struct task_struct *task, __u32 
 	account(task, tid, MEMSTALL_DIRTY, 0, &state->dirty_stacks);
 }
 
+static __noinline void dirty_switch_in_unseen(struct task_struct *task, __u32 tid,
+					      struct thread_stall *state, __u64 now);
+
 /* balance_dirty_pages traced a decision; a positive pause is followed by a sleep of that many
  * jiffies (a pause of 0 or less, the tracepoint's other use, sleeps not). */
 static __always_inline int dirty_pause(void *ctx, long pause)
@@ -313,9 +317,11 @@ static __always_inline int dirty_pause(void *ctx, long pause)
 	state = thread_get(tid, true);
 	if (!state)
 		return 0;
+	if (state->dirty_start && state->dirty_asleep)
+		dirty_switch_in_unseen(task, tid, state, bpf_ktime_get_ns());
 	if (!state->dirty_start)
 		__sync_fetch_and_add(&dirty_sleepers, 1);
-	else if (!state->dirty_asleep)
+	else
 		dirty_pause_unslept(task, tid, state);
 	state->dirty_stacks = current_stacks(ctx);
 	state->dirty_start = bpf_ktime_get_ns();
@@ -521,6 +527,23 @@ static __noinline void stall_switch_in_unseen(struct task_struct *task, __u32 ti
 	}
 }
 
+/* The same for a dirty pause: the task slept in it and is running again (at its next pause, a
+ * switch-out, or its exit) without a sched_switch that showed it back on the CPU. Before, the
+ * pause was overwritten by the next one, or dropped at exit: one pause short. */
+static __noinline void dirty_switch_in_unseen(struct task_struct *task, __u32 tid,
+					      struct thread_stall *state, __u64 now)
+{
+	__u64 ran = BPF_CORE_READ(task, se.sum_exec_runtime) - state->dirty_runtime;
+	__u64 wall = now - state->dirty_start;
+
+	__sync_fetch_and_add(&unseen_switch_ins, 1);
+	account(task, tid, MEMSTALL_DIRTY, now > state->dirty_start && ran < wall ? wall - ran : 0,
+		&state->dirty_stacks);
+	state->dirty_start = 0;
+	state->dirty_asleep = 0;
+	__sync_fetch_and_add(&dirty_sleepers, -1);
+}
+
 /* `prev` (the current task) leaves the CPU while in a memstall, or (io_sleep) in an I/O wait
  * outside one. */
 static __always_inline void memstall_out(void *ctx, struct task_struct *prev, bool looped,
@@ -587,8 +610,13 @@ static __noinline void thread_switched(struct task_struct *task, bool in, bool a
 	if (!state)
 		return;
 	if (!in) {
-		if (state->dirty_start && asleep)
+		/* Leaving the CPU after the pause's sleep without a switch-in seen in between. */
+		if (state->dirty_start && state->dirty_asleep)
+			dirty_switch_in_unseen(task, tid, state, bpf_ktime_get_ns());
+		else if (state->dirty_start && asleep) {
 			state->dirty_asleep = 1;
+			state->dirty_runtime = BPF_CORE_READ(task, se.sum_exec_runtime);
+		}
 		/* Leaving the CPU outside a stall with one still open: its switch-in went unseen
 		 * (a task going into a stall had it closed by memstall_out()). */
 		if (state->off_start && !stalls) {
@@ -716,10 +744,11 @@ static __always_inline void thread_exit(void)
 
 	if (!state)
 		return;
-	if (state->dirty_start) {
-		if (!state->dirty_asleep)
-			dirty_pause_unslept((struct task_struct *)bpf_get_current_task(), tid,
-					    state);
+	if (state->dirty_start && state->dirty_asleep) {
+		dirty_switch_in_unseen((struct task_struct *)bpf_get_current_task(), tid, state,
+				       bpf_ktime_get_ns());
+	} else if (state->dirty_start) {
+		dirty_pause_unslept((struct task_struct *)bpf_get_current_task(), tid, state);
 		__sync_fetch_and_add(&dirty_sleepers, -1);
 	}
 	/* Its runtime lacks the part since the last tick: at most one tick too much stall. */

@@ -9,16 +9,18 @@
 // reads, however fast they were. With --stdin-rounds it stays the same thread for many rounds
 // of reads (bench/'s steady state: per-thread state of a tool made once, reused): it prints
 // "ready", then reads the file PASSES times for every line on stdin and prints "round bytes=B"
-// after each, until EOF.
+// after each, until EOF. --offset-mb and --length-mb read a region of the file instead of all
+// of it; PATH may be a block device (the VM tests' disk, whose page cache is a file's).
 //
 //   file_reader --file PATH [--cgroup DIR] [--passes N] [--mmap] [--wait] [--linger|--hold]
-//               [--stdin-rounds]
+//               [--stdin-rounds] [--offset-mb N] [--length-mb N]
 // Prints "pid=PID iterations=PASSES bytes=B" when done.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -38,22 +40,29 @@ void join_cgroup(const std::string &dir) {
         die(procs.c_str());
 }
 
-unsigned long read_pass(int fd, std::vector<char> &buf) {
+// The bytes of the file a pass reads.
+struct Region {
+    off_t offset = 0;
+    size_t length = 0;
+};
+
+unsigned long read_pass(int fd, Region region, std::vector<char> &buf) {
     unsigned long total = 0;
-    if (lseek(fd, 0, SEEK_SET) != 0)
-        die("lseek");
-    for (;;) {
-        ssize_t n = read(fd, buf.data(), buf.size());
+    while (total < region.length) {
+        size_t want = std::min(buf.size(), region.length - total);
+        ssize_t n = pread(fd, buf.data(), want, region.offset + static_cast<off_t>(total));
         if (n < 0)
             die("read");
         if (n == 0)
-            return total;
+            break;
         total += static_cast<unsigned long>(n);
     }
+    return total;
 }
 
-unsigned long mmap_pass(int fd, size_t size) {
-    void *p = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+unsigned long mmap_pass(int fd, Region region) {
+    const size_t size = region.length;
+    void *p = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, region.offset);
     if (p == MAP_FAILED)
         die("mmap");
     unsigned long sum = 0;
@@ -67,7 +76,7 @@ unsigned long mmap_pass(int fd, size_t size) {
 
 int main(int argc, char **argv) {
     std::string file, cgroup;
-    long passes = 1;
+    long passes = 1, offset_mb = 0, length_mb = -1;
     bool use_mmap = false, wait = false, linger = false, hold = false, stdin_rounds = false;
     for (int i = 1; i < argc; ++i) {
         std::string opt = argv[i];
@@ -102,6 +111,10 @@ int main(int argc, char **argv) {
             cgroup = val;
         else if (opt == "--passes")
             passes = atol(val);
+        else if (opt == "--offset-mb")
+            offset_mb = atol(val);
+        else if (opt == "--length-mb")
+            length_mb = atol(val);
         else {
             fprintf(stderr, "file_reader: unknown option %s\n", opt.c_str());
             return 2;
@@ -124,13 +137,23 @@ int main(int argc, char **argv) {
     int fd = open(file.c_str(), O_RDONLY);
     if (fd < 0)
         die(file.c_str());
-    struct stat st {};
-    if (fstat(fd, &st) != 0)
-        die("fstat");
+    // The end of the file, or of a block device (whose st_size is 0).
+    const off_t end = lseek(fd, 0, SEEK_END);
+    if (end < 0)
+        die("lseek");
+    Region region{static_cast<off_t>(offset_mb) << 20, 0};
+    if (offset_mb < 0 || region.offset > end) {
+        fprintf(stderr, "file_reader: --offset-mb %ld is past the end of %s\n", offset_mb,
+                file.c_str());
+        return 2;
+    }
+    region.length = length_mb < 0 ? static_cast<size_t>(end - region.offset)
+                                  : std::min(static_cast<size_t>(length_mb) << 20,
+                                             static_cast<size_t>(end - region.offset));
     auto read_passes = [&] {
         unsigned long bytes = 0;
         for (long pass = 0; pass < passes; ++pass)
-            bytes += use_mmap ? mmap_pass(fd, static_cast<size_t>(st.st_size)) : read_pass(fd, buf);
+            bytes += use_mmap ? mmap_pass(fd, region) : read_pass(fd, region, buf);
         return bytes;
     };
     if (stdin_rounds) {
