@@ -321,7 +321,7 @@ static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
 	state = thread_state(&starts, &starts_overflow, NULL, false, NULL);
 	if (!state) {
 		/* A selected thread's end without its begin: a stall open when the tool started,
-		 * or whose entry the LRU map gave to another thread while it was open. */
+		 * or whose entry the overflow LRU map gave to another thread while it was open. */
 		if (thread_selected(task))
 			__sync_fetch_and_add(&unpaired_ends, 1);
 		return 0;
