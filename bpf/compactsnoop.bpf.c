@@ -90,6 +90,14 @@ struct {
 	__type(value, struct task_compaction);
 } tasks SEC(".maps");
 
+/* The threads beyond those once `tasks` is full, an LRU map (compat.bpf.h, thread_state()). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MEMLAT_THREAD_OVERFLOW);
+	__type(key, __u32);
+	__type(value, struct task_compaction);
+} tasks_overflow SEC(".maps");
+
 /* A zeroed state, to create entries of the hash map from (static: not in the skeleton). */
 static const volatile struct task_compaction no_compaction;
 
@@ -120,7 +128,8 @@ static __always_inline bool pid_selected(void)
 
 static __always_inline struct task_compaction *state_of(bool create)
 {
-	return thread_state(&tasks, (const void *)&no_compaction, create, &table_full);
+	return thread_state(&tasks, &tasks_overflow, (const void *)&no_compaction, create,
+			    &table_full);
 }
 
 /* Node id and zone index (enum zone_type) of a zone: the index is the zone's position in its
@@ -594,13 +603,13 @@ int kcompactd_wake_tp(void *ctx)
 SEC("raw_tp/sched_process_exit")
 int thread_exit_raw(void *ctx)
 {
-	thread_state_exit(&tasks);
+	thread_state_exit(&tasks, &tasks_overflow);
 	return 0;
 }
 
 SEC("tracepoint/sched/sched_process_exit")
 int thread_exit_tp(void *ctx)
 {
-	thread_state_exit(&tasks);
+	thread_state_exit(&tasks, &tasks_overflow);
 	return KEEP_EVENT;
 }

@@ -75,6 +75,14 @@ struct {
 	__type(value, struct task_reclaim);
 } starts SEC(".maps");
 
+/* The threads beyond those once `starts` is full, an LRU map (compat.bpf.h, thread_state()). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MEMLAT_THREAD_OVERFLOW);
+	__type(key, __u32);
+	__type(value, struct task_reclaim);
+} starts_overflow SEC(".maps");
+
 /* A zeroed state, to create entries of the hash map from (static: not in the skeleton). */
 static const volatile struct task_reclaim no_reclaim;
 
@@ -199,8 +207,20 @@ static __always_inline __s64 free_pages_now(struct task_struct *task)
 	return total;
 }
 
-/* Filters first, each helper called only when its filter is on: a call whose result goes
- * unused still runs. */
+/* Whether the current thread passes the filters, each helper called only when its filter is
+ * on: a call whose result goes unused still runs. `task` is the current task, or NULL unless
+ * -G is on. */
+static __always_inline bool thread_selected(struct task_struct *task)
+{
+	if (filter_pid && (bpf_get_current_pid_tgid() >> 32) != filter_pid)
+		return false;
+	if (filter_tid && (__u32)bpf_get_current_pid_tgid() != filter_tid)
+		return false;
+	if (filter_uid_on && (__u32)bpf_get_current_uid_gid() != filter_uid)
+		return false;
+	return comm_selected() && cgroup_selected(task);
+}
+
 static __always_inline int on_begin(__u32 kind, int order, __u64 gfp, int nid)
 {
 	struct task_struct *task = NULL;
@@ -209,19 +229,12 @@ static __always_inline int on_begin(__u32 kind, int order, __u64 gfp, int nid)
 
 	if (kind >= DRSNOOP_KINDS)
 		return 0;
-	if (filter_pid && (bpf_get_current_pid_tgid() >> 32) != filter_pid)
-		return 0;
-	if (filter_tid && (__u32)bpf_get_current_pid_tgid() != filter_tid)
-		return 0;
-	if (filter_uid_on && (__u32)bpf_get_current_uid_gid() != filter_uid)
-		return 0;
-	if (!comm_selected())
-		return 0;
 	if (filter_cgroup_on || extended)
 		task = current_task();
-	if (!cgroup_selected(task))
+	if (!thread_selected(task))
 		return 0;
-	state = thread_state(&starts, (const void *)&no_reclaim, true, &table_full);
+	state =
+	    thread_state(&starts, &starts_overflow, (const void *)&no_reclaim, true, &table_full);
 	if (!state)
 		return 0;
 	start = &state->kinds[kind];
@@ -305,9 +318,14 @@ static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
 
 	if (kind >= DRSNOOP_KINDS)
 		return 0;
-	state = thread_state(&starts, NULL, false, NULL);
-	if (!state)
+	state = thread_state(&starts, &starts_overflow, NULL, false, NULL);
+	if (!state) {
+		/* A selected thread's end without its begin: a stall open when the tool started,
+		 * or whose entry the overflow LRU map gave to another thread while it was open. */
+		if (thread_selected(task))
+			__sync_fetch_and_add(&unpaired_ends, 1);
 		return 0;
+	}
 	start = state->kinds[kind];
 	state->kinds[kind].ts = 0;
 	if (!start.ts || now < start.ts) {
@@ -436,13 +454,13 @@ int node_reclaim_end_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_end_temp
 SEC("raw_tp/sched_process_exit")
 int thread_exit_raw(void *ctx)
 {
-	thread_state_exit(&starts);
+	thread_state_exit(&starts, &starts_overflow);
 	return 0;
 }
 
 SEC("tracepoint/sched/sched_process_exit")
 int thread_exit_tp(void *ctx)
 {
-	thread_state_exit(&starts);
+	thread_state_exit(&starts, &starts_overflow);
 	return KEEP_EVENT;
 }

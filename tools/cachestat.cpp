@@ -423,7 +423,7 @@ void Cachestat::configure(cachestat_bpf &skel) const {
     bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? o_.common.entries(16384) : 1);
     bpf_map__set_max_entries(skel.maps.file_counts, o_.per_file ? o_.common.entries(65536) : 1);
     set_compat(*ro, kernel_features());
-    size_thread_state_map(skel.maps.cursors, o_.common.max_entries);
+    size_thread_state_map(skel.maps.cursors, skel.maps.cursors_overflow, o_.common.max_entries);
 }
 
 Snapshot Cachestat::snapshot(cachestat_bpf &skel) {
@@ -724,7 +724,8 @@ int Cachestat::run() {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     print_summary(*skel, snapshot(*skel), seconds);
-    report_thread_state(v, skel->maps.cursors, skel->bss->memlat_thread_entries_created,
+    report_thread_state(v, skel->maps.cursors, skel->maps.cursors_overflow,
+                        skel->bss->memlat_thread_entries_created,
                         skel->bss->memlat_thread_entries_exit_deleted);
     fflush(stdout);
     return 0;

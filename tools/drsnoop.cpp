@@ -212,7 +212,7 @@ void Drsnoop::configure(drsnoop_bpf &skel) const {
     bpf_map__set_max_entries(skel.maps.events, o_.hist ? 4096 : o_.events.bytes);
     const auto &features = kernel_features();
     set_compat(*ro, features);
-    size_thread_state_map(skel.maps.starts, o_.common.max_entries);
+    size_thread_state_map(skel.maps.starts, skel.maps.starts_overflow, o_.common.max_entries);
     use_events_map(skel.maps.events, features);
 }
 
@@ -321,6 +321,7 @@ void Drsnoop::print_summary(drsnoop_bpf &skel, const EventReader *events) {
         print_json_line({{"summary", list},
                          {"lost_events", lost},
                          {"table_full", bss->table_full},
+                         {"unpaired_ends", bss->unpaired_ends},
                          {skipped_runs_field, recursion_misses(skel.obj)}});
         return;
     }
@@ -341,6 +342,11 @@ void Drsnoop::print_summary(drsnoop_bpf &skel, const EventReader *events) {
                    lost, events_name);
     if (bss->table_full != 0)
         fmt::print(stderr, "\n{} stalls not counted: a BPF table was full.\n", bss->table_full);
+    if (bss->unpaired_ends != 0)
+        fmt::print(stderr,
+                   "\n{} stalls not timed: their begin was not seen (under way when tracing "
+                   "began, or the thread's state was evicted while it stalled).\n",
+                   bss->unpaired_ends);
 }
 
 void Drsnoop::check_options() {
@@ -433,7 +439,8 @@ int Drsnoop::run() {
         print_histograms(*skel);
     print_summary(*skel, events ? &*events : nullptr);
     report_skipped_runs(tool_name, skel->obj, "stalls");
-    report_thread_state(v, skel->maps.starts, skel->bss->memlat_thread_entries_created,
+    report_thread_state(v, skel->maps.starts, skel->maps.starts_overflow,
+                        skel->bss->memlat_thread_entries_created,
                         skel->bss->memlat_thread_entries_exit_deleted);
     fflush(stdout);
     return 0;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <fmt/format.h>
 #include <iterator>
 #include <optional>
@@ -118,7 +119,16 @@ std::vector<std::string> KernelFeatures::describe() const {
     };
 }
 
-void size_thread_state_map(bpf_map *map, uint32_t max_entries) {
+void size_thread_state_map(bpf_map *map, bpf_map *overflow, uint32_t max_entries) {
+    if (const char *env = getenv("MEMLAT_THREAD_STATES")) {
+        auto entries = parse_number<uint32_t>(env, "MEMLAT_THREAD_STATES");
+        if (entries < 1 || entries > (1u << 20))
+            throw UsageError(
+                fmt::format("MEMLAT_THREAD_STATES must be 1 to {}, not {}", 1u << 20, entries));
+        bpf_map__set_max_entries(map, entries);
+        bpf_map__set_max_entries(overflow, entries);
+        return;
+    }
     if (max_entries > bpf_map__max_entries(map))
         bpf_map__set_max_entries(map, max_entries);
 }
@@ -142,30 +152,37 @@ Probe thread_exit_probe() {
                  }};
 }
 
-ThreadStateCount count_thread_state(bpf_map *map, uint64_t created, uint64_t removed_at_exit) {
-    ThreadStateCount count{created, removed_at_exit, 0, 0};
-    uint32_t key = 0, next = 0;
-    const uint32_t *prev = nullptr;
-    while (bpf_map__get_next_key(map, prev, &next, sizeof(next)) == 0) {
-        ++count.left;
-        // /proc/TID exists for every live thread, listed in /proc or not.
-        struct stat st {};
-        if (stat(fmt::format("/proc/{}", next).c_str(), &st) != 0)
-            ++count.left_dead;
-        key = next;
-        prev = &key;
+ThreadStateCount count_thread_state(bpf_map *map, bpf_map *overflow, uint64_t created,
+                                    uint64_t removed_at_exit) {
+    ThreadStateCount count{created, removed_at_exit, 0, 0, 0};
+    for (bpf_map *m : {map, overflow}) {
+        uint32_t key = 0, next = 0;
+        const uint32_t *prev = nullptr;
+        while (bpf_map__get_next_key(m, prev, &next, sizeof(next)) == 0) {
+            ++count.left;
+            count.left_in_overflow += m == overflow;
+            // /proc/TID exists for every live thread, listed in /proc or not.
+            struct stat st {};
+            if (stat(fmt::format("/proc/{}", next).c_str(), &st) != 0)
+                ++count.left_dead;
+            key = next;
+            prev = &key;
+        }
     }
     return count;
 }
 
-void report_thread_state(const Verbosity &v, bpf_map *map, uint64_t created,
+void report_thread_state(const Verbosity &v, bpf_map *map, bpf_map *overflow, uint64_t created,
                          uint64_t removed_at_exit) {
     if (!v.on())
         return;
-    auto c = count_thread_state(map, created, removed_at_exit);
+    auto c = count_thread_state(map, overflow, created, removed_at_exit);
     verbose(v, fmt::format("per-thread hash map {}: {} entries created, {} removed at thread "
-                           "exit, {} left, {} of them of threads that no longer exist",
-                           bpf_map__name(map), c.created, c.removed_at_exit, c.left, c.left_dead));
+                           "exit, {} left, {} of them of threads that no longer exist, {} evicted "
+                           "(the map holds {} threads, its LRU overflow {}: {} left there)",
+                           bpf_map__name(map), c.created, c.removed_at_exit, c.left, c.left_dead,
+                           c.evicted(), bpf_map__max_entries(map), bpf_map__max_entries(overflow),
+                           c.left_in_overflow));
 }
 
 void describe_features(const Verbosity &v, const KernelFeatures &f) {

@@ -66,8 +66,9 @@ void set_compat(Rodata &rodata, const KernelFeatures &f) {
 
 // A per-thread state map (bpf/compat.bpf.h, thread_state()) keeps its declared size, or
 // --max-entries when that is larger: a smaller table for the per-process rows must not leave
-// the threads without state.
-void size_thread_state_map(bpf_map *map, uint32_t max_entries);
+// threads to the overflow map. MEMLAT_THREAD_STATES=N in the environment sets both it and its
+// LRU overflow map to N (1 to 2^20), smaller too: the tests fill them with few threads.
+void size_thread_state_map(bpf_map *map, bpf_map *overflow, uint32_t max_entries);
 
 // A map declared BPF_MAP_TYPE_RINGBUF becomes, on a kernel without ring buffers, a perf event
 // array with one slot per possible CPU (compat.bpf.h's event_submit() writes to it so, and
@@ -80,16 +81,23 @@ void use_events_map(bpf_map *map, const KernelFeatures &f);
 Probe thread_exit_probe();
 
 // With -v: how many per-thread entries the BPF side created, how many
-// the thread-exit program removed, and how many are left in `map`, of those how many belong to
-// threads that no longer exist (a leak; there should be none).
+// the thread-exit program removed, and how many are left in `map` and its `overflow` map, of
+// those how many belong to threads that no longer exist (a leak; there should be none). The
+// rest the overflow LRU map evicted to make room for other threads (the kernel counts no
+// evictions: this is the difference).
 struct ThreadStateCount {
     uint64_t created = 0;
     uint64_t removed_at_exit = 0;
     uint64_t left = 0;
     uint64_t left_dead = 0;
+    uint64_t left_in_overflow = 0;
+    uint64_t evicted() const {
+        return created > removed_at_exit + left ? created - removed_at_exit - left : 0;
+    }
 };
-ThreadStateCount count_thread_state(bpf_map *map, uint64_t created, uint64_t removed_at_exit);
-void report_thread_state(const Verbosity &v, bpf_map *map, uint64_t created,
+ThreadStateCount count_thread_state(bpf_map *map, bpf_map *overflow, uint64_t created,
+                                    uint64_t removed_at_exit);
+void report_thread_state(const Verbosity &v, bpf_map *map, bpf_map *overflow, uint64_t created,
                          uint64_t removed_at_exit);
 
 // -v lines: the features, then how the tool's events travel.
