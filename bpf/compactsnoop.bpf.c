@@ -216,8 +216,7 @@ static __always_inline struct task_compaction *start_run(void *ctx)
  * in both: a plain load of a pointer field makes the verifier check the pointer's type by name
  * in the kernel's BTF (btf_nested_type_is_trusted(), linear scans), about 1 ms of start-up.
  * Counting (-H, --prometheus) needs only the run's kind and order: the zone (three helper
- * reads, of lines compaction's own work has often left cold: 0.1-0.5 us a run, bench/), mode,
- * gfp and flags are read only for the events that print them. */
+ * reads), mode, gfp and flags are read only for the events that print them. */
 static __always_inline int on_begin_cc(void *ctx, struct compact_control *cc, bool sync, bool loads)
 {
 	struct task_compaction *s = start_run(ctx);

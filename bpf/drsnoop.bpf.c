@@ -30,8 +30,8 @@ const volatile __u32 filter_tid = 0;
  * programs took 11-15 ms to load instead of 3. */
 const volatile bool read_uid = true;
 /* Whether the events carry the task's cgroup id (-e, -j: the only outputs that print it): five
- * dependent helper reads (task, css_set, css, cgroup, kernfs node), 0.1-0.3 us of an event
- * inside reclaim (bench/), that the default lines do without. */
+ * dependent helper reads (task, css_set, css, cgroup, kernfs node) that the default lines do
+ * without. */
 const volatile bool read_cgroup = true;
 const volatile bool filter_uid_on = false;
 const volatile __u32 filter_uid = 0;
