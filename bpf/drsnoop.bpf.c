@@ -29,6 +29,10 @@ const volatile __u32 filter_tid = 0;
  * BTF, linear scans of its 126k types (btf_nested_type_is_trusted(), 6.18), the four end
  * programs took 11-15 ms to load instead of 3. */
 const volatile bool read_uid = true;
+/* Whether the events carry the task's cgroup id (-e, -j: the only outputs that print it): five
+ * dependent helper reads (task, css_set, css, cgroup, kernfs node) that the default lines do
+ * without. */
+const volatile bool read_cgroup = true;
 const volatile bool filter_uid_on = false;
 const volatile __u32 filter_uid = 0;
 const volatile char filter_comm[DRSNOOP_COMM_LEN] = {};
@@ -338,7 +342,9 @@ static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
 	__sync_fetch_and_add(&totals[kind & (DRSNOOP_KINDS - 1)].total_ns, lat);
 	__sync_fetch_and_add(&totals[kind & (DRSNOOP_KINDS - 1)].pages, nr_reclaimed);
 	/* The task's cgroup, read once for the per-cgroup totals and the event. */
-	__u64 cgid = count_cgroups || trace_events ? cgroup_id(task_cgroup(task, memcg_on_v1)) : 0;
+	__u64 cgid = count_cgroups || (trace_events && read_cgroup)
+			 ? cgroup_id(task_cgroup(task, memcg_on_v1))
+			 : 0;
 
 	if (count_cgroups)
 		add_cgroup_totals(cgid, kind, lat, nr_reclaimed);

@@ -191,6 +191,7 @@ void Drsnoop::configure(drsnoop_bpf &skel) const {
     ro->filter_pid = o_.pid.value_or(0);
     ro->filter_tid = o_.tid.value_or(0);
     ro->read_uid = o_.show_uid || o_.common.json;
+    ro->read_cgroup = o_.extended || o_.common.json; // the outputs with a cgroup column
     ro->filter_uid_on = o_.uid.has_value();
     ro->filter_uid = o_.uid.value_or(0);
     std::copy_n(o_.comm.begin(), std::min<size_t>(o_.comm.size(), DRSNOOP_COMM_LEN - 1),
