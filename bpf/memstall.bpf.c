@@ -380,10 +380,11 @@ struct {
 } classify_scratch SEC(".maps");
 
 /* Whether the return address `pc` lies in range r. A return address is past its call: inside
- * (start, end]. */
+ * (start, end]. One unsigned comparison (pc - start - 1 wraps above any range for pc <=
+ * start): one branch per range where two made the verifier walk twice the paths. */
 static __always_inline bool frame_in(__u64 pc, int r)
 {
-	return pc > ranges[r].start && pc <= ranges[r].end;
+	return pc - ranges[r].start - 1 < ranges[r].end - ranges[r].start;
 }
 
 /* The cause of the range a return address falls in, else "other". */
