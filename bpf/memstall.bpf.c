@@ -43,8 +43,13 @@ const volatile __s32 filter_cgroup_level = 0;
 const volatile bool filter_on_v1 = false;
 const volatile bool memcg_on_v1 = false;
 /* Function ranges of the frame-classified causes, sorted by nothing: the innermost frame that
- * falls in one decides. */
-const volatile struct memstall_range ranges[MEMSTALL_MAX_RANGES] = {};
+ * falls in one decides. Set by user space before load, never written here; in .bss and not
+ * .rodata on purpose: the verifier reads frozen .rodata as constants, and each comparison of
+ * a return address with a known bound narrowed the address's range, so that every frame of
+ * the stack walk, every range and every call of the walk made new states to check (6,079
+ * instructions, 5.4 ms of memstall's start-up on 6.18); compared with unknown bounds, the
+ * paths are the same each time. */
+struct memstall_range ranges[MEMSTALL_MAX_RANGES] = {};
 const volatile __u32 nr_ranges = 0;
 /* The swap-in functions' ranges come first: ranges[0, nr_swapin_ranges). */
 const volatile __u32 nr_swapin_ranges = 0;
@@ -91,7 +96,7 @@ struct thread_stall {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
+	__uint(max_entries, 4096);
 	__type(key, __u32);
 	__type(value, struct thread_stall);
 } threads SEC(".maps");
@@ -381,10 +386,11 @@ struct {
 } classify_scratch SEC(".maps");
 
 /* Whether the return address `pc` lies in range r. A return address is past its call: inside
- * (start, end]. */
+ * (start, end]. One unsigned comparison (pc - start - 1 wraps above any range for pc <=
+ * start): one branch per range where two made the verifier walk twice the paths. */
 static __always_inline bool frame_in(__u64 pc, int r)
 {
-	return pc > ranges[r].start && pc <= ranges[r].end;
+	return pc - ranges[r].start - 1 < ranges[r].end - ranges[r].start;
 }
 
 /* The cause of the range a return address falls in, else "other". */

@@ -439,6 +439,10 @@ Snapshot Cachestat::snapshot(cachestat_bpf &skel) {
         // The events before the first snapshot (the baseline) are in no interval and not in
         // the summary.
         auto next = [&](auto &table, bpf_map *map, auto &totals, auto &summary, auto &rows) {
+            if (!baseline_taken_) {
+                table.begin(skel.bss->table_epoch);
+                return;
+            }
             auto gained = table.next_interval(map, skel.bss->table_epoch);
             carry(totals, gained);
             rows = totals;
