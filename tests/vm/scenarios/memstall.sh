@@ -75,7 +75,8 @@ memstall_high() { # NAME DISABLE
 # dirty.HOOK: dirty throttling, where the raw tracepoint's arguments differ before 5.18 (the
 # pause is the 11th of 12 there): a writer of 64 MiB to a ram disk past a 256 KiB dirty limit
 # (the guest's own, set for the scenario), against an ftrace instance of its
-# balance_dirty_pages events with a positive pause.
+# balance_dirty_pages events with a positive pause. raw_tp is tried first; the tp_btf variant
+# disables it to run the tp_btf programs.
 memstall_dirty() { # NAME DISABLE
     vm_begin "$1"
     if vm_have memstall && vm_btf_for "${1##*.}" && vm_ramdisk; then
@@ -313,7 +314,7 @@ memstall_thrash memstall.thrash.tp_btf ""
 memstall_thrash memstall.thrash.raw_tp tp_btf
 memstall_high memstall.high.tp_btf ""
 memstall_high memstall.high.raw_tp tp_btf
-memstall_dirty memstall.dirty.tp_btf ""
+memstall_dirty memstall.dirty.tp_btf raw_tp
 memstall_dirty memstall.dirty.raw_tp tp_btf
 
 vm_choices memstall "" "-C"
