@@ -323,10 +323,10 @@ def hooks_of_programs(c, g, progs):
     are its tracepoints cut to 15 characters, by load order (the order of its probes in the
     script), checked against those names. A program it cannot place maps to "?"."""
     out = {}
-    if c["role"] == "floor":
+    if c["role"] in ("floor", "primitive"):
         for key in progs:
             name = key.split("#")[0]
-            out[key] = re.sub(r"^e_(tp_)?", "", name)
+            out[key] = re.sub(r"^[eb]_(tp_)?", "", name)
         return out
     if not c["role"].startswith("bpftrace"):
         stems = {stem: tracepoint_of(hook) for hook, stem in g.hooks.items()}
@@ -608,7 +608,7 @@ def make_groups(bd, args):
     ]
 
 
-def contenders_of(g, bd, bpftrace, peers, variants=()):
+def contenders_of(g, bd, bpftrace, peers, variants=(), primitives=()):
     ours = dict(ready_stream="stderr", ready_text="memlat: ready", stdout=False, settle=0.0)
     tool = os.path.join(bd, g.tool)
     modes = [("default", g.default_args), ("trace", g.trace_args)]
@@ -617,12 +617,17 @@ def contenders_of(g, bd, bpftrace, peers, variants=()):
     # doing that job.
     out = [dict(ours, name="floor (empty)", role="floor",
                 argv=[os.path.join(bd, "bench_empty"), "-e", ",".join(g.hooks)])]
+    # The primitives the tools are built of, each alone on every hook (bench_empty -b): what a
+    # clock read, a per-thread hash lookup or an atomic add costs where the tool runs them.
+    for body in primitives:
+        out.append(dict(ours, name=f"empty + {body}", role="primitive",
+                        argv=[os.path.join(bd, "bench_empty"), "-e", ",".join(g.hooks), "-b", body]))
     for mode, extra in modes:
         label = " ".join([g.tool] + extra)
         out.append(dict(ours, name=label, role=mode, argv=[tool] + extra))
     # Variants of the counting mode, for A/B measurements in the same run: another build's
     # tool (--compare-build), or the tool under an environment (--variant-env, e.g.
-    # MEMLAT_DISABLE_FEATURES=task_storage: the hash map by thread id of older kernels).
+    # MEMLAT_DISABLE_FEATURES=task_btf: helper reads of the current task, as on 5.10).
     for label, build, env in variants:
         out.append(dict(ours, name=" ".join([g.tool] + g.default_args + [f"[{label}]"]),
                         role="default", argv=[os.path.join(build or bd, g.tool)] +
@@ -950,7 +955,11 @@ def main():
                          "an environment variable set; repeatable")
     ap.add_argument("--variant-env", metavar="VAR=VALUE", action="append", default=[],
                     help="also run each tool's counting mode with this environment variable "
-                         "set (e.g. MEMLAT_DISABLE_FEATURES=task_storage); repeatable")
+                         "set (e.g. MEMLAT_DISABLE_FEATURES=task_btf); repeatable")
+    ap.add_argument("--primitive", metavar="BODY", action="append", default=[],
+                    help="also run bench_empty -b BODY on each tool's hooks (e.g. clock, lookup, "
+                         "clock,lookup,atomic): what each primitive the tools are built of costs "
+                         "where they run it, beside the floor; repeatable")
     ap.add_argument("--workloads", choices=("both", "short-lived", "steady"), default="both",
                     help="drsnoop's, compactsnoop's and numamove's workloads: today's "
                          "short-lived threads, the steady state of long-lived ones, or both "
@@ -1051,7 +1060,8 @@ def main():
             for g, workload_kind in measured:
                 steady = workload_kind == "steady"
                 key = f"{g.tool} steady" if steady else g.tool
-                contenders = contenders_of(g, bd, bpftrace, {} if steady else peers, variants)
+                contenders = contenders_of(g, bd, bpftrace, {} if steady else peers, variants,
+                                             args.primitive)
                 entry = {"note": g.steady_note if steady else g.note, "hooks": g.hooks,
                          "workload": workload_kind, "runs": []}
                 results["tools"][key] = entry

@@ -74,6 +74,14 @@ struct {
 	__type(value, struct cachestat_cursor);
 } cursors SEC(".maps");
 
+/* The threads beyond those once `cursors` is full, an LRU map (compat.bpf.h, thread_state()). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MEMLAT_THREAD_OVERFLOW);
+	__type(key, __u32);
+	__type(value, struct cachestat_cursor);
+} cursors_overflow SEC(".maps");
+
 /* A zeroed cursor, to create entries of the hash map from (static: not in the skeleton). */
 static const volatile struct cachestat_cursor no_cursor;
 
@@ -396,7 +404,8 @@ static __always_inline void on_read_range(__u64 key, __u64 index, __u64 last, __
 	struct cachestat_cursor *cur;
 	__u64 pages;
 
-	cur = thread_state(&cursors, (const void *)&no_cursor, true, &no_task_storage);
+	cur = thread_state(&cursors, &cursors_overflow, (const void *)&no_cursor, true,
+			   &no_task_storage);
 	if (cur) {
 		pages = cachestat_read_pages(cur, key, index, last, file_pages);
 	} else {
@@ -614,13 +623,13 @@ int BPF_KPROBE(page_accessed_kprobe, struct page *page)
 SEC("raw_tp/sched_process_exit")
 int thread_exit_raw(void *ctx)
 {
-	thread_state_exit(&cursors);
+	thread_state_exit(&cursors, &cursors_overflow);
 	return 0;
 }
 
 SEC("tracepoint/sched/sched_process_exit")
 int thread_exit_tp(void *ctx)
 {
-	thread_state_exit(&cursors);
+	thread_state_exit(&cursors, &cursors_overflow);
 	return KEEP_EVENT;
 }

@@ -90,6 +90,14 @@ struct {
 	__type(value, struct task_compaction);
 } tasks SEC(".maps");
 
+/* The threads beyond those once `tasks` is full, an LRU map (compat.bpf.h, thread_state()). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MEMLAT_THREAD_OVERFLOW);
+	__type(key, __u32);
+	__type(value, struct task_compaction);
+} tasks_overflow SEC(".maps");
+
 /* A zeroed state, to create entries of the hash map from (static: not in the skeleton). */
 static const volatile struct task_compaction no_compaction;
 
@@ -120,7 +128,8 @@ static __always_inline bool pid_selected(void)
 
 static __always_inline struct task_compaction *state_of(bool create)
 {
-	return thread_state(&tasks, (const void *)&no_compaction, create, &table_full);
+	return thread_state(&tasks, &tasks_overflow, (const void *)&no_compaction, create,
+			    &table_full);
 }
 
 /* Node id and zone index (enum zone_type) of a zone: the index is the zone's position in its
@@ -205,22 +214,26 @@ static __always_inline struct task_compaction *start_run(void *ctx)
 /* tp_btf and raw_tp: everything from struct compact_control, its numbers read with plain loads
  * from tp_btf (`loads`), through helpers from raw_tp. The zone pointer is read through a helper
  * in both: a plain load of a pointer field makes the verifier check the pointer's type by name
- * in the kernel's BTF (btf_nested_type_is_trusted(), linear scans), about 1 ms of start-up. */
+ * in the kernel's BTF (btf_nested_type_is_trusted(), linear scans), about 1 ms of start-up.
+ * Counting (-H, --prometheus) needs only the run's kind and order: the zone (three helper
+ * reads), mode, gfp and flags are read only for the events that print them. */
 static __always_inline int on_begin_cc(void *ctx, struct compact_control *cc, bool sync, bool loads)
 {
 	struct task_compaction *s = start_run(ctx);
-	struct zone *zone;
+	struct zone *zone = NULL;
 	bool direct, proactive = false;
 
 	if (!s)
 		return 0;
-	zone = BPF_CORE_READ(cc, zone);
-	zone_position(zone, &s->run.nid, &s->run.zone);
+	if (trace_events) {
+		zone = BPF_CORE_READ(cc, zone);
+		zone_position(zone, &s->run.nid, &s->run.zone);
+		s->run.mode = KERNEL_FIELD(loads, cc, mode);
+		s->run.gfp = KERNEL_FIELD(loads, cc, gfp_mask);
+		s->run.whole_zone = KERNEL_FIELD(loads, cc, whole_zone);
+		s->run.sync = sync;
+	}
 	s->run.order = KERNEL_FIELD(loads, cc, order);
-	s->run.mode = KERNEL_FIELD(loads, cc, mode);
-	s->run.gfp = KERNEL_FIELD(loads, cc, gfp_mask);
-	s->run.whole_zone = KERNEL_FIELD(loads, cc, whole_zone);
-	s->run.sync = sync;
 	direct = KERNEL_FIELD(loads, cc, direct_compaction);
 	if (bpf_core_field_exists(cc->proactive_compaction))
 		proactive = KERNEL_FIELD(loads, cc, proactive_compaction);
@@ -594,13 +607,13 @@ int kcompactd_wake_tp(void *ctx)
 SEC("raw_tp/sched_process_exit")
 int thread_exit_raw(void *ctx)
 {
-	thread_state_exit(&tasks);
+	thread_state_exit(&tasks, &tasks_overflow);
 	return 0;
 }
 
 SEC("tracepoint/sched/sched_process_exit")
 int thread_exit_tp(void *ctx)
 {
-	thread_state_exit(&tasks);
+	thread_state_exit(&tasks, &tasks_overflow);
 	return KEEP_EVENT;
 }

@@ -7,9 +7,9 @@
 #ifndef MEMLAT_COMPAT_BPF_H
 #define MEMLAT_COMPAT_BPF_H
 
-/* bpf_get_current_task_btf() (5.11, with task-local storage in tracing programs, which user
- * space probes for); else CO-RE reads through helpers. */
-const volatile bool memlat_task_storage = true;
+/* bpf_get_current_task_btf() (5.11; user space probes for task-local storage in tracing
+ * programs, which came with it); else CO-RE reads through helpers. */
+const volatile bool memlat_task_btf = true;
 /* BPF_MAP_TYPE_RINGBUF (5.8); else a perf event array. */
 const volatile bool memlat_ringbuf = true;
 /* The kernel's own BTF: tp_btf/fentry programs (bpf_get_current_task_btf() needs 5.11 too:
@@ -20,13 +20,16 @@ const volatile bool memlat_kernel_btf = true;
  * reports them with -v, with the entries left whose thread no longer exists (leaks: none). */
 __u64 memlat_thread_entries_created = 0;
 __u64 memlat_thread_entries_exit_deleted = 0;
+/* Set once a per-thread hash map has been full: from then on a thread it lacks is looked for
+ * in, and given an entry of, the overflow map (thread_state()). */
+bool memlat_thread_overflow = false;
 
 /* The current task, as a pointer only CO-RE reads may follow. bpf_get_current_task_btf()
- * came in 5.11 with task storage (which user space enables only with the kernel's own BTF), so
- * the task-storage flag stands for it: 5.10 has BTF but not the helper. */
+ * came in 5.11 (user space enables it only with the kernel's own BTF): 5.10 has BTF but not
+ * the helper. */
 static __always_inline struct task_struct *current_task(void)
 {
-	if (memlat_task_storage)
+	if (memlat_task_btf)
 		return bpf_get_current_task_btf();
 	return (struct task_struct *)bpf_get_current_task();
 }
@@ -39,7 +42,7 @@ static __always_inline struct task_struct *current_task(void)
  * measured 80 ns per event for the helper against 15 for the loads (bench/). */
 static __always_inline struct task_struct *current_task_readable(void)
 {
-	return memlat_task_storage ? bpf_get_current_task_btf() : NULL;
+	return memlat_task_btf ? bpf_get_current_task_btf() : NULL;
 }
 
 /* As bpf_get_current_pid_tgid(): the process id (tgid) in the upper half, the thread id in the
@@ -70,39 +73,70 @@ static __always_inline void task_comm(struct task_struct *task, char comm[16])
 }
 
 /* Entries of a per-thread state map: threads alive that have stalled while the tool ran (a larger
- * --max-entries raises it: user space's size_thread_state_map()). The map is preallocated, at load:
- * 16384 entries took 1-2.7 ms of start-up on a 6.18 guest. */
+ * --max-entries raises it; MEMLAT_THREAD_STATES in the environment sets it and the overflow map's,
+ * for the tests: user space's size_thread_state_map()). The map is preallocated, at load: 16384
+ * entries took 1-2.7 ms of start-up on a 6.18 guest. */
 #define MEMLAT_THREAD_STATES 4096
+/* Entries of the overflow map, an LRU hash map for the threads beyond those: the ones that
+ * stalled least recently give theirs to new ones, so it needs to hold only the threads stalling
+ * at about the same time. */
+#define MEMLAT_THREAD_OVERFLOW 1024
 
-/* The current thread's state in `map`, a preallocated hash map keyed by TID with
- * MEMLAT_THREAD_STATES entries, on every kernel. Measured on a 6.18 guest (bench/, issue 22):
- * task-local storage costs the first event of each thread 45-70 us to create its storage
- * (allocations and their caches' refill), which short-lived threads pay every time, and no less
- * than the hash map's lookup after that; removing the entry at the end of each stall and inserting
- * it again at the next cost 100-200 ns a stall more than keeping it. So an entry stays until its
- * thread exits (thread_state_exit(), on sched_process_exit). A per-CPU slot is no choice here: the
- * stalls timed (reclaim, compaction, migration) sleep and may end on another CPU. With
- * `create`, a missing entry is made from `zero` (a zeroed value of the map's value size in
- * read-only data); a full map is counted in *full. */
-static __always_inline void *thread_state(void *map, const void *zero, bool create, __u64 *full)
+/* The current thread's state: its entry in `map`, a preallocated hash map keyed by TID with
+ * MEMLAT_THREAD_STATES entries, on every kernel, or, once `map` has been full, in `overflow`, a
+ * BPF_MAP_TYPE_LRU_HASH (4.10+) of the same key and value. Measured on a 6.18 guest (bench/,
+ * issue 22): task-local storage costs the first event of each thread 45-70 us to create its
+ * storage (allocations and their caches' refill), which short-lived threads pay every time, and
+ * no less than the hash map's lookup after that; removing the entry at the end of each stall and
+ * inserting it again at the next cost 100-200 ns a stall more than keeping it. So an entry stays
+ * until its thread exits (thread_state_exit(), on sched_process_exit). An LRU hash map alone would
+ * never refuse a thread, but its entries cost more to make (issue 22: +120 to +300 ns a stall of
+ * a short-lived thread, the LRU lists' locks and rotation), so it takes only the threads the
+ * hash map has no room for, whose stalls a full hash map would leave untimed for as long as the
+ * older threads live. One LRU list for the whole map (not BPF_F_NO_COMMON_LRU, whose per-CPU
+ * lists split the entries among the possible CPUs: a few each on a large host). An overflow entry
+ * evicted while its stall is open makes that stall's end find no entry: the tools count such an
+ * end of a selected thread in unpaired_ends, never time it. A per-CPU slot is no choice here:
+ * the stalls timed (reclaim, compaction, migration) sleep and may end on another CPU. With
+ * `create`, a missing entry is made from `zero` (a zeroed value of the maps' value size in
+ * read-only data); an entry that cannot be made (the LRU map's -ENOMEM: all its entries in use
+ * on other CPUs) is counted in *full. */
+static __always_inline void *thread_state(void *map, void *overflow, const void *zero, bool create,
+					  __u64 *full)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	void *state = bpf_map_lookup_elem(map, &tid);
 
-	if (state || !create)
-		return state;
-	state = map_insert_lookup(map, &tid, zero, full);
 	if (state)
+		return state;
+	if (*(volatile bool *)&memlat_thread_overflow) {
+		state = bpf_map_lookup_elem(overflow, &tid);
+		if (state)
+			return state;
+	}
+	if (!create)
+		return NULL;
+	/* A new thread, or one whose overflow entry another thread took. */
+	if (bpf_map_update_elem(map, &tid, zero, BPF_NOEXIST) == 0) {
 		__sync_fetch_and_add(&memlat_thread_entries_created, 1);
-	return state;
+		return bpf_map_lookup_elem(map, &tid);
+	}
+	memlat_thread_overflow = true;
+	if (bpf_map_update_elem(overflow, &tid, zero, BPF_NOEXIST) != 0) {
+		__sync_fetch_and_add(full, 1);
+		return NULL;
+	}
+	__sync_fetch_and_add(&memlat_thread_entries_created, 1);
+	return bpf_map_lookup_elem(overflow, &tid);
 }
 
-/* sched_process_exit, which every exiting thread passes: its entry in `map` goes. */
-static __always_inline void thread_state_exit(void *map)
+/* sched_process_exit, which every exiting thread passes: its entry in `map` or `overflow` goes. */
+static __always_inline void thread_state_exit(void *map, void *overflow)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 
-	if (bpf_map_delete_elem(map, &tid) == 0)
+	if (bpf_map_delete_elem(map, &tid) == 0 ||
+	    (*(volatile bool *)&memlat_thread_overflow && bpf_map_delete_elem(overflow, &tid) == 0))
 		__sync_fetch_and_add(&memlat_thread_entries_exit_deleted, 1);
 }
 

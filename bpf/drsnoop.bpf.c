@@ -29,6 +29,10 @@ const volatile __u32 filter_tid = 0;
  * BTF, linear scans of its 126k types (btf_nested_type_is_trusted(), 6.18), the four end
  * programs took 11-15 ms to load instead of 3. */
 const volatile bool read_uid = true;
+/* Whether the events carry the task's cgroup id (-e, -j: the only outputs that print it): five
+ * dependent helper reads (task, css_set, css, cgroup, kernfs node) that the default lines do
+ * without. */
+const volatile bool read_cgroup = true;
 const volatile bool filter_uid_on = false;
 const volatile __u32 filter_uid = 0;
 const volatile char filter_comm[DRSNOOP_COMM_LEN] = {};
@@ -74,6 +78,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct task_reclaim);
 } starts SEC(".maps");
+
+/* The threads beyond those once `starts` is full, an LRU map (compat.bpf.h, thread_state()). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MEMLAT_THREAD_OVERFLOW);
+	__type(key, __u32);
+	__type(value, struct task_reclaim);
+} starts_overflow SEC(".maps");
 
 /* A zeroed state, to create entries of the hash map from (static: not in the skeleton). */
 static const volatile struct task_reclaim no_reclaim;
@@ -199,8 +211,20 @@ static __always_inline __s64 free_pages_now(struct task_struct *task)
 	return total;
 }
 
-/* Filters first, each helper called only when its filter is on: a call whose result goes
- * unused still runs. */
+/* Whether the current thread passes the filters, each helper called only when its filter is
+ * on: a call whose result goes unused still runs. `task` is the current task, or NULL unless
+ * -G is on. */
+static __always_inline bool thread_selected(struct task_struct *task)
+{
+	if (filter_pid && (bpf_get_current_pid_tgid() >> 32) != filter_pid)
+		return false;
+	if (filter_tid && (__u32)bpf_get_current_pid_tgid() != filter_tid)
+		return false;
+	if (filter_uid_on && (__u32)bpf_get_current_uid_gid() != filter_uid)
+		return false;
+	return comm_selected() && cgroup_selected(task);
+}
+
 static __always_inline int on_begin(__u32 kind, int order, __u64 gfp, int nid)
 {
 	struct task_struct *task = NULL;
@@ -209,19 +233,12 @@ static __always_inline int on_begin(__u32 kind, int order, __u64 gfp, int nid)
 
 	if (kind >= DRSNOOP_KINDS)
 		return 0;
-	if (filter_pid && (bpf_get_current_pid_tgid() >> 32) != filter_pid)
-		return 0;
-	if (filter_tid && (__u32)bpf_get_current_pid_tgid() != filter_tid)
-		return 0;
-	if (filter_uid_on && (__u32)bpf_get_current_uid_gid() != filter_uid)
-		return 0;
-	if (!comm_selected())
-		return 0;
 	if (filter_cgroup_on || extended)
 		task = current_task();
-	if (!cgroup_selected(task))
+	if (!thread_selected(task))
 		return 0;
-	state = thread_state(&starts, (const void *)&no_reclaim, true, &table_full);
+	state =
+	    thread_state(&starts, &starts_overflow, (const void *)&no_reclaim, true, &table_full);
 	if (!state)
 		return 0;
 	start = &state->kinds[kind];
@@ -305,9 +322,14 @@ static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
 
 	if (kind >= DRSNOOP_KINDS)
 		return 0;
-	state = thread_state(&starts, NULL, false, NULL);
-	if (!state)
+	state = thread_state(&starts, &starts_overflow, NULL, false, NULL);
+	if (!state) {
+		/* A selected thread's end without its begin: a stall open when the tool started,
+		 * or whose entry the overflow LRU map gave to another thread while it was open. */
+		if (thread_selected(task))
+			__sync_fetch_and_add(&unpaired_ends, 1);
 		return 0;
+	}
 	start = state->kinds[kind];
 	state->kinds[kind].ts = 0;
 	if (!start.ts || now < start.ts) {
@@ -320,7 +342,9 @@ static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
 	__sync_fetch_and_add(&totals[kind & (DRSNOOP_KINDS - 1)].total_ns, lat);
 	__sync_fetch_and_add(&totals[kind & (DRSNOOP_KINDS - 1)].pages, nr_reclaimed);
 	/* The task's cgroup, read once for the per-cgroup totals and the event. */
-	__u64 cgid = count_cgroups || trace_events ? cgroup_id(task_cgroup(task, memcg_on_v1)) : 0;
+	__u64 cgid = count_cgroups || (trace_events && read_cgroup)
+			 ? cgroup_id(task_cgroup(task, memcg_on_v1))
+			 : 0;
 
 	if (count_cgroups)
 		add_cgroup_totals(cgid, kind, lat, nr_reclaimed);
@@ -436,13 +460,13 @@ int node_reclaim_end_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_end_temp
 SEC("raw_tp/sched_process_exit")
 int thread_exit_raw(void *ctx)
 {
-	thread_state_exit(&starts);
+	thread_state_exit(&starts, &starts_overflow);
 	return 0;
 }
 
 SEC("tracepoint/sched/sched_process_exit")
 int thread_exit_tp(void *ctx)
 {
-	thread_state_exit(&starts);
+	thread_state_exit(&starts, &starts_overflow);
 	return KEEP_EVENT;
 }

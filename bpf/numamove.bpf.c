@@ -70,12 +70,21 @@ struct {
 	__type(value, struct task_migration);
 } starts SEC(".maps");
 
+/* The threads beyond those once `starts` is full, an LRU map (compat.bpf.h, thread_state()). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MEMLAT_THREAD_OVERFLOW);
+	__type(key, __u32);
+	__type(value, struct task_migration);
+} starts_overflow SEC(".maps");
+
 /* A zeroed state, to create entries of the hash map from (static: not in the skeleton). */
 static const volatile struct task_migration no_migration;
 
 static __always_inline struct task_migration *migration_state(bool create)
 {
-	return thread_state(&starts, (const void *)&no_migration, create, &table_full);
+	return thread_state(&starts, &starts_overflow, (const void *)&no_migration, create,
+			    &table_full);
 }
 
 struct {
@@ -506,13 +515,13 @@ int stick_numa_tp(struct trace_event_raw_sched_numa_pair_template *ctx)
 SEC("raw_tp/sched_process_exit")
 int thread_exit_raw(void *ctx)
 {
-	thread_state_exit(&starts);
+	thread_state_exit(&starts, &starts_overflow);
 	return 0;
 }
 
 SEC("tracepoint/sched/sched_process_exit")
 int thread_exit_tp(void *ctx)
 {
-	thread_state_exit(&starts);
+	thread_state_exit(&starts, &starts_overflow);
 	return KEEP_EVENT;
 }

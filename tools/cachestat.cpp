@@ -425,7 +425,7 @@ void Cachestat::configure(cachestat_bpf &skel) const {
     bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? o_.common.entries(16384) : 1);
     bpf_map__set_max_entries(skel.maps.file_counts, o_.per_file ? o_.common.entries(65536) : 1);
     set_compat(*ro, kernel_features());
-    size_thread_state_map(skel.maps.cursors, o_.common.max_entries);
+    size_thread_state_map(skel.maps.cursors, skel.maps.cursors_overflow, o_.common.max_entries);
 }
 
 Snapshot Cachestat::snapshot(cachestat_bpf &skel) {
@@ -441,6 +441,10 @@ Snapshot Cachestat::snapshot(cachestat_bpf &skel) {
         // The events before the first snapshot (the baseline) are in no interval and not in
         // the summary.
         auto next = [&](auto &table, bpf_map *map, auto &totals, auto &summary, auto &rows) {
+            if (!baseline_taken_) {
+                table.begin(skel.bss->table_epoch);
+                return;
+            }
             auto gained = table.next_interval(map, skel.bss->table_epoch);
             carry(totals, gained);
             rows = totals;
@@ -627,9 +631,8 @@ void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double s
                    tool_name, now.table_full, o_.per_process ? "process" : "file");
     if (skel.bss->no_task_storage != 0)
         fmt::print(stderr,
-                   "{}: {} read events had no per-thread cursor (task storage refused, or the "
-                   "per-thread hash map full): their "
-                   "accesses may be counted more than once.\n",
+                   "{}: {} read events had no per-thread cursor (the per-thread hash map was "
+                   "full): their accesses may be counted more than once.\n",
                    tool_name, skel.bss->no_task_storage);
     report_skipped_runs(tool_name, skel.obj, "pages");
 }
@@ -728,7 +731,8 @@ int Cachestat::run() {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     print_summary(*skel, snapshot(*skel), seconds);
-    report_thread_state(v, skel->maps.cursors, skel->bss->memlat_thread_entries_created,
+    report_thread_state(v, skel->maps.cursors, skel->maps.cursors_overflow,
+                        skel->bss->memlat_thread_entries_created,
                         skel->bss->memlat_thread_entries_exit_deleted);
     fflush(stdout);
     return 0;

@@ -219,7 +219,7 @@ void Compactsnoop::configure(compactsnoop_bpf &skel) const {
     bpf_map__set_max_entries(skel.maps.events, o_.hist ? 4096 : o_.events.bytes);
     const auto &features = kernel_features();
     set_compat(*ro, features);
-    size_thread_state_map(skel.maps.tasks, o_.common.max_entries);
+    size_thread_state_map(skel.maps.tasks, skel.maps.tasks_overflow, o_.common.max_entries);
     use_events_map(skel.maps.events, features);
 }
 
@@ -295,8 +295,8 @@ void Compactsnoop::print_histograms(compactsnoop_bpf &skel) {
         fmt::print("{}", render_log2_hist(d, "usecs"));
     }
     hist_before_ = std::move(now);
-    // Runs of this interval whose start had no room in the per-thread table (kernels without
-    // task storage): its histograms lack them.
+    // Runs of this interval whose start had no room in the per-thread table: its histograms
+    // lack them.
     const uint64_t full =
         skel.bss->table_full - std::exchange(table_full_before_, skel.bss->table_full);
     if (o_.common.json)
@@ -391,7 +391,9 @@ void Compactsnoop::print_summary(compactsnoop_bpf &skel, const EventReader *even
         fmt::print(stderr, "kcompactd wake-ups: {}; zones skipped as deferred by kcompactd: {}\n",
                    bss->kcompactd_wakes, bss->deferred[COMPACTSNOOP_KCOMPACTD]);
     if (bss->unpaired_ends != 0)
-        fmt::print(stderr, "\n{} runs were already under way when tracing began (not counted).\n",
+        fmt::print(stderr,
+                   "\n{} runs not counted: their begin was not seen (under way when tracing "
+                   "began, or the thread's state was evicted while it ran).\n",
                    bss->unpaired_ends);
     if (lost != 0)
         fmt::print(stderr, "\nLost {} events: the {} was full (the summary still counts them).\n",
@@ -496,7 +498,8 @@ int Compactsnoop::run() {
         print_histograms(*skel);
     print_summary(*skel, events ? &*events : nullptr);
     report_skipped_runs(tool_name, skel->obj, "runs");
-    report_thread_state(v, skel->maps.tasks, skel->bss->memlat_thread_entries_created,
+    report_thread_state(v, skel->maps.tasks, skel->maps.tasks_overflow,
+                        skel->bss->memlat_thread_entries_created,
                         skel->bss->memlat_thread_entries_exit_deleted);
     fflush(stdout);
     return 0;

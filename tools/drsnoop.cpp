@@ -196,6 +196,7 @@ void Drsnoop::configure(drsnoop_bpf &skel) const {
     ro->filter_pid = o_.pid.value_or(0);
     ro->filter_tid = o_.tid.value_or(0);
     ro->read_uid = o_.show_uid || o_.common.json;
+    ro->read_cgroup = o_.extended || o_.common.json; // the outputs with a cgroup column
     ro->filter_uid_on = o_.uid.has_value();
     ro->filter_uid = o_.uid.value_or(0);
     std::copy_n(o_.comm.begin(), std::min<size_t>(o_.comm.size(), DRSNOOP_COMM_LEN - 1),
@@ -217,7 +218,7 @@ void Drsnoop::configure(drsnoop_bpf &skel) const {
     bpf_map__set_max_entries(skel.maps.events, o_.hist ? 4096 : o_.events.bytes);
     const auto &features = kernel_features();
     set_compat(*ro, features);
-    size_thread_state_map(skel.maps.starts, o_.common.max_entries);
+    size_thread_state_map(skel.maps.starts, skel.maps.starts_overflow, o_.common.max_entries);
     use_events_map(skel.maps.events, features);
 }
 
@@ -290,7 +291,7 @@ void Drsnoop::print_histograms(drsnoop_bpf &skel) {
     }
     hist_before_ = std::move(now);
     // Stalls of this interval a table had no room for (the per-process histograms, or the
-    // per-thread start times on kernels without task storage): its histograms lack them.
+    // per-thread start times): its histograms lack them.
     const uint64_t full =
         skel.bss->table_full - std::exchange(table_full_before_, skel.bss->table_full);
     if (o_.common.json) {
@@ -326,6 +327,7 @@ void Drsnoop::print_summary(drsnoop_bpf &skel, const EventReader *events) {
         print_json_line({{"summary", list},
                          {"lost_events", lost},
                          {"table_full", bss->table_full},
+                         {"unpaired_ends", bss->unpaired_ends},
                          {skipped_runs_field, recursion_misses(skel.obj)}});
         return;
     }
@@ -346,6 +348,11 @@ void Drsnoop::print_summary(drsnoop_bpf &skel, const EventReader *events) {
                    lost, events_name);
     if (bss->table_full != 0)
         fmt::print(stderr, "\n{} stalls not counted: a BPF table was full.\n", bss->table_full);
+    if (bss->unpaired_ends != 0)
+        fmt::print(stderr,
+                   "\n{} stalls not timed: their begin was not seen (under way when tracing "
+                   "began, or the thread's state was evicted while it stalled).\n",
+                   bss->unpaired_ends);
 }
 
 void Drsnoop::check_options() {
@@ -443,7 +450,8 @@ int Drsnoop::run() {
         print_histograms(*skel);
     print_summary(*skel, events ? &*events : nullptr);
     report_skipped_runs(tool_name, skel->obj, "stalls");
-    report_thread_state(v, skel->maps.starts, skel->bss->memlat_thread_entries_created,
+    report_thread_state(v, skel->maps.starts, skel->maps.starts_overflow,
+                        skel->bss->memlat_thread_entries_created,
                         skel->bss->memlat_thread_entries_exit_deleted);
     fflush(stdout);
     return 0;

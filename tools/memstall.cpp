@@ -226,11 +226,16 @@ void Memstall::resolve_ranges() {
 }
 
 std::vector<Probe> Memstall::plan() const {
+    // The windows and the dirty pause read no typed argument: raw_tp first, which runs as
+    // tp_btf does, but is attached by name where each tp_btf program makes the kernel (and
+    // libbpf) search the kernel's BTF for its tracepoint's type (0.1 ms each at start-up).
     auto window = [](ProbeId id, std::string prefix, std::string group, std::string begin,
                      std::string end, bool required) {
+        auto choices = tracepoint_choices({prefix + "_begin", prefix + "_end"});
+        std::swap(choices[0], choices[1]);
         return Probe(id, fmt::format("{}:{}/{}", group, begin, end),
                      fmt::format("It needs the {}:{} and {} tracepoints.", group, begin, end),
-                     tracepoint_choices({prefix + "_begin", prefix + "_end"}), required);
+                     std::move(choices), required);
     };
     std::vector<Probe> probes;
     probes.push_back(window(ProbeId::Direct, "direct", "vmscan", "mm_vmscan_direct_reclaim_begin",
@@ -252,13 +257,13 @@ std::vector<Probe> Memstall::plan() const {
         ProbeId::Dirty, "writeback:balance_dirty_pages",
         "It needs the writeback:balance_dirty_pages tracepoint.",
         std::vector<HookChoice>{
-            {.kind = HookKind::TpBtf, .programs = {"dirty_btf"}, .unavailable = unless_pause_at(6)},
-            {.kind = HookKind::TpBtf,
-             .programs = {"dirty_old_btf"},
-             .unavailable = unless_pause_at(10)},
             {.kind = HookKind::RawTp, .programs = {"dirty_raw"}, .unavailable = unless_pause_at(6)},
             {.kind = HookKind::RawTp,
              .programs = {"dirty_old_raw"},
+             .unavailable = unless_pause_at(10)},
+            {.kind = HookKind::TpBtf, .programs = {"dirty_btf"}, .unavailable = unless_pause_at(6)},
+            {.kind = HookKind::TpBtf,
+             .programs = {"dirty_old_btf"},
              .unavailable = unless_pause_at(10)},
             {.kind = HookKind::Tracepoint, .programs = {"dirty_tp"}},
         },
@@ -289,15 +294,19 @@ void Memstall::configure(memstall_bpf &skel) const {
     ro->filter_tid = o_.tid.value_or(0);
     set_cgroup_filter(*ro, cgroup_);
     ro->memcg_on_v1 = memcg_on_v1_;
-    std::copy(ranges_.begin(), ranges_.end(), const_cast<memstall_range *>(ro->ranges));
+    std::copy(ranges_.begin(), ranges_.end(), skel.bss->ranges);
     ro->nr_ranges = ranges_.size();
     ro->nr_swapin_ranges = std::count_if(ranges_.begin(), ranges_.end(),
                                          [](const auto &r) { return r.cause == MEMSTALL_SWAPIN; });
     bpf_map__set_max_entries(skel.maps.stalls, o_.common.entries(16384));
-    bpf_map__set_max_entries(skel.maps.threads, o_.common.entries(16384));
+    // Threads with a stall open at the same moment (entries go when it closes): 4096, as the
+    // other tools' per-thread state; preallocating 16384 cost 0.5 ms of start-up.
+    bpf_map__set_max_entries(skel.maps.threads, o_.common.entries(4096));
     ro->collect_stacks = o_.stacks;
-    bpf_map__set_max_entries(skel.maps.stack_traces, o_.stacks ? o_.common.entries(16384) : 1);
-    bpf_map__set_max_entries(skel.maps.stack_totals, o_.stacks ? o_.common.entries(16384) : 1);
+    // 4096 stacks, as compactsnoop's: a stack map is preallocated whole, 1 KB a stack (16384
+    // of them took 3-4 ms to allocate at start).
+    bpf_map__set_max_entries(skel.maps.stack_traces, o_.stacks ? o_.common.entries(4096) : 1);
+    bpf_map__set_max_entries(skel.maps.stack_totals, o_.stacks ? o_.common.entries(4096) : 1);
 }
 
 void Memstall::describe_causes(const std::vector<Probe> &probes) const {

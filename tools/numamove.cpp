@@ -234,7 +234,7 @@ void Numamove::configure(numamove_bpf &skel) const {
     }
     bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? o_.common.entries(8192) : 1);
     set_compat(*ro, kernel_features());
-    size_thread_state_map(skel.maps.starts, o_.common.max_entries);
+    size_thread_state_map(skel.maps.starts, skel.maps.starts_overflow, o_.common.max_entries);
 }
 
 Snapshot Numamove::totals(const numamove_bpf &skel) {
@@ -525,11 +525,13 @@ int Numamove::run() {
         print_interval(now, before);
     }
     report_skipped_runs(tool_name, skel->obj, "migrations");
-    report_thread_state(v, skel->maps.starts, skel->bss->memlat_thread_entries_created,
+    report_thread_state(v, skel->maps.starts, skel->maps.starts_overflow,
+                        skel->bss->memlat_thread_entries_created,
                         skel->bss->memlat_thread_entries_exit_deleted);
     if (uint64_t unpaired = skel->bss->unpaired_ends; unpaired != 0)
         verbose(v, fmt::format("{} migrations were in flight when tracing began (or their start "
-                               "was not seen): counted, not timed",
+                               "was not seen, or the thread's state was evicted while they ran): "
+                               "counted, not timed",
                                unpaired));
     fflush(stdout);
     return 0;

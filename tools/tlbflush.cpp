@@ -120,7 +120,7 @@ Environment:
   MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds or families
                             (tp_btf, raw_tp, tracepoint, csd, irq_vectors)
   MEMLAT_DISABLE_FEATURES=LIST
-                            act as on an older kernel: task_storage (5.11),
+                            act as on an older kernel: task_btf (5.11),
                             ringbuf (5.8), kernel_btf; -v shows the choice)";
 
 struct Options {
@@ -256,6 +256,7 @@ class Tlbflush final : public CountingSide {
             add_proc_counts(into, before);
         }};
     std::map<CountKey, tlbflush_proc_value> proc_totals_;
+    bool proc_table_began_ = false; // the first snapshot (the baseline) began it
     uint64_t first_event_ns_ = 0;
     // The trace events' reader (-t), whose perf buffers count the records they lost.
     const EventReader *events_ = nullptr;
@@ -376,7 +377,11 @@ void Tlbflush::configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) c
 Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) {
     Snapshot s;
     const auto *bss = skel.bss;
-    if (o_.per_process) {
+    if (o_.per_process && !proc_table_began_) {
+        // The baseline: nothing counted before it is read.
+        proc_table_.begin(skel.bss->proc_epoch);
+        proc_table_began_ = true;
+    } else if (o_.per_process) {
         // The keys active in the last interval, with their counts since the start: the
         // table holds one interval's processes (EpochTable), their totals are kept here.
         std::map<CountKey, tlbflush_proc_value> totals;

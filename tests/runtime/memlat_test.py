@@ -459,12 +459,16 @@ class FtraceOracle:
     common_pid == pid, unless `filters` gives an event another ftrace filter. `clock` sets the
     instance's trace_clock ("mono": one clock for all CPUs, where the default "local" clock
     of each CPU may run a little ahead of another's, which reorders events of one task that
-    moved between CPUs). stop() disables
+    moved between CPUs). With `threads`, `pid` is a process whose threads, those it creates
+    after the oracle started included, are all recorded (set_event_pid with event-fork; the
+    events' common_pid is a thread's id, "_tid" in each event). stop() disables
     them and parses the trace; a trace that lost events is a Failure (make buffer_kb, the
     per-CPU buffer size, larger)."""
 
     def __init__(self, events: Sequence[str], pid: int, buffer_kb: int = 4096,
-                 filters: Optional[dict[str, str]] = None, clock: Optional[str] = None):
+                 filters: Optional[dict[str, str]] = None, clock: Optional[str] = None,
+                 threads: bool = False):
+        self.threads = threads
         self.clock = clock
         self.events = list(events)
         self.pid = pid
@@ -482,9 +486,13 @@ class FtraceOracle:
         write_file(os.path.join(self.path, "buffer_size_kb"), str(self.buffer_kb))
         if self.clock:
             write_file(os.path.join(self.path, "trace_clock"), self.clock)
+        if self.threads:
+            write_file(os.path.join(self.path, "options", "event-fork"), "1")
+            write_file(os.path.join(self.path, "set_event_pid"), str(self.pid))
         for e in self.events:
-            write_file(self._control(e, "filter"),
-                       self.filters.get(e, f"common_pid == {self.pid}"))
+            if e in self.filters or not self.threads:
+                write_file(self._control(e, "filter"),
+                           self.filters.get(e, f"common_pid == {self.pid}"))
             write_file(self._control(e, "enable"), "1")
         return self
 
@@ -500,11 +508,14 @@ class FtraceOracle:
         out: dict[str, list[dict[str, str]]] = {e.split("/")[-1]: [] for e in self.events}
         line_re = re.compile(r" (\d+\.\d+): (" + "|".join(re.escape(name) for name in out) +
                              r"): (.*)$")
+        tid_re = re.compile(r"-(\d+) +\[\d+\]")
         for line in text.splitlines():
             m = line_re.search(line)
             if m:
                 fields = dict(re.findall(r"(\w+)=(\S+)", m.group(3)))
                 fields["_ts"] = m.group(1)
+                tid = tid_re.search(line)
+                fields["_tid"] = tid.group(1) if tid else ""
                 out[m.group(2)].append(fields)
         return out
 
@@ -1364,14 +1375,14 @@ _UNPRIVILEGED = _Unprivileged()
 
 # The kernel features the tools can do without, forced off on this kernel so that the host
 # tests run the old kernels' paths (MEMLAT_DISABLE_FEATURES): "" is this kernel's own choice;
-# "old_kernel" is Linux 5.4-5.7 (no task storage, no ring buffer: a TID-keyed hash map and perf
-# buffers); "no_kernel_btf" is a kernel without /sys/kernel/btf/vmlinux as well (no tp_btf,
+# "old_kernel" is Linux 5.5-5.7 (no bpf_get_current_task_btf(), no ring buffer: CO-RE reads of
+# the current task and perf buffers); "no_kernel_btf" is a kernel without /sys/kernel/btf/vmlinux as well (no tp_btf,
 # no bpf_get_current_task_btf()). Scenarios that test them register one scenario per variant
 # (scenario names get the suffix "_old_kernel" / "_no_kernel_btf").
 FEATURE_VARIANTS: dict[str, dict[str, str]] = {
     "": {},
-    "old_kernel": {"MEMLAT_DISABLE_FEATURES": "task_storage,ringbuf"},
-    "no_kernel_btf": {"MEMLAT_DISABLE_FEATURES": "task_storage,ringbuf,kernel_btf",
+    "old_kernel": {"MEMLAT_DISABLE_FEATURES": "task_btf,ringbuf"},
+    "no_kernel_btf": {"MEMLAT_DISABLE_FEATURES": "task_btf,ringbuf,kernel_btf",
                       "MEMLAT_DISABLE_HOOKS": "tp_btf,fentry"},
 }
 
@@ -1400,7 +1411,7 @@ def variant_scenarios(base: str, btf_file: bool = False, unprivileged: bool = Fa
 
 THREAD_STATE_RE = re.compile(
     r"per-thread hash map (\w+): (\d+) entries created, (\d+) removed at thread exit, "
-    r"(\d+) left, (\d+) of them of threads that no longer exist")
+    r"(\d+) left, (\d+) of them of threads that no longer exist, (\d+) evicted")
 
 
 def check_variant_chosen(t: Test, variant: str, stderr: str, events: bool = False,
@@ -1411,18 +1422,18 @@ def check_variant_chosen(t: Test, variant: str, stderr: str, events: bool = Fals
     returns that map's counts ({"created", "removed_at_exit", "left", "left_dead"}); None
     without `thread_state`. No entry may be left of a thread that no longer exists."""
     if not variant:
-        # The --btf-file variant of a scenario runs without the kernel's own BTF, and task
-        # storage (bpf_get_current_task_btf()) needs it.
+        # The --btf-file variant of a scenario runs without the kernel's own BTF, which
+        # bpf_get_current_task_btf() needs.
         storage = "no" if _BTF_VARIANT.path else "yes"
-        t.check_in("-v: task storage as this run allows",
-                   f"task-local storage (5.11): {storage}", stderr, "stderr")
+        t.check_in("-v: bpf_get_current_task_btf() as this run allows",
+                   f"bpf_get_current_task_btf() (5.11): {storage}", stderr, "stderr")
         if events:
             t.check_in("-v: events through the ring buffer", "events through a BPF ring buffer",
                        stderr, "stderr")
     else:
         if thread_state:
-            t.check_in("-v: task storage forced off", "task-local storage (5.11): no", stderr,
-                       "stderr")
+            t.check_in("-v: bpf_get_current_task_btf() forced off",
+                       "bpf_get_current_task_btf() (5.11): no", stderr, "stderr")
         t.check_in("-v: ring buffer forced off", "ring buffer (5.8): no, using a perf buffer",
                    stderr, "stderr")
         if events:
@@ -1441,7 +1452,8 @@ def check_variant_chosen(t: Test, variant: str, stderr: str, events: bool = Fals
     m = THREAD_STATE_RE.search(stderr)
     t.require(m is not None, "-v reports the per-thread hash map", "a line", "none")
     counts = {"created": int(m.group(2)), "removed_at_exit": int(m.group(3)),
-              "left": int(m.group(4)), "left_dead": int(m.group(5))}
+              "left": int(m.group(4)), "left_dead": int(m.group(5)),
+              "evicted": int(m.group(6))}
     t.check_eq(f"hash map {m.group(1)}: entries left of threads that no longer exist (leaks)",
                0, counts["left_dead"])
     return counts

@@ -92,6 +92,69 @@ def _(t: Test, variant: str):
     t.check_eq("-p: hash-map entries left after the run", 0, state["left"])
 
 
+@scenario("drsnoop_thread_state_full_of_idle_threads")
+def _(t: Test):
+    # More threads alive that have stalled than the per-thread map and its LRU overflow map
+    # hold (shrunk to 32 entries each by MEMLAT_THREAD_STATES; by default 4096 and 1024), then
+    # a thread the tool has not seen: the overflow map gives it an idle thread's entry, and its
+    # stalls are timed exactly as the oracle's. (The hash map alone counted every one of them
+    # in table_full.)
+    map_entries, idle_threads = 32, 96
+    env = {"MEMLAT_THREAD_STATES": str(map_entries)}
+    with MemoryCgroup("drsnoop_lru", LIMIT) as cg, \
+            TestFile(FILE_SIZE, "drsnoop_lru", cold=True) as f, \
+            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--idle-threads",
+                     str(idle_threads), held=True) as reader:
+        with FtraceOracle(["vmscan/mm_vmscan_memcg_reclaim_begin",
+                           "vmscan/mm_vmscan_memcg_reclaim_end"], reader.pid,
+                          threads=True) as oracle, \
+                Tool("drsnoop", "-v", "-j", "-p", str(reader.pid), env=env) as tool:
+            reader.release()
+            reader.wait_done(60)
+            time.sleep(0.3)
+            trace = oracle.stop()
+    begins, ends = trace["mm_vmscan_memcg_reclaim_begin"], trace["mm_vmscan_memcg_reclaim_end"]
+    t.require(ends, "the oracle saw memcg reclaim in the reader's threads", ">0", len(ends))
+    # The threads stall one after another: the last to stall is the new thread.
+    final = ends[-1]["_tid"]
+    first_final = next(i for i, e in enumerate(ends) if e["_tid"] == final)
+    stalled_before = {e["_tid"] for e in ends[:first_final]}
+    t.require(len(stalled_before) > 2 * map_entries,
+              "threads that stalled before the new thread, more than the maps hold",
+              f"> {2 * map_entries}", len(stalled_before))
+    res = tool.result
+    t.check_eq("drsnoop exit status", 0, res.rc)
+    events = snoop_events(t, res)
+    t.check_eq("stalls reported vs the ftrace oracle, all threads (exact)", len(ends),
+               len(events))
+    t.check_eq("sum of PAGES vs the oracle's nr_reclaimed, all threads (exact)",
+               sum(int(e["nr_reclaimed"]) for e in ends), sum(e["pages"] for e in events))
+    t.check_eq("threads with stalls: the tool's vs the oracle's",
+               {int(e["_tid"]) for e in ends}, {e["tid"] for e in events})
+    mine = sorted((e for e in events if e["tid"] == int(final)), key=lambda e: e["time_s"])
+    final_ends = [e for e in ends if e["_tid"] == final]
+    t.check_ge("the new thread's stalls (many: it reads the whole file)", 10, len(final_ends))
+    t.check_eq("the new thread's stalls vs the oracle (exact)", len(final_ends), len(mine))
+    t.check_eq("the new thread's PAGES vs the oracle (exact)",
+               sum(int(e["nr_reclaimed"]) for e in final_ends), sum(e["pages"] for e in mine))
+    check_latencies(t, "the new thread's LAT per stall vs the oracle's end - begin",
+                    [e["lat_ns"] for e in mine],
+                    oracle_durations_ns([b for b in begins if b["_tid"] == final], final_ends))
+    summary = [e for e in res.json_lines() if "summary" in e][0]
+    t.check_eq("stalls counted in table_full", 0, summary["table_full"])
+    t.check_eq("ends without their begin (an open stall's entry evicted)", 0,
+               summary["unpaired_ends"])
+    state = check_variant_chosen(t, "", res.stderr, events=True)
+    threads = len({e["_tid"] for e in ends})
+    t.check_eq("-v: entries created, one per thread that stalled (an evicted idle thread "
+               "never stalled again)", threads, state["created"])
+    t.check_ge("-v: entries evicted (more threads than the maps hold)",
+               threads - 2 * map_entries, state["evicted"])
+    t.check_in("-v: the maps' sizes from MEMLAT_THREAD_STATES",
+               f"the map holds {map_entries} threads, its LRU overflow {map_entries}:",
+               res.stderr, "stderr")
+
+
 @scenario("drsnoop_perf_sees_tracepoints")
 def _(t: Test):
     """perf stat beside the classic tracepoint programs (forced): perf, counting machine-wide

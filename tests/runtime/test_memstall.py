@@ -358,8 +358,10 @@ def thrashing_vs_taskstats(t: Test, variant: str) -> None:
         t.check_le(f"--stacks: {name} time in stacks <= the table's",
                    cause(mine, name)["ns"], sum(s["ns"] for s in stacks[0]["stacks"]
                                                 if s["cause"] == name and s["pid"] == pid))
-    hook = HOOK_VARIANTS[variant][1]
-    for probe in ("sched:sched_switch", "vmscan:mm_vmscan_memcg_reclaim_begin"):
+    # sched_switch reads the tasks' bits, directly through tp_btf where it can; the windows
+    # read no argument and take raw_tp first on every kernel (cheaper to load).
+    for probe, hook in (("sched:sched_switch", HOOK_VARIANTS[variant][1]),
+                        ("vmscan:mm_vmscan_memcg_reclaim_begin", "raw_tp")):
         # sched_switch's first choices carry the family of their stack walk (stack_loop/).
         t.check(re.search(re.escape(probe) + r"\S*: using (stack_loop/)?" + hook,
                           tool.result.stderr),

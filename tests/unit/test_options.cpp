@@ -284,7 +284,7 @@ TEST(EnvironmentHelp, HookKindsUnderTheColumnAndFeaturesLast) {
               "  MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds (tp_btf, raw_tp,\n"
               "                            tracepoint)\n"
               "  MEMLAT_DISABLE_FEATURES=LIST\n"
-              "                            act as on an older kernel: task_storage (5.11),\n"
+              "                            act as on an older kernel: task_btf (5.11),\n"
               "                            ringbuf (5.8), kernel_btf; -v shows the choice",
               memlat::environment_help(true));
     EXPECT_EQ("Environment:\n"

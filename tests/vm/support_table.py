@@ -23,7 +23,10 @@ from vmkernel import kernel_table  # noqa: E402
 
 TOOLS = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat"]
 USING = re.compile(r"^(\S.*?): using (\S+)")
-FEATURE = re.compile(r"^(task-local storage|ring buffer|kernel BTF)[^:]*: no")
+# "task-local storage" is what tools before the rename to bpf_get_current_task_btf() printed.
+FEATURE = re.compile(r"^(bpf_get_current_task_btf\(\)|task-local storage|ring buffer|kernel BTF)"
+                     r"[^:]*: no")
+OLD_FEATURE_NAMES = {"task-local storage": "bpf_get_current_task_btf()"}
 # What a tool says once on stderr that it cannot show on this kernel ("tlbflush: without the
 # csd tracepoints ... is not known", "numamove: cannot time ...", "cachestat: HITS ... are
 # unavailable").
@@ -48,7 +51,8 @@ def tool_choices(blocks, tool: str) -> tuple[dict[str, set[str]], set[str], set[
                 if m:
                     hooks.setdefault(m.group(1), set()).add(m.group(2).rstrip(";,"))
                 elif FEATURE.match(line):
-                    missing.add(FEATURE.match(line).group(1))
+                    feature = FEATURE.match(line).group(1)
+                    missing.add(OLD_FEATURE_NAMES.get(feature, feature))
                 elif CANNOT.match(line):
                     cannot.add(CANNOT.match(line).group(1).split(":")[0].strip())
     return hooks, missing, cannot

@@ -9,19 +9,29 @@
 // reads, however fast they were. With --stdin-rounds it stays the same thread for many rounds
 // of reads (bench/'s steady state: per-thread state of a tool made once, reused): it prints
 // "ready", then reads the file PASSES times for every line on stdin and prints "round bytes=B"
-// after each, until EOF.
+// after each, until EOF. --offset-mb and --length-mb read a region of the file instead of all
+// of it; PATH may be a block device (the VM tests' disk, whose page cache is a file's). With
+// --idle-threads N (a file larger than the cgroup's limit, read through --cgroup) it first
+// fills the cgroup, then starts N threads one after another, each reading the file's next
+// pages until the cgroup has refused one of its charges (so that each has stalled in reclaim)
+// and then sleeping until the process exits, and does the PASSES in a new thread: more threads
+// alive that have stalled than a tool's per-thread map holds, then a thread it has not seen.
 //
 //   file_reader --file PATH [--cgroup DIR] [--passes N] [--mmap] [--wait] [--linger|--hold]
-//               [--stdin-rounds]
+//               [--stdin-rounds] [--offset-mb N] [--length-mb N] [--idle-threads N]
 // Prints "pid=PID iterations=PASSES bytes=B" when done.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -38,22 +48,29 @@ void join_cgroup(const std::string &dir) {
         die(procs.c_str());
 }
 
-unsigned long read_pass(int fd, std::vector<char> &buf) {
+// The bytes of the file a pass reads.
+struct Region {
+    off_t offset = 0;
+    size_t length = 0;
+};
+
+unsigned long read_pass(int fd, Region region, std::vector<char> &buf) {
     unsigned long total = 0;
-    if (lseek(fd, 0, SEEK_SET) != 0)
-        die("lseek");
-    for (;;) {
-        ssize_t n = read(fd, buf.data(), buf.size());
+    while (total < region.length) {
+        size_t want = std::min(buf.size(), region.length - total);
+        ssize_t n = pread(fd, buf.data(), want, region.offset + static_cast<off_t>(total));
         if (n < 0)
             die("read");
         if (n == 0)
-            return total;
+            break;
         total += static_cast<unsigned long>(n);
     }
+    return total;
 }
 
-unsigned long mmap_pass(int fd, size_t size) {
-    void *p = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+unsigned long mmap_pass(int fd, Region region) {
+    const size_t size = region.length;
+    void *p = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, region.offset);
     if (p == MAP_FAILED)
         die("mmap");
     unsigned long sum = 0;
@@ -63,11 +80,69 @@ unsigned long mmap_pass(int fd, size_t size) {
     return size + (sum & 0); // touch every page; the sum only keeps the loads alive
 }
 
+// The memory charged to the cgroup `dir`: memory.usage_in_bytes on cgroup v1, memory.current
+// on v2.
+long cgroup_usage(const std::string &dir) {
+    FILE *f = fopen((dir + "/memory.usage_in_bytes").c_str(), "r");
+    if (f == nullptr)
+        f = fopen((dir + "/memory.current").c_str(), "r");
+    long bytes = 0;
+    if (f == nullptr || fscanf(f, "%ld", &bytes) != 1)
+        die("the cgroup's memory usage");
+    fclose(f);
+    return bytes;
+}
+
+// --idle-threads: this thread fills the cgroup, then `count` threads one after another each
+// read the file's next 64 KiB chunks (no readahead: each chunk is charged to the thread that
+// reads it) until the cgroup's usage fell during one of their reads: only reclaim in the
+// reading thread lowers it (the process's other threads wait), so each has stalled in reclaim.
+// They then sleep; they are never joined, the process's exit ends them.
+void start_idle_threads(const std::string &path, const std::string &cgroup, long count,
+                        off_t file_size) {
+    int fd = open(path.c_str(), O_RDONLY);
+    if (fd < 0)
+        die(path.c_str());
+    if (posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM) != 0)
+        die("posix_fadvise");
+    constexpr off_t chunk = 64 << 10;
+    off_t next = 0;
+    std::vector<char> buf(chunk);
+    auto read_until_stalled = [&] {
+        for (;;) {
+            if (next + chunk > file_size) {
+                fprintf(stderr, "file_reader: --idle-threads %ld: the file is too small\n", count);
+                std::exit(2);
+            }
+            const long before = cgroup_usage(cgroup);
+            if (pread(fd, buf.data(), chunk, next) != chunk)
+                die("pread");
+            next += chunk;
+            if (cgroup_usage(cgroup) < before)
+                return;
+        }
+    };
+    while (next < (48 << 20)) // past the limits of the tests' cgroups (32 MiB)
+        read_until_stalled();
+    for (long i = 0; i < count; ++i) {
+        // Shared: the thread may still be inside set_value() when wait() returns.
+        auto stalled = std::make_shared<std::promise<void>>();
+        auto done = stalled->get_future();
+        std::thread([&read_until_stalled, stalled] {
+            read_until_stalled();
+            stalled->set_value();
+            for (;;)
+                pause();
+        }).detach();
+        done.wait(); // one at a time: each refusal is the reading thread's own
+    }
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
     std::string file, cgroup;
-    long passes = 1;
+    long passes = 1, offset_mb = 0, length_mb = -1, idle_threads = 0;
     bool use_mmap = false, wait = false, linger = false, hold = false, stdin_rounds = false;
     for (int i = 1; i < argc; ++i) {
         std::string opt = argv[i];
@@ -102,6 +177,12 @@ int main(int argc, char **argv) {
             cgroup = val;
         else if (opt == "--passes")
             passes = atol(val);
+        else if (opt == "--offset-mb")
+            offset_mb = atol(val);
+        else if (opt == "--length-mb")
+            length_mb = atol(val);
+        else if (opt == "--idle-threads")
+            idle_threads = atol(val);
         else {
             fprintf(stderr, "file_reader: unknown option %s\n", opt.c_str());
             return 2;
@@ -124,13 +205,23 @@ int main(int argc, char **argv) {
     int fd = open(file.c_str(), O_RDONLY);
     if (fd < 0)
         die(file.c_str());
-    struct stat st {};
-    if (fstat(fd, &st) != 0)
-        die("fstat");
+    // The end of the file, or of a block device (whose st_size is 0).
+    const off_t end = lseek(fd, 0, SEEK_END);
+    if (end < 0)
+        die("lseek");
+    Region region{static_cast<off_t>(offset_mb) << 20, 0};
+    if (offset_mb < 0 || region.offset > end) {
+        fprintf(stderr, "file_reader: --offset-mb %ld is past the end of %s\n", offset_mb,
+                file.c_str());
+        return 2;
+    }
+    region.length = length_mb < 0 ? static_cast<size_t>(end - region.offset)
+                                  : std::min(static_cast<size_t>(length_mb) << 20,
+                                             static_cast<size_t>(end - region.offset));
     auto read_passes = [&] {
         unsigned long bytes = 0;
         for (long pass = 0; pass < passes; ++pass)
-            bytes += use_mmap ? mmap_pass(fd, static_cast<size_t>(st.st_size)) : read_pass(fd, buf);
+            bytes += use_mmap ? mmap_pass(fd, region) : read_pass(fd, region, buf);
         return bytes;
     };
     if (stdin_rounds) {
@@ -143,7 +234,17 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
-    unsigned long bytes = read_passes();
+    unsigned long bytes = 0;
+    if (idle_threads > 0) {
+        if (cgroup.empty()) {
+            fprintf(stderr, "file_reader: --idle-threads needs --cgroup\n");
+            return 2;
+        }
+        start_idle_threads(file, cgroup, idle_threads, end);
+        std::thread([&] { bytes = read_passes(); }).join();
+    } else {
+        bytes = read_passes();
+    }
     if (!hold)
         close(fd);
     printf("pid=%d iterations=%ld bytes=%lu\n", getpid(), passes, bytes);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "loader.h"
@@ -27,9 +28,27 @@ class EpochTable {
     using Add = void (*)(Value &into, const Value &entry);
     EpochTable(KeyOf key_of, Add add) : key_of_(key_of), add_(add) {}
 
+    // Starts the first interval (a baseline taken before the tool says it is ready): what the
+    // programs counted until now is dropped, by the next call and not now, when its grace
+    // period has long passed; a baseline that read it waited 2 ms of every start-up for it.
+    void begin(uint32_t &epoch) {
+        const uint32_t closing = std::atomic_ref<uint32_t>(epoch).load(std::memory_order_relaxed);
+        std::atomic_ref<uint32_t>(epoch).store(closing ^ 1, std::memory_order_seq_cst);
+        dropped_epoch_ = closing;
+        began_ = std::chrono::steady_clock::now();
+    }
+
     // What each key counted in the epoch this call closes. `epoch` is the mmap'ed .bss variable.
     std::map<Key, Value> next_interval(bpf_map *map, uint32_t &epoch) {
         const uint32_t closing = std::atomic_ref<uint32_t>(epoch).load(std::memory_order_relaxed);
+        if (dropped_epoch_) {
+            // Emptied before the programs write to it again (the flip below).
+            std::this_thread::sleep_until(began_ + grace_period);
+            for (const auto &[k, v] : read_hash_map<BpfKey, Value>(map))
+                if (k.epoch == *dropped_epoch_)
+                    bpf_map__delete_elem(map, &k, sizeof(k), 0);
+            dropped_epoch_.reset();
+        }
         std::atomic_ref<uint32_t>(epoch).store(closing ^ 1, std::memory_order_seq_cst);
         std::this_thread::sleep_for(grace_period);
         std::map<Key, Value> gained;
@@ -46,6 +65,8 @@ class EpochTable {
     static constexpr std::chrono::milliseconds grace_period{2};
     KeyOf key_of_;
     Add add_;
+    std::optional<uint32_t> dropped_epoch_; // begin()'s epoch, until emptied
+    std::chrono::steady_clock::time_point began_;
 };
 
 } // namespace memlat

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <fmt/format.h>
 #include <iterator>
 #include <optional>
@@ -27,8 +28,8 @@ bool map_type_supported(bpf_map_type type) {
 
 void apply_disabled(KernelFeatures &f) {
     for (const auto &token : environment_list("MEMLAT_DISABLE_FEATURES")) {
-        if (token == "task_storage")
-            f.task_storage = false;
+        if (token == "task_btf" || token == "task_storage")
+            f.task_btf = false;
         else if (token == "ringbuf")
             f.ringbuf = false;
         else if (token == "kernel_btf")
@@ -86,7 +87,7 @@ void check_kernel_floor() {
 }
 
 const std::vector<std::string_view> &feature_names() {
-    static const std::vector<std::string_view> names{"task_storage", "ringbuf", "kernel_btf",
+    static const std::vector<std::string_view> names{"task_btf", "ringbuf", "kernel_btf",
                                                      "uffd_wp_async"};
     return names;
 }
@@ -95,13 +96,13 @@ const KernelFeatures &kernel_features() {
     static std::optional<KernelFeatures> cached;
     if (!cached) {
         KernelFeatures f;
-        f.task_storage = map_type_supported(BPF_MAP_TYPE_TASK_STORAGE);
+        f.task_btf = map_type_supported(BPF_MAP_TYPE_TASK_STORAGE);
         f.ringbuf = map_type_supported(BPF_MAP_TYPE_RINGBUF);
         f.kernel_btf = access(kernel_btf_sysfs_path, R_OK) == 0;
         apply_disabled(f);
-        // bpf_task_storage_get() takes a task pointer that only the kernel's own BTF types.
+        // bpf_get_current_task_btf() returns a pointer only the kernel's own BTF types.
         if (!f.kernel_btf)
-            f.task_storage = false;
+            f.task_btf = false;
         cached = f;
     }
     return *cached;
@@ -113,15 +114,24 @@ std::vector<std::string> KernelFeatures::describe() const {
                     : fmt::format("{}: no, using {}", what, otherwise);
     };
     return {
-        line("task-local storage (5.11)", task_storage,
-             "CO-RE reads of the current task (bpf_get_current_task_btf() came with it)"),
+        line("bpf_get_current_task_btf() (5.11)", task_btf,
+             "bpf_get_current_task() and CO-RE reads of the current task"),
         line("ring buffer (5.8)", ringbuf, "a perf buffer per CPU"),
         line("kernel BTF (/sys/kernel/btf/vmlinux)", kernel_btf,
              "another BTF for CO-RE; no tp_btf or fentry programs"),
     };
 }
 
-void size_thread_state_map(bpf_map *map, uint32_t max_entries) {
+void size_thread_state_map(bpf_map *map, bpf_map *overflow, uint32_t max_entries) {
+    if (const char *env = getenv("MEMLAT_THREAD_STATES")) {
+        auto entries = parse_number<uint32_t>(env, "MEMLAT_THREAD_STATES");
+        if (entries < 1 || entries > (1u << 20))
+            throw UsageError(
+                fmt::format("MEMLAT_THREAD_STATES must be 1 to {}, not {}", 1u << 20, entries));
+        bpf_map__set_max_entries(map, entries);
+        bpf_map__set_max_entries(overflow, entries);
+        return;
+    }
     if (max_entries > bpf_map__max_entries(map))
         bpf_map__set_max_entries(map, max_entries);
 }
@@ -145,30 +155,37 @@ Probe thread_exit_probe() {
                  }};
 }
 
-ThreadStateCount count_thread_state(bpf_map *map, uint64_t created, uint64_t removed_at_exit) {
-    ThreadStateCount count{created, removed_at_exit, 0, 0};
-    uint32_t key = 0, next = 0;
-    const uint32_t *prev = nullptr;
-    while (bpf_map__get_next_key(map, prev, &next, sizeof(next)) == 0) {
-        ++count.left;
-        // /proc/TID exists for every live thread, listed in /proc or not.
-        struct stat st {};
-        if (stat(fmt::format("/proc/{}", next).c_str(), &st) != 0)
-            ++count.left_dead;
-        key = next;
-        prev = &key;
+ThreadStateCount count_thread_state(bpf_map *map, bpf_map *overflow, uint64_t created,
+                                    uint64_t removed_at_exit) {
+    ThreadStateCount count{created, removed_at_exit, 0, 0, 0};
+    for (bpf_map *m : {map, overflow}) {
+        uint32_t key = 0, next = 0;
+        const uint32_t *prev = nullptr;
+        while (bpf_map__get_next_key(m, prev, &next, sizeof(next)) == 0) {
+            ++count.left;
+            count.left_in_overflow += m == overflow;
+            // /proc/TID exists for every live thread, listed in /proc or not.
+            struct stat st {};
+            if (stat(fmt::format("/proc/{}", next).c_str(), &st) != 0)
+                ++count.left_dead;
+            key = next;
+            prev = &key;
+        }
     }
     return count;
 }
 
-void report_thread_state(const Verbosity &v, bpf_map *map, uint64_t created,
+void report_thread_state(const Verbosity &v, bpf_map *map, bpf_map *overflow, uint64_t created,
                          uint64_t removed_at_exit) {
     if (!v.on())
         return;
-    auto c = count_thread_state(map, created, removed_at_exit);
+    auto c = count_thread_state(map, overflow, created, removed_at_exit);
     verbose(v, fmt::format("per-thread hash map {}: {} entries created, {} removed at thread "
-                           "exit, {} left, {} of them of threads that no longer exist",
-                           bpf_map__name(map), c.created, c.removed_at_exit, c.left, c.left_dead));
+                           "exit, {} left, {} of them of threads that no longer exist, {} evicted "
+                           "(the map holds {} threads, its LRU overflow {}: {} left there)",
+                           bpf_map__name(map), c.created, c.removed_at_exit, c.left, c.left_dead,
+                           c.evicted(), bpf_map__max_entries(map), bpf_map__max_entries(overflow),
+                           c.left_in_overflow));
 }
 
 void describe_features(const Verbosity &v, const KernelFeatures &f) {

@@ -30,25 +30,27 @@ std::string missing_floor_feature();
 void check_kernel_floor();
 
 struct KernelFeatures {
-    // BPF_MAP_TYPE_TASK_STORAGE in tracing programs (Linux 5.11), probed as the sign of
-    // bpf_get_current_task_btf(), which came with it: without it the BPF side reads the current
-    // task through helpers. (Per-thread state is a hash map keyed by thread id on every kernel:
-    // bpf/compat.bpf.h, thread_state(), says why.)
-    bool task_storage = true;
+    // bpf_get_current_task_btf() (Linux 5.11), probed through BPF_MAP_TYPE_TASK_STORAGE in
+    // tracing programs, which came with it (a helper cannot be probed for tracing programs
+    // without attaching one): without it the BPF side reads the current task through helpers.
+    // (Per-thread state is a hash map keyed by thread id on every kernel: bpf/compat.bpf.h,
+    // thread_state(), says why; the tools use no task storage.)
+    bool task_btf = true;
     // BPF_MAP_TYPE_RINGBUF (Linux 5.8). Without it, events go through a perf buffer.
     bool ringbuf = true;
     // The running kernel's own BTF (/sys/kernel/btf/vmlinux): tp_btf and fentry programs need
-    // it, and bpf_get_current_task_btf() (which also needs 5.11, like task storage). Without it,
+    // it, and bpf_get_current_task_btf() (which also needs 5.11). Without it,
     // CO-RE relocates against another BTF (embedded or --btf) and the programs use
     // raw_tp/tracepoint/kprobe and bpf_get_current_task() with CO-RE reads.
     bool kernel_btf = true;
 
-    // One line per feature for -v: "ring buffer: yes" / "task storage: no (...), using ...".
+    // One line per feature for -v: "ring buffer (5.8): yes" / "...: no, using ...".
     std::vector<std::string> describe() const;
 };
 
-// The names MEMLAT_DISABLE_FEATURES accepts: task_storage, ringbuf, kernel_btf, uffd_wp_async
-// (the binary's pages mapped 64 KiB at a time, as before Linux 6.7: tools/memlat/main.cpp).
+// The names MEMLAT_DISABLE_FEATURES accepts: task_btf, ringbuf, kernel_btf (and task_storage,
+// the name task_btf had before the tools stopped using task storage), uffd_wp_async (the
+// binary's pages mapped 64 KiB at a time, as before Linux 6.7: tools/memlat/main.cpp).
 const std::vector<std::string_view> &feature_names();
 
 // Probes the running kernel once (later calls return the same answers) and applies
@@ -58,15 +60,16 @@ const KernelFeatures &kernel_features();
 // Copies the features into the rodata flags every BPF object gets from bpf/compat.bpf.h.
 template <typename Rodata>
 void set_compat(Rodata &rodata, const KernelFeatures &f) {
-    rodata.memlat_task_storage = f.task_storage;
+    rodata.memlat_task_btf = f.task_btf;
     rodata.memlat_ringbuf = f.ringbuf;
     rodata.memlat_kernel_btf = f.kernel_btf;
 }
 
 // A per-thread state map (bpf/compat.bpf.h, thread_state()) keeps its declared size, or
 // --max-entries when that is larger: a smaller table for the per-process rows must not leave
-// the threads without state.
-void size_thread_state_map(bpf_map *map, uint32_t max_entries);
+// threads to the overflow map. MEMLAT_THREAD_STATES=N in the environment sets both it and its
+// LRU overflow map to N (1 to 2^20), smaller too: the tests fill them with few threads.
+void size_thread_state_map(bpf_map *map, bpf_map *overflow, uint32_t max_entries);
 
 // A map declared BPF_MAP_TYPE_RINGBUF becomes, on a kernel without ring buffers, a perf event
 // array with one slot per possible CPU (compat.bpf.h's event_submit() writes to it so, and
@@ -79,16 +82,23 @@ void use_events_map(bpf_map *map, const KernelFeatures &f);
 Probe thread_exit_probe();
 
 // With -v: how many per-thread entries the BPF side created, how many
-// the thread-exit program removed, and how many are left in `map`, of those how many belong to
-// threads that no longer exist (a leak; there should be none).
+// the thread-exit program removed, and how many are left in `map` and its `overflow` map, of
+// those how many belong to threads that no longer exist (a leak; there should be none). The
+// rest the overflow LRU map evicted to make room for other threads (the kernel counts no
+// evictions: this is the difference).
 struct ThreadStateCount {
     uint64_t created = 0;
     uint64_t removed_at_exit = 0;
     uint64_t left = 0;
     uint64_t left_dead = 0;
+    uint64_t left_in_overflow = 0;
+    uint64_t evicted() const {
+        return created > removed_at_exit + left ? created - removed_at_exit - left : 0;
+    }
 };
-ThreadStateCount count_thread_state(bpf_map *map, uint64_t created, uint64_t removed_at_exit);
-void report_thread_state(const Verbosity &v, bpf_map *map, uint64_t created,
+ThreadStateCount count_thread_state(bpf_map *map, bpf_map *overflow, uint64_t created,
+                                    uint64_t removed_at_exit);
+void report_thread_state(const Verbosity &v, bpf_map *map, bpf_map *overflow, uint64_t created,
                          uint64_t removed_at_exit);
 
 // -v lines: the features, then how the tool's events travel.

@@ -212,7 +212,9 @@ void add_max_entries_option(CommandLine &cli, CommonOptions &options) {
                            "a table full are still in the totals, and every interval and the "
                            "summary say how many (table_full). A larger N also raises the "
                            "per-thread state of drsnoop, compactsnoop, numamove and cachestat "
-                           "(4096 threads alive that have stalled, kept until they exit)",
+                           "(4096 threads that have stalled, kept until they exit; those beyond "
+                           "share 1024 more, the least recently stalled thread's going to a new "
+                           "one)",
                            max_table_entries),
                [&options](const std::string &text) {
                    const auto n = parse_number<uint64_t>(text, "--max-entries");
@@ -239,7 +241,7 @@ std::string environment_help(bool disable_features, std::span<const std::string_
     if (disable_features) {
         text += "\n  MEMLAT_DISABLE_FEATURES=LIST";
         text += continued;
-        text += "act as on an older kernel: task_storage (5.11),";
+        text += "act as on an older kernel: task_btf (5.11),";
         text += continued;
         text += "ringbuf (5.8), kernel_btf; -v shows the choice";
     }

@@ -75,7 +75,8 @@ memstall_high() { # NAME DISABLE
 # dirty.HOOK: dirty throttling, where the raw tracepoint's arguments differ before 5.18 (the
 # pause is the 11th of 12 there): a writer of 64 MiB to a ram disk past a 256 KiB dirty limit
 # (the guest's own, set for the scenario), against an ftrace instance of its
-# balance_dirty_pages events with a positive pause.
+# balance_dirty_pages events with a positive pause. raw_tp is tried first; the tp_btf variant
+# disables it to run the tp_btf programs.
 memstall_dirty() { # NAME DISABLE
     vm_begin "$1"
     if vm_have memstall && vm_btf_for "${1##*.}" && vm_ramdisk; then
@@ -177,6 +178,65 @@ memstall_swapin() { # NAME DISABLE
     vm_end
 }
 
+# thrash.HOOK: refault thrashing, which the host shows on 6.18 only (5.10 waits for the page in
+# wait_on_page_bit_common, later kernels in folio_wait_bit_common; 6.12 and 7.3 run the
+# multi-gen LRU). The guest has no file system on a disk, so the files are regions of the
+# virtio-blk disk /dev/vda, whose page cache is a file's and whose reads complete
+# asynchronously (a refault from a ram disk would never sleep). Under a cgroup whose
+# memory.max is 32 MiB, a hot reader (in its own child cgroup, alone on CPU 1) maps a 20 MiB
+# region and touches it again and again, and a second later a streamer (another child cgroup,
+# CPU 0) reads a 128 MiB region: the stream evicts the hot pages, which come back as workingset
+# refaults. Oracles: the hot reader's delay accounting (thrashing; guest/taskstats.cpp, before
+# its reads and while it lingers after them) and its cgroup's memory.pressure "some" total
+# (PSI: all of the hot reader's memory stall time, whatever the cause).
+memstall_thrash() { # NAME DISABLE
+    vm_begin "$1"
+    if vm_have memstall && vm_btf_for "${1##*.}"; then
+        if [ ! -e /proc/pressure/memory ]; then
+            vm_skip "PSI is disabled in the guest (no /proc/pressure/memory)"
+        elif vm_swapdisk; then
+            memstall_delayacct_on
+            echo +memory > /sys/fs/cgroup/cgroup.subtree_control
+            mkdir -p $CG
+            echo $((32 << 20)) > $CG/memory.max
+            echo +memory > $CG/cgroup.subtree_control
+            mkdir -p $CG/hot $CG/stream
+            echo 1 > /proc/sys/vm/drop_caches
+            vm_held hot taskset 2 file_reader --file /dev/vda --offset-mb 16 --length-mb 20 \
+                --mmap --passes 1000 --cgroup $CG/hot --linger
+            vm_meta hot_pid "$VM_PID"
+            vm_meta lru_gen "$(cat /sys/kernel/mm/lru_gen/enabled 2>/dev/null || echo none)"
+            hot=$VM_PID
+            vm_held stream taskset 1 file_reader --file /dev/vda --offset-mb 64 --length-mb 128 \
+                --passes 3 --cgroup $CG/stream
+            if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" memstall -v -j -s -p "$hot"; then
+                vm_run stats.before taskstats "$hot"
+                vm_snap vmstat.before /proc/vmstat
+                vm_snap pressure.before $CG/hot/memory.pressure
+                memstall_clocks clocks.before
+                vm_release hot
+                sleep 1
+                vm_release stream
+                memstall_wait_for hot iterations=
+                sleep 1
+                vm_run stats.after taskstats "$hot"
+                vm_snap vmstat.after /proc/vmstat
+                vm_snap pressure.after $CG/hot/memory.pressure
+                memstall_clocks clocks.after
+            fi
+            vm_stop tool
+            kill "$hot" 2>/dev/null
+            vm_release hot
+            vm_release stream
+            vm_bg_wait hot 5
+            vm_bg_wait stream 60
+            rmdir $CG/hot $CG/stream $CG
+            memstall_delayacct_restore
+        fi
+    fi
+    vm_end
+}
+
 # compact.HOOK: direct compaction. compact_fragmenter (as compactsnoop's direct scenario) pins
 # a checkerboard over half of the available memory, then faults THP_PCT % of it as huge pages
 # with THP defrag=always, so that its page faults compact directly; it lingers after that so
@@ -250,9 +310,11 @@ memstall_direct memstall.direct.tp_btf ""
 memstall_compact memstall.compact.tp_btf ""
 memstall_swapin memstall.swapin.tp_btf ""
 memstall_swapin memstall.swapin.raw_tp tp_btf
+memstall_thrash memstall.thrash.tp_btf ""
+memstall_thrash memstall.thrash.raw_tp tp_btf
 memstall_high memstall.high.tp_btf ""
 memstall_high memstall.high.raw_tp tp_btf
-memstall_dirty memstall.dirty.tp_btf ""
+memstall_dirty memstall.dirty.tp_btf raw_tp
 memstall_dirty memstall.dirty.raw_tp tp_btf
 
 vm_choices memstall "" "-C"
