@@ -69,7 +69,7 @@ def manual(t: Test, b: Block) -> None:
     populated = sorted(k for k, v in zones.items() if v.get("present", 0) > 0)
     d = vmstat_delta(b, "vmstat.before", "vmstat.after", "compact_migrate_scanned",
                      "compact_isolated", "pgmigrate_success", "compact_stall",
-                     "compact_daemon_wake")
+                     "compact_daemon_wake", "numa_pages_migrated*")
     events, summary = _events(t, res)
     took = float(b.meta["write_end"]) - float(b.meta["write_start"])
     migrated = sum(e["migrated"] for e in events)
@@ -106,10 +106,16 @@ def manual(t: Test, b: Block) -> None:
     t.check_eq("sum of FAILED vs the oracle's nr_failed (exact)",
                sum(int(e["nr_failed"]) for e in mig), sum(e["failed"] for e in events))
     t.check_ge("pages migrated (the fragmenter's checkerboard was compacted)", 1, migrated)
-    # Nothing else in the guest migrates pages while the writer compacts; the vmstat window
-    # lies inside the tool's.
-    t.check_eq("sum of MIGRATED vs /proc/vmstat pgmigrate_success delta", d["pgmigrate_success"],
-               migrated)
+    # The vmstat window lies inside the tool's, and pgmigrate_success counts every migration
+    # in the guest: the writer's compaction (exact against ftrace above) and whatever else
+    # migrated meanwhile. Equal in every run but one: a CI run on 7.3 counted 270 pages more
+    # (1399 for 1129 migrated, ftrace's nr_migrated 1129 too; numa_pages_migrated +0, so not
+    # NUMA balancing); what else migrated then is not known, so the machine's total bounds
+    # the writer's from above and the rest is logged.
+    log(f"  migrated outside the writer's compaction: "
+        f"{d['pgmigrate_success'] - migrated} (numa_pages_migrated +{d['numa_pages_migrated*']})")
+    t.check_ge("/proc/vmstat pgmigrate_success delta >= sum of MIGRATED", migrated,
+               d["pgmigrate_success"])
     t.check_ge("/proc/vmstat compact_migrate_scanned delta (compaction ran)", 1,
                d["compact_migrate_scanned"])
 

@@ -269,14 +269,15 @@ def thrash(t: Test, b: Block) -> None:
     if stats["thrashing_count"] == 0:
         raise Skip("the kernel counted no thrashing for the hot reader (taskstats "
                    "thrashing_count 0): its refaulting pages did not come back as workingset")
-    # Every wait delay accounting counts as thrashing (for a workingset page, in
-    # folio_wait_bit_common / wait_on_page_bit_common) is a sleep memstall counts as THRASH.
-    # memstall counts more, as PSI does: sleeps and preemptions inside read_pages() while it
-    # reads workingset pages ahead (PSI's memstall there; not delay accounting's), which the
-    # multi-gen LRU of 6.12 and 7.3 makes common (7.3: 13 against 3, 11 against 1; 5.10: 46/45,
-    # 30/24; 6.1: 106/102, 18/15; 6.12: 16/10, 11/10).
-    t.check_ge("thrash stalls >= taskstats thrashing_count (less 10%)",
-               0.9 * stats["thrashing_count"] - 2, got["stalls"])
+    # Delay accounting counts each wait for a workingset page (in folio_wait_bit_common /
+    # wait_on_page_bit_common), memstall each sleep there: a wait whose page is unlocked
+    # before the task sleeps is delay accounting's only (arm64 6.1 in CI: 329 of 371 and 280
+    # of 322). memstall counts more, as PSI does: sleeps and preemptions inside read_pages()
+    # while it reads workingset pages ahead (PSI's memstall there; not delay accounting's),
+    # which the multi-gen LRU of 6.12 and 7.3 makes common (7.3: 13 against 3, 11 against 1;
+    # 5.10: 46/45, 30/24; 6.1: 106/102, 18/15; 6.12: 16/10, 11/10).
+    t.check_ge("thrash stalls >= 75% of taskstats thrashing_count (waits without a sleep)",
+               0.75 * stats["thrashing_count"] - 2, got["stalls"])
     # Delay accounting times each of those waits on the CPU too, memstall the sleeps: in this
     # emulated guest the CPU part is large (io_schedule() first submits the plugged read to
     # the emulated disk, inside delay accounting's window, up to 2 ms a wait): 0.40-0.92 of
