@@ -316,20 +316,22 @@ static __always_inline int dirty_pause(void *ctx, long pause)
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct thread_stall *state;
+	__u64 now;
 
 	if (pause <= 0 || !task_selected(task))
 		return 0;
 	state = thread_get(tid, true);
 	if (!state)
 		return 0;
+	now = bpf_ktime_get_ns();
 	if (state->dirty_start && state->dirty_asleep)
-		dirty_switch_in_unseen(task, tid, state, bpf_ktime_get_ns());
+		dirty_switch_in_unseen(task, tid, state, now);
 	if (!state->dirty_start)
 		__sync_fetch_and_add(&dirty_sleepers, 1);
 	else
 		dirty_pause_unslept(task, tid, state);
 	state->dirty_stacks = current_stacks(ctx);
-	state->dirty_start = bpf_ktime_get_ns();
+	state->dirty_start = now;
 	state->dirty_asleep = 0;
 	return 0;
 }
@@ -516,15 +518,23 @@ static __always_inline __u32 classify(void *ctx, bool looped, bool io_sleep)
  * thrashing CI failure, 19 of 20 stalls). It is the time since the switch-out less the time
  * the task has run since, which the scheduler keeps (se.sum_exec_runtime, updated at every
  * switch-out and tick; it leaves out the IRQ and steal time of those runs, a few us). */
+static __always_inline __u64 unseen_stall_ns(struct task_struct *task, __u64 start,
+					     __u64 runtime_at_sleep, __u64 now)
+{
+	__u64 ran = BPF_CORE_READ(task, se.sum_exec_runtime) - runtime_at_sleep;
+	__u64 wall = now - start;
+
+	__sync_fetch_and_add(&unseen_switch_ins, 1);
+	return now > start && ran < wall ? wall - ran : 0;
+}
+
 static __noinline void stall_switch_in_unseen(struct task_struct *task, __u32 tid,
 					      struct thread_stall *state, __u64 now)
 {
-	__u64 ran = BPF_CORE_READ(task, se.sum_exec_runtime) - state->off_runtime;
-	__u64 wall = now - state->off_start;
+	__u64 ns = unseen_stall_ns(task, state->off_start, state->off_runtime, now);
 
-	__sync_fetch_and_add(&unseen_switch_ins, 1);
-	if (now > state->off_start && ran < wall)
-		account(task, tid, state->off_cause, wall - ran, &state->off_stacks);
+	if (ns)
+		account(task, tid, state->off_cause, ns, &state->off_stacks);
 	state->off_start = 0;
 	__sync_fetch_and_add(&off_sleepers, -1);
 	if (state->off_io) {
@@ -539,11 +549,8 @@ static __noinline void stall_switch_in_unseen(struct task_struct *task, __u32 ti
 static __noinline void dirty_switch_in_unseen(struct task_struct *task, __u32 tid,
 					      struct thread_stall *state, __u64 now)
 {
-	__u64 ran = BPF_CORE_READ(task, se.sum_exec_runtime) - state->dirty_runtime;
-	__u64 wall = now - state->dirty_start;
-
-	__sync_fetch_and_add(&unseen_switch_ins, 1);
-	account(task, tid, MEMSTALL_DIRTY, now > state->dirty_start && ran < wall ? wall - ran : 0,
+	account(task, tid, MEMSTALL_DIRTY,
+		unseen_stall_ns(task, state->dirty_start, state->dirty_runtime, now),
 		&state->dirty_stacks);
 	state->dirty_start = 0;
 	state->dirty_asleep = 0;
@@ -616,10 +623,13 @@ static __noinline void thread_switched(struct task_struct *task, bool in, bool a
 	if (!state)
 		return;
 	if (!in) {
+		bool ended = false;
+
 		/* Leaving the CPU after the pause's sleep without a switch-in seen in between. */
-		if (state->dirty_start && state->dirty_asleep)
+		if (state->dirty_start && state->dirty_asleep) {
 			dirty_switch_in_unseen(task, tid, state, bpf_ktime_get_ns());
-		else if (state->dirty_start && asleep) {
+			ended = true;
+		} else if (state->dirty_start && asleep) {
 			state->dirty_asleep = 1;
 			state->dirty_runtime = BPF_CORE_READ(task, se.sum_exec_runtime);
 		}
@@ -627,8 +637,10 @@ static __noinline void thread_switched(struct task_struct *task, bool in, bool a
 		 * (a task going into a stall had it closed by memstall_out()). */
 		if (state->off_start && !stalls) {
 			stall_switch_in_unseen(task, tid, state, bpf_ktime_get_ns());
-			thread_put(tid, state);
+			ended = true;
 		}
+		if (ended)
+			thread_put(tid, state);
 		return;
 	}
 	now = bpf_ktime_get_ns();
