@@ -121,7 +121,8 @@ Environment:
                             (tp_btf, raw_tp, tracepoint, csd, irq_vectors)
   MEMLAT_DISABLE_FEATURES=LIST
                             act as on an older kernel: task_btf (5.11),
-                            ringbuf (5.8), kernel_btf; -v shows the choice)";
+                            ringbuf (5.8), kernel_btf, uffd_wp_async (6.7);
+                            -v shows the choice)";
 
 struct Options {
     CommonOptions common;

@@ -285,7 +285,8 @@ TEST(EnvironmentHelp, HookKindsUnderTheColumnAndFeaturesLast) {
               "                            tracepoint)\n"
               "  MEMLAT_DISABLE_FEATURES=LIST\n"
               "                            act as on an older kernel: task_btf (5.11),\n"
-              "                            ringbuf (5.8), kernel_btf; -v shows the choice",
+              "                            ringbuf (5.8), kernel_btf, uffd_wp_async (6.7);\n"
+              "                            -v shows the choice",
               memlat::environment_help(true));
     EXPECT_EQ("Environment:\n"
               "  MEMLAT_READY=1            print \"memlat: ready\" on stderr once tracing runs\n"

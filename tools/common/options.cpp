@@ -243,7 +243,9 @@ std::string environment_help(bool disable_features, std::span<const std::string_
         text += continued;
         text += "act as on an older kernel: task_btf (5.11),";
         text += continued;
-        text += "ringbuf (5.8), kernel_btf; -v shows the choice";
+        text += "ringbuf (5.8), kernel_btf, uffd_wp_async (6.7);";
+        text += continued;
+        text += "-v shows the choice";
     }
     return text;
 }
