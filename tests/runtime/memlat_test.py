@@ -357,6 +357,31 @@ class TestFile:
             while f.read(1 << 20):
                 pass
 
+    def resident_pages(self) -> int:
+        """The file's pages in the page cache now: mincore() on a shared read-only mapping of
+        it (mapping faults nothing in)."""
+        import ctypes
+        import mmap
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_long]
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+        page = os.sysconf("SC_PAGE_SIZE")
+        pages = (self.size + page - 1) // page
+        with open(self.path, "rb") as f:
+            base = libc.mmap(None, self.size, mmap.PROT_READ, mmap.MAP_SHARED, f.fileno(), 0)
+            if base is None or base == ctypes.c_void_p(-1).value:
+                raise OSError(ctypes.get_errno(), "mmap of the file for mincore")
+            try:
+                vec = ctypes.create_string_buffer(pages)
+                if libc.mincore(base, self.size, vec) != 0:
+                    raise OSError(ctypes.get_errno(), "mincore")
+                return sum(b & 1 for b in vec.raw[:pages])
+            finally:
+                libc.munmap(base, self.size)
+
     def dev_ino(self) -> tuple[str, int]:
         """("MAJOR:MINOR", inode number) of the file, as the tools print them."""
         st = os.stat(self.path)

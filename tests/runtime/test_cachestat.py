@@ -125,7 +125,10 @@ def summary_of(tool: Tool, t: Test) -> dict:
 def measure_read(t: Test, f: TestFile, *reader_args: str, env: dict = None,
                  tool_args=(), oracle: bool = False) -> dict:
     """Reads `f` once with a gated reader while `cachestat -j -p READER` runs; returns the
-    summary (and checks MISSES against the ftrace oracle when asked)."""
+    summary (and checks MISSES against the ftrace oracle when asked). The summary also holds
+    `_resident_before` (the file's pages in the page cache before the read, from mincore) and
+    `_added` (the oracle's pages added by the reader, or None)."""
+    resident_before = f.resident_pages()
     with Reader(f.path, *reader_args) as reader:
         oracle_ctx = FtraceOracle([ADDED_TO_PAGE_CACHE], reader.pid, buffer_kb=8192) \
             if oracle else None
@@ -141,8 +144,12 @@ def measure_read(t: Test, f: TestFile, *reader_args: str, env: dict = None,
                 oracle_ctx.__exit__(None, None, None)
     s = summary_of(tool, t)
     s["_tool"] = tool
+    s["_resident_before"] = resident_before
+    s["_added"] = oracle_pages
     log(f"  summary: accesses={s['accesses']} hits={s['hits']} misses={s['misses']} "
-        f"dirties={s['dirties']} hit_ratio_pct={s['hit_ratio_pct']}")
+        f"dirties={s['dirties']} hit_ratio_pct={s['hit_ratio_pct']}; the file's pages resident "
+        f"before: {resident_before} of {FILE_PAGES}, added by the reader (ftrace): "
+        f"{oracle_pages}")
     if oracle_pages is not None:
         t.check_eq("MISSES vs the ftrace oracle (pages added by the reader, exact)",
                    oracle_pages, s["misses"])
@@ -155,10 +162,30 @@ def check_cold(t: Test, s: dict, what: str = "cold read") -> None:
     t.check_le(f"{what}: HITRATIO %", 5.0, s["hit_ratio_pct"])
 
 
+def warm_pages(s: dict, what: str) -> int:
+    """The pages a warm read (measured with the oracle) should hit: the file's pages less those
+    the kernel had to add for the reader. A machine under memory pressure may evict some of the
+    file between two reads (a CI run once lost 1082 of 16384 pages between the cold and the warm
+    read); the oracle counts them, so the checks hold either way. Skips if more than half was
+    evicted: the read is then no longer warm."""
+    if s["_added"] is None:
+        raise Failure(f"{what}: measured without the ftrace oracle")
+    if s["_resident_before"] < FILE_PAGES // 2:
+        skip(f"{what}: only {s['_resident_before']} of the file's {FILE_PAGES} pages were still "
+             f"in the page cache before the read (memory pressure)")
+    if s["_added"]:
+        log(f"  {what}: the kernel added {s['_added']} of the file's pages again "
+            f"({FILE_PAGES - s['_resident_before']} were not resident before the read)")
+    return FILE_PAGES - s["_added"]
+
+
 def check_warm(t: Test, s: dict, what: str = "warm read") -> None:
-    t.check_close(f"{what}: HITS vs the file's pages", FILE_PAGES, s["hits"], TOL)
-    t.check_le(f"{what}: MISSES", TOL * FILE_PAGES, s["misses"])
-    t.check_ge(f"{what}: HITRATIO %", 95.0, s["hit_ratio_pct"])
+    # MISSES are checked exactly against the oracle by measure_read.
+    expected_hits = warm_pages(s, what)
+    t.check_close(f"{what}: HITS vs the file's pages less those the kernel added",
+                  expected_hits, s["hits"], TOL, abs_tol=TOL * FILE_PAGES)
+    t.check_ge(f"{what}: HITRATIO % (>= the resident share - 5)",
+               100.0 * expected_hits / FILE_PAGES - 5, s["hit_ratio_pct"])
 
 
 # ---------------------------------------------------------------- scenarios
@@ -177,14 +204,14 @@ def _(t: Test):
     require_page_size()
     with data_file() as f:
         f.warm()
-        s = measure_read(t, f)
+        s = measure_read(t, f, oracle=True)
         check_warm(t, s)
         t.check_eq("warm read: DIRTIES", 0, s["dirties"])
         # Two passes look every page up twice: the read cursor de-duplicates within a read,
         # never across reads.
-        s2 = measure_read(t, f, "--passes", "2")
-        t.check_close("two warm passes: HITS vs twice the file's pages", 2 * FILE_PAGES,
-                      s2["hits"], TOL)
+        s2 = measure_read(t, f, "--passes", "2", oracle=True)
+        t.check_close("two warm passes: HITS vs twice the file's pages, less those the kernel "
+                      "added", 2 * FILE_PAGES - s2["_added"], s2["hits"], TOL)
 
 
 @scenario("cachestat_mmap")
@@ -193,7 +220,7 @@ def _(t: Test):
     with data_file() as f:
         f.evict()
         cold = measure_read(t, f, "--mmap", oracle=True)
-        warm = measure_read(t, f, "--mmap")
+        warm = measure_read(t, f, "--mmap", oracle=True)
     t.check_close("cold mmap read: MISSES vs the file's pages", FILE_PAGES, cold["misses"], TOL)
     t.check_le("cold mmap read: HITRATIO %", 5.0, cold["hit_ratio_pct"])
     t.check_ge("cold mmap read: ACCESSES (faults and fault-around windows seen)", 1,
@@ -204,8 +231,9 @@ def _(t: Test):
     t.check_ge("warm mmap read: HITS", 1, warm["hits"])
     t.check_le("warm mmap read: HITS <= pages touched (+5%)", FILE_PAGES * (1 + TOL),
                warm["hits"])
-    t.check_le("warm mmap read: MISSES", TOL * FILE_PAGES, warm["misses"])
-    t.check_ge("warm mmap read: HITRATIO %", 95.0, warm["hit_ratio_pct"])
+    # MISSES are checked exactly against the oracle by measure_read.
+    t.check_ge("warm mmap read: HITRATIO % (>= the resident share - 5)",
+               100.0 * warm_pages(warm, "warm mmap read") / FILE_PAGES - 5, warm["hit_ratio_pct"])
 
 
 @scenario("cachestat_dirties")
@@ -406,7 +434,7 @@ def fallback(t: Test, disabled: str, expect: str, dirties: bool, variant: str = 
     with data_file() as f:
         f.evict()
         cold = measure_read(t, f, env=env, tool_args=("-v",), oracle=True)
-        warm = measure_read(t, f, env=env)
+        warm = measure_read(t, f, env=env, oracle=True)
     err = cold["_tool"].result.stderr
     for probe in ("(misses): using " + expect, "(dirties): using writeback_dirty_folio/" + expect,
                   "(accesses): using filemap_access/" + expect):
