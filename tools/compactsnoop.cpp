@@ -521,7 +521,7 @@ CountedLosses Compactsnoop::collect(prometheus::Exposition &out) {
     compactsnoop::collect_metrics(
         c, [this](int32_t st) { return compactsnoop::status_name(st, names_); }, getpagesize(),
         out);
-    return CountedLosses{bss->dropped_events, bss->table_full};
+    return CountedLosses{bss->dropped_events, bss->table_full, bss->unpaired_ends};
 }
 
 // The options that shape what compactsnoop counts: its own, and `memlat exporter`'s

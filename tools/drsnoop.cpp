@@ -484,7 +484,7 @@ CountedLosses Drsnoop::collect(prometheus::Exposition &out) {
                 bpf_map__delete_elem(skel.maps.cgroup_totals, &key, sizeof(key), 0);
     }
     metrics_->collect(counts, out);
-    return CountedLosses{bss->dropped_events, bss->table_full};
+    return CountedLosses{bss->dropped_events, bss->table_full, bss->unpaired_ends};
 }
 
 // The options that shape what drsnoop counts: its own, and `memlat exporter`'s --drsnoop.NAME.

@@ -553,7 +553,7 @@ CountedLosses Numamove::collect(prometheus::Exposition &out) {
                             [](const numamove_proc_key &k) { return k.pid; });
     }
     metrics_->collect(c, out);
-    return CountedLosses{0, skel.bss->table_full};
+    return CountedLosses{0, skel.bss->table_full, skel.bss->unpaired_ends};
 }
 
 // The options that shape what numamove counts: its own, and `memlat exporter`'s

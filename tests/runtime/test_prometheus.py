@@ -390,6 +390,9 @@ def _(t: Test, serving: Serving):
                                   f'comm="file_reader"}}', t1)
                 t.check_eq("--prometheus-labels comm: the reader's stalls by its name", stalls,
                            task)
+                # The reader was held until the tool ran: every end had its begin seen.
+                t.check_eq("memlat_unpaired_ends_total", 0,
+                           prom.value("memlat_unpaired_ends_total" + serving.own("drsnoop"), t1))
                 p50 = prom.value(f"histogram_quantile(0.5, memlat_reclaim_stall_seconds_bucket"
                                  f"{sel})", t1)
                 p_sum = prom.value(f"memlat_reclaim_stall_seconds_sum{sel}", t1)

@@ -251,6 +251,17 @@ TEST(Prometheus, MergeAddsUpTheSameSeriesAndRefusesTwoTypesForOneName) {
     EXPECT_THROW(a.merge(c), std::logic_error);
 }
 
+TEST(Prometheus, UnpairedEndsOnlyForToolsThatTimeABeginAndAnEnd) {
+    Exposition counting, timing;
+    loss_metrics(counting, 0, 0);
+    loss_metrics(timing, 0, 0, 3);
+    EXPECT_FALSE(contains(counting.render(Format::Text), "memlat_unpaired_ends_total"));
+    EXPECT_TRUE(
+        contains(timing.render(Format::Text),
+                 "# TYPE memlat_unpaired_ends_total counter\nmemlat_unpaired_ends_total 3\n"))
+        << timing.render(Format::Text);
+}
+
 TEST(Prometheus, AToolsOwnExpositionHasNoToolLabel) {
     Exposition e;
     loss_metrics(e, 0, 0);

@@ -8,7 +8,7 @@ namespace memlat {
 
 void write_tool_metrics(prometheus::Exposition &out, CountingSide &tool) {
     const CountedLosses lost = tool.collect(out);
-    prometheus::loss_metrics(out, lost.dropped_events, lost.table_full);
+    prometheus::loss_metrics(out, lost.dropped_events, lost.table_full, lost.unpaired_ends);
     prometheus::self_metrics(out, tool.probes(), tool.object());
 }
 

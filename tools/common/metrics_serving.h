@@ -22,6 +22,8 @@ namespace memlat {
 struct CountedLosses {
     uint64_t dropped_events = 0;
     uint64_t table_full = 0;
+    // Tools that time a begin and an end: ends without their begin.
+    std::optional<uint64_t> unpaired_ends;
 };
 
 // A tool's programs, attached and counting, as each scrape reads them.

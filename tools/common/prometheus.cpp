@@ -349,13 +349,20 @@ void self_metrics(Exposition &out, const std::vector<Probe> &probes, bpf_object 
         out.sample(out.with_tool({{"program", p.name}}), static_cast<double>(p.info.run_cnt));
 }
 
-void loss_metrics(Exposition &out, uint64_t lost_events, uint64_t table_full) {
+void loss_metrics(Exposition &out, uint64_t lost_events, uint64_t table_full,
+                  std::optional<uint64_t> unpaired_ends) {
     out.family("memlat_lost_events", Type::Counter,
                "Events lost because the buffer between the kernel and the tool was full");
     out.sample(out.with_tool({}), static_cast<double>(lost_events));
     out.family("memlat_table_full", Type::Counter,
                "Events not counted because a BPF table had no room for a new entry");
     out.sample(out.with_tool({}), static_cast<double>(table_full));
+    if (!unpaired_ends)
+        return;
+    out.family("memlat_unpaired_ends", Type::Counter,
+               "Ends of a stall or call whose begin the tool did not see (it began before the "
+               "tool started, or the thread's state was evicted), so not timed");
+    out.sample(out.with_tool({}), static_cast<double>(*unpaired_ends));
 }
 
 void series_dropped_metric(Exposition &out, uint64_t dropped) {

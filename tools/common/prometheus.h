@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -142,8 +143,11 @@ void build_info(Exposition &out, std::string_view tool);
 // kernel.bpf_stats_enabled is on, their run time and run count
 // (memlat_bpf_program_run_seconds_total, memlat_bpf_program_runs_total{program}).
 void self_metrics(Exposition &out, const std::vector<Probe> &probes, bpf_object *obj);
-// memlat_lost_events_total and memlat_table_full_total (events a BPF table had no room for).
-void loss_metrics(Exposition &out, uint64_t lost_events, uint64_t table_full);
+// memlat_lost_events_total and memlat_table_full_total (events a BPF table had no room for);
+// for the tools that time a begin and an end, memlat_unpaired_ends_total (ends whose begin
+// was not seen, so not timed).
+void loss_metrics(Exposition &out, uint64_t lost_events, uint64_t table_full,
+                  std::optional<uint64_t> unpaired_ends = std::nullopt);
 // memlat_series_dropped_total: label sets folded into an "other" series by --max-series.
 void series_dropped_metric(Exposition &out, uint64_t dropped);
 
