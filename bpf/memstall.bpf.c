@@ -145,14 +145,12 @@ static __always_inline bool task_selected(struct task_struct *task)
 						    filter_cgroup_id, filter_cgroup_level);
 }
 
-/* --stacks: one stall of `ns` under its pair of stacks, per process and cause (with
- * MEMSTALL_EDGE: time only). */
+/* --stacks: one stall of `ns` under its pair of stacks, per process and cause. */
 static __noinline void account_stacks(struct task_struct *task, __u32 cause, __u64 ns,
 				      __s32 kernel_stack, __s32 user_stack)
 {
-	struct memstall_stack_key key = {.cause = cause & (MEMSTALL_CAUSES - 1),
-					 .kernel_stack = kernel_stack,
-					 .user_stack = user_stack};
+	struct memstall_stack_key key = {
+	    .cause = cause, .kernel_stack = kernel_stack, .user_stack = user_stack};
 	struct memstall_stack_value *v;
 
 	key.pid = BPF_CORE_READ(task, tgid);
@@ -165,8 +163,7 @@ static __noinline void account_stacks(struct task_struct *task, __u32 cause, __u
 		if (!v)
 			return;
 	}
-	if (!(cause & MEMSTALL_EDGE))
-		__sync_fetch_and_add(&v->stalls, 1);
+	__sync_fetch_and_add(&v->stalls, 1);
 	__sync_fetch_and_add(&v->total_ns, ns);
 }
 
@@ -174,17 +171,15 @@ static __noinline void account_stacks(struct task_struct *task, __u32 cause, __u
  * the verifier checks it once rather than again at every call site and path of every program
  * that ends a stall (in sched_switch's program that was 1481 of 4595 instructions verified).
  * Its arguments are therefore plain numbers: the task's address (task_address()) and the
- * stall's two stack ids, kernel's in the high half. A cause with MEMSTALL_EDGE adds time to
- * its window's cause without a stall. It returns 0: a global subprogram returns a number. */
+ * stall's two stack ids, kernel's in the high half. It returns 0: a global subprogram returns
+ * a number. */
 __noinline int account_stall(__u64 task_address, __u32 tid, __u32 cause, __u64 ns, __u64 stacks)
 {
 	struct task_struct *task = (struct task_struct *)task_address;
 	struct memstall_key key = {.tid = tid, .cause = cause & (MEMSTALL_CAUSES - 1)};
 	struct memstall_value *v = bpf_map_lookup_elem(&stalls, &key);
-	bool edge = cause & MEMSTALL_EDGE;
 
-	if (!edge)
-		__sync_fetch_and_add(&totals[cause & (MEMSTALL_CAUSES - 1)].stalls, 1);
+	__sync_fetch_and_add(&totals[cause & (MEMSTALL_CAUSES - 1)].stalls, 1);
 	__sync_fetch_and_add(&totals[cause & (MEMSTALL_CAUSES - 1)].total_ns, ns);
 	if (!v) {
 		struct memstall_value zero = {};
@@ -196,13 +191,12 @@ __noinline int account_stall(__u64 task_address, __u32 tid, __u32 cause, __u64 n
 		if (!v)
 			return 0;
 	}
-	if (!edge)
-		__sync_fetch_and_add(&v->stalls, 1);
+	__sync_fetch_and_add(&v->stalls, 1);
 	__sync_fetch_and_add(&v->total_ns, ns);
-	if (ns > v->max_ns && !edge)
+	if (ns > v->max_ns)
 		v->max_ns = ns; /* a rare lost race only understates the maximum */
 	if (collect_stacks)
-		account_stacks(task, cause, ns, (__s32)(stacks >> 32), (__s32)stacks);
+		account_stacks(task, key.cause, ns, (__s32)(stacks >> 32), (__s32)stacks);
 	return 0;
 }
 
@@ -277,8 +271,17 @@ static __always_inline int window_end(void *ctx, __u32 window)
 	if (window >= WINDOWS)
 		return 0;
 	state = thread_get(tid, false);
-	if (!state)
+	if (!state) {
+		/* A selected thread's end without its begin, as drsnoop and compactsnoop count
+		 * them: a window open when the tool started, or a begin the full table had no room
+		 * for. */
+		struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+
+		if (!(window == MEMSTALL_COMPACTION && (BPF_CORE_READ(task, flags) & PF_KTHREAD)) &&
+		    task_selected(task))
+			__sync_fetch_and_add(&unpaired_ends, 1);
 		return 0;
+	}
 	start = state->window_start[window];
 	state->window_start[window] = 0;
 	thread_put(tid, state);
@@ -586,9 +589,9 @@ static __noinline void dirty_switch_in_unseen(struct task_struct *task, __u32 ti
 }
 
 /* `prev` (the current task) leaves the CPU while in a memstall, or (io_sleep) in an I/O wait
- * outside one; `preempted`: runnable. */
+ * outside one. */
 static __always_inline void memstall_out(void *ctx, struct task_struct *prev, bool looped,
-					 bool io_sleep, bool preempted)
+					 bool io_sleep)
 {
 	/* Before the stack walk: what follows takes time (a lot of it in an emulated guest) and is
 	 * not the task's. */
@@ -619,15 +622,9 @@ static __always_inline void memstall_out(void *ctx, struct task_struct *prev, bo
 	if (!task_selected(prev))
 		return;
 	cause = classify(ctx, looped, io_sleep);
-	/* Only a preemption at a window's edge is the window's time. A sleep there is a stall of
-	 * its own that the window does not time: try_to_free_pages() waits for kswapd in
-	 * throttle_direct_reclaim() before its begin tracepoint (every direct reclaim of the 7.3
-	 * VM's hog, 1 ms each), which stays "other". */
-	if ((cause & MEMSTALL_EDGE) && !preempted)
-		cause = MEMSTALL_OTHER;
 	/* An I/O wait that is not a swap-in's; a memstall around a dirty pause would be timed
 	 * twice. */
-	if ((cause & ~MEMSTALL_EDGE) >= MEMSTALL_CAUSES || cause == MEMSTALL_DIRTY) {
+	if (cause >= MEMSTALL_CAUSES || cause == MEMSTALL_DIRTY) {
 		if (state)
 			thread_put(tid, state);
 		return;
@@ -701,16 +698,14 @@ static __noinline void thread_switched(struct task_struct *task, bool in, bool a
 }
 
 /* One subprogram each way of walking the stack, for the programs of each. */
-static __noinline void memstall_out_looped(void *ctx, struct task_struct *prev, bool io_sleep,
-					   bool preempted)
+static __noinline void memstall_out_looped(void *ctx, struct task_struct *prev, bool io_sleep)
 {
-	memstall_out(ctx, prev, true, io_sleep, preempted);
+	memstall_out(ctx, prev, true, io_sleep);
 }
 
-static __noinline void memstall_out_unrolled(void *ctx, struct task_struct *prev, bool io_sleep,
-					     bool preempted)
+static __noinline void memstall_out_unrolled(void *ctx, struct task_struct *prev, bool io_sleep)
 {
-	memstall_out(ctx, prev, false, io_sleep, preempted);
+	memstall_out(ctx, prev, false, io_sleep);
 }
 
 /* prev_in, next_in: in a memstall; prev_io, next_io: in an I/O wait (io_schedule keeps the
@@ -725,9 +720,9 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 
 	if (prev_stalls) {
 		if (looped)
-			memstall_out_looped(ctx, prev, !prev_in, preempt);
+			memstall_out_looped(ctx, prev, !prev_in);
 		else
-			memstall_out_unrolled(ctx, prev, !prev_in, preempt);
+			memstall_out_unrolled(ctx, prev, !prev_in);
 	}
 	/* A task leaving the CPU outside a stall is looked up only while some thread has an
 	 * off-CPU stall open (its switch-in may have gone unseen). */

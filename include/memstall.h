@@ -27,12 +27,6 @@ enum memstall_cause {
 	MEMSTALL_CAUSES = 8,
 };
 
-/* With a window's cause (direct, memcg, compaction): off-CPU time in PSI's memstall under the
- * functions around that window but outside it (between psi_memstall_enter() and the begin
- * tracepoint, or after the end), e.g. a task preempted inside a begin program. It is added to
- * the window's time and counts no stall of its own: the stall is the window. */
-#define MEMSTALL_EDGE 0x100u
-
 /* A kernel function's text, [start, end), and the cause a sleep under it is charged to. */
 struct memstall_range {
 	__u64 start;

@@ -106,17 +106,6 @@ const std::vector<CauseFunctions> cause_functions{
     {MEMSTALL_MEMORY_HIGH, {"__mem_cgroup_handle_over_high", "mem_cgroup_handle_over_high"}},
     // Timed through its tracepoint: a memstall around it is not counted twice.
     {MEMSTALL_DIRTY, {"balance_dirty_pages"}},
-    // The functions that hold each window, whose memstall begins before the begin tracepoint
-    // (psi_memstall_enter() in the caller) or lasts past the end: a task preempted there (in
-    // a begin program, for one: 7.3 in an emulated guest charged 0.7-5.4% of a reader's stall
-    // time to other) adds its time to the window's cause without a stall of its own
-    // (MEMSTALL_EDGE); a sleep there stays other. Last: the range table holds
-    // MEMSTALL_MAX_RANGES, and -v names what did not fit.
-    {MEMSTALL_MEMCG_RECLAIM | MEMSTALL_EDGE,
-     {"try_to_free_mem_cgroup_pages", "try_charge_memcg", "try_charge"}},
-    {MEMSTALL_DIRECT_RECLAIM | MEMSTALL_EDGE,
-     {"try_to_free_pages", "__perform_reclaim", "__alloc_pages_direct_reclaim"}},
-    {MEMSTALL_COMPACTION | MEMSTALL_EDGE, {"try_to_compact_pages", "__alloc_pages_direct_compact"}},
 };
 
 enum class ProbeId { Direct, Memcg, Compaction, Dirty, Switch, Exit };
@@ -168,7 +157,7 @@ class Memstall final : public CountingSide {
     bool psi_enabled_ = true;
     int dirty_pause_arg_ = -1; // -1: no balance_dirty_pages prototype that memstall knows
     std::vector<memstall_range> ranges_;
-    std::vector<std::string> ranges_found_, ranges_missing_, ranges_left_out_;
+    std::vector<std::string> ranges_found_, ranges_missing_;
     std::string ranges_unavailable_; // why there are none at all
     memstall::Snapshot before_;
     uint64_t skipped_runs_before_ = 0; // recursion misses printed so far (-j)
@@ -228,10 +217,8 @@ void Memstall::resolve_ranges() {
                 ranges_missing_.push_back(name);
                 continue;
             }
-            if (ranges_.size() >= MEMSTALL_MAX_RANGES) {
-                ranges_left_out_.push_back(name);
-                continue;
-            }
+            if (ranges_.size() >= MEMSTALL_MAX_RANGES)
+                break;
             ranges_.push_back({range->start, range->end, cause, 0});
             ranges_found_.push_back(name);
         }
@@ -365,7 +352,7 @@ void Memstall::describe_causes(const std::vector<Probe> &probes) const {
                                ranges_unavailable_));
     } else {
         for (const auto &[cause, names] : cause_functions) {
-            if (cause == MEMSTALL_DIRTY || cause == MEMSTALL_SWAPIN || (cause & MEMSTALL_EDGE))
+            if (cause == MEMSTALL_DIRTY || cause == MEMSTALL_SWAPIN)
                 continue;
             const std::vector<std::string> found = functions_found(cause);
             verbose(v, found.empty()
@@ -376,21 +363,6 @@ void Memstall::describe_causes(const std::vector<Probe> &probes) const {
                                          std::string(memstall::cause_name(cause)) + ":", off_cpu,
                                          fmt::join(found, ", ")));
         }
-    }
-    if (ranges_unavailable_.empty()) {
-        std::vector<std::string> edges;
-        for (const auto &[cause, names] : cause_functions)
-            if (cause & MEMSTALL_EDGE)
-                for (const std::string &name : functions_found(cause))
-                    edges.push_back(
-                        fmt::format("{} ({})", name, memstall::cause_name(cause & ~MEMSTALL_EDGE)));
-        if (!edges.empty())
-            verbose(v, fmt::format("edges:   a preemption in a memstall outside a window but "
-                                   "under {}: added to that window's cause, no stall of its own",
-                                   fmt::join(edges, ", ")));
-        if (!ranges_left_out_.empty())
-            verbose(v, fmt::format("ranges:  the table holds {}; left out: {}", MEMSTALL_MAX_RANGES,
-                                   fmt::join(ranges_left_out_, ", ")));
     }
     verbose(v, "other:   " + off_cpu +
                    ", anywhere else; inside a reclaim or compaction "

@@ -162,7 +162,7 @@ def check_cold(t: Test, s: dict, what: str = "cold read") -> None:
     t.check_le(f"{what}: HITRATIO %", 5.0, s["hit_ratio_pct"])
 
 
-def warm_pages(s: dict, what: str) -> int:
+def warm_pages(t: Test, s: dict, what: str) -> int:
     """The pages a warm read (measured with the oracle) should hit: the file's pages less those
     the kernel had to add for the reader. A machine under memory pressure may evict some of the
     file between two reads (a CI run once lost 1082 of 16384 pages between the cold and the warm
@@ -170,6 +170,10 @@ def warm_pages(s: dict, what: str) -> int:
     evicted: the read is then no longer warm."""
     if s["_added"] is None:
         raise Failure(f"{what}: measured without the ftrace oracle")
+    # mincore's view and the oracle's must agree: the pages not resident before the read are
+    # among those the kernel added for it (a mincore that saw nothing would skip below).
+    t.check_le(f"{what}: pages not resident before (mincore) <= pages added (ftrace) + 5%",
+               s["_added"] + TOL * FILE_PAGES, FILE_PAGES - s["_resident_before"])
     if s["_resident_before"] < FILE_PAGES // 2:
         skip(f"{what}: only {s['_resident_before']} of the file's {FILE_PAGES} pages were still "
              f"in the page cache before the read (memory pressure)")
@@ -181,7 +185,7 @@ def warm_pages(s: dict, what: str) -> int:
 
 def check_warm(t: Test, s: dict, what: str = "warm read") -> None:
     # MISSES are checked exactly against the oracle by measure_read.
-    expected_hits = warm_pages(s, what)
+    expected_hits = warm_pages(t, s, what)
     t.check_close(f"{what}: HITS vs the file's pages less those the kernel added",
                   expected_hits, s["hits"], TOL, abs_tol=TOL * FILE_PAGES)
     t.check_ge(f"{what}: HITRATIO % (>= the resident share - 5)",
@@ -233,7 +237,7 @@ def _(t: Test):
                warm["hits"])
     # MISSES are checked exactly against the oracle by measure_read.
     t.check_ge("warm mmap read: HITRATIO % (>= the resident share - 5)",
-               100.0 * warm_pages(warm, "warm mmap read") / FILE_PAGES - 5, warm["hit_ratio_pct"])
+               100.0 * warm_pages(t, warm, "warm mmap read") / FILE_PAGES - 5, warm["hit_ratio_pct"])
 
 
 @scenario("cachestat_dirties")

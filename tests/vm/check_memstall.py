@@ -301,9 +301,8 @@ def thrash(t: Test, b: Block) -> None:
                1.03 * psi_ns, row["stall_ns"])
     # OTHER: a task preempted inside memstall's own begin or end program of a reclaim
     # window (in a memstall, outside the window: 7.3's --stacks show memcg_begin_btf reading
-    # the guest's slow HPET clock) was charged here, 0.7-5.4% of the reader's total on 7.3.
-    # Such a preemption under the window's functions is now the window's time (MEMSTALL_EDGE):
-    # 0 and 0.3% in the first 7.3 run after. Memstall sleeps elsewhere remain.
+    # the guest's slow HPET clock) sleeps in no function memstall knows. Seen on 7.3 only,
+    # 0.7-5.4% of the reader's total in this guest.
     t.check_le("what is counted as other (<= 10% of the reader's total)",
                0.1 * row["stall_ns"], causes.get("other", {}).get("ns", 0))
 
