@@ -210,11 +210,16 @@ static __always_inline __u64 task_address(struct task_struct *task)
 	return address;
 }
 
+/* The stall's two stack ids in one number, as account_stall() takes them. */
+static __always_inline __u64 packed_stacks(const struct stall_stacks *stacks)
+{
+	return (__u64)(__u32)stacks->kernel << 32 | (__u32)stacks->user;
+}
+
 static __always_inline void account(struct task_struct *task, __u32 tid, __u32 cause, __u64 ns,
 				    struct stall_stacks *stacks)
 {
-	account_stall(task_address(task), tid, cause, ns,
-		      (__u64)(__u32)stacks->kernel << 32 | (__u32)stacks->user);
+	account_stall(task_address(task), tid, cause, ns, packed_stacks(stacks));
 }
 
 static __always_inline struct thread_stall *thread_get(__u32 tid, bool create)
@@ -292,7 +297,9 @@ static __always_inline int window_end(void *ctx, __u32 window)
 	}
 	struct stall_stacks stacks = current_stacks(ctx);
 
-	account((struct task_struct *)bpf_get_current_task(), tid, window, now - start, &stacks);
+	/* bpf_get_current_task() gives a number already: no copy through a helper (at every
+	 * window's end). */
+	account_stall(bpf_get_current_task(), tid, window, now - start, packed_stacks(&stacks));
 	return 0;
 }
 
