@@ -34,8 +34,18 @@ const volatile bool collect_stacks = false;
 /* The TLB-flush IPI callback (flush_tlb_func) from kallsyms: the csd tracepoints see every
  * cross-CPU function call, and only this one is a TLB shootdown. */
 const volatile __u64 tlb_flush_func = 0;
-/* Culprits from tlb_flush(remote_send_ipi) when the csd tracepoints are missing. */
-const volatile bool culprits_from_send_ipi = false;
+/* --culprits: who sends remote flush requests (below), and with the csd tracepoints who
+ * queues flush IPIs. */
+const volatile bool count_culprits = false;
+/* Where this CPU's flush_tlb_info is, the per-CPU variable that flush_tlb_mm_range() fills in
+ * before it asks the other CPUs to flush: its distance in bytes from this CPU's runqueue,
+ * which the current task's cfs_rq points to (CONFIG_FAIR_GROUP_SCHED). Both are per-CPU
+ * variables of one section, so the distance is the same on every CPU; user space reads their
+ * offsets from the kernel's BTF (DATASEC .data..percpu) and leaves read_flush_info false when
+ * it cannot. A typed ksym would be simpler, but the kernel resolves one through kallsyms,
+ * which lists no data without CONFIG_KALLSYMS_ALL (this project's 6.18 test bed). */
+const volatile bool read_flush_info = false;
+const volatile __s64 flush_info_from_rq = 0;
 /* Without the csd tracepoints (before 6.3), a handler run is a TLB shootdown when tlb_flush
  * reports a remote flush inside it. */
 const volatile bool tlb_marks_from_tlb_flush = false;
@@ -70,6 +80,14 @@ __u64 callback_sum_ns[1] SEC(".data.callback_sum") = {};
  * for a CPU in lazy TLB mode or already up to date; tlb_flush fires only after those returns,
  * so its remote reasons fall short of the row (83-86% under madvise or thread churn). */
 __u64 flush_ipis[1] SEC(".data.flush_ipis") = {};
+/* Remote flush requests that named each CPU: at tlb_flush(remote_send_ipi) the sender asks the
+ * CPUs of a CPU mask to flush, and the kernel then sends them IPIs (native_flush_tlb_multi(),
+ * which skips CPUs in lazy TLB mode) or hands the mask to the hypervisor (KVM flushes its
+ * preempted vCPUs, PVM and Hyper-V every one, without an IPI). Written by the senders, so
+ * added atomically. */
+__u64 flush_requests[1] SEC(".data.flush_requests") = {};
+/* Requests by where their CPU mask was read (enum tlbflush_target_source), or not. */
+__u64 request_sources[TLBFLUSH_TARGET_SOURCES] = {};
 __u64 dropped_events = 0; /* ring buffer full */
 __u64 table_full = 0;	  /* hash map full */
 __u32 proc_epoch = 0;	  /* written by user space: see struct tlbflush_proc_key */
@@ -181,31 +199,42 @@ static __always_inline void count_per_process(__u64 pid_tgid, __u32 cpu, __u32 r
 	add_count(&v->c, pages, true);
 }
 
-static __always_inline void count_culprit(void *ctx, __u64 pid_tgid, __u32 target_cpu)
+/* The sender's part of a culprit key: who, and with -s from where. */
+static __always_inline struct tlbflush_culprit_key culprit_of(void *ctx, __u64 pid_tgid)
 {
 	struct tlbflush_culprit_key key = {
 	    .pid = pid_tgid >> 32,
 	    .tid = (__u32)pid_tgid,
-	    .cpu = target_cpu,
+	    .cpu = TLBFLUSH_ANY_CPU,
 	    .kernel_stack = -1,
 	    .user_stack = -1,
 	};
-	struct tlbflush_culprit_value *v;
 
 	if (collect_stacks) {
 		key.kernel_stack = bpf_get_stackid(ctx, &stacks, 0);
 		key.user_stack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
 	}
-	v = bpf_map_lookup_elem(&culprits, &key);
+	return key;
+}
+
+/* Counts one flush IPI queued (`request` false) or one flush request (true) of the sender in
+ * `key` for its target CPU. */
+static __always_inline void count_culprit(struct tlbflush_culprit_key *key, bool request)
+{
+	struct tlbflush_culprit_value *v = bpf_map_lookup_elem(&culprits, key);
+
 	if (!v) {
 		struct tlbflush_culprit_value zero = {};
 
 		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
-		v = map_insert_lookup(&culprits, &key, &zero, &table_full);
+		v = map_insert_lookup(&culprits, key, &zero, &table_full);
 		if (!v)
 			return;
 	}
-	__sync_fetch_and_add(&v->count, 1);
+	if (request)
+		__sync_fetch_and_add(&v->requests, 1);
+	else
+		__sync_fetch_and_add(&v->count, 1);
 }
 
 static __always_inline void trace_event(void *ctx, struct task_struct *task, __u64 pid_tgid,
@@ -250,6 +279,129 @@ static __always_inline void note_tlb_flush(__u32 cpu)
 		ipi_counts_of(cpu)->without_ipi++;
 }
 
+/* The bit number of `low`, a 64-bit word with one bit set, without branches (which would
+ * multiply the paths the verifier walks in the loop below): a de Bruijn sequence puts a
+ * distinct 6-bit pattern in the top bits of its product with each power of two. */
+static const __u8 bit_of_power[64] = {
+    0,	1,  56, 2,  57, 49, 28, 3,  61, 58, 42, 50, 38, 29, 17, 4,  62, 47, 59, 36, 45, 43,
+    51, 22, 53, 39, 33, 30, 24, 18, 12, 5,  63, 55, 48, 27, 60, 41, 37, 16, 46, 35, 44, 21,
+    52, 32, 23, 11, 54, 26, 40, 15, 34, 20, 31, 10, 25, 14, 19, 9,  13, 8,  7,	6};
+
+static __always_inline __u32 bit_number(__u64 low)
+{
+	return bit_of_power[((low * 0x03f79d71b4ca8b09ULL) >> 58) & 63];
+}
+
+/* Linux 7.2 renamed mm_struct's trailing array, whose first bits are mm_cpumask(). */
+struct mm_struct___flexible_array {
+	unsigned long flexible_array[0];
+} __attribute__((preserve_access_index));
+
+static __always_inline const void *mm_cpu_mask(struct mm_struct *mm)
+{
+	struct mm_struct___flexible_array *renamed = (void *)mm;
+
+	if (bpf_core_field_exists(mm->cpu_bitmap))
+		return &mm->cpu_bitmap[0];
+	if (bpf_core_field_exists(renamed->flexible_array))
+		return &renamed->flexible_array[0];
+	return NULL;
+}
+
+/* Reads into `words` the mask of the CPUs a remote flush request names, at
+ * tlb_flush(remote_send_ipi) in the sender's context, and says where it came from.
+ * - Reclaim and migration unmap pages of many mms and flush once for all of them
+ *   (try_to_unmap_flush()): the CPUs are the task's tlb_ubc.arch.cpumask, and the flush is
+ *   a full one while tlb_ubc.flush_required is set. Checked first, as Linux 5.10 passes a
+ *   static flush_tlb_info there and leaves the per-CPU one as the last mm flush left it.
+ * - Every other remote flush (flush_tlb_mm_range()) names mm_cpumask(info->mm), the first
+ *   bits of mm->cpu_bitmap.
+ * A full flush of one mm while the task has a batch pending is taken for the batch's: the
+ *   kernel defers every remote flush of a reclaim pass into the batch, so that is rare. */
+static __always_inline int read_flush_targets(__u64 *words, __u32 nwords, __u32 cpu,
+					      unsigned long pages)
+{
+#if defined(__TARGET_ARCH_x86)
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	const void *mask = NULL;
+	int source = TLBFLUSH_TARGETS_UNKNOWN;
+
+	if (bpf_core_field_exists(task->tlb_ubc) && pages == TLB_FLUSH_ALL_PAGES &&
+	    BPF_CORE_READ(task, tlb_ubc.flush_required)) {
+		mask = &task->tlb_ubc.arch.cpumask;
+		source = TLBFLUSH_TARGETS_BATCH;
+	} else if (read_flush_info && bpf_core_field_exists(task->se.cfs_rq) &&
+		   bpf_core_field_exists(struct cfs_rq, rq)) {
+		struct rq *rq = BPF_CORE_READ(task, se.cfs_rq, rq);
+		struct flush_tlb_info *info;
+		struct mm_struct *mm = NULL;
+
+		/* The runqueue must be this CPU's, or the distance leads elsewhere. */
+		if (rq && BPF_CORE_READ(rq, cpu) == cpu) {
+			info = (void *)rq + flush_info_from_rq;
+			mm = BPF_CORE_READ(info, mm);
+		}
+		if (mm) {
+			mask = mm_cpu_mask(mm);
+			source = mask ? TLBFLUSH_TARGETS_MM : TLBFLUSH_TARGETS_UNKNOWN;
+		}
+	}
+	if (!mask || nwords == 0 || nwords > TLBFLUSH_CPU_WORDS ||
+	    bpf_probe_read_kernel(words, nwords * sizeof(__u64), mask))
+		return TLBFLUSH_TARGETS_UNKNOWN;
+	return source;
+#else
+	return TLBFLUSH_TARGETS_UNKNOWN;
+#endif
+}
+
+/* One remote flush request sent from `cpu`: counted for each CPU it names but the sender's own
+ * (flush_tlb_mm_range() flushes that one locally), and with --culprits for its sender. */
+static __always_inline void count_flush_request(void *ctx, __u32 cpu, unsigned long pages)
+{
+	__u64 words[TLBFLUSH_CPU_WORDS] = {};
+	__u32 nwords = (nr_cpus + 63) / 64;
+	struct tlbflush_culprit_key key = {};
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	int source;
+
+	if (!pid_selected(pid_tgid))
+		return;
+	source = read_flush_targets(words, nwords, cpu, pages);
+	if (source >= 0 && source < TLBFLUSH_TARGET_SOURCES)
+		__sync_fetch_and_add(&request_sources[source], 1);
+	if (count_culprits)
+		key = culprit_of(ctx, pid_tgid);
+	if (source == TLBFLUSH_TARGETS_UNKNOWN) {
+		/* Said as such: -c cannot select what names no known CPU. */
+		if (count_culprits)
+			count_culprit(&key, true);
+		return;
+	}
+	if (cpu / 64 < TLBFLUSH_CPU_WORDS)
+		words[cpu / 64] &= ~(1ULL << (cpu % 64));
+	for (__u32 w = 0; w < TLBFLUSH_CPU_WORDS && w < nwords; w++) {
+		__u64 word = words[w];
+
+		if (filter_cpus)
+			word &= cpu_mask[w];
+		for (int i = 0; i < 64 && word; i++) {
+			__u64 low = word & -word;
+			__u32 target = w * 64 + bit_number(low);
+
+			word &= word - 1;
+			if (target >= nr_cpus)
+				break;
+			__sync_fetch_and_add(
+			    u64_of(flush_requests, target, sizeof(flush_requests[0])), 1);
+			if (count_culprits) {
+				key.cpu = target;
+				count_culprit(&key, true);
+			}
+		}
+	}
+}
+
 static __always_inline int on_tlb_flush(void *ctx, int reason, unsigned long pages)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
@@ -264,13 +416,10 @@ static __always_inline int on_tlb_flush(void *ctx, int reason, unsigned long pag
 	if (tlb_marks_from_tlb_flush &&
 	    (reason == reason_remote_shootdown || reason == reason_remote_wrong_cpu))
 		note_tlb_flush(cpu);
-	/* The fall-back culprit view counts senders on the sending CPU: -c names a target CPU and
-	 * -r a reason of the counts, so neither applies here; -p (the sender) does. */
-	if (culprits_from_send_ipi && reason == reason_remote_send_ipi) {
-		pid_tgid = bpf_get_current_pid_tgid();
-		if (pid_selected(pid_tgid))
-			count_culprit(ctx, pid_tgid, TLBFLUSH_ANY_CPU);
-	}
+	/* The CPUs the request names: -c selects targets and -p the sender; -r selects reasons of
+	 * the counts table, not these. */
+	if (reason == reason_remote_send_ipi)
+		count_flush_request(ctx, cpu, pages);
 	slot = reason < TLBFLUSH_MAX_REASONS ? reason : TLBFLUSH_MAX_REASONS - 1;
 	/* clang proves the clamp and drops the mask unless the value is hidden from it; the
 	 * verifier needs the mask to bound the array index. */
@@ -319,6 +468,7 @@ int tlb_flush_tp(struct trace_event_raw_tlb_flush *ctx)
 /* Sender side: one csd queued per target CPU, in the sending task's context. */
 static __always_inline int on_csd_queue(void *ctx, __u32 cpu, void *func)
 {
+	struct tlbflush_culprit_key key;
 	__u64 pid_tgid;
 
 	if ((__u64)func != tlb_flush_func || !cpu_selected(cpu))
@@ -326,7 +476,9 @@ static __always_inline int on_csd_queue(void *ctx, __u32 cpu, void *func)
 	pid_tgid = bpf_get_current_pid_tgid();
 	if (!pid_selected(pid_tgid))
 		return 0;
-	count_culprit(ctx, pid_tgid, cpu);
+	key = culprit_of(ctx, pid_tgid);
+	key.cpu = cpu;
+	count_culprit(&key, false);
 	return 0;
 }
 

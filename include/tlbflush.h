@@ -14,7 +14,7 @@
 /* enum tlb_flush_reason values at or above this are counted in the last slot. */
 #define TLBFLUSH_MAX_REASONS 16
 #define TLBFLUSH_COMM_LEN 16
-/* Target CPU of a culprit when only the sending side is visible (no csd tracepoints). */
+/* Target CPU of a culprit whose remote flush requests name no CPU the tool could read. */
 #define TLBFLUSH_ANY_CPU 0xffffffffu
 
 /* Per CPU and reason. `full` counts flushes of the whole TLB (pages == TLB_FLUSH_ALL), which
@@ -41,17 +41,27 @@ struct tlbflush_proc_value {
 };
 
 struct tlbflush_culprit_key {
-	__u32 pid;	    /* sender's thread-group id */
-	__u32 tid;	    /* sender's thread id */
-	__u32 cpu;	    /* target CPU, or TLBFLUSH_ANY_CPU */
+	__u32 pid; /* sender's thread-group id */
+	__u32 tid; /* sender's thread id */
+	__u32 cpu; /* target CPU, or TLBFLUSH_ANY_CPU for requests whose targets are unknown */
 	__s32 kernel_stack; /* stack map ids, < 0 when not collected */
 	__s32 user_stack;
 	__u32 pad;
 };
 
 struct tlbflush_culprit_value {
-	__u64 count;
+	__u64 count;	/* flush IPIs queued for the target (csd_queue_cpu, Linux 6.3+) */
+	__u64 requests; /* remote flush requests that named the target (see flush_requests) */
 	char comm[TLBFLUSH_COMM_LEN];
+};
+
+/* Where the CPU mask of a remote flush request was read (bpf/tlbflush.bpf.c,
+ * read_flush_targets()): the flushed mm's mm_cpumask, reclaim's batch, or nowhere. */
+enum tlbflush_target_source {
+	TLBFLUSH_TARGETS_MM = 0,
+	TLBFLUSH_TARGETS_BATCH = 1,
+	TLBFLUSH_TARGETS_UNKNOWN = 2,
+	TLBFLUSH_TARGET_SOURCES = 3,
 };
 
 /* -L, per victim CPU. A handler run is one call-function IPI handled (irq_vectors entry to

@@ -1,5 +1,6 @@
-// tlbflush: count TLB flushes by CPU and reason, find who sends the remote shootdown IPIs that
-// hit a CPU, and measure how long the victim CPU spends handling them.
+// tlbflush: count TLB flushes by CPU and reason, find who sends the remote shootdown IPIs (or,
+// on guests whose hypervisor flushes, the remote flush requests) that hit a CPU, and measure
+// how long the victim CPU spends handling them.
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -18,6 +19,7 @@
 #include "epoch_table.h"
 #include "events.h"
 #include "exporter.h"
+#include "hypervisor.h"
 #include "kernel_features.h"
 #include "kernel_types.h"
 #include "loader.h"
@@ -84,6 +86,19 @@ What a CPU and a PID mean depends on the reason:
 --culprits and -s look at the sender: -p selects the sending process and -c
 the target CPU. -L looks at the victim: -c selects the victim CPU.
 Reason names are read from the running kernel (enum tlb_flush_reason).
+
+Below the table, per CPU:
+  Remote shootdowns received: the flush IPIs the CPU handled (the
+      /proc/interrupts TLB row).
+  Remote flush requests naming each CPU: the remote flushes other CPUs asked
+      for that named it (remote_send_ipi and the flushed mm's CPU mask),
+      however they were delivered. On bare metal they are the IPIs plus those
+      the kernel skipped for a CPU in lazy TLB mode; on a guest whose
+      hypervisor flushes remote TLBs (PVM, Hyper-V, Xen PV; KVM for preempted
+      vCPUs) a CPU receives fewer IPIs or none, and only these count them.
+  tlbflush says once on stderr how this machine delivers remote flushes when
+  it is not by IPI alone; the JSON has it as "remote_flush_path".
+--culprits shows both per sender and target CPU: REQUESTS and IPIS.
 
 -L shows two intervals per victim CPU, in nanoseconds:
   IPI handler: from irq_vectors:call_function(_single)_entry to its _exit, for
@@ -227,6 +242,8 @@ class Tlbflush final : public CountingSide {
     Snapshot snapshot(tlbflush_bpf &skel);
     void print_interval(tlbflush_bpf &skel, const Snapshot &now, const Snapshot &before);
     tlbflush::ViewFormat view_format() const;
+    std::string features_note_of_targets() const;
+    void report_path_seen(const Snapshot &last) const;
     std::vector<std::string> stack_frames(tlbflush_bpf &skel, int32_t id, bool user, uint32_t pid);
     void print_event(const tlbflush_event &e);
 
@@ -241,7 +258,9 @@ class Tlbflush final : public CountingSide {
     uint32_t reason_mask_ = ~0u;
     std::optional<KernelSymbols> ksyms_;
     std::map<uint32_t, ProcessSymbols> process_syms_;
-    bool culprits_any_cpu_ = false;
+    // --culprits without the csd tracepoints: the requests by sender and target are counted,
+    // the IPIs each sender queued are not.
+    bool culprit_ipis_unknown_ = false;
     // Without the csd tracepoints: -L marks handler runs with tlb_flush, and the flush IPIs a
     // CPU received are only those tlb_flush reports (fewer than the /proc/interrupts TLB row).
     bool marks_from_tlb_flush_ = false;
@@ -262,6 +281,17 @@ class Tlbflush final : public CountingSide {
     // The trace events' reader (-t), whose perf buffers count the records they lost.
     const EventReader *events_ = nullptr;
 };
+
+// The distance from this CPU's runqueue to its flush_tlb_info (bpf/tlbflush.bpf.c), when
+// the run's BTF places both per-CPU variables: the kernel's own, or a full one given with
+// --btf; the BTF embedded for CO-RE keeps no variables.
+std::optional<int64_t> flush_info_from_runqueue() {
+    const auto info = percpu_variable_offset("flush_tlb_info");
+    const auto rq = percpu_variable_offset("runqueues");
+    if (!info || !rq)
+        return std::nullopt;
+    return static_cast<int64_t>(*info) - static_cast<int64_t>(*rq);
+}
 
 std::vector<Probe> Tlbflush::plan(const KernelSymbols *ksyms) const {
     std::string no_symbol;
@@ -294,9 +324,10 @@ std::vector<Probe> Tlbflush::plan(const KernelSymbols *ksyms) const {
         probes.push_back(Probe{
             ProbeId::CsdQueue, "csd:csd_queue_cpu (culprits)", "",
             csd_ways({"csd_queue"}, culprits_from_send_ipi,
-                     "without the csd tracepoints (Linux 6.3+) the target CPU of each IPI is not "
-                     "known: culprits count flushes sent to any CPU, and -c does not select "
-                     "them")});
+                     "without the csd tracepoints (Linux 6.3+) the shootdown IPIs each sender "
+                     "queued are not known: --culprits shows its remote flush requests by target "
+                     "CPU (REQUESTS), of which the kernel sends IPIs only to CPUs not in lazy TLB "
+                     "mode")});
     if (o_.latency)
         // The handler window, timed on every kernel; then what says a TLB flush ran in it.
         probes.push_back(
@@ -345,8 +376,7 @@ void Tlbflush::configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) c
             func = ksyms_->address_of("flush_tlb_func_remote");
         ro->tlb_flush_func = func.value_or(0);
     }
-    if (const Probe *p = find_probe(probes, ProbeId::CsdQueue))
-        ro->culprits_from_send_ipi = p->uses_family(culprits_from_send_ipi);
+    ro->count_culprits = o_.culprits;
     if (const Probe *p = find_probe(probes, ProbeId::CsdFunction))
         ro->tlb_marks_from_tlb_flush = p->uses_family(marks_from_tlb_flush);
     // The per-CPU arrays for the CPUs this machine can have.
@@ -360,6 +390,7 @@ void Tlbflush::configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) c
         {skel.maps.data_handler_sum, sizeof(skel.data_handler_sum->handler_sum_ns[0])},
         {skel.maps.data_callback_sum, sizeof(skel.data_callback_sum->callback_sum_ns[0])},
         {skel.maps.data_flush_ipis, sizeof(skel.data_flush_ipis->flush_ipis[0])},
+        {skel.maps.data_flush_requests, sizeof(skel.data_flush_requests->flush_requests[0])},
         {skel.maps.data_ipi_state, sizeof(skel.data_ipi_state->ipi_state[0])},
     };
     for (const auto &[section, row_bytes] : per_cpu_arrays)
@@ -371,6 +402,10 @@ void Tlbflush::configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) c
     ro->wakeup_bytes = o_.events.wakeup_bytes;
     bpf_map__set_max_entries(skel.maps.events, o_.trace ? o_.events.bytes : 4096);
     const auto &features = kernel_features();
+    if (auto distance = flush_info_from_runqueue()) {
+        ro->read_flush_info = true;
+        ro->flush_info_from_rq = *distance;
+    }
     set_compat(*ro, features);
     use_events_map(skel.maps.events, features);
 }
@@ -408,6 +443,7 @@ Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) {
              read_hash_map<tlbflush_culprit_key, tlbflush_culprit_value>(skel.maps.culprits)) {
             tlbflush::CulpritKey key{k.pid, k.tid, k.cpu, k.kernel_stack, k.user_stack};
             s.culprits[key] = v.count;
+            s.culprit_requests[key] = v.requests;
             s.culprit_comms[key] = std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
         }
     if (o_.latency) {
@@ -428,6 +464,11 @@ Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) {
         s.flush_ipis.assign(&cpu_row(skel.data_flush_ipis->flush_ipis, 0),
                             &cpu_row(skel.data_flush_ipis->flush_ipis, 0) +
                                 std::min(ncpus_, TLBFLUSH_MAX_CPUS));
+    s.flush_requests.assign(&cpu_row(skel.data_flush_requests->flush_requests, 0),
+                            &cpu_row(skel.data_flush_requests->flush_requests, 0) +
+                                std::min(ncpus_, TLBFLUSH_MAX_CPUS));
+    std::copy(std::begin(bss->request_sources), std::end(bss->request_sources),
+              s.request_sources.begin());
     s.dropped = events_ != nullptr ? events_->lost(bss->dropped_events) : bss->dropped_events;
     s.table_full = bss->table_full;
     s.skipped_runs = recursion_misses(skel.obj);
@@ -459,14 +500,42 @@ std::vector<std::string> Tlbflush::stack_frames(tlbflush_bpf &skel, int32_t id, 
     return frames;
 }
 
+std::string Tlbflush::features_note_of_targets() const {
+    return flush_info_from_runqueue()
+               ? "remote flush requests: their CPUs read from the flushed mm's CPU mask "
+                 "(flush_tlb_info, placed by the kernel's BTF) or from reclaim's batch"
+               : "remote flush requests: the run's BTF places no per-CPU flush_tlb_info (BTF "
+                 "embedded for CO-RE, or a pahole that wrote no per-CPU variables): only the "
+                 "CPUs of reclaim's batched flushes are read, the others count as unknown";
+}
+
+void Tlbflush::report_path_seen(const Snapshot &last) const {
+    // What was traced contradicts what the machine says of itself: say what it showed.
+    const auto format = view_format();
+    const FlushPath expected = this_hypervisor().remote_flushes;
+    const FlushPath seen = tlbflush::path_of(last, format, expected);
+    if (seen != FlushPath::Hypervisor || expected == FlushPath::Hypervisor)
+        return;
+    uint64_t requests = 0;
+    for (uint64_t n : last.request_sources)
+        requests += n;
+    fmt::print(stderr,
+               "{}: {} remote flush requests were sent and no CPU handled a flush IPI: remote "
+               "TLB flushes on this machine go through the hypervisor, and no CPU's shootdowns "
+               "received show them (see its flush requests)\n",
+               tool_name, requests);
+}
+
 tlbflush::ViewFormat Tlbflush::view_format() const {
     return {.per_process = o_.per_process,
             .stacks = o_.stacks,
             .reason_mask = reason_mask_,
             .remote_shootdown = reasons_.value_or("remote_shootdown", 1),
             .remote_wrong_cpu = reasons_.value_or("remote_wrong_cpu", 5),
+            .remote_send_ipi = reasons_.value_or("remote_send_ipi", 4),
             .callbacks_timed = !marks_from_tlb_flush_,
-            .reason_name = [this](int64_t r) { return reasons_.name(r); }};
+            .reason_name = [this](int64_t r) { return reasons_.name(r); },
+            .culprit_ipis_counted = !culprit_ipis_unknown_};
 }
 
 void Tlbflush::print_interval(tlbflush_bpf &skel, const Snapshot &now, const Snapshot &before) {
@@ -475,6 +544,7 @@ void Tlbflush::print_interval(tlbflush_bpf &skel, const Snapshot &now, const Sna
     if (o_.common.json || o_.common.timestamp || o_.common.interval > 0)
         interval.time = wall_clock_time();
     interval.counts = tlbflush::counts_since(now, before, format);
+    interval.counts.path = tlbflush::path_of(now, format, this_hypervisor().remote_flushes);
     if (o_.culprits) {
         interval.culprits = tlbflush::culprits_since(now, before);
         // -s: the stacks of the senders printed, read and symbolized here.
@@ -568,14 +638,28 @@ void Tlbflush::load() {
     const auto &probes = probes_;
     const Probe *csd_queue = find_probe(probes, ProbeId::CsdQueue);
     const Probe *csd_function = find_probe(probes, ProbeId::CsdFunction);
-    culprits_any_cpu_ = csd_queue != nullptr && csd_queue->uses_family(culprits_from_send_ipi);
+    culprit_ipis_unknown_ = csd_queue != nullptr && csd_queue->uses_family(culprits_from_send_ipi);
     marks_from_tlb_flush_ =
         csd_function != nullptr && csd_function->uses_family(marks_from_tlb_flush);
     // What this kernel cannot show (no csd tracepoints before 6.3), said once, -v or not.
-    if (culprits_any_cpu_)
+    if (culprit_ipis_unknown_)
         fmt::print(stderr, "{}: {}\n", tool_name, csd_queue->choice()->caveat);
     if (marks_from_tlb_flush_ && o_.latency)
         fmt::print(stderr, "{}: {}\n", tool_name, csd_function->choice()->caveat);
+    // How remote flushes reach their CPUs here, said once where it is not by IPI alone: a
+    // CPU that receives no IPI is not a CPU whose TLB nobody flushes.
+    const Hypervisor &hv = this_hypervisor();
+    const std::string path_note =
+        fmt::format("remote TLB flushes on this machine{}: {}",
+                    hv.name.empty() ? "" : " (" + hv.name + " guest)", hv.how);
+    if (hv.remote_flushes == FlushPath::Hypervisor || hv.remote_flushes == FlushPath::Mixed)
+        fmt::print(stderr,
+                   "{}: {}. The remote flush requests naming a CPU count them all; its "
+                   "shootdowns received only the IPIs.\n",
+                   tool_name, path_note);
+    else
+        verbose(v, path_note);
+    verbose(v, features_note_of_targets());
 
     if (!o_.prom.on())
         return;
@@ -592,6 +676,8 @@ void Tlbflush::load() {
     c.latency = o_.latency;
     c.callbacks = !marks_from_tlb_flush_;
     c.culprits = o_.culprits;
+    c.culprit_ipis = !culprit_ipis_unknown_;
+    c.hypervisor = this_hypervisor().name;
 }
 
 int Tlbflush::run() {
@@ -630,7 +716,9 @@ int Tlbflush::run() {
         // The final summary: everything since the last interval (or since the start).
         Snapshot now = snapshot(*skel);
         print_interval(*skel, now, before);
+        before = std::move(now);
     }
+    report_path_seen(before);
     report_skipped_runs(tool_name, skel->obj, "events");
     fflush(stdout);
     return 0;
@@ -647,6 +735,23 @@ CountedLosses Tlbflush::collect(prometheus::Exposition &out) {
     if (!marks_from_tlb_flush_)
         c.flush_ipis.assign(&cpu_row(skel.data_flush_ipis->flush_ipis, 0),
                             &cpu_row(skel.data_flush_ipis->flush_ipis, 0) + ncpus);
+    c.flush_requests.assign(&cpu_row(skel.data_flush_requests->flush_requests, 0),
+                            &cpu_row(skel.data_flush_requests->flush_requests, 0) + ncpus);
+    c.requests_unknown = bss->request_sources[TLBFLUSH_TARGETS_UNKNOWN];
+    {
+        // The path seen so far, from the same evidence as the text's (path_of()).
+        uint64_t requests = 0, ipis = 0;
+        for (uint64_t n : bss->request_sources)
+            requests += n;
+        if (!marks_from_tlb_flush_)
+            for (uint64_t n : c.flush_ipis)
+                ipis += n;
+        else
+            for (const auto &row : c.by_cpu)
+                ipis += row[reasons_.value_or("remote_shootdown", 1)].count +
+                        row[reasons_.value_or("remote_wrong_cpu", 5)].count;
+        c.path = tlbflush::observed_path(this_hypervisor().remote_flushes, requests, ipis);
+    }
     if (o_.latency) {
         c.handler_ns.resize(ncpus);
         c.callback_ns.resize(ncpus);
@@ -699,7 +804,9 @@ void add_counting_options(CommandLine &cli, Options &o) {
                "Only these reasons, by name or number, comma-separated (e.g. "
                "remote_shootdown,remote_wrong_cpu)",
                o.reasons);
-    cli.flag(0, "culprits", "Count shootdown IPIs by sender (PID, TID, COMM) and target CPU",
+    cli.flag(0, "culprits",
+             "Count remote flush requests and shootdown IPIs by sender (PID, TID, COMM) and "
+             "target CPU",
              o.culprits);
     cli.flag('L', "latency",
              "Log2 histograms (nsecs) per victim CPU: the IPI handler's time for each "

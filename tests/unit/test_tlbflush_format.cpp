@@ -47,6 +47,8 @@ Snapshot counts_before() {
     s.counts[{0, 1, 1}] = count(10, 0, 10);
     s.counts[{0, 1, 0}] = count(7, 7, 0); // no flush in the interval: no row
     s.flush_ipis = {0, 5};
+    s.flush_requests = {0, 10};
+    s.request_sources = {10, 0, 0};
     return s;
 }
 Snapshot counts_now() {
@@ -56,6 +58,10 @@ Snapshot counts_now() {
     s.counts[{0, 1, 5}] = count(2, 0, 0);
     s.counts[{0, 1, 0}] = count(7, 7, 0);
     s.flush_ipis = {0, 45};
+    // 50 remote flush requests named CPU 1 in the interval (of 48 from mms, 2 from reclaim's
+    // batches), and one more named no CPU the tool could read.
+    s.flush_requests = {0, 60};
+    s.request_sources = {58, 2, 1};
     return s;
 }
 
@@ -70,7 +76,12 @@ TEST(TlbflushCounts, TableByCpuAndReasonThenTheIpisEachCpuReceived) {
               "1    remote_wrong_cpu                2          0            0\n"
               "\n"
               "Remote shootdowns received (flush IPIs handled: the /proc/interrupts TLB row):\n"
-              "  CPU 1            40\n",
+              "  CPU 1            40\n"
+              "\n"
+              "Remote flush requests naming each CPU (sent by the other CPUs, remote_send_ipi; "
+              "delivered here by IPI or hypervisor: not seen yet):\n"
+              "  CPU 1            50\n"
+              "  unknown           1  (requests whose CPU mask could not be read)\n",
               tlbflush::counts_text(t, f));
 }
 
@@ -85,7 +96,8 @@ TEST(TlbflushCounts, JsonRowsAndRemoteShootdowns) {
          "pages": 470},
         {"cpu": 1, "reason": "remote_wrong_cpu", "reason_id": 5, "count": 2, "full": 0,
          "pages": 0}],
-        "remote_shootdowns": {"1": 40}})"),
+        "remote_shootdowns": {"1": 40}, "flush_requests": {"1": 50},
+        "flush_requests_unknown_target": 1, "remote_flush_path": "unknown"})"),
               out);
 }
 
@@ -118,12 +130,14 @@ TEST(TlbflushCounts, ReasonsWithoutARemoteOneAskForNoIpiCount) {
     now.counts.erase({0, 1, 5});
     const auto t = tlbflush::counts_since(now, before, f);
     EXPECT_TRUE(t.received.empty());
+    EXPECT_TRUE(t.requested.empty());
     EXPECT_EQ("CPU  REASON                      COUNT       FULL        PAGES\n"
               "0    local_mm_shootdown             50          2          500\n",
               tlbflush::counts_text(t, f));
     json out = json::object();
     tlbflush::counts_json(t, f, out);
     EXPECT_EQ(json::object(), out["remote_shootdowns"]);
+    EXPECT_TRUE(out["flush_requests"].is_null());
 }
 
 TEST(TlbflushCounts, PerProcessRowsBusiestFirstWithPidAndComm) {
@@ -159,27 +173,47 @@ Snapshot culprits_now() {
     Snapshot s;
     const tlbflush::CulpritKey workload{300, 301, 1, 7, 8}, any{400, 400, TLBFLUSH_ANY_CPU, -1, -1},
         quiet{500, 500, 0, -1, -1};
-    s.culprits = {{workload, 120}, {any, 3}, {quiet, 4}};
+    // IPIs queued (csd) per target; requests per target, or any for a mask not read.
+    s.culprits = {{workload, 120}, {any, 0}, {quiet, 4}};
+    s.culprit_requests = {{workload, 150}, {any, 3}, {quiet, 4}};
     s.culprit_comms = {{workload, "tlb_workload"}, {any, "gmake"}, {quiet, "quiet"}};
     return s;
 }
 Snapshot culprits_before() {
     Snapshot s;
     s.culprits[{300, 301, 1, 7, 8}] = 20;
+    s.culprit_requests[{300, 301, 1, 7, 8}] = 30;
     s.culprits[{500, 500, 0, -1, -1}] = 4; // sent nothing in the interval
+    s.culprit_requests[{500, 500, 0, -1, -1}] = 4;
     return s;
 }
 
 } // namespace
 
-TEST(TlbflushCulprits, TableMostIpisFirstWithAnyTarget) {
+TEST(TlbflushCulprits, TableMostRequestsFirstWithAnyTarget) {
     const auto rows = tlbflush::culprits_since(culprits_now(), culprits_before());
     ASSERT_EQ(2u, rows.size());
-    EXPECT_EQ("\nShootdown IPIs by sender:\n"
-              "PID      TID      COMM             TARGET_CPU      COUNT\n"
-              "300      301      tlb_workload              1        100\n"
-              "400      400      gmake                   any          3\n",
+    EXPECT_EQ("\nRemote flush requests and shootdown IPIs by sender:\n"
+              "PID      TID      COMM             TARGET_CPU   REQUESTS       IPIS\n"
+              "300      301      tlb_workload              1        120        100\n"
+              "400      400      gmake                   any          3          0\n",
               tlbflush::culprits_text(rows, view()));
+}
+
+TEST(TlbflushCulprits, WithoutCsdTheIpisAreUnknown) {
+    auto f = view();
+    f.culprit_ipis_counted = false;
+    const auto rows = tlbflush::culprits_since(culprits_now(), culprits_before());
+    EXPECT_EQ("\nRemote flush requests by sender (the IPIs each sent are not known without "
+              "the csd tracepoints of Linux 6.3+):\n"
+              "PID      TID      COMM             TARGET_CPU   REQUESTS       IPIS\n"
+              "300      301      tlb_workload              1        120          -\n"
+              "400      400      gmake                   any          3          -\n",
+              tlbflush::culprits_text(rows, f));
+    json out = json::object();
+    tlbflush::culprits_json(rows, f, out);
+    EXPECT_TRUE(out["culprits"][0]["count"].is_null());
+    EXPECT_EQ(120, out["culprits"][0]["requests"]);
 }
 
 TEST(TlbflushCulprits, StacksUnderEachSender) {
@@ -190,15 +224,15 @@ TEST(TlbflushCulprits, StacksUnderEachSender) {
     rows[0].user_stack = {"munmap+0x7 [libc.so.6]"};
     rows[1].kernel_stack = {"[stack lost]"};
     rows[1].user_stack = {"[no user stack]"};
-    EXPECT_EQ("\nShootdown IPIs by sender:\n"
-              "PID      TID      COMM             TARGET_CPU      COUNT\n"
-              "300      301      tlb_workload              1        100\n"
+    EXPECT_EQ("\nRemote flush requests and shootdown IPIs by sender:\n"
+              "PID      TID      COMM             TARGET_CPU   REQUESTS       IPIS\n"
+              "300      301      tlb_workload              1        120        100\n"
               "    flush_tlb_mm_range+0x1c3\n"
               "    __x64_sys_munmap+0x17\n"
               "    --\n"
               "    munmap+0x7 [libc.so.6]\n"
               "\n"
-              "400      400      gmake                   any          3\n"
+              "400      400      gmake                   any          3          0\n"
               "    [stack lost]\n"
               "    --\n"
               "    [no user stack]\n"
@@ -208,10 +242,10 @@ TEST(TlbflushCulprits, StacksUnderEachSender) {
     tlbflush::culprits_json(rows, f, out);
     EXPECT_EQ(json::parse(R"([
         {"pid": 300, "tid": 301, "comm": "tlb_workload", "target_cpu": 1, "count": 100,
-         "kernel_stack": ["flush_tlb_mm_range+0x1c3", "__x64_sys_munmap+0x17"],
+         "requests": 120, "kernel_stack": ["flush_tlb_mm_range+0x1c3", "__x64_sys_munmap+0x17"],
          "user_stack": ["munmap+0x7 [libc.so.6]"]},
-        {"pid": 400, "tid": 400, "comm": "gmake", "target_cpu": null, "count": 3,
-         "kernel_stack": ["[stack lost]"], "user_stack": ["[no user stack]"]}])"),
+        {"pid": 400, "tid": 400, "comm": "gmake", "target_cpu": null, "count": 0,
+         "requests": 3, "kernel_stack": ["[stack lost]"], "user_stack": ["[no user stack]"]}])"),
               out["culprits"]);
 }
 
@@ -221,7 +255,7 @@ TEST(TlbflushCulprits, JsonWithoutStacksHasNoStackKeys) {
                             out);
     ASSERT_EQ(2u, out["culprits"].size());
     EXPECT_EQ(json::parse(R"({"pid": 300, "tid": 301, "comm": "tlb_workload", "target_cpu": 1,
-                              "count": 100})"),
+                              "count": 100, "requests": 120})"),
               out["culprits"][0]);
 }
 
@@ -412,4 +446,35 @@ TEST(TlbflushEvents, CommIsCutAtItsEndEvenWithoutATerminator) {
     std::memset(e.comm, 'x', sizeof(e.comm));
     EXPECT_EQ(std::string(sizeof(e.comm), 'x'),
               tlbflush::event_json(e, 0, "remote_shootdown", "")["comm"]);
+}
+
+// How remote flushes reach their CPUs, from what the run saw (tlbflush::observed_path()).
+TEST(TlbflushPath, RequestsWithoutIpisAreTheHypervisors) {
+    using tlbflush::observed_path;
+    // PVM's: 74,000 requests, no IPI anywhere.
+    EXPECT_EQ(FlushPath::Hypervisor, observed_path(FlushPath::Hypervisor, 74000, 0));
+    // CPUID said KVM with its PV flush (a PVM guest's user space may read so), the trace
+    // says otherwise.
+    EXPECT_EQ(FlushPath::Hypervisor, observed_path(FlushPath::Mixed, 74000, 0));
+    EXPECT_EQ(FlushPath::Hypervisor, observed_path(FlushPath::Ipi, 100, 0));
+    // Too few requests to tell: what the machine says of itself stands.
+    EXPECT_EQ(FlushPath::Ipi, observed_path(FlushPath::Ipi, 99, 0));
+    EXPECT_EQ(FlushPath::Mixed, observed_path(FlushPath::Mixed, 0, 0));
+    // IPIs handled: the hypervisor, where it can flush, does not do all of them.
+    EXPECT_EQ(FlushPath::Mixed, observed_path(FlushPath::Mixed, 20000, 1948));
+    EXPECT_EQ(FlushPath::Mixed, observed_path(FlushPath::Hypervisor, 500, 3));
+    EXPECT_EQ(FlushPath::Ipi, observed_path(FlushPath::Ipi, 5000, 4900));
+}
+
+TEST(TlbflushPath, JsonOfTheIntervalNamesIt) {
+    const auto f = view();
+    auto t = tlbflush::counts_since(counts_now(), counts_before(), f);
+    // counts_now(): 61 requests and 45 IPIs since the start.
+    t.path = tlbflush::path_of(counts_now(), f, FlushPath::Mixed);
+    EXPECT_EQ(FlushPath::Mixed, t.path);
+    json out = json::object();
+    tlbflush::counts_json(t, f, out);
+    EXPECT_EQ("mixed", out["remote_flush_path"]);
+    EXPECT_NE(std::string::npos, tlbflush::counts_text(t, f).find(
+                                     "delivered here by shootdown IPI or by the hypervisor"));
 }

@@ -40,7 +40,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "runtime"))
 import vmkernel  # noqa: E402
 from memlat_test import Failure, Skip, Test, log  # noqa: E402
-from vmcheck import find_checker, parse_report  # noqa: E402
+from vmcheck import find_checker, parse_report, required_verdicts  # noqa: E402
 
 SKIP_STATUS = 77
 BUSYBOX_PATHS = ["/bin/busybox", "/usr/bin/busybox"]
@@ -404,6 +404,13 @@ def judge(blocks, facts, done: bool, only: list[str],
             rows.append((b.name, "FAIL", f"{len(t.failures)} of {max(t.checks, 1)} checks: {why}"))
         else:
             rows.append((b.name, "PASS", f"{t.checks} checks"))
+    # Scenarios that must run on this kernel (vmcheck.required): a skip or none at all fails.
+    checked = required_verdicts(facts, rows)
+    for i, (name, status, detail) in enumerate(checked):
+        if status == "FAIL" and (i >= len(rows) or rows[i][1] != "FAIL"):
+            ok = False
+            log(f"FAIL  {name}: {detail}")
+    rows = checked
     if not done:
         ok = False
         rows.append(("(guest)", "FAIL", "the guest did not finish (no \"@@vm done\"): "

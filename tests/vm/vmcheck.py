@@ -134,6 +134,32 @@ def checker(prefix: str):
     return register
 
 
+# Scenarios that must run wherever `when(facts)` holds: a skip there (but one whose reason
+# contains `allowed_skip`, a variant the boot cannot run) or no block of the prefix at all
+# fails the kernel's run. The paths the host test bed lacks are proven here.
+_REQUIRED: list[tuple[str, Callable[[dict], bool], str]] = []
+
+
+def required(prefix: str, when: Callable[[dict], bool], allowed_skip: str = "") -> None:
+    _REQUIRED.append((prefix, when, allowed_skip))
+
+
+def required_verdicts(facts: dict, rows: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """`rows` (name, PASS/FAIL/SKIP, detail) with the required scenarios' skips made failures,
+    and a failure for each required prefix no block ran under."""
+    out = []
+    for name, status, detail in rows:
+        for prefix, when, allowed in _REQUIRED:
+            if ((name == prefix or name.startswith(prefix + ".")) and status == "SKIP"
+                    and when(facts) and not (allowed and allowed in detail)):
+                status, detail = "FAIL", f"skipped where it must run: {detail}"
+        out.append((name, status, detail))
+    for prefix, when, _ in _REQUIRED:
+        if when(facts) and not any(n == prefix or n.startswith(prefix + ".") for n, _, _ in rows):
+            out.append((prefix, "FAIL", "must run on this kernel, and no scenario of it ran"))
+    return out
+
+
 def find_checker(name: str) -> tuple[Optional[Callable], str]:
     best = None
     for prefix, fn in _CHECKERS:

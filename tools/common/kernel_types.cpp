@@ -11,6 +11,26 @@
 
 namespace memlat {
 
+std::optional<uint32_t> percpu_variable_offset(std::string_view name) {
+    const btf *types = nullptr;
+    try {
+        types = &kernel_btf().types();
+    } catch (const RuntimeError &) {
+        return std::nullopt;
+    }
+    const int section = btf__find_by_name_kind(types, ".data..percpu", BTF_KIND_DATASEC);
+    if (section < 0)
+        return std::nullopt;
+    const btf_type *t = btf__type_by_id(types, section);
+    const btf_var_secinfo *vars = btf_var_secinfos(t);
+    for (int i = 0; i < btf_vlen(t); ++i) {
+        const btf_type *var = btf__type_by_id(types, vars[i].type);
+        if (var != nullptr && btf_is_var(var) && btf__name_by_offset(types, var->name_off) == name)
+            return vars[i].offset;
+    }
+    return std::nullopt;
+}
+
 std::map<int64_t, std::string> kernel_enum_names(std::string_view enum_name,
                                                  std::string_view prefix) {
     const btf *types = &kernel_btf().types();

@@ -18,6 +18,12 @@ namespace memlat {
 std::map<int64_t, std::string> kernel_enum_names(std::string_view enum_name,
                                                  std::string_view prefix);
 
+// The offset of a per-CPU variable in the kernel's per-CPU section, from the run's BTF
+// (DATASEC .data..percpu, which pahole writes for per-CPU variables): two such offsets give
+// the distance between the variables on any CPU. nullopt when the BTF has no such variable
+// (BTF embedded for CO-RE keeps no variables; pahole 1.18-1.21 skipped them on 5.10).
+std::optional<uint32_t> percpu_variable_offset(std::string_view name);
+
 // The parameters of a raw tracepoint as the running kernel's BTF declares them (typedef
 // btf_trace_NAME, without its leading void *__data): "struct compact_control *", "long
 // unsigned int", ... Empty when the kernel's BTF cannot be read or has no such tracepoint.

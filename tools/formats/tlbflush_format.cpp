@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <iterator>
+#include <tuple>
 
 #include "histogram.h"
 #include "output.h"
@@ -51,6 +52,18 @@ CountTable counts_since(const Snapshot &now, const Snapshot &before, const ViewF
         if (uint64_t n =
                 now.flush_ipis[cpu] - (before.flush_ipis.empty() ? 0 : before.flush_ipis[cpu]))
             t.received[static_cast<uint32_t>(cpu)] = n;
+    // The requests come from the senders' remote_send_ipi and name the victims: shown with the
+    // victims' reasons or with the senders'.
+    const int64_t send_ipi = f.remote_send_ipi;
+    t.requests_shown =
+        remote_selected || (send_ipi >= 0 && send_ipi < 32 && ((f.reason_mask >> send_ipi) & 1));
+    for (size_t cpu = 0; t.requests_shown && cpu < now.flush_requests.size(); ++cpu)
+        if (uint64_t n = now.flush_requests[cpu] -
+                         (before.flush_requests.empty() ? 0 : before.flush_requests[cpu]))
+            t.requested[static_cast<uint32_t>(cpu)] = n;
+    if (t.requests_shown)
+        t.requests_unknown = now.request_sources[TLBFLUSH_TARGETS_UNKNOWN] -
+                             before.request_sources[TLBFLUSH_TARGETS_UNKNOWN];
     if (f.per_process)
         std::stable_sort(t.rows.begin(), t.rows.end(), [](const CountRow &a, const CountRow &b) {
             return a.c.count > b.c.count;
@@ -58,16 +71,47 @@ CountTable counts_since(const Snapshot &now, const Snapshot &before, const ViewF
     return t;
 }
 
-std::vector<CulpritRow> culprits_since(const Snapshot &now, const Snapshot &before) {
-    std::vector<CulpritRow> rows;
-    for (const auto &[key, n] : now.culprits) {
-        auto it = before.culprits.find(key);
-        uint64_t d = it == before.culprits.end() ? n : n - it->second;
-        if (d != 0)
-            rows.push_back({.key = key, .comm = now.culprit_comms.at(key), .count = d});
+FlushPath observed_path(FlushPath expected, uint64_t requests, uint64_t ipis) {
+    if (ipis == 0)
+        return requests >= hypervisor_path_min_requests ? FlushPath::Hypervisor : expected;
+    // IPIs were handled: the hypervisor, where it can flush, does not do all of them.
+    return expected == FlushPath::Hypervisor || expected == FlushPath::Mixed ? FlushPath::Mixed
+                                                                             : FlushPath::Ipi;
+}
+
+FlushPath path_of(const Snapshot &now, const ViewFormat &f, FlushPath expected) {
+    uint64_t requests = 0, ipis = 0;
+    for (uint64_t n : now.request_sources)
+        requests += n;
+    if (!now.flush_ipis.empty()) {
+        for (uint64_t n : now.flush_ipis)
+            ipis += n;
+    } else {
+        // Without the csd tracepoints: the remote flushes tlb_flush reported on the victims.
+        for (const auto &[key, c] : now.counts)
+            if (key.reason == f.remote_shootdown || key.reason == f.remote_wrong_cpu)
+                ipis += c.count;
     }
-    std::stable_sort(rows.begin(), rows.end(),
-                     [](const CulpritRow &a, const CulpritRow &b) { return a.count > b.count; });
+    return observed_path(expected, requests, ipis);
+}
+
+std::vector<CulpritRow> culprits_since(const Snapshot &now, const Snapshot &before) {
+    auto since = [](const std::map<CulpritKey, uint64_t> &from,
+                    const std::map<CulpritKey, uint64_t> &base, const CulpritKey &key) {
+        auto n = from.find(key);
+        auto b = base.find(key);
+        return (n == from.end() ? 0 : n->second) - (b == base.end() ? 0 : b->second);
+    };
+    std::vector<CulpritRow> rows;
+    for (const auto &[key, comm] : now.culprit_comms) {
+        const uint64_t ipis = since(now.culprits, before.culprits, key);
+        const uint64_t requests = since(now.culprit_requests, before.culprit_requests, key);
+        if (ipis != 0 || requests != 0)
+            rows.push_back({.key = key, .comm = comm, .count = ipis, .requests = requests});
+    }
+    std::stable_sort(rows.begin(), rows.end(), [](const CulpritRow &a, const CulpritRow &b) {
+        return std::tie(a.requests, a.count) > std::tie(b.requests, b.count);
+    });
     return rows;
 }
 
@@ -114,6 +158,22 @@ std::string counts_text(const CountTable &counts, const ViewFormat &f) {
         for (const auto &[cpu, n] : counts.received)
             append(text, "  CPU {:<4} {:>10}\n", cpu, n);
     }
+    if (!counts.requested.empty() || counts.requests_unknown != 0) {
+        const char *delivered =
+            counts.path == FlushPath::Hypervisor ? "by the hypervisor, without IPIs"
+            : counts.path == FlushPath::Mixed    ? "by shootdown IPI or by the hypervisor"
+            : counts.path == FlushPath::Ipi      ? "by shootdown IPI"
+                                                 : "by IPI or hypervisor: not seen yet";
+        append(text,
+               "\nRemote flush requests naming each CPU (sent by the other CPUs, remote_send_ipi; "
+               "delivered here {}):\n",
+               delivered);
+        for (const auto &[cpu, n] : counts.requested)
+            append(text, "  CPU {:<4} {:>10}\n", cpu, n);
+        if (counts.requests_unknown != 0)
+            append(text, "  {:<8} {:>10}  (requests whose CPU mask could not be read)\n", "unknown",
+                   counts.requests_unknown);
+    }
     return text;
 }
 
@@ -137,17 +197,28 @@ void counts_json(const CountTable &counts, const ViewFormat &f, nlohmann::json &
     out["remote_shootdowns"] = counts.ipis_counted ? received : json(nullptr);
     if (!counts.ipis_counted)
         out["remote_flushes_traced"] = received;
+    json requested = json::object();
+    for (const auto &[cpu, n] : counts.requested)
+        requested[std::to_string(cpu)] = n;
+    out["flush_requests"] = counts.requests_shown ? requested : json(nullptr);
+    out["flush_requests_unknown_target"] = counts.requests_unknown;
+    out["remote_flush_path"] = path_name(counts.path);
 }
 
 std::string culprits_text(const std::vector<CulpritRow> &rows, const ViewFormat &f) {
     auto target = [](uint32_t cpu) {
         return cpu == TLBFLUSH_ANY_CPU ? std::string("any") : std::to_string(cpu);
     };
-    std::string text = "\nShootdown IPIs by sender:\n";
-    append(text, "{:<8} {:<8} {:<16} {:>10} {:>10}\n", "PID", "TID", "COMM", "TARGET_CPU", "COUNT");
+    std::string text = f.culprit_ipis_counted
+                           ? "\nRemote flush requests and shootdown IPIs by sender:\n"
+                           : "\nRemote flush requests by sender (the IPIs each sent are not "
+                             "known without the csd tracepoints of Linux 6.3+):\n";
+    append(text, "{:<8} {:<8} {:<16} {:>10} {:>10} {:>10}\n", "PID", "TID", "COMM", "TARGET_CPU",
+           "REQUESTS", "IPIS");
     for (const auto &r : rows) {
-        append(text, "{:<8} {:<8} {:<16} {:>10} {:>10}\n", r.key.pid, r.key.tid, r.comm,
-               target(r.key.cpu), r.count);
+        append(text, "{:<8} {:<8} {:<16} {:>10} {:>10} {:>10}\n", r.key.pid, r.key.tid, r.comm,
+               target(r.key.cpu), r.requests,
+               f.culprit_ipis_counted ? std::to_string(r.count) : std::string("-"));
         if (!f.stacks)
             continue;
         for (const auto &frame : r.kernel_stack)
@@ -168,7 +239,8 @@ void culprits_json(const std::vector<CulpritRow> &rows, const ViewFormat &f, nlo
                     {"tid", r.key.tid},
                     {"comm", r.comm},
                     {"target_cpu", r.key.cpu == TLBFLUSH_ANY_CPU ? json(nullptr) : json(r.key.cpu)},
-                    {"count", r.count}};
+                    {"requests", r.requests},
+                    {"count", f.culprit_ipis_counted ? json(r.count) : json(nullptr)}};
         if (f.stacks) {
             row["kernel_stack"] = r.kernel_stack;
             row["user_stack"] = r.user_stack;

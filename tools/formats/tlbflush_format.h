@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hypervisor.h"
 #include "tlbflush.h"
 
 namespace memlat::tlbflush {
@@ -44,6 +45,11 @@ struct Snapshot {
     // The flush IPIs each CPU handled (the /proc/interrupts TLB row), per CPU, when the csd
     // tracepoints (Linux 6.3+) count them; empty without them.
     std::vector<uint64_t> flush_ipis;
+    // Remote flush requests that named each CPU, per target CPU, and the requests by where
+    // their CPU mask was read (enum tlbflush_target_source: unknown ones named no CPU).
+    std::vector<uint64_t> flush_requests;
+    std::array<uint64_t, TLBFLUSH_TARGET_SOURCES> request_sources{};
+    std::map<CulpritKey, uint64_t> culprit_requests; // --culprits
     uint64_t dropped = 0, table_full = 0;
     uint64_t skipped_runs = 0; // recursion misses
 };
@@ -55,12 +61,25 @@ struct ViewFormat {
     uint32_t reason_mask = ~0u; // -r, a bit per reason value
     // This kernel's values of the victim-side reasons.
     int64_t remote_shootdown = 1, remote_wrong_cpu = 5;
+    int64_t remote_send_ipi = 4; // the senders' reason
     // -L: the csd tracepoints time the flush callback; without them tlb_flush marks the
     // handler runs and no callback is timed.
     bool callbacks_timed = true;
     // The kernel's name of a reason value.
     std::function<std::string(int64_t)> reason_name;
+    // --culprits: the csd tracepoints (Linux 6.3+) count the flush IPIs each sender queued;
+    // without them only its flush requests are known.
+    bool culprit_ipis_counted = true;
 };
+
+// The path seen over a run: `expected` is what the machine says of itself (CPUID), `requests`
+// the remote flush requests sent and `ipis` the flush IPIs handled. A request the hypervisor
+// served left no IPI: requests without a single IPI mean the hypervisor does them all, and
+// IPIs where the hypervisor can flush mean both paths; few requests prove nothing, and the
+// expected path stands.
+FlushPath observed_path(FlushPath expected, uint64_t requests, uint64_t ipis);
+// Requests without an IPI before observed_path() calls the path the hypervisor's.
+constexpr uint64_t hypervisor_path_min_requests = 100;
 
 // The counts view of one interval.
 struct CountRow {
@@ -74,18 +93,29 @@ struct CountTable {
     // else what tlb_flush reports of them (remote_shootdown + remote_wrong_cpu).
     std::map<uint32_t, uint64_t> received;
     bool ipis_counted = false; // `received` is the csd count
+    // The remote flush requests that named each CPU (from other CPUs), and those whose CPU
+    // mask could not be read; shown when -r selects a remote reason.
+    std::map<uint32_t, uint64_t> requested;
+    uint64_t requests_unknown = 0;
+    bool requests_shown = false;
+    // The path over the run so far (observed_path()).
+    FlushPath path = FlushPath::Unknown;
 };
 CountTable counts_since(const Snapshot &now, const Snapshot &before, const ViewFormat &f);
+// The path over everything counted in `now` (since the start), given the expected one.
+FlushPath path_of(const Snapshot &now, const ViewFormat &f, FlushPath expected);
 
-// --culprits: one sender's shootdown IPIs to one target CPU in the interval.
+// --culprits: one sender's remote flush requests naming one target CPU in the interval, and
+// the shootdown IPIs it queued for it.
 struct CulpritRow {
     CulpritKey key;
     std::string comm;
-    uint64_t count = 0;
+    uint64_t count = 0;    // IPIs queued (csd); 0 without the csd tracepoints
+    uint64_t requests = 0; // requests that named the target
     // -s: filled by the front-end, which reads and symbolizes the stacks.
     std::vector<std::string> kernel_stack, user_stack;
 };
-// Most IPIs first.
+// Most requests (then IPIs) first.
 std::vector<CulpritRow> culprits_since(const Snapshot &now, const Snapshot &before);
 
 // -L: one victim CPU's IPI handler runs in the interval (CPUs with none are left out).

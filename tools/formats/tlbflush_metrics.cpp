@@ -13,7 +13,7 @@ Metrics::Metrics(const PrometheusOptions &options, std::function<std::string(uin
                  std::vector<uint32_t> remote)
     : by_comm_(options.label("comm")), reason_name_(std::move(reason_name)),
       remote_(std::move(remote)), by_comm_counts_(3, options.max_series, {"comm"}),
-      sent_(1, options.max_series, {"comm"}) {}
+      sent_(2, options.max_series, {"comm"}) {}
 
 void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
     const size_t ncpus = c.by_cpu.size();
@@ -43,6 +43,23 @@ void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
                 for (uint32_t r : remote_)
                     out.sample(cpu_reason(cpu, r), static_cast<double>(c.by_cpu[cpu][r].count));
     }
+
+    out.family("memlat_tlb_remote_flush_requests", Type::Counter,
+               "Remote TLB flush requests that named a CPU, sent by the other CPUs "
+               "(remote_send_ipi, the flushed mm's CPU mask): delivered by shootdown IPI or, "
+               "on paravirtual guests, by the hypervisor; by target CPU");
+    for (size_t cpu = 0; cpu < ncpus && cpu < c.flush_requests.size(); ++cpu)
+        if (c.cpus[cpu])
+            out.sample({{"cpu", std::to_string(cpu)}}, static_cast<double>(c.flush_requests[cpu]));
+    out.family("memlat_tlb_remote_flush_requests_unknown_target", Type::Counter,
+               "Remote TLB flush requests whose CPU mask could not be read (kernels without "
+               "BTF of their own, but for reclaim's batched flushes)");
+    out.sample({}, static_cast<double>(c.requests_unknown));
+    out.family("memlat_tlb_remote_flush_path", Type::Info,
+               "How remote TLB flushes reach their CPUs on this machine: ipi, "
+               "hypervisor (no shootdown IPI: PVM, Hyper-V, Xen PV) or mixed (KVM flushes "
+               "preempted vCPUs itself), as seen so far, and the hypervisor");
+    out.sample({{"path", std::string(path_name(c.path))}, {"hypervisor", c.hypervisor}}, 1.0);
 
     const std::array<std::pair<const char *, const char *>, 3> families{{
         {"memlat_tlb_flushes", "TLB flushes by CPU and reason (tlb:tlb_flush)"},
@@ -121,17 +138,25 @@ void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
             Labels l{{"target_cpu", k.cpu == TLBFLUSH_ANY_CPU ? "any" : std::to_string(k.cpu)}};
             if (by_comm_)
                 l.emplace_back("comm", std::string(v.comm, strnlen(v.comm, sizeof(v.comm))));
-            const std::array<double, 1> values{static_cast<double>(v.count)};
+            const std::array<double, 2> values{static_cast<double>(v.count),
+                                               static_cast<double>(v.requests)};
             sent_.update(
                 fmt::format("{}/{}/{}/{}/{}", k.pid, k.tid, k.cpu, k.kernel_stack, k.user_stack), l,
                 values);
         }
         sent_.end();
-        out.family("memlat_tlb_shootdown_ipis_sent", Type::Counter,
-                   "Shootdown IPIs sent, by target CPU (any: not known before Linux 6.3) and, "
-                   "with --prometheus-labels comm, the sender's task name");
+        if (c.culprit_ipis) {
+            out.family("memlat_tlb_shootdown_ipis_sent", Type::Counter,
+                       "Shootdown IPIs sent, by target CPU and, with --prometheus-labels comm, "
+                       "the sender's task name (csd tracepoints, Linux 6.3+)");
+            for (const auto &[l, values] : sent_.series())
+                out.sample(l, values[0]);
+        }
+        out.family("memlat_tlb_flush_requests_sent", Type::Counter,
+                   "Remote TLB flush requests sent, by target CPU (any: its CPU mask could not "
+                   "be read) and, with --prometheus-labels comm, the sender's task name");
         for (const auto &[l, values] : sent_.series())
-            out.sample(l, values[0]);
+            out.sample(l, values[1]);
     }
     prometheus::series_dropped_metric(out, by_comm_counts_.dropped() + sent_.dropped());
 }

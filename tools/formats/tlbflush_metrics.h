@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "exporter.h"
+#include "hypervisor.h"
 #include "prometheus.h"
 #include "tlbflush.h"
 
@@ -23,6 +24,13 @@ struct Counts {
     // The flush IPIs each CPU handled (the /proc/interrupts TLB row), from the csd tracepoints;
     // empty without them (before Linux 6.3), where tlb_flush's remote reasons stand in.
     std::vector<uint64_t> flush_ipis;
+    // Remote flush requests that named each CPU, and those whose CPUs were not known.
+    std::vector<uint64_t> flush_requests;
+    uint64_t requests_unknown = 0;
+    // How remote flushes reach their CPUs: this machine's hypervisor ("" on bare metal) and
+    // the path seen so far (tlbflush::observed_path()).
+    std::string hypervisor;
+    FlushPath path = FlushPath::Unknown;
     // -L, per CPU
     bool latency = false, callbacks = false; // callbacks: the csd tracepoints time them
     std::vector<Hist> handler_ns, callback_ns;
@@ -32,6 +40,7 @@ struct Counts {
     std::vector<std::pair<tlbflush_proc_key, tlbflush_proc_value>> procs;
     // --culprits: per sender and target CPU
     bool culprits = false;
+    bool culprit_ipis = true; // the csd tracepoints count the IPIs each sender queued
     std::vector<std::pair<tlbflush_culprit_key, tlbflush_culprit_value>> senders;
 };
 
