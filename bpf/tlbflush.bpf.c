@@ -292,6 +292,7 @@ static __always_inline __u32 bit_number(__u64 low)
 	return bit_of_power[((low * 0x03f79d71b4ca8b09ULL) >> 58) & 63];
 }
 
+#if defined(__TARGET_ARCH_x86)
 /* Linux 7.2 renamed mm_struct's trailing array, whose first bits are mm_cpumask(). */
 struct mm_struct___flexible_array {
 	unsigned long flexible_array[0];
@@ -307,6 +308,7 @@ static __always_inline const void *mm_cpu_mask(struct mm_struct *mm)
 		return &renamed->flexible_array[0];
 	return NULL;
 }
+#endif
 
 /* Reads into `words` the mask of the CPUs a remote flush request names, at
  * tlb_flush(remote_send_ipi) in the sender's context, and says where it came from.

@@ -182,6 +182,8 @@ Hypervisor hypervisor_from_cpuid(const std::function<CpuidRegisters(uint32_t)> &
 
 const Hypervisor &this_hypervisor() {
     static const Hypervisor h = [] {
+        if (auto from_log = hypervisor_from_kernel_log(kernel_log()))
+            return *from_log;
 #if defined(__x86_64__) || defined(__i386__)
         auto cpuid = [](uint32_t leaf) {
             CpuidRegisters r;
@@ -205,8 +207,6 @@ const Hypervisor &this_hypervisor() {
             nopv = nopv || cmdline.compare(at, end - at, "nopv") == 0;
             at = end + 1;
         }
-        if (auto from_log = hypervisor_from_kernel_log(kernel_log()))
-            return *from_log;
         Hypervisor h = hypervisor_from_cpuid(cpuid, cpus, guest_type, nopv);
         h.source = "CPUID";
         return h;
