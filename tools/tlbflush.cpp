@@ -659,6 +659,8 @@ void Tlbflush::load() {
                    tool_name, path_note);
     else
         verbose(v, path_note);
+    if (!hv.source.empty())
+        verbose(v, "how remote flushes are delivered: read from " + hv.source);
     verbose(v, features_note_of_targets());
 
     if (!o_.prom.on())
