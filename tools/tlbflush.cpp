@@ -257,6 +257,8 @@ class Tlbflush final : public CountingSide {
     std::vector<bool> cpu_mask_;
     uint32_t reason_mask_ = ~0u;
     std::optional<KernelSymbols> ksyms_;
+    // flush_info_from_runqueue(), read before the load frees the run's BTF.
+    std::optional<int64_t> flush_info_distance_;
     std::map<uint32_t, ProcessSymbols> process_syms_;
     // --culprits without the csd tracepoints: the requests by sender and target are counted,
     // the IPIs each sender queued are not.
@@ -402,9 +404,9 @@ void Tlbflush::configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) c
     ro->wakeup_bytes = o_.events.wakeup_bytes;
     bpf_map__set_max_entries(skel.maps.events, o_.trace ? o_.events.bytes : 4096);
     const auto &features = kernel_features();
-    if (auto distance = flush_info_from_runqueue()) {
+    if (flush_info_distance_) {
         ro->read_flush_info = true;
-        ro->flush_info_from_rq = *distance;
+        ro->flush_info_from_rq = *flush_info_distance_;
     }
     set_compat(*ro, features);
     use_events_map(skel.maps.events, features);
@@ -501,7 +503,7 @@ std::vector<std::string> Tlbflush::stack_frames(tlbflush_bpf &skel, int32_t id, 
 }
 
 std::string Tlbflush::features_note_of_targets() const {
-    return flush_info_from_runqueue()
+    return flush_info_distance_
                ? "remote flush requests: their CPUs read from the flushed mm's CPU mask "
                  "(flush_tlb_info, placed by the kernel's BTF) or from reclaim's batch"
                : "remote flush requests: the run's BTF places no per-CPU flush_tlb_info (BTF "
@@ -632,6 +634,7 @@ void Tlbflush::load() {
                    tool_name);
     describe_features(v, kernel_features());
     probes_ = plan(&*ksyms_);
+    flush_info_distance_ = flush_info_from_runqueue();
     loaded_.emplace(
         tlbflush_bpf__open_opts, tlbflush_bpf__destroy,
         [&](tlbflush_bpf &s) { configure(s, probes_); }, probes_, v);
