@@ -1,7 +1,7 @@
 // The benchmark's floor: attaches empty tp_btf programs to the tracepoints it is given (those a
 // tool hooks), through the same loader the tools use, and keeps them attached until Ctrl-C,
 // SIGTERM or -d. bench/run_bench.py compares each tool with it on the same hooks. With -b the
-// programs run one of the primitives the tools are built of instead (bpf/bench_empty.bpf.c): what
+// programs run one of the primitives the tools are built of instead (bench_empty.bpf.c): what
 // each costs on a tool's hooks, beside the floor (run_bench.py --primitives).
 #include <algorithm>
 #include <array>
@@ -10,15 +10,15 @@
 #include <vector>
 
 #include "bench_empty.skel.h"
-#include "loader.h"
-#include "options.h"
-#include "run_loop.h"
+#include "cli/options.h"
+#include "cli/run_loop.h"
+#include "loading/loader.h"
 
 using namespace memlat;
 
 namespace {
 
-// The hooks bpf/bench_empty.bpf.c has an empty program for: a tracepoint's name is its tp_btf
+// The hooks bench_empty.bpf.c has an empty program for: a tracepoint's name is its tp_btf
 // program (e_NAME); SYSTEM/NAME is the classic tracepoint (e_tp_NAME), for the probes that the
 // tools read that way.
 constexpr std::array<std::string_view, 28> known_hooks{
@@ -52,7 +52,7 @@ constexpr std::array<std::string_view, 28> known_hooks{
     "sched_process_exit",
 };
 
-// -b's names for the bodies bpf/bench_empty.bpf.c can run (its BODY_* bits).
+// -b's names for the bodies bench_empty.bpf.c can run (its BODY_* bits).
 constexpr std::array<std::pair<std::string_view, uint32_t>, 4> body_parts{{
     {"store", 0},  // only the store to a global that every body ends with
     {"clock", 1},  // bpf_ktime_get_ns()

@@ -1,6 +1,6 @@
 /* Cgroups of tasks, for the tools' -G filters and cgroup columns. Include after vmlinux.h and
  * the libbpf headers. A cgroup is named by its kernfs node id, as user space finds it with
- * name_to_handle_at() (tools/common/cgroups.h). */
+ * name_to_handle_at() (lib/kernel/cgroups.h). */
 #ifndef MEMLAT_CGROUP_BPF_H
 #define MEMLAT_CGROUP_BPF_H
 

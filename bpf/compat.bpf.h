@@ -1,4 +1,4 @@
-/* What the running kernel offers, set by user space before load (tools/common/kernel_features.h,
+/* What the running kernel offers, set by user space before load (lib/kernel/features.h,
  * set_compat()). Every program that needs one of these has a fall-back behind the flag; the
  * verifier never looks at the branch a flag rules out (and root's loads have that dead code
  * removed before helpers are resolved), so helpers and map types an old kernel lacks may

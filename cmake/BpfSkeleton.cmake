@@ -1,4 +1,4 @@
-# BPF programs: bpf/NAME.bpf.c -> BPF object (debug info stripped, BTF kept) -> libbpf
+# BPF programs: FOLDER/NAME.bpf.c -> BPF object (debug info stripped, BTF kept) -> libbpf
 # skeleton header bpf/NAME.skel.h in the build tree.
 
 find_program(MEMLAT_CLANG NAMES clang clang-16 clang-15 clang-14 REQUIRED)
@@ -47,10 +47,12 @@ if(NOT EXISTS ${MEMLAT_VMLINUX_DIR}/vmlinux.h)
                         "'make -f Makefile.btf ARCH=${MEMLAT_BPF_ARCH}' on a kernel of that arch.")
 endif()
 
-# memlat_bpf_skeleton(NAME) defines the custom commands and returns the skeleton path in
+# memlat_bpf_skeleton defines the custom commands and returns the skeleton path in
 # NAME_SKELETON; add that path to a target's sources so it is generated first.
-function(memlat_bpf_skeleton name)
-    set(src ${PROJECT_SOURCE_DIR}/bpf/${name}.bpf.c)
+# memlat_bpf_skeleton(NAME FOLDER): FOLDER/NAME.bpf.c, with FOLDER's own headers (its ABI
+# header NAME.h), the shared BPF headers (bpf/) and include/memlat/, into BUILD/bpf/NAME.skel.h.
+function(memlat_bpf_skeleton name folder)
+    set(src ${folder}/${name}.bpf.c)
     set(outdir ${CMAKE_BINARY_DIR}/bpf)
     set(obj ${outdir}/${name}.bpf.o)
     set(skel ${outdir}/${name}.skel.h)
@@ -59,7 +61,7 @@ function(memlat_bpf_skeleton name)
         OUTPUT ${obj}
         COMMAND ${MEMLAT_CLANG} -target bpf -mcpu=${MEMLAT_BPF_CPU} -g -O2 -Wall -Werror
                 -D__TARGET_ARCH_${MEMLAT_BPF_ARCH} -I${MEMLAT_VMLINUX_DIR}
-                -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_SOURCE_DIR}/bpf
+                -I${folder} -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_SOURCE_DIR}/bpf
                 -MD -MT ${obj} -MF ${obj}.d -c ${src} -o ${obj}.tmp
         # The relocations of .BTF.ext are never read (libbpf applies relocations only to
         # sections of instructions) but are as large as .BTF.ext itself: a fifth of drsnoop's

@@ -1,5 +1,5 @@
 # The kernels' BTF each tool embeds, for hosts without /sys/kernel/btf/vmlinux (see
-# tools/common/kernel_btf.h). For each kernel of btf/kernels.txt, from its checked-in full BTF
+# lib/kernel/btf.h). For each kernel of btf/kernels.txt, from its checked-in full BTF
 # btf/ID/RELEASE.btf.xz: bpftool gen min_core_btf keeps what the tool's BPF object relocates
 # against, btfgen appends what its user space reads (btf/user-types.txt), and btfgen embed
 # compresses the results into a generated source with their index. Everything is derived at

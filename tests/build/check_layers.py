@@ -1,28 +1,39 @@
 #!/usr/bin/env python3
-"""The shared runtime (tools/common) stays layered: a unit (NAME.h + NAME.cpp) may include the
-headers of units below it, never one that needs its own header back, directly or through
-others; and no file grows past 500 lines. Prints the cycle or the file, exits 1; else 0."""
+"""The shared runtime (lib/LAYER) stays layered: a unit (LAYER/NAME.h + .cpp) includes only
+headers of its own layer or of the layers below (LAYERS, bottom-up; the build refuses the
+others too, lib/CMakeLists.txt), never one that needs its own header back, directly or through
+others; and no file grows past 500 lines. Prints what is wrong, exits 1; else 0."""
 import re
 import sys
 from pathlib import Path
 
 MAX_LINES = 500
+LAYERS = ["base", "kernel", "loading", "cli", "prometheus"]
 
 
-def main(common: Path) -> int:
+def main(lib: Path) -> int:
     includes: dict[str, set[str]] = {}
     failures = []
-    for path in sorted(common.iterdir()):
-        if path.suffix not in (".h", ".cpp"):
-            continue
-        text = path.read_text()
-        lines = text.count("\n")
-        if lines > MAX_LINES:
-            failures.append(f"{path.name}: {lines} lines (at most {MAX_LINES})")
-        unit = path.stem
-        for name in re.findall(r'^#include "([^"]+)\.h"', text, re.M):
-            if name != unit and (common / f"{name}.h").exists():
-                includes.setdefault(unit, set()).add(name)
+    found = sorted(p.name for p in lib.iterdir() if p.is_dir())
+    if found != sorted(LAYERS):
+        failures.append(f"lib/ has the folders {found}, this check knows {LAYERS}")
+    for layer in LAYERS:
+        for path in sorted((lib / layer).iterdir()):
+            if path.suffix not in (".h", ".cpp"):
+                continue
+            text = path.read_text()
+            lines = text.count("\n")
+            if lines > MAX_LINES:
+                failures.append(f"{layer}/{path.name}: {lines} lines (at most {MAX_LINES})")
+            unit = f"{layer}/{path.stem}"
+            for name in re.findall(r'^#include "([^"]+)\.h"', text, re.M):
+                used_layer = name.split("/", 1)[0]
+                if "/" not in name or used_layer not in LAYERS:
+                    continue
+                if LAYERS.index(used_layer) > LAYERS.index(layer):
+                    failures.append(f"{unit} includes {name}.h, a layer above its own")
+                if name != unit:
+                    includes.setdefault(unit, set()).add(name)
     # A depth-first search for a unit that reaches itself.
     state: dict[str, str] = {}
 

@@ -1259,7 +1259,7 @@ def check_bad_arguments(t: Test, tool: str, cases: Sequence[tuple[Sequence[str],
 
 def shared_bad_arguments(*, tid: bool = False, cgroup: bool = False,
                          interval_count: bool = False) -> list[tuple[list[str], str]]:
-    """The usage errors of the options tools share (tools/common): -p, and where the tool has
+    """The usage errors of the options tools share (lib/): -p, and where the tool has
     them -t, -G and [interval [count]], and an option no tool has; for check_bad_arguments."""
     cases = [(["-p", "999999999"], "no process with id 999999999"),
              (["-p", "abc"], "-p takes a number, not 'abc'")]

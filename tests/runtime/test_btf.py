@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Runtime tests of where the tools get BTF (tools/common/kernel_btf.h), for every tool:
+"""Runtime tests of where the tools get BTF (lib/kernel/btf.h), for every tool:
 a --btf file that is missing (usage error) or not BTF (runtime error), no BTF at all (the
 kernel's hidden with MEMLAT_DISABLE_FEATURES=kernel_btf, nothing embedded for this kernel),
 and the embedded index, which that error lists. The same scenarios as normal runs with a BTF

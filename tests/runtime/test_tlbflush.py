@@ -42,7 +42,7 @@ CSD_SHORTFALL = 0.001
 REASONS = {"flush_on_task_switch", "remote_shootdown", "local_shootdown", "local_mm_shootdown",
            "remote_send_ipi", "remote_wrong_cpu"}
 BPFTOOL = "/usr/sbin/bpftool"
-# The tool's BPF programs (bpf/tlbflush.bpf.c); the kernel keeps 15 characters of a name.
+# The tool's BPF programs (tools/tlbflush/tlbflush.bpf.c); the kernel keeps 15 characters of a name.
 PROGRAMS = [
     "tlb_flush_btf", "tlb_flush_raw", "tlb_flush_tp",
     "csd_queue_btf", "csd_queue_raw", "csd_queue_tp",
@@ -50,7 +50,7 @@ PROGRAMS = [
     "ipi_entry_btf", "ipi_exit_btf", "ipi1_entry_btf", "ipi1_exit_btf",
     "ipi_entry_raw", "ipi_exit_raw", "ipi1_entry_raw", "ipi1_exit_raw",
     "ipi_entry_tp", "ipi_exit_tp", "ipi1_entry_tp", "ipi1_exit_tp",
-    # bpf/kernel_functions.bpf.c: -s holds it while it runs, to have the kernel name frames.
+    # lib/loading/kernel_functions.bpf.c: -s holds it while it runs, to have the kernel name frames.
     "find_functions",
 ]
 PROG_NAMES = {p[:15] for p in PROGRAMS}

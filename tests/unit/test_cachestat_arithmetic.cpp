@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "cachestat_format.h"
+#include "cachestat/cachestat_format.h"
 
 using namespace memlat;
 using cachestat::Counts;

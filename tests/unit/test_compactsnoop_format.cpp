@@ -3,7 +3,7 @@
 #include <cstring>
 #include <vector>
 
-#include "compactsnoop_format.h"
+#include "compactsnoop/compactsnoop_format.h"
 
 using namespace memlat;
 using namespace memlat::compactsnoop;

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "drsnoop_format.h"
+#include "drsnoop/drsnoop_format.h"
 
 using namespace memlat;
 

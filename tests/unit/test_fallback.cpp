@@ -9,8 +9,8 @@
 #include <regex>
 #include <sstream>
 
-#include "errors.h"
-#include "fallback.h"
+#include "base/errors.h"
+#include "loading/fallback.h"
 
 using namespace memlat;
 

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "gfp.h"
+#include "kernel/gfp.h"
 
 using memlat::GfpNames;
 

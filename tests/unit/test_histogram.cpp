@@ -1,4 +1,4 @@
-#include "histogram.h"
+#include "cli/histogram.h"
 
 #include <array>
 #include <gtest/gtest.h>

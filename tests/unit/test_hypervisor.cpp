@@ -1,11 +1,11 @@
 // How the kernel delivers remote TLB flushes on this machine: read from its boot log, or from
-// CPUID's hypervisor leaves (tools/common/hypervisor.h).
+// CPUID's hypervisor leaves (lib/kernel/hypervisor.h).
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <map>
 
-#include "hypervisor.h"
+#include "kernel/hypervisor.h"
 
 using namespace memlat;
 

@@ -1,4 +1,4 @@
-// The choice of BTF (kernel_btf.h) with injected host identities, paths and indexes; the
+// The choice of BTF (kernel/btf.h) with injected host identities, paths and indexes; the
 // error text when nothing fits; and the real embedded index this binary links (tlbflush's).
 #include <bpf/btf.h>
 #include <gtest/gtest.h>
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "errors.h"
-#include "kernel_btf.h"
+#include "base/errors.h"
+#include "kernel/btf.h"
 
 using namespace memlat;
 

@@ -2,8 +2,8 @@
 
 #include <unistd.h>
 
-#include "kernel_functions.h"
-#include "symbols.h"
+#include "loading/kernel_functions.h"
+#include "loading/symbols.h"
 
 using memlat::find_kernel_functions;
 using memlat::KernelSymbols;

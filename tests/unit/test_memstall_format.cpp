@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "memstall_format.h"
+#include "memstall/memstall_format.h"
 
 using namespace memlat;
 using memstall::Grouping;
@@ -83,7 +83,7 @@ TEST(MemstallFormat, TableAndJson) {
     EXPECT_FALSE(j["causes"].contains("direct"));
 }
 
-#include "memstall_metrics.h"
+#include "memstall/memstall_metrics.h"
 
 TEST(MemstallMetrics, CausesAndCgroupsKeepCountingAfterThreadsGo) {
     PrometheusOptions options;

@@ -2,7 +2,7 @@
 
 #include <unistd.h>
 
-#include "numamove_format.h"
+#include "numamove/numamove_format.h"
 
 using namespace memlat;
 using numamove::ParamKind;

@@ -4,8 +4,8 @@
 
 #include <optional>
 
-#include "errors.h"
-#include "options.h"
+#include "base/errors.h"
+#include "cli/options.h"
 
 using memlat::parse_cpu_list;
 using memlat::parse_kind_list;

@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "output.h"
+#include "cli/output.h"
 
 using namespace memlat;
 

@@ -4,8 +4,8 @@
 
 #include <array>
 
-#include "exporter.h"
-#include "prometheus.h"
+#include "prometheus/exporter.h"
+#include "prometheus/prometheus.h"
 
 using namespace memlat;
 using namespace memlat::prometheus;

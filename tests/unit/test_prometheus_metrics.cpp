@@ -1,11 +1,11 @@
-// The tools' metric mappings (tools/formats/*_metrics): names, labels, and the per-task and
+// The tools' metric mappings (tools/*/*_metrics): names, labels, and the per-task and
 // per-cgroup series under the cap.
 #include <gtest/gtest.h>
 
 #include <cstring>
 
-#include "drsnoop_metrics.h"
-#include "tlbflush_metrics.h"
+#include "drsnoop/drsnoop_metrics.h"
+#include "tlbflush/tlbflush_metrics.h"
 
 using namespace memlat;
 using namespace memlat::prometheus;

@@ -2,8 +2,8 @@
 // the kernel feature it needs, never only an errno.
 #include <gtest/gtest.h>
 
-#include "fallback.h"
-#include "kernel_features.h"
+#include "kernel/features.h"
+#include "loading/fallback.h"
 
 using namespace memlat;
 

@@ -1,5 +1,5 @@
-#include "errors.h"
-#include "symbols.h"
+#include "base/errors.h"
+#include "loading/symbols.h"
 
 #include <cstdint>
 #include <fstream>

@@ -4,7 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tasks.h"
+#include "kernel/tasks.h"
 
 using namespace memlat;
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "tlbflush_format.h"
+#include "tlbflush/tlbflush_format.h"
 
 using namespace memlat;
 using nlohmann::json;

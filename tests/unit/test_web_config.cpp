@@ -2,8 +2,8 @@
 // header, and bcrypt (builds with MEMLAT_TLS).
 #include <gtest/gtest.h>
 
-#include "errors.h"
-#include "web_config.h"
+#include "base/errors.h"
+#include "prometheus/web_config.h"
 
 using namespace memlat;
 

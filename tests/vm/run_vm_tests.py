@@ -521,6 +521,12 @@ def report(args, results: str, console: str, only: list[str], took: float | None
     width = max((len(r[0]) for r in rows), default=10)
     for name, status, detail in rows:
         log(f"{status:4}  {name:{width}}  {detail}")
+    # The failures once more, last: CI keeps only the end of a long output.
+    failed = [r for r in rows if r[1] == "FAIL"]
+    if failed:
+        log(f"\n{len(failed)} of {len(rows)} scenarios failed on kernel {args.kernel}{btf}:")
+        for name, _, detail in failed:
+            log(f"FAILED  {name}  {detail}")
     if not rows:
         log("FAIL: the guest reported no scenario")
         return 1

@@ -8,15 +8,15 @@
 #include <string>
 #include <vector>
 
-#include "errors.h"
-#include "exporter.h"
-#include "fallback.h"
-#include "metrics_serving.h"
-#include "multicall.h"
-#include "options.h"
-#include "parsing.h"
-#include "prometheus.h"
-#include "run_loop.h"
+#include "base/errors.h"
+#include "base/parsing.h"
+#include "cli/multicall.h"
+#include "cli/options.h"
+#include "cli/run_loop.h"
+#include "loading/fallback.h"
+#include "prometheus/exporter.h"
+#include "prometheus/metrics_serving.h"
+#include "prometheus/prometheus.h"
 
 namespace memlat {
 

@@ -19,8 +19,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "multicall.h"
-#include "parsing.h"
+#include "base/parsing.h"
+#include "cli/multicall.h"
 
 namespace {
 

@@ -1,0 +1,54 @@
+#include "base/files.h"
+
+#include <cerrno>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace memlat {
+
+// Whole files through plain read(2): std::ifstream would pull iostreams into the static
+// binaries and cost about 1 MB.
+std::optional<std::string> read_text_file(const std::string &path) {
+    OwnedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0)
+        return std::nullopt;
+    std::string text;
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(fd.get(), buf, sizeof(buf))) > 0)
+        text.append(buf, static_cast<size_t>(n));
+    if (n < 0) {
+        // The caller reads errno: read's, not what closing might set.
+        const int err = errno;
+        fd = OwnedFd();
+        errno = err;
+        return std::nullopt;
+    }
+    return text;
+}
+
+// Takes the next line (without its newline) off the front of `text`; false at the end.
+bool next_line(std::string_view &text, std::string_view &line) {
+    if (text.empty())
+        return false;
+    auto newline = text.find('\n');
+    line = text.substr(0, newline);
+    text.remove_prefix(newline == std::string_view::npos ? text.size() : newline + 1);
+    return true;
+}
+
+OwnedFd &OwnedFd::operator=(OwnedFd &&other) noexcept {
+    if (this != &other) {
+        if (fd_ >= 0)
+            close(fd_);
+        fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+}
+
+OwnedFd::~OwnedFd() {
+    if (fd_ >= 0)
+        close(fd_);
+}
+
+} // namespace memlat

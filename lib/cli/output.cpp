@@ -1,0 +1,157 @@
+#include "cli/output.h"
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fmt/format.h>
+
+#include "base/errors.h"
+
+namespace memlat {
+
+std::string wall_clock_time() {
+    time_t now = time(nullptr);
+    tm local{};
+    localtime_r(&now, &local);
+    char buf[16];
+    strftime(buf, sizeof(buf), "%H:%M:%S", &local);
+    return buf;
+}
+
+namespace {
+
+// Length of the well-formed UTF-8 sequence at the start of `s`, or 0 when its first byte does
+// not begin one (RFC 3629: the second byte's range depends on the first, which excludes
+// overlong forms, surrogates and values past U+10FFFF).
+size_t utf8_sequence_length(std::string_view s) {
+    auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+    unsigned char b0 = byte(0);
+    if (b0 < 0x80)
+        return 1;
+    size_t length;
+    unsigned char low = 0x80, high = 0xbf;
+    if (b0 >= 0xc2 && b0 <= 0xdf) {
+        length = 2;
+    } else if (b0 >= 0xe0 && b0 <= 0xef) {
+        length = 3;
+        if (b0 == 0xe0)
+            low = 0xa0;
+        else if (b0 == 0xed)
+            high = 0x9f;
+    } else if (b0 >= 0xf0 && b0 <= 0xf4) {
+        length = 4;
+        if (b0 == 0xf0)
+            low = 0x90;
+        else if (b0 == 0xf4)
+            high = 0x8f;
+    } else {
+        return 0;
+    }
+    if (s.size() < length || byte(1) < low || byte(1) > high)
+        return 0;
+    for (size_t i = 2; i < length; ++i)
+        if (byte(i) < 0x80 || byte(i) > 0xbf)
+            return 0;
+    return length;
+}
+
+// Makes every string in `value` valid UTF-8, adding NAME_hex siblings for object members.
+void carry_bytes(nlohmann::json &value) {
+    if (value.is_array()) {
+        for (auto &item : value)
+            if (item.is_string()) {
+                if (!is_valid_utf8(item.get_ref<const std::string &>()))
+                    item = replace_invalid_utf8(item.get_ref<const std::string &>());
+            } else {
+                carry_bytes(item);
+            }
+        return;
+    }
+    if (!value.is_object())
+        return;
+    std::vector<std::pair<std::string, std::string>> raw; // member name, its bytes
+    for (auto &[name, member] : value.items()) {
+        if (!member.is_string()) {
+            carry_bytes(member);
+            continue;
+        }
+        const auto &text = member.get_ref<const std::string &>();
+        if (!is_valid_utf8(text))
+            raw.emplace_back(name, text);
+    }
+    for (auto &[name, bytes] : raw) {
+        value[name] = replace_invalid_utf8(bytes);
+        value[name + "_hex"] = hex_bytes(bytes);
+    }
+}
+
+bool has_invalid_utf8(const nlohmann::json &value) {
+    if (value.is_string())
+        return !is_valid_utf8(value.get_ref<const std::string &>());
+    if (value.is_structured())
+        for (const auto &item : value)
+            if (has_invalid_utf8(item))
+                return true;
+    return false;
+}
+
+} // namespace
+
+bool is_valid_utf8(std::string_view text) {
+    while (!text.empty()) {
+        size_t n = utf8_sequence_length(text);
+        if (n == 0)
+            return false;
+        text.remove_prefix(n);
+    }
+    return true;
+}
+
+std::string replace_invalid_utf8(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    while (!text.empty()) {
+        size_t n = utf8_sequence_length(text);
+        if (n == 0) {
+            out += "\xEF\xBF\xBD"; // U+FFFD REPLACEMENT CHARACTER
+            n = 1;
+        } else {
+            out.append(text.substr(0, n));
+        }
+        text.remove_prefix(n);
+    }
+    return out;
+}
+
+std::string hex_bytes(std::string_view text) {
+    std::string out;
+    out.reserve(text.size() * 2);
+    for (unsigned char c : text)
+        out += fmt::format("{:02x}", c);
+    return out;
+}
+
+std::string json_text(const nlohmann::json &object) {
+    // The common case (every string valid) is written as is; only a line that would make
+    // nlohmann::json throw is copied and mended.
+    if (!has_invalid_utf8(object))
+        return object.dump();
+    nlohmann::json mended = object;
+    carry_bytes(mended);
+    return mended.dump();
+}
+
+void print_json_line(const nlohmann::json &object) {
+    fmt::print("{}\n", json_text(object));
+}
+
+void flush_output() {
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return;
+    int err = errno;
+    if (err == EPIPE)
+        throw OutputClosed();
+    throw RuntimeError(fmt::format("cannot write the output: {}", strerror(err)));
+}
+
+} // namespace memlat

@@ -1,0 +1,171 @@
+#include "kernel/cgroups.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+#include <vector>
+
+#include "base/errors.h"
+#include "base/files.h"
+
+namespace memlat {
+
+namespace {
+
+struct Mount {
+    std::string point, fstype, super_options;
+};
+
+// Every mount of /proc/self/mountinfo, in its order.
+std::vector<Mount> mounts() {
+    std::vector<Mount> out;
+    auto text = read_text_file("/proc/self/mountinfo");
+    if (!text)
+        return out;
+    std::string_view rest = *text, line;
+    while (next_line(rest, line)) {
+        // id parent major:minor root mountpoint options [optional...] - fstype source superopts
+        std::vector<std::string_view> fields;
+        for (size_t pos = 0; pos <= line.size();) {
+            size_t space = line.find(' ', pos);
+            if (space == std::string_view::npos)
+                space = line.size();
+            fields.push_back(line.substr(pos, space - pos));
+            pos = space + 1;
+        }
+        size_t dash = 0;
+        while (dash < fields.size() && fields[dash] != "-")
+            ++dash;
+        if (fields.size() < 5 || dash + 3 >= fields.size())
+            continue;
+        out.push_back(Mount{std::string(fields[4]), std::string(fields[dash + 1]),
+                            std::string(fields[dash + 3])});
+    }
+    return out;
+}
+
+// The mount that contains `path` (the longest mount point that is a prefix of it).
+Mount mount_of(const std::string &path) {
+    Mount best;
+    for (auto &m : mounts()) {
+        bool contains = path == m.point || (path.starts_with(m.point) &&
+                                            (m.point == "/" || path[m.point.size()] == '/'));
+        if (contains && m.point.size() >= best.point.size())
+            best = std::move(m);
+    }
+    return best;
+}
+
+bool has_option(const std::string &options, std::string_view option) {
+    size_t pos = 0;
+    while (pos <= options.size()) {
+        size_t comma = options.find(',', pos);
+        if (comma == std::string::npos)
+            comma = options.size();
+        if (std::string_view(options).substr(pos, comma - pos) == option)
+            return true;
+        pos = comma + 1;
+    }
+    return false;
+}
+
+} // namespace
+
+namespace {
+
+// The kernfs node id of a cgroup directory, which the kernel reports as the cgroup's id; its
+// file handle carries it. 0 when it cannot be read.
+uint64_t directory_cgroup_id(const std::string &path) {
+    struct {
+        file_handle handle;
+        uint64_t id;
+    } fh{};
+    fh.handle.handle_bytes = sizeof(uint64_t);
+    int mount_id = 0;
+    if (name_to_handle_at(AT_FDCWD, path.c_str(), &fh.handle, &mount_id, 0) != 0)
+        return 0;
+    return fh.id;
+}
+
+void scan_cgroups(const std::string &dir, std::map<uint64_t, std::string> &out, int depth) {
+    if (uint64_t id = directory_cgroup_id(dir); id != 0)
+        out[id] = dir;
+    if (depth > 64)
+        return; // deeper than any real hierarchy: a loop would end here
+    DIR *d = opendir(dir.c_str());
+    if (d == nullptr)
+        return; // removed meanwhile
+    std::vector<std::string> children;
+    while (dirent *e = readdir(d))
+        if (e->d_type == DT_DIR && strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            children.push_back(dir + "/" + e->d_name);
+    closedir(d);
+    for (const auto &child : children)
+        scan_cgroups(child, out, depth + 1);
+}
+
+} // namespace
+
+std::map<uint64_t, std::string> cgroup_paths(bool v1_memory) {
+    std::map<uint64_t, std::string> out;
+    for (const auto &m : mounts())
+        if (v1_memory ? m.fstype == "cgroup" && has_option(m.super_options, "memory")
+                      : m.fstype == "cgroup2") {
+            scan_cgroups(m.point, out, 0);
+            break;
+        }
+    return out;
+}
+
+CgroupTarget resolve_cgroup(const std::string &path) {
+    char real[PATH_MAX];
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0 || realpath(path.c_str(), real) == nullptr)
+        throw UsageError(fmt::format("cannot use cgroup '{}': {}", path,
+                                     errno == ENOENT ? "it does not exist" : strerror(errno)));
+    if (!S_ISDIR(st.st_mode))
+        throw UsageError(
+            fmt::format("'{}' is a file, not a cgroup (a cgroup is a directory)", path));
+    struct statfs fs {};
+    if (statfs(real, &fs) != 0 ||
+        (fs.f_type != CGROUP2_SUPER_MAGIC && fs.f_type != CGROUP_SUPER_MAGIC))
+        throw UsageError(fmt::format("'{}' is not a cgroup directory (not on a cgroup file "
+                                     "system)",
+                                     path));
+    CgroupTarget target;
+    target.v1 = fs.f_type == CGROUP_SUPER_MAGIC;
+    Mount mount = mount_of(real);
+    if (mount.point.empty())
+        throw UsageError(fmt::format("cannot find the cgroup mount that holds '{}'", path));
+    if (target.v1 && !has_option(mount.super_options, "memory"))
+        throw UsageError(fmt::format(
+            "'{}' is in the cgroup v1 hierarchy at {}, which has no memory controller; give a "
+            "cgroup of the memory hierarchy (e.g. under /sys/fs/cgroup/memory) or of cgroup v2",
+            path, mount.point));
+    std::string_view below = std::string_view(real).substr(mount.point.size());
+    for (char c : below)
+        target.level += c == '/';
+
+    target.id = directory_cgroup_id(real);
+    if (target.id == 0)
+        throw RuntimeError(
+            fmt::format("cannot read the id of cgroup '{}': {}", path, strerror(errno)));
+    return target;
+}
+
+bool memory_controller_on_v1() {
+    for (const auto &m : mounts())
+        if (m.fstype == "cgroup" && has_option(m.super_options, "memory"))
+            return true;
+    return false;
+}
+
+} // namespace memlat

@@ -1,0 +1,171 @@
+#include "kernel/types.h"
+
+#include <bpf/btf.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fmt/format.h>
+
+#include "base/errors.h"
+#include "kernel/btf.h"
+
+namespace memlat {
+
+std::optional<uint32_t> percpu_variable_offset(std::string_view name) {
+    const btf *types = nullptr;
+    try {
+        types = &kernel_btf().types();
+    } catch (const RuntimeError &) {
+        return std::nullopt;
+    }
+    const int section = btf__find_by_name_kind(types, ".data..percpu", BTF_KIND_DATASEC);
+    if (section < 0)
+        return std::nullopt;
+    const btf_type *t = btf__type_by_id(types, section);
+    const btf_var_secinfo *vars = btf_var_secinfos(t);
+    for (int i = 0; i < btf_vlen(t); ++i) {
+        const btf_type *var = btf__type_by_id(types, vars[i].type);
+        if (var != nullptr && btf_is_var(var) && btf__name_by_offset(types, var->name_off) == name)
+            return vars[i].offset;
+    }
+    return std::nullopt;
+}
+
+std::map<int64_t, std::string> kernel_enum_names(std::string_view enum_name,
+                                                 std::string_view prefix) {
+    const btf *types = &kernel_btf().types();
+    std::string name(enum_name);
+    int id = btf__find_by_name_kind(types, name.c_str(), BTF_KIND_ENUM);
+    if (id < 0)
+        id = btf__find_by_name_kind(types, name.c_str(), BTF_KIND_ENUM64);
+    if (id < 0)
+        throw RuntimeError(fmt::format("The kernel's BTF has no enum {}.", enum_name));
+    const btf_type *t = btf__type_by_id(types, id);
+    std::map<int64_t, std::string> names;
+    auto add = [&](const char *raw, int64_t value) {
+        std::string_view s(raw);
+        if (s.starts_with("NR_"))
+            return;
+        if (s.starts_with(prefix))
+            s.remove_prefix(prefix.size());
+        std::string lower(s);
+        std::transform(lower.begin(), lower.end(), lower.begin(),
+                       [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+        names.emplace(value, lower);
+    };
+    if (btf_is_enum(t)) {
+        const struct btf_enum *e = btf_enum(t);
+        for (int i = 0; i < btf_vlen(t); ++i)
+            add(btf__name_by_offset(types, e[i].name_off), e[i].val);
+    } else {
+        const struct btf_enum64 *e = btf_enum64(t);
+        for (int i = 0; i < btf_vlen(t); ++i)
+            add(btf__name_by_offset(types, e[i].name_off),
+                static_cast<int64_t>(btf_enum64_value(&e[i])));
+    }
+    return names;
+}
+
+namespace {
+
+// "struct zone *", "int", "long unsigned int": enough of a C type name to compare prototypes.
+std::string btf_type_text(const btf *b, uint32_t id) {
+    std::string suffix;
+    for (int depth = 0; depth < 16; ++depth) {
+        const btf_type *t = btf__type_by_id(b, id);
+        if (t == nullptr)
+            break;
+        if (btf_is_ptr(t)) {
+            suffix += "*";
+            id = t->type;
+            continue;
+        }
+        if (btf_is_const(t) || btf_is_volatile(t) || btf_is_restrict(t)) {
+            id = t->type;
+            continue;
+        }
+        std::string name = btf__name_by_offset(b, t->name_off);
+        // A forward declaration (what embedded BTF keeps of structs it does not need whole)
+        // names a struct, or a union when its kind flag is set.
+        bool fwd_union = btf_is_fwd(t) && btf_kflag(t);
+        const char *tag = btf_is_struct(t) || (btf_is_fwd(t) && !fwd_union) ? "struct "
+                          : btf_is_union(t) || fwd_union                    ? "union "
+                          : btf_is_any_enum(t)                              ? "enum "
+                                                                            : "";
+        return std::string(tag) + (name.empty() ? "(anon)" : name) +
+               (suffix.empty() ? "" : " " + suffix);
+    }
+    return "?";
+}
+
+} // namespace
+
+std::vector<std::string> tracepoint_parameters(std::string_view tracepoint) {
+    // The run's one BTF (the kernel's, --btf, or embedded: btf/user-types.txt lists the
+    // prototypes that must be embedded), never a second parse of the kernel's.
+    const btf *types = nullptr;
+    try {
+        types = &kernel_btf().types();
+    } catch (const RuntimeError &) {
+        return {};
+    }
+    std::string name = "btf_trace_" + std::string(tracepoint);
+    int id = btf__find_by_name_kind(types, name.c_str(), BTF_KIND_TYPEDEF);
+    if (id < 0)
+        return {};
+    const btf_type *t = btf__type_by_id(types, id);
+    for (int depth = 0; t != nullptr && depth < 4 && !btf_is_func_proto(t); ++depth)
+        t = btf__type_by_id(types, t->type);
+    if (t == nullptr || !btf_is_func_proto(t))
+        return {};
+    std::vector<std::string> params;
+    const btf_param *p = btf_params(t);
+    for (int i = 1; i < btf_vlen(t); ++i) // the first is the tracepoint's void *__data
+        params.push_back(btf_type_text(types, p[i].type));
+    return params;
+}
+
+std::optional<std::vector<TracepointParameter>> tracepoint_prototype(std::string_view tracepoint,
+                                                                     std::string &why) {
+    const btf *b = nullptr;
+    try {
+        b = &kernel_btf().types();
+    } catch (const RuntimeError &e) {
+        why = e.what();
+        return std::nullopt;
+    }
+    const std::string name = "btf_trace_" + std::string(tracepoint);
+    int id = btf__find_by_name_kind(b, name.c_str(), BTF_KIND_TYPEDEF);
+    if (id < 0) {
+        why = "the kernel's BTF has no " + name;
+        return std::nullopt;
+    }
+    // typedef -> pointer -> FUNC_PROTO
+    const btf_type *t = btf__type_by_id(b, btf__resolve_type(b, id));
+    if (t == nullptr || !btf_is_ptr(t) ||
+        !btf_is_func_proto(t = btf__type_by_id(b, btf__resolve_type(b, t->type)))) {
+        why = name + " is not a pointer to a function prototype";
+        return std::nullopt;
+    }
+    std::vector<TracepointParameter> params;
+    const btf_param *p = btf_params(t);
+    for (int i = 0; i < btf_vlen(t); ++i) {
+        const btf_type *pt = btf__type_by_id(b, btf__resolve_type(b, p[i].type));
+        TracepointParameter param;
+        if (pt == nullptr) {
+            params.push_back(param);
+            continue;
+        }
+        param.type_name = btf__name_by_offset(b, pt->name_off);
+        if (btf_is_ptr(pt))
+            param.kind = TracepointParameter::Kind::Pointer;
+        else if (btf_is_enum(pt) || btf_is_enum64(pt))
+            param.kind = TracepointParameter::Kind::Enum;
+        else if (btf_is_int(pt))
+            param.kind = TracepointParameter::Kind::Int;
+        params.push_back(std::move(param));
+    }
+    return params;
+}
+
+} // namespace memlat

@@ -1,0 +1,72 @@
+// A BPF hash table read one interval at a time, so that it holds one interval's keys and not
+// every key of the run (cachestat -P/-f, drsnoop -H -P under process churn).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include "loading/loader.h"
+
+namespace memlat {
+
+// The BPF side writes each entry under the key's `epoch` field (0 or 1), which it copies from
+// a .bss variable that user space owns. An interval ends with a flip of that variable:
+// programs starting from then write entries of the other epoch. After a grace period the
+// closed epoch's entries are read and deleted. A program that read the epoch before the flip
+// is done by then (tracepoint and kprobe programs run with preemption disabled, for
+// microseconds), so no count lands in an entry between its read and its delete, nor in a
+// deleted entry the map hands out again under another key.
+template <typename BpfKey, typename Value, typename Key>
+class EpochTable {
+  public:
+    using KeyOf = Key (*)(const BpfKey &);
+    // Adds an entry's counts to `into` (value-initialized for a new key).
+    using Add = void (*)(Value &into, const Value &entry);
+    EpochTable(KeyOf key_of, Add add) : key_of_(key_of), add_(add) {}
+
+    // Starts the first interval (a baseline taken before the tool says it is ready): what the
+    // programs counted until now is dropped, by the next call and not now, when its grace
+    // period has long passed; a baseline that read it waited 2 ms of every start-up for it.
+    void begin(uint32_t &epoch) {
+        const uint32_t closing = std::atomic_ref<uint32_t>(epoch).load(std::memory_order_relaxed);
+        std::atomic_ref<uint32_t>(epoch).store(closing ^ 1, std::memory_order_seq_cst);
+        dropped_epoch_ = closing;
+        began_ = std::chrono::steady_clock::now();
+    }
+
+    // What each key counted in the epoch this call closes. `epoch` is the mmap'ed .bss variable.
+    std::map<Key, Value> next_interval(bpf_map *map, uint32_t &epoch) {
+        const uint32_t closing = std::atomic_ref<uint32_t>(epoch).load(std::memory_order_relaxed);
+        if (dropped_epoch_) {
+            // Emptied before the programs write to it again (the flip below).
+            std::this_thread::sleep_until(began_ + grace_period);
+            for (const auto &[k, v] : read_hash_map<BpfKey, Value>(map))
+                if (k.epoch == *dropped_epoch_)
+                    bpf_map__delete_elem(map, &k, sizeof(k), 0);
+            dropped_epoch_.reset();
+        }
+        std::atomic_ref<uint32_t>(epoch).store(closing ^ 1, std::memory_order_seq_cst);
+        std::this_thread::sleep_for(grace_period);
+        std::map<Key, Value> gained;
+        for (const auto &[k, v] : read_hash_map<BpfKey, Value>(map)) {
+            if (k.epoch != closing)
+                continue;
+            add_(gained[key_of_(k)], v);
+            bpf_map__delete_elem(map, &k, sizeof(k), 0);
+        }
+        return gained;
+    }
+
+  private:
+    static constexpr std::chrono::milliseconds grace_period{2};
+    KeyOf key_of_;
+    Add add_;
+    std::optional<uint32_t> dropped_epoch_; // begin()'s epoch, until emptied
+    std::chrono::steady_clock::time_point began_;
+};
+
+} // namespace memlat

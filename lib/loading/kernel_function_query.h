@@ -1,0 +1,22 @@
+/* Data shared by lib/loading/kernel_functions.bpf.c and lib/loading/kernel_functions.cpp: kernel
+ * functions looked up by name in the kernel, for the tools that need a few addresses. */
+#ifndef MEMLAT_KERNEL_FUNCTION_QUERY_H
+#define MEMLAT_KERNEL_FUNCTION_QUERY_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define KERNEL_FUNCTIONS_MAX 16
+#define KERNEL_FUNCTION_NAME_LEN 64
+#define KERNEL_FUNCTION_DESCRIBED_LEN 128
+
+struct kernel_function_query {
+    char name[KERNEL_FUNCTION_NAME_LEN]; /* in: NUL-padded, or empty with an address */
+    __u64 address;                       /* out for a name: 0 when not found; or in */
+    __s64 err;                           /* out: bpf_kallsyms_lookup_name()'s result */
+    /* out: "%pS" of the address, "name+0x0/0xSIZE": where the function ends */
+    char described[KERNEL_FUNCTION_DESCRIBED_LEN];
+};
+
+#endif

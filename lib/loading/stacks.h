@@ -1,0 +1,38 @@
+// Symbolized stacks from a BPF_MAP_TYPE_STACK_TRACE map (bpf_get_stackid()), for the tools'
+// stack views.
+#pragma once
+
+#include <bpf/libbpf.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "loading/symbols.h"
+
+namespace memlat {
+
+class StackSymbolizer {
+  public:
+    // `stacks`: the map the BPF side's stack ids refer to. Kernel symbols are read from
+    // /proc/kallsyms on first use (without them, frames are printed as addresses).
+    explicit StackSymbolizer(bpf_map *stacks) : stacks_(stacks) {}
+
+    // The kernel frames of stack `id`, innermost first, without the BPF program and the
+    // tracepoint machinery that took it: from the tracepoint's caller on.
+    std::vector<std::string> kernel(int32_t id);
+    // The user frames of stack `id` of process `pid`.
+    std::vector<std::string> user(int32_t id, uint32_t pid);
+
+  private:
+    std::vector<uint64_t> addresses(int32_t id);
+
+    bpf_map *stacks_;
+    std::optional<KernelSymbols> kernel_symbols_;
+    bool kernel_symbols_tried_ = false;
+    std::map<uint32_t, ProcessSymbols> processes_;
+};
+
+} // namespace memlat

@@ -1,0 +1,83 @@
+// --prometheus [ADDR:]PORT: the HTTP server that lets Prometheus scrape a tool. It serves
+// GET /metrics (the exposition the tool's collect function builds at each scrape) and a `/`
+// page that links it, one request per connection, every connection at once on an Asio event
+// loop in a thread of its own, with a cap on connections and deadlines for each (exporter.cpp
+// says which); HTTP parsing is Boost.Beast's (README: "Prometheus exporter" says why).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "cli/options.h"
+#include "prometheus/listen_address.h"
+#include "prometheus/prometheus.h"
+#include "prometheus/web_config.h"
+
+namespace memlat {
+
+// The options every exporter shares, set by add_listen_option() and add_series_options().
+struct PrometheusOptions {
+    std::optional<ListenAddress> listen; // --prometheus; none: the tool prints text
+    std::vector<std::string> labels;     // --prometheus-labels
+    size_t max_series = 1000;            // --max-series
+    bool max_series_given = false;       // a usage error without --prometheus
+    std::optional<WebConfig> web;        // --web.config.file: TLS, basic auth
+    bool on() const { return listen.has_value(); }
+    bool label(std::string_view name) const;
+};
+
+// Adds --prometheus [ADDR:]PORT and --web.config.file FILE.
+void add_listen_option(CommandLine &cli, PrometheusOptions &options);
+// Adds --web.config.file FILE (TLS and basic authentication, web_config.h) to `web`.
+void add_web_config_option(CommandLine &cli, std::optional<WebConfig> &web);
+// Adds --prometheus-labels (from `allowed`, e.g. {"comm"}) and --max-series: what a tool's
+// metrics take, served by the tool (--prometheus) or by `memlat exporter`.
+void add_series_options(CommandLine &cli, PrometheusOptions &options,
+                        std::vector<std::string> allowed);
+// A UsageError when --prometheus-labels or --max-series was given without --prometheus, or
+// --prometheus with -j or an interval (which shape the text output); a RuntimeError when the
+// tool prints and stdout is closed (require_stdout).
+void check_prometheus_options(const PrometheusOptions &options, const CommonOptions &common);
+
+class Exporter {
+  public:
+    using Collect = std::function<void(prometheus::Exposition &)>;
+    // Binds (a RuntimeError when the port is taken or the address is not the machine's, or
+    // `web`'s certificate cannot be used) and starts serving, over TLS and to `web`'s users
+    // only when it has them; `collect` runs on the server's thread at each scrape of /metrics.
+    Exporter(const ListenAddress &where, std::string tool, Collect collect,
+             const WebConfig &web = {});
+    Exporter(const Exporter &) = delete;
+    Exporter &operator=(const Exporter &) = delete;
+    // Stops serving: closes the listening socket and every connection.
+    ~Exporter();
+    // The bound address (the port the kernel chose when PORT was 0).
+    ListenAddress bound() const;
+    // Whether it serves HTTPS (--web.config.file's tls_server_config).
+    bool tls() const;
+
+    class Server; // Boost.Beast stays out of this header
+
+  private:
+    std::unique_ptr<Server> server_;
+    std::thread thread_;
+};
+
+// The main loop of a tool in --prometheus mode, called once its programs are attached: drops
+// every capability (the server's thread drops its own when it starts), says where it serves
+// (stderr), announces
+// tracing and waits for SIGINT, SIGTERM or -d. `wait` is the tool's usual wait (polling its
+// events, or sleeping).
+void serve_until_stopped(std::string_view tool, const Exporter &exporter,
+                         const CommonOptions &common,
+                         const std::function<void(std::chrono::milliseconds)> &wait);
+
+} // namespace memlat

@@ -1,0 +1,798 @@
+// cachestat: page-cache hits, misses and dirties, counted in pages, per interval; machine-wide,
+// per process (-P) or per file (-f).
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <csignal>
+#include <fmt/format.h>
+#include <map>
+#include <optional>
+#include <set>
+#include <type_traits>
+
+#include "cachestat.h"
+#include "cachestat.skel.h"
+#include "cachestat_format.h"
+#include "cachestat_metrics.h"
+#include "kernel/cgroups.h"
+#include <linux/capability.h>
+
+#include "base/capabilities.h"
+#include "base/files.h"
+#include "base/machine.h"
+#include "cli/multicall.h"
+#include "cli/options.h"
+#include "cli/output.h"
+#include "cli/run_loop.h"
+#include "kernel/features.h"
+#include "kernel/tasks.h"
+#include "loading/epoch_table.h"
+#include "loading/loader.h"
+#include "prometheus/exporter.h"
+#include "prometheus/metrics_serving.h"
+
+using namespace memlat;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char *tool_name = "cachestat";
+
+constexpr const char *description =
+    R"(Count page-cache hits, misses and dirtied pages per interval (every second
+unless INTERVAL is given, as BCC), machine-wide, per process (-P) or per file
+(-f). Everything is in pages (PAGE_SIZE): a large folio counts as the pages
+it holds, not as one call.
+
+Columns:
+  MISSES    pages added to the page cache (mm_filemap_add_to_page_cache):
+            read-ahead, read faults, and pages a write creates (appends,
+            holes), which are DIRTIES too.
+  ACCESSES  (JSON) pages looked up: the range each read(2) or splice asks
+            for, clamped to the file size (the kernel reports it once per
+            folio batch; cachestat counts it once per read), the fault-around
+            window of each mmap fault, and one page per filemap fault.
+  HITS      ACCESSES - MISSES, 0 when negative (read-ahead may run ahead of
+            the reads within an interval). BCC: mark_page_accessed calls
+            minus mark_buffer_dirty calls, minus misses.
+  HITRATIO  HITS / ACCESSES; "-" when nothing was accessed.
+  DIRTIES   pages of folios that went from clean to dirty
+            (writeback_dirty_folio), on every file system. BCC: calls to
+            mark_buffer_dirty (always 0 on XFS and btrfs).
+  BUFFERS_MB, CACHED_MB  Buffers and Cached of /proc/meminfo.
+-P: PID UID COMM HITS MISSES DIRTIES READ_HIT% per process (the task that
+was current: a read and its read-ahead run in the reader), busiest first.
+-f: DEV INO HITS MISSES DIRTIES HITRATIO PATH per file. PATH is looked up in
+/proc/PID/fd and /proc/PID/maps of the last process that used the file; "-"
+when it no longer has it open or mapped.
+Kernels without the access tracepoints (before 6.12) count accesses from
+folio_mark_accessed or mark_page_accessed (fentry or kprobe): read(2) marks
+every folio it copies (a folio that successive small reads stay in, once);
+mmap faults mark nothing, and mapped pages count when the process unmaps
+them (munmap, exit) if they were used. Where nothing can count accesses,
+HITS and HITRATIO print as "-" and cachestat says why.
+mmap: kernels map whole large folios at a fault, beyond the window the
+tracepoint reports, so mmap ACCESSES are a lower bound. Not seen: tmpfs and
+shmem reads, direct I/O, pages already mapped (no fault).
+At exit a summary covers the whole run (HITS from the run's totals): on
+stderr, so that stdout carries the rows only (with -j: a summary object).)";
+
+constexpr const char *examples = R"(Examples:
+  cachestat                 hits, misses, dirties every second (as BCC)
+  cachestat -T 5 12         every 5 seconds, 12 times, with the time
+  cachestat -p 1234         only process 1234
+  cachestat -G /sys/fs/cgroup/db.slice
+                            only tasks in that cgroup and below
+  cachestat -P 5            per process every 5 seconds (BCC's cachetop)
+  cachestat -f -p 1234      per file, for process 1234
+  cachestat -j -d 10        JSON lines for 10 seconds, then a summary
+  cachestat --prometheus 127.0.0.1:9850
+                            serve the counters to Prometheus
+
+)";
+
+// MEMLAT_DISABLE_HOOKS in --help: the hook kinds and families of its probes.
+constexpr std::array<std::string_view, 4> hook_kinds{
+    "never try these hook kinds or families", "(tp_btf, raw_tp, tracepoint, fentry, kprobe,",
+    "filemap_access, folio_mark_accessed,", "mark_page_accessed, writeback_dirty_folio)"};
+
+struct Options {
+    CommonOptions common;
+    std::optional<int> pid;
+    std::string cgroup;
+    bool per_process = false;
+    bool per_file = false;
+    PrometheusOptions prom;
+};
+
+// A file as the BPF side keys it: a new file that reuses a freed inode number is a new key
+// (its generation differs) where the hook can see the inode.
+struct FileKey {
+    uint32_t dev;
+    uint64_t ino;
+    uint32_t generation;
+    auto operator<=>(const FileKey &) const = default;
+};
+
+struct Snapshot {
+    cachestat::Counts total;
+    // Cumulative per key; with epochs only the keys active in the last interval.
+    std::map<uint32_t, cachestat_proc_value> procs;
+    std::map<FileKey, cachestat_file_value> files;
+    uint64_t table_full = 0;
+};
+
+// Adds what `now` counted beyond `seen` (nullptr: nothing seen) to `into`, whose other fields
+// (name, user, last process) become `now`'s.
+template <typename Value>
+void add_gain(Value &into, const Value &now, const std::type_identity_t<Value> *seen) {
+    Value v = now;
+    for (int i = 0; i < CACHESTAT_COUNTERS; ++i)
+        v.counts.c[i] = into.counts.c[i] + now.counts.c[i] - (seen ? seen->counts.c[i] : 0);
+    into = v;
+}
+
+template <typename Value>
+void add_entry(Value &into, const Value &entry) {
+    add_gain(into, entry, nullptr);
+}
+
+// `totals` becomes the keys of `gained` with their run totals: the snapshot's cumulative view,
+// without the keys idle for an interval (their BPF entries are gone too).
+template <typename Key, typename Value>
+void carry(std::map<Key, Value> &totals, const std::map<Key, Value> &gained) {
+    std::map<Key, Value> next;
+    for (const auto &[k, g] : gained) {
+        auto it = totals.find(k);
+        Value v = it == totals.end() ? Value{} : it->second;
+        add_gain(v, g, nullptr);
+        next[k] = v;
+    }
+    totals = std::move(next);
+}
+
+// The exit summary's rows: each key's run total, at most `limit` of them. Beyond twice that
+// the least active go (their counts stay in the summary's totals line), so that a run over
+// millions of short-lived processes holds a bounded table.
+template <typename Key, typename Value>
+class SummaryRows {
+  public:
+    explicit SummaryRows(size_t limit) : limit_(limit) {}
+    void add(const std::map<Key, Value> &gained) {
+        for (const auto &[k, g] : gained)
+            add_gain(rows_[k], g, nullptr);
+        if (rows_.size() > 2 * limit_)
+            keep_most_active();
+    }
+    // The rows to print: the `limit` most active.
+    const std::map<Key, Value> &rows() {
+        keep_most_active();
+        return rows_;
+    }
+    uint64_t left_out() const { return left_out_; }
+
+  private:
+    void keep_most_active() {
+        if (rows_.size() <= limit_)
+            return;
+        std::vector<std::pair<uint64_t, Key>> by_activity;
+        for (const auto &[k, v] : rows_)
+            by_activity.emplace_back(cachestat::Counts::from(v.counts).activity(), k);
+        std::nth_element(by_activity.begin(), by_activity.begin() + limit_, by_activity.end(),
+                         [](const auto &a, const auto &b) { return a.first > b.first; });
+        for (auto it = by_activity.begin() + limit_; it != by_activity.end(); ++it)
+            rows_.erase(it->second);
+        left_out_ += by_activity.size() - limit_;
+    }
+
+    size_t limit_;
+    std::map<Key, Value> rows_;
+    uint64_t left_out_ = 0; // rows dropped (a key dropped twice counts twice)
+};
+
+// Paths of files, from the fds and mappings of the processes that used them (the BPF side
+// keeps the last one per file). A path is checked before it is trusted: the inode number of
+// a deleted file is often handed to the next file created at once, so a name found for
+// (dev, ino) may belong to another file, and a name kept from an earlier interval may have
+// been deleted or renamed since.
+class PathFinder {
+  public:
+    std::optional<std::string> find(const FileKey &key, uint32_t pid) {
+        if (auto it = known_.find(key); it != known_.end()) {
+            if (auto still = recheck(key, it->second))
+                return still;
+            known_.erase(it);
+        }
+        if (pid == 0 || key.dev == 0)
+            return std::nullopt;
+        if (!scanned_.contains(pid)) {
+            scanned_.insert(pid);
+            scan(pid);
+        }
+        auto [first, last] = candidates_.equal_range({key.dev, key.ino});
+        for (auto it = first; it != last; ++it) {
+            if (!same_generation(it->second.link, key.generation))
+                continue;
+            known_[key] = it->second.path;
+            return it->second.path;
+        }
+        return std::nullopt;
+    }
+    // The processes' fds and mappings change between intervals: look again.
+    void new_interval() {
+        scanned_.clear();
+        candidates_.clear();
+    }
+
+  private:
+    struct Candidate {
+        std::string path; // as the process sees it
+        std::string link; // /proc/PID/fd/N or /proc/PID/map_files/RANGE: the file itself
+    };
+
+    static uint32_t kernel_dev(dev_t dev) { return (major(dev) << 20) | minor(dev); }
+
+    // The name kept for `key` if it still names that file; " (deleted)" appended once the
+    // name is gone (the interval still counts what the file did before); nothing when the
+    // name now belongs to another file.
+    static std::optional<std::string> recheck(const FileKey &key, const std::string &path) {
+        constexpr std::string_view deleted = " (deleted)";
+        if (path.ends_with(deleted))
+            return path;
+        struct stat st {};
+        if (stat(path.c_str(), &st) != 0)
+            return errno == ENOENT ? std::optional(path + std::string(deleted)) : std::nullopt;
+        if (kernel_dev(st.st_dev) != key.dev || st.st_ino != key.ino)
+            return std::nullopt;
+        return path;
+    }
+
+    // Whether the file behind `link` has inode generation `generation`, where the file
+    // system tells (FS_IOC_GETVERSION: ext2/3/4, btrfs...). Where it does not (tmpfs, or
+    // the hook gave no generation) the (dev, ino) match has to do.
+    static bool same_generation(const std::string &link, uint32_t generation) {
+        if (generation == 0)
+            return true;
+        const int fd = open(link.c_str(), O_RDONLY | O_NOATIME | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0)
+            return true;
+        int version = 0;
+        const bool told = ioctl(fd, FS_IOC_GETVERSION, &version) == 0;
+        close(fd);
+        return !told || static_cast<uint32_t>(version) == generation;
+    }
+
+    void scan(uint32_t pid) {
+        std::string fd_dir = fmt::format("/proc/{}/fd", pid);
+        if (DIR *dir = opendir(fd_dir.c_str())) {
+            while (dirent *e = readdir(dir)) {
+                if (e->d_name[0] == '.')
+                    continue;
+                std::string link = fd_dir + "/" + e->d_name;
+                struct stat st {};
+                if (stat(link.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+                    continue;
+                char target[PATH_MAX];
+                ssize_t n = readlink(link.c_str(), target, sizeof(target) - 1);
+                if (n > 0)
+                    candidates_.emplace(std::pair{kernel_dev(st.st_dev), uint64_t(st.st_ino)},
+                                        Candidate{std::string(target, n), link});
+            }
+            closedir(dir);
+        }
+        // address perms offset major:minor inode path (major and minor in hex)
+        auto maps = read_text_file(fmt::format("/proc/{}/maps", pid));
+        if (!maps)
+            return;
+        std::string_view rest = *maps, line;
+        while (next_line(rest, line)) {
+            unsigned long long inode = 0;
+            unsigned maj = 0, min = 0;
+            int range_end = 0, path_at = 0;
+            std::string text(line);
+            if (sscanf(text.c_str(), "%*s%n %*s %*s %x:%x %llu %n", &range_end, &maj, &min, &inode,
+                       &path_at) < 3 ||
+                inode == 0 || path_at <= 0 || static_cast<size_t>(path_at) >= text.size() ||
+                text[path_at] != '/')
+                continue;
+            candidates_.emplace(
+                std::pair{(maj << 20) | min, uint64_t(inode)},
+                Candidate{text.substr(path_at),
+                          fmt::format("/proc/{}/map_files/{}", pid, text.substr(0, range_end))});
+        }
+    }
+
+    std::map<FileKey, std::string> known_; // names found, rechecked before each use
+    std::multimap<std::pair<uint32_t, uint64_t>, Candidate> candidates_; // this interval's
+    std::set<uint32_t> scanned_;
+};
+
+cachestat::Meminfo meminfo() {
+    auto text = read_text_file("/proc/meminfo");
+    return text ? cachestat::parse_meminfo(*text) : cachestat::Meminfo{};
+}
+
+// The probes plan() makes, looked up by these and not by their labels.
+enum class ProbeId { Misses, Dirties, Accesses };
+// The accesses' preferred family: the filemap access tracepoints (Linux 6.12).
+constexpr const char *filemap_access = "filemap_access";
+
+class Cachestat final : public CountingSide {
+  public:
+    explicit Cachestat(Options options) : o_(std::move(options)) {}
+    int run();
+    // The steps of run() that `memlat exporter` takes too: the checks that need no kernel,
+    // then the load (with --prometheus: and the metrics it serves).
+    void check_options();
+    void load();
+    CountedLosses collect(prometheus::Exposition &out) override;
+    const std::vector<Probe> &probes() const override { return probes_; }
+    bpf_object *object() const override { return skel().obj; }
+
+  private:
+    cachestat_bpf &skel() const { return **loaded_; }
+    std::vector<Probe> plan() const;
+    void configure(cachestat_bpf &skel) const;
+    Snapshot snapshot(cachestat_bpf &skel);
+    void print_interval(const Snapshot &now, const Snapshot &before);
+    void print_summary(cachestat_bpf &skel, const Snapshot &now, double seconds);
+    std::vector<cachestat::ProcRow> proc_rows(const Snapshot &now, const Snapshot &before) const;
+    std::vector<cachestat::FileRow> file_rows(const Snapshot &now, const Snapshot &before);
+
+    Options o_;
+    std::vector<Probe> probes_;
+    std::optional<Loaded<cachestat_bpf>> loaded_;
+    MappedArray cpu_counts_;                    // skel().maps.cpu_counts, once loaded
+    std::optional<cachestat::Metrics> metrics_; // --prometheus
+    std::optional<CgroupTarget> cgroup_;
+    bool accesses_known_ = true;
+    PathFinder paths_;
+    int ncpus_ = possible_cpus();
+    // Text and JSON read the tables by epochs; --prometheus (cumulative counters) does not.
+    bool epochs_ = false;
+    bool baseline_taken_ = false;
+    EpochTable<cachestat_proc_key, cachestat_proc_value, uint32_t> proc_table_{
+        [](const cachestat_proc_key &k) { return k.pid; }, add_entry<cachestat_proc_value>};
+    EpochTable<cachestat_file_key, cachestat_file_value, FileKey> file_table_{
+        [](const cachestat_file_key &k) {
+            return FileKey{k.dev, k.ino, k.generation};
+        },
+        add_entry<cachestat_file_value>};
+    std::map<uint32_t, cachestat_proc_value> proc_totals_;
+    std::map<FileKey, cachestat_file_value> file_totals_;
+    SummaryRows<uint32_t, cachestat_proc_value> proc_summary_{o_.common.entries(16384)};
+    SummaryRows<FileKey, cachestat_file_value> file_summary_{o_.common.entries(65536)};
+};
+
+std::vector<Probe> Cachestat::plan() const {
+    std::vector<Probe> probes;
+    probes.emplace_back(ProbeId::Misses, "filemap:mm_filemap_add_to_page_cache (misses)",
+                        "It needs the filemap:mm_filemap_add_to_page_cache tracepoint.",
+                        tracepoint_choices({"add"}, "",
+                                           "on kernels whose classic format has no order field, "
+                                           "a large folio counts as one page"));
+
+    auto dirties =
+        tracepoint_choices({"dirty_folio"}, "writeback_dirty_folio",
+                           "the classic format has neither the folio's size nor the device: a "
+                           "large folio counts as one page, -f shows device 0:0");
+    for (auto &c : tracepoint_choices({"dirty_page"}, "writeback_dirty_page",
+                                      "the classic format has no device: -f shows device 0:0")) {
+        dirties.push_back(c);
+    }
+    probes.emplace_back(ProbeId::Dirties, "writeback:writeback_dirty_folio (dirties)",
+                        "It needs the writeback:writeback_dirty_folio or writeback_dirty_page "
+                        "tracepoint.",
+                        std::move(dirties));
+
+    const std::string marked =
+        "accesses are the pages of folios marked accessed: read(2) marks each folio it copies, "
+        "mmap faults none (mapped pages count at unmap, if used)";
+    auto accesses = tracepoint_choices({"get_pages", "map_pages", "fault"}, filemap_access,
+                                       "the classic format has no file size: a read that asks "
+                                       "past the end of a file counts the pages it asked for");
+    for (auto [kind, program, function] :
+         {std::tuple{HookKind::Fentry, "folio_accessed_fentry", "folio_mark_accessed"},
+          std::tuple{HookKind::Kprobe, "folio_accessed_kprobe", "folio_mark_accessed"},
+          std::tuple{HookKind::Fentry, "page_accessed_fentry", "mark_page_accessed"},
+          std::tuple{HookKind::Kprobe, "page_accessed_kprobe", "mark_page_accessed"}})
+        accesses.push_back(
+            {.kind = kind, .programs = {program}, .family = function, .caveat = marked});
+    probes.emplace_back(
+        ProbeId::Accesses, "filemap:mm_filemap_get_pages/map_pages/fault (accesses)",
+        "The access tracepoints arrived in Linux 6.12.", std::move(accesses), false);
+    probes.push_back(thread_exit_probe());
+    return probes;
+}
+
+void Cachestat::configure(cachestat_bpf &skel) const {
+    auto *ro = skel.rodata;
+    ro->filter_pid = o_.pid.value_or(0);
+    set_cgroup_filter(*ro, cgroup_);
+    ro->per_process = o_.per_process;
+    ro->per_file = o_.per_file;
+    ro->page_shift = __builtin_ctz(static_cast<unsigned>(getpagesize()));
+    bpf_map__set_max_entries(skel.maps.cpu_counts, static_cast<uint32_t>(ncpus_));
+    bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? o_.common.entries(16384) : 1);
+    bpf_map__set_max_entries(skel.maps.file_counts, o_.per_file ? o_.common.entries(65536) : 1);
+    set_compat(*ro, kernel_features());
+    size_thread_state_map(skel.maps.cursors, skel.maps.cursors_overflow, o_.common.max_entries);
+}
+
+Snapshot Cachestat::snapshot(cachestat_bpf &skel) {
+    Snapshot s;
+    const auto *bss = skel.bss;
+    for (int cpu = 0; cpu < ncpus_; ++cpu) {
+        cachestat_counts c{};
+        for (int i = 0; i < CACHESTAT_COUNTERS; ++i)
+            c.c[i] = cpu_counts_.at<cachestat_cpu_counts>(cpu).c[i];
+        s.total += cachestat::Counts::from(c);
+    }
+    if (epochs_) {
+        // The events before the first snapshot (the baseline) are in no interval and not in
+        // the summary.
+        auto next = [&](auto &table, bpf_map *map, auto &totals, auto &summary, auto &rows) {
+            if (!baseline_taken_) {
+                table.begin(skel.bss->table_epoch);
+                return;
+            }
+            auto gained = table.next_interval(map, skel.bss->table_epoch);
+            carry(totals, gained);
+            rows = totals;
+            if (baseline_taken_)
+                summary.add(gained);
+        };
+        if (o_.per_process)
+            next(proc_table_, skel.maps.proc_counts, proc_totals_, proc_summary_, s.procs);
+        if (o_.per_file)
+            next(file_table_, skel.maps.file_counts, file_totals_, file_summary_, s.files);
+        baseline_taken_ = true;
+    } else {
+        if (o_.per_process)
+            for (const auto &[k, v] :
+                 read_hash_map<cachestat_proc_key, cachestat_proc_value>(skel.maps.proc_counts))
+                s.procs[k.pid] = v;
+        if (o_.per_file)
+            for (const auto &[k, v] :
+                 read_hash_map<cachestat_file_key, cachestat_file_value>(skel.maps.file_counts))
+                s.files[FileKey{k.dev, k.ino, k.generation}] = v;
+    }
+    s.table_full = bss->table_full;
+    return s;
+}
+
+// The rows of the entries of `now` (per process or per file) with activity since `before`
+// (an entry that is new since then counts whole), sorted as the views print them.
+template <typename Row, typename Entries, typename MakeRow>
+std::vector<Row> active_rows(const Entries &now, const Entries &before, MakeRow make_row) {
+    std::vector<Row> rows;
+    for (const auto &[key, v] : now) {
+        auto c = cachestat::Counts::from(v.counts);
+        if (auto it = before.find(key); it != before.end())
+            c = c.since(cachestat::Counts::from(it->second.counts));
+        if (c.activity() != 0)
+            rows.push_back(make_row(key, v, c));
+    }
+    cachestat::sort_rows(rows);
+    return rows;
+}
+
+std::vector<cachestat::ProcRow> Cachestat::proc_rows(const Snapshot &now,
+                                                     const Snapshot &before) const {
+    return active_rows<cachestat::ProcRow>(
+        now.procs, before.procs, [](uint32_t pid, const auto &v, const cachestat::Counts &c) {
+            return cachestat::ProcRow{pid, v.uid,
+                                      std::string(v.comm, strnlen(v.comm, sizeof(v.comm))), c};
+        });
+}
+
+std::vector<cachestat::FileRow> Cachestat::file_rows(const Snapshot &now, const Snapshot &before) {
+    return active_rows<cachestat::FileRow>(
+        now.files, before.files,
+        [this](const auto &key, const auto &v, const cachestat::Counts &c) {
+            return cachestat::FileRow{key.dev, key.ino, paths_.find(key, v.last_pid), c};
+        });
+}
+
+void Cachestat::print_interval(const Snapshot &now, const Snapshot &before) {
+    const auto time = wall_clock_time();
+    const auto mem = meminfo();
+    paths_.new_interval();
+    if (!o_.per_process && !o_.per_file) {
+        auto c = now.total.since(before.total);
+        if (o_.common.json) {
+            json j = cachestat::json_counts(c, accesses_known_);
+            j["time"] = time;
+            j["buffers_mb"] = mem.buffers_mb ? json(*mem.buffers_mb) : json(nullptr);
+            j["cached_mb"] = mem.cached_mb ? json(*mem.cached_mb) : json(nullptr);
+            print_json_line(j);
+        } else {
+            fmt::print("{}\n",
+                       cachestat::line(c, mem, {o_.common.timestamp, accesses_known_}, time));
+        }
+        return;
+    }
+    json list = json::array();
+    if (!o_.common.json)
+        fmt::print("\n{}\n{}\n", cachestat::table_title(time, mem),
+                   o_.per_process ? cachestat::proc_header() : cachestat::file_header());
+    if (o_.per_process) {
+        for (const auto &r : proc_rows(now, before)) {
+            if (o_.common.json)
+                list.push_back(cachestat::proc_json(r, accesses_known_));
+            else
+                fmt::print("{}\n", cachestat::proc_line(r, accesses_known_));
+        }
+    } else {
+        for (const auto &r : file_rows(now, before)) {
+            if (o_.common.json)
+                list.push_back(cachestat::file_json(r, accesses_known_));
+            else
+                fmt::print("{}\n", cachestat::file_line(r, accesses_known_));
+        }
+    }
+    // Events of this interval the table had no room for: its rows are incomplete.
+    const uint64_t full = now.table_full - before.table_full;
+    if (o_.common.json)
+        print_json_line(
+            {{"time", time},
+             {o_.per_process ? "processes" : "files", list},
+             {"total", cachestat::json_counts(now.total.since(before.total), accesses_known_)},
+             {"buffers_mb", mem.buffers_mb ? json(*mem.buffers_mb) : json(nullptr)},
+             {"cached_mb", mem.cached_mb ? json(*mem.cached_mb) : json(nullptr)},
+             {"table_full", full}});
+    else if (full != 0)
+        fmt::print("{} events of this interval missing from the rows: the per-{} table was "
+                   "full (the totals count them).\n",
+                   full, o_.per_process ? "process" : "file");
+}
+
+void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double seconds) {
+    const Snapshot zero;
+    Snapshot run; // each key's total over the run (at most --max-entries of them)
+    run.procs = proc_summary_.rows();
+    run.files = file_summary_.rows();
+    const uint64_t left_out = o_.per_process ? proc_summary_.left_out() : file_summary_.left_out();
+    paths_.new_interval();
+    const auto &c = now.total;
+    uint64_t misses_recursion = recursion_misses(skel.obj);
+    if (o_.common.json) {
+        json s = cachestat::json_counts(c, accesses_known_);
+        s["seconds"] = seconds;
+        // The rows go into the line one at a time: as one JSON tree, 16384 of them took 30 MB.
+        // A string no row holds marks their place.
+        const std::string place = json(std::string("\0memlat rows\0", 13)).dump();
+        const char *rows_name = o_.per_process ? "processes" : o_.per_file ? "files" : nullptr;
+        if (rows_name)
+            s[rows_name] = json::parse(place);
+        const std::string line = json_text({{"summary", s},
+                                            {"table_full", now.table_full},
+                                            {"no_task_storage", skel.bss->no_task_storage},
+                                            {skipped_runs_field, misses_recursion},
+                                            {"rows_left_out", left_out}});
+        const auto at = rows_name ? line.find(place) : std::string::npos;
+        if (at == std::string::npos) {
+            fmt::print("{}\n", line);
+        } else {
+            fmt::print("{}[", line.substr(0, at));
+            const char *separator = "";
+            auto row = [&](const json &r) {
+                fmt::print("{}{}", separator, json_text(r));
+                separator = ",";
+            };
+            if (o_.per_process)
+                for (const auto &r : proc_rows(run, zero))
+                    row(cachestat::proc_json(r, accesses_known_));
+            else
+                for (const auto &r : file_rows(run, zero))
+                    row(cachestat::file_json(r, accesses_known_));
+            fmt::print("]{}\n", line.substr(at + place.size()));
+        }
+    } else {
+        // To stderr, as drsnoop's and compactsnoop's: stdout carries the rows only.
+        flush_output();
+        auto ratio = cachestat::hit_ratio(c);
+        fmt::print(stderr,
+                   "\nTotal over {:.1f} s: HITS {} MISSES {} DIRTIES {} HITRATIO {} (ACCESSES "
+                   "{})\n",
+                   seconds, accesses_known_ ? std::to_string(cachestat::hits(c)) : "-", c.misses,
+                   c.dirties, accesses_known_ && ratio ? fmt::format("{:.2f}%", *ratio) : "-",
+                   accesses_known_ ? std::to_string(c.accesses) : "-");
+        if (o_.per_process) {
+            fmt::print(stderr, "{}\n", cachestat::proc_header());
+            for (const auto &r : proc_rows(run, zero))
+                fmt::print(stderr, "{}\n", cachestat::proc_line(r, accesses_known_));
+        }
+        if (o_.per_file) {
+            fmt::print(stderr, "{}\n", cachestat::file_header());
+            for (const auto &r : file_rows(run, zero))
+                fmt::print(stderr, "{}\n", cachestat::file_line(r, accesses_known_));
+        }
+    }
+    if (left_out != 0)
+        fmt::print(stderr,
+                   "{}: {} {} with the least activity are not listed in the summary, which keeps "
+                   "{} (--max-entries); the totals count them.\n",
+                   tool_name, left_out, o_.per_process ? "processes" : "files",
+                   o_.common.entries(o_.per_process ? 16384 : 65536));
+    if (now.table_full != 0)
+        fmt::print(stderr,
+                   "{}: {} events not counted per {}: the table was full (the totals count "
+                   "them).\n",
+                   tool_name, now.table_full, o_.per_process ? "process" : "file");
+    if (skel.bss->no_task_storage != 0)
+        fmt::print(stderr,
+                   "{}: {} read events had no per-thread cursor (the per-thread hash map was "
+                   "full): their accesses may be counted more than once.\n",
+                   tool_name, skel.bss->no_task_storage);
+    report_skipped_runs(tool_name, skel.obj, "pages");
+}
+
+void Cachestat::check_options() {
+    if (o_.pid)
+        require_process(*o_.pid, "-p");
+    if (o_.per_process && o_.per_file)
+        throw UsageError("-P and -f are two views; choose one");
+    check_prometheus_options(o_.prom, o_.common);
+    if (o_.prom.on()) {
+        if (o_.per_process || o_.per_file)
+            throw UsageError("--prometheus serves the totals: -P and -f go with the text "
+                             "output (per-task counts: --prometheus-labels comm)");
+        o_.per_process = o_.prom.label("comm"); // per-task series need the per-process table
+    }
+    check_max_entries_used(o_.common, o_.per_process || o_.per_file,
+                           "-P or -f (or --prometheus-labels comm)");
+    if (!o_.cgroup.empty())
+        cgroup_ = resolve_cgroup(o_.cgroup);
+}
+
+void Cachestat::load() {
+    check_environment(tool_name);
+    if (o_.per_file) {
+        // Other users' /proc/PID/fd directories are theirs alone (CAP_DAC_READ_SEARCH), and
+        // their links and maps are read under ptrace's rules (CAP_SYS_PTRACE).
+        std::string missing;
+        if (!process_has_capability(CAP_DAC_READ_SEARCH))
+            missing = "CAP_DAC_READ_SEARCH";
+        if (!process_has_capability(CAP_SYS_PTRACE))
+            missing += missing.empty() ? "CAP_SYS_PTRACE" : " and CAP_SYS_PTRACE";
+        if (!missing.empty())
+            fmt::print(stderr,
+                       "{}: missing {}: -f reads the paths from the /proc/PID/fd and maps of "
+                       "other users' processes only with them; their files show PATH -, the "
+                       "counts are complete\n",
+                       tool_name, missing);
+    }
+    auto v = o_.common.verbosity();
+    raise_memlock_limit(v);
+
+    describe_features(v, kernel_features());
+    probes_ = plan();
+    loaded_.emplace(
+        cachestat_bpf__open_opts, cachestat_bpf__destroy, [&](cachestat_bpf &s) { configure(s); },
+        probes_, v);
+    cpu_counts_ = MappedArray(skel().maps.cpu_counts);
+
+    const Probe &access = *find_probe(probes_, ProbeId::Accesses);
+    accesses_known_ = access.choice() != nullptr;
+    if (!accesses_known_) {
+        std::string why;
+        for (const auto &[index, reason] : access.refused)
+            why += fmt::format("\n  {}: {}", access.choices[index].label(), reason);
+        fmt::print(stderr,
+                   "{}: HITS and HITRATIO are unavailable: nothing on this kernel can count "
+                   "page-cache accesses (the filemap access tracepoints need Linux 6.12; "
+                   "folio_mark_accessed needs fentry or kprobes). Tried:{}\n",
+                   tool_name, why);
+    } else if (!access.uses_family(filemap_access)) {
+        fmt::print(stderr,
+                   "{}: accesses come from {} ({}): read(2) counts every folio it copies; "
+                   "mmap faults count nothing: mapped pages count when unmapped (munmap, exit), "
+                   "if used.\n",
+                   tool_name, access.choice()->family, access.choice()->label());
+    }
+
+    if (o_.prom.on())
+        metrics_.emplace(o_.prom, o_.cgroup, accesses_known_);
+}
+
+int Cachestat::run() {
+    check_options();
+    load();
+    install_stop_signals();
+    if (o_.prom.on())
+        return serve_tool_metrics(tool_name, o_.prom, o_.common, *this);
+    const auto v = o_.common.verbosity();
+    cachestat_bpf *skel = &this->skel();
+    epochs_ = true;
+    const auto started = std::chrono::steady_clock::now();
+    Snapshot before = snapshot(*skel);
+    if (!o_.common.json && !o_.per_process && !o_.per_file)
+        fmt::print("{}\n", cachestat::header({o_.common.timestamp, accesses_known_}));
+    announce_tracing(o_.per_process ? "Counting page-cache use per process..."
+                     : o_.per_file  ? "Counting page-cache use per file..."
+                                    : "Counting page-cache hits, misses and dirties...");
+    flush_output();
+
+    trace_until_stopped(o_.common, nullptr, [&] {
+        Snapshot now = snapshot(*skel);
+        print_interval(now, before);
+        before = std::move(now);
+    });
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    print_summary(*skel, snapshot(*skel), seconds);
+    report_thread_state(v, skel->maps.cursors, skel->maps.cursors_overflow,
+                        skel->bss->memlat_thread_entries_created,
+                        skel->bss->memlat_thread_entries_exit_deleted);
+    fflush(stdout);
+    return 0;
+}
+
+CountedLosses Cachestat::collect(prometheus::Exposition &out) {
+    cachestat_bpf &skel = this->skel();
+    const Snapshot now = snapshot(skel);
+    std::vector<std::pair<cachestat_proc_key, cachestat_proc_value>> procs;
+    for (const auto &[pid, v] : now.procs) {
+        cachestat_proc_key key{pid, 0};
+        procs.emplace_back(key, v);
+        // A process that exited adds no more: its entry, read now, goes.
+        if (task_exited(pid))
+            bpf_map__delete_elem(skel.maps.proc_counts, &key, sizeof(key), 0);
+    }
+    metrics_->collect(now.total, procs, out);
+    return CountedLosses{0, now.table_full};
+}
+
+// The options that shape what cachestat counts: its own, and `memlat exporter`'s
+// --cachestat.NAME.
+void add_counting_options(CommandLine &cli, Options &o) {
+    cli.option('p', "pid", "PID", "Only the tasks of process PID", o.pid);
+    cli.option('G', "cgroup", "PATH",
+               "Only tasks in this cgroup and below (a cgroup v2 directory, or one of the "
+               "cgroup v1 memory hierarchy)",
+               o.cgroup);
+    add_series_options(cli, o.prom, {"comm"});
+}
+
+} // namespace
+
+static int tool_main(int argc, char **argv) {
+    return run_tool(tool_name, [&] {
+        Options o;
+        CommandLine cli(tool_name, description, examples + environment_help(true, hook_kinds));
+        add_counting_options(cli, o);
+        cli.flag('P', "per-process",
+                 "A table per interval: PID UID COMM HITS MISSES DIRTIES READ_HIT%, busiest "
+                 "first (BCC's cachetop is cachestat -P 5: README, \"Coming from BCC\")",
+                 o.per_process);
+        cli.flag('f', "per-file",
+                 "A table per interval: DEV INO HITS MISSES DIRTIES HITRATIO PATH, busiest "
+                 "first",
+                 o.per_file);
+        add_common_options(cli, o.common, true, "Start each line with a TIME column (HH:MM:SS)");
+        add_listen_option(cli, o.prom);
+        cli.parse(argc, argv);
+        // BCC's default, one line a second, is for the text output only.
+        if (o.common.interval == 0 && !o.prom.on())
+            o.common.interval = 1;
+        return Cachestat(std::move(o)).run();
+    });
+}
+
+// The tool in the multi-call binary (tools/memlat/main.cpp): `memlat cachestat ARGS`, or `cachestat
+// ARGS` through a link named after it.
+extern const ToolEntry memlat_tool_cachestat{
+    tool_name, "page-cache hits, misses and dirtied pages: machine-wide, per process or per file",
+    tool_main, []() -> std::unique_ptr<ExporterPart> {
+        return std::make_unique<ExporterPartOf<Cachestat, Options>>(add_counting_options);
+    }};

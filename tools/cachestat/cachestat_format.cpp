@@ -1,0 +1,190 @@
+#include "cachestat_format.h"
+
+#include <algorithm>
+#include <charconv>
+#include <fmt/format.h>
+
+#include "base/files.h"
+
+namespace memlat::cachestat {
+
+namespace {
+
+std::string ratio_text(const Counts &c, bool accesses_known) {
+    auto r = hit_ratio(c);
+    if (!accesses_known || !r)
+        return "-";
+    return fmt::format("{:.2f}%", *r);
+}
+
+std::string hits_text(const Counts &c, bool accesses_known) {
+    return accesses_known ? std::to_string(hits(c)) : "-";
+}
+
+std::string mb_text(const std::optional<double> &mb) {
+    return mb ? fmt::format("{:.0f}", *mb) : "-";
+}
+
+nlohmann::json optional_json(const std::optional<double> &v) {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+} // namespace
+
+Counts Counts::from(const cachestat_counts &c) {
+    return {c.c[CACHESTAT_ACCESSES], c.c[CACHESTAT_MISSES], c.c[CACHESTAT_DIRTIES]};
+}
+
+Counts &Counts::operator+=(const Counts &o) {
+    accesses += o.accesses;
+    misses += o.misses;
+    dirties += o.dirties;
+    return *this;
+}
+
+Counts Counts::since(const Counts &before) const {
+    auto minus = [](uint64_t a, uint64_t b) { return a > b ? a - b : 0; };
+    return {minus(accesses, before.accesses), minus(misses, before.misses),
+            minus(dirties, before.dirties)};
+}
+
+uint64_t hits(const Counts &c) {
+    return c.accesses > c.misses ? c.accesses - c.misses : 0;
+}
+
+std::optional<double> hit_ratio(const Counts &c) {
+    if (c.accesses == 0)
+        return std::nullopt;
+    return 100.0 * static_cast<double>(hits(c)) / static_cast<double>(c.accesses);
+}
+
+uint64_t order_pages(unsigned order) {
+    return cachestat_order_pages(order);
+}
+
+Meminfo parse_meminfo(std::string_view text) {
+    Meminfo m;
+    std::string_view line;
+    while (next_line(text, line)) {
+        auto colon = line.find(':');
+        if (colon == std::string_view::npos)
+            continue;
+        auto name = line.substr(0, colon);
+        std::optional<double> *target = name == "Buffers"  ? &m.buffers_mb
+                                        : name == "Cached" ? &m.cached_mb
+                                                           : nullptr;
+        if (target == nullptr)
+            continue;
+        auto value = line.substr(colon + 1);
+        auto start = value.find_first_not_of(' ');
+        if (start == std::string_view::npos)
+            continue;
+        value.remove_prefix(start);
+        uint64_t kb = 0;
+        auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), kb);
+        if (ec == std::errc{} && end != value.data())
+            *target = static_cast<double>(kb) / 1024.0;
+    }
+    return m;
+}
+
+unsigned dev_major(uint32_t kernel_dev) {
+    return kernel_dev >> 20;
+}
+
+unsigned dev_minor(uint32_t kernel_dev) {
+    return kernel_dev & ((1u << 20) - 1);
+}
+
+std::string dev_name(uint32_t kernel_dev) {
+    return fmt::format("{}:{}", dev_major(kernel_dev), dev_minor(kernel_dev));
+}
+
+// ---- default view (the columns and widths of BCC's cachestat)
+
+std::string header(const LineFormat &f) {
+    std::string h = f.timestamp ? fmt::format("{:<8} ", "TIME") : "";
+    return h + fmt::format("{:>8} {:>8} {:>8} {:>8} {:>12} {:>10}", "HITS", "MISSES", "DIRTIES",
+                           "HITRATIO", "BUFFERS_MB", "CACHED_MB");
+}
+
+std::string line(const Counts &c, const Meminfo &m, const LineFormat &f, std::string_view time) {
+    std::string out = f.timestamp ? fmt::format("{:<8} ", time) : "";
+    return out + fmt::format("{:>8} {:>8} {:>8} {:>8} {:>12} {:>10}",
+                             hits_text(c, f.accesses_known), c.misses, c.dirties,
+                             ratio_text(c, f.accesses_known), mb_text(m.buffers_mb),
+                             mb_text(m.cached_mb));
+}
+
+nlohmann::json json_counts(const Counts &c, bool accesses_known) {
+    nlohmann::json j;
+    j["accesses"] = accesses_known ? nlohmann::json(c.accesses) : nlohmann::json(nullptr);
+    j["hits"] = accesses_known ? nlohmann::json(hits(c)) : nlohmann::json(nullptr);
+    j["misses"] = c.misses;
+    j["dirties"] = c.dirties;
+    j["hit_ratio_pct"] = accesses_known ? optional_json(hit_ratio(c)) : nlohmann::json(nullptr);
+    return j;
+}
+
+// ---- per-process and per-file views
+
+void sort_rows(std::vector<ProcRow> &rows) {
+    std::sort(rows.begin(), rows.end(), [](const ProcRow &a, const ProcRow &b) {
+        if (a.c.activity() != b.c.activity())
+            return a.c.activity() > b.c.activity();
+        return a.pid < b.pid;
+    });
+}
+
+void sort_rows(std::vector<FileRow> &rows) {
+    std::sort(rows.begin(), rows.end(), [](const FileRow &a, const FileRow &b) {
+        if (a.c.activity() != b.c.activity())
+            return a.c.activity() > b.c.activity();
+        return a.dev != b.dev ? a.dev < b.dev : a.ino < b.ino;
+    });
+}
+
+std::string table_title(std::string_view time, const Meminfo &m) {
+    return fmt::format("{} Buffers MB: {} / Cached MB: {}", time, mb_text(m.buffers_mb),
+                       mb_text(m.cached_mb));
+}
+
+std::string proc_header() {
+    return fmt::format("{:>7} {:>6} {:<16} {:>9} {:>9} {:>9} {:>9}", "PID", "UID", "COMM", "HITS",
+                       "MISSES", "DIRTIES", "READ_HIT%");
+}
+
+std::string proc_line(const ProcRow &r, bool accesses_known) {
+    return fmt::format("{:>7} {:>6} {:<16} {:>9} {:>9} {:>9} {:>9}", r.pid, r.uid, r.comm,
+                       hits_text(r.c, accesses_known), r.c.misses, r.c.dirties,
+                       ratio_text(r.c, accesses_known));
+}
+
+nlohmann::json proc_json(const ProcRow &r, bool accesses_known) {
+    nlohmann::json j = json_counts(r.c, accesses_known);
+    j["pid"] = r.pid;
+    j["uid"] = r.uid;
+    j["comm"] = r.comm;
+    return j;
+}
+
+std::string file_header() {
+    return fmt::format("{:>9} {:>12} {:>9} {:>9} {:>9} {:>9} {}", "DEV", "INO", "HITS", "MISSES",
+                       "DIRTIES", "HITRATIO", "PATH");
+}
+
+std::string file_line(const FileRow &r, bool accesses_known) {
+    return fmt::format("{:>9} {:>12} {:>9} {:>9} {:>9} {:>9} {}", dev_name(r.dev), r.ino,
+                       hits_text(r.c, accesses_known), r.c.misses, r.c.dirties,
+                       ratio_text(r.c, accesses_known), r.path.value_or("-"));
+}
+
+nlohmann::json file_json(const FileRow &r, bool accesses_known) {
+    nlohmann::json j = json_counts(r.c, accesses_known);
+    j["dev"] = dev_name(r.dev);
+    j["ino"] = r.ino;
+    j["path"] = r.path ? nlohmann::json(*r.path) : nlohmann::json(nullptr);
+    return j;
+}
+
+} // namespace memlat::cachestat

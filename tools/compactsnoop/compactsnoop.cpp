@@ -1,0 +1,576 @@
+// compactsnoop: every memory-compaction run (the kernel moving pages to make free blocks for
+// a high-order allocation), by node, zone, order, mode and kind (direct, kcompactd, proactive,
+// manual), how long it took and how it ended.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <bit>
+#include <fmt/format.h>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "cli/histogram.h"
+#include "cli/multicall.h"
+#include "cli/options.h"
+#include "cli/output.h"
+#include "cli/run_loop.h"
+#include "compactsnoop.h"
+#include "compactsnoop.skel.h"
+#include "compactsnoop_format.h"
+#include "compactsnoop_metrics.h"
+#include "kernel/features.h"
+#include "kernel/gfp.h"
+#include "kernel/tasks.h"
+#include "kernel/types.h"
+#include "loading/events.h"
+#include "loading/loader.h"
+#include "loading/symbols.h"
+#include "prometheus/exporter.h"
+#include "prometheus/metrics_serving.h"
+
+using namespace memlat;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char *tool_name = "compactsnoop";
+
+constexpr const char *description =
+    R"(Trace memory compaction: every run of the kernel's compact_zone(), which
+moves pages to make free blocks for high-order allocations (THP faults, slab,
+network buffers). One line per run, or log2 latency histograms counted in the
+kernel (-H); a summary by kind and status at exit, on stderr so that stdout
+carries the rows only (with -j: a JSON object).
+
+Columns (BCC's first, in BCC's order; memlat's KIND, and with -e MIGRATED
+FAILED, after STATUS): NODE and ZONE of the run (zone names from the kernel's BTF, enum
+zone_type), ORDER the allocation order (-1: the whole zone), MODE the migrate
+mode (async, sync_light, sync), KIND who compacts: direct (an allocation
+stalls), kcompactd (the node's daemon, woken by kswapd), proactive (kcompactd
+on vm.compaction_proactiveness), manual (a write to
+/proc/sys/vm/compact_memory or /sys/devices/system/node/nodeN/compact, in the
+writer's context); LAT(ms) the run; STATUS how it ended (enum compact_result
+from BTF: success, complete, partial_skipped, contended, ...).
+With -e: FRAGIDX, the kernel's fragmentation index for ORDER when the run
+began (0 = failing for lack of memory, 1 = failing from fragmentation, -1 = a
+free block of ORDER existed), MIN LOW HIGH the zone's watermarks and FREE its
+free pages (in pages, as /proc/zoneinfo), MIGRATED and FAILED the pages the
+run migrated and failed to migrate. -T adds TIME(s), the seconds since the
+first run began (with -j: a wall-clock wall_time).
+Unlike BCC's compactsnoop, runs are paired from mm_compaction_begin, so
+manual and proactive compaction (which emit no mm_compaction_suitable) show.)";
+
+constexpr const char *examples = R"(Examples:
+  compactsnoop              trace every compaction run
+  compactsnoop -k direct -e
+                            direct-compaction stalls, with zone state
+  compactsnoop -p 1234 -K   runs in process 1234, with kernel stacks
+  compactsnoop -H -O 5      latency histograms per kind and order, every 5 s
+  compactsnoop -T -d 60     with times, for a minute
+  compactsnoop -j           JSON lines
+  compactsnoop --prometheus 127.0.0.1:9848
+                            serve counts and stall histograms to Prometheus
+
+)";
+
+// The events' buffer (--buffer-size), and the batch after which user space is woken.
+// Compaction runs come by tens a second; 64 KiB hold 234 records of 280 bytes, and user
+// space drains them at each 16 KiB batch (58 records) and every 100 ms: a burst of 2000 runs
+// a second fits. The kernel maps a ring buffer's pages twice, so each KiB here is two of RSS
+// (1 MiB was 2 MiB of RSS, 128 KiB 0.26 MiB).
+// The BPF side wakes user space when the ring buffer's producer position crosses a multiple
+// of the batch (submit_batched() in bpf/common.bpf.h), a test that needs a power of two.
+constexpr EventBufferSize default_event_buffer{.bytes = 64 * 1024, .wakeup_bytes = 16 * 1024};
+static_assert(std::has_single_bit(default_event_buffer.bytes) &&
+              std::has_single_bit(default_event_buffer.wakeup_bytes));
+
+struct Options {
+    CommonOptions common;
+    std::optional<int> pid;
+    std::string kinds;
+    bool extended = false;
+    bool stacks = false;
+    bool hist = false;
+    bool per_order = false;
+    PrometheusOptions prom;
+    EventBufferSize events = default_event_buffer;
+};
+
+// An enum of the running kernel by value, or empty (numbers are printed) when BTF lacks it.
+std::map<int64_t, std::string> enum_names(const char *name, const char *prefix,
+                                          std::vector<std::string> &missing) {
+    try {
+        return kernel_enum_names(name, prefix);
+    } catch (const RuntimeError &) {
+        missing.push_back(name);
+        return {};
+    }
+}
+
+class Compactsnoop final : public CountingSide {
+  public:
+    explicit Compactsnoop(Options options) : o_(std::move(options)) {}
+    int run();
+    // The steps of run() that `memlat exporter` takes too: the checks that need no kernel,
+    // then the load (with --prometheus: and the metrics it serves).
+    void check_options();
+    void load();
+    CountedLosses collect(prometheus::Exposition &out) override;
+    const std::vector<Probe> &probes() const override { return probes_; }
+    bpf_object *object() const override { return skel().obj; }
+
+  private:
+    compactsnoop_bpf &skel() const { return **loaded_; }
+    std::vector<Probe> plan() const;
+    void configure(compactsnoop_bpf &skel) const;
+    void print_event(compactsnoop_bpf &skel, const compactsnoop_event &e);
+    std::vector<std::string> stack_frames(compactsnoop_bpf &skel, int32_t id);
+    void print_histograms(compactsnoop_bpf &skel);
+    void print_summary(compactsnoop_bpf &skel, const EventReader *events);
+
+    Options o_;
+    std::vector<Probe> probes_;
+    std::optional<Loaded<compactsnoop_bpf>> loaded_;
+    compactsnoop::Counts counts_; // --prometheus
+    uint32_t kind_mask_ = (1u << COMPACTSNOOP_KINDS) - 1;
+    compactsnoop::Names names_;
+    std::vector<std::string> missing_enums_;
+    GfpNames gfp_ = GfpNames::from_kernel();
+    compactsnoop::LineFormat format_{o_.common.timestamp, o_.extended};
+    std::optional<KernelSymbols> ksyms_;
+    uint64_t first_ns_ = 0;
+    // (kind, order row) -> slots, as last printed.
+    std::map<std::pair<uint32_t, uint32_t>, std::array<uint64_t, MEMLAT_HIST_SLOTS>> hist_before_;
+    uint64_t table_full_before_ = 0; // table_full at the last interval
+};
+
+// Why tp_btf and raw_tp cannot pair mm_compaction_begin/end here, or "": their programs read
+// struct compact_control * from the first argument, which kernels before 6.0 do not pass
+// (5.10's begin passes zone_start, migrate_pfn, free_pfn, zone_end, sync: the programs would
+// load and read the wrong arguments).
+std::string compact_control_missing() {
+    auto params = tracepoint_parameters("mm_compaction_begin");
+    if (params.empty())
+        return "the kernel's BTF does not say what mm_compaction_begin passes (its struct "
+               "compact_control * is read from the first argument)";
+    if (params[0] != "struct compact_control *")
+        return fmt::format("this kernel's mm_compaction_begin passes no struct "
+                           "compact_control (Linux 6.0+) but ({})",
+                           fmt::join(params, ", "));
+    return "";
+}
+
+// The probes plan() makes, looked up by these and not by their labels.
+enum class ProbeId { Runs, MigratePages, TryToCompact, Deferred, KcompactdWake };
+
+std::vector<Probe> Compactsnoop::plan() const {
+    std::vector<Probe> probes;
+    const std::string no_cc = compact_control_missing();
+    probes.emplace_back(
+        ProbeId::Runs, "compaction:mm_compaction_begin/end",
+        "It needs the compaction:mm_compaction_begin and _end tracepoints "
+        "(CONFIG_COMPACTION).",
+        std::vector<HookChoice>{
+            {.kind = HookKind::TpBtf, .programs = {"begin_btf", "end_btf"}, .unavailable = no_cc},
+            {.kind = HookKind::RawTp, .programs = {"begin_raw", "end_raw"}, .unavailable = no_cc},
+            {.kind = HookKind::Tracepoint,
+             .programs = {"begin_tp", "end_tp", "finished_tp"},
+             .caveat = "the classic tracepoints carry no struct compact_control: NODE, ZONE and "
+                       "ORDER come from mm_compaction_finished, KIND is inferred from the task "
+                       "(a kcompactd thread or not) and the order, MODE is only sync/async, and "
+                       "-e shows no FRAGIDX, watermarks or free pages, nor GFP and whole_zone in "
+                       "JSON"},
+        });
+    const std::string raw_6_0 =
+        "the raw arguments are read as Linux 6.0+ has them (pages tried, pages migrated)";
+    probes.emplace_back(
+        ProbeId::MigratePages, "compaction:mm_compaction_migratepages", "",
+        std::vector<HookChoice>{
+            {.kind = HookKind::Tracepoint, .programs = {"migratepages_tp"}},
+            {.kind = HookKind::TpBtf, .programs = {"migratepages_btf"}, .caveat = raw_6_0},
+            {.kind = HookKind::RawTp, .programs = {"migratepages_raw"}, .caveat = raw_6_0},
+        },
+        false);
+    auto context = [&](ProbeId id, const char *tp, const char *prog, const char *what) {
+        probes.emplace_back(id, fmt::format("compaction:{}", tp), what, tracepoint_choices({prog}),
+                            false);
+    };
+    context(ProbeId::TryToCompact, "mm_compaction_try_to_compact_pages", "try_to_compact",
+            "Without it direct runs show no priority and the summary no direct entries.");
+    context(ProbeId::Deferred, "mm_compaction_deferred", "deferred",
+            "Without it the summary does not count deferred zones.");
+    context(ProbeId::KcompactdWake, "mm_compaction_kcompactd_wake", "kcompactd_wake",
+            "Without it the summary does not count kcompactd wake-ups.");
+    probes.push_back(thread_exit_probe());
+    return probes;
+}
+
+void Compactsnoop::configure(compactsnoop_bpf &skel) const {
+    auto *ro = skel.rodata;
+    ro->filter_pid = o_.pid.value_or(0);
+    ro->kind_mask = kind_mask_;
+    ro->extended = o_.extended;
+    ro->collect_stacks = o_.stacks;
+    ro->trace_events = !o_.hist;
+    ro->hist_mode = o_.hist;
+    bpf_map__set_max_entries(skel.maps.stacks, o_.stacks ? o_.common.entries(4096) : 1);
+    ro->wakeup_bytes = o_.events.wakeup_bytes;
+    bpf_map__set_max_entries(skel.maps.events, o_.hist ? 4096 : o_.events.bytes);
+    const auto &features = kernel_features();
+    set_compat(*ro, features);
+    size_thread_state_map(skel.maps.tasks, skel.maps.tasks_overflow, o_.common.max_entries);
+    use_events_map(skel.maps.events, features);
+}
+
+std::vector<std::string> Compactsnoop::stack_frames(compactsnoop_bpf &skel, int32_t id) {
+    std::vector<std::string> frames;
+    uint64_t ips[MEMLAT_STACK_DEPTH] = {};
+    if (id < 0 || bpf_map__lookup_elem(skel.maps.stacks, &id, sizeof(id), ips, sizeof(ips), 0)) {
+        frames.push_back("[stack lost]");
+        return frames;
+    }
+    // From the tracepoint's caller (compact_zone) on.
+    return kernel_stack_frames(ips, ksyms_ ? &*ksyms_ : nullptr);
+}
+
+void Compactsnoop::print_event(compactsnoop_bpf &skel, const compactsnoop_event &e) {
+    if (first_ns_ == 0)
+        first_ns_ = e.ts_ns - e.lat_ns;
+    // Signed: perf buffers (kernels before 5.8) deliver each CPU's events in batches, so an
+    // event of another CPU may precede the first one printed.
+    const double time_s = static_cast<double>(static_cast<int64_t>(e.ts_ns - first_ns_)) / 1e9;
+    if (o_.common.json) {
+        auto j = compactsnoop::json_event(e, time_s, format_, names_, gfp_);
+        if (o_.common.timestamp)
+            j["wall_time"] = wall_clock_time();
+        if (o_.stacks)
+            j["kernel_stack"] = stack_frames(skel, e.kernel_stack);
+        print_json_line(j);
+        return;
+    }
+    fmt::print("{}\n", compactsnoop::line(e, time_s, format_, names_));
+    if (o_.stacks) {
+        for (const auto &frame : stack_frames(skel, e.kernel_stack))
+            fmt::print("    {}\n", frame);
+        fmt::print("\n");
+    }
+}
+
+void Compactsnoop::print_histograms(compactsnoop_bpf &skel) {
+    std::map<std::pair<uint32_t, uint32_t>, std::array<uint64_t, MEMLAT_HIST_SLOTS>> now;
+    for (uint32_t kind = 0; kind < COMPACTSNOOP_KINDS; ++kind)
+        for (uint32_t row = 0; row < COMPACTSNOOP_ORDER_ROWS; ++row) {
+            // Without -O the orders of a kind are summed into one histogram (row 0).
+            auto &slots = now[{kind, o_.per_order ? row : 0}];
+            for (int i = 0; i < MEMLAT_HIST_SLOTS; ++i)
+                slots[i] += skel.bss->hist[kind][row][i];
+        }
+    json hists = json::array();
+    if (!o_.common.json && (o_.common.timestamp || o_.common.interval > 0))
+        fmt::print("\n{}\n", wall_clock_time());
+    for (const auto &[key, slots] : now) {
+        auto it = hist_before_.find(key);
+        const Log2Hist d = it == hist_before_.end() ? slots : hist_since(slots, it->second);
+        if (hist_total(d) == 0)
+            continue;
+        const char *kind = compactsnoop::kind_name(key.first);
+        const int order = static_cast<int>(key.second) - 1;
+        if (o_.common.json) {
+            json h = log2_hist_json(d, "usecs");
+            h["kind"] = kind;
+            if (o_.per_order)
+                h["order"] =
+                    key.second == COMPACTSNOOP_ORDER_ROWS - 1 ? json(nullptr) : json(order);
+            hists.push_back(h);
+            continue;
+        }
+        if (!o_.per_order)
+            fmt::print("\n{} compaction:\n", kind);
+        else if (order < 0)
+            fmt::print("\n{} compaction, order -1 (whole zone):\n", kind);
+        else
+            fmt::print("\n{} compaction, order {}{}:\n", kind, order,
+                       key.second == COMPACTSNOOP_ORDER_ROWS - 1 ? " and above" : "");
+        fmt::print("{}", render_log2_hist(d, "usecs"));
+    }
+    hist_before_ = std::move(now);
+    // Runs of this interval whose start had no room in the per-thread table: its histograms
+    // lack them.
+    const uint64_t full =
+        skel.bss->table_full - std::exchange(table_full_before_, skel.bss->table_full);
+    if (o_.common.json)
+        print_json_line({{"time", wall_clock_time()}, {"histograms", hists}, {"table_full", full}});
+    else if (full != 0)
+        fmt::print("\n{} compaction runs of this interval missing: a BPF table was full.\n", full);
+}
+
+void Compactsnoop::print_summary(compactsnoop_bpf &skel, const EventReader *events) {
+    // Records the BPF side could not reserve or write, and those a perf buffer lost.
+    const uint64_t lost =
+        events != nullptr ? events->lost(skel.bss->dropped_events) : skel.bss->dropped_events;
+    const std::string events_name = events != nullptr ? events->name() : "ring buffer";
+    const auto *bss = skel.bss;
+    struct Row {
+        uint32_t kind;
+        int32_t status;
+        compactsnoop_summary s;
+    };
+    std::vector<Row> rows;
+    for (uint32_t kind = 0; kind < COMPACTSNOOP_KINDS; ++kind)
+        for (int32_t st = 0; st < COMPACTSNOOP_MAX_STATUS; ++st)
+            if (bss->summary[kind][st].runs != 0)
+                rows.push_back({kind, st, bss->summary[kind][st]});
+    auto status = [&](int32_t st) {
+        return st == COMPACTSNOOP_MAX_STATUS - 1 ? std::string("other")
+                                                 : compactsnoop::status_name(st, names_);
+    };
+    if (o_.common.json) {
+        json list = json::array();
+        for (const auto &r : rows)
+            list.push_back({{"kind", compactsnoop::kind_name(r.kind)},
+                            {"status", status(r.status)},
+                            {"runs", r.s.runs},
+                            {"total_ms", r.s.total_ns / 1e6},
+                            {"max_ms", r.s.max_ns / 1e6},
+                            {"migrated", r.s.migrated},
+                            {"failed", r.s.failed}});
+        json deferred = json::object();
+        for (uint32_t kind = 0; kind < COMPACTSNOOP_KINDS; ++kind)
+            if (bss->deferred[kind] != 0)
+                deferred[compactsnoop::kind_name(kind)] = bss->deferred[kind];
+        print_json_line({{"summary", list},
+                         {skipped_runs_field, recursion_misses(skel.obj)},
+                         {"direct_entries", bss->direct_entries},
+                         {"direct_entries_run", bss->direct_entries_run},
+                         {"deferred", deferred},
+                         {"kcompactd_wakes", bss->kcompactd_wakes},
+                         {"unpaired_ends", bss->unpaired_ends},
+                         {"lost_events", lost},
+                         {"table_full", bss->table_full}});
+        return;
+    }
+    // The text summary goes to stderr: stdout carries the header and the rows only, so that
+    // a pipe into awk or sort reads rows and nothing else (BCC's tools print no summary),
+    // while the summary still shows on the terminal and in logs. The rows printed go first
+    // (and a stdout that cannot be written fails the tool here, as at each interval).
+    flush_output();
+    fmt::print(stderr, "\nCompaction runs by kind and status:\n");
+    fmt::print(stderr, "{:<10} {:<16} {:>8} {:>12} {:>10} {:>10} {:>8}\n", "KIND", "STATUS", "RUNS",
+               "TOTAL(ms)", "MAX(ms)", "MIGRATED", "FAILED");
+    for (uint32_t kind = 0; kind < COMPACTSNOOP_KINDS; ++kind) {
+        compactsnoop_summary all{};
+        int n = 0;
+        for (const auto &r : rows) {
+            if (r.kind != kind)
+                continue;
+            fmt::print(stderr, "{:<10} {:<16} {:>8} {:>12.3f} {:>10.3f} {:>10} {:>8}\n",
+                       compactsnoop::kind_name(kind), status(r.status), r.s.runs,
+                       r.s.total_ns / 1e6, r.s.max_ns / 1e6, r.s.migrated, r.s.failed);
+            all.runs += r.s.runs;
+            all.total_ns += r.s.total_ns;
+            all.max_ns = std::max(all.max_ns, r.s.max_ns);
+            all.migrated += r.s.migrated;
+            all.failed += r.s.failed;
+            ++n;
+        }
+        if (n > 1)
+            fmt::print(stderr, "{:<10} {:<16} {:>8} {:>12.3f} {:>10.3f} {:>10} {:>8}\n",
+                       compactsnoop::kind_name(kind), "(all)", all.runs, all.total_ns / 1e6,
+                       all.max_ns / 1e6, all.migrated, all.failed);
+    }
+    if (rows.empty())
+        fmt::print(stderr, "(none)\n");
+    if (kind_mask_ & (1u << COMPACTSNOOP_DIRECT))
+        fmt::print(stderr,
+                   "\nDirect-compaction entries: {} ({} ran compaction in a zone); zones "
+                   "skipped as deferred: {}\n",
+                   bss->direct_entries, bss->direct_entries_run,
+                   bss->deferred[COMPACTSNOOP_DIRECT]);
+    if (kind_mask_ & (1u << COMPACTSNOOP_KCOMPACTD))
+        fmt::print(stderr, "kcompactd wake-ups: {}; zones skipped as deferred by kcompactd: {}\n",
+                   bss->kcompactd_wakes, bss->deferred[COMPACTSNOOP_KCOMPACTD]);
+    if (bss->unpaired_ends != 0)
+        fmt::print(stderr,
+                   "\n{} runs not counted: their begin was not seen (under way when tracing "
+                   "began, or the thread's state was evicted while it ran).\n",
+                   bss->unpaired_ends);
+    if (lost != 0)
+        fmt::print(stderr, "\nLost {} events: the {} was full (the summary still counts them).\n",
+                   lost, events_name);
+    if (bss->table_full != 0)
+        fmt::print(stderr,
+                   "\n{} runs not counted: per-thread state could not be allocated (task "
+                   "storage out of memory, or the per-thread hash map full).\n",
+                   bss->table_full);
+}
+
+void Compactsnoop::check_options() {
+    if (o_.pid)
+        require_process(*o_.pid, "-p");
+    if (!o_.kinds.empty()) {
+        kind_mask_ = parse_kind_list(o_.kinds, COMPACTSNOOP_KINDS, compactsnoop::kind_name,
+                                     "compaction kind");
+    }
+    check_prometheus_options(o_.prom, o_.common);
+    if (o_.prom.on()) {
+        if (o_.extended || o_.stacks || o_.per_order)
+            throw UsageError("--prometheus serves counters and histograms per kind: -e, -K "
+                             "and -O go with the text output");
+        o_.hist = true; // counted in the kernel, no event per run
+    }
+    if (o_.per_order && !o_.hist)
+        throw UsageError("-O goes with -H (histograms per order)");
+    check_max_entries_used(o_.common, o_.stacks, "-K (its stacks)");
+    if (o_.hist && (o_.stacks || o_.extended))
+        throw UsageError("-H counts in the kernel and prints no events: -e and -K go with the "
+                         "per-event output");
+    if (o_.common.interval > 0 && !o_.hist)
+        throw UsageError("an interval goes with -H; without it compactsnoop prints every run");
+    check_buffer_size_used(o_.events, !o_.hist, "the per-run output (without -H)");
+}
+
+void Compactsnoop::load() {
+    check_environment(tool_name);
+    auto v = o_.common.verbosity();
+    raise_memlock_limit(v);
+    names_.zones = enum_names("zone_type", "ZONE_", missing_enums_);
+    names_.statuses = enum_names("compact_result", "COMPACT_", missing_enums_);
+    names_.modes = enum_names("migrate_mode", "MIGRATE_", missing_enums_);
+    names_.prios = enum_names("compact_priority", "COMPACT_PRIO_", missing_enums_);
+    for (const auto &name : missing_enums_)
+        verbose(v,
+                fmt::format("the kernel's BTF has no enum {}: its values print as numbers", name));
+    verbose(v, "zone, status, mode and priority names from the running kernel's BTF");
+    verbose(v, fmt::format("GFP flag names from {}", gfp_.source()));
+    if (o_.stacks) {
+        ksyms_ = KernelSymbols::for_stacks();
+        if (ksyms_->addresses_hidden())
+            fmt::print(stderr,
+                       "{}: missing CAP_SYSLOG: /proc/kallsyms shows kernel addresses "
+                       "only with it, so -K prints the stacks as addresses\n",
+                       tool_name);
+    }
+
+    describe_features(v, kernel_features());
+    probes_ = plan();
+    loaded_.emplace(
+        compactsnoop_bpf__open_opts, compactsnoop_bpf__destroy,
+        [&](compactsnoop_bpf &s) { configure(s); }, probes_, v);
+    if (find_probe(probes_, ProbeId::Runs)->choice()->kind == HookKind::Tracepoint && o_.extended)
+        fmt::print(stderr,
+                   "{}: only classic tracepoints are available here: -e shows no "
+                   "zone state (FRAGIDX MIN LOW HIGH FREE print as -)\n",
+                   tool_name);
+
+    for (uint32_t k = 0; k < COMPACTSNOOP_KINDS; ++k)
+        counts_.kinds[k] = (kind_mask_ >> k) & 1;
+}
+
+int Compactsnoop::run() {
+    check_options();
+    load();
+    install_stop_signals();
+    if (o_.prom.on())
+        return serve_tool_metrics(tool_name, o_.prom, o_.common, *this);
+    const auto v = o_.common.verbosity();
+    compactsnoop_bpf *skel = &this->skel();
+    std::optional<EventReader> events;
+    if (!o_.hist)
+        events.emplace(
+            skel->maps.events,
+            [&](const void *data, size_t size) {
+                if (size >= sizeof(compactsnoop_event))
+                    print_event(*skel, *static_cast<const compactsnoop_event *>(data));
+            },
+            o_.events.bytes, o_.events.wakeup_bytes);
+    if (events)
+        verbose(v, "events through " + events->describe());
+    if (!o_.common.json && !o_.hist)
+        fmt::print("{}\n", compactsnoop::header(format_));
+    announce_tracing(o_.hist ? "Tracing memory compaction (histograms)..."
+                             : "Tracing memory compaction...");
+    fflush(stdout);
+
+    bool done = trace_until_stopped(o_.common, events ? &*events : nullptr,
+                                    [&] { print_histograms(*skel); });
+    if (o_.hist && !done)
+        print_histograms(*skel);
+    print_summary(*skel, events ? &*events : nullptr);
+    report_skipped_runs(tool_name, skel->obj, "runs");
+    report_thread_state(v, skel->maps.tasks, skel->maps.tasks_overflow,
+                        skel->bss->memlat_thread_entries_created,
+                        skel->bss->memlat_thread_entries_exit_deleted);
+    fflush(stdout);
+    return 0;
+}
+
+CountedLosses Compactsnoop::collect(prometheus::Exposition &out) {
+    compactsnoop::Counts &c = counts_;
+    const auto *bss = skel().bss;
+    for (uint32_t k = 0; k < COMPACTSNOOP_KINDS; ++k) {
+        std::copy(std::begin(bss->summary[k]), std::end(bss->summary[k]), c.summary[k].begin());
+        for (uint32_t row = 0; row < COMPACTSNOOP_ORDER_ROWS; ++row) {
+            std::copy(std::begin(bss->hist[k][row]), std::end(bss->hist[k][row]),
+                      c.hist_us[k][row].begin());
+            c.hist_sum_ns[k][row] = bss->hist_sum_ns[k][row];
+        }
+        c.deferred[k] = bss->deferred[k];
+    }
+    c.kcompactd_wakes = bss->kcompactd_wakes;
+    compactsnoop::collect_metrics(
+        c, [this](int32_t st) { return compactsnoop::status_name(st, names_); }, getpagesize(),
+        out);
+    return CountedLosses{bss->dropped_events, bss->table_full, bss->unpaired_ends};
+}
+
+// The options that shape what compactsnoop counts: its own, and `memlat exporter`'s
+// --compactsnoop.NAME.
+void add_counting_options(CommandLine &cli, Options &o) {
+    cli.option('p', "pid", "PID",
+               "Only runs in process PID (its direct compaction, or its "
+               "writes to compact_memory)",
+               o.pid);
+    cli.option('k', "kind", "LIST",
+               "Only these kinds of compaction: direct, kcompactd, proactive, manual "
+               "(default: all)",
+               o.kinds);
+    add_series_options(cli, o.prom, {});
+}
+
+} // namespace
+
+static int tool_main(int argc, char **argv) {
+    return run_tool(tool_name, [&] {
+        Options o;
+        CommandLine cli(tool_name, description, examples + environment_help(true));
+        add_counting_options(cli, o);
+        cli.flag('e', "extended",
+                 "Add FRAGIDX (fragmentation index for ORDER), MIN LOW HIGH (watermarks), FREE "
+                 "(free pages) of the zone when the run began, and MIGRATED FAILED pages",
+                 o.extended);
+        cli.alias("extended_fields"); // BCC's name for -e
+        cli.flag('K', "kernel-stack", "Print the kernel stack (symbolized) that began each run",
+                 o.stacks);
+        cli.flag('H', "hist",
+                 "Log2 histograms of run time per kind instead of one line per run, counted "
+                 "in the kernel; printed every INTERVAL or at the end",
+                 o.hist);
+        cli.flag('O', "per-order", "With -H: one histogram per kind and order", o.per_order);
+        add_common_options(
+            cli, o.common, true,
+            "Add a TIME(s) column: seconds since the first run began; with -j a wall_time field");
+        add_buffer_size_option(cli, o.events, "the per-run lines");
+        add_listen_option(cli, o.prom);
+        cli.parse(argc, argv);
+        return Compactsnoop(std::move(o)).run();
+    });
+}
+
+// The tool in the multi-call binary (tools/memlat/main.cpp): `memlat compactsnoop ARGS`, or
+// `compactsnoop ARGS` through a link named after it.
+extern const ToolEntry memlat_tool_compactsnoop{
+    tool_name, "memory compaction runs, their time, result and pages moved", tool_main,
+    []() -> std::unique_ptr<ExporterPart> {
+        return std::make_unique<ExporterPartOf<Compactsnoop, Options>>(add_counting_options);
+    }};

@@ -1,0 +1,624 @@
+// memstall: which threads, processes and memory cgroups are stalled on memory, for how long,
+// and why: reclaim, compaction, dirty-page throttling, swap-in, memory.high throttling,
+// refault thrashing, or another memory stall that PSI counts.
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <fmt/format.h>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "base/errors.h"
+#include "base/files.h"
+#include "cli/multicall.h"
+#include "cli/options.h"
+#include "cli/output.h"
+#include "cli/run_loop.h"
+#include "kernel/btf.h"
+#include "kernel/cgroups.h"
+#include "kernel/features.h"
+#include "kernel/tasks.h"
+#include "kernel/types.h"
+#include "loading/events.h"
+#include "loading/loader.h"
+#include "loading/stacks.h"
+#include "loading/symbols.h"
+#include "memstall.h"
+#include "memstall.skel.h"
+#include "memstall_format.h"
+#include "memstall_metrics.h"
+#include "prometheus/exporter.h"
+#include "prometheus/metrics_serving.h"
+
+#include <bpf/btf.h>
+
+using namespace memlat;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char *tool_name = "memstall";
+
+constexpr const char *description =
+    R"(Show which processes are stalled on memory, for how long and why: the wall
+time each spends in memory stalls, per cause, every INTERVAL seconds (top
+style, the most stalled first) or once at the end.
+
+Causes (columns, in ms):
+  DIRECT   global direct reclaim (vmscan direct_reclaim_begin/end tracepoints)
+  MEMCG    reclaim in a memory cgroup at its limit (memcg_reclaim_begin/end)
+  COMPACT  direct compaction by a user task (compaction begin/end)
+  DIRTY    dirty-page throttling: balance_dirty_pages pauses, from the
+           tracepoint until the task runs again
+  SWAPIN   asleep under the swap-in functions, in a memory stall or waiting
+           for the page's read (an I/O sleep)
+  HIGH     asleep in a memory stall under the memory.high throttle
+  THRASH   asleep in a memory stall waiting for a refaulting page (thrashing)
+  OTHER    any other memory stall PSI counts (also kswapd, kcompactd)
+The last four are the off-CPU time of a task whose PSI memstall flag is set
+(or, for SWAPIN, that sleeps for I/O), seen at each context switch and told
+apart by the kernel functions it sleeps in (their addresses are looked up in
+the kernel once at start, or read from /proc/kallsyms before Linux 5.16: that
+needs root or CAP_SYSLOG; without them all four count as OTHER). -v says which
+cause is measured how on this kernel. A stall is counted when it ends.
+
+STALL% is the stall time as a share of the interval's wall time; a process
+with several stalled threads can pass 100%.)";
+
+constexpr const char *examples = R"(Examples:
+  memstall                  stall time per process, printed at Ctrl-C
+  memstall 5                every 5 seconds, the most stalled first
+  memstall -C 5             per memory cgroup instead of per process
+  memstall -p 1234 1 10     process 1234, every second, 10 times
+  memstall -t 1235          only thread 1235
+  memstall -G /sys/fs/cgroup/memory/db 5
+                            only tasks in that cgroup and below
+  memstall -j -d 60         one JSON line after a minute
+  memstall -s -p 1234 5     and at Ctrl-C the stacks that stalled it most
+  memstall -v               say how each cause is measured on this kernel
+
+)";
+
+// The kernel functions a memstall sleep under which is charged to a cause, innermost first
+// wins. Kernels name them differently over time; those missing here are skipped.
+struct CauseFunctions {
+    uint32_t cause;
+    std::vector<const char *> names;
+};
+const std::vector<CauseFunctions> cause_functions{
+    // First (the BPF side looks at these ranges first, nr_swapin_ranges of them): a sleep
+    // under these is a swap-in whatever frame is innermost: the wait for the page is in
+    // folio_wait_bit_common, a memstall (thrashing) only for a workingset page, an I/O sleep
+    // otherwise.
+    {MEMSTALL_SWAPIN,
+     {"swap_read_folio", "swap_readpage", "do_swap_page", "swapin_readahead", "shmem_swapin_folio",
+      "shmem_swapin_page"}},
+    // folio_wait_bit_common enters a memstall for a locked, not up-to-date workingset folio:
+    // a refault of a page that was recently evicted (5.16+; wait_on_page_bit_common before).
+    // read_pages does for the readahead of workingset pages (5.16+).
+    {MEMSTALL_THRASHING, {"folio_wait_bit_common", "wait_on_page_bit_common", "read_pages"}},
+    {MEMSTALL_MEMORY_HIGH, {"__mem_cgroup_handle_over_high", "mem_cgroup_handle_over_high"}},
+    // Timed through its tracepoint: a memstall around it is not counted twice.
+    {MEMSTALL_DIRTY, {"balance_dirty_pages"}},
+};
+
+enum class ProbeId { Direct, Memcg, Compaction, Dirty, Switch, Exit };
+
+struct Options {
+    CommonOptions common;
+    std::optional<int> pid, tid;
+    std::string cgroup;
+    bool per_cgroup = false;
+    bool stacks = false;
+    uint32_t max_rows = 20;
+    PrometheusOptions prom;
+};
+
+// --stacks: how many stacks per cause are printed at the end.
+constexpr size_t stacks_per_cause = 3;
+
+class Memstall final : public CountingSide {
+  public:
+    explicit Memstall(Options options) : o_(std::move(options)) {}
+    int run();
+    // The steps of run() that `memlat exporter` takes too: the checks that need no kernel,
+    // then the load (with --prometheus: and the metrics it serves).
+    void check_options();
+    void load();
+    CountedLosses collect(prometheus::Exposition &out) override;
+    const std::vector<Probe> &probes() const override { return probes_; }
+    bpf_object *object() const override { return skel().obj; }
+
+  private:
+    memstall_bpf &skel() const { return **loaded_; }
+    void resolve_ranges();
+    // The functions of a frame-classified cause found in kallsyms.
+    std::vector<std::string> functions_found(uint32_t cause) const;
+    std::vector<Probe> plan() const;
+    void configure(memstall_bpf &skel) const;
+    void describe_causes(const std::vector<Probe> &probes) const;
+    void print_interval(memstall_bpf &skel);
+    void print_stacks(memstall_bpf &skel);
+
+    Options o_;
+    std::vector<Probe> probes_;
+    std::optional<Loaded<memstall_bpf>> loaded_;
+    std::optional<memstall::Metrics> metrics_; // --prometheus
+    memstall::Counts counts_;
+    std::optional<CgroupTarget> cgroup_;
+    bool memcg_on_v1_ = memory_controller_on_v1();
+    bool has_memstall_flag_ = false;
+    bool psi_enabled_ = true;
+    int dirty_pause_arg_ = -1; // -1: no balance_dirty_pages prototype that memstall knows
+    std::vector<memstall_range> ranges_;
+    std::vector<std::string> ranges_found_, ranges_missing_;
+    std::string ranges_unavailable_; // why there are none at all
+    memstall::Snapshot before_;
+    uint64_t skipped_runs_before_ = 0; // recursion misses printed so far (-j)
+    std::chrono::steady_clock::time_point last_print_ = std::chrono::steady_clock::now();
+};
+
+// Whether the kernel's task_struct has PSI's in_memstall flag (CONFIG_PSI, Linux 4.20).
+bool kernel_has_memstall_flag() {
+    const btf *types = nullptr;
+    try {
+        types = &kernel_btf().types();
+    } catch (const RuntimeError &) {
+        return false;
+    }
+    const int id = btf__find_by_name_kind(types, "task_struct", BTF_KIND_STRUCT);
+    if (id < 0)
+        return false;
+    const btf_type *t = btf__type_by_id(types, id);
+    const btf_member *m = btf_members(t);
+    for (int i = 0; i < btf_vlen(t); ++i)
+        if (std::string_view(btf__name_by_offset(types, m[i].name_off)) == "in_memstall")
+            return true;
+    return false;
+}
+
+std::vector<std::string> Memstall::functions_found(uint32_t cause) const {
+    std::vector<std::string> found;
+    for (const auto &[c, names] : cause_functions)
+        if (c == cause)
+            for (const char *name : names)
+                if (std::find(ranges_found_.begin(), ranges_found_.end(), name) !=
+                    ranges_found_.end())
+                    found.emplace_back(name);
+    return found;
+}
+
+void Memstall::resolve_ranges() {
+    std::vector<std::string> names;
+    for (const auto &[cause, functions] : cause_functions)
+        names.insert(names.end(), functions.begin(), functions.end());
+    KernelSymbols symbols;
+    try {
+        symbols = KernelSymbols::load_only(names);
+    } catch (const RuntimeError &e) {
+        ranges_unavailable_ = e.what();
+        return;
+    }
+    if (symbols.addresses_hidden()) {
+        ranges_unavailable_ = "/proc/kallsyms hides its addresses from this user (it needs root "
+                              "or CAP_SYSLOG, and kernel.kptr_restrict below 2)";
+        return;
+    }
+    for (const auto &[cause, names] : cause_functions) {
+        for (const char *name : names) {
+            auto range = symbols.text_range(name);
+            if (!range) {
+                ranges_missing_.push_back(name);
+                continue;
+            }
+            if (ranges_.size() >= MEMSTALL_MAX_RANGES)
+                break;
+            ranges_.push_back({range->start, range->end, cause, 0});
+            ranges_found_.push_back(name);
+        }
+    }
+}
+
+std::vector<Probe> Memstall::plan() const {
+    // The windows and the dirty pause read no typed argument: raw_tp first, which runs as
+    // tp_btf does, but is attached by name where each tp_btf program makes the kernel (and
+    // libbpf) search the kernel's BTF for its tracepoint's type (0.1 ms each at start-up).
+    auto window = [](ProbeId id, std::string prefix, std::string group, std::string begin,
+                     std::string end, bool required) {
+        auto choices = tracepoint_choices({prefix + "_begin", prefix + "_end"});
+        std::swap(choices[0], choices[1]);
+        return Probe(id, fmt::format("{}:{}/{}", group, begin, end),
+                     fmt::format("It needs the {}:{} and {} tracepoints.", group, begin, end),
+                     std::move(choices), required);
+    };
+    std::vector<Probe> probes;
+    probes.push_back(window(ProbeId::Direct, "direct", "vmscan", "mm_vmscan_direct_reclaim_begin",
+                            "mm_vmscan_direct_reclaim_end", true));
+    probes.push_back(window(ProbeId::Memcg, "memcg", "vmscan", "mm_vmscan_memcg_reclaim_begin",
+                            "mm_vmscan_memcg_reclaim_end", false));
+    probes.push_back(window(ProbeId::Compaction, "compact", "compaction", "mm_compaction_begin",
+                            "mm_compaction_end", false));
+    // The raw tracepoint's pause argument is found by position (two prototypes, 5.18 changed
+    // it), the classic tracepoint's field by name.
+    auto unless_pause_at = [&](int position) -> std::string {
+        if (dirty_pause_arg_ == position)
+            return "";
+        return dirty_pause_arg_ < 0 ? "the kernel's BTF has no balance_dirty_pages prototype "
+                                      "memstall knows"
+                                    : "another prototype of balance_dirty_pages";
+    };
+    probes.emplace_back(
+        ProbeId::Dirty, "writeback:balance_dirty_pages",
+        "It needs the writeback:balance_dirty_pages tracepoint.",
+        std::vector<HookChoice>{
+            {.kind = HookKind::RawTp, .programs = {"dirty_raw"}, .unavailable = unless_pause_at(6)},
+            {.kind = HookKind::RawTp,
+             .programs = {"dirty_old_raw"},
+             .unavailable = unless_pause_at(10)},
+            {.kind = HookKind::TpBtf, .programs = {"dirty_btf"}, .unavailable = unless_pause_at(6)},
+            {.kind = HookKind::TpBtf,
+             .programs = {"dirty_old_btf"},
+             .unavailable = unless_pause_at(10)},
+            {.kind = HookKind::Tracepoint, .programs = {"dirty_tp"}},
+        },
+        false);
+    // The classic tracepoint has no task pointers: sched_switch needs tp_btf or raw_tp.
+    probes.emplace_back(
+        ProbeId::Switch, "sched:sched_switch", "It needs the sched:sched_switch raw tracepoint.",
+        std::vector<HookChoice>{
+            // Each kind first with bpf_loop() (5.17) walking the stack,
+            // which the verifier checks in a tenth of the time, then unrolled.
+            {.kind = HookKind::TpBtf, .programs = {"switch_btf"}, .family = "stack_loop"},
+            {.kind = HookKind::TpBtf, .programs = {"switch_unrolled_btf"}},
+            {.kind = HookKind::RawTp, .programs = {"switch_raw"}, .family = "stack_loop"},
+            {.kind = HookKind::RawTp, .programs = {"switch_unrolled_raw"}},
+        });
+    probes.emplace_back(ProbeId::Exit, "sched:sched_process_exit",
+                        "It needs the sched:sched_process_exit tracepoint.",
+                        std::vector<HookChoice>{
+                            {.kind = HookKind::RawTp, .programs = {"exit_raw"}},
+                            {.kind = HookKind::Tracepoint, .programs = {"exit_tp"}},
+                        });
+    return probes;
+}
+
+void Memstall::configure(memstall_bpf &skel) const {
+    auto *ro = skel.rodata;
+    ro->filter_pid = o_.pid.value_or(0);
+    ro->filter_tid = o_.tid.value_or(0);
+    set_cgroup_filter(*ro, cgroup_);
+    ro->memcg_on_v1 = memcg_on_v1_;
+    std::copy(ranges_.begin(), ranges_.end(), skel.bss->ranges);
+    ro->nr_ranges = ranges_.size();
+    ro->nr_swapin_ranges = std::count_if(ranges_.begin(), ranges_.end(),
+                                         [](const auto &r) { return r.cause == MEMSTALL_SWAPIN; });
+    bpf_map__set_max_entries(skel.maps.stalls, o_.common.entries(16384));
+    // Threads with a stall open at the same moment (entries go when it closes): 4096, as the
+    // other tools' per-thread state; preallocating 16384 cost 0.5 ms of start-up.
+    bpf_map__set_max_entries(skel.maps.threads, o_.common.entries(4096));
+    ro->collect_stacks = o_.stacks;
+    // 4096 stacks, as compactsnoop's: a stack map is preallocated whole, 1 KB a stack (16384
+    // of them took 3-4 ms to allocate at start).
+    bpf_map__set_max_entries(skel.maps.stack_traces, o_.stacks ? o_.common.entries(4096) : 1);
+    bpf_map__set_max_entries(skel.maps.stack_totals, o_.stacks ? o_.common.entries(4096) : 1);
+}
+
+void Memstall::describe_causes(const std::vector<Probe> &probes) const {
+    const auto v = o_.common.verbosity();
+    if (!v.on())
+        return;
+    auto how = [&](ProbeId id) -> std::string {
+        const Probe *p = find_probe(probes, id);
+        if (p == nullptr || p->choice() == nullptr)
+            return "not measured (the kernel has no such tracepoint)";
+        return fmt::format("wall time between {} ({})", p->name, p->choice()->label());
+    };
+    verbose(v, "direct:  " + how(ProbeId::Direct));
+    verbose(v, "memcg:   " + how(ProbeId::Memcg));
+    verbose(v, "compact: " + how(ProbeId::Compaction) + ", user tasks only");
+    const Probe *dirty = find_probe(probes, ProbeId::Dirty);
+    verbose(v, dirty != nullptr && dirty->choice() != nullptr
+                   ? fmt::format("dirty:   from a {} with a positive pause ({}) until the task "
+                                 "runs again",
+                                 dirty->name, dirty->choice()->label())
+                   : "dirty:   not measured (no writeback:balance_dirty_pages tracepoint)");
+    const std::vector<std::string> swapin_functions = functions_found(MEMSTALL_SWAPIN);
+    verbose(v,
+            swapin_functions.empty()
+                ? fmt::format("swapin:  not told apart: {}",
+                              ranges_unavailable_.empty() ? "none of its functions is in kallsyms"
+                                                          : ranges_unavailable_)
+                : fmt::format("swapin:  off-CPU time (sched_switch) of a user task in a "
+                              "memstall or an I/O sleep (task_struct->in_iowait), asleep "
+                              "under {}; it takes precedence over the frames inside them",
+                              fmt::join(swapin_functions, ", ")));
+    if (!has_memstall_flag_) {
+        verbose(v, "high, thrash, other: not measured: this kernel's task_struct has no "
+                   "in_memstall (CONFIG_PSI off, or a kernel before 4.20)");
+        return;
+    }
+    if (!psi_enabled_)
+        verbose(v, "high, thrash, other: PSI is disabled (boot with psi=1): the kernel "
+                   "sets in_memstall never, they read 0");
+    const std::string off_cpu = "off-CPU time with task_struct->in_memstall set (sched_switch)";
+    if (!ranges_unavailable_.empty()) {
+        verbose(v, fmt::format("high, thrash: not told apart, all counted as other: {}",
+                               ranges_unavailable_));
+    } else {
+        for (const auto &[cause, names] : cause_functions) {
+            if (cause == MEMSTALL_DIRTY || cause == MEMSTALL_SWAPIN)
+                continue;
+            const std::vector<std::string> found = functions_found(cause);
+            verbose(v, found.empty()
+                           ? fmt::format("{:<8} not told apart (none of its functions is in "
+                                         "kallsyms): counted as other",
+                                         std::string(memstall::cause_name(cause)) + ":")
+                           : fmt::format("{:<8} {}, asleep under {}",
+                                         std::string(memstall::cause_name(cause)) + ":", off_cpu,
+                                         fmt::join(found, ", ")));
+        }
+    }
+    verbose(v, "other:   " + off_cpu +
+                   ", anywhere else; inside a reclaim or compaction "
+                   "window it is counted there, not here");
+}
+
+void Memstall::print_interval(memstall_bpf &skel) {
+    const auto now_time = std::chrono::steady_clock::now();
+    const double interval_s = std::chrono::duration<double>(now_time - last_print_).count();
+    last_print_ = now_time;
+    memstall::Snapshot now;
+    for (const auto &[key, value] : read_hash_map<memstall_key, memstall_value>(skel.maps.stalls))
+        now[{key.tid, key.cause}] = value;
+    const auto grouping = o_.per_cgroup ? memstall::Grouping::Cgroup : memstall::Grouping::Process;
+    std::map<uint64_t, std::string> paths;
+    if (o_.per_cgroup)
+        paths = cgroup_paths(memcg_on_v1_);
+    auto rows = memstall::rows(now, before_, grouping, paths);
+    // Only what stalled; with -p the process asked for has a row even at zero.
+    std::erase_if(rows, [](const memstall::Row &r) { return r.total_ns() == 0; });
+    if (grouping == memstall::Grouping::Process && o_.pid &&
+        std::none_of(rows.begin(), rows.end(), [&](const memstall::Row &r) {
+            return r.id == static_cast<uint64_t>(*o_.pid);
+        })) {
+        memstall::Row zero;
+        zero.id = *o_.pid;
+        zero.name = read_text_file(fmt::format("/proc/{}/comm", *o_.pid)).value_or("");
+        while (!zero.name.empty() && zero.name.back() == '\n')
+            zero.name.pop_back();
+        rows.push_back(zero);
+    }
+    if (rows.size() > o_.max_rows)
+        rows.resize(o_.max_rows);
+
+    if (o_.common.json) {
+        json list = json::array();
+        for (const auto &r : rows)
+            list.push_back(memstall::json_row(r, interval_s, grouping));
+        json out = {{"time", wall_clock_time()},
+                    {"interval_s", interval_s},
+                    {o_.per_cgroup ? "cgroups" : "processes", list},
+                    {"table_full", skel.bss->table_full},
+                    {"unpaired_ends", skel.bss->unpaired_ends},
+                    {"stack_failures", skel.bss->stack_failures},
+                    {"unseen_switch_ins", skel.bss->unseen_switch_ins}};
+        // The interval's share of the program runs the kernel skipped: stalls not counted.
+        const uint64_t skipped = recursion_misses(skel.obj);
+        out[skipped_runs_field] = skipped - skipped_runs_before_;
+        skipped_runs_before_ = skipped;
+        print_json_line(out);
+    } else {
+        fmt::print("\n{}  memory stalls over {:.1f} s\n{}\n", wall_clock_time(), interval_s,
+                   memstall::header(grouping));
+        for (const auto &r : rows)
+            fmt::print("{}\n", memstall::line(r, interval_s, grouping));
+        if (skel.bss->table_full != 0)
+            fmt::print("{} stalls not counted so far: a BPF table was full (--max-entries).\n",
+                       skel.bss->table_full);
+    }
+    // Threads that are gone stall no more: their totals were just printed, their entries go.
+    for (const auto &[key, value] : now) {
+        if (task_exited(key.first)) {
+            memstall_key k{key.first, key.second};
+            bpf_map__delete_elem(skel.maps.stalls, &k, sizeof(k), 0);
+        }
+    }
+    before_ = std::move(now);
+}
+
+void Memstall::print_stacks(memstall_bpf &skel) {
+    auto rows = read_hash_map<memstall_stack_key, memstall_stack_value>(skel.maps.stack_totals);
+    std::stable_sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
+        return a.second.total_ns > b.second.total_ns;
+    });
+    StackSymbolizer symbolizer(skel.maps.stack_traces);
+    json list = json::array();
+    if (!o_.common.json)
+        fmt::print("\nThe most stalled stacks per cause since start (kernel, then user):\n");
+    for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause) {
+        size_t shown = 0;
+        for (const auto &[key, value] : rows) {
+            if (key.cause != cause || shown == stacks_per_cause)
+                continue;
+            ++shown;
+            const std::string comm(value.comm, strnlen(value.comm, sizeof(value.comm)));
+            const auto kernel = symbolizer.kernel(key.kernel_stack);
+            const auto user = symbolizer.user(key.user_stack, key.pid);
+            if (o_.common.json) {
+                list.push_back({{"cause", memstall::cause_name(cause)},
+                                {"pid", key.pid},
+                                {"comm", comm},
+                                {"stalls", value.stalls},
+                                {"ns", value.total_ns},
+                                {"kernel_stack", kernel},
+                                {"user_stack", user}});
+                continue;
+            }
+            fmt::print("\n{}: {} stalls, {:.1f} ms, pid {} ({})\n", memstall::cause_name(cause),
+                       value.stalls, value.total_ns / 1e6, key.pid, comm);
+            for (const auto &frame : kernel)
+                fmt::print("    {}\n", frame);
+            fmt::print("    --\n");
+            for (const auto &frame : user)
+                fmt::print("    {}\n", frame);
+        }
+    }
+    if (o_.common.json)
+        print_json_line({{"stacks", list}});
+}
+
+CountedLosses Memstall::collect(prometheus::Exposition &out) {
+    memstall_bpf &skel = this->skel();
+    memstall::Counts &counts = counts_;
+    std::copy(std::begin(skel.bss->totals), std::end(skel.bss->totals), counts.totals.begin());
+    if (o_.prom.label("cgroup")) {
+        counts.threads = read_hash_map<memstall_key, memstall_value>(skel.maps.stalls);
+        counts.cgroup_paths = cgroup_paths(memcg_on_v1_);
+    }
+    metrics_->collect(counts, out);
+    // Threads that are gone stall no more: their counts are in the series now, their
+    // entries go, and the table keeps room for the threads that live.
+    delete_exited_tasks(skel.maps.stalls, counts.threads,
+                        [](const memstall_key &k) { return k.tid; });
+    return CountedLosses{0, skel.bss->table_full, skel.bss->unpaired_ends};
+}
+
+void Memstall::check_options() {
+    if (o_.pid)
+        require_process(*o_.pid, "-p");
+    if (o_.tid)
+        require_thread(*o_.tid, "-t");
+    if (!o_.cgroup.empty())
+        cgroup_ = resolve_cgroup(o_.cgroup);
+    if (o_.max_rows == 0)
+        throw UsageError("-r takes a number of rows of at least 1");
+    check_prometheus_options(o_.prom, o_.common);
+    if (o_.prom.on() && (o_.stacks || o_.per_cgroup))
+        throw UsageError("--prometheus serves counters per cause; -s and -C go with the text "
+                         "output (per cgroup: --prometheus-labels cgroup)");
+}
+
+void Memstall::load() {
+    check_environment(tool_name);
+    auto v = o_.common.verbosity();
+    raise_memlock_limit(v);
+    describe_features(v, kernel_features());
+    has_memstall_flag_ = kernel_has_memstall_flag();
+    resolve_ranges();
+    const auto dirty_params = tracepoint_parameters("balance_dirty_pages");
+    // (..., period, pause, start_time): the pause is always the second to last.
+    if (dirty_params.size() == 8 || dirty_params.size() == 12)
+        dirty_pause_arg_ = static_cast<int>(dirty_params.size()) - 2;
+    // With PSI built in but disabled (CONFIG_PSI_DEFAULT_DISABLED, as Debian builds it, or
+    // psi=0) the kernel never sets in_memstall, and /proc/pressure does not exist.
+    psi_enabled_ = access("/proc/pressure/memory", F_OK) == 0;
+    if (!has_memstall_flag_)
+        fmt::print(stderr, "memstall: this kernel has no PSI memstall flag (CONFIG_PSI): only "
+                           "reclaim, compaction, dirty throttling and the I/O waits of "
+                           "swap-ins are measured.\n");
+    else if (!psi_enabled_)
+        fmt::print(stderr,
+                   "memstall: PSI is disabled on this kernel (no /proc/pressure/memory; Debian "
+                   "disables it by default): the kernel marks no memory stalls, so "
+                   "memory.high, thrashing and other stalls read 0 (swap-ins are measured "
+                   "by their I/O waits). Boot with psi=1 to measure them.\n");
+    else if (!ranges_unavailable_.empty())
+        fmt::print(stderr,
+                   "memstall: {}: swap-in, memory.high and thrashing stalls are counted as "
+                   "OTHER.\n",
+                   ranges_unavailable_);
+    verbose(v,
+            fmt::format("CGROUP is the task's {}",
+                        memcg_on_v1_ ? "memory cgroup (cgroup v1 hierarchy)" : "cgroup v2 cgroup"));
+
+    probes_ = plan();
+    loaded_.emplace(
+        memstall_bpf__open_opts, memstall_bpf__destroy, [&](memstall_bpf &s) { configure(s); },
+        probes_, v);
+    describe_causes(probes_);
+    if (!o_.prom.on())
+        return;
+    metrics_.emplace(o_.prom, o_.cgroup);
+    auto attached = [&](ProbeId id) {
+        const Probe *p = find_probe(probes_, id);
+        return p != nullptr && p->choice() != nullptr;
+    };
+    counts_.causes[MEMSTALL_DIRECT_RECLAIM] = attached(ProbeId::Direct);
+    counts_.causes[MEMSTALL_MEMCG_RECLAIM] = attached(ProbeId::Memcg);
+    counts_.causes[MEMSTALL_COMPACTION] = attached(ProbeId::Compaction);
+    counts_.causes[MEMSTALL_DIRTY] = attached(ProbeId::Dirty);
+    for (uint32_t cause : {MEMSTALL_MEMORY_HIGH, MEMSTALL_THRASHING, MEMSTALL_OTHER})
+        counts_.causes[cause] = has_memstall_flag_ && psi_enabled_;
+    // Its I/O sleeps are told apart with or without PSI.
+    counts_.causes[MEMSTALL_SWAPIN] = !functions_found(MEMSTALL_SWAPIN).empty();
+}
+
+int Memstall::run() {
+    check_options();
+    load();
+    install_stop_signals();
+    if (o_.prom.on())
+        return serve_tool_metrics(tool_name, o_.prom, o_.common, *this);
+    memstall_bpf *skel = &this->skel();
+    announce_tracing("Tracing memory stalls...");
+    fflush(stdout);
+    last_print_ = std::chrono::steady_clock::now();
+    const bool done = trace_until_stopped(o_.common, nullptr, [&] { print_interval(*skel); });
+    if (!done)
+        print_interval(*skel);
+    if (o_.stacks)
+        print_stacks(*skel);
+    report_skipped_runs(tool_name, skel->obj, "stalls");
+    fflush(stdout);
+    return 0;
+}
+
+// The options that shape what memstall counts: its own, and `memlat exporter`'s
+// --memstall.NAME.
+void add_counting_options(CommandLine &cli, Options &o) {
+    cli.option('p', "pid", "PID", "Only threads of process PID (its row is shown even at 0)",
+               o.pid);
+    cli.option('t', "tid", "TID", "Only thread TID", o.tid);
+    cli.option('G', "cgroup", "PATH",
+               "Only tasks in this cgroup and below (a cgroup v2 directory, or one of the "
+               "cgroup v1 memory hierarchy)",
+               o.cgroup);
+    add_series_options(cli, o.prom, {"cgroup"});
+}
+
+} // namespace
+
+static int tool_main(int argc, char **argv) {
+    return run_tool(tool_name, [&] {
+        Options o;
+        CommandLine cli(tool_name, description, examples + environment_help(false));
+        add_counting_options(cli, o);
+        cli.flag('C', "cgroups", "One row per memory cgroup instead of per process", o.per_cgroup);
+        cli.flag('s', "stacks",
+                 "At the end, the kernel and user stacks that stalled the longest, per cause "
+                 "(taken only for stalled tasks)",
+                 o.stacks);
+        cli.option('r', "rows", "ROWS", "Print at most ROWS rows per interval (default 20)",
+                   o.max_rows);
+        add_common_options(cli, o.common, true);
+        add_listen_option(cli, o.prom);
+        cli.parse(argc, argv);
+        return Memstall(std::move(o)).run();
+    });
+}
+
+// The tool in the multi-call binary (tools/memlat/main.cpp): `memlat memstall ARGS`, or
+// `memstall ARGS` through a link named after it.
+extern const ToolEntry memlat_tool_memstall{
+    tool_name,
+    "stall time by cause (reclaim, compaction, dirty pages, swap-in, memory.high, "
+    "refaults) per process or cgroup",
+    tool_main, []() -> std::unique_ptr<ExporterPart> {
+        return std::make_unique<ExporterPartOf<Memstall, Options>>(add_counting_options);
+    }};

@@ -1,0 +1,75 @@
+/* Data shared by memstall.bpf.c and memstall.cpp. */
+#ifndef MEMLAT_MEMSTALL_H
+#define MEMLAT_MEMSTALL_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define MEMSTALL_COMM_LEN 16
+/* Kernel frames looked at to tell an off-CPU memory stall's cause. */
+#define MEMSTALL_STACK_DEPTH 24
+/* Address ranges (functions) of each frame-classified cause. */
+#define MEMSTALL_MAX_RANGES 16
+
+/* Why a task is stalled on memory. The first four are begin/end tracepoint windows (wall time,
+ * on and off the CPU); the rest are off-CPU intervals of a task with task_struct->in_memstall
+ * set (PSI's flag), told apart by the kernel frames the task sleeps in. */
+enum memstall_cause {
+    MEMSTALL_DIRECT_RECLAIM = 0, /* mm_vmscan_direct_reclaim_begin/end */
+    MEMSTALL_MEMCG_RECLAIM = 1,  /* mm_vmscan_memcg_reclaim_begin/end */
+    MEMSTALL_COMPACTION = 2,     /* mm_compaction_begin/end of a user task (direct) */
+    MEMSTALL_DIRTY = 3,          /* writeback:balance_dirty_pages pause until switched in */
+    MEMSTALL_SWAPIN = 4,         /* in_memstall, asleep under the swap-in functions */
+    MEMSTALL_MEMORY_HIGH = 5,    /* in_memstall, asleep under the memory.high throttle */
+    MEMSTALL_THRASHING = 6,      /* in_memstall, asleep waiting for a refaulting folio */
+    MEMSTALL_OTHER = 7,          /* in_memstall, anywhere else */
+    MEMSTALL_CAUSES = 8,
+};
+
+/* A kernel function's text, [start, end), and the cause a sleep under it is charged to. */
+struct memstall_range {
+    __u64 start;
+    __u64 end;
+    __u32 cause;
+    __u32 pad;
+};
+
+/* Stall time of one thread and cause since load, counted in the kernel. */
+struct memstall_key {
+    __u32 tid;
+    __u32 cause;
+};
+
+struct memstall_value {
+    __u64 stalls;   /* windows or off-CPU intervals ended */
+    __u64 total_ns; /* their wall time */
+    __u64 max_ns;
+    __u64 cgroup_id; /* the thread's memory cgroup when the entry was made */
+    __u32 pid;       /* its process */
+    __u32 pad;
+    char comm[MEMSTALL_COMM_LEN];
+};
+
+/* Per cause since load, whatever the options (--prometheus's counters). */
+struct memstall_totals {
+    __u64 stalls;
+    __u64 total_ns;
+};
+
+/* --stacks: stall time per process, cause and pair of stacks (ids in the stack-trace map;
+ * negative: none could be taken). */
+struct memstall_stack_key {
+    __u32 pid;
+    __u32 cause;
+    __s32 kernel_stack;
+    __s32 user_stack;
+};
+
+struct memstall_stack_value {
+    __u64 stalls;
+    __u64 total_ns;
+    char comm[MEMSTALL_COMM_LEN];
+};
+
+#endif

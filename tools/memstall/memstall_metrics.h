@@ -1,0 +1,39 @@
+// memstall's Prometheus metrics (--prometheus): what the BPF side counted, as metric families.
+// Apart from the tool so that the unit tests can check them.
+#pragma once
+
+#include <array>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "memstall.h"
+#include "prometheus/exporter.h"
+#include "prometheus/prometheus.h"
+
+namespace memlat::memstall {
+
+// One read of the BPF side.
+struct Counts {
+    std::array<bool, MEMSTALL_CAUSES> causes{}; // the causes measured on this kernel
+    std::array<memstall_totals, MEMSTALL_CAUSES> totals{};
+    // With --prometheus-labels cgroup: the per-thread table ((tid, cause) -> value, which
+    // names the thread's cgroup), and the cgroups that exist now, by id.
+    std::vector<std::pair<memstall_key, memstall_value>> threads;
+    std::map<uint64_t, std::string> cgroup_paths;
+};
+
+class Metrics {
+  public:
+    // `cgroup`: the -G path, a label of every series when given.
+    Metrics(const PrometheusOptions &options, std::string cgroup);
+    void collect(const Counts &counts, prometheus::Exposition &out);
+
+  private:
+    bool by_cgroup_;
+    prometheus::Labels base_;
+    prometheus::BoundedCounters by_cgroup_counts_;
+};
+
+} // namespace memlat::memstall
