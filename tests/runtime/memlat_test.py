@@ -1350,7 +1350,7 @@ CAPABILITY_BITS = {"dac_read_search": 2, "sys_ptrace": 19, "sys_admin": 21, "sys
 
 
 def required_capabilities(tool: str, args: Sequence[str]) -> list[str]:
-    """The capabilities README ("Least privilege") names for TOOL ARGS: CAP_BPF and
+    """The capabilities docs/least-privilege.md names for TOOL ARGS: CAP_BPF and
     CAP_PERFMON for every tool; CAP_SYSLOG where kernel addresses are symbolised (tlbflush
     -L, --culprits, -s; compactsnoop -K); CAP_SYS_PTRACE for tlbflush -s's user stacks;
     CAP_DAC_READ_SEARCH and CAP_SYS_PTRACE for cachestat -f's paths."""
@@ -1400,7 +1400,7 @@ def check_refused_unprivileged(t: Test, tool: str, message: str) -> None:
 
 class _Unprivileged:
     """`SCENARIO --unprivileged`: the scenario with every Tool run as user nobody with only the
-    capabilities README names for it (required_capabilities(), through setpriv); the
+    capabilities docs/least-privilege.md names for it (required_capabilities(), through setpriv); the
     scenario's own checks must pass as they do as root, and each tool, once ready, must have
     run as uid 65534 with exactly those capabilities effective."""
 
@@ -1544,7 +1544,7 @@ def scenario(name: str, btf_file: bool = False, unprivileged: bool = False):
     runtime.NAME per scenario, tests/CMakeLists.txt asks each script with --list); with
     `btf_file` the scenario also runs as on a kernel without BTF of its own
     (runtime.NAME.btf_file, see _BtfVariant); with `unprivileged` also as user nobody with only
-    the capabilities README names (runtime.NAME.unprivileged, see _Unprivileged)."""
+    the capabilities docs/least-privilege.md names (runtime.NAME.unprivileged, see _Unprivileged)."""
     def register(fn: Callable[[Test], None]):
         if name in _SCENARIOS:
             raise ValueError(f"scenario {name} defined twice")

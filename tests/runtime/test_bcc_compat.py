@@ -3,7 +3,7 @@
 files, man pages, smoke test and sources, each line with its source) run unchanged against
 memlat: every flag is accepted, the tool exits 0, and its header has BCC's columns in BCC's
 order, memlat's own after them; where memlat differs on purpose, it prints exactly the header
-the data file gives, and README's "Coming from BCC" table names that difference."""
+the data file gives, and the table of docs/bcc.md ("Coming from BCC") names that difference."""
 from __future__ import annotations
 
 import json
@@ -19,7 +19,7 @@ from memlat_test import Test, Tool, binary, log, main, run, scenario  # noqa: E4
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "bcc_command_lines.txt")
-README = os.path.join(HERE, "..", "..", "README.md")
+PAGE = os.path.join(HERE, "..", "..", "docs", "bcc.md")
 VERSION = re.compile(r"^(\w+) \d+\.\d+\.\d+$")
 
 
@@ -54,11 +54,9 @@ def header_of(stdout: str) -> list[str]:
 
 @scenario("bcc_command_lines")
 def _(t: Test):
-    readme = open(README).read()
-    start = readme.find("## Coming from BCC")
-    end = readme.find("\n## ", start + 1)
-    table = readme[start:end if end > 0 else len(readme)]
-    t.require("## Coming from BCC" in readme, "README has the \"Coming from BCC\" section")
+    page = open(PAGE).read()
+    t.require(page.startswith("# Coming from BCC"), "docs/bcc.md is the \"Coming from BCC\" page")
+    table = page
     all_cases = cases()
     t.check_ge("documented command lines in the data file", 60, len(all_cases))
     started = time.monotonic()
@@ -94,7 +92,7 @@ def _(t: Test):
             continue
         t.check_eq(f"{what}: memlat's header (differs on purpose: {c.key})", c.memlat.split(),
                    header)
-        t.check_in(f"{what}: README's table explains '{c.key}'", c.key, table, "README")
+        t.check_in(f"{what}: docs/bcc.md explains '{c.key}'", c.key, table, "docs/bcc.md")
     log(f"{len(all_cases)} command lines in {time.monotonic() - started:.1f} s")
 
 

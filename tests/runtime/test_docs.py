@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""The user documentation follows the binaries it describes: each tool's page,
+docs/tools/TOOL.md, shows the tool's `-h` as the tool prints it, names every long option `-h`
+lists, and names no option `-h` does not list (so a page cannot keep an option that was
+renamed or removed, nor invent one). The metric table of docs/exporter.md is checked against
+what the exporters serve by test_prometheus.py's prometheus_metric_names."""
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from memlat_test import Test, binary, main, run, scenario  # noqa: E402
+
+SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TOOLS = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat", "memstall"]
+# A long option: two dashes, a letter, then letters, digits, '-', '_' or '.' (--web.config.file,
+# --TOOL.NAME of memlat exporter), not ending in punctuation.
+LONG_OPTION = re.compile(r"(?<![\w-])--[A-Za-z][\w.-]*[\w]")
+FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)
+CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+def help_text(tool: str, *args: str) -> str:
+    res = run([binary(tool), *args, "-h"], timeout=15)
+    if res.rc != 0:
+        raise RuntimeError(f"{tool} {' '.join(args)} -h: exit status {res.rc}: {res.stderr[:300]}")
+    return res.stdout
+
+
+def normalized(text: str) -> list[str]:
+    """Lines without trailing blanks, and without blank lines at either end."""
+    lines = [l.rstrip() for l in text.splitlines()]
+    while lines and not lines[0]:
+        lines.pop(0)
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def usage_block(page: str) -> str | None:
+    """The first fenced block after the page's "## Usage" heading."""
+    at = page.find("\n## Usage")
+    if at < 0:
+        return None
+    m = FENCE.search(page, at)
+    return m.group(1) if m else None
+
+
+def command_options(command: str, tool: str) -> list[str]:
+    """The long options a command line gives to the tool: those of `TOOL ...`, `memlat TOOL
+    ...` and `memlat-TOOL ...` (after an optional shell prompt, path or environment
+    assignments), and a bare `--option`; none of another program's command line (a workload,
+    stress-ng, setpriv) or of output lines."""
+    words = command.strip().split()
+    while words and words[0] in ("#", "$"):
+        words.pop(0)
+    while words and re.match(r"^[A-Z_]+=", words[0]):
+        words.pop(0)
+    if not words:
+        return []
+    first = os.path.basename(words[0])
+    if first.startswith("--"):
+        return LONG_OPTION.findall(command)
+    if first in (tool, f"memlat-{tool}") or (first == "memlat" and words[1:2] == [tool]):
+        return LONG_OPTION.findall(" ".join(words[1:]))
+    return []
+
+
+def page_options(page: str, tool: str) -> tuple[set[str], set[str]]:
+    """(options the page names, the options its usage block shows). Options are taken from
+    prose (outside code), from code spans and from the lines of code blocks that run the tool;
+    the usage block (the `-h` text) is left out of the first set."""
+    named: set[str] = set()
+    usage = usage_block(page) or ""
+    rest = page.replace(usage, "", 1) if usage else page
+    # Code blocks: only the lines that run the tool.
+    for block in FENCE.findall(rest):
+        for line in block.splitlines():
+            named.update(command_options(line.split("  #")[0], tool))
+    prose = FENCE.sub("", rest)
+    for span in CODE_SPAN.findall(prose):
+        named.update(command_options(span, tool))
+    named.update(LONG_OPTION.findall(CODE_SPAN.sub("", prose)))
+    return named, set(LONG_OPTION.findall(usage))
+
+
+@scenario("docs_options_match_help")
+def _(t: Test):
+    exporter_help = help_text("memlat", "exporter")
+    exporter_options = set(LONG_OPTION.findall(exporter_help))
+    for tool in TOOLS:
+        path = os.path.join(SOURCE_DIR, "docs", "tools", f"{tool}.md")
+        if not t.check(os.path.isfile(path), f"{tool} has a page", path,
+                       "present" if os.path.isfile(path) else "missing"):
+            continue
+        page = open(path, encoding="utf-8").read()
+        text = help_text(tool)
+        listed = set(LONG_OPTION.findall(text))
+        t.check(len(listed) >= 8, f"{tool} -h lists its long options", ">= 8", sorted(listed))
+        usage = usage_block(page)
+        t.check(usage is not None, f"docs/tools/{tool}.md has a \"## Usage\" block", "present",
+                "present" if usage is not None else "absent")
+        if usage is not None:
+            diff = list(difflib.unified_diff(normalized(usage), normalized(text),
+                                             f"docs/tools/{tool}.md", f"{tool} -h", lineterm=""))
+            t.check(not diff, f"docs/tools/{tool}.md's usage block is `{tool} -h` as the tool "
+                    "prints it (paste the tool's -h there)", "no difference",
+                    "\n".join(diff[:60]))
+        named, shown = page_options(page, tool)
+        t.check_eq(f"{tool} -h options missing from docs/tools/{tool}.md", [],
+                   sorted(listed - (named | shown)))
+        # `memlat exporter`'s --TOOL.NAME options may be named where the page points there.
+        invented = {o for o in named - listed
+                    if not (o.startswith(f"--{tool}.") and o in exporter_options)}
+        t.check_eq(f"options docs/tools/{tool}.md names that {tool} -h does not list", [],
+                   sorted(invented))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
