@@ -6,8 +6,9 @@
 #   lib/systemd/system/...             every unit and drop-in of contrib/systemd, with the
 #                                      /usr/local/ of their paths turned into the prefix
 #   share/memlat/grafana/memlat.json   the Grafana dashboard
-#   share/doc/memlat/README.md, share/doc/memlat/examples/*.env (contrib/systemd's templates of
-#                                      /etc/memlat/, which nothing installs by itself)
+#   share/doc/memlat/README.md, share/doc/memlat/docs/*.md and docs/tools/*.md (the pages README
+#                                      links), share/doc/memlat/examples/*.env (contrib/systemd's
+#                                      templates of /etc/memlat/, which nothing installs by itself)
 #   share/man/man8/memlat.8.gz         docs/memlat.8
 # `cmake --install` adds (component "local") sbin/TOOL -> memlat for each tool and the LICENSE.
 # The package has instead (component "debian", left out of a plain install):
@@ -18,7 +19,7 @@
 #                                      runs BCC's command lines unchanged
 #   share/man/man8/memlat-TOOL.8.gz -> memlat.8.gz
 #   share/doc/memlat/copyright, changelog.gz, share/lintian/overrides/memlat (contrib/debian)
-# build.deb and runtime.deb_install (tests/) check the package; README "Installing" is the
+# build.deb and runtime.deb_install (tests/) check the package; docs/building.md, "Installing" is the
 # user's side of this.
 
 install(TARGETS memlat RUNTIME DESTINATION sbin COMPONENT memlat)
@@ -52,6 +53,11 @@ install(FILES ${memlat_env_templates} DESTINATION share/doc/memlat/examples COMP
 install(FILES ${PROJECT_SOURCE_DIR}/contrib/grafana/memlat.json
         DESTINATION share/memlat/grafana COMPONENT memlat)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION share/doc/memlat COMPONENT memlat)
+# README's links go to docs/ next to it: the pages keep their places under share/doc/memlat.
+file(GLOB memlat_doc_pages CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)
+file(GLOB memlat_tool_pages CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/tools/*.md)
+install(FILES ${memlat_doc_pages} DESTINATION share/doc/memlat/docs COMPONENT memlat)
+install(FILES ${memlat_tool_pages} DESTINATION share/doc/memlat/docs/tools COMPONENT memlat)
 # The manual page (docs/memlat.8), compressed without a time stamp as Debian wants it.
 add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/memlat.8.gz
                    COMMAND gzip -9nc ${PROJECT_SOURCE_DIR}/docs/memlat.8 > ${CMAKE_BINARY_DIR}/memlat.8.gz
@@ -86,7 +92,7 @@ string(TIMESTAMP memlat_deb_date "%a, %d %b %Y %H:%M:%S +0000" UTC)
 file(CONFIGURE OUTPUT ${CMAKE_BINARY_DIR}/debian/changelog CONTENT
 "memlat (${PROJECT_VERSION}) unstable; urgency=medium
 
-  * Built from the memlat source tree; README.md says what each tool does.
+  * Built from the memlat source tree; docs/tools/ says what each tool does.
 
  -- ${MEMLAT_DEB_MAINTAINER}  ${memlat_deb_date}
 ")

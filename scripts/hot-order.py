@@ -19,7 +19,7 @@ read-ahead is 0, so that a page of the file is in the page cache only if a proce
 it; the same runs, then mincore() tells which pages are cached, and every data symbol that
 overlaps one follows the functions. Symbols gone from a later build are ignored by the linker
 (--no-warn-symbol-ordering); new ones land among the cold code: rerun this script when
-start-up code has changed a lot (README "Benchmark" says how much RSS the order saves).
+start-up code has changed a lot (bench/README.md says how much RSS the order saves).
 Needs root (loop mount, BPF) and valgrind.
 """
 from __future__ import annotations

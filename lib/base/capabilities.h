@@ -1,5 +1,5 @@
 // The process's capabilities: what loading BPF programs needs, and what a mode needs beyond it
-// (README "Least privilege").
+// (docs/least-privilege.md).
 #pragma once
 
 #include <string>
@@ -7,7 +7,7 @@
 namespace memlat {
 
 // Whether the capability (CAP_SYSLOG...) is in this process's effective set: root has them
-// all; a tool given only some (README "Least privilege") names what a mode lacks.
+// all; a tool given only some (docs/least-privilege.md) names what a mode lacks.
 bool process_has_capability(int capability);
 
 // The capabilities this process lacks to load and attach tracing programs, named: CAP_BPF

@@ -167,7 +167,7 @@ void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,
     cli.flag('T', "timestamp", std::move(timestamp_help), options.timestamp);
     cli.flag('j', "json",
              "JSON lines on stdout instead of text: one object per event or "
-             "interval (schema in README)",
+             "interval (schema in docs/output.md)",
              options.json);
     add_run_options(cli, options);
     add_max_entries_option(cli, options);
@@ -208,7 +208,7 @@ void add_run_options(CommandLine &cli, CommonOptions &options) {
 void add_max_entries_option(CommandLine &cli, CommonOptions &options) {
     cli.option(0, "max-entries", "N",
                fmt::format("Rows of each per-process, per-file, per-culprit or per-stack table "
-                           "(default: the tool's own, in README; at most {}). Events that find "
+                           "(default: the tool's own, in docs/tools/; at most {}). Events that find "
                            "a table full are still in the totals, and every interval and the "
                            "summary say how many (table_full). A larger N also raises the "
                            "per-thread state of drsnoop, compactsnoop, numamove and cachestat "

@@ -133,7 +133,7 @@ void check_environment(std::string_view tool) {
     if (const std::string missing = missing_bpf_capabilities(); !missing.empty())
         throw RuntimeError(fmt::format(
             "missing {}: loading BPF programs needs root, or the capabilities CAP_BPF and "
-            "CAP_PERFMON. Run {} with sudo, or grant them (README: \"Least privilege\").",
+            "CAP_PERFMON. Run {} with sudo, or grant them (docs/least-privilege.md).",
             missing, tool));
     // Chooses the BTF (or explains that there is none) and reads any other than the
     // kernel's own now, so that a bad --btf file is reported as such and not as a failure deep

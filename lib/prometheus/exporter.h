@@ -2,7 +2,7 @@
 // GET /metrics (the exposition the tool's collect function builds at each scrape) and a `/`
 // page that links it, one request per connection, every connection at once on an Asio event
 // loop in a thread of its own, with a cap on connections and deadlines for each (exporter.cpp
-// says which); HTTP parsing is Boost.Beast's (README: "Prometheus exporter" says why).
+// says which); HTTP parsing is Boost.Beast's (docs/exporter.md, "The HTTP server", says why).
 #pragma once
 
 #include <atomic>

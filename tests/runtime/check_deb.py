@@ -51,6 +51,9 @@ def expected_contents(tools: list[str]) -> tuple[set[str], dict[str, str]]:
              "usr/share/doc/memlat/changelog.gz", "usr/share/lintian/overrides/memlat",
              "usr/share/man/man8/memlat.8.gz"}
     files |= {f"{UNIT_DIR}/{u}" for u in units()}
+    for folder in ("docs", "docs/tools"):
+        files |= {f"usr/share/doc/memlat/{folder}/{page}"
+                  for page in os.listdir(os.path.join(SOURCE, folder)) if page.endswith(".md")}
     files |= {f"usr/share/doc/memlat/examples/{e}"
               for e in os.listdir(os.path.join(SOURCE, "contrib", "systemd")) if e.endswith(".env")}
     links = {f"usr/sbin/memlat-{t}": "memlat" for t in tools}

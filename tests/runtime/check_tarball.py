@@ -27,6 +27,9 @@ def main() -> int:
     top = os.path.basename(tarball)[:-len(".tar.gz")]
     expected = {"memlat", "README.md"} | {n for n in LICENSES
                                           if os.path.isfile(os.path.join(source, n))}
+    for folder in ("docs", "docs/tools"):
+        expected |= {f"{folder}/{page}" for page in os.listdir(os.path.join(source, folder))
+                     if page.endswith(".md")}
     failures = []
     with tarfile.open(tarball) as t, tempfile.TemporaryDirectory() as tmp:
         members = [m for m in t.getmembers() if not m.isdir()]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""README's support table, written from what the tools said with -v in the VM tests, not by
+"""The support table of docs/kernels.md, written from what the tools said with -v in the VM tests, not by
 hand: for each kernel of tests/vm/kernels.txt whose last run is in BUILD/vm-run/KERNEL/, the
 TOOL.choices scenario's runs (each tool started with nothing forced, guest/lib.sh vm_choices)
 give, per tool, the hook each probe used, the features the tool had to do without, and what

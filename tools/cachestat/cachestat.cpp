@@ -773,7 +773,7 @@ static int tool_main(int argc, char **argv) {
         add_counting_options(cli, o);
         cli.flag('P', "per-process",
                  "A table per interval: PID UID COMM HITS MISSES DIRTIES READ_HIT%, busiest "
-                 "first (BCC's cachetop is cachestat -P 5: README, \"Coming from BCC\")",
+                 "first (BCC's cachetop is cachestat -P 5: docs/bcc.md)",
                  o.per_process);
         cli.flag('f', "per-file",
                  "A table per interval: DEV INO HITS MISSES DIRTIES HITRATIO PATH, busiest "

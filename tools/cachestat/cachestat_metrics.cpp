@@ -19,7 +19,7 @@ Metrics::Metrics(const PrometheusOptions &options, std::string cgroup, bool acce
 namespace {
 
 // Page counts, as cachestat counts them (base pages): hits are accesses - misses, which
-// PromQL computes from the two counters (README: "cachestat's metrics").
+// PromQL computes from the two counters (docs/tools/cachestat.md).
 const std::array<std::pair<const char *, const char *>, CACHESTAT_COUNTERS> families{{
     {"memlat_page_cache_accesses", "Page-cache pages looked up by reads and page faults"},
     {"memlat_page_cache_misses", "Pages added to the page cache (misses)"},

@@ -2,7 +2,7 @@
 // `TOOL ARGS...` through a link (symbolic or hard) named after it, exactly as a binary of its
 // own would: same options, output and exit statuses. A link named memlat-TOOL does the same:
 // the Debian package installs those, since Debian's libbpf-tools owns /usr/sbin/drsnoop,
-// cachestat and numamove (README "Installing"). `memlat exporter` serves every tool's
+// cachestat and numamove (docs/building.md, "Installing"). `memlat exporter` serves every tool's
 // counters to Prometheus from one process.
 #include <cerrno>
 #include <cstdint>
@@ -71,7 +71,7 @@ int register_read_only_segments(dl_phdr_info *info, size_t, void *uffd) {
 // which stays open for the life of the process (close-on-exec). Where the kernel refuses
 // (older than 6.7, userfaultfd forbidden by seccomp or vm.unprivileged_userfaultfd), nothing
 // changes (MEMLAT_DISABLE_FEATURES=uffd_wp_async plays such a kernel, for A/B measurements).
-// Costs ~150 more minor faults at start-up: 0-0.25 ms more CPU to ready (README "Benchmark").
+// Costs ~150 more minor faults at start-up: 0-0.25 ms more CPU to ready (bench/README.md).
 void map_binary_pages_singly() {
     for (const std::string &feature : memlat::environment_list("MEMLAT_DISABLE_FEATURES"))
         if (feature == "uffd_wp_async")
