@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 MAX_LINES = 500
-LAYERS = ["base", "kernel", "loading", "cli", "prometheus"]
+LAYERS = ["base", "kernel", "loading", "cli", "prometheus", "tool"]
 
 
 def main(lib: Path) -> int:

@@ -39,13 +39,14 @@
 #include "loading/loader.h"
 #include "prometheus/exporter.h"
 #include "prometheus/metrics_serving.h"
+#include "tool/tool.h"
 
 using namespace memlat;
 using nlohmann::json;
 
 namespace {
 
-constexpr const char *tool_name = "cachestat";
+constexpr char tool_name[] = "cachestat";
 
 constexpr const char *description =
     R"(Count page-cache hits, misses and dirtied pages per interval (every second
@@ -326,20 +327,16 @@ enum class ProbeId { Misses, Dirties, Accesses };
 // The accesses' preferred family: the filemap access tracepoints (Linux 6.12).
 constexpr const char *filemap_access = "filemap_access";
 
-class Cachestat final : public CountingSide {
+class Cachestat final : public Tool<cachestat_bpf, Options> {
   public:
-    explicit Cachestat(Options options) : o_(std::move(options)) {}
-    int run();
-    // The steps of run() that `memlat exporter` takes too: the checks that need no kernel,
-    // then the load (with --prometheus: and the metrics it serves).
-    void check_options();
-    void load();
+    explicit Cachestat(Options options)
+        : Tool(tool_name, std::move(options), cachestat_bpf__open_opts, cachestat_bpf__destroy) {}
+    void check_options() override;
+    void load() override;
     CountedLosses collect(prometheus::Exposition &out) override;
-    const std::vector<Probe> &probes() const override { return probes_; }
-    bpf_object *object() const override { return skel().obj; }
 
   private:
-    cachestat_bpf &skel() const { return **loaded_; }
+    int trace() override;
     std::vector<Probe> plan() const;
     void configure(cachestat_bpf &skel) const;
     Snapshot snapshot(cachestat_bpf &skel);
@@ -348,9 +345,6 @@ class Cachestat final : public CountingSide {
     std::vector<cachestat::ProcRow> proc_rows(const Snapshot &now, const Snapshot &before) const;
     std::vector<cachestat::FileRow> file_rows(const Snapshot &now, const Snapshot &before);
 
-    Options o_;
-    std::vector<Probe> probes_;
-    std::optional<Loaded<cachestat_bpf>> loaded_;
     MappedArray cpu_counts_;                    // skel().maps.cpu_counts, once loaded
     std::optional<cachestat::Metrics> metrics_; // --prometheus
     std::optional<CgroupTarget> cgroup_;
@@ -638,6 +632,9 @@ void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double s
 }
 
 void Cachestat::check_options() {
+    // BCC's default, one line a second, is for the text output only.
+    if (o_.common.interval == 0 && !o_.prom.on())
+        o_.common.interval = 1;
     if (o_.pid)
         require_process(*o_.pid, "-p");
     if (o_.per_process && o_.per_file)
@@ -676,10 +673,8 @@ void Cachestat::load() {
     raise_memlock_limit(v);
 
     describe_features(v, kernel_features());
-    probes_ = plan();
-    loaded_.emplace(
-        cachestat_bpf__open_opts, cachestat_bpf__destroy, [&](cachestat_bpf &s) { configure(s); },
-        probes_, v);
+    load_skeleton(
+        plan(), [&](cachestat_bpf &s) { configure(s); }, v);
     cpu_counts_ = MappedArray(skel().maps.cpu_counts);
 
     const Probe &access = *find_probe(probes_, ProbeId::Accesses);
@@ -705,12 +700,7 @@ void Cachestat::load() {
         metrics_.emplace(o_.prom, o_.cgroup, accesses_known_);
 }
 
-int Cachestat::run() {
-    check_options();
-    load();
-    install_stop_signals();
-    if (o_.prom.on())
-        return serve_tool_metrics(tool_name, o_.prom, o_.common, *this);
+int Cachestat::trace() {
     const auto v = o_.common.verbosity();
     cachestat_bpf *skel = &this->skel();
     epochs_ = true;
@@ -764,35 +754,25 @@ void add_counting_options(CommandLine &cli, Options &o) {
     add_series_options(cli, o.prom, {"comm"});
 }
 
-} // namespace
-
-static int tool_main(int argc, char **argv) {
-    return run_tool(tool_name, [&] {
-        Options o;
-        CommandLine cli(tool_name, description, examples + environment_help(true, hook_kinds));
-        add_counting_options(cli, o);
-        cli.flag('P', "per-process",
-                 "A table per interval: PID UID COMM HITS MISSES DIRTIES READ_HIT%, busiest "
-                 "first (BCC's cachetop is cachestat -P 5: docs/bcc.md)",
-                 o.per_process);
-        cli.flag('f', "per-file",
-                 "A table per interval: DEV INO HITS MISSES DIRTIES HITRATIO PATH, busiest "
-                 "first",
-                 o.per_file);
-        add_common_options(cli, o.common, true, "Start each line with a TIME column (HH:MM:SS)");
-        add_listen_option(cli, o.prom);
-        cli.parse(argc, argv);
-        // BCC's default, one line a second, is for the text output only.
-        if (o.common.interval == 0 && !o.prom.on())
-            o.common.interval = 1;
-        return Cachestat(std::move(o)).run();
-    });
+CommandLine command_line(Options &o) {
+    CommandLine cli(tool_name, description, examples + environment_help(true, hook_kinds));
+    add_counting_options(cli, o);
+    cli.flag('P', "per-process",
+             "A table per interval: PID UID COMM HITS MISSES DIRTIES READ_HIT%, busiest "
+             "first (BCC's cachetop is cachestat -P 5: docs/bcc.md)",
+             o.per_process);
+    cli.flag('f', "per-file",
+             "A table per interval: DEV INO HITS MISSES DIRTIES HITRATIO PATH, busiest "
+             "first",
+             o.per_file);
+    add_common_options(cli, o.common, true, "Start each line with a TIME column (HH:MM:SS)");
+    add_listen_option(cli, o.prom);
+    return cli;
 }
 
-// The tool in the multi-call binary (tools/memlat/main.cpp): `memlat cachestat ARGS`, or `cachestat
-// ARGS` through a link named after it.
-extern const ToolEntry memlat_tool_cachestat{
-    tool_name, "page-cache hits, misses and dirtied pages: machine-wide, per process or per file",
-    tool_main, []() -> std::unique_ptr<ExporterPart> {
-        return std::make_unique<ExporterPartOf<Cachestat, Options>>(add_counting_options);
-    }};
+} // namespace
+
+// memlat cachestat (and a link named cachestat), and its part of `memlat exporter`.
+extern const ToolEntry memlat_tool_cachestat =
+    tool_entry<Cachestat, tool_name, command_line, add_counting_options>(
+        "page-cache hits, misses and dirtied pages: machine-wide, per process or per file");

@@ -28,13 +28,14 @@
 #include "loading/symbols.h"
 #include "prometheus/exporter.h"
 #include "prometheus/metrics_serving.h"
+#include "tool/tool.h"
 
 using namespace memlat;
 using nlohmann::json;
 
 namespace {
 
-constexpr const char *tool_name = "compactsnoop";
+constexpr char tool_name[] = "compactsnoop";
 
 constexpr const char *description =
     R"(Trace memory compaction: every run of the kernel's compact_zone(), which
@@ -108,20 +109,17 @@ std::map<int64_t, std::string> enum_names(const char *name, const char *prefix,
     }
 }
 
-class Compactsnoop final : public CountingSide {
+class Compactsnoop final : public Tool<compactsnoop_bpf, Options> {
   public:
-    explicit Compactsnoop(Options options) : o_(std::move(options)) {}
-    int run();
-    // The steps of run() that `memlat exporter` takes too: the checks that need no kernel,
-    // then the load (with --prometheus: and the metrics it serves).
-    void check_options();
-    void load();
+    explicit Compactsnoop(Options options)
+        : Tool(tool_name, std::move(options), compactsnoop_bpf__open_opts,
+               compactsnoop_bpf__destroy) {}
+    void check_options() override;
+    void load() override;
     CountedLosses collect(prometheus::Exposition &out) override;
-    const std::vector<Probe> &probes() const override { return probes_; }
-    bpf_object *object() const override { return skel().obj; }
 
   private:
-    compactsnoop_bpf &skel() const { return **loaded_; }
+    int trace() override;
     std::vector<Probe> plan() const;
     void configure(compactsnoop_bpf &skel) const;
     void print_event(compactsnoop_bpf &skel, const compactsnoop_event &e);
@@ -129,9 +127,6 @@ class Compactsnoop final : public CountingSide {
     void print_histograms(compactsnoop_bpf &skel);
     void print_summary(compactsnoop_bpf &skel, const EventReader *events);
 
-    Options o_;
-    std::vector<Probe> probes_;
-    std::optional<Loaded<compactsnoop_bpf>> loaded_;
     compactsnoop::Counts counts_; // --prometheus
     uint32_t kind_mask_ = (1u << COMPACTSNOOP_KINDS) - 1;
     compactsnoop::Names names_;
@@ -431,9 +426,7 @@ void Compactsnoop::check_options() {
 }
 
 void Compactsnoop::load() {
-    check_environment(tool_name);
-    auto v = o_.common.verbosity();
-    raise_memlock_limit(v);
+    const Verbosity v = begin_load();
     names_.zones = enum_names("zone_type", "ZONE_", missing_enums_);
     names_.statuses = enum_names("compact_result", "COMPACT_", missing_enums_);
     names_.modes = enum_names("migrate_mode", "MIGRATE_", missing_enums_);
@@ -453,10 +446,8 @@ void Compactsnoop::load() {
     }
 
     describe_features(v, kernel_features());
-    probes_ = plan();
-    loaded_.emplace(
-        compactsnoop_bpf__open_opts, compactsnoop_bpf__destroy,
-        [&](compactsnoop_bpf &s) { configure(s); }, probes_, v);
+    load_skeleton(
+        plan(), [&](compactsnoop_bpf &s) { configure(s); }, v);
     if (find_probe(probes_, ProbeId::Runs)->choice()->kind == HookKind::Tracepoint && o_.extended)
         fmt::print(stderr,
                    "{}: only classic tracepoints are available here: -e shows no "
@@ -467,42 +458,23 @@ void Compactsnoop::load() {
         counts_.kinds[k] = (kind_mask_ >> k) & 1;
 }
 
-int Compactsnoop::run() {
-    check_options();
-    load();
-    install_stop_signals();
-    if (o_.prom.on())
-        return serve_tool_metrics(tool_name, o_.prom, o_.common, *this);
+int Compactsnoop::trace() {
     const auto v = o_.common.verbosity();
     compactsnoop_bpf *skel = &this->skel();
     std::optional<EventReader> events;
     if (!o_.hist)
-        events.emplace(
-            skel->maps.events,
-            [&](const void *data, size_t size) {
-                if (size >= sizeof(compactsnoop_event))
-                    print_event(*skel, *static_cast<const compactsnoop_event *>(data));
-            },
-            o_.events.bytes, o_.events.wakeup_bytes);
-    if (events)
-        verbose(v, "events through " + events->describe());
+        read_events<compactsnoop_event>(
+            events, o_.events, [&](const auto &e) { print_event(*skel, e); }, v);
     if (!o_.common.json && !o_.hist)
         fmt::print("{}\n", compactsnoop::header(format_));
     announce_tracing(o_.hist ? "Tracing memory compaction (histograms)..."
                              : "Tracing memory compaction...");
     fflush(stdout);
 
-    bool done = trace_until_stopped(o_.common, events ? &*events : nullptr,
-                                    [&] { print_histograms(*skel); });
-    if (o_.hist && !done)
-        print_histograms(*skel);
-    print_summary(*skel, events ? &*events : nullptr);
-    report_skipped_runs(tool_name, skel->obj, "runs");
-    report_thread_state(v, skel->maps.tasks, skel->maps.tasks_overflow,
-                        skel->bss->memlat_thread_entries_created,
-                        skel->bss->memlat_thread_entries_exit_deleted);
-    fflush(stdout);
-    return 0;
+    return trace_lines_or_histograms(
+        events, [&] { print_histograms(*skel); },
+        [&](const EventReader *reader) { print_summary(*skel, reader); }, "runs", v,
+        skel->maps.tasks, skel->maps.tasks_overflow);
 }
 
 CountedLosses Compactsnoop::collect(prometheus::Exposition &out) {
@@ -538,39 +510,32 @@ void add_counting_options(CommandLine &cli, Options &o) {
     add_series_options(cli, o.prom, {});
 }
 
-} // namespace
-
-static int tool_main(int argc, char **argv) {
-    return run_tool(tool_name, [&] {
-        Options o;
-        CommandLine cli(tool_name, description, examples + environment_help(true));
-        add_counting_options(cli, o);
-        cli.flag('e', "extended",
-                 "Add FRAGIDX (fragmentation index for ORDER), MIN LOW HIGH (watermarks), FREE "
-                 "(free pages) of the zone when the run began, and MIGRATED FAILED pages",
-                 o.extended);
-        cli.alias("extended_fields"); // BCC's name for -e
-        cli.flag('K', "kernel-stack", "Print the kernel stack (symbolized) that began each run",
-                 o.stacks);
-        cli.flag('H', "hist",
-                 "Log2 histograms of run time per kind instead of one line per run, counted "
-                 "in the kernel; printed every INTERVAL or at the end",
-                 o.hist);
-        cli.flag('O', "per-order", "With -H: one histogram per kind and order", o.per_order);
-        add_common_options(
-            cli, o.common, true,
-            "Add a TIME(s) column: seconds since the first run began; with -j a wall_time field");
-        add_buffer_size_option(cli, o.events, "the per-run lines");
-        add_listen_option(cli, o.prom);
-        cli.parse(argc, argv);
-        return Compactsnoop(std::move(o)).run();
-    });
+CommandLine command_line(Options &o) {
+    CommandLine cli(tool_name, description, examples + environment_help(true));
+    add_counting_options(cli, o);
+    cli.flag('e', "extended",
+             "Add FRAGIDX (fragmentation index for ORDER), MIN LOW HIGH (watermarks), FREE "
+             "(free pages) of the zone when the run began, and MIGRATED FAILED pages",
+             o.extended);
+    cli.alias("extended_fields"); // BCC's name for -e
+    cli.flag('K', "kernel-stack", "Print the kernel stack (symbolized) that began each run",
+             o.stacks);
+    cli.flag('H', "hist",
+             "Log2 histograms of run time per kind instead of one line per run, counted "
+             "in the kernel; printed every INTERVAL or at the end",
+             o.hist);
+    cli.flag('O', "per-order", "With -H: one histogram per kind and order", o.per_order);
+    add_common_options(
+        cli, o.common, true,
+        "Add a TIME(s) column: seconds since the first run began; with -j a wall_time field");
+    add_buffer_size_option(cli, o.events, "the per-run lines");
+    add_listen_option(cli, o.prom);
+    return cli;
 }
 
-// The tool in the multi-call binary (tools/memlat/main.cpp): `memlat compactsnoop ARGS`, or
-// `compactsnoop ARGS` through a link named after it.
-extern const ToolEntry memlat_tool_compactsnoop{
-    tool_name, "memory compaction runs, their time, result and pages moved", tool_main,
-    []() -> std::unique_ptr<ExporterPart> {
-        return std::make_unique<ExporterPartOf<Compactsnoop, Options>>(add_counting_options);
-    }};
+} // namespace
+
+// memlat compactsnoop (and a link named compactsnoop), and its part of `memlat exporter`.
+extern const ToolEntry memlat_tool_compactsnoop =
+    tool_entry<Compactsnoop, tool_name, command_line, add_counting_options>(
+        "memory compaction runs, their time, result and pages moved");

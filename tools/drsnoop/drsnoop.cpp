@@ -32,13 +32,14 @@
 #include "loading/loader.h"
 #include "prometheus/exporter.h"
 #include "prometheus/metrics_serving.h"
+#include "tool/tool.h"
 
 using namespace memlat;
 using nlohmann::json;
 
 namespace {
 
-constexpr const char *tool_name = "drsnoop";
+constexpr char tool_name[] = "drsnoop";
 
 constexpr const char *description =
     R"(Trace threads that stall in memory reclaim: global direct reclaim, reclaim
@@ -101,20 +102,16 @@ struct Options {
     EventBufferSize events = default_event_buffer;
 };
 
-class Drsnoop final : public CountingSide {
+class Drsnoop final : public Tool<drsnoop_bpf, Options> {
   public:
-    explicit Drsnoop(Options options) : o_(std::move(options)) {}
-    int run();
-    // The steps of run() that `memlat exporter` takes too: the checks that need no kernel,
-    // then the load (with --prometheus: and the metrics it serves).
-    void check_options();
-    void load();
+    explicit Drsnoop(Options options)
+        : Tool(tool_name, std::move(options), drsnoop_bpf__open_opts, drsnoop_bpf__destroy) {}
+    void check_options() override;
+    void load() override;
     CountedLosses collect(prometheus::Exposition &out) override;
-    const std::vector<Probe> &probes() const override { return probes_; }
-    bpf_object *object() const override { return skel().obj; }
 
   private:
-    drsnoop_bpf &skel() const { return **loaded_; }
+    int trace() override;
     std::vector<Probe> plan() const;
     void configure(drsnoop_bpf &skel) const;
     void print_header() const;
@@ -122,9 +119,6 @@ class Drsnoop final : public CountingSide {
     void print_histograms(drsnoop_bpf &skel);
     void print_summary(drsnoop_bpf &skel, const EventReader *events);
 
-    Options o_;
-    std::vector<Probe> probes_;
-    std::optional<Loaded<drsnoop_bpf>> loaded_;
     std::optional<drsnoop::Metrics> metrics_; // --prometheus
     drsnoop::Counts counts_;
     std::array<bool, DRSNOOP_KINDS> kinds_{true, true, true, true};
@@ -394,23 +388,20 @@ void Drsnoop::check_options() {
 }
 
 void Drsnoop::load() {
-    check_environment(tool_name);
-    auto v = o_.common.verbosity();
-    raise_memlock_limit(v);
+    const Verbosity v = begin_load();
     describe_features(v, kernel_features());
     verbose(v,
             fmt::format("CGROUP is the task's {}",
                         memcg_on_v1_ ? "memory cgroup (cgroup v1 hierarchy)" : "cgroup v2 cgroup"));
 
-    probes_ = plan();
-    loaded_.emplace(
-        drsnoop_bpf__open_opts, drsnoop_bpf__destroy,
+    load_skeleton(
+        plan(),
         [&](drsnoop_bpf &s) {
             if (!gfp_)
                 gfp_ = GfpNames::from_kernel();
             configure(s);
         },
-        probes_, v);
+        v);
     verbose(v, fmt::format("GFP flag names from {}", gfp_->source()));
     if (!o_.prom.on())
         return;
@@ -420,41 +411,22 @@ void Drsnoop::load() {
             counts_.kinds[kind] = p->choice() != nullptr;
 }
 
-int Drsnoop::run() {
-    check_options();
-    load();
-    install_stop_signals();
-    if (o_.prom.on())
-        return serve_tool_metrics(tool_name, o_.prom, o_.common, *this);
+int Drsnoop::trace() {
     const auto v = o_.common.verbosity();
     drsnoop_bpf *skel = &this->skel();
     std::optional<EventReader> events;
     if (!o_.hist)
-        events.emplace(
-            skel->maps.events,
-            [this](const void *data, size_t size) {
-                if (size >= sizeof(drsnoop_event))
-                    print_event(*static_cast<const drsnoop_event *>(data));
-            },
-            o_.events.bytes, o_.events.wakeup_bytes);
-    if (events)
-        verbose(v, "events through " + events->describe());
+        read_events<drsnoop_event>(
+            events, o_.events, [this](const auto &e) { print_event(e); }, v);
     print_header();
     announce_tracing(o_.hist ? "Tracing reclaim stalls (histograms)..."
                              : "Tracing reclaim stalls...");
     fflush(stdout);
 
-    bool done = trace_until_stopped(o_.common, events ? &*events : nullptr,
-                                    [&] { print_histograms(*skel); });
-    if (o_.hist && !done)
-        print_histograms(*skel);
-    print_summary(*skel, events ? &*events : nullptr);
-    report_skipped_runs(tool_name, skel->obj, "stalls");
-    report_thread_state(v, skel->maps.starts, skel->maps.starts_overflow,
-                        skel->bss->memlat_thread_entries_created,
-                        skel->bss->memlat_thread_entries_exit_deleted);
-    fflush(stdout);
-    return 0;
+    return trace_lines_or_histograms(
+        events, [&] { print_histograms(*skel); },
+        [&](const EventReader *reader) { print_summary(*skel, reader); }, "stalls", v,
+        skel->maps.starts, skel->maps.starts_overflow);
 }
 
 CountedLosses Drsnoop::collect(prometheus::Exposition &out) {
@@ -504,37 +476,30 @@ void add_counting_options(CommandLine &cli, Options &o) {
     add_series_options(cli, o.prom, {"comm", "cgroup"});
 }
 
-} // namespace
-
-static int tool_main(int argc, char **argv) {
-    return run_tool(tool_name, [&] {
-        Options o;
-        CommandLine cli(tool_name, description, examples + environment_help(true));
-        add_counting_options(cli, o);
-        cli.flag('U', "print-uid", "Add a UID column", o.show_uid);
-        cli.flag('e', "extended",
-                 "Add FREE(KB) (free memory when the stall began; BCC's -v column), TID, "
-                 "CGROUP and GFP (flags by name)",
-                 o.extended);
-        cli.flag('H', "hist",
-                 "Log2 histograms of stall time per kind instead of one line per stall, "
-                 "counted in the kernel; printed every INTERVAL or at the end",
-                 o.hist);
-        cli.flag('P', "per-process", "With -H: one histogram per process and kind", o.per_process);
-        add_common_options(cli, o.common, true,
-                           "Add a TIME(s) column: seconds since the first stall began, as BCC's "
-                           "drsnoop; with -j a wall_time field");
-        add_buffer_size_option(cli, o.events, "the per-stall lines");
-        add_listen_option(cli, o.prom);
-        cli.parse(argc, argv);
-        return Drsnoop(std::move(o)).run();
-    });
+CommandLine command_line(Options &o) {
+    CommandLine cli(tool_name, description, examples + environment_help(true));
+    add_counting_options(cli, o);
+    cli.flag('U', "print-uid", "Add a UID column", o.show_uid);
+    cli.flag('e', "extended",
+             "Add FREE(KB) (free memory when the stall began; BCC's -v column), TID, "
+             "CGROUP and GFP (flags by name)",
+             o.extended);
+    cli.flag('H', "hist",
+             "Log2 histograms of stall time per kind instead of one line per stall, "
+             "counted in the kernel; printed every INTERVAL or at the end",
+             o.hist);
+    cli.flag('P', "per-process", "With -H: one histogram per process and kind", o.per_process);
+    add_common_options(cli, o.common, true,
+                       "Add a TIME(s) column: seconds since the first stall began, as BCC's "
+                       "drsnoop; with -j a wall_time field");
+    add_buffer_size_option(cli, o.events, "the per-stall lines");
+    add_listen_option(cli, o.prom);
+    return cli;
 }
 
-// The tool in the multi-call binary (tools/memlat/main.cpp): `memlat drsnoop ARGS`, or `drsnoop
-// ARGS` through a link named after it.
-extern const ToolEntry memlat_tool_drsnoop{
-    tool_name, "threads stalled in direct, memory-cgroup and node reclaim: per stall or histograms",
-    tool_main, []() -> std::unique_ptr<ExporterPart> {
-        return std::make_unique<ExporterPartOf<Drsnoop, Options>>(add_counting_options);
-    }};
+} // namespace
+
+// memlat drsnoop (and a link named drsnoop), and its part of `memlat exporter`.
+extern const ToolEntry memlat_tool_drsnoop =
+    tool_entry<Drsnoop, tool_name, command_line, add_counting_options>(
+        "threads stalled in direct, memory-cgroup and node reclaim: per stall or histograms");

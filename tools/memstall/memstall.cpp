@@ -35,6 +35,7 @@
 #include "memstall_metrics.h"
 #include "prometheus/exporter.h"
 #include "prometheus/metrics_serving.h"
+#include "tool/tool.h"
 
 #include <bpf/btf.h>
 
@@ -43,7 +44,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char *tool_name = "memstall";
+constexpr char tool_name[] = "memstall";
 
 constexpr const char *description =
     R"(Show which processes are stalled on memory, for how long and why: the wall
@@ -123,20 +124,16 @@ struct Options {
 // --stacks: how many stacks per cause are printed at the end.
 constexpr size_t stacks_per_cause = 3;
 
-class Memstall final : public CountingSide {
+class Memstall final : public Tool<memstall_bpf, Options> {
   public:
-    explicit Memstall(Options options) : o_(std::move(options)) {}
-    int run();
-    // The steps of run() that `memlat exporter` takes too: the checks that need no kernel,
-    // then the load (with --prometheus: and the metrics it serves).
-    void check_options();
-    void load();
+    explicit Memstall(Options options)
+        : Tool(tool_name, std::move(options), memstall_bpf__open_opts, memstall_bpf__destroy) {}
+    void check_options() override;
+    void load() override;
     CountedLosses collect(prometheus::Exposition &out) override;
-    const std::vector<Probe> &probes() const override { return probes_; }
-    bpf_object *object() const override { return skel().obj; }
 
   private:
-    memstall_bpf &skel() const { return **loaded_; }
+    int trace() override;
     void resolve_ranges();
     // The functions of a frame-classified cause found in kallsyms.
     std::vector<std::string> functions_found(uint32_t cause) const;
@@ -146,9 +143,6 @@ class Memstall final : public CountingSide {
     void print_interval(memstall_bpf &skel);
     void print_stacks(memstall_bpf &skel);
 
-    Options o_;
-    std::vector<Probe> probes_;
-    std::optional<Loaded<memstall_bpf>> loaded_;
     std::optional<memstall::Metrics> metrics_; // --prometheus
     memstall::Counts counts_;
     std::optional<CgroupTarget> cgroup_;
@@ -505,9 +499,7 @@ void Memstall::check_options() {
 }
 
 void Memstall::load() {
-    check_environment(tool_name);
-    auto v = o_.common.verbosity();
-    raise_memlock_limit(v);
+    const Verbosity v = begin_load();
     describe_features(v, kernel_features());
     has_memstall_flag_ = kernel_has_memstall_flag();
     resolve_ranges();
@@ -537,10 +529,8 @@ void Memstall::load() {
             fmt::format("CGROUP is the task's {}",
                         memcg_on_v1_ ? "memory cgroup (cgroup v1 hierarchy)" : "cgroup v2 cgroup"));
 
-    probes_ = plan();
-    loaded_.emplace(
-        memstall_bpf__open_opts, memstall_bpf__destroy, [&](memstall_bpf &s) { configure(s); },
-        probes_, v);
+    load_skeleton(
+        plan(), [&](memstall_bpf &s) { configure(s); }, v);
     describe_causes(probes_);
     if (!o_.prom.on())
         return;
@@ -559,12 +549,7 @@ void Memstall::load() {
     counts_.causes[MEMSTALL_SWAPIN] = !functions_found(MEMSTALL_SWAPIN).empty();
 }
 
-int Memstall::run() {
-    check_options();
-    load();
-    install_stop_signals();
-    if (o_.prom.on())
-        return serve_tool_metrics(tool_name, o_.prom, o_.common, *this);
+int Memstall::trace() {
     memstall_bpf *skel = &this->skel();
     announce_tracing("Tracing memory stalls...");
     fflush(stdout);
@@ -574,9 +559,7 @@ int Memstall::run() {
         print_interval(*skel);
     if (o_.stacks)
         print_stacks(*skel);
-    report_skipped_runs(tool_name, skel->obj, "stalls");
-    fflush(stdout);
-    return 0;
+    return end_run("stalls", o_.common.verbosity());
 }
 
 // The options that shape what memstall counts: its own, and `memlat exporter`'s
@@ -592,33 +575,25 @@ void add_counting_options(CommandLine &cli, Options &o) {
     add_series_options(cli, o.prom, {"cgroup"});
 }
 
-} // namespace
-
-static int tool_main(int argc, char **argv) {
-    return run_tool(tool_name, [&] {
-        Options o;
-        CommandLine cli(tool_name, description, examples + environment_help(false));
-        add_counting_options(cli, o);
-        cli.flag('C', "cgroups", "One row per memory cgroup instead of per process", o.per_cgroup);
-        cli.flag('s', "stacks",
-                 "At the end, the kernel and user stacks that stalled the longest, per cause "
-                 "(taken only for stalled tasks)",
-                 o.stacks);
-        cli.option('r', "rows", "ROWS", "Print at most ROWS rows per interval (default 20)",
-                   o.max_rows);
-        add_common_options(cli, o.common, true);
-        add_listen_option(cli, o.prom);
-        cli.parse(argc, argv);
-        return Memstall(std::move(o)).run();
-    });
+CommandLine command_line(Options &o) {
+    CommandLine cli(tool_name, description, examples + environment_help(false));
+    add_counting_options(cli, o);
+    cli.flag('C', "cgroups", "One row per memory cgroup instead of per process", o.per_cgroup);
+    cli.flag('s', "stacks",
+             "At the end, the kernel and user stacks that stalled the longest, per cause "
+             "(taken only for stalled tasks)",
+             o.stacks);
+    cli.option('r', "rows", "ROWS", "Print at most ROWS rows per interval (default 20)",
+               o.max_rows);
+    add_common_options(cli, o.common, true);
+    add_listen_option(cli, o.prom);
+    return cli;
 }
 
-// The tool in the multi-call binary (tools/memlat/main.cpp): `memlat memstall ARGS`, or
-// `memstall ARGS` through a link named after it.
-extern const ToolEntry memlat_tool_memstall{
-    tool_name,
-    "stall time by cause (reclaim, compaction, dirty pages, swap-in, memory.high, "
-    "refaults) per process or cgroup",
-    tool_main, []() -> std::unique_ptr<ExporterPart> {
-        return std::make_unique<ExporterPartOf<Memstall, Options>>(add_counting_options);
-    }};
+} // namespace
+
+// memlat memstall (and a link named memstall), and its part of `memlat exporter`.
+extern const ToolEntry memlat_tool_memstall =
+    tool_entry<Memstall, tool_name, command_line, add_counting_options>(
+        "stall time by cause (reclaim, compaction, dirty pages, swap-in, memory.high, "
+        "refaults) per process or cgroup");

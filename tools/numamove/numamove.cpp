@@ -26,13 +26,14 @@
 #include "numamove_metrics.h"
 #include "prometheus/exporter.h"
 #include "prometheus/metrics_serving.h"
+#include "tool/tool.h"
 
 using namespace memlat;
 using nlohmann::json;
 
 namespace {
 
-constexpr const char *tool_name = "numamove";
+constexpr char tool_name[] = "numamove";
 
 constexpr const char *description =
     R"(Count page migrations and the time they take, every second. The default
@@ -108,20 +109,16 @@ enum class ProbeId { End, Start, PerCall, TaskMoves };
 // tracepoints already see.
 constexpr const char *per_call_from_tracepoints = "migrate_tracepoints";
 
-class Numamove final : public CountingSide {
+class Numamove final : public Tool<numamove_bpf, Options> {
   public:
-    explicit Numamove(Options options) : o_(std::move(options)) {}
-    int run();
-    // The steps of run() that `memlat exporter` takes too: the checks that need no kernel,
-    // then the load (with --prometheus: and the metrics it serves).
-    void check_options();
-    void load();
+    explicit Numamove(Options options)
+        : Tool(tool_name, std::move(options), numamove_bpf__open_opts, numamove_bpf__destroy) {}
+    void check_options() override;
+    void load() override;
     CountedLosses collect(prometheus::Exposition &out) override;
-    const std::vector<Probe> &probes() const override { return probes_; }
-    bpf_object *object() const override { return skel().obj; }
 
   private:
-    numamove_bpf &skel() const { return **loaded_; }
+    int trace() override;
     std::vector<Probe> plan() const;
     void configure(numamove_bpf &skel) const;
     // The whole-machine counts and histograms (no per-process table): every view and the
@@ -140,9 +137,6 @@ class Numamove final : public CountingSide {
     void print_processes(const Snapshot &now, const Snapshot &before, json &out) const;
     void print_hists(const Snapshot &now, const Snapshot &before, json &out) const;
 
-    Options o_;
-    std::vector<Probe> probes_;
-    std::optional<Loaded<numamove_bpf>> loaded_;
     std::optional<numamove::Metrics> metrics_; // --prometheus
     numamove::Counts counts_;
     numamove::ReasonNames reasons_ = numamove::ReasonNames::from_kernel();
@@ -435,9 +429,7 @@ void Numamove::check_options() {
 }
 
 void Numamove::load() {
-    check_environment(tool_name);
-    auto v = o_.common.verbosity();
-    raise_memlock_limit(v);
+    const Verbosity v = begin_load();
     if (reasons_.fallback())
         verbose(v, "The kernel's BTF has no enum migrate_reason: reason names are those of "
                    "Linux 6.18 and may be wrong here");
@@ -459,10 +451,8 @@ void Numamove::load() {
                                layout_why_));
 
     describe_features(v, kernel_features());
-    probes_ = plan();
-    loaded_.emplace(
-        numamove_bpf__open_opts, numamove_bpf__destroy, [&](numamove_bpf &s) { configure(s); },
-        probes_, v);
+    load_skeleton(
+        plan(), [&](numamove_bpf &s) { configure(s); }, v);
     const auto &probes = probes_;
     if (const Probe *per_call = find_probe(probes, ProbeId::PerCall)) {
         per_call_view_ = !per_call->uses_family(per_call_from_tracepoints);
@@ -494,12 +484,7 @@ void Numamove::load() {
     counts_.per_call = per_call_view_;
 }
 
-int Numamove::run() {
-    check_options();
-    load();
-    install_stop_signals();
-    if (o_.prom.on())
-        return serve_tool_metrics(tool_name, o_.prom, o_.common, *this);
+int Numamove::trace() {
     const auto v = o_.common.verbosity();
     numamove_bpf *skel = &this->skel();
     if (!o_.common.json && !o_.reasons && !o_.per_process) {
@@ -524,17 +509,12 @@ int Numamove::run() {
         Snapshot now = snapshot(*skel);
         print_interval(now, before);
     }
-    report_skipped_runs(tool_name, skel->obj, "migrations");
-    report_thread_state(v, skel->maps.starts, skel->maps.starts_overflow,
-                        skel->bss->memlat_thread_entries_created,
-                        skel->bss->memlat_thread_entries_exit_deleted);
     if (uint64_t unpaired = skel->bss->unpaired_ends; unpaired != 0)
         verbose(v, fmt::format("{} migrations were in flight when tracing began (or their start "
                                "was not seen, or the thread's state was evicted while they ran): "
                                "counted, not timed",
                                unpaired));
-    fflush(stdout);
-    return 0;
+    return end_run("migrations", v, skel->maps.starts, skel->maps.starts_overflow);
 }
 
 CountedLosses Numamove::collect(prometheus::Exposition &out) {
@@ -568,43 +548,36 @@ void add_counting_options(CommandLine &cli, Options &o) {
     add_series_options(cli, o.prom, {"comm"});
 }
 
-} // namespace
-
-static int tool_main(int argc, char **argv) {
-    return run_tool(tool_name, [&] {
-        Options o;
-        CommandLine cli(tool_name, description, examples + environment_help(true, hook_kinds));
-        add_counting_options(cli, o);
-        cli.flag('r', "reasons",
-                 "A table per interval of every migration by reason (numa_misplaced, "
-                 "compaction, syscall, mempolicy_mbind, demotion, ...): calls, pages "
-                 "succeeded and failed, THPs, time",
-                 o.reasons);
-        cli.flag('P', "per-process",
-                 "A table per interval by process (PID, COMM of the task that ran the "
-                 "migration): NUMA balancing's migrations, or every reason with -r",
-                 o.per_process);
-        cli.flag('H', "hist",
-                 "Log2 histogram of the time per migration (usecs), counted in the kernel: "
-                 "NUMA balancing's, per reason with -r, per call with -c",
-                 o.hist);
-        cli.flag('m', "task-moves",
-                 "Add columns with NUMA balancing's task moves, swaps and sticks "
-                 "(sched_move_numa, sched_swap_numa, sched_stick_numa)",
-                 o.task_moves);
-        add_common_options(
-            cli, o.common, true,
-            "Accepted for compatibility: every line already starts with its time (HH:MM:SS)");
-        add_listen_option(cli, o.prom);
-        cli.parse(argc, argv);
-        return Numamove(std::move(o)).run();
-    });
+CommandLine command_line(Options &o) {
+    CommandLine cli(tool_name, description, examples + environment_help(true, hook_kinds));
+    add_counting_options(cli, o);
+    cli.flag('r', "reasons",
+             "A table per interval of every migration by reason (numa_misplaced, "
+             "compaction, syscall, mempolicy_mbind, demotion, ...): calls, pages "
+             "succeeded and failed, THPs, time",
+             o.reasons);
+    cli.flag('P', "per-process",
+             "A table per interval by process (PID, COMM of the task that ran the "
+             "migration): NUMA balancing's migrations, or every reason with -r",
+             o.per_process);
+    cli.flag('H', "hist",
+             "Log2 histogram of the time per migration (usecs), counted in the kernel: "
+             "NUMA balancing's, per reason with -r, per call with -c",
+             o.hist);
+    cli.flag('m', "task-moves",
+             "Add columns with NUMA balancing's task moves, swaps and sticks "
+             "(sched_move_numa, sched_swap_numa, sched_stick_numa)",
+             o.task_moves);
+    add_common_options(
+        cli, o.common, true,
+        "Accepted for compatibility: every line already starts with its time (HH:MM:SS)");
+    add_listen_option(cli, o.prom);
+    return cli;
 }
 
-// The tool in the multi-call binary (tools/memlat/main.cpp): `memlat numamove ARGS`, or `numamove
-// ARGS` through a link named after it.
-extern const ToolEntry memlat_tool_numamove{
-    tool_name, "page migrations (NUMA balancing and every other reason) and their time", tool_main,
-    []() -> std::unique_ptr<ExporterPart> {
-        return std::make_unique<ExporterPartOf<Numamove, Options>>(add_counting_options);
-    }};
+} // namespace
+
+// memlat numamove (and a link named numamove), and its part of `memlat exporter`.
+extern const ToolEntry memlat_tool_numamove =
+    tool_entry<Numamove, tool_name, command_line, add_counting_options>(
+        "page migrations (NUMA balancing and every other reason) and their time");

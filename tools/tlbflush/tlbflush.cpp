@@ -35,12 +35,13 @@
 #include "tlbflush.skel.h"
 #include "tlbflush_format.h"
 #include "tlbflush_metrics.h"
+#include "tool/tool.h"
 
 using namespace memlat;
 
 namespace {
 
-constexpr const char *tool_name = "tlbflush";
+constexpr char tool_name[] = "tlbflush";
 
 // The events' buffer (--buffer-size), and the batch after which user space is woken.
 // TLB flushes come by up to hundreds of thousands a second: -t holds 4 MiB, 74898 records.
@@ -223,20 +224,17 @@ void add_proc_counts(tlbflush_proc_value &into, const tlbflush_proc_value &from)
     into.c.pages += from.c.pages;
 }
 
-class Tlbflush final : public CountingSide {
+class Tlbflush final : public Tool<tlbflush_bpf, Options> {
   public:
-    explicit Tlbflush(Options options) : o_(std::move(options)), ncpus_(possible_cpus()) {}
-    int run();
-    // The steps of run() that `memlat exporter` takes too: the checks that need no kernel,
-    // then the load (with --prometheus: and the metrics it serves).
-    void check_options();
-    void load();
+    explicit Tlbflush(Options options)
+        : Tool(tool_name, std::move(options), tlbflush_bpf__open_opts, tlbflush_bpf__destroy),
+          ncpus_(possible_cpus()) {}
+    void check_options() override;
+    void load() override;
     CountedLosses collect(prometheus::Exposition &out) override;
-    const std::vector<Probe> &probes() const override { return probes_; }
-    bpf_object *object() const override { return skel().obj; }
 
   private:
-    tlbflush_bpf &skel() const { return **loaded_; }
+    int trace() override;
     std::vector<Probe> plan(const KernelSymbols *ksyms) const;
     void configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) const;
     Snapshot snapshot(tlbflush_bpf &skel);
@@ -247,9 +245,6 @@ class Tlbflush final : public CountingSide {
     std::vector<std::string> stack_frames(tlbflush_bpf &skel, int32_t id, bool user, uint32_t pid);
     void print_event(const tlbflush_event &e);
 
-    Options o_;
-    std::vector<Probe> probes_;
-    std::optional<Loaded<tlbflush_bpf>> loaded_;
     std::optional<tlbflush::Metrics> metrics_; // --prometheus
     tlbflush::Counts counts_;
     int ncpus_;
@@ -613,9 +608,7 @@ void Tlbflush::check_options() {
 }
 
 void Tlbflush::load() {
-    check_environment(tool_name);
-    auto v = o_.common.verbosity();
-    raise_memlock_limit(v);
+    const Verbosity v = begin_load();
     // The flush IPIs' callback in every mode, and with -s what symbolizes the stacks.
     ksyms_ = o_.stacks ? KernelSymbols::for_stacks({"flush_tlb_func", "flush_tlb_func_remote"})
                        : KernelSymbols::load_only({"flush_tlb_func", "flush_tlb_func_remote"});
@@ -633,11 +626,9 @@ void Tlbflush::load() {
                    "[library]+offset\n",
                    tool_name);
     describe_features(v, kernel_features());
-    probes_ = plan(&*ksyms_);
     flush_info_distance_ = flush_info_from_runqueue();
-    loaded_.emplace(
-        tlbflush_bpf__open_opts, tlbflush_bpf__destroy,
-        [&](tlbflush_bpf &s) { configure(s, probes_); }, probes_, v);
+    load_skeleton(
+        plan(&*ksyms_), [&](tlbflush_bpf &s) { configure(s, probes_); }, v);
     const auto &probes = probes_;
     const Probe *csd_queue = find_probe(probes, ProbeId::CsdQueue);
     const Probe *csd_function = find_probe(probes, ProbeId::CsdFunction);
@@ -685,25 +676,14 @@ void Tlbflush::load() {
     c.hypervisor = this_hypervisor().name;
 }
 
-int Tlbflush::run() {
-    check_options();
-    load();
-    install_stop_signals();
-    if (o_.prom.on())
-        return serve_tool_metrics(tool_name, o_.prom, o_.common, *this);
+int Tlbflush::trace() {
     const auto v = o_.common.verbosity();
     tlbflush_bpf *skel = &this->skel();
     std::optional<EventReader> events;
     if (o_.trace) {
-        events.emplace(
-            skel->maps.events,
-            [this](const void *data, size_t size) {
-                if (size >= sizeof(tlbflush_event))
-                    print_event(*static_cast<const tlbflush_event *>(data));
-            },
-            o_.events.bytes, o_.events.wakeup_bytes);
+        read_events<tlbflush_event>(
+            events, o_.events, [this](const auto &e) { print_event(e); }, v);
         events_ = &*events;
-        verbose(v, "events through " + events->describe());
         if (!o_.common.json)
             fmt::print("{}", tlbflush::event_header(o_.common.timestamp));
     }
@@ -724,9 +704,7 @@ int Tlbflush::run() {
         before = std::move(now);
     }
     report_path_seen(before);
-    report_skipped_runs(tool_name, skel->obj, "events");
-    fflush(stdout);
-    return 0;
+    return end_run("events", v);
 }
 
 CountedLosses Tlbflush::collect(prometheus::Exposition &out) {
@@ -820,34 +798,26 @@ void add_counting_options(CommandLine &cli, Options &o) {
     add_series_options(cli, o.prom, {"comm"});
 }
 
-} // namespace
-
-static int tool_main(int argc, char **argv) {
-    return run_tool(tool_name, [&] {
-        Options o;
-        CommandLine cli(tool_name, description, examples);
-        add_counting_options(cli, o);
-        cli.flag('P', "per-process", "Break the counts down by process (PID and COMM) too",
-                 o.per_process);
-        cli.flag('s', "stacks",
-                 "With --culprits (implied): the sender's kernel and user stacks, symbolized, "
-                 "most frequent first",
-                 o.stacks);
-        cli.flag('t', "trace", "One line per flush: TIME CPU PID COMM REASON PAGES", o.trace);
-        add_common_options(cli, o.common, true,
-                           "A wall-clock time (HH:MM:SS) on each interval, and on each -t line");
-        add_buffer_size_option(cli, o.events, "-t's lines");
-        add_listen_option(cli, o.prom);
-        cli.parse(argc, argv);
-        return Tlbflush(std::move(o)).run();
-    });
+CommandLine command_line(Options &o) {
+    CommandLine cli(tool_name, description, examples);
+    add_counting_options(cli, o);
+    cli.flag('P', "per-process", "Break the counts down by process (PID and COMM) too",
+             o.per_process);
+    cli.flag('s', "stacks",
+             "With --culprits (implied): the sender's kernel and user stacks, symbolized, "
+             "most frequent first",
+             o.stacks);
+    cli.flag('t', "trace", "One line per flush: TIME CPU PID COMM REASON PAGES", o.trace);
+    add_common_options(cli, o.common, true,
+                       "A wall-clock time (HH:MM:SS) on each interval, and on each -t line");
+    add_buffer_size_option(cli, o.events, "-t's lines");
+    add_listen_option(cli, o.prom);
+    return cli;
 }
 
-// The tool in the multi-call binary (tools/memlat/main.cpp): `memlat tlbflush ARGS`, or `tlbflush
-// ARGS` through a link named after it.
-extern const ToolEntry memlat_tool_tlbflush{
-    tool_name,
-    "TLB flushes by CPU and reason, who sends shootdown IPIs, how long victims handle them",
-    tool_main, []() -> std::unique_ptr<ExporterPart> {
-        return std::make_unique<ExporterPartOf<Tlbflush, Options>>(add_counting_options);
-    }};
+} // namespace
+
+// memlat tlbflush (and a link named tlbflush), and its part of `memlat exporter`.
+extern const ToolEntry memlat_tool_tlbflush =
+    tool_entry<Tlbflush, tool_name, command_line, add_counting_options>(
+        "TLB flushes by CPU and reason, who sends shootdown IPIs, how long victims handle them");

@@ -1,0 +1,181 @@
+// What every tool is, written once: a tool's file (tools/NAME/NAME.cpp) keeps its options, its
+// hook plan, its configuration of the BPF side and its views, and derives the rest from here.
+//
+//   constexpr char tool_name[] = "drsnoop";
+//   class Drsnoop final : public Tool<drsnoop_bpf, Options> {
+//     public:
+//       explicit Drsnoop(Options o)
+//           : Tool(tool_name, std::move(o), drsnoop_bpf__open_opts, drsnoop_bpf__destroy) {}
+//       void check_options() override; // no kernel
+//       void load() override;          // begin_load(), plan, load_skeleton(), notes
+//       CountedLosses collect(prometheus::Exposition &) override; // --prometheus, exporter
+//     private:
+//       int trace() override;          // per event or per interval until stopped
+//   };
+//   void add_counting_options(CommandLine &, Options &); // what the exporter takes too
+//   CommandLine command_line(Options &);                 // -h and every option
+//   extern const ToolEntry memlat_tool_drsnoop =
+//       tool_entry<Drsnoop, tool_name, command_line, add_counting_options>("its line in -h");
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "cli/multicall.h"
+#include "cli/options.h"
+#include "cli/run_loop.h"
+#include "kernel/features.h"
+#include "kernel/hooks.h"
+#include "loading/events.h"
+#include "loading/loader.h"
+#include "prometheus/metrics_serving.h"
+
+namespace memlat {
+
+// A tool's class: a counting side (what --prometheus and `memlat exporter` serve) built from
+// its Options (which hold `common` and `prom`) around one skeleton of type Skel.
+template <typename Skel, typename ToolOptions>
+class Tool : public CountingSide {
+  public:
+    using Options = ToolOptions;
+    using OpenFn = typename Loaded<Skel>::OpenFn;
+    using DestroyFn = typename Loaded<Skel>::DestroyFn;
+
+    Tool(const char *name, Options options, OpenFn open, DestroyFn destroy)
+        : o_(std::move(options)), name_(name), open_(open), destroy_(destroy) {}
+
+    // The steps of run() that `memlat exporter` takes too (ExporterPartOf): the checks that
+    // need no kernel (a UsageError), then the load (with --prometheus: and the metrics it
+    // serves; a RuntimeError when the tool cannot run here).
+    virtual void check_options() = 0;
+    virtual void load() = 0;
+
+    // The tool's own run: checks, load, then its metrics served (--prometheus) or its
+    // output (trace()) until stopped. Returns the exit status.
+    int run() {
+        check_options();
+        load();
+        install_stop_signals();
+        if (o_.prom.on())
+            return serve_tool_metrics(name_, o_.prom, o_.common, *this);
+        return trace();
+    }
+
+    const std::vector<Probe> &probes() const final { return probes_; }
+    bpf_object *object() const final { return skel().obj; }
+
+  protected:
+    // What the tool prints until stopped (a signal, -d, the interval count), and its summary.
+    virtual int trace() = 0;
+
+    // The start of every load(): privileges and a BTF to use (check_environment()), and the
+    // memlock limit. Returns the run's verbosity.
+    Verbosity begin_load() {
+        check_environment(name_);
+        Verbosity v = o_.common.verbosity();
+        raise_memlock_limit(v);
+        return v;
+    }
+
+    // Opens the skeleton, calls `configure` on it, loads and attaches the programs of `plan`'s
+    // current choices, falling back as the kernel refuses (Loaded); the probes() of the tool
+    // from then on.
+    void load_skeleton(std::vector<Probe> plan, const std::function<void(Skel &)> &configure,
+                       const Verbosity &v) {
+        probes_ = std::move(plan);
+        loaded_.emplace(open_, destroy_, configure, probes_, v);
+    }
+
+    Skel &skel() const { return **loaded_; }
+
+    // Opens `events` on the skeleton's events map for records of type Event, each passed whole
+    // to `on_event` (a shorter record is not one), in a buffer of `size`; said with -v.
+    template <typename Event>
+    void read_events(std::optional<EventReader> &events, const EventBufferSize &size,
+                     std::function<void(const Event &)> on_event, const Verbosity &v) {
+        events.emplace(
+            skel().maps.events,
+            [on_event = std::move(on_event)](const void *data, size_t bytes) {
+                if (bytes >= sizeof(Event))
+                    on_event(*static_cast<const Event *>(data));
+            },
+            size.bytes, size.wakeup_bytes);
+        verbose(v, "events through " + events->describe());
+    }
+
+    // The loop of a tool that prints a line per event (from `events`) or, with -H (`events`
+    // empty), histograms each interval and at the end; then its summary and end_run().
+    int trace_lines_or_histograms(std::optional<EventReader> &events,
+                                  const std::function<void()> &print_histograms,
+                                  const std::function<void(const EventReader *)> &print_summary,
+                                  std::string_view what, const Verbosity &v, bpf_map *threads,
+                                  bpf_map *overflow) {
+        EventReader *reader = events ? &*events : nullptr;
+        const bool done = trace_until_stopped(o_.common, reader, print_histograms);
+        if (reader == nullptr && !done)
+            print_histograms();
+        print_summary(reader);
+        return end_run(what, v, threads, overflow);
+    }
+
+    // The end of a run, after its summary: the program runs the kernel skipped (so many `what`
+    // went uncounted), with -v the use of the per-thread table `threads` (and its overflow
+    // table) of a tool that keeps one, and stdout flushed. Returns the exit status, 0.
+    int end_run(std::string_view what, const Verbosity &v, bpf_map *threads = nullptr,
+                bpf_map *overflow = nullptr) {
+        report_skipped_runs(name_, skel().obj, what);
+        if constexpr (requires(Skel & s) { s.bss->memlat_thread_entries_created; }) {
+            if (threads != nullptr)
+                report_thread_state(v, threads, overflow, skel().bss->memlat_thread_entries_created,
+                                    skel().bss->memlat_thread_entries_exit_deleted);
+        }
+        fflush(stdout);
+        return 0;
+    }
+
+    Options o_;
+    std::vector<Probe> probes_;
+
+  private:
+    const char *name_;
+    OpenFn open_;
+    DestroyFn destroy_;
+    std::optional<Loaded<Skel>> loaded_;
+};
+
+// What a tool's entry is made of: its class T, its name, the function that makes its command
+// line (its -h and every option) and the one that adds the options `memlat exporter` takes.
+template <typename T>
+using CommandLineOf = CommandLine (*)(typename T::Options &);
+template <typename T>
+using CountingOptionsOf = void (*)(CommandLine &, typename T::Options &);
+
+// The main() of tool T in the multi-call binary: its command line, then T(options).run().
+template <typename T, const char *Name, CommandLineOf<T> command_line>
+int tool_main(int argc, char **argv) {
+    return run_tool(Name, [&] {
+        typename T::Options options;
+        CommandLine cli = command_line(options);
+        cli.parse(argc, argv);
+        return T(std::move(options)).run();
+    });
+}
+
+// Tool T's entry in the multi-call binary (`memlat NAME`, a link named NAME, `summary` in
+// `memlat -h`) and in `memlat exporter` (its counting options under --NAME., then its
+// counting side).
+template <typename T, const char *Name, CommandLineOf<T> command_line,
+          CountingOptionsOf<T> add_counting_options>
+ToolEntry tool_entry(const char *summary) {
+    return ToolEntry{
+        Name, summary, tool_main<T, Name, command_line>, []() -> std::unique_ptr<ExporterPart> {
+            return std::make_unique<ExporterPartOf<T, typename T::Options>>(add_counting_options);
+        }};
+}
+
+} // namespace memlat
