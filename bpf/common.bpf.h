@@ -9,6 +9,9 @@
 #define E2BIG 7
 #endif
 
+/* include/linux/sched.h: task_struct.flags of a kernel thread. */
+#define PF_KTHREAD 0x00200000
+
 /* What every classic tracepoint (SEC("tracepoint/...")) and kprobe/kretprobe program returns.
  * The kernel takes their return value as a filter verdict: 0 drops the event for every perf
  * user of that tracepoint or kprobe event on this CPU (perf_trace_run_bpf_submit(),

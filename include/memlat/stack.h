@@ -6,4 +6,8 @@
 
 #define MEMLAT_STACK_DEPTH 127
 
+/* bpf_get_stackid()'s answer for a user stack where there is none (-EFAULT: a kernel thread, or
+ * no user registers), kept as the stack id by the BPF side. */
+#define MEMLAT_STACK_NO_USER (-14)
+
 #endif

@@ -1,5 +1,6 @@
 // Symbolized stacks from a BPF_MAP_TYPE_STACK_TRACE map (bpf_get_stackid()), for the tools'
-// stack views.
+// stack views: the one reader of stack ids, with kernel_stack_frames() (symbols.h) the one
+// filter of kernel frames, and include/memlat/stack.h the depth and ids both sides share.
 #pragma once
 
 #include <bpf/libbpf.h>
@@ -16,20 +17,23 @@ namespace memlat {
 
 class StackSymbolizer {
   public:
-    // `stacks`: the map the BPF side's stack ids refer to. Kernel symbols are read from
-    // /proc/kallsyms on first use (without them, frames are printed as addresses).
-    explicit StackSymbolizer(bpf_map *stacks) : stacks_(stacks) {}
+    // `stacks`: the map the BPF side's stack ids refer to. Kernel frames are described with
+    // `kernel_symbols` when given, else with /proc/kallsyms read on first use (without them,
+    // frames are printed as addresses).
+    explicit StackSymbolizer(bpf_map *stacks, const KernelSymbols *kernel_symbols = nullptr)
+        : stacks_(stacks), given_symbols_(kernel_symbols) {}
 
     // The kernel frames of stack `id`, innermost first, without the BPF program and the
     // tracepoint machinery that took it: from the tracepoint's caller on.
     std::vector<std::string> kernel(int32_t id);
-    // The user frames of stack `id` of process `pid`.
+    // The user frames of stack `id` of process `pid` ("[no user stack]" for a kernel thread).
     std::vector<std::string> user(int32_t id, uint32_t pid);
 
   private:
     std::vector<uint64_t> addresses(int32_t id);
 
     bpf_map *stacks_;
+    const KernelSymbols *given_symbols_;
     std::optional<KernelSymbols> kernel_symbols_;
     bool kernel_symbols_tried_ = false;
     std::map<uint32_t, ProcessSymbols> processes_;

@@ -29,7 +29,6 @@ char LICENSE[] SEC("license") = "GPL";
 _Static_assert(__builtin_offsetof(struct compactsnoop_event, comm) % 8 == 0,
 	       "comm must be 8-byte aligned");
 
-#define PF_KTHREAD 0x00200000 /* include/linux/sched.h: a kernel thread */
 
 /* Options, set by user space before load. */
 const volatile __u32 filter_pid = 0;

@@ -25,6 +25,7 @@
 #include "kernel/types.h"
 #include "loading/events.h"
 #include "loading/loader.h"
+#include "loading/stacks.h"
 #include "loading/symbols.h"
 #include "prometheus/exporter.h"
 #include "prometheus/metrics_serving.h"
@@ -134,6 +135,7 @@ class Compactsnoop final : public Tool<compactsnoop_bpf, Options> {
     GfpNames gfp_ = GfpNames::from_kernel();
     compactsnoop::LineFormat format_{o_.common.timestamp, o_.extended};
     std::optional<KernelSymbols> ksyms_;
+    std::optional<StackSymbolizer> stacks_; // -K, made at the first stack
     uint64_t first_ns_ = 0;
     // (kind, order row) -> slots, as last printed.
     std::map<std::pair<uint32_t, uint32_t>, std::array<uint64_t, MEMLAT_HIST_SLOTS>> hist_before_;
@@ -219,14 +221,9 @@ void Compactsnoop::configure(compactsnoop_bpf &skel) const {
 }
 
 std::vector<std::string> Compactsnoop::stack_frames(compactsnoop_bpf &skel, int32_t id) {
-    std::vector<std::string> frames;
-    uint64_t ips[MEMLAT_STACK_DEPTH] = {};
-    if (id < 0 || bpf_map__lookup_elem(skel.maps.stacks, &id, sizeof(id), ips, sizeof(ips), 0)) {
-        frames.push_back("[stack lost]");
-        return frames;
-    }
-    // From the tracepoint's caller (compact_zone) on.
-    return kernel_stack_frames(ips, ksyms_ ? &*ksyms_ : nullptr);
+    if (!stacks_)
+        stacks_.emplace(skel.maps.stacks, ksyms_ ? &*ksyms_ : nullptr);
+    return stacks_->kernel(id); // from the tracepoint's caller (compact_zone) on
 }
 
 void Compactsnoop::print_event(compactsnoop_bpf &skel, const compactsnoop_event &e) {

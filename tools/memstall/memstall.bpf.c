@@ -22,6 +22,7 @@
 
 #include "cgroup.bpf.h"
 #include "common.bpf.h"
+#include "memlat/stack.h"
 #include "memstall.h"
 
 _Static_assert((MEMSTALL_CAUSES & (MEMSTALL_CAUSES - 1)) == 0,
@@ -29,7 +30,6 @@ _Static_assert((MEMSTALL_CAUSES & (MEMSTALL_CAUSES - 1)) == 0,
 
 char LICENSE[] SEC("license") = "GPL";
 
-#define PF_KTHREAD 0x00200000
 
 /* The tracepoint windows, indexes into thread_stall.window_start. */
 #define WINDOWS 3
@@ -113,7 +113,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
 	__uint(max_entries, 1);
 	__uint(key_size, sizeof(__u32));
-	__uint(value_size, 127 * sizeof(__u64));
+	__uint(value_size, MEMLAT_STACK_DEPTH * sizeof(__u64));
 } stack_traces SEC(".maps");
 
 struct {

@@ -28,6 +28,7 @@
 #include "loading/epoch_table.h"
 #include "loading/events.h"
 #include "loading/loader.h"
+#include "loading/stacks.h"
 #include "loading/symbols.h"
 #include "prometheus/exporter.h"
 #include "prometheus/metrics_serving.h"
@@ -254,7 +255,7 @@ class Tlbflush final : public Tool<tlbflush_bpf, Options> {
     std::optional<KernelSymbols> ksyms_;
     // flush_info_from_runqueue(), read before the load frees the run's BTF.
     std::optional<int64_t> flush_info_distance_;
-    std::map<uint32_t, ProcessSymbols> process_syms_;
+    std::optional<StackSymbolizer> stacks_; // -s, made at the first stack
     // --culprits without the csd tracepoints: the requests by sender and target are counted,
     // the IPIs each sender queued are not.
     bool culprit_ipis_unknown_ = false;
@@ -474,27 +475,9 @@ Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) {
 
 std::vector<std::string> Tlbflush::stack_frames(tlbflush_bpf &skel, int32_t id, bool user,
                                                 uint32_t pid) {
-    std::vector<std::string> frames;
-    if (id < 0) {
-        frames.push_back(id == -14 /* EFAULT */ ? "[no user stack]" : "[stack lost]");
-        return frames;
-    }
-    uint64_t ips[MEMLAT_STACK_DEPTH] = {};
-    if (bpf_map__lookup_elem(skel.maps.stacks, &id, sizeof(id), ips, sizeof(ips), 0) != 0) {
-        frames.push_back("[stack lost]");
-        return frames;
-    }
-    // Kernel stacks from the tracepoint's caller on, without the machinery that ran the BPF
-    // program.
-    if (!user)
-        return kernel_stack_frames(ips, ksyms_ ? &*ksyms_ : nullptr);
-    auto &symbols = process_syms_.try_emplace(pid, static_cast<pid_t>(pid)).first->second;
-    for (uint64_t ip : ips) {
-        if (ip == 0)
-            break;
-        frames.push_back(symbols.describe(ip));
-    }
-    return frames;
+    if (!stacks_)
+        stacks_.emplace(skel.maps.stacks, ksyms_ ? &*ksyms_ : nullptr);
+    return user ? stacks_->user(id, pid) : stacks_->kernel(id);
 }
 
 std::string Tlbflush::features_note_of_targets() const {
