@@ -72,6 +72,14 @@ def build_dir() -> str:
     return d
 
 
+def source_tools() -> list[str]:
+    """The tools of this tree: every tools/NAME/ with a NAME.bpf.c, as CMakeLists.txt finds
+    them (so a test that walks every tool needs no list to keep up)."""
+    tools_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")
+    return sorted(n for n in os.listdir(tools_dir)
+                  if os.path.isfile(os.path.join(tools_dir, n, f"{n}.bpf.c")))
+
+
 def binary(name: str) -> str:
     """Path of a tool (BUILD/name) or a test workload (BUILD/tests/name); fails if absent."""
     for sub in ("", "tests"):

@@ -22,7 +22,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_deb import expected_contents, units  # noqa: E402
 from memlat_test import (Failure, Test, TestFile, Tool, build_dir, log, main, run,  # noqa: E402
-                         scenario, skip)
+                         scenario, skip, source_tools)
 
 PAGE = 4096
 FILE_SIZE = 16 << 20
@@ -69,12 +69,6 @@ def deb_path() -> str:
     version = cache_entry("CMAKE_PROJECT_VERSION")
     arch = run(["dpkg", "--print-architecture"]).stdout.strip()
     return os.path.join(build_dir(), f"memlat_{version}_{arch}.deb")
-
-
-def source_tools() -> list[str]:
-    """The tools of this tree: every tools/NAME.cpp (as CMakeLists.txt finds them)."""
-    tools_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")
-    return sorted(n[:-4] for n in os.listdir(tools_dir) if n.endswith(".cpp"))
 
 
 def listed_tools() -> list[str]:

@@ -13,10 +13,10 @@ import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memlat_test import Test, binary, main, run, scenario  # noqa: E402
+from memlat_test import Test, binary, main, run, scenario, source_tools  # noqa: E402
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TOOLS = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat", "memstall"]
+TOOLS = source_tools()  # every tool has a page
 # A long option: two dashes, a letter, then letters, digits, '-', '_' or '.' (--web.config.file,
 # --TOOL.NAME of memlat exporter), not ending in punctuation.
 LONG_OPTION = re.compile(r"(?<![\w-])--[A-Za-z][\w.-]*[\w]")

@@ -194,8 +194,8 @@ def build_initramfs(path: str, build: str, tools: list[str], kernel: vmkernel.Ke
         c.copy(f"scenarios/{tool}.sh", os.path.join(HERE, "scenarios", f"{tool}.sh"), 0o644)
     # Every tool built goes in (a scenario may use another tool, and a debugging session
     # any of them); the ones whose scenarios run must be there.
-    all_tools = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(
-        HERE, "..", "..", "tools", "*.cpp")))
+    all_tools = sorted(os.path.basename(p)[:-len(".bpf.c")] for p in glob.glob(os.path.join(
+        HERE, "..", "..", "tools", "*", "*.bpf.c")))
     # The multi-call binary itself too, for `memlat exporter` (scenarios/exporter.sh).
     for tool in sorted(set(all_tools) | set(tools) | {"memlat"}):
         if tool == "exporter":
