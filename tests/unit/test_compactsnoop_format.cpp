@@ -226,3 +226,96 @@ TEST(CompactsnoopFormat, KindNames) {
     EXPECT_STREQ(kind_name(COMPACTSNOOP_MANUAL), "manual");
     EXPECT_STREQ(kind_name(99), "unknown");
 }
+
+// ---- the exit summary ----
+
+namespace {
+
+Names summary_names() {
+    Names n;
+    n.statuses = {{1, "skipped"}, {3, "success"}, {5, "complete"}};
+    return n;
+}
+
+compactsnoop_summary runs(uint64_t count, uint64_t total_ns, uint64_t max_ns, uint64_t migrated,
+                          uint64_t failed) {
+    return {count, total_ns, max_ns, migrated, failed};
+}
+
+} // namespace
+
+TEST(CompactsnoopSummary, RowsByKindAndStatusWithAnAllRowWhereAKindHasSeveral) {
+    SummaryCounts c;
+    c.summary[COMPACTSNOOP_DIRECT][3] = runs(2, 3'000'000, 2'000'000, 40, 1);
+    c.summary[COMPACTSNOOP_DIRECT][5] = runs(1, 500'000, 500'000, 8, 0);
+    c.summary[COMPACTSNOOP_KCOMPACTD][COMPACTSNOOP_MAX_STATUS - 1] =
+        runs(4, 4'000'000, 1'500'000, 0, 0);
+    c.direct_entries = 7;
+    c.direct_entries_run = 3;
+    c.deferred[COMPACTSNOOP_DIRECT] = 2;
+    c.kcompactd_wakes = 9;
+    const std::string text = summary_text(c, summary_names());
+    EXPECT_NE(text.find("direct     success                 2        3.000      2.000         40"
+                        "        1\n"),
+              std::string::npos)
+        << text;
+    // The direct kind had two statuses: their sums, and the longest run of either.
+    EXPECT_NE(text.find("direct     (all)                   3        3.500      2.000         48"
+                        "        1\n"),
+              std::string::npos)
+        << text;
+    // The last status slot collects what the tool has no slot for.
+    EXPECT_NE(text.find("kcompactd  other                   4"), std::string::npos) << text;
+    EXPECT_EQ(text.find("kcompactd  (all)"), std::string::npos) << text;
+    EXPECT_NE(text.find("Direct-compaction entries: 7 (3 ran compaction in a zone); zones skipped "
+                        "as deferred: 2\n"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("kcompactd wake-ups: 9;"), std::string::npos) << text;
+    EXPECT_EQ(text.find("(none)"), std::string::npos) << text;
+    EXPECT_EQ(text.find("not counted"), std::string::npos) << text;
+    EXPECT_EQ(text.find("Lost"), std::string::npos) << text;
+}
+
+TEST(CompactsnoopSummary, NothingRunLossesAndKindsNotTraced) {
+    SummaryCounts c;
+    c.kind_mask = 1u << COMPACTSNOOP_MANUAL; // -k manual
+    c.unpaired_ends = 2;
+    c.lost_events = 5;
+    c.events_name = "perf buffers";
+    c.table_full = 3;
+    const std::string text = summary_text(c, summary_names());
+    EXPECT_NE(text.find("(none)\n"), std::string::npos) << text;
+    // Neither the direct nor the kcompactd line: those kinds were not traced.
+    EXPECT_EQ(text.find("Direct-compaction entries"), std::string::npos) << text;
+    EXPECT_EQ(text.find("kcompactd wake-ups"), std::string::npos) << text;
+    EXPECT_NE(text.find("\n2 runs not counted: their begin was not seen"), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("\nLost 5 events: the perf buffers was full"), std::string::npos) << text;
+    EXPECT_NE(text.find("\n3 runs not counted: per-thread state could not be allocated"),
+              std::string::npos)
+        << text;
+}
+
+TEST(CompactsnoopSummary, JsonHasEveryRowAndCounter) {
+    SummaryCounts c;
+    c.summary[COMPACTSNOOP_MANUAL][5] = runs(1, 2'500'000, 2'500'000, 100, 4);
+    c.deferred[COMPACTSNOOP_KCOMPACTD] = 6;
+    c.skipped_runs = 1;
+    c.lost_events = 2;
+    const auto j = summary_json(c, summary_names());
+    ASSERT_EQ(j["summary"].size(), 1u);
+    EXPECT_EQ(j["summary"][0]["kind"], "manual");
+    EXPECT_EQ(j["summary"][0]["status"], "complete");
+    EXPECT_EQ(j["summary"][0]["runs"], 1);
+    EXPECT_DOUBLE_EQ(j["summary"][0]["total_ms"].get<double>(), 2.5);
+    EXPECT_EQ(j["summary"][0]["migrated"], 100);
+    EXPECT_EQ(j["summary"][0]["failed"], 4);
+    // Only the kinds that deferred zones.
+    EXPECT_EQ(j["deferred"], nlohmann::json({{"kcompactd", 6}}));
+    EXPECT_EQ(j["recursion_misses"], 1);
+    EXPECT_EQ(j["lost_events"], 2);
+    for (const char *field :
+         {"direct_entries", "direct_entries_run", "kcompactd_wakes", "unpaired_ends", "table_full"})
+        EXPECT_EQ(j[field], 0) << field;
+}

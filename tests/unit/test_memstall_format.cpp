@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fmt/format.h>
 
 #include "memstall/memstall_format.h"
 
@@ -115,4 +116,54 @@ TEST(MemstallMetrics, CausesAndCgroupsKeepCountingAfterThreadsGo) {
                         "cgroup=\"/sys/fs/cgroup/db\"} 5"),
               std::string::npos)
         << text;
+}
+
+// ---- -s: the most stalled stacks ----
+
+namespace {
+
+memstall::StackRow stack_row(uint32_t pid, uint32_t cause, uint64_t total_ns, const char *comm) {
+    memstall::StackRow row{};
+    row.first.pid = pid;
+    row.first.cause = cause;
+    row.second.stalls = total_ns / 1000;
+    row.second.total_ns = total_ns;
+    std::strncpy(row.second.comm, comm, sizeof(row.second.comm));
+    return row;
+}
+
+} // namespace
+
+TEST(MemstallStacks, ThePerCauseLongestInCauseOrder) {
+    const std::vector<memstall::StackRow> rows{
+        stack_row(1, 1, 5'000, "a"), stack_row(2, 0, 9'000, "b"), stack_row(3, 1, 7'000, "c"),
+        stack_row(4, 1, 6'000, "d"), stack_row(5, 0, 1'000, "e"), stack_row(6, 1, 7'000, "f")};
+    const auto shown = memstall::most_stalled_stacks(rows, 2);
+    std::vector<uint32_t> pids;
+    for (const auto &r : shown)
+        pids.push_back(r.first.pid);
+    // Cause 0: b, e; cause 1: the two longest, c before f (equal: the table's order).
+    EXPECT_EQ(pids, (std::vector<uint32_t>{2, 5, 3, 6}));
+}
+
+TEST(MemstallStacks, TextAndJson) {
+    std::vector<memstall::StallStack> stacks{{stack_row(42, 0, 2'500'000, "reader"),
+                                              {"shrink_node", "try_to_free_mem_cgroup_pages"},
+                                              {"[no user stack]"}}};
+    const std::string text = memstall::stacks_text(stacks);
+    EXPECT_NE(text.find(fmt::format("\n{}: 2500 stalls, 2.5 ms, pid 42 (reader)\n"
+                                    "    shrink_node\n    try_to_free_mem_cgroup_pages\n"
+                                    "    --\n    [no user stack]\n",
+                                    memstall::cause_name(0))),
+              std::string::npos)
+        << text;
+    const auto j = memstall::stacks_json(stacks);
+    ASSERT_EQ(j["stacks"].size(), 1u);
+    EXPECT_EQ(j["stacks"][0]["cause"], memstall::cause_name(0));
+    EXPECT_EQ(j["stacks"][0]["pid"], 42);
+    EXPECT_EQ(j["stacks"][0]["comm"], "reader");
+    EXPECT_EQ(j["stacks"][0]["ns"], 2'500'000);
+    EXPECT_EQ(j["stacks"][0]["kernel_stack"].size(), 2u);
+    EXPECT_EQ(j["stacks"][0]["user_stack"][0], "[no user stack]");
+    EXPECT_EQ(memstall::stacks_json({}), nlohmann::json({{"stacks", nlohmann::json::array()}}));
 }

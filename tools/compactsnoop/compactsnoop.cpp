@@ -298,48 +298,24 @@ void Compactsnoop::print_histograms(compactsnoop_bpf &skel) {
 }
 
 void Compactsnoop::print_summary(compactsnoop_bpf &skel, const EventReader *events) {
-    // Records the BPF side could not reserve or write, and those a perf buffer lost.
-    const uint64_t lost =
-        events != nullptr ? events->lost(skel.bss->dropped_events) : skel.bss->dropped_events;
-    const std::string events_name = events != nullptr ? events->name() : "ring buffer";
     const auto *bss = skel.bss;
-    struct Row {
-        uint32_t kind;
-        int32_t status;
-        compactsnoop_summary s;
-    };
-    std::vector<Row> rows;
-    for (uint32_t kind = 0; kind < COMPACTSNOOP_KINDS; ++kind)
-        for (int32_t st = 0; st < COMPACTSNOOP_MAX_STATUS; ++st)
-            if (bss->summary[kind][st].runs != 0)
-                rows.push_back({kind, st, bss->summary[kind][st]});
-    auto status = [&](int32_t st) {
-        return st == COMPACTSNOOP_MAX_STATUS - 1 ? std::string("other")
-                                                 : compactsnoop::status_name(st, names_);
-    };
+    compactsnoop::SummaryCounts c;
+    std::copy(&bss->summary[0][0],
+              &bss->summary[0][0] + COMPACTSNOOP_KINDS * COMPACTSNOOP_MAX_STATUS, &c.summary[0][0]);
+    std::copy(std::begin(bss->deferred), std::end(bss->deferred), std::begin(c.deferred));
+    c.direct_entries = bss->direct_entries;
+    c.direct_entries_run = bss->direct_entries_run;
+    c.kcompactd_wakes = bss->kcompactd_wakes;
+    c.unpaired_ends = bss->unpaired_ends;
+    c.table_full = bss->table_full;
+    // Records the BPF side could not reserve or write, and those a perf buffer lost.
+    c.lost_events = events != nullptr ? events->lost(bss->dropped_events) : bss->dropped_events;
+    if (events != nullptr)
+        c.events_name = events->name();
+    c.skipped_runs = recursion_misses(skel.obj);
+    c.kind_mask = kind_mask_;
     if (o_.common.json) {
-        json list = json::array();
-        for (const auto &r : rows)
-            list.push_back({{"kind", compactsnoop::kind_name(r.kind)},
-                            {"status", status(r.status)},
-                            {"runs", r.s.runs},
-                            {"total_ms", r.s.total_ns / 1e6},
-                            {"max_ms", r.s.max_ns / 1e6},
-                            {"migrated", r.s.migrated},
-                            {"failed", r.s.failed}});
-        json deferred = json::object();
-        for (uint32_t kind = 0; kind < COMPACTSNOOP_KINDS; ++kind)
-            if (bss->deferred[kind] != 0)
-                deferred[compactsnoop::kind_name(kind)] = bss->deferred[kind];
-        print_json_line({{"summary", list},
-                         {skipped_runs_field, recursion_misses(skel.obj)},
-                         {"direct_entries", bss->direct_entries},
-                         {"direct_entries_run", bss->direct_entries_run},
-                         {"deferred", deferred},
-                         {"kcompactd_wakes", bss->kcompactd_wakes},
-                         {"unpaired_ends", bss->unpaired_ends},
-                         {"lost_events", lost},
-                         {"table_full", bss->table_full}});
+        print_json_line(compactsnoop::summary_json(c, names_));
         return;
     }
     // The text summary goes to stderr: stdout carries the header and the rows only, so that
@@ -347,54 +323,7 @@ void Compactsnoop::print_summary(compactsnoop_bpf &skel, const EventReader *even
     // while the summary still shows on the terminal and in logs. The rows printed go first
     // (and a stdout that cannot be written fails the tool here, as at each interval).
     flush_output();
-    fmt::print(stderr, "\nCompaction runs by kind and status:\n");
-    fmt::print(stderr, "{:<10} {:<16} {:>8} {:>12} {:>10} {:>10} {:>8}\n", "KIND", "STATUS", "RUNS",
-               "TOTAL(ms)", "MAX(ms)", "MIGRATED", "FAILED");
-    for (uint32_t kind = 0; kind < COMPACTSNOOP_KINDS; ++kind) {
-        compactsnoop_summary all{};
-        int n = 0;
-        for (const auto &r : rows) {
-            if (r.kind != kind)
-                continue;
-            fmt::print(stderr, "{:<10} {:<16} {:>8} {:>12.3f} {:>10.3f} {:>10} {:>8}\n",
-                       compactsnoop::kind_name(kind), status(r.status), r.s.runs,
-                       r.s.total_ns / 1e6, r.s.max_ns / 1e6, r.s.migrated, r.s.failed);
-            all.runs += r.s.runs;
-            all.total_ns += r.s.total_ns;
-            all.max_ns = std::max(all.max_ns, r.s.max_ns);
-            all.migrated += r.s.migrated;
-            all.failed += r.s.failed;
-            ++n;
-        }
-        if (n > 1)
-            fmt::print(stderr, "{:<10} {:<16} {:>8} {:>12.3f} {:>10.3f} {:>10} {:>8}\n",
-                       compactsnoop::kind_name(kind), "(all)", all.runs, all.total_ns / 1e6,
-                       all.max_ns / 1e6, all.migrated, all.failed);
-    }
-    if (rows.empty())
-        fmt::print(stderr, "(none)\n");
-    if (kind_mask_ & (1u << COMPACTSNOOP_DIRECT))
-        fmt::print(stderr,
-                   "\nDirect-compaction entries: {} ({} ran compaction in a zone); zones "
-                   "skipped as deferred: {}\n",
-                   bss->direct_entries, bss->direct_entries_run,
-                   bss->deferred[COMPACTSNOOP_DIRECT]);
-    if (kind_mask_ & (1u << COMPACTSNOOP_KCOMPACTD))
-        fmt::print(stderr, "kcompactd wake-ups: {}; zones skipped as deferred by kcompactd: {}\n",
-                   bss->kcompactd_wakes, bss->deferred[COMPACTSNOOP_KCOMPACTD]);
-    if (bss->unpaired_ends != 0)
-        fmt::print(stderr,
-                   "\n{} runs not counted: their begin was not seen (under way when tracing "
-                   "began, or the thread's state was evicted while it ran).\n",
-                   bss->unpaired_ends);
-    if (lost != 0)
-        fmt::print(stderr, "\nLost {} events: the {} was full (the summary still counts them).\n",
-                   lost, events_name);
-    if (bss->table_full != 0)
-        fmt::print(stderr,
-                   "\n{} runs not counted: per-thread state could not be allocated (task "
-                   "storage out of memory, or the per-thread hash map full).\n",
-                   bss->table_full);
+    fmt::print(stderr, "{}", compactsnoop::summary_text(c, names_));
 }
 
 void Compactsnoop::check_options() {

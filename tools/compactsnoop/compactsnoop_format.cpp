@@ -1,10 +1,13 @@
 #include "compactsnoop_format.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
 #include <vector>
+
+#include "cli/output.h"
 
 namespace memlat::compactsnoop {
 
@@ -174,6 +177,105 @@ nlohmann::json json_event(const compactsnoop_event &e, double time_s, const Line
         j["nr_free"] = zs ? json(free_lists(e)) : json(nullptr);
     }
     return j;
+}
+
+namespace {
+
+struct SummaryRow {
+    uint32_t kind;
+    int32_t status;
+    compactsnoop_summary s;
+};
+
+std::vector<SummaryRow> summary_rows(const SummaryCounts &c) {
+    std::vector<SummaryRow> rows;
+    for (uint32_t kind = 0; kind < COMPACTSNOOP_KINDS; ++kind)
+        for (int32_t st = 0; st < COMPACTSNOOP_MAX_STATUS; ++st)
+            if (c.summary[kind][st].runs != 0)
+                rows.push_back({kind, st, c.summary[kind][st]});
+    return rows;
+}
+
+std::string summary_status(int32_t status, const Names &n) {
+    return status == COMPACTSNOOP_MAX_STATUS - 1 ? std::string("other") : status_name(status, n);
+}
+
+std::string summary_row(const char *kind, const std::string &status,
+                        const compactsnoop_summary &s) {
+    return fmt::format("{:<10} {:<16} {:>8} {:>12.3f} {:>10.3f} {:>10} {:>8}\n", kind, status,
+                       s.runs, s.total_ns / 1e6, s.max_ns / 1e6, s.migrated, s.failed);
+}
+
+} // namespace
+
+std::string summary_text(const SummaryCounts &c, const Names &n) {
+    const auto rows = summary_rows(c);
+    std::string out = "\nCompaction runs by kind and status:\n";
+    out += fmt::format("{:<10} {:<16} {:>8} {:>12} {:>10} {:>10} {:>8}\n", "KIND", "STATUS", "RUNS",
+                       "TOTAL(ms)", "MAX(ms)", "MIGRATED", "FAILED");
+    for (uint32_t kind = 0; kind < COMPACTSNOOP_KINDS; ++kind) {
+        compactsnoop_summary all{};
+        int statuses = 0;
+        for (const auto &r : rows) {
+            if (r.kind != kind)
+                continue;
+            out += summary_row(kind_name(kind), summary_status(r.status, n), r.s);
+            all.runs += r.s.runs;
+            all.total_ns += r.s.total_ns;
+            all.max_ns = std::max(all.max_ns, r.s.max_ns);
+            all.migrated += r.s.migrated;
+            all.failed += r.s.failed;
+            ++statuses;
+        }
+        if (statuses > 1)
+            out += summary_row(kind_name(kind), "(all)", all);
+    }
+    if (rows.empty())
+        out += "(none)\n";
+    if (c.kind_mask & (1u << COMPACTSNOOP_DIRECT))
+        out += fmt::format("\nDirect-compaction entries: {} ({} ran compaction in a zone); zones "
+                           "skipped as deferred: {}\n",
+                           c.direct_entries, c.direct_entries_run, c.deferred[COMPACTSNOOP_DIRECT]);
+    if (c.kind_mask & (1u << COMPACTSNOOP_KCOMPACTD))
+        out += fmt::format("kcompactd wake-ups: {}; zones skipped as deferred by kcompactd: {}\n",
+                           c.kcompactd_wakes, c.deferred[COMPACTSNOOP_KCOMPACTD]);
+    if (c.unpaired_ends != 0)
+        out += fmt::format("\n{} runs not counted: their begin was not seen (under way when "
+                           "tracing began, or the thread's state was evicted while it ran).\n",
+                           c.unpaired_ends);
+    if (c.lost_events != 0)
+        out += fmt::format("\nLost {} events: the {} was full (the summary still counts them).\n",
+                           c.lost_events, c.events_name);
+    if (c.table_full != 0)
+        out += fmt::format("\n{} runs not counted: per-thread state could not be allocated (task "
+                           "storage out of memory, or the per-thread hash map full).\n",
+                           c.table_full);
+    return out;
+}
+
+nlohmann::json summary_json(const SummaryCounts &c, const Names &n) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto &r : summary_rows(c))
+        list.push_back({{"kind", kind_name(r.kind)},
+                        {"status", summary_status(r.status, n)},
+                        {"runs", r.s.runs},
+                        {"total_ms", r.s.total_ns / 1e6},
+                        {"max_ms", r.s.max_ns / 1e6},
+                        {"migrated", r.s.migrated},
+                        {"failed", r.s.failed}});
+    nlohmann::json deferred = nlohmann::json::object();
+    for (uint32_t kind = 0; kind < COMPACTSNOOP_KINDS; ++kind)
+        if (c.deferred[kind] != 0)
+            deferred[kind_name(kind)] = c.deferred[kind];
+    return {{"summary", list},
+            {skipped_runs_field, c.skipped_runs},
+            {"direct_entries", c.direct_entries},
+            {"direct_entries_run", c.direct_entries_run},
+            {"deferred", deferred},
+            {"kcompactd_wakes", c.kcompactd_wakes},
+            {"unpaired_ends", c.unpaired_ends},
+            {"lost_events", c.lost_events},
+            {"table_full", c.table_full}};
 }
 
 } // namespace memlat::compactsnoop

@@ -60,4 +60,23 @@ std::string line(const compactsnoop_event &e, double time_s, const LineFormat &f
 nlohmann::json json_event(const compactsnoop_event &e, double time_s, const LineFormat &f,
                           const Names &n, const GfpNames &gfp);
 
+// What the exit summary shows: the BPF side's counters (its .bss) and the tool's losses.
+struct SummaryCounts {
+    compactsnoop_summary summary[COMPACTSNOOP_KINDS][COMPACTSNOOP_MAX_STATUS] = {};
+    uint64_t deferred[COMPACTSNOOP_KINDS] = {};
+    uint64_t direct_entries = 0, direct_entries_run = 0, kcompactd_wakes = 0;
+    uint64_t unpaired_ends = 0, table_full = 0;
+    uint64_t lost_events = 0;                // records not reserved, or lost by a perf buffer
+    std::string events_name = "ring buffer"; // where they were lost
+    uint64_t skipped_runs = 0;               // program runs the kernel skipped
+    uint32_t kind_mask = (1u << COMPACTSNOOP_KINDS) - 1; // -k: the kinds traced
+};
+
+// The summary at exit as text (for stderr): runs by kind and status, with an "(all)" row
+// for a kind with several statuses; direct entries and kcompactd wake-ups for the kinds
+// traced; what was not counted. Status COMPACTSNOOP_MAX_STATUS - 1 collects the others.
+std::string summary_text(const SummaryCounts &c, const Names &n);
+// The same as one JSON object (-j).
+nlohmann::json summary_json(const SummaryCounts &c, const Names &n);
+
 } // namespace memlat::compactsnoop

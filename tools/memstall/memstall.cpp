@@ -427,44 +427,19 @@ void Memstall::print_interval(memstall_bpf &skel) {
 }
 
 void Memstall::print_stacks(memstall_bpf &skel) {
-    auto rows = read_hash_map<memstall_stack_key, memstall_stack_value>(skel.maps.stack_totals);
-    std::stable_sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
-        return a.second.total_ns > b.second.total_ns;
-    });
     StackSymbolizer symbolizer(skel.maps.stack_traces);
-    json list = json::array();
-    if (!o_.common.json)
-        fmt::print("\nThe most stalled stacks per cause since start (kernel, then user):\n");
-    for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause) {
-        size_t shown = 0;
-        for (const auto &[key, value] : rows) {
-            if (key.cause != cause || shown == stacks_per_cause)
-                continue;
-            ++shown;
-            const std::string comm(value.comm, strnlen(value.comm, sizeof(value.comm)));
-            const auto kernel = symbolizer.kernel(key.kernel_stack);
-            const auto user = symbolizer.user(key.user_stack, key.pid);
-            if (o_.common.json) {
-                list.push_back({{"cause", memstall::cause_name(cause)},
-                                {"pid", key.pid},
-                                {"comm", comm},
-                                {"stalls", value.stalls},
-                                {"ns", value.total_ns},
-                                {"kernel_stack", kernel},
-                                {"user_stack", user}});
-                continue;
-            }
-            fmt::print("\n{}: {} stalls, {:.1f} ms, pid {} ({})\n", memstall::cause_name(cause),
-                       value.stalls, value.total_ns / 1e6, key.pid, comm);
-            for (const auto &frame : kernel)
-                fmt::print("    {}\n", frame);
-            fmt::print("    --\n");
-            for (const auto &frame : user)
-                fmt::print("    {}\n", frame);
-        }
+    std::vector<memstall::StallStack> stacks;
+    for (auto &row : memstall::most_stalled_stacks(
+             read_hash_map<memstall_stack_key, memstall_stack_value>(skel.maps.stack_totals),
+             stacks_per_cause)) {
+        auto kernel = symbolizer.kernel(row.first.kernel_stack);
+        auto user = symbolizer.user(row.first.user_stack, row.first.pid);
+        stacks.push_back({row, std::move(kernel), std::move(user)});
     }
     if (o_.common.json)
-        print_json_line({{"stacks", list}});
+        print_json_line(memstall::stacks_json(stacks));
+    else
+        fmt::print("{}", memstall::stacks_text(stacks));
 }
 
 CountedLosses Memstall::collect(prometheus::Exposition &out) {

@@ -108,4 +108,58 @@ nlohmann::json json_row(const Row &row, double interval_s, Grouping grouping) {
     return j;
 }
 
+std::vector<StackRow> most_stalled_stacks(std::vector<StackRow> rows, size_t per_cause) {
+    std::stable_sort(rows.begin(), rows.end(), [](const StackRow &a, const StackRow &b) {
+        return a.second.total_ns > b.second.total_ns;
+    });
+    std::vector<StackRow> shown;
+    for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause) {
+        size_t of_cause = 0;
+        for (const auto &row : rows)
+            if (row.first.cause == cause && of_cause < per_cause) {
+                shown.push_back(row);
+                ++of_cause;
+            }
+    }
+    return shown;
+}
+
+namespace {
+
+std::string stack_comm(const memstall_stack_value &v) {
+    return std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
+}
+
+} // namespace
+
+std::string stacks_text(const std::vector<StallStack> &stacks) {
+    std::string out = "\nThe most stalled stacks per cause since start (kernel, then user):\n";
+    for (const auto &s : stacks) {
+        const auto &[key, value] = s.row;
+        out += fmt::format("\n{}: {} stalls, {:.1f} ms, pid {} ({})\n", cause_name(key.cause),
+                           value.stalls, value.total_ns / 1e6, key.pid, stack_comm(value));
+        for (const auto &frame : s.kernel)
+            out += fmt::format("    {}\n", frame);
+        out += "    --\n";
+        for (const auto &frame : s.user)
+            out += fmt::format("    {}\n", frame);
+    }
+    return out;
+}
+
+nlohmann::json stacks_json(const std::vector<StallStack> &stacks) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto &s : stacks) {
+        const auto &[key, value] = s.row;
+        list.push_back({{"cause", cause_name(key.cause)},
+                        {"pid", key.pid},
+                        {"comm", stack_comm(value)},
+                        {"stalls", value.stalls},
+                        {"ns", value.total_ns},
+                        {"kernel_stack", s.kernel},
+                        {"user_stack", s.user}});
+    }
+    return {{"stacks", list}};
+}
+
 } // namespace memlat::memstall

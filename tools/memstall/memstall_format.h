@@ -45,4 +45,21 @@ std::string header(Grouping grouping);
 std::string line(const Row &row, double interval_s, Grouping grouping);
 nlohmann::json json_row(const Row &row, double interval_s, Grouping grouping);
 
+// -s: the stacks that stalled the longest. A row of the BPF side's table of stacks...
+using StackRow = std::pair<memstall_stack_key, memstall_stack_value>;
+// ...and the ones shown: per cause, in cause order, the `per_cause` rows with the most stalled
+// time, longest first (equal times keep the table's order).
+std::vector<StackRow> most_stalled_stacks(std::vector<StackRow> rows, size_t per_cause);
+
+// One shown stack with its frames symbolized (StackSymbolizer in the tool).
+struct StallStack {
+    StackRow row;
+    std::vector<std::string> kernel, user;
+};
+// As text: a heading, then per stack its cause, stalls, time and task, its kernel frames,
+// "--", and its user frames.
+std::string stacks_text(const std::vector<StallStack> &stacks);
+// As one JSON object {"stacks": [...]} (-j).
+nlohmann::json stacks_json(const std::vector<StallStack> &stacks);
+
 } // namespace memlat::memstall
