@@ -16,9 +16,9 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* The primitives -b selects (bench_empty.cpp's names for them). Set before load. */
 enum {
-	BODY_CLOCK = 1,	 /* bpf_ktime_get_ns() */
-	BODY_LOOKUP = 2, /* the current thread's entry in a preallocated hash map keyed by TID */
-	BODY_ATOMIC = 4, /* the result added atomically (a locked add) instead of stored */
+    BODY_CLOCK = 1,  /* bpf_ktime_get_ns() */
+    BODY_LOOKUP = 2, /* the current thread's entry in a preallocated hash map keyed by TID */
+    BODY_ATOMIC = 4, /* the result added atomically (a locked add) instead of stored */
 };
 const volatile __u32 body = 0;
 /* Where every body writes its result: what every tool does at least is read its read-only
@@ -27,51 +27,48 @@ __u64 body_sink = 0;
 
 /* As the tools' per-thread state maps (compat.bpf.h). */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);
-	__type(value, __u64);
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 4096);
+    __type(key, __u32);
+    __type(value, __u64);
 } body_threads SEC(".maps");
 
-static __always_inline int run_body(void)
-{
-	__u64 value = 1, zero = 0, *entry;
-	__u32 tid;
+static __always_inline int run_body(void) {
+    __u64 value = 1, zero = 0, *entry;
+    __u32 tid;
 
-	if (body & BODY_CLOCK)
-		value = bpf_ktime_get_ns();
-	if (body & BODY_LOOKUP) {
-		tid = (__u32)bpf_get_current_pid_tgid();
-		entry = bpf_map_lookup_elem(&body_threads, &tid);
-		if (!entry) {
-			bpf_map_update_elem(&body_threads, &tid, &zero, BPF_NOEXIST);
-			entry = bpf_map_lookup_elem(&body_threads, &tid);
-		}
-		if (entry) {
-			*entry = value;
-			return 0;
-		}
-	}
-	if (body & BODY_ATOMIC)
-		__sync_fetch_and_add(&body_sink, value);
-	else
-		body_sink = value;
-	return 0;
+    if (body & BODY_CLOCK)
+        value = bpf_ktime_get_ns();
+    if (body & BODY_LOOKUP) {
+        tid = (__u32)bpf_get_current_pid_tgid();
+        entry = bpf_map_lookup_elem(&body_threads, &tid);
+        if (!entry) {
+            bpf_map_update_elem(&body_threads, &tid, &zero, BPF_NOEXIST);
+            entry = bpf_map_lookup_elem(&body_threads, &tid);
+        }
+        if (entry) {
+            *entry = value;
+            return 0;
+        }
+    }
+    if (body & BODY_ATOMIC)
+        __sync_fetch_and_add(&body_sink, value);
+    else
+        body_sink = value;
+    return 0;
 }
 
 /* Each program is named after its tracepoint (b_: with the body); bench_empty.cpp lists the
  * same names. The empty ones stay empty: a read of `body` there would cost the floor a line. */
 #define EMPTY(tracepoint)                                                                          \
-	SEC("tp_btf/" #tracepoint)                                                                 \
-	int BPF_PROG(e_##tracepoint)                                                               \
-	{                                                                                          \
-		return 0;                                                                          \
-	}                                                                                          \
-	SEC("tp_btf/" #tracepoint)                                                                 \
-	int BPF_PROG(b_##tracepoint)                                                               \
-	{                                                                                          \
-		return run_body();                                                                 \
-	}
+    SEC("tp_btf/" #tracepoint)                                                                     \
+    int BPF_PROG(e_##tracepoint) {                                                                 \
+        return 0;                                                                                  \
+    }                                                                                              \
+    SEC("tp_btf/" #tracepoint)                                                                     \
+    int BPF_PROG(b_##tracepoint) {                                                                 \
+        return run_body();                                                                         \
+    }
 
 EMPTY(tlb_flush)
 EMPTY(csd_function_entry)
@@ -104,7 +101,6 @@ EMPTY(sched_process_exit)
 /* compactsnoop reads mm_compaction_migratepages through the classic tracepoint (its raw
  * arguments changed meaning in 6.0), so its floor is an empty classic tracepoint program. */
 SEC("tracepoint/compaction/mm_compaction_migratepages")
-int e_tp_mm_compaction_migratepages(void *ctx)
-{
-	return KEEP_EVENT;
+int e_tp_mm_compaction_migratepages(void *ctx) {
+    return KEEP_EVENT;
 }

@@ -23,36 +23,34 @@ enum { KEEP_EVENT = 1 };
 
 /* 1 when x >> k is not zero, for x < 2^(2k): x >> k is then below 2^k, and adding 2^k - 1
  * carries into bit k exactly when it is not zero. Arithmetic, not a branch. */
-static __always_inline __u64 any_above(__u64 x, __u32 k)
-{
-	return ((x >> k) + ((1ULL << k) - 1)) >> k;
+static __always_inline __u64 any_above(__u64 x, __u32 k) {
+    return ((x >> k) + ((1ULL << k) - 1)) >> k;
 }
 
 /* floor(log2(v)) for v >= 1, and 0 for v == 0: the slot of a log2 histogram. Without
  * branches: with one per halving step, the verifier followed each combination of the six
  * outcomes with its own slot to index the histogram with, and a program with two histograms
  * (tlbflush -L's handler exit) took it 10-11 ms to load on 6.18. */
-static __always_inline __u32 log2_slot(__u64 v)
-{
-	__u64 slot = 0, step;
+static __always_inline __u32 log2_slot(__u64 v) {
+    __u64 slot = 0, step;
 
-	step = any_above(v, 32) << 5;
-	v >>= step;
-	slot += step;
-	step = any_above(v, 16) << 4;
-	v >>= step;
-	slot += step;
-	step = any_above(v, 8) << 3;
-	v >>= step;
-	slot += step;
-	step = any_above(v, 4) << 2;
-	v >>= step;
-	slot += step;
-	step = any_above(v, 2) << 1;
-	v >>= step;
-	slot += step;
-	slot += any_above(v, 1);
-	return slot < MEMLAT_HIST_SLOTS ? slot : MEMLAT_HIST_SLOTS - 1;
+    step = any_above(v, 32) << 5;
+    v >>= step;
+    slot += step;
+    step = any_above(v, 16) << 4;
+    v >>= step;
+    slot += step;
+    step = any_above(v, 8) << 3;
+    v >>= step;
+    slot += step;
+    step = any_above(v, 4) << 2;
+    v >>= step;
+    slot += step;
+    step = any_above(v, 2) << 1;
+    v >>= step;
+    slot += step;
+    slot += any_above(v, 1);
+    return slot < MEMLAT_HIST_SLOTS ? slot : MEMLAT_HIST_SLOTS - 1;
 }
 
 /* Field `field` of the kernel object at `ptr`, CO-RE relocated: with `loads` (a constant) a
@@ -63,35 +61,32 @@ static __always_inline __u32 log2_slot(__u64 v)
 #define KERNEL_FIELD(loads, ptr, field) ((loads) ? (ptr)->field : BPF_CORE_READ(ptr, field))
 
 /* Whether bit `bit` is set in a bitmap of 64-bit words held in read-only data. */
-static __always_inline bool bitmap_test(const volatile __u64 *map, __u32 words, __u32 bit)
-{
-	__u32 word = bit / 64;
+static __always_inline bool bitmap_test(const volatile __u64 *map, __u32 words, __u32 bit) {
+    __u32 word = bit / 64;
 
-	if (word >= words)
-		return false;
-	return (map[word] >> (bit % 64)) & 1;
+    if (word >= words)
+        return false;
+    return (map[word] >> (bit % 64)) & 1;
 }
 
 /* Inserts `init` under `key` (unless another CPU just did) and returns the map's value, for
  * the first event of a key. A full table is counted in *full and gives NULL, so that what
  * could not be counted is reported rather than lost silently. */
 static __always_inline void *map_insert_lookup(void *map, const void *key, const void *init,
-					       __u64 *full)
-{
-	if (bpf_map_update_elem(map, key, init, BPF_NOEXIST) == -E2BIG) {
-		__sync_fetch_and_add(full, 1);
-		return NULL;
-	}
-	return bpf_map_lookup_elem(map, key);
+                                               __u64 *full) {
+    if (bpf_map_update_elem(map, key, init, BPF_NOEXIST) == -E2BIG) {
+        __sync_fetch_and_add(full, 1);
+        return NULL;
+    }
+    return bpf_map_lookup_elem(map, key);
 }
 
 /* Row `cpu` of `array`, a global array declared with one row of `row_bytes` and sized at open
  * for every possible CPU (user space's size_global_array()), through a pointer the compiler
  * cannot trace back to that declaration: an index into a one-row array it may take for 0. */
-static __always_inline void *cpu_row(void *array, __u32 cpu, __u32 row_bytes)
-{
-	barrier_var(array);
-	return array + (__u64)cpu * row_bytes;
+static __always_inline void *cpu_row(void *array, __u32 cpu, __u32 row_bytes) {
+    barrier_var(array);
+    return array + (__u64)cpu * row_bytes;
 }
 
 /* Submits a ring-buffer record of `size` bytes without waking user space, except once for
@@ -105,15 +100,14 @@ static __always_inline void *cpu_row(void *array, __u32 cpu, __u32 row_bytes)
  * (the next crossing wakes); user space also drains the buffer on a timer, so nothing waits
  * for long. */
 static __always_inline void submit_batched(void *record, void *ringbuf, __u64 size,
-					   __u64 batch_bytes)
-{
-	/* What the record takes in the buffer: an 8-byte header, rounded up to 8 bytes. */
-	__u64 taken = (size + 8 + 7) & ~7ULL;
-	__u64 flags = BPF_RB_NO_WAKEUP;
+                                           __u64 batch_bytes) {
+    /* What the record takes in the buffer: an 8-byte header, rounded up to 8 bytes. */
+    __u64 taken = (size + 8 + 7) & ~7ULL;
+    __u64 flags = BPF_RB_NO_WAKEUP;
 
-	if ((bpf_ringbuf_query(ringbuf, BPF_RB_PROD_POS) & (batch_bytes - 1)) < taken)
-		flags = BPF_RB_FORCE_WAKEUP;
-	bpf_ringbuf_submit(record, flags);
+    if ((bpf_ringbuf_query(ringbuf, BPF_RB_PROD_POS) & (batch_bytes - 1)) < taken)
+        flags = BPF_RB_FORCE_WAKEUP;
+    bpf_ringbuf_submit(record, flags);
 }
 
 #endif

@@ -27,11 +27,10 @@ bool memlat_thread_overflow = false;
 /* The current task, as a pointer only CO-RE reads may follow. bpf_get_current_task_btf()
  * came in 5.11 (user space enables it only with the kernel's own BTF): 5.10 has BTF but not
  * the helper. */
-static __always_inline struct task_struct *current_task(void)
-{
-	if (memlat_task_btf)
-		return bpf_get_current_task_btf();
-	return (struct task_struct *)bpf_get_current_task();
+static __always_inline struct task_struct *current_task(void) {
+    if (memlat_task_btf)
+        return bpf_get_current_task_btf();
+    return (struct task_struct *)bpf_get_current_task();
 }
 
 /* The current task as a pointer the program may read directly (tp_btf, raw_tp and tracepoint
@@ -40,18 +39,16 @@ static __always_inline struct task_struct *current_task(void)
  * where bpf_get_current_comm() is a call through strscpy_pad(): on a kernel with return-thunk
  * mitigations (AMD's SRSO "safe RET") every call and return is expensive, and a 6.18 guest
  * measured 80 ns per event for the helper against 15 for the loads (bench/). */
-static __always_inline struct task_struct *current_task_readable(void)
-{
-	return memlat_task_btf ? bpf_get_current_task_btf() : NULL;
+static __always_inline struct task_struct *current_task_readable(void) {
+    return memlat_task_btf ? bpf_get_current_task_btf() : NULL;
 }
 
 /* As bpf_get_current_pid_tgid(): the process id (tgid) in the upper half, the thread id in the
  * lower, of `task` from current_task_readable(). */
-static __always_inline __u64 task_pid_tgid(struct task_struct *task)
-{
-	if (task)
-		return (__u64)(__u32)task->tgid << 32 | (__u32)task->pid;
-	return bpf_get_current_pid_tgid();
+static __always_inline __u64 task_pid_tgid(struct task_struct *task) {
+    if (task)
+        return (__u64)(__u32)task->tgid << 32 | (__u32)task->pid;
+    return bpf_get_current_pid_tgid();
 }
 
 /* As bpf_get_current_comm(): the name of `task` from current_task_readable(), 16 bytes, NUL
@@ -59,17 +56,16 @@ static __always_inline __u64 task_pid_tgid(struct task_struct *task)
  * comm fields). Two 8-byte loads, which the verifier allows within the array, and two
  * stores (a byte-wise copy would be 16 stores and 30 shifts). The kernel keeps task->comm
  * NUL-terminated while it rewrites it (exec), as the helper relies on too. */
-static __always_inline void task_comm(struct task_struct *task, char comm[16])
-{
-	if (task) {
-		__u64 words[2];
+static __always_inline void task_comm(struct task_struct *task, char comm[16]) {
+    if (task) {
+        __u64 words[2];
 
-		words[0] = *(__u64 *)&task->comm[0];
-		words[1] = *(__u64 *)&task->comm[8];
-		__builtin_memcpy(__builtin_assume_aligned(comm, 8), words, sizeof(words));
-		return;
-	}
-	bpf_get_current_comm(comm, 16);
+        words[0] = *(__u64 *)&task->comm[0];
+        words[1] = *(__u64 *)&task->comm[8];
+        __builtin_memcpy(__builtin_assume_aligned(comm, 8), words, sizeof(words));
+        return;
+    }
+    bpf_get_current_comm(comm, 16);
 }
 
 /* Entries of a per-thread state map: threads alive that have stalled while the tool ran (a larger
@@ -102,54 +98,51 @@ static __always_inline void task_comm(struct task_struct *task, char comm[16])
  * read-only data); an entry that cannot be made (the LRU map's -ENOMEM: all its entries in use
  * on other CPUs) is counted in *full. */
 static __always_inline void *thread_state(void *map, void *overflow, const void *zero, bool create,
-					  __u64 *full)
-{
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	void *state = bpf_map_lookup_elem(map, &tid);
+                                          __u64 *full) {
+    __u32 tid = (__u32)bpf_get_current_pid_tgid();
+    void *state = bpf_map_lookup_elem(map, &tid);
 
-	if (state)
-		return state;
-	if (*(volatile bool *)&memlat_thread_overflow) {
-		state = bpf_map_lookup_elem(overflow, &tid);
-		if (state)
-			return state;
-	}
-	if (!create)
-		return NULL;
-	/* A new thread, or one whose overflow entry another thread took. */
-	if (bpf_map_update_elem(map, &tid, zero, BPF_NOEXIST) == 0) {
-		__sync_fetch_and_add(&memlat_thread_entries_created, 1);
-		return bpf_map_lookup_elem(map, &tid);
-	}
-	memlat_thread_overflow = true;
-	if (bpf_map_update_elem(overflow, &tid, zero, BPF_NOEXIST) != 0) {
-		__sync_fetch_and_add(full, 1);
-		return NULL;
-	}
-	__sync_fetch_and_add(&memlat_thread_entries_created, 1);
-	return bpf_map_lookup_elem(overflow, &tid);
+    if (state)
+        return state;
+    if (*(volatile bool *)&memlat_thread_overflow) {
+        state = bpf_map_lookup_elem(overflow, &tid);
+        if (state)
+            return state;
+    }
+    if (!create)
+        return NULL;
+    /* A new thread, or one whose overflow entry another thread took. */
+    if (bpf_map_update_elem(map, &tid, zero, BPF_NOEXIST) == 0) {
+        __sync_fetch_and_add(&memlat_thread_entries_created, 1);
+        return bpf_map_lookup_elem(map, &tid);
+    }
+    memlat_thread_overflow = true;
+    if (bpf_map_update_elem(overflow, &tid, zero, BPF_NOEXIST) != 0) {
+        __sync_fetch_and_add(full, 1);
+        return NULL;
+    }
+    __sync_fetch_and_add(&memlat_thread_entries_created, 1);
+    return bpf_map_lookup_elem(overflow, &tid);
 }
 
 /* sched_process_exit, which every exiting thread passes: its entry in `map` or `overflow` goes. */
-static __always_inline void thread_state_exit(void *map, void *overflow)
-{
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+static __always_inline void thread_state_exit(void *map, void *overflow) {
+    __u32 tid = (__u32)bpf_get_current_pid_tgid();
 
-	if (bpf_map_delete_elem(map, &tid) == 0 ||
-	    (*(volatile bool *)&memlat_thread_overflow && bpf_map_delete_elem(overflow, &tid) == 0))
-		__sync_fetch_and_add(&memlat_thread_entries_exit_deleted, 1);
+    if (bpf_map_delete_elem(map, &tid) == 0 ||
+        (*(volatile bool *)&memlat_thread_overflow && bpf_map_delete_elem(overflow, &tid) == 0))
+        __sync_fetch_and_add(&memlat_thread_entries_exit_deleted, 1);
 }
 
 /* Where to write an event record of `size` bytes: a reserved ring-buffer record, or, when the
  * events map is a perf event array, this CPU's record in `scratch` (a one-entry per-CPU array
  * of the record's type), which event_submit() copies out. NULL: nothing reserved. */
-static __always_inline void *event_reserve(void *events, void *scratch, __u64 size)
-{
-	__u32 zero = 0;
+static __always_inline void *event_reserve(void *events, void *scratch, __u64 size) {
+    __u32 zero = 0;
 
-	if (memlat_ringbuf)
-		return bpf_ringbuf_reserve(events, size, 0);
-	return bpf_map_lookup_elem(scratch, &zero);
+    if (memlat_ringbuf)
+        return bpf_ringbuf_reserve(events, size, 0);
+    return bpf_map_lookup_elem(scratch, &zero);
 }
 
 /* Hands a record from event_reserve() to user space. The ring buffer wakes it only in batches
@@ -157,14 +150,13 @@ static __always_inline void *event_reserve(void *events, void *scratch, __u64 si
  * perf-buffer record the kernel could not write is counted in *dropped, as a failed ring-buffer
  * reservation is by the caller. */
 static __always_inline void event_submit(void *ctx, void *events, void *record, __u64 size,
-					 __u64 batch_bytes, __u64 *dropped)
-{
-	if (memlat_ringbuf) {
-		submit_batched(record, events, size, batch_bytes);
-		return;
-	}
-	if (bpf_perf_event_output(ctx, events, BPF_F_CURRENT_CPU, record, size) != 0)
-		__sync_fetch_and_add(dropped, 1);
+                                         __u64 batch_bytes, __u64 *dropped) {
+    if (memlat_ringbuf) {
+        submit_batched(record, events, size, batch_bytes);
+        return;
+    }
+    if (bpf_perf_event_output(ctx, events, BPF_F_CURRENT_CPU, record, size) != 0)
+        __sync_fetch_and_add(dropped, 1);
 }
 
 #endif

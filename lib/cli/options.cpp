@@ -206,23 +206,24 @@ void add_run_options(CommandLine &cli, CommonOptions &options) {
 }
 
 void add_max_entries_option(CommandLine &cli, CommonOptions &options) {
-    cli.option(0, "max-entries", "N",
-               fmt::format("Rows of each per-process, per-file, per-culprit or per-stack table "
-                           "(default: the tool's own, in docs/tools/; at most {}). Events that find "
-                           "a table full are still in the totals, and every interval and the "
-                           "summary say how many (table_full). A larger N also raises the "
-                           "per-thread state of drsnoop, compactsnoop, numamove and cachestat "
-                           "(4096 threads that have stalled, kept until they exit; those beyond "
-                           "share 1024 more, the least recently stalled thread's going to a new "
-                           "one)",
-                           max_table_entries),
-               [&options](const std::string &text) {
-                   const auto n = parse_number<uint64_t>(text, "--max-entries");
-                   if (n == 0 || n > max_table_entries)
-                       throw UsageError(fmt::format("--max-entries takes 1 to {}, not {}",
-                                                    max_table_entries, text));
-                   options.max_entries = static_cast<uint32_t>(n);
-               });
+    cli.option(
+        0, "max-entries", "N",
+        fmt::format("Rows of each per-process, per-file, per-culprit or per-stack table "
+                    "(default: the tool's own, in docs/tools/; at most {}). Events that find "
+                    "a table full are still in the totals, and every interval and the "
+                    "summary say how many (table_full). A larger N also raises the "
+                    "per-thread state of drsnoop, compactsnoop, numamove and cachestat "
+                    "(4096 threads that have stalled, kept until they exit; those beyond "
+                    "share 1024 more, the least recently stalled thread's going to a new "
+                    "one)",
+                    max_table_entries),
+        [&options](const std::string &text) {
+            const auto n = parse_number<uint64_t>(text, "--max-entries");
+            if (n == 0 || n > max_table_entries)
+                throw UsageError(
+                    fmt::format("--max-entries takes 1 to {}, not {}", max_table_entries, text));
+            options.max_entries = static_cast<uint32_t>(n);
+        });
 }
 
 std::string environment_help(bool disable_features, std::span<const std::string_view> hook_kinds) {

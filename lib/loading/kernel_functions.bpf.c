@@ -15,25 +15,24 @@ struct kernel_function_query queries[KERNEL_FUNCTIONS_MAX] = {};
 __u32 query_count = 0;
 
 SEC("syscall")
-int find_functions(void *ctx)
-{
-	for (__u32 i = 0; i < KERNEL_FUNCTIONS_MAX; i++) {
-		struct kernel_function_query *q = &queries[i];
-		__u64 address = 0;
+int find_functions(void *ctx) {
+    for (__u32 i = 0; i < KERNEL_FUNCTIONS_MAX; i++) {
+        struct kernel_function_query *q = &queries[i];
+        __u64 address = 0;
 
-		if (i >= query_count)
-			break;
-		/* A query names a function, or gives an address to describe. The name's last byte
-		 * is its padding's NUL, which the helper requires. */
-		if (q->name[0]) {
-			q->err = bpf_kallsyms_lookup_name(q->name, sizeof(q->name), 0, &address);
-			q->address = address;
-		}
-		if (q->err == 0 && q->address) {
-			__u64 args[1] = {q->address};
+        if (i >= query_count)
+            break;
+        /* A query names a function, or gives an address to describe. The name's last byte
+         * is its padding's NUL, which the helper requires. */
+        if (q->name[0]) {
+            q->err = bpf_kallsyms_lookup_name(q->name, sizeof(q->name), 0, &address);
+            q->address = address;
+        }
+        if (q->err == 0 && q->address) {
+            __u64 args[1] = {q->address};
 
-			bpf_snprintf(q->described, sizeof(q->described), "%pS", args, sizeof(args));
-		}
-	}
-	return 0;
+            bpf_snprintf(q->described, sizeof(q->described), "%pS", args, sizeof(args));
+        }
+    }
+    return 0;
 }

@@ -11,20 +11,20 @@
  * Every tracepoint has a tp_btf, a raw_tp and a classic tracepoint program; user space
  * attaches the first the kernel accepts. */
 #include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
-#include <bpf/bpf_core_read.h>
 
+#include "cachestat.h"
 #include "cgroup.bpf.h"
 #include "common.bpf.h"
 #include "compat.bpf.h"
-#include "cachestat.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
 /* task_comm() stores the name as two 8-byte words. */
 _Static_assert(__builtin_offsetof(struct cachestat_proc_value, comm) % 8 == 0,
-	       "comm must be 8-byte aligned");
+               "comm must be 8-byte aligned");
 
 /* Options, set by user space before load. */
 const volatile __u32 filter_pid = 0;
@@ -40,46 +40,46 @@ const volatile __u32 page_shift = 12;
  * them through a mapping of the array). In .bss, sized for 1024 CPUs, they were 64 KiB of
  * every run's memory; 128 bytes on 2 CPUs. */
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct cachestat_cpu_counts);
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(map_flags, BPF_F_MMAPABLE);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct cachestat_cpu_counts);
 } cpu_counts SEC(".maps");
-__u64 table_full = 0;	   /* per-process or per-file hash map full */
-__u32 table_epoch = 0;	   /* written by user space: see struct cachestat_proc_key */
+__u64 table_full = 0;      /* per-process or per-file hash map full */
+__u32 table_epoch = 0;     /* written by user space: see struct cachestat_proc_key */
 __u64 no_task_storage = 0; /* a read's cursor could not be kept: counted without de-dup */
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1);
-	__type(key, struct cachestat_proc_key);
-	__type(value, struct cachestat_proc_value);
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 1);
+    __type(key, struct cachestat_proc_key);
+    __type(value, struct cachestat_proc_value);
 } proc_counts SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1);
-	__type(key, struct cachestat_file_key);
-	__type(value, struct cachestat_file_value);
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 1);
+    __type(key, struct cachestat_file_key);
+    __type(value, struct cachestat_file_value);
 } file_counts SEC(".maps");
 
 /* The read cursor of each thread (see struct cachestat_cursor), in a hash map keyed by TID
  * whose entry goes when the thread exits (compat.bpf.h): a cursor serves the thread's next
  * read. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MEMLAT_THREAD_STATES);
-	__type(key, __u32);
-	__type(value, struct cachestat_cursor);
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, MEMLAT_THREAD_STATES);
+    __type(key, __u32);
+    __type(value, struct cachestat_cursor);
 } cursors SEC(".maps");
 
 /* The threads beyond those once `cursors` is full, an LRU map (compat.bpf.h, thread_state()). */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, MEMLAT_THREAD_OVERFLOW);
-	__type(key, __u32);
-	__type(value, struct cachestat_cursor);
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, MEMLAT_THREAD_OVERFLOW);
+    __type(key, __u32);
+    __type(value, struct cachestat_cursor);
 } cursors_overflow SEC(".maps");
 
 /* A zeroed cursor, to create entries of the hash map from (static: not in the skeleton). */
@@ -87,136 +87,130 @@ static const volatile struct cachestat_cursor no_cursor;
 
 /* ---------------------------------------------------------------- filters */
 
-static __always_inline bool cgroup_selected(struct task_struct *task)
-{
-	return !filter_cgroup_on || cgroup_is_under(task_cgroup(task, filter_on_v1),
-						    filter_cgroup_id, filter_cgroup_level);
+static __always_inline bool cgroup_selected(struct task_struct *task) {
+    return !filter_cgroup_on ||
+           cgroup_is_under(task_cgroup(task, filter_on_v1), filter_cgroup_id, filter_cgroup_level);
 }
 
 /* Whether the current task's events are counted (-p, -G). */
-static __always_inline bool task_selected(void)
-{
-	if (filter_pid && (__u32)(bpf_get_current_pid_tgid() >> 32) != filter_pid)
-		return false;
-	if (filter_cgroup_on && !cgroup_selected(current_task()))
-		return false;
-	return true;
+static __always_inline bool task_selected(void) {
+    if (filter_pid && (__u32)(bpf_get_current_pid_tgid() >> 32) != filter_pid)
+        return false;
+    if (filter_cgroup_on && !cgroup_selected(current_task()))
+        return false;
+    return true;
 }
 
 /* ---------------------------------------------------------------- counting */
 
-static __always_inline void add_proc(__u32 counter, __u64 pages)
-{
-	struct task_struct *me = current_task_readable();
-	struct cachestat_proc_key key = {.pid = task_pid_tgid(me) >> 32,
-					 .epoch = *(volatile __u32 *)&table_epoch};
-	struct cachestat_proc_value *v = bpf_map_lookup_elem(&proc_counts, &key);
+static __always_inline void add_proc(__u32 counter, __u64 pages) {
+    struct task_struct *me = current_task_readable();
+    struct cachestat_proc_key key = {.pid = task_pid_tgid(me) >> 32,
+                                     .epoch = *(volatile __u32 *)&table_epoch};
+    struct cachestat_proc_value *v = bpf_map_lookup_elem(&proc_counts, &key);
 
-	if (!v) {
-		struct cachestat_proc_value zero = {};
+    if (!v) {
+        struct cachestat_proc_value zero = {};
 
-		zero.uid = (__u32)bpf_get_current_uid_gid();
-		task_comm(me, zero.comm);
-		v = map_insert_lookup(&proc_counts, &key, &zero, &table_full);
-		if (!v)
-			return;
-	} else {
-		/* The name and user of the latest event: a process seen first between fork and
-		 * exec (the shell, the parent's name) shows the program it became. The name is read
-		 * from the task where the kernel allows it (compat.bpf.h: the helper costs more
-		 * than the rest of the event), and the user again only when the name changed:
-		 * through the helper, since reading task->cred made the verifier scan the kernel's
-		 * BTF by name (10 ms of start-up on 6.18). */
-		const __u64 *words = __builtin_assume_aligned(v->comm, 8);
-		__u64 before[2] = {words[0], words[1]};
+        zero.uid = (__u32)bpf_get_current_uid_gid();
+        task_comm(me, zero.comm);
+        v = map_insert_lookup(&proc_counts, &key, &zero, &table_full);
+        if (!v)
+            return;
+    } else {
+        /* The name and user of the latest event: a process seen first between fork and
+         * exec (the shell, the parent's name) shows the program it became. The name is read
+         * from the task where the kernel allows it (compat.bpf.h: the helper costs more
+         * than the rest of the event), and the user again only when the name changed:
+         * through the helper, since reading task->cred made the verifier scan the kernel's
+         * BTF by name (10 ms of start-up on 6.18). */
+        const __u64 *words = __builtin_assume_aligned(v->comm, 8);
+        __u64 before[2] = {words[0], words[1]};
 
-		task_comm(me, v->comm);
-		if (words[0] != before[0] || words[1] != before[1])
-			v->uid = (__u32)bpf_get_current_uid_gid();
-	}
-	__sync_fetch_and_add(&v->counts.c[counter], pages);
+        task_comm(me, v->comm);
+        if (words[0] != before[0] || words[1] != before[1])
+            v->uid = (__u32)bpf_get_current_uid_gid();
+    }
+    __sync_fetch_and_add(&v->counts.c[counter], pages);
 }
 
 static __always_inline void add_file(__u32 counter, __u64 pages,
-				     const struct cachestat_file_key *file)
-{
-	struct cachestat_file_key key = *file;
-	struct cachestat_file_value *v;
+                                     const struct cachestat_file_key *file) {
+    struct cachestat_file_key key = *file;
+    struct cachestat_file_value *v;
 
-	key.epoch = *(volatile __u32 *)&table_epoch;
-	v = bpf_map_lookup_elem(&file_counts, &key);
-	if (!v) {
-		struct cachestat_file_value zero = {};
+    key.epoch = *(volatile __u32 *)&table_epoch;
+    v = bpf_map_lookup_elem(&file_counts, &key);
+    if (!v) {
+        struct cachestat_file_value zero = {};
 
-		v = map_insert_lookup(&file_counts, &key, &zero, &table_full);
-		if (!v)
-			return;
-	}
-	__sync_fetch_and_add(&v->counts.c[counter], pages);
-	v->last_pid = bpf_get_current_pid_tgid() >> 32;
+        v = map_insert_lookup(&file_counts, &key, &zero, &table_full);
+        if (!v)
+            return;
+    }
+    __sync_fetch_and_add(&v->counts.c[counter], pages);
+    v->last_pid = bpf_get_current_pid_tgid() >> 32;
 }
 
 /* Counts `pages` of one kind for the current task and, with -f, for the file `key`. The
  * caller has applied the filters. Atomic adds even on the CPU's own row: a program on another
  * tracepoint may interrupt this one on the same CPU. */
-static __always_inline void count(__u32 counter, __u64 pages, const struct cachestat_file_key *key)
-{
-	__u32 cpu = bpf_get_smp_processor_id();
-	struct cachestat_cpu_counts *row;
+static __always_inline void count(__u32 counter, __u64 pages,
+                                  const struct cachestat_file_key *key) {
+    __u32 cpu = bpf_get_smp_processor_id();
+    struct cachestat_cpu_counts *row;
 
-	if (!pages || counter >= CACHESTAT_COUNTERS)
-		return;
-	row = bpf_map_lookup_elem(&cpu_counts, &cpu);
-	if (row)
-		__sync_fetch_and_add(&row->c[counter], pages);
-	if (per_process)
-		add_proc(counter, pages);
-	if (per_file)
-		add_file(counter, pages, key);
+    if (!pages || counter >= CACHESTAT_COUNTERS)
+        return;
+    row = bpf_map_lookup_elem(&cpu_counts, &cpu);
+    if (row)
+        __sync_fetch_and_add(&row->c[counter], pages);
+    if (per_process)
+        add_proc(counter, pages);
+    if (per_file)
+        add_file(counter, pages, key);
 }
 
 /* ---------------------------------------------------------------- kernel objects */
 
 struct file_id {
-	struct cachestat_file_key key;
-	__u64 pages; /* file size in pages, CACHESTAT_SIZE_UNKNOWN if not read */
+    struct cachestat_file_key key;
+    __u64 pages; /* file size in pages, CACHESTAT_SIZE_UNKNOWN if not read */
 };
 
 /* A file as the classic tracepoints name it: no inode, so no generation. */
-static __always_inline struct cachestat_file_key classic_file(__u32 dev, __u64 ino)
-{
-	struct cachestat_file_key key = {.ino = ino, .dev = dev};
+static __always_inline struct cachestat_file_key classic_file(__u32 dev, __u64 ino) {
+    struct cachestat_file_key key = {.ino = ino, .dev = dev};
 
-	return key;
+    return key;
 }
 
 /* The file behind an address_space: what the filemap tracepoints print as dev and ino (with
  * -f), and its size in pages (`want_size`). Nothing is read that neither needs. */
 static __always_inline void mapping_file(struct address_space *mapping, struct file_id *f,
-					 bool want_size)
-{
-	struct inode *host;
-	struct super_block *sb;
+                                         bool want_size) {
+    struct inode *host;
+    struct super_block *sb;
 
-	f->key = (struct cachestat_file_key){};
-	f->pages = CACHESTAT_SIZE_UNKNOWN;
-	/* tp_btf marks the mapping of writeback_dirty_folio as maybe NULL: check before use. */
-	if (!mapping || (!want_size && !per_file))
-		return;
-	/* Helper reads even from tp_btf: a plain load of a pointer field makes the verifier check
-	 * the pointer's type by name in the kernel's BTF (btf_nested_type_is_trusted(), linear
-	 * scans of its types), 1.5-2 ms of start-up for cachestat's programs on 6.18. */
-	host = BPF_CORE_READ(mapping, host);
-	if (!host)
-		return;
-	if (want_size)
-		f->pages = cachestat_file_pages(BPF_CORE_READ(host, i_size), page_shift);
-	if (!per_file)
-		return;
-	f->key.ino = BPF_CORE_READ(host, i_ino);
-	f->key.generation = BPF_CORE_READ(host, i_generation);
-	sb = BPF_CORE_READ(host, i_sb);
-	f->key.dev = sb ? BPF_CORE_READ(sb, s_dev) : BPF_CORE_READ(host, i_rdev);
+    f->key = (struct cachestat_file_key){};
+    f->pages = CACHESTAT_SIZE_UNKNOWN;
+    /* tp_btf marks the mapping of writeback_dirty_folio as maybe NULL: check before use. */
+    if (!mapping || (!want_size && !per_file))
+        return;
+    /* Helper reads even from tp_btf: a plain load of a pointer field makes the verifier check
+     * the pointer's type by name in the kernel's BTF (btf_nested_type_is_trusted(), linear
+     * scans of its types), 1.5-2 ms of start-up for cachestat's programs on 6.18. */
+    host = BPF_CORE_READ(mapping, host);
+    if (!host)
+        return;
+    if (want_size)
+        f->pages = cachestat_file_pages(BPF_CORE_READ(host, i_size), page_shift);
+    if (!per_file)
+        return;
+    f->key.ino = BPF_CORE_READ(host, i_ino);
+    f->key.generation = BPF_CORE_READ(host, i_generation);
+    sb = BPF_CORE_READ(host, i_sb);
+    f->key.dev = sb ? BPF_CORE_READ(sb, s_dev) : BPF_CORE_READ(host, i_rdev);
 }
 
 /* A folio's first word holds its page flags: a bare unsigned long up to 6.17, wrapped in
@@ -225,172 +219,159 @@ static __always_inline void mapping_file(struct address_space *mapping, struct f
  * own flavor, and bpf_core_field_exists() (false when the types do not match) picks the one
  * the running kernel has. The read of the other layout is dead code the verifier drops. */
 struct folio___flags_ulong {
-	unsigned long flags;
+    unsigned long flags;
 } __attribute__((preserve_access_index));
 
 struct folio___flags_memdesc {
-	struct {
-		unsigned long f;
-	} flags;
+    struct {
+        unsigned long f;
+    } flags;
 } __attribute__((preserve_access_index));
 
-static __always_inline unsigned long folio_flags(struct folio *folio, bool loads)
-{
-	struct folio___flags_memdesc *memdesc = (void *)folio;
-	struct folio___flags_ulong *plain = (void *)folio;
-	unsigned long flags = 0;
+static __always_inline unsigned long folio_flags(struct folio *folio, bool loads) {
+    struct folio___flags_memdesc *memdesc = (void *)folio;
+    struct folio___flags_ulong *plain = (void *)folio;
+    unsigned long flags = 0;
 
-	if (bpf_core_field_exists(memdesc->flags.f)) {
-		if (loads)
-			flags = memdesc->flags.f;
-		else
-			bpf_core_read(&flags, sizeof(flags), &memdesc->flags.f);
-	} else if (bpf_core_field_exists(plain->flags)) {
-		flags = KERNEL_FIELD(loads, plain, flags);
-	}
-	return flags;
+    if (bpf_core_field_exists(memdesc->flags.f)) {
+        if (loads)
+            flags = memdesc->flags.f;
+        else
+            bpf_core_read(&flags, sizeof(flags), &memdesc->flags.f);
+    } else if (bpf_core_field_exists(plain->flags)) {
+        flags = KERNEL_FIELD(loads, plain, flags);
+    }
+    return flags;
 }
 
 /* Where kernels kept a folio's order: 6.1-6.5 in a byte of the first tail page. */
 struct folio___v61 {
-	unsigned char _folio_order;
+    unsigned char _folio_order;
 } __attribute__((preserve_access_index));
 
 /* 5.16-6.0: in the first tail page's compound_order. */
 struct page___compound {
-	unsigned char compound_order;
+    unsigned char compound_order;
 } __attribute__((preserve_access_index));
 
 /* folio_nr_pages(), read through CO-RE for the running kernel's layout: a folio without
  * PG_head is one page; a large folio's order is in its first tail page. */
-static __always_inline __u64 folio_pages(struct folio *folio, bool loads)
-{
-	__u32 order = 0;
+static __always_inline __u64 folio_pages(struct folio *folio, bool loads) {
+    __u32 order = 0;
 
-	if (!folio)
-		return 1;
-	if (!(folio_flags(folio, loads) & (1UL << bpf_core_enum_value(enum pageflags, PG_head))))
-		return 1;
-	if (bpf_core_field_exists(struct folio___v61, _folio_order)) {
-		order = KERNEL_FIELD(loads, (struct folio___v61 *)folio, _folio_order);
-	} else if (bpf_core_field_exists(struct folio, _flags_1)) {
-		/* 6.6 and later: the order is the low byte of the first tail page's flags. */
-		order = KERNEL_FIELD(loads, folio, _flags_1) & 0xff;
-	} else if (bpf_core_field_exists(struct page___compound, compound_order)) {
-		struct page___compound *tail = (void *)folio + bpf_core_type_size(struct page);
+    if (!folio)
+        return 1;
+    if (!(folio_flags(folio, loads) & (1UL << bpf_core_enum_value(enum pageflags, PG_head))))
+        return 1;
+    if (bpf_core_field_exists(struct folio___v61, _folio_order)) {
+        order = KERNEL_FIELD(loads, (struct folio___v61 *)folio, _folio_order);
+    } else if (bpf_core_field_exists(struct folio, _flags_1)) {
+        /* 6.6 and later: the order is the low byte of the first tail page's flags. */
+        order = KERNEL_FIELD(loads, folio, _flags_1) & 0xff;
+    } else if (bpf_core_field_exists(struct page___compound, compound_order)) {
+        struct page___compound *tail = (void *)folio + bpf_core_type_size(struct page);
 
-		order = BPF_CORE_READ(tail, compound_order);
-	}
-	return cachestat_order_pages(order);
+        order = BPF_CORE_READ(tail, compound_order);
+    }
+    return cachestat_order_pages(order);
 }
 
 /* ---------------------------------------------------------------- misses */
 
-static __always_inline int on_add_folio(struct folio *folio, bool loads)
-{
-	struct file_id f;
+static __always_inline int on_add_folio(struct folio *folio, bool loads) {
+    struct file_id f;
 
-	if (!task_selected())
-		return 0;
-	mapping_file(per_file ? BPF_CORE_READ(folio, mapping) : NULL, &f, false);
-	count(CACHESTAT_MISSES, folio_pages(folio, loads), &f.key);
-	return 0;
+    if (!task_selected())
+        return 0;
+    mapping_file(per_file ? BPF_CORE_READ(folio, mapping) : NULL, &f, false);
+    count(CACHESTAT_MISSES, folio_pages(folio, loads), &f.key);
+    return 0;
 }
 
 SEC("tp_btf/mm_filemap_add_to_page_cache")
-int BPF_PROG(add_btf, struct folio *folio)
-{
-	return on_add_folio(folio, true);
+int BPF_PROG(add_btf, struct folio *folio) {
+    return on_add_folio(folio, true);
 }
 
 SEC("raw_tp/mm_filemap_add_to_page_cache")
-int BPF_PROG(add_raw, struct folio *folio)
-{
-	return on_add_folio(folio, false);
+int BPF_PROG(add_raw, struct folio *folio) {
+    return on_add_folio(folio, false);
 }
 
 SEC("tracepoint/filemap/mm_filemap_add_to_page_cache")
-int add_tp(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
-{
-	__u32 order = 0;
+int add_tp(struct trace_event_raw_mm_filemap_op_page_cache *ctx) {
+    __u32 order = 0;
 
-	if (!task_selected())
-		return KEEP_EVENT;
-	/* The order field arrived with large folios in the page cache (6.x). */
-	if (bpf_core_field_exists(ctx->order))
-		order = ctx->order;
-	struct cachestat_file_key file = classic_file(ctx->s_dev, ctx->i_ino);
+    if (!task_selected())
+        return KEEP_EVENT;
+    /* The order field arrived with large folios in the page cache (6.x). */
+    if (bpf_core_field_exists(ctx->order))
+        order = ctx->order;
+    struct cachestat_file_key file = classic_file(ctx->s_dev, ctx->i_ino);
 
-	count(CACHESTAT_MISSES, cachestat_order_pages(order), &file);
-	return KEEP_EVENT;
+    count(CACHESTAT_MISSES, cachestat_order_pages(order), &file);
+    return KEEP_EVENT;
 }
 
 /* ---------------------------------------------------------------- dirties */
 
 static __always_inline int on_dirty(struct folio *folio, struct address_space *mapping,
-				    bool is_folio, bool loads)
-{
-	struct file_id f;
+                                    bool is_folio, bool loads) {
+    struct file_id f;
 
-	if (!task_selected())
-		return 0;
-	mapping_file(mapping, &f, false);
-	count(CACHESTAT_DIRTIES, is_folio ? folio_pages(folio, loads) : 1, &f.key);
-	return 0;
+    if (!task_selected())
+        return 0;
+    mapping_file(mapping, &f, false);
+    count(CACHESTAT_DIRTIES, is_folio ? folio_pages(folio, loads) : 1, &f.key);
+    return 0;
 }
 
 SEC("tp_btf/writeback_dirty_folio")
-int BPF_PROG(dirty_folio_btf, struct folio *folio, struct address_space *mapping)
-{
-	return on_dirty(folio, mapping, true, true);
+int BPF_PROG(dirty_folio_btf, struct folio *folio, struct address_space *mapping) {
+    return on_dirty(folio, mapping, true, true);
 }
 
 SEC("raw_tp/writeback_dirty_folio")
-int BPF_PROG(dirty_folio_raw, struct folio *folio, struct address_space *mapping)
-{
-	return on_dirty(folio, mapping, true, false);
+int BPF_PROG(dirty_folio_raw, struct folio *folio, struct address_space *mapping) {
+    return on_dirty(folio, mapping, true, false);
 }
 
 /* The classic format has neither the folio's size nor the device: one page per folio, and
  * the per-file view shows device 0. */
 SEC("tracepoint/writeback/writeback_dirty_folio")
-int dirty_folio_tp(struct trace_event_raw_writeback_folio_template *ctx)
-{
-	struct cachestat_file_key file = classic_file(0, ctx->ino);
+int dirty_folio_tp(struct trace_event_raw_writeback_folio_template *ctx) {
+    struct cachestat_file_key file = classic_file(0, ctx->ino);
 
-	if (task_selected())
-		count(CACHESTAT_DIRTIES, 1, &file);
-	return KEEP_EVENT;
+    if (task_selected())
+        count(CACHESTAT_DIRTIES, 1, &file);
+    return KEEP_EVENT;
 }
 
 /* Kernels before 5.17 dirty pages, not folios. */
 struct trace_event_raw_writeback_page_template {
-	struct trace_entry ent;
-	char name[32];
-	ino_t ino;
-	unsigned long index;
+    struct trace_entry ent;
+    char name[32];
+    ino_t ino;
+    unsigned long index;
 } __attribute__((preserve_access_index));
 
 SEC("tp_btf/writeback_dirty_page")
-int BPF_PROG(dirty_page_btf, struct page *page, struct address_space *mapping)
-{
-	return on_dirty(NULL, mapping, false, true);
+int BPF_PROG(dirty_page_btf, struct page *page, struct address_space *mapping) {
+    return on_dirty(NULL, mapping, false, true);
 }
 
 SEC("raw_tp/writeback_dirty_page")
-int BPF_PROG(dirty_page_raw, struct page *page, struct address_space *mapping)
-{
-	return on_dirty(NULL, mapping, false, false);
+int BPF_PROG(dirty_page_raw, struct page *page, struct address_space *mapping) {
+    return on_dirty(NULL, mapping, false, false);
 }
 
 SEC("tracepoint/writeback/writeback_dirty_page")
-int dirty_page_tp(struct trace_event_raw_writeback_page_template *ctx)
-{
-	struct cachestat_file_key file = classic_file(0, ctx->ino);
+int dirty_page_tp(struct trace_event_raw_writeback_page_template *ctx) {
+    struct cachestat_file_key file = classic_file(0, ctx->ino);
 
-	if (task_selected())
-		count(CACHESTAT_DIRTIES, 1, &file);
-	return KEEP_EVENT;
+    if (task_selected())
+        count(CACHESTAT_DIRTIES, 1, &file);
+    return KEEP_EVENT;
 }
 
 /* ---------------------------------------------------------------- accesses */
@@ -399,237 +380,219 @@ int dirty_page_tp(struct trace_event_raw_writeback_page_template *ctx)
  * and ftrace: a 4 KiB read at 0 prints ofs=0-4095). `key` identifies the file for the
  * thread's cursor. */
 static __always_inline void on_read_range(__u64 key, __u64 index, __u64 last, __u64 file_pages,
-					  const struct cachestat_file_key *file)
-{
-	struct cachestat_cursor *cur;
-	__u64 pages;
+                                          const struct cachestat_file_key *file) {
+    struct cachestat_cursor *cur;
+    __u64 pages;
 
-	cur = thread_state(&cursors, &cursors_overflow, (const void *)&no_cursor, true,
-			   &no_task_storage);
-	if (cur) {
-		pages = cachestat_read_pages(cur, key, index, last, file_pages);
-	} else {
-		struct cachestat_cursor none = {};
+    cur =
+        thread_state(&cursors, &cursors_overflow, (const void *)&no_cursor, true, &no_task_storage);
+    if (cur) {
+        pages = cachestat_read_pages(cur, key, index, last, file_pages);
+    } else {
+        struct cachestat_cursor none = {};
 
-		pages = cachestat_read_pages(&none, key, index, last, file_pages);
-	}
-	count(CACHESTAT_ACCESSES, pages, file);
+        pages = cachestat_read_pages(&none, key, index, last, file_pages);
+    }
+    count(CACHESTAT_ACCESSES, pages, file);
 }
 
-static __always_inline int on_get_pages(struct address_space *mapping, __u64 index, __u64 last)
-{
-	struct file_id f;
+static __always_inline int on_get_pages(struct address_space *mapping, __u64 index, __u64 last) {
+    struct file_id f;
 
-	if (!task_selected())
-		return 0;
-	mapping_file(mapping, &f, true);
-	on_read_range((__u64)mapping, index, last, f.pages, &f.key);
-	return 0;
+    if (!task_selected())
+        return 0;
+    mapping_file(mapping, &f, true);
+    on_read_range((__u64)mapping, index, last, f.pages, &f.key);
+    return 0;
 }
 
 /* The fault-around window [index, last] of one fault; pages of it that are not cached are
  * skipped by the kernel (and counted by the fault that follows). */
-static __always_inline int on_map_pages(struct address_space *mapping, __u64 index, __u64 last)
-{
-	struct file_id f;
-	struct cachestat_cursor none = {};
+static __always_inline int on_map_pages(struct address_space *mapping, __u64 index, __u64 last) {
+    struct file_id f;
+    struct cachestat_cursor none = {};
 
-	if (!task_selected())
-		return 0;
-	mapping_file(mapping, &f, true);
-	count(CACHESTAT_ACCESSES, cachestat_read_pages(&none, 1, index, last, f.pages), &f.key);
-	return 0;
+    if (!task_selected())
+        return 0;
+    mapping_file(mapping, &f, true);
+    count(CACHESTAT_ACCESSES, cachestat_read_pages(&none, 1, index, last, f.pages), &f.key);
+    return 0;
 }
 
-static __always_inline int on_fault(struct address_space *mapping)
-{
-	struct file_id f;
+static __always_inline int on_fault(struct address_space *mapping) {
+    struct file_id f;
 
-	if (!task_selected())
-		return 0;
-	mapping_file(mapping, &f, false);
-	count(CACHESTAT_ACCESSES, 1, &f.key);
-	return 0;
+    if (!task_selected())
+        return 0;
+    mapping_file(mapping, &f, false);
+    count(CACHESTAT_ACCESSES, 1, &f.key);
+    return 0;
 }
 
 SEC("tp_btf/mm_filemap_get_pages")
-int BPF_PROG(get_pages_btf, struct address_space *mapping, unsigned long index, unsigned long last)
-{
-	return on_get_pages(mapping, index, last);
+int BPF_PROG(get_pages_btf, struct address_space *mapping, unsigned long index,
+             unsigned long last) {
+    return on_get_pages(mapping, index, last);
 }
 
 SEC("tp_btf/mm_filemap_map_pages")
-int BPF_PROG(map_pages_btf, struct address_space *mapping, unsigned long index, unsigned long last)
-{
-	return on_map_pages(mapping, index, last);
+int BPF_PROG(map_pages_btf, struct address_space *mapping, unsigned long index,
+             unsigned long last) {
+    return on_map_pages(mapping, index, last);
 }
 
 SEC("tp_btf/mm_filemap_fault")
-int BPF_PROG(fault_btf, struct address_space *mapping, unsigned long index)
-{
-	return on_fault(mapping);
+int BPF_PROG(fault_btf, struct address_space *mapping, unsigned long index) {
+    return on_fault(mapping);
 }
 
 SEC("raw_tp/mm_filemap_get_pages")
-int BPF_PROG(get_pages_raw, struct address_space *mapping, unsigned long index, unsigned long last)
-{
-	return on_get_pages(mapping, index, last);
+int BPF_PROG(get_pages_raw, struct address_space *mapping, unsigned long index,
+             unsigned long last) {
+    return on_get_pages(mapping, index, last);
 }
 
 SEC("raw_tp/mm_filemap_map_pages")
-int BPF_PROG(map_pages_raw, struct address_space *mapping, unsigned long index, unsigned long last)
-{
-	return on_map_pages(mapping, index, last);
+int BPF_PROG(map_pages_raw, struct address_space *mapping, unsigned long index,
+             unsigned long last) {
+    return on_map_pages(mapping, index, last);
 }
 
 SEC("raw_tp/mm_filemap_fault")
-int BPF_PROG(fault_raw, struct address_space *mapping, unsigned long index)
-{
-	return on_fault(mapping);
+int BPF_PROG(fault_raw, struct address_space *mapping, unsigned long index) {
+    return on_fault(mapping);
 }
 
 /* The classic format has no address_space: the file is (dev, ino), and its size is unknown,
  * so a read that asks past the end of the file counts the pages it asked for. */
 SEC("tracepoint/filemap/mm_filemap_get_pages")
-int get_pages_tp(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx)
-{
-	__u64 key = ((__u64)ctx->s_dev << 32) ^ ctx->i_ino;
-	struct cachestat_file_key file = classic_file(ctx->s_dev, ctx->i_ino);
+int get_pages_tp(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx) {
+    __u64 key = ((__u64)ctx->s_dev << 32) ^ ctx->i_ino;
+    struct cachestat_file_key file = classic_file(ctx->s_dev, ctx->i_ino);
 
-	if (!task_selected())
-		return KEEP_EVENT;
-	on_read_range(key ? key : 1, ctx->index, ctx->last_index, CACHESTAT_SIZE_UNKNOWN, &file);
-	return KEEP_EVENT;
+    if (!task_selected())
+        return KEEP_EVENT;
+    on_read_range(key ? key : 1, ctx->index, ctx->last_index, CACHESTAT_SIZE_UNKNOWN, &file);
+    return KEEP_EVENT;
 }
 
 SEC("tracepoint/filemap/mm_filemap_map_pages")
-int map_pages_tp(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx)
-{
-	struct cachestat_cursor none = {};
-	struct cachestat_file_key file = classic_file(ctx->s_dev, ctx->i_ino);
+int map_pages_tp(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx) {
+    struct cachestat_cursor none = {};
+    struct cachestat_file_key file = classic_file(ctx->s_dev, ctx->i_ino);
 
-	if (!task_selected())
-		return KEEP_EVENT;
-	count(CACHESTAT_ACCESSES,
-	      cachestat_read_pages(&none, 1, ctx->index, ctx->last_index, CACHESTAT_SIZE_UNKNOWN),
-	      &file);
-	return KEEP_EVENT;
+    if (!task_selected())
+        return KEEP_EVENT;
+    count(CACHESTAT_ACCESSES,
+          cachestat_read_pages(&none, 1, ctx->index, ctx->last_index, CACHESTAT_SIZE_UNKNOWN),
+          &file);
+    return KEEP_EVENT;
 }
 
 SEC("tracepoint/filemap/mm_filemap_fault")
-int fault_tp(struct trace_event_raw_mm_filemap_fault *ctx)
-{
-	struct cachestat_file_key file = classic_file(ctx->s_dev, ctx->i_ino);
+int fault_tp(struct trace_event_raw_mm_filemap_fault *ctx) {
+    struct cachestat_file_key file = classic_file(ctx->s_dev, ctx->i_ino);
 
-	if (task_selected())
-		count(CACHESTAT_ACCESSES, 1, &file);
-	return KEEP_EVENT;
+    if (task_selected())
+        count(CACHESTAT_ACCESSES, 1, &file);
+    return KEEP_EVENT;
 }
 
 /* Fall-back for kernels without the access tracepoints: pages of the folios marked accessed.
  * filemap_read() marks every folio it copies (the first of a batch only if the previous read
  * did not end in it); faults mark none, but zapping a young file PTE (munmap, exit) does, so
  * mapped pages count late. Anonymous folios (mapping with the low bit set) are skipped. */
-static __always_inline int on_mark_accessed(struct folio *folio)
-{
-	struct address_space *mapping;
-	struct file_id f;
+static __always_inline int on_mark_accessed(struct folio *folio) {
+    struct address_space *mapping;
+    struct file_id f;
 
-	if (!folio || !task_selected())
-		return 0;
-	mapping = BPF_CORE_READ(folio, mapping);
-	if (!mapping || ((unsigned long)mapping & 3))
-		return 0;
-	mapping_file(mapping, &f, false);
-	count(CACHESTAT_ACCESSES, folio_pages(folio, false), &f.key);
-	return 0;
+    if (!folio || !task_selected())
+        return 0;
+    mapping = BPF_CORE_READ(folio, mapping);
+    if (!mapping || ((unsigned long)mapping & 3))
+        return 0;
+    mapping_file(mapping, &f, false);
+    count(CACHESTAT_ACCESSES, folio_pages(folio, false), &f.key);
+    return 0;
 }
 
 SEC("fentry/folio_mark_accessed")
-int BPF_PROG(folio_accessed_fentry, struct folio *folio)
-{
-	return on_mark_accessed(folio);
+int BPF_PROG(folio_accessed_fentry, struct folio *folio) {
+    return on_mark_accessed(folio);
 }
 
 SEC("kprobe/folio_mark_accessed")
-int BPF_KPROBE(folio_accessed_kprobe, struct folio *folio)
-{
-	on_mark_accessed(folio);
-	return KEEP_EVENT;
+int BPF_KPROBE(folio_accessed_kprobe, struct folio *folio) {
+    on_mark_accessed(folio);
+    return KEEP_EVENT;
 }
 
 /* Kernels before folios (5.16) mark pages. Their BTF has no struct folio, so the page is read
  * as a struct page (flavors below), never cast to a folio: CO-RE could not relocate that. A
  * page of a compound page (file THP) counts as the whole compound page, from its head. */
 struct page___flags_ulong {
-	unsigned long flags;
+    unsigned long flags;
 } __attribute__((preserve_access_index));
 
 struct page___tail {
-	unsigned long compound_head; /* bit 0 set: a tail page, the rest the head's address */
+    unsigned long compound_head; /* bit 0 set: a tail page, the rest the head's address */
 } __attribute__((preserve_access_index));
 
-static __always_inline __u64 page_pages(struct page *page)
-{
-	struct page___flags_ulong *plain = (void *)page;
-	struct page___compound *tail;
-	unsigned long flags = 0;
+static __always_inline __u64 page_pages(struct page *page) {
+    struct page___flags_ulong *plain = (void *)page;
+    struct page___compound *tail;
+    unsigned long flags = 0;
 
-	if (bpf_core_field_exists(plain->flags))
-		bpf_core_read(&flags, sizeof(flags), &plain->flags);
-	if (!(flags & (1UL << bpf_core_enum_value(enum pageflags, PG_head))))
-		return 1;
-	if (!bpf_core_field_exists(struct page___compound, compound_order))
-		return 1;
-	tail = (void *)page + bpf_core_type_size(struct page);
-	return cachestat_order_pages(BPF_CORE_READ(tail, compound_order));
+    if (bpf_core_field_exists(plain->flags))
+        bpf_core_read(&flags, sizeof(flags), &plain->flags);
+    if (!(flags & (1UL << bpf_core_enum_value(enum pageflags, PG_head))))
+        return 1;
+    if (!bpf_core_field_exists(struct page___compound, compound_order))
+        return 1;
+    tail = (void *)page + bpf_core_type_size(struct page);
+    return cachestat_order_pages(BPF_CORE_READ(tail, compound_order));
 }
 
-static __always_inline int on_mark_page_accessed(struct page *page)
-{
-	struct page___tail *t = (void *)page;
-	struct address_space *mapping;
-	unsigned long head = 0;
-	struct file_id f;
+static __always_inline int on_mark_page_accessed(struct page *page) {
+    struct page___tail *t = (void *)page;
+    struct address_space *mapping;
+    unsigned long head = 0;
+    struct file_id f;
 
-	if (!page || !task_selected())
-		return 0;
-	if (bpf_core_field_exists(t->compound_head))
-		bpf_core_read(&head, sizeof(head), &t->compound_head);
-	if (head & 1)
-		page = (struct page *)(head - 1);
-	mapping = BPF_CORE_READ(page, mapping);
-	if (!mapping || ((unsigned long)mapping & 3))
-		return 0;
-	mapping_file(mapping, &f, false);
-	count(CACHESTAT_ACCESSES, page_pages(page), &f.key);
-	return 0;
+    if (!page || !task_selected())
+        return 0;
+    if (bpf_core_field_exists(t->compound_head))
+        bpf_core_read(&head, sizeof(head), &t->compound_head);
+    if (head & 1)
+        page = (struct page *)(head - 1);
+    mapping = BPF_CORE_READ(page, mapping);
+    if (!mapping || ((unsigned long)mapping & 3))
+        return 0;
+    mapping_file(mapping, &f, false);
+    count(CACHESTAT_ACCESSES, page_pages(page), &f.key);
+    return 0;
 }
 
 SEC("fentry/mark_page_accessed")
-int BPF_PROG(page_accessed_fentry, struct page *page)
-{
-	return on_mark_page_accessed(page);
+int BPF_PROG(page_accessed_fentry, struct page *page) {
+    return on_mark_page_accessed(page);
 }
 
 SEC("kprobe/mark_page_accessed")
-int BPF_KPROBE(page_accessed_kprobe, struct page *page)
-{
-	on_mark_page_accessed(page);
-	return KEEP_EVENT;
+int BPF_KPROBE(page_accessed_kprobe, struct page *page) {
+    on_mark_page_accessed(page);
+    return KEEP_EVENT;
 }
 
 /* An exiting thread's cursor goes with it. */
 SEC("raw_tp/sched_process_exit")
-int thread_exit_raw(void *ctx)
-{
-	thread_state_exit(&cursors, &cursors_overflow);
-	return 0;
+int thread_exit_raw(void *ctx) {
+    thread_state_exit(&cursors, &cursors_overflow);
+    return 0;
 }
 
 SEC("tracepoint/sched/sched_process_exit")
-int thread_exit_tp(void *ctx)
-{
-	thread_state_exit(&cursors, &cursors_overflow);
-	return KEEP_EVENT;
+int thread_exit_tp(void *ctx) {
+    thread_state_exit(&cursors, &cursors_overflow);
+    return KEEP_EVENT;
 }

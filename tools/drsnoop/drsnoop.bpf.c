@@ -3,9 +3,9 @@
  * is a begin/end tracepoint pair; the begin is kept in the thread's entry of a hash map keyed
  * by TID, which the thread-exit program removes (compat.bpf.h, thread_state()). */
 #include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
-#include <bpf/bpf_core_read.h>
 
 #include "cgroup.bpf.h"
 #include "common.bpf.h"
@@ -19,7 +19,7 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* task_comm() stores the name as two 8-byte words. */
 _Static_assert(__builtin_offsetof(struct drsnoop_event, comm) % 8 == 0,
-	       "comm must be 8-byte aligned");
+               "comm must be 8-byte aligned");
 
 /* Options, set by user space before load. */
 const volatile __u32 filter_pid = 0;
@@ -59,32 +59,32 @@ __u32 hist_epoch = 0; /* written by user space: see struct drsnoop_hist_key */
 __u64 unpaired_ends = 0;
 
 struct reclaim_start {
-	__u64 ts;
-	__u64 gfp;
-	__s64 free_pages;
-	__s32 order;
-	__s32 nid;
+    __u64 ts;
+    __u64 gfp;
+    __s64 free_pages;
+    __s32 order;
+    __s32 nid;
 };
 
 struct task_reclaim {
-	/* One slot per kind: soft-limit reclaim runs nested inside direct reclaim. */
-	struct reclaim_start kinds[DRSNOOP_KINDS];
+    /* One slot per kind: soft-limit reclaim runs nested inside direct reclaim. */
+    struct reclaim_start kinds[DRSNOOP_KINDS];
 };
 
 /* Per thread, until it exits (compat.bpf.h). */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MEMLAT_THREAD_STATES);
-	__type(key, __u32);
-	__type(value, struct task_reclaim);
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, MEMLAT_THREAD_STATES);
+    __type(key, __u32);
+    __type(value, struct task_reclaim);
 } starts SEC(".maps");
 
 /* The threads beyond those once `starts` is full, an LRU map (compat.bpf.h, thread_state()). */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, MEMLAT_THREAD_OVERFLOW);
-	__type(key, __u32);
-	__type(value, struct task_reclaim);
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, MEMLAT_THREAD_OVERFLOW);
+    __type(key, __u32);
+    __type(value, struct task_reclaim);
 } starts_overflow SEC(".maps");
 
 /* A zeroed state, to create entries of the hash map from (static: not in the skeleton). */
@@ -92,326 +92,309 @@ static const volatile struct task_reclaim no_reclaim;
 
 /* Where an event is built when the events map is a perf event array. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct drsnoop_event);
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct drsnoop_event);
 } event_scratch SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
-	__type(key, struct drsnoop_proc_key);
-	__type(value, struct drsnoop_summary);
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 8192);
+    __type(key, struct drsnoop_proc_key);
+    __type(value, struct drsnoop_summary);
 } summaries SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1);
-	__type(key, struct drsnoop_hist_key);
-	__type(value, struct drsnoop_proc_hist);
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 1);
+    __type(key, struct drsnoop_hist_key);
+    __type(value, struct drsnoop_proc_hist);
 } proc_hists SEC(".maps");
 
 /* Sized by user space: one entry unless count_cgroups. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1);
-	__type(key, struct drsnoop_cgroup_key);
-	__type(value, struct drsnoop_totals);
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 1);
+    __type(key, struct drsnoop_cgroup_key);
+    __type(value, struct drsnoop_totals);
 } cgroup_totals SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 256 * 1024);
+    __uint(type, BPF_MAP_TYPE_RINGBUF);
+    __uint(max_entries, 256 * 1024);
 } events SEC(".maps");
 
-static __always_inline bool cgroup_selected(struct task_struct *task)
-{
-	return !filter_cgroup_on || cgroup_is_under(task_cgroup(task, filter_on_v1),
-						    filter_cgroup_id, filter_cgroup_level);
+static __always_inline bool cgroup_selected(struct task_struct *task) {
+    return !filter_cgroup_on ||
+           cgroup_is_under(task_cgroup(task, filter_on_v1), filter_cgroup_id, filter_cgroup_level);
 }
 
-static __always_inline bool comm_selected(void)
-{
-	char comm[DRSNOOP_COMM_LEN];
+static __always_inline bool comm_selected(void) {
+    char comm[DRSNOOP_COMM_LEN];
 
-	if (!filter_comm[0])
-		return true;
-	bpf_get_current_comm(comm, sizeof(comm));
-	/* Substring search: the needle and haystack are both at most 15 characters. */
-	for (int start = 0; start < DRSNOOP_COMM_LEN; start++) {
-		bool match = true;
+    if (!filter_comm[0])
+        return true;
+    bpf_get_current_comm(comm, sizeof(comm));
+    /* Substring search: the needle and haystack are both at most 15 characters. */
+    for (int start = 0; start < DRSNOOP_COMM_LEN; start++) {
+        bool match = true;
 
-		for (int i = 0; i < DRSNOOP_COMM_LEN; i++) {
-			if (!filter_comm[i])
-				break;
-			if (start + i >= DRSNOOP_COMM_LEN || comm[start + i] != filter_comm[i]) {
-				match = false;
-				break;
-			}
-		}
-		if (match)
-			return true;
-		if (!comm[start])
-			break;
-	}
-	return false;
+        for (int i = 0; i < DRSNOOP_COMM_LEN; i++) {
+            if (!filter_comm[i])
+                break;
+            if (start + i >= DRSNOOP_COMM_LEN || comm[start + i] != filter_comm[i]) {
+                match = false;
+                break;
+            }
+        }
+        if (match)
+            return true;
+        if (!comm[start])
+            break;
+    }
+    return false;
 }
 
 /* Free pages of every zone of every node, read from the nodes reached through the task's
  * memory cgroup (every memcg, the root one too, has per-node info pointing at the node's
  * pglist_data). This needs no kallsyms: vm_zone_stat and node_data are data symbols that
  * kernels without CONFIG_KALLSYMS_ALL do not list. */
-static __always_inline __s64 free_pages_now(struct task_struct *task)
-{
-	int memory = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
-	int free_item = bpf_core_enum_value(enum zone_stat_item, NR_FREE_PAGES);
-	int zones = bpf_core_enum_value(enum zone_type, __MAX_NR_ZONES);
-	struct cgroup_subsys_state *css;
-	struct mem_cgroup *memcg;
-	__s64 total = 0;
+static __always_inline __s64 free_pages_now(struct task_struct *task) {
+    int memory = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
+    int free_item = bpf_core_enum_value(enum zone_stat_item, NR_FREE_PAGES);
+    int zones = bpf_core_enum_value(enum zone_type, __MAX_NR_ZONES);
+    struct cgroup_subsys_state *css;
+    struct mem_cgroup *memcg;
+    __s64 total = 0;
 
-	if (memory < 0 || memory >= CGROUP_SUBSYS_COUNT)
-		return -1;
-	css = BPF_CORE_READ(task, cgroups, subsys[memory]);
-	if (!css)
-		return -1;
-	memcg = container_of(css, struct mem_cgroup, css);
-	for (int nid = 0; nid < DRSNOOP_MAX_NODES; nid++) {
-		struct mem_cgroup_per_node *pn = NULL;
-		struct pglist_data *pgdat;
+    if (memory < 0 || memory >= CGROUP_SUBSYS_COUNT)
+        return -1;
+    css = BPF_CORE_READ(task, cgroups, subsys[memory]);
+    if (!css)
+        return -1;
+    memcg = container_of(css, struct mem_cgroup, css);
+    for (int nid = 0; nid < DRSNOOP_MAX_NODES; nid++) {
+        struct mem_cgroup_per_node *pn = NULL;
+        struct pglist_data *pgdat;
 
-		if (nid >= nr_nodes)
-			break;
-		bpf_core_read(&pn, sizeof(pn), &memcg->nodeinfo[nid]);
-		if (!pn)
-			continue;
-		pgdat = BPF_CORE_READ(pn, lruvec.pgdat);
-		if (!pgdat)
-			continue;
-		/* The stride comes from the running kernel's struct zone, not from vmlinux.h:
-		 * indexing node_zones[z] would bake in this header's sizeof(struct zone). */
-		void *zone0 = (void *)pgdat + bpf_core_field_offset(struct pglist_data, node_zones);
-		__u64 zone_size = bpf_core_type_size(struct zone);
-		__u64 counter =
-		    bpf_core_field_offset(struct zone, vm_stat) + free_item * sizeof(atomic_long_t);
+        if (nid >= nr_nodes)
+            break;
+        bpf_core_read(&pn, sizeof(pn), &memcg->nodeinfo[nid]);
+        if (!pn)
+            continue;
+        pgdat = BPF_CORE_READ(pn, lruvec.pgdat);
+        if (!pgdat)
+            continue;
+        /* The stride comes from the running kernel's struct zone, not from vmlinux.h:
+         * indexing node_zones[z] would bake in this header's sizeof(struct zone). */
+        void *zone0 = (void *)pgdat + bpf_core_field_offset(struct pglist_data, node_zones);
+        __u64 zone_size = bpf_core_type_size(struct zone);
+        __u64 counter =
+            bpf_core_field_offset(struct zone, vm_stat) + free_item * sizeof(atomic_long_t);
 
-		for (int z = 0; z < 8; z++) {
-			long count = 0;
+        for (int z = 0; z < 8; z++) {
+            long count = 0;
 
-			if (z >= zones)
-				break;
-			bpf_probe_read_kernel(&count, sizeof(count),
-					      zone0 + z * zone_size + counter);
-			/* Per-CPU deltas can leave the summed counter briefly negative. */
-			if (count > 0)
-				total += count;
-		}
-	}
-	return total;
+            if (z >= zones)
+                break;
+            bpf_probe_read_kernel(&count, sizeof(count), zone0 + z * zone_size + counter);
+            /* Per-CPU deltas can leave the summed counter briefly negative. */
+            if (count > 0)
+                total += count;
+        }
+    }
+    return total;
 }
 
 /* Whether the current thread passes the filters, each helper called only when its filter is
  * on: a call whose result goes unused still runs. `task` is the current task, or NULL unless
  * -G is on. */
-static __always_inline bool thread_selected(struct task_struct *task)
-{
-	if (filter_pid && (bpf_get_current_pid_tgid() >> 32) != filter_pid)
-		return false;
-	if (filter_tid && (__u32)bpf_get_current_pid_tgid() != filter_tid)
-		return false;
-	if (filter_uid_on && (__u32)bpf_get_current_uid_gid() != filter_uid)
-		return false;
-	return comm_selected() && cgroup_selected(task);
+static __always_inline bool thread_selected(struct task_struct *task) {
+    if (filter_pid && (bpf_get_current_pid_tgid() >> 32) != filter_pid)
+        return false;
+    if (filter_tid && (__u32)bpf_get_current_pid_tgid() != filter_tid)
+        return false;
+    if (filter_uid_on && (__u32)bpf_get_current_uid_gid() != filter_uid)
+        return false;
+    return comm_selected() && cgroup_selected(task);
 }
 
-static __always_inline int on_begin(__u32 kind, int order, __u64 gfp, int nid)
-{
-	struct task_struct *task = NULL;
-	struct task_reclaim *state;
-	struct reclaim_start *start;
+static __always_inline int on_begin(__u32 kind, int order, __u64 gfp, int nid) {
+    struct task_struct *task = NULL;
+    struct task_reclaim *state;
+    struct reclaim_start *start;
 
-	if (kind >= DRSNOOP_KINDS)
-		return 0;
-	if (filter_cgroup_on || extended)
-		task = current_task();
-	if (!thread_selected(task))
-		return 0;
-	state =
-	    thread_state(&starts, &starts_overflow, (const void *)&no_reclaim, true, &table_full);
-	if (!state)
-		return 0;
-	start = &state->kinds[kind];
-	start->gfp = gfp;
-	start->order = order;
-	start->nid = nid;
-	start->free_pages = extended ? free_pages_now(task) : -1;
-	/* Last, so the stall excludes the time spent reading the zones. */
-	start->ts = bpf_ktime_get_ns();
-	return 0;
+    if (kind >= DRSNOOP_KINDS)
+        return 0;
+    if (filter_cgroup_on || extended)
+        task = current_task();
+    if (!thread_selected(task))
+        return 0;
+    state = thread_state(&starts, &starts_overflow, (const void *)&no_reclaim, true, &table_full);
+    if (!state)
+        return 0;
+    start = &state->kinds[kind];
+    start->gfp = gfp;
+    start->order = order;
+    start->nid = nid;
+    start->free_pages = extended ? free_pages_now(task) : -1;
+    /* Last, so the stall excludes the time spent reading the zones. */
+    start->ts = bpf_ktime_get_ns();
+    return 0;
 }
 
-static __always_inline void add_summary(__u64 pid_tgid, __u32 kind, __u64 lat, __u64 pages)
-{
-	struct drsnoop_proc_key key = {.pid = pid_tgid >> 32, .kind = kind};
-	struct drsnoop_summary *s = bpf_map_lookup_elem(&summaries, &key);
+static __always_inline void add_summary(__u64 pid_tgid, __u32 kind, __u64 lat, __u64 pages) {
+    struct drsnoop_proc_key key = {.pid = pid_tgid >> 32, .kind = kind};
+    struct drsnoop_summary *s = bpf_map_lookup_elem(&summaries, &key);
 
-	if (!s) {
-		struct drsnoop_summary zero = {};
+    if (!s) {
+        struct drsnoop_summary zero = {};
 
-		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
-		s = map_insert_lookup(&summaries, &key, &zero, &table_full);
-		if (!s)
-			return;
-	}
-	__sync_fetch_and_add(&s->stalls, 1);
-	__sync_fetch_and_add(&s->total_ns, lat);
-	__sync_fetch_and_add(&s->pages, pages);
-	if (lat > s->max_ns)
-		s->max_ns = lat; /* a rare lost race only understates the maximum */
+        bpf_get_current_comm(zero.comm, sizeof(zero.comm));
+        s = map_insert_lookup(&summaries, &key, &zero, &table_full);
+        if (!s)
+            return;
+    }
+    __sync_fetch_and_add(&s->stalls, 1);
+    __sync_fetch_and_add(&s->total_ns, lat);
+    __sync_fetch_and_add(&s->pages, pages);
+    if (lat > s->max_ns)
+        s->max_ns = lat; /* a rare lost race only understates the maximum */
 }
 
-static __always_inline void add_hist(__u64 pid_tgid, __u32 kind, __u64 lat)
-{
-	__u32 slot = log2_slot(lat / 1000);
+static __always_inline void add_hist(__u64 pid_tgid, __u32 kind, __u64 lat) {
+    __u32 slot = log2_slot(lat / 1000);
 
-	if (!hist_per_process) {
-		__sync_fetch_and_add(&hist[kind & (DRSNOOP_KINDS - 1)][slot], 1);
-		return;
-	}
-	struct drsnoop_hist_key key = {
-	    .pid = pid_tgid >> 32, .kind = kind, .epoch = *(volatile __u32 *)&hist_epoch};
-	struct drsnoop_proc_hist *h = bpf_map_lookup_elem(&proc_hists, &key);
+    if (!hist_per_process) {
+        __sync_fetch_and_add(&hist[kind & (DRSNOOP_KINDS - 1)][slot], 1);
+        return;
+    }
+    struct drsnoop_hist_key key = {
+        .pid = pid_tgid >> 32, .kind = kind, .epoch = *(volatile __u32 *)&hist_epoch};
+    struct drsnoop_proc_hist *h = bpf_map_lookup_elem(&proc_hists, &key);
 
-	if (!h) {
-		struct drsnoop_proc_hist zero = {};
+    if (!h) {
+        struct drsnoop_proc_hist zero = {};
 
-		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
-		h = map_insert_lookup(&proc_hists, &key, &zero, &table_full);
-		if (!h)
-			return;
-	}
-	__sync_fetch_and_add(&h->slots[slot], 1);
+        bpf_get_current_comm(zero.comm, sizeof(zero.comm));
+        h = map_insert_lookup(&proc_hists, &key, &zero, &table_full);
+        if (!h)
+            return;
+    }
+    __sync_fetch_and_add(&h->slots[slot], 1);
 }
 
 /* --prometheus-labels cgroup. A subprogram, not inlined: its code is in the object once, not
  * in each of the twelve programs that end a stall. */
-static __noinline void add_cgroup_totals(__u64 cgid, __u32 kind, __u64 lat, __u64 pages)
-{
-	struct drsnoop_cgroup_key key = {.cgroup_id = cgid, .kind = kind};
-	struct drsnoop_totals zero = {}, *t;
+static __noinline void add_cgroup_totals(__u64 cgid, __u32 kind, __u64 lat, __u64 pages) {
+    struct drsnoop_cgroup_key key = {.cgroup_id = cgid, .kind = kind};
+    struct drsnoop_totals zero = {}, *t;
 
-	t = bpf_map_lookup_elem(&cgroup_totals, &key);
-	if (!t)
-		t = map_insert_lookup(&cgroup_totals, &key, &zero, &table_full);
-	if (!t)
-		return;
-	__sync_fetch_and_add(&t->stalls, 1);
-	__sync_fetch_and_add(&t->total_ns, lat);
-	__sync_fetch_and_add(&t->pages, pages);
+    t = bpf_map_lookup_elem(&cgroup_totals, &key);
+    if (!t)
+        t = map_insert_lookup(&cgroup_totals, &key, &zero, &table_full);
+    if (!t)
+        return;
+    __sync_fetch_and_add(&t->stalls, 1);
+    __sync_fetch_and_add(&t->total_ns, lat);
+    __sync_fetch_and_add(&t->pages, pages);
 }
 
-static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed)
-{
-	/* Read directly where the kernel allows it (5.11), through CO-RE helpers before. */
-	struct task_struct *me = current_task_readable();
-	struct task_struct *task = me ? me : current_task();
-	struct task_reclaim *state;
-	struct reclaim_start start;
-	__u64 now = bpf_ktime_get_ns(), pid_tgid, lat;
+static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed) {
+    /* Read directly where the kernel allows it (5.11), through CO-RE helpers before. */
+    struct task_struct *me = current_task_readable();
+    struct task_struct *task = me ? me : current_task();
+    struct task_reclaim *state;
+    struct reclaim_start start;
+    __u64 now = bpf_ktime_get_ns(), pid_tgid, lat;
 
-	if (kind >= DRSNOOP_KINDS)
-		return 0;
-	state = thread_state(&starts, &starts_overflow, NULL, false, NULL);
-	if (!state) {
-		/* A selected thread's end without its begin: a stall open when the tool started,
-		 * or whose entry the overflow LRU map gave to another thread while it was open. */
-		if (thread_selected(task))
-			__sync_fetch_and_add(&unpaired_ends, 1);
-		return 0;
-	}
-	start = state->kinds[kind];
-	state->kinds[kind].ts = 0;
-	if (!start.ts || now < start.ts) {
-		if (!start.ts)
-			__sync_fetch_and_add(&unpaired_ends, 1);
-		return 0;
-	}
-	lat = now - start.ts;
-	__sync_fetch_and_add(&totals[kind & (DRSNOOP_KINDS - 1)].stalls, 1);
-	__sync_fetch_and_add(&totals[kind & (DRSNOOP_KINDS - 1)].total_ns, lat);
-	__sync_fetch_and_add(&totals[kind & (DRSNOOP_KINDS - 1)].pages, nr_reclaimed);
-	/* The task's cgroup, read once for the per-cgroup totals and the event. */
-	__u64 cgid = count_cgroups || (trace_events && read_cgroup)
-			 ? cgroup_id(task_cgroup(task, memcg_on_v1))
-			 : 0;
+    if (kind >= DRSNOOP_KINDS)
+        return 0;
+    state = thread_state(&starts, &starts_overflow, NULL, false, NULL);
+    if (!state) {
+        /* A selected thread's end without its begin: a stall open when the tool started,
+         * or whose entry the overflow LRU map gave to another thread while it was open. */
+        if (thread_selected(task))
+            __sync_fetch_and_add(&unpaired_ends, 1);
+        return 0;
+    }
+    start = state->kinds[kind];
+    state->kinds[kind].ts = 0;
+    if (!start.ts || now < start.ts) {
+        if (!start.ts)
+            __sync_fetch_and_add(&unpaired_ends, 1);
+        return 0;
+    }
+    lat = now - start.ts;
+    __sync_fetch_and_add(&totals[kind & (DRSNOOP_KINDS - 1)].stalls, 1);
+    __sync_fetch_and_add(&totals[kind & (DRSNOOP_KINDS - 1)].total_ns, lat);
+    __sync_fetch_and_add(&totals[kind & (DRSNOOP_KINDS - 1)].pages, nr_reclaimed);
+    /* The task's cgroup, read once for the per-cgroup totals and the event. */
+    __u64 cgid = count_cgroups || (trace_events && read_cgroup)
+                     ? cgroup_id(task_cgroup(task, memcg_on_v1))
+                     : 0;
 
-	if (count_cgroups)
-		add_cgroup_totals(cgid, kind, lat, nr_reclaimed);
-	pid_tgid = task_pid_tgid(me);
-	add_summary(pid_tgid, kind, lat, nr_reclaimed);
-	if (hist_mode)
-		add_hist(pid_tgid, kind, lat);
-	if (!trace_events)
-		return 0;
+    if (count_cgroups)
+        add_cgroup_totals(cgid, kind, lat, nr_reclaimed);
+    pid_tgid = task_pid_tgid(me);
+    add_summary(pid_tgid, kind, lat, nr_reclaimed);
+    if (hist_mode)
+        add_hist(pid_tgid, kind, lat);
+    if (!trace_events)
+        return 0;
 
-	struct drsnoop_event *e = event_reserve(&events, &event_scratch, sizeof(*e));
+    struct drsnoop_event *e = event_reserve(&events, &event_scratch, sizeof(*e));
 
-	if (!e) {
-		__sync_fetch_and_add(&dropped_events, 1);
-		return 0;
-	}
-	e->ts_ns = now;
-	e->lat_ns = lat;
-	e->nr_reclaimed = nr_reclaimed;
-	e->gfp = start.gfp;
-	e->free_pages = start.free_pages;
-	e->cgroup_id = cgid;
-	e->pid = pid_tgid >> 32;
-	e->tid = (__u32)pid_tgid;
-	e->uid = read_uid ? (__u32)bpf_get_current_uid_gid() : 0;
-	e->kind = kind;
-	e->order = start.order;
-	e->nid = start.nid;
-	task_comm(me, e->comm);
-	event_submit(ctx, &events, e, sizeof(*e), wakeup_bytes, &dropped_events);
-	return 0;
+    if (!e) {
+        __sync_fetch_and_add(&dropped_events, 1);
+        return 0;
+    }
+    e->ts_ns = now;
+    e->lat_ns = lat;
+    e->nr_reclaimed = nr_reclaimed;
+    e->gfp = start.gfp;
+    e->free_pages = start.free_pages;
+    e->cgroup_id = cgid;
+    e->pid = pid_tgid >> 32;
+    e->tid = (__u32)pid_tgid;
+    e->uid = read_uid ? (__u32)bpf_get_current_uid_gid() : 0;
+    e->kind = kind;
+    e->order = start.order;
+    e->nid = start.nid;
+    task_comm(me, e->comm);
+    event_submit(ctx, &events, e, sizeof(*e), wakeup_bytes, &dropped_events);
+    return 0;
 }
 
 /* Three ways into each tracepoint; user space attaches the first the kernel accepts. */
 #define RECLAIM_PAIR(name, kind)                                                                   \
-	SEC("tp_btf/mm_vmscan_" #name "_begin")                                                    \
-	int BPF_PROG(name##_begin_btf, int order, gfp_t gfp)                                       \
-	{                                                                                          \
-		return on_begin(kind, order, gfp, -1);                                             \
-	}                                                                                          \
-	SEC("tp_btf/mm_vmscan_" #name "_end")                                                      \
-	int BPF_PROG(name##_end_btf, unsigned long nr_reclaimed)                                   \
-	{                                                                                          \
-		return on_end(ctx, kind, nr_reclaimed);                                            \
-	}                                                                                          \
-	SEC("raw_tp/mm_vmscan_" #name "_begin")                                                    \
-	int BPF_PROG(name##_begin_raw, int order, gfp_t gfp)                                       \
-	{                                                                                          \
-		return on_begin(kind, order, gfp, -1);                                             \
-	}                                                                                          \
-	SEC("raw_tp/mm_vmscan_" #name "_end")                                                      \
-	int BPF_PROG(name##_end_raw, unsigned long nr_reclaimed)                                   \
-	{                                                                                          \
-		return on_end(ctx, kind, nr_reclaimed);                                            \
-	}                                                                                          \
-	SEC("tracepoint/vmscan/mm_vmscan_" #name "_begin")                                         \
-	int name##_begin_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_begin_template *ctx)   \
-	{                                                                                          \
-		on_begin(kind, ctx->order, ctx->gfp_flags, -1);                                    \
-		return KEEP_EVENT;                                                                 \
-	}                                                                                          \
-	SEC("tracepoint/vmscan/mm_vmscan_" #name "_end")                                           \
-	int name##_end_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_end_template *ctx)       \
-	{                                                                                          \
-		on_end(ctx, kind, ctx->nr_reclaimed);                                              \
-		return KEEP_EVENT;                                                                 \
-	}
+    SEC("tp_btf/mm_vmscan_" #name "_begin")                                                        \
+    int BPF_PROG(name##_begin_btf, int order, gfp_t gfp) {                                         \
+        return on_begin(kind, order, gfp, -1);                                                     \
+    }                                                                                              \
+    SEC("tp_btf/mm_vmscan_" #name "_end")                                                          \
+    int BPF_PROG(name##_end_btf, unsigned long nr_reclaimed) {                                     \
+        return on_end(ctx, kind, nr_reclaimed);                                                    \
+    }                                                                                              \
+    SEC("raw_tp/mm_vmscan_" #name "_begin")                                                        \
+    int BPF_PROG(name##_begin_raw, int order, gfp_t gfp) {                                         \
+        return on_begin(kind, order, gfp, -1);                                                     \
+    }                                                                                              \
+    SEC("raw_tp/mm_vmscan_" #name "_end")                                                          \
+    int BPF_PROG(name##_end_raw, unsigned long nr_reclaimed) {                                     \
+        return on_end(ctx, kind, nr_reclaimed);                                                    \
+    }                                                                                              \
+    SEC("tracepoint/vmscan/mm_vmscan_" #name "_begin")                                             \
+    int name##_begin_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_begin_template *ctx) {     \
+        on_begin(kind, ctx->order, ctx->gfp_flags, -1);                                            \
+        return KEEP_EVENT;                                                                         \
+    }                                                                                              \
+    SEC("tracepoint/vmscan/mm_vmscan_" #name "_end")                                               \
+    int name##_end_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_end_template *ctx) {         \
+        on_end(ctx, kind, ctx->nr_reclaimed);                                                      \
+        return KEEP_EVENT;                                                                         \
+    }
 
 RECLAIM_PAIR(direct_reclaim, DRSNOOP_DIRECT)
 RECLAIM_PAIR(memcg_reclaim, DRSNOOP_MEMCG)
@@ -419,54 +402,46 @@ RECLAIM_PAIR(memcg_softlimit_reclaim, DRSNOOP_SOFTLIMIT)
 
 /* Node reclaim's begin carries the node id first. */
 SEC("tp_btf/mm_vmscan_node_reclaim_begin")
-int BPF_PROG(node_reclaim_begin_btf, int nid, int order, gfp_t gfp)
-{
-	return on_begin(DRSNOOP_NODE, order, gfp, nid);
+int BPF_PROG(node_reclaim_begin_btf, int nid, int order, gfp_t gfp) {
+    return on_begin(DRSNOOP_NODE, order, gfp, nid);
 }
 
 SEC("tp_btf/mm_vmscan_node_reclaim_end")
-int BPF_PROG(node_reclaim_end_btf, unsigned long nr_reclaimed)
-{
-	return on_end(ctx, DRSNOOP_NODE, nr_reclaimed);
+int BPF_PROG(node_reclaim_end_btf, unsigned long nr_reclaimed) {
+    return on_end(ctx, DRSNOOP_NODE, nr_reclaimed);
 }
 
 SEC("raw_tp/mm_vmscan_node_reclaim_begin")
-int BPF_PROG(node_reclaim_begin_raw, int nid, int order, gfp_t gfp)
-{
-	return on_begin(DRSNOOP_NODE, order, gfp, nid);
+int BPF_PROG(node_reclaim_begin_raw, int nid, int order, gfp_t gfp) {
+    return on_begin(DRSNOOP_NODE, order, gfp, nid);
 }
 
 SEC("raw_tp/mm_vmscan_node_reclaim_end")
-int BPF_PROG(node_reclaim_end_raw, unsigned long nr_reclaimed)
-{
-	return on_end(ctx, DRSNOOP_NODE, nr_reclaimed);
+int BPF_PROG(node_reclaim_end_raw, unsigned long nr_reclaimed) {
+    return on_end(ctx, DRSNOOP_NODE, nr_reclaimed);
 }
 
 SEC("tracepoint/vmscan/mm_vmscan_node_reclaim_begin")
-int node_reclaim_begin_tp(struct trace_event_raw_mm_vmscan_node_reclaim_begin *ctx)
-{
-	on_begin(DRSNOOP_NODE, ctx->order, ctx->gfp_flags, ctx->nid);
-	return KEEP_EVENT;
+int node_reclaim_begin_tp(struct trace_event_raw_mm_vmscan_node_reclaim_begin *ctx) {
+    on_begin(DRSNOOP_NODE, ctx->order, ctx->gfp_flags, ctx->nid);
+    return KEEP_EVENT;
 }
 
 SEC("tracepoint/vmscan/mm_vmscan_node_reclaim_end")
-int node_reclaim_end_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_end_template *ctx)
-{
-	on_end(ctx, DRSNOOP_NODE, ctx->nr_reclaimed);
-	return KEEP_EVENT;
+int node_reclaim_end_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_end_template *ctx) {
+    on_end(ctx, DRSNOOP_NODE, ctx->nr_reclaimed);
+    return KEEP_EVENT;
 }
 
 /* An exiting thread's entry in the per-thread hash map goes with it. */
 SEC("raw_tp/sched_process_exit")
-int thread_exit_raw(void *ctx)
-{
-	thread_state_exit(&starts, &starts_overflow);
-	return 0;
+int thread_exit_raw(void *ctx) {
+    thread_state_exit(&starts, &starts_overflow);
+    return 0;
 }
 
 SEC("tracepoint/sched/sched_process_exit")
-int thread_exit_tp(void *ctx)
-{
-	thread_state_exit(&starts, &starts_overflow);
-	return KEEP_EVENT;
+int thread_exit_tp(void *ctx) {
+    thread_state_exit(&starts, &starts_overflow);
+    return KEEP_EVENT;
 }

@@ -1,5 +1,6 @@
 // drsnoop's Prometheus metrics (--prometheus): what the BPF side counted, as metric families.
-// Apart from the tool so that the unit tests and the metric list of docs/exporter.md can check them.
+// Apart from the tool so that the unit tests and the metric list of docs/exporter.md can check
+// them.
 #pragma once
 
 #include <array>

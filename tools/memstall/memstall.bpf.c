@@ -16,9 +16,9 @@
  * pointers for the task being switched in); its entry goes when nothing is open, and with
  * the thread at exit. */
 #include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
-#include <bpf/bpf_core_read.h>
 
 #include "cgroup.bpf.h"
 #include "common.bpf.h"
@@ -26,10 +26,9 @@
 #include "memstall.h"
 
 _Static_assert((MEMSTALL_CAUSES & (MEMSTALL_CAUSES - 1)) == 0,
-	       "MEMSTALL_CAUSES must be a power of two");
+               "MEMSTALL_CAUSES must be a power of two");
 
 char LICENSE[] SEC("license") = "GPL";
-
 
 /* The tracepoint windows, indexes into thread_stall.window_start. */
 #define WINDOWS 3
@@ -77,94 +76,91 @@ __u64 unseen_switch_ins = 0;
 
 /* A stall's stacks (--stacks), or -1 each. */
 struct stall_stacks {
-	__s32 kernel;
-	__s32 user;
+    __s32 kernel;
+    __s32 user;
 };
 
 struct thread_stall {
-	__u64 window_start[WINDOWS]; /* begin of an open tracepoint window; 0: none */
-	__u64 off_start;	     /* switched out inside a memstall; 0: not */
-	__u64 dirty_start;	     /* balance_dirty_pages pause began; 0: none */
-	__u64 off_runtime;	     /* the task's se.sum_exec_runtime at off_start */
-	__u64 dirty_runtime;	     /* the same, at the dirty pause's sleep (dirty_asleep) */
-	__u32 off_cause;
-	__u32 dirty_asleep; /* switched out (not preempted) since the pause began */
-	__u32 off_io;	    /* the off-CPU interval is a swap-in's I/O wait outside a memstall */
-	__u32 pad;
-	struct stall_stacks off_stacks, dirty_stacks;
+    __u64 window_start[WINDOWS]; /* begin of an open tracepoint window; 0: none */
+    __u64 off_start;             /* switched out inside a memstall; 0: not */
+    __u64 dirty_start;           /* balance_dirty_pages pause began; 0: none */
+    __u64 off_runtime;           /* the task's se.sum_exec_runtime at off_start */
+    __u64 dirty_runtime;         /* the same, at the dirty pause's sleep (dirty_asleep) */
+    __u32 off_cause;
+    __u32 dirty_asleep; /* switched out (not preempted) since the pause began */
+    __u32 off_io;       /* the off-CPU interval is a swap-in's I/O wait outside a memstall */
+    __u32 pad;
+    struct stall_stacks off_stacks, dirty_stacks;
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);
-	__type(value, struct thread_stall);
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 4096);
+    __type(key, __u32);
+    __type(value, struct thread_stall);
 } threads SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct memstall_key);
-	__type(value, struct memstall_value);
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 16384);
+    __type(key, struct memstall_key);
+    __type(value, struct memstall_value);
 } stalls SEC(".maps");
 
 /* Sized by user space: one entry without --stacks. */
 struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, 1);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, MEMLAT_STACK_DEPTH * sizeof(__u64));
+    __uint(type, BPF_MAP_TYPE_STACK_TRACE);
+    __uint(max_entries, 1);
+    __uint(key_size, sizeof(__u32));
+    __uint(value_size, MEMLAT_STACK_DEPTH * sizeof(__u64));
 } stack_traces SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1);
-	__type(key, struct memstall_stack_key);
-	__type(value, struct memstall_stack_value);
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 1);
+    __type(key, struct memstall_stack_key);
+    __type(value, struct memstall_stack_value);
 } stack_totals SEC(".maps");
 
 /* The current task's stacks, with --stacks. */
-static __always_inline struct stall_stacks current_stacks(void *ctx)
-{
-	struct stall_stacks stacks = {-1, -1};
+static __always_inline struct stall_stacks current_stacks(void *ctx) {
+    struct stall_stacks stacks = {-1, -1};
 
-	if (collect_stacks) {
-		stacks.kernel = bpf_get_stackid(ctx, &stack_traces, 0);
-		stacks.user = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
-	}
-	return stacks;
+    if (collect_stacks) {
+        stacks.kernel = bpf_get_stackid(ctx, &stack_traces, 0);
+        stacks.user = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
+    }
+    return stacks;
 }
 
-static __always_inline bool task_selected(struct task_struct *task)
-{
-	if (filter_pid && BPF_CORE_READ(task, tgid) != filter_pid)
-		return false;
-	if (filter_tid && BPF_CORE_READ(task, pid) != filter_tid)
-		return false;
-	return !filter_cgroup_on || cgroup_is_under(task_cgroup(task, filter_on_v1),
-						    filter_cgroup_id, filter_cgroup_level);
+static __always_inline bool task_selected(struct task_struct *task) {
+    if (filter_pid && BPF_CORE_READ(task, tgid) != filter_pid)
+        return false;
+    if (filter_tid && BPF_CORE_READ(task, pid) != filter_tid)
+        return false;
+    return !filter_cgroup_on ||
+           cgroup_is_under(task_cgroup(task, filter_on_v1), filter_cgroup_id, filter_cgroup_level);
 }
 
 /* --stacks: one stall of `ns` under its pair of stacks, per process and cause. */
 static __noinline void account_stacks(struct task_struct *task, __u32 cause, __u64 ns,
-				      __s32 kernel_stack, __s32 user_stack)
-{
-	struct memstall_stack_key key = {
-	    .cause = cause, .kernel_stack = kernel_stack, .user_stack = user_stack};
-	struct memstall_stack_value *v;
+                                      __s32 kernel_stack, __s32 user_stack) {
+    struct memstall_stack_key key = {
+        .cause = cause, .kernel_stack = kernel_stack, .user_stack = user_stack};
+    struct memstall_stack_value *v;
 
-	key.pid = BPF_CORE_READ(task, tgid);
-	v = bpf_map_lookup_elem(&stack_totals, &key);
-	if (!v) {
-		struct memstall_stack_value zero = {};
+    key.pid = BPF_CORE_READ(task, tgid);
+    v = bpf_map_lookup_elem(&stack_totals, &key);
+    if (!v) {
+        struct memstall_stack_value zero = {};
 
-		bpf_core_read(&zero.comm, sizeof(zero.comm), &task->comm);
-		v = map_insert_lookup(&stack_totals, &key, &zero, &table_full);
-		if (!v)
-			return;
-	}
-	__sync_fetch_and_add(&v->stalls, 1);
-	__sync_fetch_and_add(&v->total_ns, ns);
+        bpf_core_read(&zero.comm, sizeof(zero.comm), &task->comm);
+        v = map_insert_lookup(&stack_totals, &key, &zero, &table_full);
+        if (!v)
+            return;
+    }
+    __sync_fetch_and_add(&v->stalls, 1);
+    __sync_fetch_and_add(&v->total_ns, ns);
 }
 
 /* Adds one stall of `ns` to the cause's total and the thread's. A global subprogram, so that
@@ -173,161 +169,150 @@ static __noinline void account_stacks(struct task_struct *task, __u32 cause, __u
  * Its arguments are therefore plain numbers: the task's address (task_address()) and the
  * stall's two stack ids, kernel's in the high half. It returns 0: a global subprogram returns
  * a number. */
-__noinline int account_stall(__u64 task_address, __u32 tid, __u32 cause, __u64 ns, __u64 stacks)
-{
-	struct task_struct *task = (struct task_struct *)task_address;
-	struct memstall_key key = {.tid = tid, .cause = cause & (MEMSTALL_CAUSES - 1)};
-	struct memstall_value *v = bpf_map_lookup_elem(&stalls, &key);
+__noinline int account_stall(__u64 task_address, __u32 tid, __u32 cause, __u64 ns, __u64 stacks) {
+    struct task_struct *task = (struct task_struct *)task_address;
+    struct memstall_key key = {.tid = tid, .cause = cause & (MEMSTALL_CAUSES - 1)};
+    struct memstall_value *v = bpf_map_lookup_elem(&stalls, &key);
 
-	__sync_fetch_and_add(&totals[cause & (MEMSTALL_CAUSES - 1)].stalls, 1);
-	__sync_fetch_and_add(&totals[cause & (MEMSTALL_CAUSES - 1)].total_ns, ns);
-	if (!v) {
-		struct memstall_value zero = {};
+    __sync_fetch_and_add(&totals[cause & (MEMSTALL_CAUSES - 1)].stalls, 1);
+    __sync_fetch_and_add(&totals[cause & (MEMSTALL_CAUSES - 1)].total_ns, ns);
+    if (!v) {
+        struct memstall_value zero = {};
 
-		zero.pid = BPF_CORE_READ(task, tgid);
-		zero.cgroup_id = cgroup_id(task_cgroup(task, memcg_on_v1));
-		bpf_core_read(&zero.comm, sizeof(zero.comm), &task->comm);
-		v = map_insert_lookup(&stalls, &key, &zero, &table_full);
-		if (!v)
-			return 0;
-	}
-	__sync_fetch_and_add(&v->stalls, 1);
-	__sync_fetch_and_add(&v->total_ns, ns);
-	if (ns > v->max_ns)
-		v->max_ns = ns; /* a rare lost race only understates the maximum */
-	if (collect_stacks)
-		account_stacks(task, key.cause, ns, (__s32)(stacks >> 32), (__s32)stacks);
-	return 0;
+        zero.pid = BPF_CORE_READ(task, tgid);
+        zero.cgroup_id = cgroup_id(task_cgroup(task, memcg_on_v1));
+        bpf_core_read(&zero.comm, sizeof(zero.comm), &task->comm);
+        v = map_insert_lookup(&stalls, &key, &zero, &table_full);
+        if (!v)
+            return 0;
+    }
+    __sync_fetch_and_add(&v->stalls, 1);
+    __sync_fetch_and_add(&v->total_ns, ns);
+    if (ns > v->max_ns)
+        v->max_ns = ns; /* a rare lost race only understates the maximum */
+    if (collect_stacks)
+        account_stacks(task, key.cause, ns, (__s32)(stacks >> 32), (__s32)stacks);
+    return 0;
 }
 
 /* A task pointer as a number. tp_btf's task pointers are typed and a global subprogram takes
  * no typed pointer before Linux 6.8; a copy read back through a helper is untyped. */
-static __always_inline __u64 task_address(struct task_struct *task)
-{
-	__u64 address = 0;
+static __always_inline __u64 task_address(struct task_struct *task) {
+    __u64 address = 0;
 
-	bpf_probe_read_kernel(&address, sizeof(address), &task);
-	return address;
+    bpf_probe_read_kernel(&address, sizeof(address), &task);
+    return address;
 }
 
 /* The stall's two stack ids in one number, as account_stall() takes them. */
-static __always_inline __u64 packed_stacks(const struct stall_stacks *stacks)
-{
-	return (__u64)(__u32)stacks->kernel << 32 | (__u32)stacks->user;
+static __always_inline __u64 packed_stacks(const struct stall_stacks *stacks) {
+    return (__u64)(__u32)stacks->kernel << 32 | (__u32)stacks->user;
 }
 
 static __always_inline void account(struct task_struct *task, __u32 tid, __u32 cause, __u64 ns,
-				    struct stall_stacks *stacks)
-{
-	account_stall(task_address(task), tid, cause, ns, packed_stacks(stacks));
+                                    struct stall_stacks *stacks) {
+    account_stall(task_address(task), tid, cause, ns, packed_stacks(stacks));
 }
 
-static __always_inline struct thread_stall *thread_get(__u32 tid, bool create)
-{
-	static const struct thread_stall idle = {};
-	struct thread_stall *state = bpf_map_lookup_elem(&threads, &tid);
+static __always_inline struct thread_stall *thread_get(__u32 tid, bool create) {
+    static const struct thread_stall idle = {};
+    struct thread_stall *state = bpf_map_lookup_elem(&threads, &tid);
 
-	if (state || !create)
-		return state;
-	return map_insert_lookup(&threads, &tid, &idle, &table_full);
+    if (state || !create)
+        return state;
+    return map_insert_lookup(&threads, &tid, &idle, &table_full);
 }
 
 /* Nothing open any more: the entry goes, so the table holds only threads inside a stall. */
-static __always_inline void thread_put(__u32 tid, struct thread_stall *state)
-{
-	for (int w = 0; w < WINDOWS; w++)
-		if (state->window_start[w])
-			return;
-	if (!state->off_start && !state->dirty_start)
-		bpf_map_delete_elem(&threads, &tid);
+static __always_inline void thread_put(__u32 tid, struct thread_stall *state) {
+    for (int w = 0; w < WINDOWS; w++)
+        if (state->window_start[w])
+            return;
+    if (!state->off_start && !state->dirty_start)
+        bpf_map_delete_elem(&threads, &tid);
 }
 
 /* ---- tracepoint windows ---- */
 
-static __always_inline int window_begin(void *ctx, __u32 window)
-{
-	/* First: the window starts when the tracepoint fires, not after the filters and the
-	 * thread table below (a few us with cold caches inside reclaim, which window_end, reading
-	 * its clock first, does not pay). */
-	__u64 now = bpf_ktime_get_ns();
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct thread_stall *state;
+static __always_inline int window_begin(void *ctx, __u32 window) {
+    /* First: the window starts when the tracepoint fires, not after the filters and the
+     * thread table below (a few us with cold caches inside reclaim, which window_end, reading
+     * its clock first, does not pay). */
+    __u64 now = bpf_ktime_get_ns();
+    struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+    __u32 tid = (__u32)bpf_get_current_pid_tgid();
+    struct thread_stall *state;
 
-	if (window >= WINDOWS)
-		return 0;
-	/* Compaction by kcompactd or proactive compaction stalls no task. */
-	if (window == MEMSTALL_COMPACTION && (BPF_CORE_READ(task, flags) & PF_KTHREAD))
-		return 0;
-	if (!task_selected(task))
-		return 0;
-	state = thread_get(tid, true);
-	if (state)
-		state->window_start[window] = now;
-	return 0;
+    if (window >= WINDOWS)
+        return 0;
+    /* Compaction by kcompactd or proactive compaction stalls no task. */
+    if (window == MEMSTALL_COMPACTION && (BPF_CORE_READ(task, flags) & PF_KTHREAD))
+        return 0;
+    if (!task_selected(task))
+        return 0;
+    state = thread_get(tid, true);
+    if (state)
+        state->window_start[window] = now;
+    return 0;
 }
 
-static __always_inline int window_end(void *ctx, __u32 window)
-{
-	__u64 now = bpf_ktime_get_ns(), start;
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct thread_stall *state;
+static __always_inline int window_end(void *ctx, __u32 window) {
+    __u64 now = bpf_ktime_get_ns(), start;
+    __u32 tid = (__u32)bpf_get_current_pid_tgid();
+    struct thread_stall *state;
 
-	if (window >= WINDOWS)
-		return 0;
-	state = thread_get(tid, false);
-	if (!state) {
-		/* A selected thread's end without its begin, as drsnoop and compactsnoop count
-		 * them: a window open when the tool started, or a begin the full table had no room
-		 * for. */
-		struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+    if (window >= WINDOWS)
+        return 0;
+    state = thread_get(tid, false);
+    if (!state) {
+        /* A selected thread's end without its begin, as drsnoop and compactsnoop count
+         * them: a window open when the tool started, or a begin the full table had no room
+         * for. */
+        struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 
-		if (!(window == MEMSTALL_COMPACTION && (BPF_CORE_READ(task, flags) & PF_KTHREAD)) &&
-		    task_selected(task))
-			__sync_fetch_and_add(&unpaired_ends, 1);
-		return 0;
-	}
-	start = state->window_start[window];
-	state->window_start[window] = 0;
-	thread_put(tid, state);
-	if (!start || now < start) {
-		if (!start)
-			__sync_fetch_and_add(&unpaired_ends, 1);
-		return 0;
-	}
-	struct stall_stacks stacks = current_stacks(ctx);
+        if (!(window == MEMSTALL_COMPACTION && (BPF_CORE_READ(task, flags) & PF_KTHREAD)) &&
+            task_selected(task))
+            __sync_fetch_and_add(&unpaired_ends, 1);
+        return 0;
+    }
+    start = state->window_start[window];
+    state->window_start[window] = 0;
+    thread_put(tid, state);
+    if (!start || now < start) {
+        if (!start)
+            __sync_fetch_and_add(&unpaired_ends, 1);
+        return 0;
+    }
+    struct stall_stacks stacks = current_stacks(ctx);
 
-	/* bpf_get_current_task() gives a number already: no copy through a helper (at every
-	 * window's end). */
-	account_stall(bpf_get_current_task(), tid, window, now - start, packed_stacks(&stacks));
-	return 0;
+    /* bpf_get_current_task() gives a number already: no copy through a helper (at every
+     * window's end). */
+    account_stall(bpf_get_current_task(), tid, window, now - start, packed_stacks(&stacks));
+    return 0;
 }
 
 /* Three ways into each tracepoint; user space attaches the first the kernel accepts. None
  * reads an argument. */
 #define WINDOW_PROGRAMS(name, group, tracepoint, handler, window)                                  \
-	SEC("tp_btf/" #tracepoint)                                                                 \
-	int name##_btf(void *ctx)                                                                  \
-	{                                                                                          \
-		return handler(ctx, window);                                                       \
-	}                                                                                          \
-	SEC("raw_tp/" #tracepoint)                                                                 \
-	int name##_raw(void *ctx)                                                                  \
-	{                                                                                          \
-		return handler(ctx, window);                                                       \
-	}                                                                                          \
-	SEC("tracepoint/" #group "/" #tracepoint)                                                  \
-	int name##_tp(void *ctx)                                                                   \
-	{                                                                                          \
-		return handler(ctx, window);                                                       \
-	}
+    SEC("tp_btf/" #tracepoint)                                                                     \
+    int name##_btf(void *ctx) {                                                                    \
+        return handler(ctx, window);                                                               \
+    }                                                                                              \
+    SEC("raw_tp/" #tracepoint)                                                                     \
+    int name##_raw(void *ctx) {                                                                    \
+        return handler(ctx, window);                                                               \
+    }                                                                                              \
+    SEC("tracepoint/" #group "/" #tracepoint)                                                      \
+    int name##_tp(void *ctx) {                                                                     \
+        return handler(ctx, window);                                                               \
+    }
 
 WINDOW_PROGRAMS(direct_begin, vmscan, mm_vmscan_direct_reclaim_begin, window_begin,
-		MEMSTALL_DIRECT_RECLAIM)
+                MEMSTALL_DIRECT_RECLAIM)
 WINDOW_PROGRAMS(direct_end, vmscan, mm_vmscan_direct_reclaim_end, window_end,
-		MEMSTALL_DIRECT_RECLAIM)
+                MEMSTALL_DIRECT_RECLAIM)
 WINDOW_PROGRAMS(memcg_begin, vmscan, mm_vmscan_memcg_reclaim_begin, window_begin,
-		MEMSTALL_MEMCG_RECLAIM)
+                MEMSTALL_MEMCG_RECLAIM)
 WINDOW_PROGRAMS(memcg_end, vmscan, mm_vmscan_memcg_reclaim_end, window_end, MEMSTALL_MEMCG_RECLAIM)
 WINDOW_PROGRAMS(compact_begin, compaction, mm_compaction_begin, window_begin, MEMSTALL_COMPACTION)
 WINDOW_PROGRAMS(compact_end, compaction, mm_compaction_end, window_end, MEMSTALL_COMPACTION)
@@ -339,73 +324,66 @@ WINDOW_PROGRAMS(compact_end, compaction, mm_compaction_end, window_end, MEMSTALL
  * tracepoint; 1 of 24-85 pauses in a run on 6.18 at HZ=250). One stall of no measurable
  * length, so that the stalls are the kernel's pauses. */
 static __always_inline void dirty_pause_unslept(struct task_struct *task, __u32 tid,
-						struct thread_stall *state)
-{
-	account(task, tid, MEMSTALL_DIRTY, 0, &state->dirty_stacks);
+                                                struct thread_stall *state) {
+    account(task, tid, MEMSTALL_DIRTY, 0, &state->dirty_stacks);
 }
 
 static __noinline void dirty_switch_in_unseen(struct task_struct *task, __u32 tid,
-					      struct thread_stall *state, __u64 now);
+                                              struct thread_stall *state, __u64 now);
 
 /* balance_dirty_pages traced a decision; a positive pause is followed by a sleep of that many
  * jiffies (a pause of 0 or less, the tracepoint's other use, sleeps not). */
-static __always_inline int dirty_pause(void *ctx, long pause)
-{
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct thread_stall *state;
-	__u64 now;
+static __always_inline int dirty_pause(void *ctx, long pause) {
+    struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+    __u32 tid = (__u32)bpf_get_current_pid_tgid();
+    struct thread_stall *state;
+    __u64 now;
 
-	if (pause <= 0 || !task_selected(task))
-		return 0;
-	state = thread_get(tid, true);
-	if (!state)
-		return 0;
-	now = bpf_ktime_get_ns();
-	if (state->dirty_start && state->dirty_asleep)
-		dirty_switch_in_unseen(task, tid, state, now);
-	if (!state->dirty_start)
-		__sync_fetch_and_add(&dirty_sleepers, 1);
-	else
-		dirty_pause_unslept(task, tid, state);
-	state->dirty_stacks = current_stacks(ctx);
-	state->dirty_start = now;
-	state->dirty_asleep = 0;
-	return 0;
+    if (pause <= 0 || !task_selected(task))
+        return 0;
+    state = thread_get(tid, true);
+    if (!state)
+        return 0;
+    now = bpf_ktime_get_ns();
+    if (state->dirty_start && state->dirty_asleep)
+        dirty_switch_in_unseen(task, tid, state, now);
+    if (!state->dirty_start)
+        __sync_fetch_and_add(&dirty_sleepers, 1);
+    else
+        dirty_pause_unslept(task, tid, state);
+    state->dirty_stacks = current_stacks(ctx);
+    state->dirty_start = now;
+    state->dirty_asleep = 0;
+    return 0;
 }
 
 /* The raw tracepoint's arguments were regrouped in 5.18 (dirty_throttle_control instead of
  * five numbers); `pause` is the second to last either way. User space plans the program that
  * fits the kernel's prototype: a context read past the arguments would not load. */
 SEC("tp_btf/balance_dirty_pages")
-int dirty_btf(unsigned long long *ctx)
-{
-	return dirty_pause(ctx, (long)ctx[6]);
+int dirty_btf(unsigned long long *ctx) {
+    return dirty_pause(ctx, (long)ctx[6]);
 }
 
 SEC("raw_tp/balance_dirty_pages")
-int dirty_raw(unsigned long long *ctx)
-{
-	return dirty_pause(ctx, (long)ctx[6]);
+int dirty_raw(unsigned long long *ctx) {
+    return dirty_pause(ctx, (long)ctx[6]);
 }
 
 SEC("tp_btf/balance_dirty_pages")
-int dirty_old_btf(unsigned long long *ctx)
-{
-	return dirty_pause(ctx, (long)ctx[10]);
+int dirty_old_btf(unsigned long long *ctx) {
+    return dirty_pause(ctx, (long)ctx[10]);
 }
 
 SEC("raw_tp/balance_dirty_pages")
-int dirty_old_raw(unsigned long long *ctx)
-{
-	return dirty_pause(ctx, (long)ctx[10]);
+int dirty_old_raw(unsigned long long *ctx) {
+    return dirty_pause(ctx, (long)ctx[10]);
 }
 
 /* The classic tracepoint has the pause in milliseconds; only its sign matters here. */
 SEC("tracepoint/writeback/balance_dirty_pages")
-int dirty_tp(struct trace_event_raw_balance_dirty_pages *ctx)
-{
-	return dirty_pause(ctx, BPF_CORE_READ(ctx, pause));
+int dirty_tp(struct trace_event_raw_balance_dirty_pages *ctx) {
+    return dirty_pause(ctx, BPF_CORE_READ(ctx, pause));
 }
 
 /* ---- sched_switch: memstall sleeps, and the end of dirty pauses ---- */
@@ -413,80 +391,75 @@ int dirty_tp(struct trace_event_raw_balance_dirty_pages *ctx)
 /* The stack of a sleep being classified, and the cause found: in a per-CPU map, as a
  * bpf_loop() callback cannot index its caller's stack. */
 struct classify_state {
-	__u64 frames[MEMSTALL_STACK_DEPTH];
-	__u32 frames_taken;
-	__u32 cause;
+    __u64 frames[MEMSTALL_STACK_DEPTH];
+    __u32 frames_taken;
+    __u32 cause;
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct classify_state);
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct classify_state);
 } classify_scratch SEC(".maps");
 
 /* Whether the return address `pc` lies in range r. A return address is past its call: inside
  * (start, end]. One unsigned comparison (pc - start - 1 wraps above any range for pc <=
  * start): one branch per range where two made the verifier walk twice the paths. */
-static __always_inline bool frame_in(__u64 pc, int r)
-{
-	return pc - ranges[r].start - 1 < ranges[r].end - ranges[r].start;
+static __always_inline bool frame_in(__u64 pc, int r) {
+    return pc - ranges[r].start - 1 < ranges[r].end - ranges[r].start;
 }
 
 /* The cause of the range a return address falls in, else "other". */
-static __always_inline __u32 range_cause(__u64 pc)
-{
-	for (int r = 0; r < MEMSTALL_MAX_RANGES; r++) {
-		if (r >= nr_ranges)
-			break;
-		if (frame_in(pc, r))
-			return ranges[r].cause;
-	}
-	return MEMSTALL_OTHER;
+static __always_inline __u32 range_cause(__u64 pc) {
+    for (int r = 0; r < MEMSTALL_MAX_RANGES; r++) {
+        if (r >= nr_ranges)
+            break;
+        if (frame_in(pc, r))
+            return ranges[r].cause;
+    }
+    return MEMSTALL_OTHER;
 }
 
 /* Whether a return address lies in a swap-in function: ranges[0, nr_swapin_ranges). */
-static __always_inline bool in_swapin(__u64 pc)
-{
-	for (int r = 0; r < MEMSTALL_MAX_RANGES; r++) {
-		if (r >= nr_swapin_ranges)
-			break;
-		if (frame_in(pc, r))
-			return true;
-	}
-	return false;
+static __always_inline bool in_swapin(__u64 pc) {
+    for (int r = 0; r < MEMSTALL_MAX_RANGES; r++) {
+        if (r >= nr_swapin_ranges)
+            break;
+        if (frame_in(pc, r))
+            return true;
+    }
+    return false;
 }
 
 struct classify_loop {
-	struct classify_state *state;
+    struct classify_state *state;
 };
 
 /* bpf_loop() callback of the first pass: frame `f`; stops at a frame in a swap-in function. */
-static long swapin_frame(__u64 f, void *data)
-{
-	struct classify_state *st = ((struct classify_loop *)data)->state;
+static long swapin_frame(__u64 f, void *data) {
+    struct classify_state *st = ((struct classify_loop *)data)->state;
 
-	if (f >= MEMSTALL_STACK_DEPTH || f >= st->frames_taken)
-		return 1;
-	if (!in_swapin(st->frames[f]))
-		return 0;
-	st->cause = MEMSTALL_SWAPIN;
-	return 1;
+    if (f >= MEMSTALL_STACK_DEPTH || f >= st->frames_taken)
+        return 1;
+    if (!in_swapin(st->frames[f]))
+        return 0;
+    st->cause = MEMSTALL_SWAPIN;
+    return 1;
 }
 
 /* bpf_loop() callback of the second pass: frame `f`; stops at the first frame in a range. */
-static long classify_frame(__u64 f, void *data)
-{
-	struct classify_state *st = ((struct classify_loop *)data)->state;
-	__u32 cause;
+static long classify_frame(__u64 f, void *data) {
+    struct classify_state *st = ((struct classify_loop *)data)->state;
+    __u32 cause;
 
-	if (f >= MEMSTALL_STACK_DEPTH || f >= st->frames_taken)
-		return 1;
-	cause = range_cause(st->frames[f]);
-	if (cause == MEMSTALL_OTHER)
-		return 0;
-	st->cause = cause;
-	return 1;
+    if (f >= MEMSTALL_STACK_DEPTH || f >= st->frames_taken)
+        return 1;
+    cause = range_cause(st->frames[f]);
+    if (cause == MEMSTALL_OTHER)
+        return 0;
+    st->cause = cause;
+    return 1;
 }
 
 /* The cause of the current task's sleep: swap-in when any kernel frame lies in a swap-in
@@ -500,51 +473,50 @@ static long classify_frame(__u64 f, void *data)
  * it 11 ms of memstall's start-up (6.18). The programs that walk so (switch_*) come first in
  * the hook choices; older kernels refuse them, even where the call is never reached (5.10
  * refuses the callback's address), and get the unrolled ones (switch_unrolled_*). */
-static __always_inline __u32 classify(void *ctx, bool looped, bool io_sleep)
-{
-	__u32 none = io_sleep ? MEMSTALL_CAUSES : MEMSTALL_OTHER;
-	__u32 zero = 0;
-	struct classify_state *st = bpf_map_lookup_elem(&classify_scratch, &zero);
-	long bytes;
+static __always_inline __u32 classify(void *ctx, bool looped, bool io_sleep) {
+    __u32 none = io_sleep ? MEMSTALL_CAUSES : MEMSTALL_OTHER;
+    __u32 zero = 0;
+    struct classify_state *st = bpf_map_lookup_elem(&classify_scratch, &zero);
+    long bytes;
 
-	if (!st)
-		return none;
-	bytes = bpf_get_stack(ctx, st->frames, sizeof(st->frames), 0);
-	if (bytes <= 0) {
-		__sync_fetch_and_add(&stack_failures, 1);
-		return none;
-	}
-	st->frames_taken = bytes / 8;
-	st->cause = MEMSTALL_OTHER;
-	if (looped) {
-		struct classify_loop loop = {.state = st};
+    if (!st)
+        return none;
+    bytes = bpf_get_stack(ctx, st->frames, sizeof(st->frames), 0);
+    if (bytes <= 0) {
+        __sync_fetch_and_add(&stack_failures, 1);
+        return none;
+    }
+    st->frames_taken = bytes / 8;
+    st->cause = MEMSTALL_OTHER;
+    if (looped) {
+        struct classify_loop loop = {.state = st};
 
-		bpf_loop(MEMSTALL_STACK_DEPTH, swapin_frame, &loop, 0);
-		if (st->cause == MEMSTALL_SWAPIN)
-			return MEMSTALL_SWAPIN;
-		if (io_sleep)
-			return MEMSTALL_CAUSES;
-		bpf_loop(MEMSTALL_STACK_DEPTH, classify_frame, &loop, 0);
-		return st->cause;
-	}
-	for (int f = 0; f < MEMSTALL_STACK_DEPTH; f++) {
-		if (f >= st->frames_taken)
-			break;
-		if (in_swapin(st->frames[f]))
-			return MEMSTALL_SWAPIN;
-	}
-	if (io_sleep)
-		return MEMSTALL_CAUSES;
-	for (int f = 0; f < MEMSTALL_STACK_DEPTH; f++) {
-		__u32 cause;
+        bpf_loop(MEMSTALL_STACK_DEPTH, swapin_frame, &loop, 0);
+        if (st->cause == MEMSTALL_SWAPIN)
+            return MEMSTALL_SWAPIN;
+        if (io_sleep)
+            return MEMSTALL_CAUSES;
+        bpf_loop(MEMSTALL_STACK_DEPTH, classify_frame, &loop, 0);
+        return st->cause;
+    }
+    for (int f = 0; f < MEMSTALL_STACK_DEPTH; f++) {
+        if (f >= st->frames_taken)
+            break;
+        if (in_swapin(st->frames[f]))
+            return MEMSTALL_SWAPIN;
+    }
+    if (io_sleep)
+        return MEMSTALL_CAUSES;
+    for (int f = 0; f < MEMSTALL_STACK_DEPTH; f++) {
+        __u32 cause;
 
-		if (f >= st->frames_taken)
-			break;
-		cause = range_cause(st->frames[f]);
-		if (cause != MEMSTALL_OTHER)
-			return cause;
-	}
-	return MEMSTALL_OTHER;
+        if (f >= st->frames_taken)
+            break;
+        cause = range_cause(st->frames[f]);
+        if (cause != MEMSTALL_OTHER)
+            return cause;
+    }
+    return MEMSTALL_OTHER;
 }
 
 /* The off-CPU stall of `task` (now running: it is leaving the CPU, or exiting) ended at a
@@ -557,275 +529,258 @@ static __always_inline __u32 classify(void *ctx, bool looped, bool io_sleep)
  * the task has run since, which the scheduler keeps (se.sum_exec_runtime, updated at every
  * switch-out and tick; it leaves out the IRQ and steal time of those runs, a few us). */
 static __always_inline __u64 unseen_stall_ns(struct task_struct *task, __u64 start,
-					     __u64 runtime_at_sleep, __u64 now)
-{
-	__u64 ran = BPF_CORE_READ(task, se.sum_exec_runtime) - runtime_at_sleep;
-	__u64 wall = now - start;
+                                             __u64 runtime_at_sleep, __u64 now) {
+    __u64 ran = BPF_CORE_READ(task, se.sum_exec_runtime) - runtime_at_sleep;
+    __u64 wall = now - start;
 
-	__sync_fetch_and_add(&unseen_switch_ins, 1);
-	return now > start && ran < wall ? wall - ran : 0;
+    __sync_fetch_and_add(&unseen_switch_ins, 1);
+    return now > start && ran < wall ? wall - ran : 0;
 }
 
 static __noinline void stall_switch_in_unseen(struct task_struct *task, __u32 tid,
-					      struct thread_stall *state, __u64 now)
-{
-	__u64 ns = unseen_stall_ns(task, state->off_start, state->off_runtime, now);
+                                              struct thread_stall *state, __u64 now) {
+    __u64 ns = unseen_stall_ns(task, state->off_start, state->off_runtime, now);
 
-	if (ns)
-		account(task, tid, state->off_cause, ns, &state->off_stacks);
-	state->off_start = 0;
-	__sync_fetch_and_add(&off_sleepers, -1);
-	if (state->off_io) {
-		state->off_io = 0;
-		__sync_fetch_and_add(&swapin_io_sleepers, -1);
-	}
+    if (ns)
+        account(task, tid, state->off_cause, ns, &state->off_stacks);
+    state->off_start = 0;
+    __sync_fetch_and_add(&off_sleepers, -1);
+    if (state->off_io) {
+        state->off_io = 0;
+        __sync_fetch_and_add(&swapin_io_sleepers, -1);
+    }
 }
 
 /* The same for a dirty pause: the task slept in it and is running again (at its next pause, a
  * switch-out, or its exit) without a sched_switch that showed it back on the CPU. Before, the
  * pause was overwritten by the next one, or dropped at exit: one pause short. */
 static __noinline void dirty_switch_in_unseen(struct task_struct *task, __u32 tid,
-					      struct thread_stall *state, __u64 now)
-{
-	account(task, tid, MEMSTALL_DIRTY,
-		unseen_stall_ns(task, state->dirty_start, state->dirty_runtime, now),
-		&state->dirty_stacks);
-	state->dirty_start = 0;
-	state->dirty_asleep = 0;
-	__sync_fetch_and_add(&dirty_sleepers, -1);
+                                              struct thread_stall *state, __u64 now) {
+    account(task, tid, MEMSTALL_DIRTY,
+            unseen_stall_ns(task, state->dirty_start, state->dirty_runtime, now),
+            &state->dirty_stacks);
+    state->dirty_start = 0;
+    state->dirty_asleep = 0;
+    __sync_fetch_and_add(&dirty_sleepers, -1);
 }
 
 /* `prev` (the current task) leaves the CPU while in a memstall, or (io_sleep) in an I/O wait
  * outside one. */
 static __always_inline void memstall_out(void *ctx, struct task_struct *prev, bool looped,
-					 bool io_sleep)
-{
-	/* Before the stack walk: what follows takes time (a lot of it in an emulated guest) and is
-	 * not the task's. */
-	__u64 now = bpf_ktime_get_ns();
-	__u32 tid = BPF_CORE_READ(prev, pid);
-	/* Kernel threads' I/O (writeback, journals) is nobody's swap-in. */
-	bool kthread_io = io_sleep && (BPF_CORE_READ(prev, flags) & PF_KTHREAD);
-	struct thread_stall *state;
-	__u32 cause;
+                                         bool io_sleep) {
+    /* Before the stack walk: what follows takes time (a lot of it in an emulated guest) and is
+     * not the task's. */
+    __u64 now = bpf_ktime_get_ns();
+    __u32 tid = BPF_CORE_READ(prev, pid);
+    /* Kernel threads' I/O (writeback, journals) is nobody's swap-in. */
+    bool kthread_io = io_sleep && (BPF_CORE_READ(prev, flags) & PF_KTHREAD);
+    struct thread_stall *state;
+    __u32 cause;
 
-	if (kthread_io && !off_sleepers)
-		return;
-	state = thread_get(tid, false);
-	/* Still open: the task ran since without memstall seeing it switched in. */
-	if (state && state->off_start)
-		stall_switch_in_unseen(prev, tid, state, now);
-	if (kthread_io) {
-		if (state)
-			thread_put(tid, state);
-		return;
-	}
-	if (state) {
-		/* Inside a tracepoint window: its time is counted there. */
-		for (int w = 0; w < WINDOWS; w++)
-			if (state->window_start[w])
-				return;
-	}
-	if (!task_selected(prev))
-		return;
-	cause = classify(ctx, looped, io_sleep);
-	/* An I/O wait that is not a swap-in's; a memstall around a dirty pause would be timed
-	 * twice. */
-	if (cause >= MEMSTALL_CAUSES || cause == MEMSTALL_DIRTY) {
-		if (state)
-			thread_put(tid, state);
-		return;
-	}
-	if (!state)
-		state = thread_get(tid, true);
-	if (!state)
-		return;
-	state->off_stacks = current_stacks(ctx);
-	state->off_start = now;
-	state->off_runtime = BPF_CORE_READ(prev, se.sum_exec_runtime);
-	state->off_cause = cause;
-	__sync_fetch_and_add(&off_sleepers, 1);
-	if (io_sleep && !state->off_io) {
-		state->off_io = 1;
-		__sync_fetch_and_add(&swapin_io_sleepers, 1);
-	}
+    if (kthread_io && !off_sleepers)
+        return;
+    state = thread_get(tid, false);
+    /* Still open: the task ran since without memstall seeing it switched in. */
+    if (state && state->off_start)
+        stall_switch_in_unseen(prev, tid, state, now);
+    if (kthread_io) {
+        if (state)
+            thread_put(tid, state);
+        return;
+    }
+    if (state) {
+        /* Inside a tracepoint window: its time is counted there. */
+        for (int w = 0; w < WINDOWS; w++)
+            if (state->window_start[w])
+                return;
+    }
+    if (!task_selected(prev))
+        return;
+    cause = classify(ctx, looped, io_sleep);
+    /* An I/O wait that is not a swap-in's; a memstall around a dirty pause would be timed
+     * twice. */
+    if (cause >= MEMSTALL_CAUSES || cause == MEMSTALL_DIRTY) {
+        if (state)
+            thread_put(tid, state);
+        return;
+    }
+    if (!state)
+        state = thread_get(tid, true);
+    if (!state)
+        return;
+    state->off_stacks = current_stacks(ctx);
+    state->off_start = now;
+    state->off_runtime = BPF_CORE_READ(prev, se.sum_exec_runtime);
+    state->off_cause = cause;
+    __sync_fetch_and_add(&off_sleepers, 1);
+    if (io_sleep && !state->off_io) {
+        state->off_io = 1;
+        __sync_fetch_and_add(&swapin_io_sleepers, 1);
+    }
 }
 
 /* `task` is switched in, or (asleep) a dirty sleeper is switched out. */
-static __noinline void thread_switched(struct task_struct *task, bool in, bool asleep, bool stalls)
-{
-	__u32 tid = BPF_CORE_READ(task, pid);
-	struct thread_stall *state = thread_get(tid, false);
-	__u64 now;
+static __noinline void thread_switched(struct task_struct *task, bool in, bool asleep,
+                                       bool stalls) {
+    __u32 tid = BPF_CORE_READ(task, pid);
+    struct thread_stall *state = thread_get(tid, false);
+    __u64 now;
 
-	if (!state)
-		return;
-	if (!in) {
-		bool ended = false;
+    if (!state)
+        return;
+    if (!in) {
+        bool ended = false;
 
-		/* Leaving the CPU after the pause's sleep without a switch-in seen in between. */
-		if (state->dirty_start && state->dirty_asleep) {
-			dirty_switch_in_unseen(task, tid, state, bpf_ktime_get_ns());
-			ended = true;
-		} else if (state->dirty_start && asleep) {
-			state->dirty_asleep = 1;
-			state->dirty_runtime = BPF_CORE_READ(task, se.sum_exec_runtime);
-		}
-		/* Leaving the CPU outside a stall with one still open: its switch-in went unseen
-		 * (a task going into a stall had it closed by memstall_out()). */
-		if (state->off_start && !stalls) {
-			stall_switch_in_unseen(task, tid, state, bpf_ktime_get_ns());
-			ended = true;
-		}
-		if (ended)
-			thread_put(tid, state);
-		return;
-	}
-	now = bpf_ktime_get_ns();
-	if (state->off_start) {
-		if (now > state->off_start)
-			account(task, tid, state->off_cause, now - state->off_start,
-				&state->off_stacks);
-		state->off_start = 0;
-		__sync_fetch_and_add(&off_sleepers, -1);
-	}
-	if (state->off_io) {
-		state->off_io = 0;
-		__sync_fetch_and_add(&swapin_io_sleepers, -1);
-	}
-	if (state->dirty_start && state->dirty_asleep) {
-		if (now > state->dirty_start)
-			account(task, tid, MEMSTALL_DIRTY, now - state->dirty_start,
-				&state->dirty_stacks);
-		state->dirty_start = 0;
-		state->dirty_asleep = 0;
-		__sync_fetch_and_add(&dirty_sleepers, -1);
-	}
-	thread_put(tid, state);
+        /* Leaving the CPU after the pause's sleep without a switch-in seen in between. */
+        if (state->dirty_start && state->dirty_asleep) {
+            dirty_switch_in_unseen(task, tid, state, bpf_ktime_get_ns());
+            ended = true;
+        } else if (state->dirty_start && asleep) {
+            state->dirty_asleep = 1;
+            state->dirty_runtime = BPF_CORE_READ(task, se.sum_exec_runtime);
+        }
+        /* Leaving the CPU outside a stall with one still open: its switch-in went unseen
+         * (a task going into a stall had it closed by memstall_out()). */
+        if (state->off_start && !stalls) {
+            stall_switch_in_unseen(task, tid, state, bpf_ktime_get_ns());
+            ended = true;
+        }
+        if (ended)
+            thread_put(tid, state);
+        return;
+    }
+    now = bpf_ktime_get_ns();
+    if (state->off_start) {
+        if (now > state->off_start)
+            account(task, tid, state->off_cause, now - state->off_start, &state->off_stacks);
+        state->off_start = 0;
+        __sync_fetch_and_add(&off_sleepers, -1);
+    }
+    if (state->off_io) {
+        state->off_io = 0;
+        __sync_fetch_and_add(&swapin_io_sleepers, -1);
+    }
+    if (state->dirty_start && state->dirty_asleep) {
+        if (now > state->dirty_start)
+            account(task, tid, MEMSTALL_DIRTY, now - state->dirty_start, &state->dirty_stacks);
+        state->dirty_start = 0;
+        state->dirty_asleep = 0;
+        __sync_fetch_and_add(&dirty_sleepers, -1);
+    }
+    thread_put(tid, state);
 }
 
 /* One subprogram each way of walking the stack, for the programs of each. */
-static __noinline void memstall_out_looped(void *ctx, struct task_struct *prev, bool io_sleep)
-{
-	memstall_out(ctx, prev, true, io_sleep);
+static __noinline void memstall_out_looped(void *ctx, struct task_struct *prev, bool io_sleep) {
+    memstall_out(ctx, prev, true, io_sleep);
 }
 
-static __noinline void memstall_out_unrolled(void *ctx, struct task_struct *prev, bool io_sleep)
-{
-	memstall_out(ctx, prev, false, io_sleep);
+static __noinline void memstall_out_unrolled(void *ctx, struct task_struct *prev, bool io_sleep) {
+    memstall_out(ctx, prev, false, io_sleep);
 }
 
 /* prev_in, next_in: in a memstall; prev_io, next_io: in an I/O wait (io_schedule keeps the
  * bit set until the task runs again). */
 static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
-				     struct task_struct *next, bool prev_in, bool next_in,
-				     bool prev_io, bool next_io, bool looped)
-{
-	/* A task preempted on its way into an I/O sleep (io_schedule_prepare() flushes the plug
-	 * with in_iowait set) waits for the CPU, not for I/O. */
-	bool prev_stalls = prev_in || (prev_io && !preempt);
+                                     struct task_struct *next, bool prev_in, bool next_in,
+                                     bool prev_io, bool next_io, bool looped) {
+    /* A task preempted on its way into an I/O sleep (io_schedule_prepare() flushes the plug
+     * with in_iowait set) waits for the CPU, not for I/O. */
+    bool prev_stalls = prev_in || (prev_io && !preempt);
 
-	if (prev_stalls) {
-		if (looped)
-			memstall_out_looped(ctx, prev, !prev_in);
-		else
-			memstall_out_unrolled(ctx, prev, !prev_in);
-	}
-	/* A task leaving the CPU outside a stall is looked up only while some thread has an
-	 * off-CPU stall open (its switch-in may have gone unseen). */
-	if (dirty_sleepers || (off_sleepers && !prev_stalls))
-		thread_switched(prev, false, !preempt, prev_stalls);
-	if (next_in || dirty_sleepers || (next_io && swapin_io_sleepers))
-		thread_switched(next, true, false, false);
-	return 0;
+    if (prev_stalls) {
+        if (looped)
+            memstall_out_looped(ctx, prev, !prev_in);
+        else
+            memstall_out_unrolled(ctx, prev, !prev_in);
+    }
+    /* A task leaving the CPU outside a stall is looked up only while some thread has an
+     * off-CPU stall open (its switch-in may have gone unseen). */
+    if (dirty_sleepers || (off_sleepers && !prev_stalls))
+        thread_switched(prev, false, !preempt, prev_stalls);
+    if (next_in || dirty_sleepers || (next_io && swapin_io_sleepers))
+        thread_switched(next, true, false, false);
+    return 0;
 }
 
 /* The hot path. in_memstall (CONFIG_PSI) and in_iowait are bit fields: a load and a mask
  * each, direct where tp_btf's task pointers allow it, through probe reads on raw_tp. Without
  * in_memstall only the swap-ins' I/O sleeps are told. */
 static __always_inline int switch_btf_body(void *ctx, bool preempt, struct task_struct *prev,
-					   struct task_struct *next, bool looped)
-{
-	bool prev_io = BPF_CORE_READ_BITFIELD(prev, in_iowait);
-	bool next_io = BPF_CORE_READ_BITFIELD(next, in_iowait);
+                                           struct task_struct *next, bool looped) {
+    bool prev_io = BPF_CORE_READ_BITFIELD(prev, in_iowait);
+    bool next_io = BPF_CORE_READ_BITFIELD(next, in_iowait);
 
-	if (!bpf_core_field_exists(prev->in_memstall))
-		return on_switch(ctx, preempt, prev, next, false, false, prev_io, next_io, looped);
-	return on_switch(ctx, preempt, prev, next, BPF_CORE_READ_BITFIELD(prev, in_memstall),
-			 BPF_CORE_READ_BITFIELD(next, in_memstall), prev_io, next_io, looped);
+    if (!bpf_core_field_exists(prev->in_memstall))
+        return on_switch(ctx, preempt, prev, next, false, false, prev_io, next_io, looped);
+    return on_switch(ctx, preempt, prev, next, BPF_CORE_READ_BITFIELD(prev, in_memstall),
+                     BPF_CORE_READ_BITFIELD(next, in_memstall), prev_io, next_io, looped);
 }
 
 static __always_inline int switch_raw_body(void *ctx, bool preempt, struct task_struct *prev,
-					   struct task_struct *next, bool looped)
-{
-	bool prev_io = BPF_CORE_READ_BITFIELD_PROBED(prev, in_iowait);
-	bool next_io = BPF_CORE_READ_BITFIELD_PROBED(next, in_iowait);
+                                           struct task_struct *next, bool looped) {
+    bool prev_io = BPF_CORE_READ_BITFIELD_PROBED(prev, in_iowait);
+    bool next_io = BPF_CORE_READ_BITFIELD_PROBED(next, in_iowait);
 
-	if (!bpf_core_field_exists(prev->in_memstall))
-		return on_switch(ctx, preempt, prev, next, false, false, prev_io, next_io, looped);
-	return on_switch(ctx, preempt, prev, next, BPF_CORE_READ_BITFIELD_PROBED(prev, in_memstall),
-			 BPF_CORE_READ_BITFIELD_PROBED(next, in_memstall), prev_io, next_io,
-			 looped);
+    if (!bpf_core_field_exists(prev->in_memstall))
+        return on_switch(ctx, preempt, prev, next, false, false, prev_io, next_io, looped);
+    return on_switch(ctx, preempt, prev, next, BPF_CORE_READ_BITFIELD_PROBED(prev, in_memstall),
+                     BPF_CORE_READ_BITFIELD_PROBED(next, in_memstall), prev_io, next_io, looped);
 }
 
 SEC("tp_btf/sched_switch")
-int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
-{
-	return switch_btf_body(ctx, preempt, prev, next, true);
+int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next) {
+    return switch_btf_body(ctx, preempt, prev, next, true);
 }
 
 SEC("raw_tp/sched_switch")
-int BPF_PROG(switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
-{
-	return switch_raw_body(ctx, preempt, prev, next, true);
+int BPF_PROG(switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next) {
+    return switch_raw_body(ctx, preempt, prev, next, true);
 }
 
 SEC("tp_btf/sched_switch")
-int BPF_PROG(switch_unrolled_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
-{
-	return switch_btf_body(ctx, preempt, prev, next, false);
+int BPF_PROG(switch_unrolled_btf, bool preempt, struct task_struct *prev,
+             struct task_struct *next) {
+    return switch_btf_body(ctx, preempt, prev, next, false);
 }
 
 SEC("raw_tp/sched_switch")
-int BPF_PROG(switch_unrolled_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
-{
-	return switch_raw_body(ctx, preempt, prev, next, false);
+int BPF_PROG(switch_unrolled_raw, bool preempt, struct task_struct *prev,
+             struct task_struct *next) {
+    return switch_raw_body(ctx, preempt, prev, next, false);
 }
 
 /* What an exiting thread left open goes with it. */
-static __always_inline void thread_exit(void)
-{
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct thread_stall *state = bpf_map_lookup_elem(&threads, &tid);
+static __always_inline void thread_exit(void) {
+    __u32 tid = (__u32)bpf_get_current_pid_tgid();
+    struct thread_stall *state = bpf_map_lookup_elem(&threads, &tid);
 
-	if (!state)
-		return;
-	if (state->dirty_start && state->dirty_asleep) {
-		dirty_switch_in_unseen((struct task_struct *)bpf_get_current_task(), tid, state,
-				       bpf_ktime_get_ns());
-	} else if (state->dirty_start) {
-		dirty_pause_unslept((struct task_struct *)bpf_get_current_task(), tid, state);
-		__sync_fetch_and_add(&dirty_sleepers, -1);
-	}
-	/* Its runtime lacks the part since the last tick: at most one tick too much stall. */
-	if (state->off_start)
-		stall_switch_in_unseen((struct task_struct *)bpf_get_current_task(), tid, state,
-				       bpf_ktime_get_ns());
-	else if (state->off_io)
-		__sync_fetch_and_add(&swapin_io_sleepers, -1);
-	bpf_map_delete_elem(&threads, &tid);
+    if (!state)
+        return;
+    if (state->dirty_start && state->dirty_asleep) {
+        dirty_switch_in_unseen((struct task_struct *)bpf_get_current_task(), tid, state,
+                               bpf_ktime_get_ns());
+    } else if (state->dirty_start) {
+        dirty_pause_unslept((struct task_struct *)bpf_get_current_task(), tid, state);
+        __sync_fetch_and_add(&dirty_sleepers, -1);
+    }
+    /* Its runtime lacks the part since the last tick: at most one tick too much stall. */
+    if (state->off_start)
+        stall_switch_in_unseen((struct task_struct *)bpf_get_current_task(), tid, state,
+                               bpf_ktime_get_ns());
+    else if (state->off_io)
+        __sync_fetch_and_add(&swapin_io_sleepers, -1);
+    bpf_map_delete_elem(&threads, &tid);
 }
 
 SEC("raw_tp/sched_process_exit")
-int exit_raw(void *ctx)
-{
-	thread_exit();
-	return 0;
+int exit_raw(void *ctx) {
+    thread_exit();
+    return 0;
 }
 
 SEC("tracepoint/sched/sched_process_exit")
-int exit_tp(void *ctx)
-{
-	thread_exit();
-	return 0;
+int exit_tp(void *ctx) {
+    thread_exit();
+    return 0;
 }

@@ -5,9 +5,9 @@
  * migrate_misplaced_page on older kernels) with fentry/fexit or kprobes, and the task moves of
  * NUMA balancing (sched_move_numa, sched_swap_numa, sched_stick_numa). */
 #include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
-#include <bpf/bpf_core_read.h>
 
 #include "common.bpf.h"
 #include "compat.bpf.h"
@@ -15,9 +15,9 @@
 
 /* Array indexes are masked with SIZE - 1 (the verifier needs a bound it can see). */
 _Static_assert((NUMAMOVE_MAX_REASONS & (NUMAMOVE_MAX_REASONS - 1)) == 0,
-	       "NUMAMOVE_MAX_REASONS must be a power of two");
+               "NUMAMOVE_MAX_REASONS must be a power of two");
 _Static_assert((NUMAMOVE_MAX_DEPTH & (NUMAMOVE_MAX_DEPTH - 1)) == 0,
-	       "NUMAMOVE_MAX_DEPTH must be a power of two");
+               "NUMAMOVE_MAX_DEPTH must be a power of two");
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -49,7 +49,7 @@ __u64 hist[NUMAMOVE_MAX_REASONS][MEMLAT_HIST_SLOTS] = {};
 struct numamove_call_count call_count = {};
 __u64 call_hist[MEMLAT_HIST_SLOTS] = {};
 __u64 task_moves[NUMAMOVE_TASK_MOVES] = {};
-__u64 table_full = 0;	  /* per-process hash map full */
+__u64 table_full = 0;     /* per-process hash map full */
 __u64 unpaired_ends = 0;  /* an end whose start was not seen (in flight at attach): not timed */
 __u64 depth_overflow = 0; /* migrate_pages() nested deeper than NUMAMOVE_MAX_DEPTH: not timed */
 
@@ -57,159 +57,150 @@ __u64 depth_overflow = 0; /* migrate_pages() nested deeper than NUMAMOVE_MAX_DEP
  * inside another through the allocation of its target page) and of its open per-call hook, in
  * a hash map keyed by TID whose entry goes when the thread exits (compat.bpf.h). */
 struct task_migration {
-	__u64 start[NUMAMOVE_MAX_DEPTH];
-	__u32 depth;
-	__u32 pad;
-	__u64 call_start;
+    __u64 start[NUMAMOVE_MAX_DEPTH];
+    __u32 depth;
+    __u32 pad;
+    __u64 call_start;
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MEMLAT_THREAD_STATES);
-	__type(key, __u32);
-	__type(value, struct task_migration);
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, MEMLAT_THREAD_STATES);
+    __type(key, __u32);
+    __type(value, struct task_migration);
 } starts SEC(".maps");
 
 /* The threads beyond those once `starts` is full, an LRU map (compat.bpf.h, thread_state()). */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, MEMLAT_THREAD_OVERFLOW);
-	__type(key, __u32);
-	__type(value, struct task_migration);
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, MEMLAT_THREAD_OVERFLOW);
+    __type(key, __u32);
+    __type(value, struct task_migration);
 } starts_overflow SEC(".maps");
 
 /* A zeroed state, to create entries of the hash map from (static: not in the skeleton). */
 static const volatile struct task_migration no_migration;
 
-static __always_inline struct task_migration *migration_state(bool create)
-{
-	return thread_state(&starts, &starts_overflow, (const void *)&no_migration, create,
-			    &table_full);
+static __always_inline struct task_migration *migration_state(bool create) {
+    return thread_state(&starts, &starts_overflow, (const void *)&no_migration, create,
+                        &table_full);
 }
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
-	__type(key, struct numamove_proc_key);
-	__type(value, struct numamove_proc_value);
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 8192);
+    __type(key, struct numamove_proc_key);
+    __type(value, struct numamove_proc_value);
 } proc_counts SEC(".maps");
 
 /* Whether the current process is selected (-p). The helper is called only with -p: a call
  * whose result goes unused still runs. */
-static __always_inline bool pid_selected(void)
-{
-	return filter_pid == 0 || (__u32)(bpf_get_current_pid_tgid() >> 32) == filter_pid;
+static __always_inline bool pid_selected(void) {
+    return filter_pid == 0 || (__u32)(bpf_get_current_pid_tgid() >> 32) == filter_pid;
 }
 
-static __always_inline __u32 reason_slot(int reason)
-{
-	__u32 slot =
-	    reason >= 0 && reason < NUMAMOVE_MAX_REASONS ? reason : NUMAMOVE_MAX_REASONS - 1;
+static __always_inline __u32 reason_slot(int reason) {
+    __u32 slot = reason >= 0 && reason < NUMAMOVE_MAX_REASONS ? reason : NUMAMOVE_MAX_REASONS - 1;
 
-	/* clang proves the clamp and drops the mask unless the value is hidden from it; the
-	 * verifier needs the mask to bound the array index. */
-	barrier_var(slot);
-	return slot & (NUMAMOVE_MAX_REASONS - 1);
+    /* clang proves the clamp and drops the mask unless the value is hidden from it; the
+     * verifier needs the mask to bound the array index. */
+    barrier_var(slot);
+    return slot & (NUMAMOVE_MAX_REASONS - 1);
 }
 
-static __always_inline void on_start(void)
-{
-	struct task_migration *state;
+static __always_inline void on_start(void) {
+    struct task_migration *state;
 
-	if (!pid_selected())
-		return;
-	state = migration_state(true);
-	if (!state)
-		return; /* no memory or full: the end counts the call, untimed */
-	if (state->depth >= NUMAMOVE_MAX_DEPTH) {
-		/* Too deep to time. Its depth is still counted, so that its end pops nothing
-		 * and the ends of the calls around it find their own starts. */
-		__sync_fetch_and_add(&depth_overflow, 1);
-		if (state->depth < NUMAMOVE_DEPTH_LIMIT)
-			state->depth++;
-		return;
-	}
-	state->start[state->depth & (NUMAMOVE_MAX_DEPTH - 1)] = bpf_ktime_get_ns();
-	state->depth++;
+    if (!pid_selected())
+        return;
+    state = migration_state(true);
+    if (!state)
+        return; /* no memory or full: the end counts the call, untimed */
+    if (state->depth >= NUMAMOVE_MAX_DEPTH) {
+        /* Too deep to time. Its depth is still counted, so that its end pops nothing
+         * and the ends of the calls around it find their own starts. */
+        __sync_fetch_and_add(&depth_overflow, 1);
+        if (state->depth < NUMAMOVE_DEPTH_LIMIT)
+            state->depth++;
+        return;
+    }
+    state->start[state->depth & (NUMAMOVE_MAX_DEPTH - 1)] = bpf_ktime_get_ns();
+    state->depth++;
 }
 
 struct migration {
-	__u64 succeeded, failed, thp_succeeded, thp_failed, thp_split, large_split;
-	int reason;
+    __u64 succeeded, failed, thp_succeeded, thp_failed, thp_split, large_split;
+    int reason;
 };
 
 /* An atomic add (a locked instruction) only of what is not zero: most calls move base pages
  * and fail none. */
-static __always_inline void add_any(__u64 *counter, __u64 n)
-{
-	if (n)
-		__sync_fetch_and_add(counter, n);
+static __always_inline void add_any(__u64 *counter, __u64 n) {
+    if (n)
+        __sync_fetch_and_add(counter, n);
 }
 
 static __always_inline void add_count(struct numamove_count *c, const struct migration *m,
-				      __u64 lat, bool paired)
-{
-	__sync_fetch_and_add(&c->calls, 1);
-	add_any(&c->succeeded, m->succeeded);
-	add_any(&c->failed, m->failed);
-	add_any(&c->thp_succeeded, m->thp_succeeded);
-	add_any(&c->thp_failed, m->thp_failed);
-	add_any(&c->thp_split, m->thp_split);
-	add_any(&c->large_split, m->large_split);
-	if (paired) {
-		__sync_fetch_and_add(&c->paired, 1);
-		__sync_fetch_and_add(&c->total_ns, lat);
-	}
+                                      __u64 lat, bool paired) {
+    __sync_fetch_and_add(&c->calls, 1);
+    add_any(&c->succeeded, m->succeeded);
+    add_any(&c->failed, m->failed);
+    add_any(&c->thp_succeeded, m->thp_succeeded);
+    add_any(&c->thp_failed, m->thp_failed);
+    add_any(&c->thp_split, m->thp_split);
+    add_any(&c->large_split, m->large_split);
+    if (paired) {
+        __sync_fetch_and_add(&c->paired, 1);
+        __sync_fetch_and_add(&c->total_ns, lat);
+    }
 }
 
 static __always_inline void count_per_process(__u64 pid_tgid, __u32 slot, const struct migration *m,
-					      __u64 lat, bool paired)
-{
-	struct numamove_proc_key key = {.pid = pid_tgid >> 32, .reason = slot};
-	struct numamove_proc_value *v = bpf_map_lookup_elem(&proc_counts, &key);
+                                              __u64 lat, bool paired) {
+    struct numamove_proc_key key = {.pid = pid_tgid >> 32, .reason = slot};
+    struct numamove_proc_value *v = bpf_map_lookup_elem(&proc_counts, &key);
 
-	if (!v) {
-		struct numamove_proc_value zero = {};
+    if (!v) {
+        struct numamove_proc_value zero = {};
 
-		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
-		v = map_insert_lookup(&proc_counts, &key, &zero, &table_full);
-		if (!v)
-			return;
-	}
-	add_count(&v->c, m, lat, paired);
+        bpf_get_current_comm(zero.comm, sizeof(zero.comm));
+        v = map_insert_lookup(&proc_counts, &key, &zero, &table_full);
+        if (!v)
+            return;
+    }
+    add_count(&v->c, m, lat, paired);
 }
 
-static __always_inline int on_end(const struct migration *m)
-{
-	__u64 now = bpf_ktime_get_ns(), lat = 0;
-	struct task_migration *state;
-	__u32 slot = reason_slot(m->reason);
-	bool paired = false;
+static __always_inline int on_end(const struct migration *m) {
+    __u64 now = bpf_ktime_get_ns(), lat = 0;
+    struct task_migration *state;
+    __u32 slot = reason_slot(m->reason);
+    bool paired = false;
 
-	if (!pid_selected())
-		return 0;
-	/* The pages are counted whether or not the start was seen, so the sums stay exact. */
-	state = migration_state(false);
-	if (state && state->depth > 0) {
-		state->depth--;
-		/* A call that nested too deep had no start recorded: untimed. */
-		if (state->depth < NUMAMOVE_MAX_DEPTH) {
-			__u64 start = state->start[state->depth & (NUMAMOVE_MAX_DEPTH - 1)];
+    if (!pid_selected())
+        return 0;
+    /* The pages are counted whether or not the start was seen, so the sums stay exact. */
+    state = migration_state(false);
+    if (state && state->depth > 0) {
+        state->depth--;
+        /* A call that nested too deep had no start recorded: untimed. */
+        if (state->depth < NUMAMOVE_MAX_DEPTH) {
+            __u64 start = state->start[state->depth & (NUMAMOVE_MAX_DEPTH - 1)];
 
-			if (start && now >= start) {
-				lat = now - start;
-				paired = true;
-			}
-		}
-	}
-	if (!paired)
-		__sync_fetch_and_add(&unpaired_ends, 1);
-	add_count(&counts[slot], m, lat, paired);
-	if (hist_mode && paired)
-		__sync_fetch_and_add(&hist[slot][log2_slot(lat / 1000)], 1);
-	if (per_process)
-		count_per_process(bpf_get_current_pid_tgid(), slot, m, lat, paired);
-	return 0;
+            if (start && now >= start) {
+                lat = now - start;
+                paired = true;
+            }
+        }
+    }
+    if (!paired)
+        __sync_fetch_and_add(&unpaired_ends, 1);
+    add_count(&counts[slot], m, lat, paired);
+    if (hist_mode && paired)
+        __sync_fetch_and_add(&hist[slot][log2_slot(lat / 1000)], 1);
+    if (per_process)
+        count_per_process(bpf_get_current_pid_tgid(), slot, m, lat, paired);
+    return 0;
 }
 
 /* The n-th argument of a tp_btf/raw_tp program. `n` comes from read-only data, so the
@@ -218,137 +209,127 @@ static __always_inline int on_end(const struct migration *m)
  * assembly at a constant offset: written in C, clang merges the cases into one load from
  * ctx + 8 * n, which the verifier refuses (no access to ctx at a computed offset). */
 #define CTX_LOAD(ctx, off)                                                                         \
-	({                                                                                         \
-		__u64 __v;                                                                         \
-		asm volatile("%0 = *(u64 *)(%1 + " #off ")" : "=r"(__v) : "r"(ctx));               \
-		__v;                                                                               \
-	})
+    ({                                                                                             \
+        __u64 __v;                                                                                 \
+        asm volatile("%0 = *(u64 *)(%1 + " #off ")" : "=r"(__v) : "r"(ctx));                       \
+        __v;                                                                                       \
+    })
 
-static __always_inline __u64 arg_at(__u64 *ctx, __u8 n)
-{
-	switch (n) {
-	case 0:
-		return CTX_LOAD(ctx, 0);
-	case 1:
-		return CTX_LOAD(ctx, 8);
-	case 2:
-		return CTX_LOAD(ctx, 16);
-	case 3:
-		return CTX_LOAD(ctx, 24);
-	case 4:
-		return CTX_LOAD(ctx, 32);
-	case 5:
-		return CTX_LOAD(ctx, 40);
-	case 6:
-		return CTX_LOAD(ctx, 48);
-	case 7:
-		return CTX_LOAD(ctx, 56);
-	case 8:
-		return CTX_LOAD(ctx, 64);
-	case 9:
-		return CTX_LOAD(ctx, 72);
-	}
-	return 0;
+static __always_inline __u64 arg_at(__u64 *ctx, __u8 n) {
+    switch (n) {
+    case 0:
+        return CTX_LOAD(ctx, 0);
+    case 1:
+        return CTX_LOAD(ctx, 8);
+    case 2:
+        return CTX_LOAD(ctx, 16);
+    case 3:
+        return CTX_LOAD(ctx, 24);
+    case 4:
+        return CTX_LOAD(ctx, 32);
+    case 5:
+        return CTX_LOAD(ctx, 40);
+    case 6:
+        return CTX_LOAD(ctx, 48);
+    case 7:
+        return CTX_LOAD(ctx, 56);
+    case 8:
+        return CTX_LOAD(ctx, 64);
+    case 9:
+        return CTX_LOAD(ctx, 72);
+    }
+    return 0;
 }
 
-static __always_inline int on_end_args(__u64 *ctx)
-{
-	struct migration m = {
-	    .succeeded = arg_at(ctx, arg_succeeded),
-	    .failed = arg_at(ctx, arg_failed),
-	    .thp_succeeded = arg_at(ctx, arg_thp_succeeded),
-	    .thp_failed = arg_at(ctx, arg_thp_failed),
-	    .thp_split = arg_at(ctx, arg_thp_split),
-	    .large_split = arg_at(ctx, arg_large_split),
-	    .reason = (int)arg_at(ctx, arg_reason),
-	};
+static __always_inline int on_end_args(__u64 *ctx) {
+    struct migration m = {
+        .succeeded = arg_at(ctx, arg_succeeded),
+        .failed = arg_at(ctx, arg_failed),
+        .thp_succeeded = arg_at(ctx, arg_thp_succeeded),
+        .thp_failed = arg_at(ctx, arg_thp_failed),
+        .thp_split = arg_at(ctx, arg_thp_split),
+        .large_split = arg_at(ctx, arg_large_split),
+        .reason = (int)arg_at(ctx, arg_reason),
+    };
 
-	return on_end(&m);
+    return on_end(&m);
 }
 
 SEC("tp_btf/mm_migrate_pages_start")
-int migrate_start_btf(__u64 *ctx)
-{
-	on_start();
-	return 0;
+int migrate_start_btf(__u64 *ctx) {
+    on_start();
+    return 0;
 }
 
 SEC("tp_btf/mm_migrate_pages")
-int migrate_end_btf(__u64 *ctx)
-{
-	return on_end_args(ctx);
+int migrate_end_btf(__u64 *ctx) {
+    return on_end_args(ctx);
 }
 
 SEC("raw_tp/mm_migrate_pages_start")
-int migrate_start_raw(__u64 *ctx)
-{
-	on_start();
-	return 0;
+int migrate_start_raw(__u64 *ctx) {
+    on_start();
+    return 0;
 }
 
 SEC("raw_tp/mm_migrate_pages")
-int migrate_end_raw(__u64 *ctx)
-{
-	return on_end_args(ctx);
+int migrate_end_raw(__u64 *ctx) {
+    return on_end_args(ctx);
 }
 
 SEC("tracepoint/migrate/mm_migrate_pages_start")
-int migrate_start_tp(void *ctx)
-{
-	on_start();
-	return KEEP_EVENT;
+int migrate_start_tp(void *ctx) {
+    on_start();
+    return KEEP_EVENT;
 }
 
 /* Kernels before 5.16 have no mm_migrate_pages_start: the entry of migrate_pages(), where that
  * tracepoint sits, is the same moment (mm_migrate_pages is at its return on every kernel). */
 SEC("fentry/migrate_pages")
-int BPF_PROG(migrate_start_fentry)
-{
-	on_start();
-	return 0;
+int BPF_PROG(migrate_start_fentry) {
+    on_start();
+    return 0;
 }
 
 SEC("kprobe/migrate_pages")
-int BPF_KPROBE(migrate_start_kprobe)
-{
-	on_start();
-	return KEEP_EVENT;
+int BPF_KPROBE(migrate_start_kprobe) {
+    on_start();
+    return KEEP_EVENT;
 }
 
 /* Linux 7.3 declares the record's reason as enum migrate_reason, not int: CO-RE does not
  * match an int field against an enum, so this flavor reads it there. */
 struct trace_event_raw_mm_migrate_pages___enum_reason {
-	enum migrate_reason reason;
+    enum migrate_reason reason;
 } __attribute__((preserve_access_index));
 
 /* The classic tracepoint's record has named fields: CO-RE finds them at the running kernel's
  * offsets, and those a kernel lacks read as 0. */
 SEC("tracepoint/migrate/mm_migrate_pages")
-int migrate_end_tp(struct trace_event_raw_mm_migrate_pages *ctx)
-{
-	struct trace_event_raw_mm_migrate_pages___enum_reason *with_enum = (void *)ctx;
-	struct migration m = {
-	    .succeeded = ctx->succeeded,
-	    .failed = ctx->failed,
-	};
+int migrate_end_tp(struct trace_event_raw_mm_migrate_pages *ctx) {
+    struct trace_event_raw_mm_migrate_pages___enum_reason *with_enum = (void *)ctx;
+    struct migration m = {
+        .succeeded = ctx->succeeded,
+        .failed = ctx->failed,
+    };
 
-	if (bpf_core_field_exists(ctx->reason))
-		m.reason = ctx->reason;
-	else if (bpf_core_field_exists(with_enum->reason))
-		/* A helper read: two direct loads at CO-RE offsets let clang merge them into one
-		 * load through a computed context pointer, which the verifier refuses. */
-		bpf_core_read(&m.reason, sizeof(m.reason), &with_enum->reason);
+    if (bpf_core_field_exists(ctx->reason))
+        m.reason = ctx->reason;
+    else if (bpf_core_field_exists(with_enum->reason))
+        /* A helper read: two direct loads at CO-RE offsets let clang merge them into one
+         * load through a computed context pointer, which the verifier refuses. */
+        bpf_core_read(&m.reason, sizeof(m.reason), &with_enum->reason);
 
-	if (bpf_core_field_exists(ctx->thp_succeeded)) {
-		m.thp_succeeded = ctx->thp_succeeded;
-		m.thp_failed = ctx->thp_failed;
-	}
-	if (bpf_core_field_exists(ctx->thp_split))
-		m.thp_split = ctx->thp_split;
-	if (bpf_core_field_exists(ctx->large_folio_split))
-		m.large_split = ctx->large_folio_split;
-	on_end(&m);
-	return KEEP_EVENT;
+    if (bpf_core_field_exists(ctx->thp_succeeded)) {
+        m.thp_succeeded = ctx->thp_succeeded;
+        m.thp_failed = ctx->thp_failed;
+    }
+    if (bpf_core_field_exists(ctx->thp_split))
+        m.thp_split = ctx->thp_split;
+    if (bpf_core_field_exists(ctx->large_folio_split))
+        m.large_split = ctx->large_folio_split;
+    on_end(&m);
+    return KEEP_EVENT;
 }
 
 /* The per-call view: entry to return of migrate_misplaced_folio (migrate_misplaced_page on
@@ -356,172 +337,150 @@ int migrate_end_tp(struct trace_event_raw_mm_migrate_pages *ctx)
  * On kernels that isolate the page from the LRU inside it (6.1 does; 6.18 does it before, in
  * migrate_misplaced_folio_prepare), its time includes the isolation, which the tracepoint
  * pair does not see; it also counts calls that never reach migrate_pages(). */
-static __always_inline void on_call_entry(void)
-{
-	struct task_migration *state;
+static __always_inline void on_call_entry(void) {
+    struct task_migration *state;
 
-	if (!pid_selected())
-		return;
-	state = migration_state(true);
-	if (state)
-		state->call_start = bpf_ktime_get_ns();
+    if (!pid_selected())
+        return;
+    state = migration_state(true);
+    if (state)
+        state->call_start = bpf_ktime_get_ns();
 }
 
-static __always_inline void on_call_return(void)
-{
-	struct task_migration *state;
-	__u64 now = bpf_ktime_get_ns(), start, lat;
+static __always_inline void on_call_return(void) {
+    struct task_migration *state;
+    __u64 now = bpf_ktime_get_ns(), start, lat;
 
-	if (!pid_selected())
-		return;
-	state = migration_state(false);
-	if (!state)
-		return;
-	start = state->call_start;
-	state->call_start = 0;
-	if (!start || now < start)
-		return;
-	lat = now - start;
-	__sync_fetch_and_add(&call_count.calls, 1);
-	__sync_fetch_and_add(&call_count.total_ns, lat);
-	if (hist_mode)
-		__sync_fetch_and_add(&call_hist[log2_slot(lat / 1000)], 1);
+    if (!pid_selected())
+        return;
+    state = migration_state(false);
+    if (!state)
+        return;
+    start = state->call_start;
+    state->call_start = 0;
+    if (!start || now < start)
+        return;
+    lat = now - start;
+    __sync_fetch_and_add(&call_count.calls, 1);
+    __sync_fetch_and_add(&call_count.total_ns, lat);
+    if (hist_mode)
+        __sync_fetch_and_add(&call_hist[log2_slot(lat / 1000)], 1);
 }
 
 SEC("fentry/migrate_misplaced_folio")
-int BPF_PROG(misplaced_folio_fentry)
-{
-	on_call_entry();
-	return 0;
+int BPF_PROG(misplaced_folio_fentry) {
+    on_call_entry();
+    return 0;
 }
 
 SEC("fexit/migrate_misplaced_folio")
-int BPF_PROG(misplaced_folio_fexit)
-{
-	on_call_return();
-	return 0;
+int BPF_PROG(misplaced_folio_fexit) {
+    on_call_return();
+    return 0;
 }
 
 SEC("fentry/migrate_misplaced_page")
-int BPF_PROG(misplaced_page_fentry)
-{
-	on_call_entry();
-	return 0;
+int BPF_PROG(misplaced_page_fentry) {
+    on_call_entry();
+    return 0;
 }
 
 SEC("fexit/migrate_misplaced_page")
-int BPF_PROG(misplaced_page_fexit)
-{
-	on_call_return();
-	return 0;
+int BPF_PROG(misplaced_page_fexit) {
+    on_call_return();
+    return 0;
 }
 
 SEC("kprobe/migrate_misplaced_folio")
-int BPF_KPROBE(misplaced_folio_kprobe)
-{
-	on_call_entry();
-	return KEEP_EVENT;
+int BPF_KPROBE(misplaced_folio_kprobe) {
+    on_call_entry();
+    return KEEP_EVENT;
 }
 
 SEC("kretprobe/migrate_misplaced_folio")
-int BPF_KRETPROBE(misplaced_folio_kretprobe)
-{
-	on_call_return();
-	return KEEP_EVENT;
+int BPF_KRETPROBE(misplaced_folio_kretprobe) {
+    on_call_return();
+    return KEEP_EVENT;
 }
 
 SEC("kprobe/migrate_misplaced_page")
-int BPF_KPROBE(misplaced_page_kprobe)
-{
-	on_call_entry();
-	return KEEP_EVENT;
+int BPF_KPROBE(misplaced_page_kprobe) {
+    on_call_entry();
+    return KEEP_EVENT;
 }
 
 SEC("kretprobe/migrate_misplaced_page")
-int BPF_KRETPROBE(misplaced_page_kretprobe)
-{
-	on_call_return();
-	return KEEP_EVENT;
+int BPF_KRETPROBE(misplaced_page_kretprobe) {
+    on_call_return();
+    return KEEP_EVENT;
 }
 
 /* Task moves of NUMA balancing, counted for the task moved (its process for -p). */
-static __always_inline int on_task_move(__u32 kind, __u32 tgid)
-{
-	if (filter_pid && tgid != filter_pid)
-		return 0;
-	if (kind < NUMAMOVE_TASK_MOVES)
-		__sync_fetch_and_add(&task_moves[kind], 1);
-	return 0;
+static __always_inline int on_task_move(__u32 kind, __u32 tgid) {
+    if (filter_pid && tgid != filter_pid)
+        return 0;
+    if (kind < NUMAMOVE_TASK_MOVES)
+        __sync_fetch_and_add(&task_moves[kind], 1);
+    return 0;
 }
 
 SEC("tp_btf/sched_move_numa")
-int BPF_PROG(move_numa_btf, struct task_struct *task)
-{
-	return on_task_move(NUMAMOVE_MOVE, BPF_CORE_READ(task, tgid));
+int BPF_PROG(move_numa_btf, struct task_struct *task) {
+    return on_task_move(NUMAMOVE_MOVE, BPF_CORE_READ(task, tgid));
 }
 
 SEC("tp_btf/sched_swap_numa")
-int BPF_PROG(swap_numa_btf, struct task_struct *task)
-{
-	return on_task_move(NUMAMOVE_SWAP, BPF_CORE_READ(task, tgid));
+int BPF_PROG(swap_numa_btf, struct task_struct *task) {
+    return on_task_move(NUMAMOVE_SWAP, BPF_CORE_READ(task, tgid));
 }
 
 SEC("tp_btf/sched_stick_numa")
-int BPF_PROG(stick_numa_btf, struct task_struct *task)
-{
-	return on_task_move(NUMAMOVE_STICK, BPF_CORE_READ(task, tgid));
+int BPF_PROG(stick_numa_btf, struct task_struct *task) {
+    return on_task_move(NUMAMOVE_STICK, BPF_CORE_READ(task, tgid));
 }
 
 SEC("raw_tp/sched_move_numa")
-int BPF_PROG(move_numa_raw, struct task_struct *task)
-{
-	return on_task_move(NUMAMOVE_MOVE, BPF_CORE_READ(task, tgid));
+int BPF_PROG(move_numa_raw, struct task_struct *task) {
+    return on_task_move(NUMAMOVE_MOVE, BPF_CORE_READ(task, tgid));
 }
 
 SEC("raw_tp/sched_swap_numa")
-int BPF_PROG(swap_numa_raw, struct task_struct *task)
-{
-	return on_task_move(NUMAMOVE_SWAP, BPF_CORE_READ(task, tgid));
+int BPF_PROG(swap_numa_raw, struct task_struct *task) {
+    return on_task_move(NUMAMOVE_SWAP, BPF_CORE_READ(task, tgid));
 }
 
 SEC("raw_tp/sched_stick_numa")
-int BPF_PROG(stick_numa_raw, struct task_struct *task)
-{
-	return on_task_move(NUMAMOVE_STICK, BPF_CORE_READ(task, tgid));
+int BPF_PROG(stick_numa_raw, struct task_struct *task) {
+    return on_task_move(NUMAMOVE_STICK, BPF_CORE_READ(task, tgid));
 }
 
 SEC("tracepoint/sched/sched_move_numa")
-int move_numa_tp(struct trace_event_raw_sched_move_numa *ctx)
-{
-	on_task_move(NUMAMOVE_MOVE, ctx->tgid);
-	return KEEP_EVENT;
+int move_numa_tp(struct trace_event_raw_sched_move_numa *ctx) {
+    on_task_move(NUMAMOVE_MOVE, ctx->tgid);
+    return KEEP_EVENT;
 }
 
 SEC("tracepoint/sched/sched_swap_numa")
-int swap_numa_tp(struct trace_event_raw_sched_numa_pair_template *ctx)
-{
-	on_task_move(NUMAMOVE_SWAP, ctx->src_tgid);
-	return KEEP_EVENT;
+int swap_numa_tp(struct trace_event_raw_sched_numa_pair_template *ctx) {
+    on_task_move(NUMAMOVE_SWAP, ctx->src_tgid);
+    return KEEP_EVENT;
 }
 
 SEC("tracepoint/sched/sched_stick_numa")
-int stick_numa_tp(struct trace_event_raw_sched_numa_pair_template *ctx)
-{
-	on_task_move(NUMAMOVE_STICK, ctx->src_tgid);
-	return KEEP_EVENT;
+int stick_numa_tp(struct trace_event_raw_sched_numa_pair_template *ctx) {
+    on_task_move(NUMAMOVE_STICK, ctx->src_tgid);
+    return KEEP_EVENT;
 }
 
 /* An exiting thread's entry in the per-thread hash map goes with it. */
 SEC("raw_tp/sched_process_exit")
-int thread_exit_raw(void *ctx)
-{
-	thread_state_exit(&starts, &starts_overflow);
-	return 0;
+int thread_exit_raw(void *ctx) {
+    thread_state_exit(&starts, &starts_overflow);
+    return 0;
 }
 
 SEC("tracepoint/sched/sched_process_exit")
-int thread_exit_tp(void *ctx)
-{
-	thread_state_exit(&starts, &starts_overflow);
-	return KEEP_EVENT;
+int thread_exit_tp(void *ctx) {
+    thread_state_exit(&starts, &starts_overflow);
+    return KEEP_EVENT;
 }

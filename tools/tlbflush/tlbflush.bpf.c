@@ -7,9 +7,9 @@
  * irq_vectors entry tracepoint to the exit one, for handler runs that did a TLB flush; and,
  * where the csd tracepoints exist (6.3+), the flush_tlb_func callback inside it. */
 #include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
-#include <bpf/bpf_core_read.h>
 
 #include "common.bpf.h"
 #include "compat.bpf.h"
@@ -19,7 +19,7 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* task_comm() stores the name as two 8-byte words. */
 _Static_assert(__builtin_offsetof(struct tlbflush_event, comm) % 8 == 0,
-	       "comm must be 8-byte aligned");
+               "comm must be 8-byte aligned");
 
 #define TLB_FLUSH_ALL_PAGES (~0UL)
 
@@ -89,224 +89,209 @@ __u64 flush_requests[1] SEC(".data.flush_requests") = {};
 /* Requests by where their CPU mask was read (enum tlbflush_target_source), or not. */
 __u64 request_sources[TLBFLUSH_TARGET_SOURCES] = {};
 __u64 dropped_events = 0; /* ring buffer full */
-__u64 table_full = 0;	  /* hash map full */
-__u32 proc_epoch = 0;	  /* written by user space: see struct tlbflush_proc_key */
+__u64 table_full = 0;     /* hash map full */
+__u32 proc_epoch = 0;     /* written by user space: see struct tlbflush_proc_key */
 
 /* What each CPU is handling now (see struct tlbflush_ipi_state). */
 struct tlbflush_ipi_state ipi_state[1] SEC(".data.ipi_state") = {};
 
 /* The rows of the per-CPU arrays (cpu < nr_cpus, checked by the caller). */
-static __always_inline struct tlbflush_count *counts_of(__u32 cpu)
-{
-	return cpu_row(counts, cpu, sizeof(counts[0]));
+static __always_inline struct tlbflush_count *counts_of(__u32 cpu) {
+    return cpu_row(counts, cpu, sizeof(counts[0]));
 }
 
-static __always_inline struct tlbflush_ipi_state *ipi_state_of(__u32 cpu)
-{
-	return cpu_row(ipi_state, cpu, sizeof(ipi_state[0]));
+static __always_inline struct tlbflush_ipi_state *ipi_state_of(__u32 cpu) {
+    return cpu_row(ipi_state, cpu, sizeof(ipi_state[0]));
 }
 
-static __always_inline struct tlbflush_ipi_counts *ipi_counts_of(__u32 cpu)
-{
-	return cpu_row(ipi_counts, cpu, sizeof(ipi_counts[0]));
+static __always_inline struct tlbflush_ipi_counts *ipi_counts_of(__u32 cpu) {
+    return cpu_row(ipi_counts, cpu, sizeof(ipi_counts[0]));
 }
 
-static __always_inline __u64 *u64_of(__u64 *array, __u32 cpu, __u32 row_bytes)
-{
-	return cpu_row(array, cpu, row_bytes);
+static __always_inline __u64 *u64_of(__u64 *array, __u32 cpu, __u32 row_bytes) {
+    return cpu_row(array, cpu, row_bytes);
 }
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct tlbflush_proc_key);
-	__type(value, struct tlbflush_proc_value);
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 16384);
+    __type(key, struct tlbflush_proc_key);
+    __type(value, struct tlbflush_proc_value);
 } proc_counts SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct tlbflush_culprit_key);
-	__type(value, struct tlbflush_culprit_value);
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 16384);
+    __type(key, struct tlbflush_culprit_key);
+    __type(value, struct tlbflush_culprit_value);
 } culprits SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, 1);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, MEMLAT_STACK_DEPTH * sizeof(__u64));
+    __uint(type, BPF_MAP_TYPE_STACK_TRACE);
+    __uint(max_entries, 1);
+    __uint(key_size, sizeof(__u32));
+    __uint(value_size, MEMLAT_STACK_DEPTH * sizeof(__u64));
 } stacks SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4096);
+    __uint(type, BPF_MAP_TYPE_RINGBUF);
+    __uint(max_entries, 4096);
 } events SEC(".maps");
 
 /* Where an event is built when the events map is a perf event array (kernels before 5.8). */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct tlbflush_event);
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct tlbflush_event);
 } event_scratch SEC(".maps");
 
-static __always_inline bool pid_selected(__u64 pid_tgid)
-{
-	return filter_pid == 0 || (__u32)(pid_tgid >> 32) == filter_pid;
+static __always_inline bool pid_selected(__u64 pid_tgid) {
+    return filter_pid == 0 || (__u32)(pid_tgid >> 32) == filter_pid;
 }
 
-static __always_inline bool cpu_selected(__u32 cpu)
-{
-	return !filter_cpus || bitmap_test(cpu_mask, TLBFLUSH_CPU_WORDS, cpu);
+static __always_inline bool cpu_selected(__u32 cpu) {
+    return !filter_cpus || bitmap_test(cpu_mask, TLBFLUSH_CPU_WORDS, cpu);
 }
 
-static __always_inline void add_count(struct tlbflush_count *c, unsigned long pages, bool atomic)
-{
-	bool full = pages == TLB_FLUSH_ALL_PAGES;
+static __always_inline void add_count(struct tlbflush_count *c, unsigned long pages, bool atomic) {
+    bool full = pages == TLB_FLUSH_ALL_PAGES;
 
-	if (atomic) {
-		__sync_fetch_and_add(&c->count, 1);
-		if (full)
-			__sync_fetch_and_add(&c->full, 1);
-		else
-			__sync_fetch_and_add(&c->pages, pages);
-		return;
-	}
-	c->count++;
-	if (full)
-		c->full++;
-	else
-		c->pages += pages;
+    if (atomic) {
+        __sync_fetch_and_add(&c->count, 1);
+        if (full)
+            __sync_fetch_and_add(&c->full, 1);
+        else
+            __sync_fetch_and_add(&c->pages, pages);
+        return;
+    }
+    c->count++;
+    if (full)
+        c->full++;
+    else
+        c->pages += pages;
 }
 
 static __always_inline void count_per_process(__u64 pid_tgid, __u32 cpu, __u32 reason,
-					      unsigned long pages)
-{
-	struct tlbflush_proc_key key = {.pid = pid_tgid >> 32,
-					.cpu = cpu,
-					.reason = reason,
-					.epoch = *(volatile __u32 *)&proc_epoch};
-	struct tlbflush_proc_value *v = bpf_map_lookup_elem(&proc_counts, &key);
+                                              unsigned long pages) {
+    struct tlbflush_proc_key key = {.pid = pid_tgid >> 32,
+                                    .cpu = cpu,
+                                    .reason = reason,
+                                    .epoch = *(volatile __u32 *)&proc_epoch};
+    struct tlbflush_proc_value *v = bpf_map_lookup_elem(&proc_counts, &key);
 
-	if (!v) {
-		struct tlbflush_proc_value zero = {};
+    if (!v) {
+        struct tlbflush_proc_value zero = {};
 
-		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
-		v = map_insert_lookup(&proc_counts, &key, &zero, &table_full);
-		if (!v)
-			return;
-	}
-	add_count(&v->c, pages, true);
+        bpf_get_current_comm(zero.comm, sizeof(zero.comm));
+        v = map_insert_lookup(&proc_counts, &key, &zero, &table_full);
+        if (!v)
+            return;
+    }
+    add_count(&v->c, pages, true);
 }
 
 /* The sender's part of a culprit key: who, and with -s from where. */
-static __always_inline struct tlbflush_culprit_key culprit_of(void *ctx, __u64 pid_tgid)
-{
-	struct tlbflush_culprit_key key = {
-	    .pid = pid_tgid >> 32,
-	    .tid = (__u32)pid_tgid,
-	    .cpu = TLBFLUSH_ANY_CPU,
-	    .kernel_stack = -1,
-	    .user_stack = -1,
-	};
+static __always_inline struct tlbflush_culprit_key culprit_of(void *ctx, __u64 pid_tgid) {
+    struct tlbflush_culprit_key key = {
+        .pid = pid_tgid >> 32,
+        .tid = (__u32)pid_tgid,
+        .cpu = TLBFLUSH_ANY_CPU,
+        .kernel_stack = -1,
+        .user_stack = -1,
+    };
 
-	if (collect_stacks) {
-		key.kernel_stack = bpf_get_stackid(ctx, &stacks, 0);
-		key.user_stack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
-	}
-	return key;
+    if (collect_stacks) {
+        key.kernel_stack = bpf_get_stackid(ctx, &stacks, 0);
+        key.user_stack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+    }
+    return key;
 }
 
 /* Counts one flush IPI queued (`request` false) or one flush request (true) of the sender in
  * `key` for its target CPU. */
-static __always_inline void count_culprit(struct tlbflush_culprit_key *key, bool request)
-{
-	struct tlbflush_culprit_value *v = bpf_map_lookup_elem(&culprits, key);
+static __always_inline void count_culprit(struct tlbflush_culprit_key *key, bool request) {
+    struct tlbflush_culprit_value *v = bpf_map_lookup_elem(&culprits, key);
 
-	if (!v) {
-		struct tlbflush_culprit_value zero = {};
+    if (!v) {
+        struct tlbflush_culprit_value zero = {};
 
-		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
-		v = map_insert_lookup(&culprits, key, &zero, &table_full);
-		if (!v)
-			return;
-	}
-	if (request)
-		__sync_fetch_and_add(&v->requests, 1);
-	else
-		__sync_fetch_and_add(&v->count, 1);
+        bpf_get_current_comm(zero.comm, sizeof(zero.comm));
+        v = map_insert_lookup(&culprits, key, &zero, &table_full);
+        if (!v)
+            return;
+    }
+    if (request)
+        __sync_fetch_and_add(&v->requests, 1);
+    else
+        __sync_fetch_and_add(&v->count, 1);
 }
 
 static __always_inline void trace_event(void *ctx, struct task_struct *task, __u64 pid_tgid,
-					__u32 cpu, int reason, unsigned long pages)
-{
-	struct tlbflush_event *e = event_reserve(&events, &event_scratch, sizeof(*e));
+                                        __u32 cpu, int reason, unsigned long pages) {
+    struct tlbflush_event *e = event_reserve(&events, &event_scratch, sizeof(*e));
 
-	if (!e) {
-		__sync_fetch_and_add(&dropped_events, 1);
-		return;
-	}
-	e->ts_ns = bpf_ktime_get_ns();
-	e->pages = pages;
-	e->cpu = cpu;
-	e->pid = pid_tgid >> 32;
-	e->tid = (__u32)pid_tgid;
-	e->reason = reason;
-	task_comm(task, e->comm);
-	event_submit(ctx, &events, e, sizeof(*e), wakeup_bytes, &dropped_events);
+    if (!e) {
+        __sync_fetch_and_add(&dropped_events, 1);
+        return;
+    }
+    e->ts_ns = bpf_ktime_get_ns();
+    e->pages = pages;
+    e->cpu = cpu;
+    e->pid = pid_tgid >> 32;
+    e->tid = (__u32)pid_tgid;
+    e->reason = reason;
+    task_comm(task, e->comm);
+    event_submit(ctx, &events, e, sizeof(*e), wakeup_bytes, &dropped_events);
 }
 
-static __always_inline void hist_add(__u64 hist[MEMLAT_HIST_SLOTS], __u64 value)
-{
-	hist[log2_slot(value)]++;
+static __always_inline void hist_add(__u64 hist[MEMLAT_HIST_SLOTS], __u64 value) {
+    hist[log2_slot(value)]++;
 }
 
 /* A TLB flush ran on this CPU: inside a call-function IPI handler it makes that run a TLB
  * stall, however many flushes share it; outside one, the idle loop drained the queue (or the
  * flush came without an IPI), which is no IPI stall and is only counted. */
-static __always_inline void note_tlb_flush(__u32 cpu)
-{
-	struct tlbflush_ipi_state *st;
+static __always_inline void note_tlb_flush(__u32 cpu) {
+    struct tlbflush_ipi_state *st;
 
-	if (cpu >= nr_cpus)
-		return;
-	st = ipi_state_of(cpu);
-	if (st->handler_since) {
-		st->tlb_flushes++;
-		return;
-	}
-	if (cpu_selected(cpu))
-		ipi_counts_of(cpu)->without_ipi++;
+    if (cpu >= nr_cpus)
+        return;
+    st = ipi_state_of(cpu);
+    if (st->handler_since) {
+        st->tlb_flushes++;
+        return;
+    }
+    if (cpu_selected(cpu))
+        ipi_counts_of(cpu)->without_ipi++;
 }
 
 /* The bit number of `low`, a 64-bit word with one bit set, without branches (which would
  * multiply the paths the verifier walks in the loop below): a de Bruijn sequence puts a
  * distinct 6-bit pattern in the top bits of its product with each power of two. */
 static const __u8 bit_of_power[64] = {
-    0,	1,  56, 2,  57, 49, 28, 3,  61, 58, 42, 50, 38, 29, 17, 4,  62, 47, 59, 36, 45, 43,
+    0,  1,  56, 2,  57, 49, 28, 3,  61, 58, 42, 50, 38, 29, 17, 4,  62, 47, 59, 36, 45, 43,
     51, 22, 53, 39, 33, 30, 24, 18, 12, 5,  63, 55, 48, 27, 60, 41, 37, 16, 46, 35, 44, 21,
-    52, 32, 23, 11, 54, 26, 40, 15, 34, 20, 31, 10, 25, 14, 19, 9,  13, 8,  7,	6};
+    52, 32, 23, 11, 54, 26, 40, 15, 34, 20, 31, 10, 25, 14, 19, 9,  13, 8,  7,  6};
 
-static __always_inline __u32 bit_number(__u64 low)
-{
-	return bit_of_power[((low * 0x03f79d71b4ca8b09ULL) >> 58) & 63];
+static __always_inline __u32 bit_number(__u64 low) {
+    return bit_of_power[((low * 0x03f79d71b4ca8b09ULL) >> 58) & 63];
 }
 
 #if defined(__TARGET_ARCH_x86)
 /* Linux 7.2 renamed mm_struct's trailing array, whose first bits are mm_cpumask(). */
 struct mm_struct___flexible_array {
-	unsigned long flexible_array[0];
+    unsigned long flexible_array[0];
 } __attribute__((preserve_access_index));
 
-static __always_inline const void *mm_cpu_mask(struct mm_struct *mm)
-{
-	struct mm_struct___flexible_array *renamed = (void *)mm;
+static __always_inline const void *mm_cpu_mask(struct mm_struct *mm) {
+    struct mm_struct___flexible_array *renamed = (void *)mm;
 
-	if (bpf_core_field_exists(mm->cpu_bitmap))
-		return &mm->cpu_bitmap[0];
-	if (bpf_core_field_exists(renamed->flexible_array))
-		return &renamed->flexible_array[0];
-	return NULL;
+    if (bpf_core_field_exists(mm->cpu_bitmap))
+        return &mm->cpu_bitmap[0];
+    if (bpf_core_field_exists(renamed->flexible_array))
+        return &renamed->flexible_array[0];
+    return NULL;
 }
 #endif
 
@@ -321,374 +306,338 @@ static __always_inline const void *mm_cpu_mask(struct mm_struct *mm)
  * A full flush of one mm while the task has a batch pending is taken for the batch's: the
  *   kernel defers every remote flush of a reclaim pass into the batch, so that is rare. */
 static __always_inline int read_flush_targets(__u64 *words, __u32 nwords, __u32 cpu,
-					      unsigned long pages)
-{
+                                              unsigned long pages) {
 #if defined(__TARGET_ARCH_x86)
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	const void *mask = NULL;
-	int source = TLBFLUSH_TARGETS_UNKNOWN;
+    struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+    const void *mask = NULL;
+    int source = TLBFLUSH_TARGETS_UNKNOWN;
 
-	if (bpf_core_field_exists(task->tlb_ubc) && pages == TLB_FLUSH_ALL_PAGES &&
-	    BPF_CORE_READ(task, tlb_ubc.flush_required)) {
-		mask = &task->tlb_ubc.arch.cpumask;
-		source = TLBFLUSH_TARGETS_BATCH;
-	} else if (read_flush_info && bpf_core_field_exists(task->se.cfs_rq) &&
-		   bpf_core_field_exists(struct cfs_rq, rq)) {
-		struct rq *rq = BPF_CORE_READ(task, se.cfs_rq, rq);
-		struct flush_tlb_info *info;
-		struct mm_struct *mm = NULL;
+    if (bpf_core_field_exists(task->tlb_ubc) && pages == TLB_FLUSH_ALL_PAGES &&
+        BPF_CORE_READ(task, tlb_ubc.flush_required)) {
+        mask = &task->tlb_ubc.arch.cpumask;
+        source = TLBFLUSH_TARGETS_BATCH;
+    } else if (read_flush_info && bpf_core_field_exists(task->se.cfs_rq) &&
+               bpf_core_field_exists(struct cfs_rq, rq)) {
+        struct rq *rq = BPF_CORE_READ(task, se.cfs_rq, rq);
+        struct flush_tlb_info *info;
+        struct mm_struct *mm = NULL;
 
-		/* The runqueue must be this CPU's, or the distance leads elsewhere. */
-		if (rq && BPF_CORE_READ(rq, cpu) == cpu) {
-			info = (void *)rq + flush_info_from_rq;
-			mm = BPF_CORE_READ(info, mm);
-		}
-		if (mm) {
-			mask = mm_cpu_mask(mm);
-			source = mask ? TLBFLUSH_TARGETS_MM : TLBFLUSH_TARGETS_UNKNOWN;
-		}
-	}
-	if (!mask || nwords == 0 || nwords > TLBFLUSH_CPU_WORDS ||
-	    bpf_probe_read_kernel(words, nwords * sizeof(__u64), mask))
-		return TLBFLUSH_TARGETS_UNKNOWN;
-	return source;
+        /* The runqueue must be this CPU's, or the distance leads elsewhere. */
+        if (rq && BPF_CORE_READ(rq, cpu) == cpu) {
+            info = (void *)rq + flush_info_from_rq;
+            mm = BPF_CORE_READ(info, mm);
+        }
+        if (mm) {
+            mask = mm_cpu_mask(mm);
+            source = mask ? TLBFLUSH_TARGETS_MM : TLBFLUSH_TARGETS_UNKNOWN;
+        }
+    }
+    if (!mask || nwords == 0 || nwords > TLBFLUSH_CPU_WORDS ||
+        bpf_probe_read_kernel(words, nwords * sizeof(__u64), mask))
+        return TLBFLUSH_TARGETS_UNKNOWN;
+    return source;
 #else
-	return TLBFLUSH_TARGETS_UNKNOWN;
+    return TLBFLUSH_TARGETS_UNKNOWN;
 #endif
 }
 
 /* One remote flush request sent from `cpu`: counted for each CPU it names but the sender's own
  * (flush_tlb_mm_range() flushes that one locally), and with --culprits for its sender. */
-static __always_inline void count_flush_request(void *ctx, __u32 cpu, unsigned long pages)
-{
-	__u64 words[TLBFLUSH_CPU_WORDS] = {};
-	__u32 nwords = (nr_cpus + 63) / 64;
-	struct tlbflush_culprit_key key = {};
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	int source;
+static __always_inline void count_flush_request(void *ctx, __u32 cpu, unsigned long pages) {
+    __u64 words[TLBFLUSH_CPU_WORDS] = {};
+    __u32 nwords = (nr_cpus + 63) / 64;
+    struct tlbflush_culprit_key key = {};
+    __u64 pid_tgid = bpf_get_current_pid_tgid();
+    int source;
 
-	if (!pid_selected(pid_tgid))
-		return;
-	source = read_flush_targets(words, nwords, cpu, pages);
-	if (source >= 0 && source < TLBFLUSH_TARGET_SOURCES)
-		__sync_fetch_and_add(&request_sources[source], 1);
-	if (count_culprits)
-		key = culprit_of(ctx, pid_tgid);
-	if (source == TLBFLUSH_TARGETS_UNKNOWN) {
-		/* Said as such: -c cannot select what names no known CPU. */
-		if (count_culprits)
-			count_culprit(&key, true);
-		return;
-	}
-	if (cpu / 64 < TLBFLUSH_CPU_WORDS)
-		words[cpu / 64] &= ~(1ULL << (cpu % 64));
-	for (__u32 w = 0; w < TLBFLUSH_CPU_WORDS && w < nwords; w++) {
-		__u64 word = words[w];
+    if (!pid_selected(pid_tgid))
+        return;
+    source = read_flush_targets(words, nwords, cpu, pages);
+    if (source >= 0 && source < TLBFLUSH_TARGET_SOURCES)
+        __sync_fetch_and_add(&request_sources[source], 1);
+    if (count_culprits)
+        key = culprit_of(ctx, pid_tgid);
+    if (source == TLBFLUSH_TARGETS_UNKNOWN) {
+        /* Said as such: -c cannot select what names no known CPU. */
+        if (count_culprits)
+            count_culprit(&key, true);
+        return;
+    }
+    if (cpu / 64 < TLBFLUSH_CPU_WORDS)
+        words[cpu / 64] &= ~(1ULL << (cpu % 64));
+    for (__u32 w = 0; w < TLBFLUSH_CPU_WORDS && w < nwords; w++) {
+        __u64 word = words[w];
 
-		if (filter_cpus)
-			word &= cpu_mask[w];
-		for (int i = 0; i < 64 && word; i++) {
-			__u64 low = word & -word;
-			__u32 target = w * 64 + bit_number(low);
+        if (filter_cpus)
+            word &= cpu_mask[w];
+        for (int i = 0; i < 64 && word; i++) {
+            __u64 low = word & -word;
+            __u32 target = w * 64 + bit_number(low);
 
-			word &= word - 1;
-			if (target >= nr_cpus)
-				break;
-			__sync_fetch_and_add(
-			    u64_of(flush_requests, target, sizeof(flush_requests[0])), 1);
-			if (count_culprits) {
-				key.cpu = target;
-				count_culprit(&key, true);
-			}
-		}
-	}
+            word &= word - 1;
+            if (target >= nr_cpus)
+                break;
+            __sync_fetch_and_add(u64_of(flush_requests, target, sizeof(flush_requests[0])), 1);
+            if (count_culprits) {
+                key.cpu = target;
+                count_culprit(&key, true);
+            }
+        }
+    }
 }
 
-static __always_inline int on_tlb_flush(void *ctx, int reason, unsigned long pages)
-{
-	__u32 cpu = bpf_get_smp_processor_id();
-	struct task_struct *task;
-	__u32 slot;
-	__u64 pid_tgid;
+static __always_inline int on_tlb_flush(void *ctx, int reason, unsigned long pages) {
+    __u32 cpu = bpf_get_smp_processor_id();
+    struct task_struct *task;
+    __u32 slot;
+    __u64 pid_tgid;
 
-	if (cpu >= nr_cpus || reason < 0)
-		return 0;
-	/* Without the csd tracepoints, a remote flush marks the handler run it happens in as a
-	 * TLB shootdown; before any filter, as those concern counting, not which IPI this is. */
-	if (tlb_marks_from_tlb_flush &&
-	    (reason == reason_remote_shootdown || reason == reason_remote_wrong_cpu))
-		note_tlb_flush(cpu);
-	/* The CPUs the request names: -c selects targets and -p the sender; -r selects reasons of
-	 * the counts table, not these. */
-	if (reason == reason_remote_send_ipi)
-		count_flush_request(ctx, cpu, pages);
-	slot = reason < TLBFLUSH_MAX_REASONS ? reason : TLBFLUSH_MAX_REASONS - 1;
-	/* clang proves the clamp and drops the mask unless the value is hidden from it; the
-	 * verifier needs the mask to bound the array index. */
-	barrier_var(slot);
-	slot &= TLBFLUSH_MAX_REASONS - 1;
-	if (!cpu_selected(cpu) || !((reason_mask >> slot) & 1))
-		return 0;
-	/* The hot path of count mode ends at add_count(): the task is looked up only when an
-	 * option needs it. */
-	if (!filter_pid && !per_process && !trace_events) {
-		add_count(&counts_of(cpu)[slot], pages, false);
-		return 0;
-	}
-	task = current_task_readable();
-	pid_tgid = task_pid_tgid(task);
-	if (!pid_selected(pid_tgid))
-		return 0;
+    if (cpu >= nr_cpus || reason < 0)
+        return 0;
+    /* Without the csd tracepoints, a remote flush marks the handler run it happens in as a
+     * TLB shootdown; before any filter, as those concern counting, not which IPI this is. */
+    if (tlb_marks_from_tlb_flush &&
+        (reason == reason_remote_shootdown || reason == reason_remote_wrong_cpu))
+        note_tlb_flush(cpu);
+    /* The CPUs the request names: -c selects targets and -p the sender; -r selects reasons of
+     * the counts table, not these. */
+    if (reason == reason_remote_send_ipi)
+        count_flush_request(ctx, cpu, pages);
+    slot = reason < TLBFLUSH_MAX_REASONS ? reason : TLBFLUSH_MAX_REASONS - 1;
+    /* clang proves the clamp and drops the mask unless the value is hidden from it; the
+     * verifier needs the mask to bound the array index. */
+    barrier_var(slot);
+    slot &= TLBFLUSH_MAX_REASONS - 1;
+    if (!cpu_selected(cpu) || !((reason_mask >> slot) & 1))
+        return 0;
+    /* The hot path of count mode ends at add_count(): the task is looked up only when an
+     * option needs it. */
+    if (!filter_pid && !per_process && !trace_events) {
+        add_count(&counts_of(cpu)[slot], pages, false);
+        return 0;
+    }
+    task = current_task_readable();
+    pid_tgid = task_pid_tgid(task);
+    if (!pid_selected(pid_tgid))
+        return 0;
 
-	add_count(&counts_of(cpu)[slot], pages, false);
-	if (per_process)
-		count_per_process(pid_tgid, cpu, slot, pages);
-	if (trace_events)
-		trace_event(ctx, task, pid_tgid, cpu, reason, pages);
-	return 0;
+    add_count(&counts_of(cpu)[slot], pages, false);
+    if (per_process)
+        count_per_process(pid_tgid, cpu, slot, pages);
+    if (trace_events)
+        trace_event(ctx, task, pid_tgid, cpu, reason, pages);
+    return 0;
 }
 
 SEC("tp_btf/tlb_flush")
-int BPF_PROG(tlb_flush_btf, int reason, unsigned long pages)
-{
-	return on_tlb_flush(ctx, reason, pages);
+int BPF_PROG(tlb_flush_btf, int reason, unsigned long pages) {
+    return on_tlb_flush(ctx, reason, pages);
 }
 
 SEC("raw_tp/tlb_flush")
-int BPF_PROG(tlb_flush_raw, int reason, unsigned long pages)
-{
-	return on_tlb_flush(ctx, reason, pages);
+int BPF_PROG(tlb_flush_raw, int reason, unsigned long pages) {
+    return on_tlb_flush(ctx, reason, pages);
 }
 
 SEC("tracepoint/tlb/tlb_flush")
-int tlb_flush_tp(struct trace_event_raw_tlb_flush *ctx)
-{
-	on_tlb_flush(ctx, ctx->reason, ctx->pages);
-	return KEEP_EVENT;
+int tlb_flush_tp(struct trace_event_raw_tlb_flush *ctx) {
+    on_tlb_flush(ctx, ctx->reason, ctx->pages);
+    return KEEP_EVENT;
 }
 
 /* Sender side: one csd queued per target CPU, in the sending task's context. */
-static __always_inline int on_csd_queue(void *ctx, __u32 cpu, void *func)
-{
-	struct tlbflush_culprit_key key;
-	__u64 pid_tgid;
+static __always_inline int on_csd_queue(void *ctx, __u32 cpu, void *func) {
+    struct tlbflush_culprit_key key;
+    __u64 pid_tgid;
 
-	if ((__u64)func != tlb_flush_func || !cpu_selected(cpu))
-		return 0;
-	pid_tgid = bpf_get_current_pid_tgid();
-	if (!pid_selected(pid_tgid))
-		return 0;
-	key = culprit_of(ctx, pid_tgid);
-	key.cpu = cpu;
-	count_culprit(&key, false);
-	return 0;
+    if ((__u64)func != tlb_flush_func || !cpu_selected(cpu))
+        return 0;
+    pid_tgid = bpf_get_current_pid_tgid();
+    if (!pid_selected(pid_tgid))
+        return 0;
+    key = culprit_of(ctx, pid_tgid);
+    key.cpu = cpu;
+    count_culprit(&key, false);
+    return 0;
 }
 
 SEC("tp_btf/csd_queue_cpu")
-int BPF_PROG(csd_queue_btf, unsigned int cpu, unsigned long callsite, void *func, void *csd)
-{
-	return on_csd_queue(ctx, cpu, func);
+int BPF_PROG(csd_queue_btf, unsigned int cpu, unsigned long callsite, void *func, void *csd) {
+    return on_csd_queue(ctx, cpu, func);
 }
 
 SEC("raw_tp/csd_queue_cpu")
-int BPF_PROG(csd_queue_raw, unsigned int cpu, unsigned long callsite, void *func, void *csd)
-{
-	return on_csd_queue(ctx, cpu, func);
+int BPF_PROG(csd_queue_raw, unsigned int cpu, unsigned long callsite, void *func, void *csd) {
+    return on_csd_queue(ctx, cpu, func);
 }
 
 SEC("tracepoint/csd/csd_queue_cpu")
-int csd_queue_tp(struct trace_event_raw_csd_queue_cpu *ctx)
-{
-	on_csd_queue(ctx, ctx->cpu, ctx->func);
-	return KEEP_EVENT;
+int csd_queue_tp(struct trace_event_raw_csd_queue_cpu *ctx) {
+    on_csd_queue(ctx, ctx->cpu, ctx->func);
+    return KEEP_EVENT;
 }
 
 /* Victim side: the callback runs from the IPI (or from the idle loop draining the queue).
  * A NULL csd is the sender running the callback on itself (smp_call_function_many_cond()'s
  * local call): not a remote shootdown. A csd is queued only for CPUs other than the sender's,
  * the initiator of the flush, so csd != NULL is flush_tlb_func's `!local`. */
-static __always_inline bool remote_tlb_callback(void *func, void *csd)
-{
-	return (__u64)func == tlb_flush_func && csd;
+static __always_inline bool remote_tlb_callback(void *func, void *csd) {
+    return (__u64)func == tlb_flush_func && csd;
 }
 
-static __always_inline int on_csd_entry(void *func, void *csd)
-{
-	__u32 cpu = bpf_get_smp_processor_id();
+static __always_inline int on_csd_entry(void *func, void *csd) {
+    __u32 cpu = bpf_get_smp_processor_id();
 
-	if (!remote_tlb_callback(func, csd) || cpu >= nr_cpus)
-		return 0;
-	if (cpu_selected(cpu) && (!filter_pid || pid_selected(bpf_get_current_pid_tgid())))
-		(*u64_of(flush_ipis, cpu, sizeof(flush_ipis[0])))++;
-	note_tlb_flush(cpu);
-	/* Only callbacks inside a handler run are timed: the idle loop's are counted above. */
-	ipi_state_of(cpu)->callback_since =
-	    ipi_state_of(cpu)->handler_since ? bpf_ktime_get_ns() : 0;
-	return 0;
+    if (!remote_tlb_callback(func, csd) || cpu >= nr_cpus)
+        return 0;
+    if (cpu_selected(cpu) && (!filter_pid || pid_selected(bpf_get_current_pid_tgid())))
+        (*u64_of(flush_ipis, cpu, sizeof(flush_ipis[0])))++;
+    note_tlb_flush(cpu);
+    /* Only callbacks inside a handler run are timed: the idle loop's are counted above. */
+    ipi_state_of(cpu)->callback_since = ipi_state_of(cpu)->handler_since ? bpf_ktime_get_ns() : 0;
+    return 0;
 }
 
-static __always_inline int on_csd_exit(void *func, void *csd)
-{
-	__u32 cpu = bpf_get_smp_processor_id();
-	struct tlbflush_ipi_state *st;
-	__u64 now;
+static __always_inline int on_csd_exit(void *func, void *csd) {
+    __u32 cpu = bpf_get_smp_processor_id();
+    struct tlbflush_ipi_state *st;
+    __u64 now;
 
-	if (!remote_tlb_callback(func, csd) || cpu >= nr_cpus)
-		return 0;
-	st = ipi_state_of(cpu);
-	now = bpf_ktime_get_ns();
-	if (st->callback_since && now >= st->callback_since && cpu_selected(cpu)) {
-		ipi_counts_of(cpu)->callbacks++;
-		hist_add(u64_of(callback_hist_ns[0], cpu, sizeof(callback_hist_ns[0])),
-			 now - st->callback_since);
-		*u64_of(callback_sum_ns, cpu, sizeof(callback_sum_ns[0])) +=
-		    now - st->callback_since;
-	}
-	st->callback_since = 0;
-	return 0;
+    if (!remote_tlb_callback(func, csd) || cpu >= nr_cpus)
+        return 0;
+    st = ipi_state_of(cpu);
+    now = bpf_ktime_get_ns();
+    if (st->callback_since && now >= st->callback_since && cpu_selected(cpu)) {
+        ipi_counts_of(cpu)->callbacks++;
+        hist_add(u64_of(callback_hist_ns[0], cpu, sizeof(callback_hist_ns[0])),
+                 now - st->callback_since);
+        *u64_of(callback_sum_ns, cpu, sizeof(callback_sum_ns[0])) += now - st->callback_since;
+    }
+    st->callback_since = 0;
+    return 0;
 }
 
 SEC("tp_btf/csd_function_entry")
-int BPF_PROG(csd_entry_btf, void *func, void *csd)
-{
-	return on_csd_entry(func, csd);
+int BPF_PROG(csd_entry_btf, void *func, void *csd) {
+    return on_csd_entry(func, csd);
 }
 
 SEC("tp_btf/csd_function_exit")
-int BPF_PROG(csd_exit_btf, void *func, void *csd)
-{
-	return on_csd_exit(func, csd);
+int BPF_PROG(csd_exit_btf, void *func, void *csd) {
+    return on_csd_exit(func, csd);
 }
 
 SEC("raw_tp/csd_function_entry")
-int BPF_PROG(csd_entry_raw, void *func, void *csd)
-{
-	return on_csd_entry(func, csd);
+int BPF_PROG(csd_entry_raw, void *func, void *csd) {
+    return on_csd_entry(func, csd);
 }
 
 SEC("raw_tp/csd_function_exit")
-int BPF_PROG(csd_exit_raw, void *func, void *csd)
-{
-	return on_csd_exit(func, csd);
+int BPF_PROG(csd_exit_raw, void *func, void *csd) {
+    return on_csd_exit(func, csd);
 }
 
 SEC("tracepoint/csd/csd_function_entry")
-int csd_entry_tp(struct trace_event_raw_csd_function *ctx)
-{
-	on_csd_entry(ctx->func, ctx->csd);
-	return KEEP_EVENT;
+int csd_entry_tp(struct trace_event_raw_csd_function *ctx) {
+    on_csd_entry(ctx->func, ctx->csd);
+    return KEEP_EVENT;
 }
 
 SEC("tracepoint/csd/csd_function_exit")
-int csd_exit_tp(struct trace_event_raw_csd_function *ctx)
-{
-	on_csd_exit(ctx->func, ctx->csd);
-	return KEEP_EVENT;
+int csd_exit_tp(struct trace_event_raw_csd_function *ctx) {
+    on_csd_exit(ctx->func, ctx->csd);
+    return KEEP_EVENT;
 }
 
 /* The handler window: every call-function IPI is timed from its entry tracepoint to its exit
  * tracepoint, and kept when a TLB flush ran inside it (the csd callbacks above, or tlb_flush
  * without them), once per run however many callbacks shared the IPI. */
-static __always_inline int on_ipi_entry(void)
-{
-	__u32 cpu = bpf_get_smp_processor_id();
+static __always_inline int on_ipi_entry(void) {
+    __u32 cpu = bpf_get_smp_processor_id();
 
-	if (cpu >= nr_cpus)
-		return 0;
-	ipi_state_of(cpu)->handler_since = bpf_ktime_get_ns();
-	ipi_state_of(cpu)->tlb_flushes = 0;
-	return 0;
+    if (cpu >= nr_cpus)
+        return 0;
+    ipi_state_of(cpu)->handler_since = bpf_ktime_get_ns();
+    ipi_state_of(cpu)->tlb_flushes = 0;
+    return 0;
 }
 
-static __always_inline int on_ipi_exit(void)
-{
-	__u32 cpu = bpf_get_smp_processor_id();
-	struct tlbflush_ipi_state *st;
-	__u64 now, since, ns;
+static __always_inline int on_ipi_exit(void) {
+    __u32 cpu = bpf_get_smp_processor_id();
+    struct tlbflush_ipi_state *st;
+    __u64 now, since, ns;
 
-	if (cpu >= nr_cpus)
-		return 0;
-	st = ipi_state_of(cpu);
-	since = st->handler_since;
-	st->handler_since = 0;
-	if (!st->tlb_flushes || !since || !cpu_selected(cpu))
-		return 0;
-	now = bpf_ktime_get_ns();
-	if (now < since)
-		return 0;
-	ns = now - since;
-	ipi_counts_of(cpu)->handler_runs++;
-	if (st->tlb_flushes > 1)
-		ipi_counts_of(cpu)->shared_runs++;
-	hist_add(u64_of(handler_hist_ns[0], cpu, sizeof(handler_hist_ns[0])), ns);
-	hist_add(u64_of(handler_hist_us[0], cpu, sizeof(handler_hist_us[0])), ns / 1000);
-	*u64_of(handler_sum_ns, cpu, sizeof(handler_sum_ns[0])) += ns;
-	return 0;
+    if (cpu >= nr_cpus)
+        return 0;
+    st = ipi_state_of(cpu);
+    since = st->handler_since;
+    st->handler_since = 0;
+    if (!st->tlb_flushes || !since || !cpu_selected(cpu))
+        return 0;
+    now = bpf_ktime_get_ns();
+    if (now < since)
+        return 0;
+    ns = now - since;
+    ipi_counts_of(cpu)->handler_runs++;
+    if (st->tlb_flushes > 1)
+        ipi_counts_of(cpu)->shared_runs++;
+    hist_add(u64_of(handler_hist_ns[0], cpu, sizeof(handler_hist_ns[0])), ns);
+    hist_add(u64_of(handler_hist_us[0], cpu, sizeof(handler_hist_us[0])), ns / 1000);
+    *u64_of(handler_sum_ns, cpu, sizeof(handler_sum_ns[0])) += ns;
+    return 0;
 }
 
 SEC("tp_btf/call_function_entry")
-int BPF_PROG(ipi_entry_btf, int vector)
-{
-	return on_ipi_entry();
+int BPF_PROG(ipi_entry_btf, int vector) {
+    return on_ipi_entry();
 }
 SEC("tp_btf/call_function_exit")
-int BPF_PROG(ipi_exit_btf, int vector)
-{
-	return on_ipi_exit();
+int BPF_PROG(ipi_exit_btf, int vector) {
+    return on_ipi_exit();
 }
 SEC("tp_btf/call_function_single_entry")
-int BPF_PROG(ipi1_entry_btf, int vector)
-{
-	return on_ipi_entry();
+int BPF_PROG(ipi1_entry_btf, int vector) {
+    return on_ipi_entry();
 }
 SEC("tp_btf/call_function_single_exit")
-int BPF_PROG(ipi1_exit_btf, int vector)
-{
-	return on_ipi_exit();
+int BPF_PROG(ipi1_exit_btf, int vector) {
+    return on_ipi_exit();
 }
 
 SEC("raw_tp/call_function_entry")
-int BPF_PROG(ipi_entry_raw, int vector)
-{
-	return on_ipi_entry();
+int BPF_PROG(ipi_entry_raw, int vector) {
+    return on_ipi_entry();
 }
 SEC("raw_tp/call_function_exit")
-int BPF_PROG(ipi_exit_raw, int vector)
-{
-	return on_ipi_exit();
+int BPF_PROG(ipi_exit_raw, int vector) {
+    return on_ipi_exit();
 }
 SEC("raw_tp/call_function_single_entry")
-int BPF_PROG(ipi1_entry_raw, int vector)
-{
-	return on_ipi_entry();
+int BPF_PROG(ipi1_entry_raw, int vector) {
+    return on_ipi_entry();
 }
 SEC("raw_tp/call_function_single_exit")
-int BPF_PROG(ipi1_exit_raw, int vector)
-{
-	return on_ipi_exit();
+int BPF_PROG(ipi1_exit_raw, int vector) {
+    return on_ipi_exit();
 }
 
 SEC("tracepoint/irq_vectors/call_function_entry")
-int ipi_entry_tp(void *ctx)
-{
-	on_ipi_entry();
-	return KEEP_EVENT;
+int ipi_entry_tp(void *ctx) {
+    on_ipi_entry();
+    return KEEP_EVENT;
 }
 SEC("tracepoint/irq_vectors/call_function_exit")
-int ipi_exit_tp(void *ctx)
-{
-	on_ipi_exit();
-	return KEEP_EVENT;
+int ipi_exit_tp(void *ctx) {
+    on_ipi_exit();
+    return KEEP_EVENT;
 }
 SEC("tracepoint/irq_vectors/call_function_single_entry")
-int ipi1_entry_tp(void *ctx)
-{
-	on_ipi_entry();
-	return KEEP_EVENT;
+int ipi1_entry_tp(void *ctx) {
+    on_ipi_entry();
+    return KEEP_EVENT;
 }
 SEC("tracepoint/irq_vectors/call_function_single_exit")
-int ipi1_exit_tp(void *ctx)
-{
-	on_ipi_exit();
-	return KEEP_EVENT;
+int ipi1_exit_tp(void *ctx) {
+    on_ipi_exit();
+    return KEEP_EVENT;
 }
