@@ -466,6 +466,20 @@ TEST(TlbflushPath, RequestsWithoutIpisAreTheHypervisors) {
     EXPECT_EQ(FlushPath::Ipi, observed_path(FlushPath::Ipi, 5000, 4900));
 }
 
+// path_seen(): the same rule on the run's totals (the metrics), with the csd tracepoints' flush
+// IPIs where the kernel has them and tlb_flush's remote flushes on the victims where not.
+TEST(TlbflushPath, FromTheRunsTotals) {
+    const std::array<uint64_t, TLBFLUSH_TARGET_SOURCES> requests{{90, 10, 0}};
+    const std::vector<uint64_t> no_csd;
+    EXPECT_EQ(FlushPath::Hypervisor, tlbflush::path_seen(FlushPath::Ipi, requests, no_csd, 0));
+    EXPECT_EQ(FlushPath::Mixed, tlbflush::path_seen(FlushPath::Mixed, requests, no_csd, 3));
+    // With the csd counts, those decide: tlb_flush's remote flushes are not looked at.
+    EXPECT_EQ(FlushPath::Hypervisor,
+              tlbflush::path_seen(FlushPath::Ipi, requests, std::vector<uint64_t>{0, 0}, 7));
+    EXPECT_EQ(FlushPath::Ipi,
+              tlbflush::path_seen(FlushPath::Ipi, requests, std::vector<uint64_t>{40, 2}, 0));
+}
+
 TEST(TlbflushPath, JsonOfTheIntervalNamesIt) {
     const auto f = view();
     auto t = tlbflush::counts_since(counts_now(), counts_before(), f);

@@ -11,6 +11,7 @@
 #include <charconv>
 #include <fmt/format.h>
 #include <map>
+#include <numeric>
 #include <optional>
 
 #include <linux/capability.h>
@@ -496,9 +497,8 @@ void Tlbflush::report_path_seen(const Snapshot &last) const {
     const FlushPath seen = tlbflush::path_of(last, format, expected);
     if (seen != FlushPath::Hypervisor || expected == FlushPath::Hypervisor)
         return;
-    uint64_t requests = 0;
-    for (uint64_t n : last.request_sources)
-        requests += n;
+    const uint64_t requests =
+        std::accumulate(last.request_sources.begin(), last.request_sources.end(), uint64_t{0});
     fmt::print(stderr,
                "{}: {} remote flush requests were sent and no CPU handled a flush IPI: remote "
                "TLB flushes on this machine go through the hypervisor, and no CPU's shootdowns "
@@ -629,11 +629,15 @@ void Tlbflush::load() {
     const std::string path_note =
         fmt::format("remote TLB flushes on this machine{}: {}",
                     hv.name.empty() ? "" : " (" + hv.name + " guest)", hv.how);
+    // Where the hypervisor's hypercall replaces the kernel's own path (Hyper-V, Xen PV),
+    // tlb_flush never sees the requests: nothing here counts those flushes.
     if (hv.remote_flushes == FlushPath::Hypervisor || hv.remote_flushes == FlushPath::Mixed)
-        fmt::print(stderr,
-                   "{}: {}. The remote flush requests naming a CPU count them all; its "
-                   "shootdowns received only the IPIs.\n",
-                   tool_name, path_note);
+        fmt::print(stderr, "{}: {}. {}\n", tool_name, path_note,
+                   hv.requests_traced
+                       ? "The remote flush requests naming a CPU count them all; its "
+                         "shootdowns received only the IPIs."
+                       : "Neither the remote flush requests nor the shootdowns received "
+                         "count the flushes the hypervisor does.");
     else
         verbose(v, path_note);
     if (!hv.source.empty())
@@ -704,20 +708,16 @@ CountedLosses Tlbflush::collect(prometheus::Exposition &out) {
     c.flush_requests.assign(&cpu_row(skel.data_flush_requests->flush_requests, 0),
                             &cpu_row(skel.data_flush_requests->flush_requests, 0) + ncpus);
     c.requests_unknown = bss->request_sources[TLBFLUSH_TARGETS_UNKNOWN];
-    {
-        // The path seen so far, from the same evidence as the text's (path_of()).
-        uint64_t requests = 0, ipis = 0;
-        for (uint64_t n : bss->request_sources)
-            requests += n;
-        if (!marks_from_tlb_flush_)
-            for (uint64_t n : c.flush_ipis)
-                ipis += n;
-        else
-            for (const auto &row : c.by_cpu)
-                ipis += row[reasons_.value_or("remote_shootdown", 1)].count +
-                        row[reasons_.value_or("remote_wrong_cpu", 5)].count;
-        c.path = tlbflush::observed_path(this_hypervisor().remote_flushes, requests, ipis);
-    }
+    // The path seen so far, by the text's rule (tlbflush::path_of()).
+    std::array<uint64_t, TLBFLUSH_TARGET_SOURCES> requests{};
+    std::copy(std::begin(bss->request_sources), std::end(bss->request_sources), requests.begin());
+    uint64_t remote_flushes = 0;
+    if (c.flush_ipis.empty())
+        for (const auto &row : c.by_cpu)
+            remote_flushes += row[reasons_.value_or("remote_shootdown", 1)].count +
+                              row[reasons_.value_or("remote_wrong_cpu", 5)].count;
+    c.path = tlbflush::path_seen(this_hypervisor().remote_flushes, requests, c.flush_ipis,
+                                 remote_flushes);
     if (o_.latency) {
         c.handler_ns.resize(ncpus);
         c.callback_ns.resize(ncpus);

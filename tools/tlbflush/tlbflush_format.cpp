@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <iterator>
+#include <numeric>
 #include <tuple>
 
 #include "cli/histogram.h"
@@ -79,20 +80,23 @@ FlushPath observed_path(FlushPath expected, uint64_t requests, uint64_t ipis) {
                                                                              : FlushPath::Ipi;
 }
 
+FlushPath path_seen(FlushPath expected, std::span<const uint64_t> request_sources,
+                    std::span<const uint64_t> flush_ipis, uint64_t remote_flushes) {
+    const uint64_t requests =
+        std::accumulate(request_sources.begin(), request_sources.end(), uint64_t{0});
+    const uint64_t ipis = flush_ipis.empty()
+                              ? remote_flushes
+                              : std::accumulate(flush_ipis.begin(), flush_ipis.end(), uint64_t{0});
+    return observed_path(expected, requests, ipis);
+}
+
 FlushPath path_of(const Snapshot &now, const ViewFormat &f, FlushPath expected) {
-    uint64_t requests = 0, ipis = 0;
-    for (uint64_t n : now.request_sources)
-        requests += n;
-    if (!now.flush_ipis.empty()) {
-        for (uint64_t n : now.flush_ipis)
-            ipis += n;
-    } else {
-        // Without the csd tracepoints: the remote flushes tlb_flush reported on the victims.
+    uint64_t remote_flushes = 0; // without the csd tracepoints: what tlb_flush saw on victims
+    if (now.flush_ipis.empty())
         for (const auto &[key, c] : now.counts)
             if (key.reason == f.remote_shootdown || key.reason == f.remote_wrong_cpu)
-                ipis += c.count;
-    }
-    return observed_path(expected, requests, ipis);
+                remote_flushes += c.count;
+    return path_seen(expected, now.request_sources, now.flush_ipis, remote_flushes);
 }
 
 std::vector<CulpritRow> culprits_since(const Snapshot &now, const Snapshot &before) {

@@ -12,6 +12,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -104,6 +105,12 @@ struct CountTable {
 CountTable counts_since(const Snapshot &now, const Snapshot &before, const ViewFormat &f);
 // The path over everything counted in `now` (since the start), given the expected one.
 FlushPath path_of(const Snapshot &now, const ViewFormat &f, FlushPath expected);
+// The same rule on the run's totals, for a caller without a Snapshot (the metrics): every
+// request (by where its CPUs were read), and the flush IPIs the CPUs handled, counted by the
+// csd tracepoints per CPU (`flush_ipis`) or, without them (empty), the remote flushes
+// tlb_flush saw on the victims (`remote_flushes`).
+FlushPath path_seen(FlushPath expected, std::span<const uint64_t> request_sources,
+                    std::span<const uint64_t> flush_ipis, uint64_t remote_flushes);
 
 // --culprits: one sender's remote flush requests naming one target CPU in the interval, and
 // the shootdown IPIs it queued for it.
