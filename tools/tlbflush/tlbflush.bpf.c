@@ -133,6 +133,23 @@ struct {
     __uint(value_size, MEMLAT_STACK_DEPTH * sizeof(__u64));
 } stacks SEC(".maps");
 
+/* -s with --culprits: the stacks of the last remote flush request sent on each CPU. The flush
+ * IPIs that request then queues (csd_queue_cpu, same task, preemption off since the request)
+ * are counted under the same stacks: one culprit row per sender and target for its requests
+ * and its IPIs, and one pair of stack walks per request instead of one per IPI. */
+struct request_stacks {
+    __u64 pid_tgid;
+    __s32 kernel_stack;
+    __s32 user_stack;
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct request_stacks);
+} last_request_stacks SEC(".maps");
+
 struct {
     __uint(type, BPF_MAP_TYPE_RINGBUF);
     __uint(max_entries, 4096);
@@ -355,8 +372,19 @@ static __always_inline void count_flush_request(void *ctx, __u32 cpu, unsigned l
     source = read_flush_targets(words, nwords, cpu, pages);
     if (source >= 0 && source < TLBFLUSH_TARGET_SOURCES)
         __sync_fetch_and_add(&request_sources[source], 1);
-    if (count_culprits)
+    if (count_culprits) {
         key = culprit_of(ctx, pid_tgid);
+        if (collect_stacks) {
+            __u32 zero = 0;
+            struct request_stacks *last = bpf_map_lookup_elem(&last_request_stacks, &zero);
+
+            if (last) {
+                last->pid_tgid = pid_tgid;
+                last->kernel_stack = key.kernel_stack;
+                last->user_stack = key.user_stack;
+            }
+        }
+    }
     if (source == TLBFLUSH_TARGETS_UNKNOWN) {
         /* Said as such: -c cannot select what names no known CPU. */
         if (count_culprits)
@@ -448,6 +476,8 @@ int tlb_flush_tp(struct trace_event_raw_tlb_flush *ctx) {
 /* Sender side: one csd queued per target CPU, in the sending task's context. */
 static __always_inline int on_csd_queue(void *ctx, __u32 cpu, void *func) {
     struct tlbflush_culprit_key key;
+    struct request_stacks *last;
+    __u32 zero = 0;
     __u64 pid_tgid;
 
     if ((__u64)func != tlb_flush_func || !cpu_selected(cpu))
@@ -455,7 +485,17 @@ static __always_inline int on_csd_queue(void *ctx, __u32 cpu, void *func) {
     pid_tgid = bpf_get_current_pid_tgid();
     if (!pid_selected(pid_tgid))
         return 0;
-    key = culprit_of(ctx, pid_tgid);
+    last = collect_stacks ? bpf_map_lookup_elem(&last_request_stacks, &zero) : NULL;
+    if (last && last->pid_tgid == pid_tgid) {
+        key = (struct tlbflush_culprit_key){
+            .pid = pid_tgid >> 32,
+            .tid = (__u32)pid_tgid,
+            .kernel_stack = last->kernel_stack,
+            .user_stack = last->user_stack,
+        };
+    } else {
+        key = culprit_of(ctx, pid_tgid);
+    }
     key.cpu = cpu;
     count_culprit(&key, false);
     return 0;
