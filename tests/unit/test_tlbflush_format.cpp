@@ -469,7 +469,7 @@ TEST(TlbflushPath, RequestsWithoutIpisAreTheHypervisors) {
 // path_seen(): the same rule on the run's totals (the metrics), with the csd tracepoints' flush
 // IPIs where the kernel has them and tlb_flush's remote flushes on the victims where not.
 TEST(TlbflushPath, FromTheRunsTotals) {
-    const std::array<uint64_t, TLBFLUSH_TARGET_SOURCES> requests{{90, 10, 0}};
+    const std::vector<uint64_t> requests{40, 60}; // per target CPU
     const std::vector<uint64_t> no_csd;
     EXPECT_EQ(FlushPath::Hypervisor, tlbflush::path_seen(FlushPath::Ipi, requests, no_csd, 0));
     EXPECT_EQ(FlushPath::Mixed, tlbflush::path_seen(FlushPath::Mixed, requests, no_csd, 3));
@@ -480,10 +480,22 @@ TEST(TlbflushPath, FromTheRunsTotals) {
               tlbflush::path_seen(FlushPath::Ipi, requests, std::vector<uint64_t>{40, 2}, 0));
 }
 
+// With -p the IPIs are the victim task's and the requests the sender's: the run cannot tell
+// the path, and what the machine says stands (an idle victim would look like a hypervisor).
+TEST(TlbflushPath, NotJudgedFromFilteredCounts) {
+    auto s = counts_now();
+    s.flush_requests = {0, 500};
+    s.flush_ipis = {0, 0};
+    auto f = view();
+    EXPECT_EQ(FlushPath::Hypervisor, tlbflush::path_of(s, f, FlushPath::Ipi));
+    f.path_evidence = false;
+    EXPECT_EQ(FlushPath::Ipi, tlbflush::path_of(s, f, FlushPath::Ipi));
+}
+
 TEST(TlbflushPath, JsonOfTheIntervalNamesIt) {
     const auto f = view();
     auto t = tlbflush::counts_since(counts_now(), counts_before(), f);
-    // counts_now(): 61 requests and 45 IPIs since the start.
+    // counts_now(): 60 requests named CPU 1, which handled 45 IPIs, since the start.
     t.path = tlbflush::path_of(counts_now(), f, FlushPath::Mixed);
     EXPECT_EQ(FlushPath::Mixed, t.path);
     json out = json::object();

@@ -243,6 +243,7 @@ class Tlbflush final : public Tool<tlbflush_bpf, Options> {
     void print_interval(tlbflush_bpf &skel, const Snapshot &now, const Snapshot &before);
     tlbflush::ViewFormat view_format() const;
     std::string features_note_of_targets() const;
+    bool path_evidence() const;
     void report_path_seen(const Snapshot &last) const;
     std::vector<std::string> stack_frames(tlbflush_bpf &skel, int32_t id, bool user, uint32_t pid);
     void print_event(const tlbflush_event &e);
@@ -506,6 +507,15 @@ void Tlbflush::report_path_seen(const Snapshot &last) const {
                tool_name, requests);
 }
 
+// Whether the run's requests and flush IPIs can tell the path (ViewFormat::path_evidence).
+bool Tlbflush::path_evidence() const {
+    const auto counted = [this](const char *reason, uint32_t fallback) {
+        return (reason_mask_ >> reasons_.value_or(reason, fallback) & 1) != 0;
+    };
+    return !o_.pid_given && (!marks_from_tlb_flush_ ||
+                             (counted("remote_shootdown", 1) && counted("remote_wrong_cpu", 5)));
+}
+
 tlbflush::ViewFormat Tlbflush::view_format() const {
     return {.per_process = o_.per_process,
             .stacks = o_.stacks,
@@ -515,7 +525,8 @@ tlbflush::ViewFormat Tlbflush::view_format() const {
             .remote_send_ipi = reasons_.value_or("remote_send_ipi", 4),
             .callbacks_timed = !marks_from_tlb_flush_,
             .reason_name = [this](int64_t r) { return reasons_.name(r); },
-            .culprit_ipis_counted = !culprit_ipis_unknown_};
+            .culprit_ipis_counted = !culprit_ipis_unknown_,
+            .path_evidence = path_evidence()};
 }
 
 void Tlbflush::print_interval(tlbflush_bpf &skel, const Snapshot &now, const Snapshot &before) {
@@ -709,15 +720,14 @@ CountedLosses Tlbflush::collect(prometheus::Exposition &out) {
                             &cpu_row(skel.data_flush_requests->flush_requests, 0) + ncpus);
     c.requests_unknown = bss->request_sources[TLBFLUSH_TARGETS_UNKNOWN];
     // The path seen so far, by the text's rule (tlbflush::path_of()).
-    std::array<uint64_t, TLBFLUSH_TARGET_SOURCES> requests{};
-    std::copy(std::begin(bss->request_sources), std::end(bss->request_sources), requests.begin());
     uint64_t remote_flushes = 0;
     if (c.flush_ipis.empty())
         for (const auto &row : c.by_cpu)
             remote_flushes += row[reasons_.value_or("remote_shootdown", 1)].count +
                               row[reasons_.value_or("remote_wrong_cpu", 5)].count;
-    c.path = tlbflush::path_seen(this_hypervisor().remote_flushes, requests, c.flush_ipis,
-                                 remote_flushes);
+    c.path = path_evidence() ? tlbflush::path_seen(this_hypervisor().remote_flushes,
+                                                   c.flush_requests, c.flush_ipis, remote_flushes)
+                             : this_hypervisor().remote_flushes;
     if (o_.latency) {
         c.handler_ns.resize(ncpus);
         c.callback_ns.resize(ncpus);

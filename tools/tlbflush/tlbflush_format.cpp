@@ -80,10 +80,10 @@ FlushPath observed_path(FlushPath expected, uint64_t requests, uint64_t ipis) {
                                                                              : FlushPath::Ipi;
 }
 
-FlushPath path_seen(FlushPath expected, std::span<const uint64_t> request_sources,
+FlushPath path_seen(FlushPath expected, std::span<const uint64_t> flush_requests,
                     std::span<const uint64_t> flush_ipis, uint64_t remote_flushes) {
     const uint64_t requests =
-        std::accumulate(request_sources.begin(), request_sources.end(), uint64_t{0});
+        std::accumulate(flush_requests.begin(), flush_requests.end(), uint64_t{0});
     const uint64_t ipis = flush_ipis.empty()
                               ? remote_flushes
                               : std::accumulate(flush_ipis.begin(), flush_ipis.end(), uint64_t{0});
@@ -91,12 +91,14 @@ FlushPath path_seen(FlushPath expected, std::span<const uint64_t> request_source
 }
 
 FlushPath path_of(const Snapshot &now, const ViewFormat &f, FlushPath expected) {
+    if (!f.path_evidence)
+        return expected;
     uint64_t remote_flushes = 0; // without the csd tracepoints: what tlb_flush saw on victims
     if (now.flush_ipis.empty())
         for (const auto &[key, c] : now.counts)
             if (key.reason == f.remote_shootdown || key.reason == f.remote_wrong_cpu)
                 remote_flushes += c.count;
-    return path_seen(expected, now.request_sources, now.flush_ipis, remote_flushes);
+    return path_seen(expected, now.flush_requests, now.flush_ipis, remote_flushes);
 }
 
 std::vector<CulpritRow> culprits_since(const Snapshot &now, const Snapshot &before) {

@@ -71,6 +71,11 @@ struct ViewFormat {
     // --culprits: the csd tracepoints (Linux 6.3+) count the flush IPIs each sender queued;
     // without them only its flush requests are known.
     bool culprit_ipis_counted = true;
+    // The flush IPIs counted are all those the requests counted led to: no -p (the IPIs are
+    // filtered by the victim's task, the requests by the sender's) and, where tlb_flush's
+    // remote reasons stand in for them, no -r leaving those out. Else the path is not judged
+    // from the run (path_of() keeps what the machine says).
+    bool path_evidence = true;
 };
 
 // The path seen over a run: `expected` is what the machine says of itself (CPUID), `requests`
@@ -105,11 +110,11 @@ struct CountTable {
 CountTable counts_since(const Snapshot &now, const Snapshot &before, const ViewFormat &f);
 // The path over everything counted in `now` (since the start), given the expected one.
 FlushPath path_of(const Snapshot &now, const ViewFormat &f, FlushPath expected);
-// The same rule on the run's totals, for a caller without a Snapshot (the metrics): every
-// request (by where its CPUs were read), and the flush IPIs the CPUs handled, counted by the
-// csd tracepoints per CPU (`flush_ipis`) or, without them (empty), the remote flushes
-// tlb_flush saw on the victims (`remote_flushes`).
-FlushPath path_seen(FlushPath expected, std::span<const uint64_t> request_sources,
+// The same rule on the run's totals, for a caller without a Snapshot (the metrics): the
+// requests that named each CPU counted (`flush_requests`, -c applies to them as to the IPIs),
+// and the flush IPIs those CPUs handled, counted by the csd tracepoints (`flush_ipis`) or,
+// without them (empty), the remote flushes tlb_flush saw on them (`remote_flushes`).
+FlushPath path_seen(FlushPath expected, std::span<const uint64_t> flush_requests,
                     std::span<const uint64_t> flush_ipis, uint64_t remote_flushes);
 
 // --culprits: one sender's remote flush requests naming one target CPU in the interval, and
