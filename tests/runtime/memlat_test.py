@@ -614,10 +614,14 @@ class PerfStat:
                 ...
         perf.counts["tlb:tlb_flush"]    # set on exit
 
-    Skips where perf is not installed (Debian: linux-perf) or cannot count the tracepoints."""
+    `filter` is a tracepoint filter (perf stat --filter, ftrace's syntax) for every event, to
+    count only the workload's events (for an exact comparison with an ftrace instance of the
+    same processes). Skips where perf is not installed (Debian: linux-perf) or cannot count
+    the tracepoints."""
 
-    def __init__(self, events: Sequence[str]):
+    def __init__(self, events: Sequence[str], filter: Optional[str] = None):
         self.events = list(events)
+        self.filter = filter
         self.counts: dict[str, int] = {}
         self.path = os.path.join(build_dir(), own_name("perf_stat") + ".csv")
 
@@ -628,7 +632,7 @@ class PerfStat:
         ensure_tracefs()
         argv = [perf, "stat", "-a", "-x", ",", "-o", self.path]
         for e in self.events:
-            argv += ["-e", e]
+            argv += ["-e", e] + (["--filter", self.filter] if self.filter else [])
         log(f"$ {' '.join(argv)}")
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, start_new_session=True)

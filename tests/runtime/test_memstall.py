@@ -19,7 +19,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memlat_test import (Failure, FtraceOracle, MemoryCgroup, Test, TestFile, Tool, Workload,  # noqa: E402
+from memlat_test import (Failure, FtraceOracle, MemoryCgroup, PerfStat, Test, TestFile, Tool,  # noqa: E402
+                         Workload,
                          check_bad_arguments, check_help, log, main,
                          oracle_durations_ns, read_file, scenario, skip, write_file,
                          check_refused_unprivileged, shared_bad_arguments)
@@ -363,7 +364,7 @@ def thrashing_vs_taskstats(t: Test, variant: str) -> None:
     for probe, hook in (("sched:sched_switch", HOOK_VARIANTS[variant][1]),
                         ("vmscan:mm_vmscan_memcg_reclaim_begin", "raw_tp")):
         # sched_switch's first choices carry the family of their stack walk (stack_loop/).
-        t.check(re.search(re.escape(probe) + r"\S*: using (stack_loop/)?" + hook,
+        t.check(re.search(re.escape(probe) + r"\S*: using (stack_loop/|window/)?" + hook,
                           tool.result.stderr),
                 f"-v: {probe} uses {hook}", hook, "see stderr")
     if variant in SWITCH_PROGRAM:
@@ -452,6 +453,57 @@ def _(t: Test):
     log(f"the oracle's bracket of the total: {low} .. {high} ns; memstall: {dirty['ns']} ns")
     t.check_ge("dirty time >= the oracle's lower bound", low - tol, dirty["ns"])
     t.check_le("dirty time <= the oracle's upper bound", high + tol, dirty["ns"])
+
+
+# The classic tracepoint of each probe that has one: every probe but sched_switch.
+CLASSIC_ONLY = {"MEMLAT_DISABLE_HOOKS": "window/tp_btf,window/raw_tp,dirty/tp_btf,dirty/raw_tp,"
+                                        "exit/raw_tp"}
+
+
+@scenario("memstall_perf_sees_tracepoints")
+def _(t: Test):
+    """perf stat beside memstall's classic tracepoint programs (forced for every probe that
+    has one): a reader under its memory cgroup's limit (memcg reclaim windows), a writer past
+    a small dirty limit (balance_dirty_pages), both exiting under the tool. perf, counting the
+    two processes' events, must count exactly what an ftrace instance saw of them (both
+    started before the processes were released and stopped after they exited); a program
+    that returns 0 drops the event for perf (memstall's did: perf counted 0 of 45 memcg
+    reclaim windows and 0 of 18 pauses, issue 29)."""
+    events = {"vmscan/mm_vmscan_memcg_reclaim_begin": "vmscan:mm_vmscan_memcg_reclaim_begin",
+              "vmscan/mm_vmscan_memcg_reclaim_end": "vmscan:mm_vmscan_memcg_reclaim_end",
+              "writeback/balance_dirty_pages": "writeback:balance_dirty_pages",
+              "sched/sched_process_exit": "sched:sched_process_exit"}
+    with low_dirty_limits(1 << 20, 4 << 20), MemoryCgroup("memstall_perf", LIMIT) as cg, \
+            TestFile(FILE_SIZE, "memstall_perf", cold=True) as f, \
+            TestFile(1 << 20, "memstall_perf_dirty") as out, \
+            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, held=True) as reader, \
+            Workload("cache_writer", "--file", out.path, "--mib", "64", held=True) as writer:
+        both = f"common_pid == {reader.pid} || common_pid == {writer.pid}"
+        with PerfStat(list(events.values()), filter=both) as perf:
+            with FtraceOracle(list(events), reader.pid,
+                              filters={e: both for e in events}) as oracle, \
+                    Tool("memstall", "-v", "-j", env=CLASSIC_ONLY) as tool:
+                reader.release()
+                writer.release()
+                reader.wait_done(60)
+                writer.wait_done(90)
+                reader.proc.wait(10)
+                writer.proc.wait(10)
+                time.sleep(0.3)
+                trace = oracle.stop()
+    res = tool.result
+    t.check_eq("exit status", 0, res.rc)
+    for probe in ("vmscan:mm_vmscan_memcg_reclaim_begin", "writeback:balance_dirty_pages",
+                  "sched:sched_process_exit"):
+        t.check(re.search(re.escape(probe) + r"\S*: using (\w+/)?tracepoint", res.stderr),
+                f"-v: {probe} uses its classic tracepoint", "tracepoint", "see stderr")
+    t.check_ge("ftrace: memcg reclaim windows of the reader", 10,
+               len(trace["mm_vmscan_memcg_reclaim_end"]))
+    t.check_eq("ftrace: the two processes' exits", 2, len(trace["sched_process_exit"]))
+    for ftrace_name, perf_name in events.items():
+        name = ftrace_name.split("/")[1]
+        t.check_eq(f"perf stat's count of {perf_name} vs ftrace's, of the two processes",
+                   len(trace[name]), perf.counts[perf_name])
 
 
 def metric(text: str, name: str, labels: dict[str, str]) -> float:

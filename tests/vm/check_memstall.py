@@ -82,7 +82,7 @@ def dirty(t: Test, b: Block) -> None:
     t.check_eq("memstall exit status after SIGINT", 0, res.rc)
     # raw_tp comes first (it reads no typed argument): the tp_btf variant disables raw_tp to
     # run the tp_btf programs (whose argument index differs before 5.18 too).
-    t.check(re.search(r"writeback:balance_dirty_pages: using " + b.variant, res.stderr),
+    t.check(re.search(r"writeback:balance_dirty_pages: using (dirty/)?" + b.variant, res.stderr),
             f"-v: balance_dirty_pages uses {b.variant}", b.variant, "see stderr")
     trace = b.file("ftrace")
     t.check("LOST" not in trace, "the ftrace oracle lost nothing", "no LOST", "see trace")

@@ -304,7 +304,8 @@ static __always_inline int window_end(void *ctx, __u32 window) {
     }                                                                                              \
     SEC("tracepoint/" #group "/" #tracepoint)                                                      \
     int name##_tp(void *ctx) {                                                                     \
-        return handler(ctx, window);                                                               \
+        handler(ctx, window);                                                                      \
+        return KEEP_EVENT;                                                                         \
     }
 
 WINDOW_PROGRAMS(direct_begin, vmscan, mm_vmscan_direct_reclaim_begin, window_begin,
@@ -383,7 +384,8 @@ int dirty_old_raw(unsigned long long *ctx) {
 /* The classic tracepoint has the pause in milliseconds; only its sign matters here. */
 SEC("tracepoint/writeback/balance_dirty_pages")
 int dirty_tp(struct trace_event_raw_balance_dirty_pages *ctx) {
-    return dirty_pause(ctx, BPF_CORE_READ(ctx, pause));
+    dirty_pause(ctx, BPF_CORE_READ(ctx, pause));
+    return KEEP_EVENT;
 }
 
 /* ---- sched_switch: memstall sleeps, and the end of dirty pauses ---- */
@@ -782,5 +784,5 @@ int exit_raw(void *ctx) {
 SEC("tracepoint/sched/sched_process_exit")
 int exit_tp(void *ctx) {
     thread_exit();
-    return 0;
+    return KEEP_EVENT;
 }

@@ -225,12 +225,15 @@ std::vector<Probe> Memstall::plan() const {
     // libbpf) search the kernel's BTF for its tracepoint's type (0.1 ms each at start-up).
     auto window = [](ProbeId id, std::string prefix, std::string group, std::string begin,
                      std::string end, bool required) {
-        auto choices = tracepoint_choices({prefix + "_begin", prefix + "_end"});
+        auto choices = tracepoint_choices({prefix + "_begin", prefix + "_end"}, "window");
         std::swap(choices[0], choices[1]);
         return Probe(id, fmt::format("{}:{}/{}", group, begin, end),
                      fmt::format("It needs the {}:{} and {} tracepoints.", group, begin, end),
                      std::move(choices), required);
     };
+    // Each probe but sched_switch is in a family of its own (window, dirty, exit), so that a
+    // test can force their classic tracepoints (MEMLAT_DISABLE_HOOKS=window/raw_tp,...) while
+    // sched_switch, which has none, keeps its hook.
     std::vector<Probe> probes;
     probes.push_back(window(ProbeId::Direct, "direct", "vmscan", "mm_vmscan_direct_reclaim_begin",
                             "mm_vmscan_direct_reclaim_end", true));
@@ -251,15 +254,23 @@ std::vector<Probe> Memstall::plan() const {
         ProbeId::Dirty, "writeback:balance_dirty_pages",
         "It needs the writeback:balance_dirty_pages tracepoint.",
         std::vector<HookChoice>{
-            {.kind = HookKind::RawTp, .programs = {"dirty_raw"}, .unavailable = unless_pause_at(6)},
+            {.kind = HookKind::RawTp,
+             .programs = {"dirty_raw"},
+             .family = "dirty",
+             .unavailable = unless_pause_at(6)},
             {.kind = HookKind::RawTp,
              .programs = {"dirty_old_raw"},
+             .family = "dirty",
              .unavailable = unless_pause_at(10)},
-            {.kind = HookKind::TpBtf, .programs = {"dirty_btf"}, .unavailable = unless_pause_at(6)},
+            {.kind = HookKind::TpBtf,
+             .programs = {"dirty_btf"},
+             .family = "dirty",
+             .unavailable = unless_pause_at(6)},
             {.kind = HookKind::TpBtf,
              .programs = {"dirty_old_btf"},
+             .family = "dirty",
              .unavailable = unless_pause_at(10)},
-            {.kind = HookKind::Tracepoint, .programs = {"dirty_tp"}},
+            {.kind = HookKind::Tracepoint, .programs = {"dirty_tp"}, .family = "dirty"},
         },
         false);
     // The classic tracepoint has no task pointers: sched_switch needs tp_btf or raw_tp.
@@ -273,12 +284,13 @@ std::vector<Probe> Memstall::plan() const {
             {.kind = HookKind::RawTp, .programs = {"switch_raw"}, .family = "stack_loop"},
             {.kind = HookKind::RawTp, .programs = {"switch_unrolled_raw"}},
         });
-    probes.emplace_back(ProbeId::Exit, "sched:sched_process_exit",
-                        "It needs the sched:sched_process_exit tracepoint.",
-                        std::vector<HookChoice>{
-                            {.kind = HookKind::RawTp, .programs = {"exit_raw"}},
-                            {.kind = HookKind::Tracepoint, .programs = {"exit_tp"}},
-                        });
+    probes.emplace_back(
+        ProbeId::Exit, "sched:sched_process_exit",
+        "It needs the sched:sched_process_exit tracepoint.",
+        std::vector<HookChoice>{
+            {.kind = HookKind::RawTp, .programs = {"exit_raw"}, .family = "exit"},
+            {.kind = HookKind::Tracepoint, .programs = {"exit_tp"}, .family = "exit"},
+        });
     return probes;
 }
 
