@@ -1,5 +1,11 @@
 #include "loading/stacks.h"
 
+#include <linux/capability.h>
+
+#include <cstdio>
+#include <fmt/format.h>
+
+#include "base/capabilities.h"
 #include "base/errors.h"
 #include "memlat/stack.h"
 
@@ -44,6 +50,15 @@ std::vector<std::string> StackSymbolizer::user(int32_t id, uint32_t pid) {
     for (uint64_t ip : ips)
         frames.push_back(symbols.describe(ip));
     return frames;
+}
+
+void note_user_frames_need_ptrace(const char *tool, const char *option) {
+    if (!process_has_capability(CAP_SYS_PTRACE))
+        fmt::print(stderr,
+                   "{}: missing CAP_SYS_PTRACE: {} reads the libraries of other users' "
+                   "processes (/proc/PID/root) only with it; their user frames print as "
+                   "[library]+offset\n",
+                   tool, option);
 }
 
 } // namespace memlat

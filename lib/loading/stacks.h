@@ -39,4 +39,8 @@ class StackSymbolizer {
     std::map<uint32_t, ProcessSymbols> processes_;
 };
 
+// A tool's stack option without CAP_SYS_PTRACE: says on stderr that other users' user frames
+// lose their names (their libraries are read through /proc/PID/root, ptrace's rules).
+void note_user_frames_need_ptrace(const char *tool, const char *option);
+
 } // namespace memlat

@@ -220,7 +220,13 @@ KernelSymbols KernelSymbols::for_stacks(const std::vector<std::string> &names) {
             result.described_by_kernel_ = std::move(describer);
             return result;
         }
-    return load();
+    KernelSymbols result = load();
+    // Hidden addresses hide no names: "%pS" describes an address the program is given for
+    // any user who may load it (CAP_BPF), so the stacks keep their function names without
+    // CAP_SYSLOG. Nothing is found by name then (addresses_hidden() stays true).
+    if (result.addresses_hidden())
+        result.described_by_kernel_ = KernelDescriber::load();
+    return result;
 }
 
 std::string KernelSymbols::describe(uint64_t address) const {

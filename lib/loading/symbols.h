@@ -45,6 +45,9 @@ class KernelSymbols {
     // For the stack views: the functions of load_only() with every other address described by
     // the kernel as it is asked (kernel_functions.h, 5.16+; describe() only, find() knows just
     // the named ones), where it can; else load(), the whole table (26 MB and 70 ms on 6.18).
+    // Where kallsyms hides the addresses from this user, describe() still asks the kernel
+    // (5.16+): names without CAP_SYSLOG.
+    bool describes_by_kernel() const { return described_by_kernel_ != nullptr; }
     static KernelSymbols for_stacks(const std::vector<std::string> &names = {});
 
     // The symbol containing the address (greatest start address <= address), or nullptr

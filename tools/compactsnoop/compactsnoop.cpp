@@ -364,7 +364,7 @@ void Compactsnoop::load() {
     verbose(v, fmt::format("GFP flag names from {}", gfp_.source()));
     if (o_.stacks) {
         ksyms_ = KernelSymbols::for_stacks();
-        if (ksyms_->addresses_hidden())
+        if (ksyms_->addresses_hidden() && !ksyms_->describes_by_kernel())
             fmt::print(stderr,
                        "{}: missing CAP_SYSLOG: /proc/kallsyms shows kernel addresses "
                        "only with it, so -K prints the stacks as addresses\n",

@@ -14,9 +14,6 @@
 #include <numeric>
 #include <optional>
 
-#include <linux/capability.h>
-
-#include "base/capabilities.h"
 #include "base/machine.h"
 #include "cli/multicall.h"
 #include "cli/options.h"
@@ -613,12 +610,8 @@ void Tlbflush::load() {
                         "kernel.perf_event_paranoid); grant it or run as root.",
                         o_.culprits ? "--culprits" : "-L"));
 
-    if (o_.stacks && !process_has_capability(CAP_SYS_PTRACE))
-        fmt::print(stderr,
-                   "{}: missing CAP_SYS_PTRACE: -s reads the libraries of other users' "
-                   "processes (/proc/PID/root) only with it; their user frames print as "
-                   "[library]+offset\n",
-                   tool_name);
+    if (o_.stacks)
+        note_user_frames_need_ptrace(tool_name, "-s");
     describe_features(v, kernel_features());
     flush_info_distance_ = flush_info_from_runqueue();
     load_skeleton(
