@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <fmt/format.h>
@@ -36,6 +37,8 @@ void apply_disabled(KernelFeatures &f) {
             f.kernel_btf = false;
         else if (token == "uffd_wp_async")
             ; // read by memlat's main() (tools/memlat/main.cpp), before anything else
+        else if (token == "psi")
+            ; // read by memstall (feature_forced_off())
         else
             throw UsageError(fmt::format("MEMLAT_DISABLE_FEATURES: unknown feature '{}' (known: "
                                          "{})",
@@ -88,8 +91,14 @@ void check_kernel_floor() {
 
 const std::vector<std::string_view> &feature_names() {
     static const std::vector<std::string_view> names{"task_btf", "ringbuf", "kernel_btf",
-                                                     "uffd_wp_async"};
+                                                     "uffd_wp_async", "psi"};
     return names;
+}
+
+bool feature_forced_off(std::string_view name) {
+    kernel_features(); // an unknown name is a UsageError, whoever asks first
+    const auto listed = environment_list("MEMLAT_DISABLE_FEATURES");
+    return std::find(listed.begin(), listed.end(), name) != listed.end();
 }
 
 const KernelFeatures &kernel_features() {

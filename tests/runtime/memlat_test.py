@@ -1361,16 +1361,23 @@ _BTF_VARIANT = _BtfVariant()
 CAPABILITY_BITS = {"dac_read_search": 2, "sys_ptrace": 19, "sys_admin": 21, "syslog": 34, "perfmon": 38, "bpf": 39}
 
 
+def kernel_at_least(major: int, minor: int) -> bool:
+    """Whether the running kernel's release is major.minor or later."""
+    m = re.match(r"(\d+)\.(\d+)", os.uname().release)
+    return m is not None and (int(m.group(1)), int(m.group(2))) >= (major, minor)
+
+
 def required_capabilities(tool: str, args: Sequence[str]) -> list[str]:
     """The capabilities docs/least-privilege.md names for TOOL ARGS: CAP_BPF and
-    CAP_PERFMON for every tool; CAP_SYSLOG where kernel addresses are symbolised (tlbflush
-    -L, --culprits, -s; compactsnoop -K); CAP_SYS_PTRACE for tlbflush -s's user stacks;
-    CAP_DAC_READ_SEARCH and CAP_SYS_PTRACE for cachestat -f's paths."""
+    CAP_PERFMON for every tool; CAP_SYSLOG where kernel addresses are read (tlbflush -L,
+    --culprits, -s; compactsnoop -K before 5.16; memstall before 5.17); CAP_SYS_PTRACE for
+    tlbflush's and memstall's -s (user stacks); CAP_DAC_READ_SEARCH and CAP_SYS_PTRACE for
+    cachestat -f's paths."""
     if tool == "memlat" and args[:1] == ["exporter"]:
         # `memlat exporter` needs what each of its tools needs with the options given to it
         # as --TOOL.NAME (every tool by default).
         caps = {"bpf", "perfmon"}
-        for name in ("tlbflush", "compactsnoop", "cachestat"):
+        for name in ("tlbflush", "compactsnoop", "cachestat", "memstall"):
             own = ["--" + a[len(name) + 3:] for a in args if a.startswith(f"--{name}.")]
             caps.update(required_capabilities(name, own))
         return sorted(caps, key=list(CAPABILITY_BITS).index)
@@ -1381,11 +1388,15 @@ def required_capabilities(tool: str, args: Sequence[str]) -> list[str]:
             flags.add(a)
         elif a.startswith("-") and len(a) > 1:
             flags.update(f"-{c}" for c in a[1:])
-    symbolised = {"tlbflush": {"-L", "--latency", "--culprits", "-s", "--stacks"},
-                  "compactsnoop": {"-K", "--kernel-stack"}}.get(tool, set())
-    if flags & symbolised:
+    # Kernel addresses: tlbflush's flush callbacks in every kernel; names of kernel frames
+    # before 5.16 (from then on the kernel names them, "%pS", for CAP_BPF); memstall's
+    # classifying functions before 5.17 (from then on its program has the kernel name them).
+    symbolised = {"tlbflush": {"-L", "--latency", "--culprits", "-s", "--stacks"}}.get(tool, set())
+    if not kernel_at_least(5, 16):
+        symbolised |= {"compactsnoop": {"-K", "--kernel-stack"}}.get(tool, set())
+    if flags & symbolised or (tool == "memstall" and not kernel_at_least(5, 17)):
         caps.append("syslog")
-    if tool == "tlbflush" and flags & {"-s", "--stacks"}:
+    if tool in ("tlbflush", "memstall") and flags & {"-s", "--stacks"}:
         caps.append("sys_ptrace")  # user stacks: the libraries through /proc/PID/root
     if tool == "cachestat" and flags & {"-f", "--per-file"}:
         caps += ["dac_read_search", "sys_ptrace"]  # the paths of other users' open files

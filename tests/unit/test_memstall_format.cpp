@@ -101,7 +101,14 @@ TEST(MemstallMetrics, CausesAndCgroupsKeepCountingAfterThreadsGo) {
         const auto text = out.render(prometheus::Format::Text);
         EXPECT_NE(text.find("memlat_memstall_stalls_total{cause=\"memcg\"} 5"), std::string::npos)
             << text;
-        EXPECT_EQ(text.find("cause=\"thrash\""), std::string::npos) << text; // not measured
+        // Not measured: no series of its own, and the gauge says so.
+        EXPECT_EQ(text.find("memlat_memstall_stalls_total{cause=\"thrash\""), std::string::npos)
+            << text;
+        EXPECT_NE(text.find("memlat_memstall_cause_measured{cause=\"thrash\"} 0"),
+                  std::string::npos)
+            << text;
+        EXPECT_NE(text.find("memlat_memstall_cause_measured{cause=\"memcg\"} 1"), std::string::npos)
+            << text;
         EXPECT_NE(text.find("memlat_memstall_cgroup_stall_seconds_total{cause=\"memcg\","
                             "cgroup=\"/sys/fs/cgroup/db\"} 2"),
                   std::string::npos)

@@ -270,7 +270,7 @@ def fentry_possible(kernel: vmkernel.Kernel) -> bool:
 # ---------------------------------------------------------------- qemu
 
 def qemu_argv(kernel: vmkernel.Kernel, initrd: str, console: str, results: str,
-              swap_disk: str, only: list[str], hide_btf: bool) -> list[str]:
+              swap_disk: str, only: list[str], hide_btf: bool, psi: bool = True) -> list[str]:
     mem = NODE_MEM_MB
     arch = ARCHES[kernel.arch]
     if arch.results.startswith("hvc"):
@@ -287,8 +287,10 @@ def qemu_argv(kernel: vmkernel.Kernel, initrd: str, console: str, results: str,
         "-numa", "node,nodeid=0,cpus=0,memdev=m0",
         "-numa", "node,nodeid=1,cpus=1,memdev=m1",
         "-kernel", kernel.boot_image, "-initrd", initrd,
-        # psi=1: Debian builds PSI disabled by default; memstall's memory.high scenario needs it.
-        "-append", " ".join([f"console={arch.console} panic=-1 loglevel=4 rdinit=/init psi=1",
+        # psi=1: Debian builds PSI disabled by default, and memstall's oracles need it; psi=0
+        # (--psi-off) is Debian's default, which memstall must measure without.
+        "-append", " ".join([f"console={arch.console} panic=-1 loglevel=4 rdinit=/init "
+                             f"psi={1 if psi else 0}",
                              f"memlat.results={arch.results}",
                              "memlat.only=" + ",".join(only)]
                             + (["memlat.nobtf=1"] if hide_btf else [])
@@ -428,6 +430,9 @@ def main() -> int:
     ap.add_argument("--hide-btf", action="store_true",
                     help="the guest mounts a tmpfs over /sys/kernel/btf before the scenarios "
                          "(they see MEMLAT_VM_NO_BTF=1)")
+    ap.add_argument("--psi-off", action="store_true",
+                    help="boot with psi=0, as Debian's kernels do by default (the other runs "
+                         "boot with psi=1)")
     ap.add_argument("--prepare", action="store_true", help="only fetch and unpack the kernel")
     ap.add_argument("--rejudge", action="store_true",
                     help="judge the last run's report again (after editing a checker), no boot")
@@ -476,7 +481,7 @@ def main() -> int:
         only = [x for x in only if x not in unknown]
         if not only:
             return SKIP_STATUS
-    name = args.kernel + ("-nobtf" if args.hide_btf else "")
+    name = args.kernel + ("-nobtf" if args.hide_btf else "") + ("-psi0" if args.psi_off else "")
     if only != tools_in(build):
         name += "-" + "-".join(only)
     work = os.path.join(build, "vm-run", name)
@@ -495,7 +500,8 @@ def main() -> int:
     swap_disk = os.path.join(work, "swap.img")
     with open(swap_disk, "wb") as f:
         f.truncate(SWAP_DISK_MB << 20)  # sparse: only what the guest writes takes host space
-    argv = qemu_argv(kernel, initrd, console, results, swap_disk, only, args.hide_btf)
+    argv = qemu_argv(kernel, initrd, console, results, swap_disk, only, args.hide_btf,
+                     psi=not args.psi_off)
     log("vm: $ " + " ".join(argv))
     rc, took = boot(argv, args.timeout, results)
     os.remove(swap_disk)
@@ -514,7 +520,8 @@ def report(args, results: str, console: str, only: list[str], took: float | None
         with open(console, errors="replace") as f:
             tail = f.read()[-6000:]
         log(f"\n---- guest console ({console}), last lines ----\n{tail}")
-    btf = " without kernel BTF (--hide-btf)" if args.hide_btf else ""
+    btf = (" without kernel BTF (--hide-btf)" if args.hide_btf else "") + \
+        (" booted with psi=0" if args.psi_off else "")
     when = "re-judged" if took is None else f"{took:.0f} s"
     log(f"\n==== VM results: kernel {args.kernel}, {facts.get('kernel', '?')}{btf} ({when}; "
         f"guest init at {facts.get('init_uptime', '?')} s) ====")

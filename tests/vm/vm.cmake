@@ -40,6 +40,10 @@ endif()
 # out (developers' quick runs; CI keeps them).
 option(MEMLAT_VM_NOBTF "Register the vm.K.nobtf tests (kernel BTF hidden in the guest)" ON)
 set(memlat_vm_nobtf_kernels 5.10 6.1)   # amd64 only: arm64 embeds no BTF (README)
+# vm.K.psi0: memstall's scenarios again in a boot with psi=0, Debian's default: every cause it
+# can measure without PSI against the same oracles (PSI's own aside). 6.1 is the oldest with
+# task_struct->in_thrashing; newest the other end.
+set(memlat_vm_psi0_kernels 6.1 newest)
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
              ${CMAKE_CURRENT_LIST_DIR}/kernels.txt)
 foreach(kernel ${memlat_vm_kernels})
@@ -51,18 +55,24 @@ foreach(kernel ${memlat_vm_kernels})
                          FIXTURES_SETUP memlat_vm_kernel_${kernel})
     set(variants "")
     if(MEMLAT_VM_NOBTF AND kernel IN_LIST memlat_vm_nobtf_kernels)
-        set(variants nobtf)
+        list(APPEND variants nobtf)
+    endif()
+    if(kernel IN_LIST memlat_vm_psi0_kernels)
+        list(APPEND variants psi0)
     endif()
     foreach(variant "" ${variants})
         set(name vm.${kernel})
-        set(extra "")
+        set(extra --tools all)
         if(variant STREQUAL "nobtf")
             set(name vm.${kernel}.nobtf)
-            set(extra --hide-btf)
+            set(extra --tools all --hide-btf)
+        elseif(variant STREQUAL "psi0")
+            set(name vm.${kernel}.psi0)
+            set(extra --tools memstall --psi-off)
         endif()
         add_test(NAME ${name}
                  COMMAND ${Python3_EXECUTABLE} ${memlat_vm_runner} --build-dir ${CMAKE_BINARY_DIR}
-                         --kernel ${kernel} --tools all ${extra}
+                         --kernel ${kernel} ${extra}
                          --timeout ${memlat_vm_timeout_${kernel}})
         # ctest's own timeout is above the runner's, so that the runner kills the guest and
         # still prints what the guest reported.

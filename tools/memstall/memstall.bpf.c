@@ -52,6 +52,18 @@ struct memstall_range ranges[MEMSTALL_MAX_RANGES] = {};
 const volatile __u32 nr_ranges = 0;
 /* The swap-in functions' ranges come first: ranges[0, nr_swapin_ranges). */
 const volatile __u32 nr_swapin_ranges = 0;
+/* Where kallsyms hides the addresses from the user (no CAP_SYSLOG): the same functions by the
+ * hash of their names, which the kernel gives for a frame without any capability (in .bss
+ * for the same reason as the ranges). Only the bpf_loop() walk (5.17) does this. */
+struct memstall_named_cause named[MEMSTALL_MAX_RANGES] = {};
+const volatile __u32 nr_named = 0;
+const volatile bool classify_by_name = false;
+/* PSI disabled (psi=0; Debian's default, CONFIG_PSI_DEFAULT_DISABLED) or compiled out: no task
+ * is ever in a memstall. Then what else the kernel marks tells the stalls: a thrashing wait is
+ * an I/O sleep with task_struct->in_thrashing set (the workingset wait sets it for delay
+ * accounting, 6.1+, whatever kernel.task_delayacct says), and the memory.high throttle a
+ * killable sleep (TASK_KILLABLE) under its functions. Other memstalls are not seen. */
+const volatile bool without_psi = false;
 /* --stacks: the kernel and user stacks of each stall, taken where the stalled task runs (at
  * a window's end, a dirty pause's tracepoint, a memstall sleep's switch-out). */
 const volatile bool collect_stacks = false;
@@ -65,14 +77,19 @@ __u64 stack_failures = 0;
 /* Threads in a balance_dirty_pages pause: while there are none, sched_switch does not look
  * at the task being switched in unless it is in a memstall. */
 __u64 dirty_sleepers = 0;
-/* Threads asleep in a swap-in's I/O wait outside a memstall: while there are none, the switch-in
- * of a task in an I/O wait is not looked at. */
-__u64 swapin_io_sleepers = 0;
+/* Threads asleep in a stall outside a memstall (a swap-in's I/O wait; without PSI also a
+ * thrashing wait or the memory.high throttle): while there are none, the switch-in of a task
+ * in an I/O wait (without PSI: of any task) is not looked at. */
+__u64 unmarked_sleepers = 0;
 /* Threads switched out inside a memstall or a swap-in's I/O wait and not yet seen switched in:
  * while there are none, sched_switch does not look up a task leaving the CPU outside a stall. */
 __u64 off_sleepers = 0;
 /* Off-CPU stalls whose switch-in no sched_switch showed (see stall_switch_in_unseen()). */
 __u64 unseen_switch_ins = 0;
+/* classify_by_name: return addresses the kernel named (frame_causes' misses), and those it
+ * could not (charged to no cause). */
+__u64 frames_named = 0;
+__u64 frames_unnamed = 0;
 
 /* A stall's stacks (--stacks), or -1 each. */
 struct stall_stacks {
@@ -88,7 +105,7 @@ struct thread_stall {
     __u64 dirty_runtime;         /* the same, at the dirty pause's sleep (dirty_asleep) */
     __u32 off_cause;
     __u32 dirty_asleep; /* switched out (not preempted) since the pause began */
-    __u32 off_io;       /* the off-CPU interval is a swap-in's I/O wait outside a memstall */
+    __u32 off_unmarked; /* the off-CPU interval is outside a memstall (unmarked_sleepers) */
     __u32 pad;
     struct stall_stacks off_stacks, dirty_stacks;
 };
@@ -396,6 +413,7 @@ struct classify_state {
     __u64 frames[MEMSTALL_STACK_DEPTH];
     __u32 frames_taken;
     __u32 cause;
+    char name[MEMSTALL_NAME_LEN]; /* classify_by_name: the frame's function */
 };
 
 struct {
@@ -450,6 +468,80 @@ static long swapin_frame(__u64 f, void *data) {
     return 1;
 }
 
+/* classify_by_name: the cause of each return address, as its function's name decided when it
+ * was first seen. A stalled task sleeps under a few hundred distinct return addresses; the
+ * kernel's name lookup (a binary search of kallsyms, and a string to hash) is paid once each. */
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, 1); /* sized by user space with classify_by_name */
+    __type(key, __u64);
+    __type(value, __u32);
+} frame_causes SEC(".maps");
+
+/* The hash of st->name, as memstall.h says. */
+static __always_inline __u64 name_hash(const struct classify_state *st) {
+    __u64 hash = MEMSTALL_NAME_HASH_START;
+
+    for (int i = 0; i < MEMSTALL_NAME_LEN; i++) {
+        char c = st->name[i];
+
+        if (c == 0 || c == '.')
+            break;
+        hash ^= (unsigned char)c;
+        hash *= MEMSTALL_NAME_HASH_PRIME;
+    }
+    return hash;
+}
+
+/* The cause of the function a return address lies in, by its name. */
+static __always_inline __u32 named_frame_cause(struct classify_state *st, __u64 pc) {
+    /* A return address is past its call, which may have been the function's last
+     * instruction: the call is at pc - 1 (as frame_in()'s (start, end]). */
+    static const char format[] = "%ps";
+    __u64 args[1] = {pc - 1};
+    __u32 *known = bpf_map_lookup_elem(&frame_causes, &pc);
+    __u32 cause = MEMSTALL_OTHER;
+    __u64 hash;
+
+    if (known)
+        return *known;
+    if (bpf_snprintf(st->name, sizeof(st->name), format, args, sizeof(args)) <= 0) {
+        __sync_fetch_and_add(&frames_unnamed, 1);
+        return MEMSTALL_OTHER;
+    }
+    hash = name_hash(st);
+    for (int r = 0; r < MEMSTALL_MAX_RANGES; r++) {
+        if (r >= nr_named)
+            break;
+        if (named[r].name_hash == hash) {
+            cause = named[r].cause;
+            break;
+        }
+    }
+    bpf_map_update_elem(&frame_causes, &pc, &cause, BPF_ANY);
+    __sync_fetch_and_add(&frames_named, 1);
+    return cause;
+}
+
+/* bpf_loop() callback of the walk by name: frame `f`; one pass, as each frame costs a map
+ * lookup here. A swap-in frame anywhere wins (see classify()) and stops the walk; otherwise
+ * the innermost frame with a cause. */
+static long named_frame(__u64 f, void *data) {
+    struct classify_state *st = ((struct classify_loop *)data)->state;
+    __u32 cause;
+
+    if (f >= MEMSTALL_STACK_DEPTH || f >= st->frames_taken)
+        return 1;
+    cause = named_frame_cause(st, st->frames[f]);
+    if (cause == MEMSTALL_SWAPIN) {
+        st->cause = MEMSTALL_SWAPIN;
+        return 1;
+    }
+    if (st->cause == MEMSTALL_OTHER)
+        st->cause = cause;
+    return 0;
+}
+
 /* bpf_loop() callback of the second pass: frame `f`; stops at the first frame in a range. */
 static long classify_frame(__u64 f, void *data) {
     struct classify_state *st = ((struct classify_loop *)data)->state;
@@ -464,6 +556,18 @@ static long classify_frame(__u64 f, void *data) {
     return 1;
 }
 
+/* How a task leaving the CPU sleeps, as far as memstall cares: in a memstall (PSI's mark); in
+ * an I/O wait; without PSI, in a killable sleep (the memory.high throttle's kind). */
+enum sleep_kind { SLEEP_MEMSTALL, SLEEP_IO, SLEEP_KILLABLE };
+
+/* The cause a sleep's innermost classified frame gives it: any, in a memstall; in a killable
+ * sleep only the memory.high throttle (a killable sleep elsewhere is no stall). */
+static __always_inline __u32 unmarked_cause(__u32 sleep, __u32 cause) {
+    if (sleep == SLEEP_MEMSTALL)
+        return cause;
+    return cause == MEMSTALL_MEMORY_HIGH ? cause : MEMSTALL_CAUSES;
+}
+
 /* The cause of the current task's sleep: swap-in when any kernel frame lies in a swap-in
  * function (a swap-in waits for its page in folio_wait_bit_common, which is also where a file
  * refault thrashes: the swap-in frames further out tell them apart); else the innermost frame
@@ -475,8 +579,11 @@ static long classify_frame(__u64 f, void *data) {
  * it 11 ms of memstall's start-up (6.18). The programs that walk so (switch_*) come first in
  * the hook choices; older kernels refuse them, even where the call is never reached (5.10
  * refuses the callback's address), and get the unrolled ones (switch_unrolled_*). */
-static __always_inline __u32 classify(void *ctx, bool looped, bool io_sleep) {
-    __u32 none = io_sleep ? MEMSTALL_CAUSES : MEMSTALL_OTHER;
+static __always_inline __u32 classify(void *ctx, bool looped, __u32 sleep, bool thrashing) {
+    /* The cause when no frame tells one. */
+    __u32 none = sleep == SLEEP_MEMSTALL          ? MEMSTALL_OTHER
+                 : sleep == SLEEP_IO && thrashing ? MEMSTALL_THRASHING
+                                                  : MEMSTALL_CAUSES;
     __u32 zero = 0;
     struct classify_state *st = bpf_map_lookup_elem(&classify_scratch, &zero);
     long bytes;
@@ -490,16 +597,24 @@ static __always_inline __u32 classify(void *ctx, bool looped, bool io_sleep) {
     }
     st->frames_taken = bytes / 8;
     st->cause = MEMSTALL_OTHER;
+    if (looped && classify_by_name) {
+        struct classify_loop loop = {.state = st};
+
+        bpf_loop(MEMSTALL_STACK_DEPTH, named_frame, &loop, 0);
+        if (st->cause == MEMSTALL_SWAPIN)
+            return MEMSTALL_SWAPIN;
+        return sleep == SLEEP_IO ? none : unmarked_cause(sleep, st->cause);
+    }
     if (looped) {
         struct classify_loop loop = {.state = st};
 
         bpf_loop(MEMSTALL_STACK_DEPTH, swapin_frame, &loop, 0);
         if (st->cause == MEMSTALL_SWAPIN)
             return MEMSTALL_SWAPIN;
-        if (io_sleep)
-            return MEMSTALL_CAUSES;
+        if (sleep == SLEEP_IO)
+            return none;
         bpf_loop(MEMSTALL_STACK_DEPTH, classify_frame, &loop, 0);
-        return st->cause;
+        return unmarked_cause(sleep, st->cause);
     }
     for (int f = 0; f < MEMSTALL_STACK_DEPTH; f++) {
         if (f >= st->frames_taken)
@@ -507,8 +622,8 @@ static __always_inline __u32 classify(void *ctx, bool looped, bool io_sleep) {
         if (in_swapin(st->frames[f]))
             return MEMSTALL_SWAPIN;
     }
-    if (io_sleep)
-        return MEMSTALL_CAUSES;
+    if (sleep == SLEEP_IO)
+        return none;
     for (int f = 0; f < MEMSTALL_STACK_DEPTH; f++) {
         __u32 cause;
 
@@ -516,9 +631,9 @@ static __always_inline __u32 classify(void *ctx, bool looped, bool io_sleep) {
             break;
         cause = range_cause(st->frames[f]);
         if (cause != MEMSTALL_OTHER)
-            return cause;
+            return unmarked_cause(sleep, cause);
     }
-    return MEMSTALL_OTHER;
+    return none;
 }
 
 /* The off-CPU stall of `task` (now running: it is leaving the CPU, or exiting) ended at a
@@ -547,9 +662,9 @@ static __noinline void stall_switch_in_unseen(struct task_struct *task, __u32 ti
         account(task, tid, state->off_cause, ns, &state->off_stacks);
     state->off_start = 0;
     __sync_fetch_and_add(&off_sleepers, -1);
-    if (state->off_io) {
-        state->off_io = 0;
-        __sync_fetch_and_add(&swapin_io_sleepers, -1);
+    if (state->off_unmarked) {
+        state->off_unmarked = 0;
+        __sync_fetch_and_add(&unmarked_sleepers, -1);
     }
 }
 
@@ -566,16 +681,18 @@ static __noinline void dirty_switch_in_unseen(struct task_struct *task, __u32 ti
     __sync_fetch_and_add(&dirty_sleepers, -1);
 }
 
-/* `prev` (the current task) leaves the CPU while in a memstall, or (io_sleep) in an I/O wait
- * outside one. */
+/* `prev` (the current task) leaves the CPU while in a memstall, or outside one in an I/O wait
+ * or (without PSI) a killable sleep: `sleep`. */
 static __always_inline void memstall_out(void *ctx, struct task_struct *prev, bool looped,
-                                         bool io_sleep) {
+                                         __u32 sleep) {
     /* Before the stack walk: what follows takes time (a lot of it in an emulated guest) and is
      * not the task's. */
     __u64 now = bpf_ktime_get_ns();
     __u32 tid = BPF_CORE_READ(prev, pid);
     /* Kernel threads' I/O (writeback, journals) is nobody's swap-in. */
-    bool kthread_io = io_sleep && (BPF_CORE_READ(prev, flags) & PF_KTHREAD);
+    bool kthread_io = sleep != SLEEP_MEMSTALL && (BPF_CORE_READ(prev, flags) & PF_KTHREAD);
+    /* Without PSI a thrashing wait is an I/O wait the kernel marks so (6.1+). */
+    bool thrashing = false;
     struct thread_stall *state;
     __u32 cause;
 
@@ -598,7 +715,9 @@ static __always_inline void memstall_out(void *ctx, struct task_struct *prev, bo
     }
     if (!task_selected(prev))
         return;
-    cause = classify(ctx, looped, io_sleep);
+    if (without_psi && sleep == SLEEP_IO && bpf_core_field_exists(prev->in_thrashing))
+        thrashing = BPF_CORE_READ_BITFIELD_PROBED(prev, in_thrashing);
+    cause = classify(ctx, looped, sleep, thrashing);
     /* An I/O wait that is not a swap-in's; a memstall around a dirty pause would be timed
      * twice. */
     if (cause >= MEMSTALL_CAUSES || cause == MEMSTALL_DIRTY) {
@@ -615,9 +734,9 @@ static __always_inline void memstall_out(void *ctx, struct task_struct *prev, bo
     state->off_runtime = BPF_CORE_READ(prev, se.sum_exec_runtime);
     state->off_cause = cause;
     __sync_fetch_and_add(&off_sleepers, 1);
-    if (io_sleep && !state->off_io) {
-        state->off_io = 1;
-        __sync_fetch_and_add(&swapin_io_sleepers, 1);
+    if (sleep != SLEEP_MEMSTALL && !state->off_unmarked) {
+        state->off_unmarked = 1;
+        __sync_fetch_and_add(&unmarked_sleepers, 1);
     }
 }
 
@@ -658,9 +777,9 @@ static __noinline void thread_switched(struct task_struct *task, bool in, bool a
         state->off_start = 0;
         __sync_fetch_and_add(&off_sleepers, -1);
     }
-    if (state->off_io) {
-        state->off_io = 0;
-        __sync_fetch_and_add(&swapin_io_sleepers, -1);
+    if (state->off_unmarked) {
+        state->off_unmarked = 0;
+        __sync_fetch_and_add(&unmarked_sleepers, -1);
     }
     if (state->dirty_start && state->dirty_asleep) {
         if (now > state->dirty_start)
@@ -673,12 +792,26 @@ static __noinline void thread_switched(struct task_struct *task, bool in, bool a
 }
 
 /* One subprogram each way of walking the stack, for the programs of each. */
-static __noinline void memstall_out_looped(void *ctx, struct task_struct *prev, bool io_sleep) {
-    memstall_out(ctx, prev, true, io_sleep);
+static __noinline void memstall_out_looped(void *ctx, struct task_struct *prev, __u32 sleep) {
+    memstall_out(ctx, prev, true, sleep);
 }
 
-static __noinline void memstall_out_unrolled(void *ctx, struct task_struct *prev, bool io_sleep) {
-    memstall_out(ctx, prev, false, io_sleep);
+static __noinline void memstall_out_unrolled(void *ctx, struct task_struct *prev, __u32 sleep) {
+    memstall_out(ctx, prev, false, sleep);
+}
+
+/* The scheduler state of a task leaving the CPU: __state from 5.14, state before. */
+struct task_struct___pre_5_14 {
+    long state;
+} __attribute__((preserve_access_index));
+
+/* TASK_UNINTERRUPTIBLE | TASK_WAKEKILL, what schedule_timeout_killable() sleeps in. */
+#define TASK_KILLABLE_STATE 0x102
+
+static __always_inline bool killable_sleep(struct task_struct *task) {
+    if (bpf_core_field_exists(task->__state))
+        return BPF_CORE_READ(task, __state) == TASK_KILLABLE_STATE;
+    return BPF_CORE_READ((struct task_struct___pre_5_14 *)task, state) == TASK_KILLABLE_STATE;
 }
 
 /* prev_in, next_in: in a memstall; prev_io, next_io: in an I/O wait (io_schedule keeps the
@@ -689,31 +822,39 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
     /* A task preempted on its way into an I/O sleep (io_schedule_prepare() flushes the plug
      * with in_iowait set) waits for the CPU, not for I/O. */
     bool prev_stalls = prev_in || (prev_io && !preempt);
+    __u32 sleep = prev_in ? SLEEP_MEMSTALL : SLEEP_IO;
 
+    /* Without PSI: a user task's killable sleep may be the memory.high throttle. */
+    if (without_psi && !prev_stalls && !preempt && killable_sleep(prev)) {
+        prev_stalls = true;
+        sleep = SLEEP_KILLABLE;
+    }
     if (prev_stalls) {
         if (looped)
-            memstall_out_looped(ctx, prev, !prev_in);
+            memstall_out_looped(ctx, prev, sleep);
         else
-            memstall_out_unrolled(ctx, prev, !prev_in);
+            memstall_out_unrolled(ctx, prev, sleep);
     }
     /* A task leaving the CPU outside a stall is looked up only while some thread has an
      * off-CPU stall open (its switch-in may have gone unseen). */
     if (dirty_sleepers || (off_sleepers && !prev_stalls))
         thread_switched(prev, false, !preempt, prev_stalls);
-    if (next_in || dirty_sleepers || (next_io && swapin_io_sleepers))
+    /* Without PSI a throttled task wakes without a mark: any switch-in is looked at while one
+     * sleeps. */
+    if (next_in || dirty_sleepers || (unmarked_sleepers && (next_io || without_psi)))
         thread_switched(next, true, false, false);
     return 0;
 }
 
 /* The hot path. in_memstall (CONFIG_PSI) and in_iowait are bit fields: a load and a mask
  * each, direct where tp_btf's task pointers allow it, through probe reads on raw_tp. Without
- * in_memstall only the swap-ins' I/O sleeps are told. */
+ * in_memstall, or without_psi, the I/O sleeps (and without_psi the killable ones) are told. */
 static __always_inline int switch_btf_body(void *ctx, bool preempt, struct task_struct *prev,
                                            struct task_struct *next, bool looped) {
     bool prev_io = BPF_CORE_READ_BITFIELD(prev, in_iowait);
     bool next_io = BPF_CORE_READ_BITFIELD(next, in_iowait);
 
-    if (!bpf_core_field_exists(prev->in_memstall))
+    if (without_psi || !bpf_core_field_exists(prev->in_memstall))
         return on_switch(ctx, preempt, prev, next, false, false, prev_io, next_io, looped);
     return on_switch(ctx, preempt, prev, next, BPF_CORE_READ_BITFIELD(prev, in_memstall),
                      BPF_CORE_READ_BITFIELD(next, in_memstall), prev_io, next_io, looped);
@@ -724,7 +865,7 @@ static __always_inline int switch_raw_body(void *ctx, bool preempt, struct task_
     bool prev_io = BPF_CORE_READ_BITFIELD_PROBED(prev, in_iowait);
     bool next_io = BPF_CORE_READ_BITFIELD_PROBED(next, in_iowait);
 
-    if (!bpf_core_field_exists(prev->in_memstall))
+    if (without_psi || !bpf_core_field_exists(prev->in_memstall))
         return on_switch(ctx, preempt, prev, next, false, false, prev_io, next_io, looped);
     return on_switch(ctx, preempt, prev, next, BPF_CORE_READ_BITFIELD_PROBED(prev, in_memstall),
                      BPF_CORE_READ_BITFIELD_PROBED(next, in_memstall), prev_io, next_io, looped);
@@ -770,8 +911,8 @@ static __always_inline void thread_exit(void) {
     if (state->off_start)
         stall_switch_in_unseen((struct task_struct *)bpf_get_current_task(), tid, state,
                                bpf_ktime_get_ns());
-    else if (state->off_io)
-        __sync_fetch_and_add(&swapin_io_sleepers, -1);
+    else if (state->off_unmarked)
+        __sync_fetch_and_add(&unmarked_sleepers, -1);
     bpf_map_delete_elem(&threads, &tid);
 }
 

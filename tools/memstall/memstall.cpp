@@ -64,10 +64,12 @@ Causes (columns, in ms):
   OTHER    any other memory stall PSI counts (also kswapd, kcompactd)
 The last four are the off-CPU time of a task whose PSI memstall flag is set
 (or, for SWAPIN, that sleeps for I/O), seen at each context switch and told
-apart by the kernel functions it sleeps in (their addresses are looked up in
-the kernel once at start, or read from /proc/kallsyms before Linux 5.16: that
-needs root or CAP_SYSLOG; without them all four count as OTHER). -v says which
-cause is measured how on this kernel. A stall is counted when it ends.
+apart by the kernel functions it sleeps in: their addresses are looked up in
+the kernel once at start (from /proc/kallsyms before Linux 5.16), which needs
+root or CAP_SYSLOG; without it, from Linux 5.17 on, the kernel names each
+frame for memstall's program instead, and before 5.17 all four count as
+OTHER. -v says which cause is measured how on this kernel. A stall is counted
+when it ends.
 
 STALL% is the stall time as a share of the interval's wall time; a process
 with several stalled threads can pass 100%.)";
@@ -148,18 +150,35 @@ class Memstall final : public Tool<memstall_bpf, Options> {
     std::optional<CgroupTarget> cgroup_;
     bool memcg_on_v1_ = memory_controller_on_v1();
     bool has_memstall_flag_ = false;
+    bool has_thrashing_flag_ = false;
+    // Delay accounting on at start (kernel.task_delayacct): the kernel sets in_thrashing only
+    // then (seen on 6.18: none of 300-600 thrashing stalls of a run marked with it off).
+    bool delayacct_on_ = false;
+    bool thrashing_marked() const { return has_thrashing_flag_ && delayacct_on_; }
+    // No task is ever in a memstall: what else the kernel marks tells the stalls.
+    bool without_psi() const { return !has_memstall_flag_ || !psi_enabled_; }
+    std::string no_psi_reason() const;
+    std::string thrashing_unmarked_reason() const;
     bool psi_enabled_ = true;
     int dirty_pause_arg_ = -1; // -1: no balance_dirty_pages prototype that memstall knows
     std::vector<memstall_range> ranges_;
     std::vector<std::string> ranges_found_, ranges_missing_;
     std::string ranges_unavailable_; // why there are none at all
+    // No ranges because kallsyms hides the addresses: the BPF side tells the functions by
+    // their names (on kernels whose sched_switch program walks with bpf_loop()).
+    bool classify_by_name_ = false;
+    bool named_frames() const;
+    // The causes not measured as themselves on this host, and why (-v, -j, the metric).
+    std::map<uint32_t, std::string> unmeasured_;
+    void find_unmeasured();
     memstall::Snapshot before_;
     uint64_t skipped_runs_before_ = 0; // recursion misses printed so far (-j)
     std::chrono::steady_clock::time_point last_print_ = std::chrono::steady_clock::now();
 };
 
-// Whether the kernel's task_struct has PSI's in_memstall flag (CONFIG_PSI, Linux 4.20).
-bool kernel_has_memstall_flag() {
+// Whether the kernel's task_struct has the member `name`: PSI's in_memstall flag (CONFIG_PSI,
+// Linux 4.20), delay accounting's in_thrashing (CONFIG_TASK_DELAY_ACCT, 6.1).
+bool task_struct_has(std::string_view name) {
     const btf *types = nullptr;
     try {
         types = &kernel_btf().types();
@@ -172,20 +191,41 @@ bool kernel_has_memstall_flag() {
     const btf_type *t = btf__type_by_id(types, id);
     const btf_member *m = btf_members(t);
     for (int i = 0; i < btf_vlen(t); ++i)
-        if (std::string_view(btf__name_by_offset(types, m[i].name_off)) == "in_memstall")
+        if (std::string_view(btf__name_by_offset(types, m[i].name_off)) == name)
             return true;
     return false;
 }
 
 std::vector<std::string> Memstall::functions_found(uint32_t cause) const {
     std::vector<std::string> found;
+    // Told by name, every function is looked for (one this kernel lacks is never a frame).
+    const bool by_name = named_frames();
     for (const auto &[c, names] : cause_functions)
         if (c == cause)
             for (const char *name : names)
-                if (std::find(ranges_found_.begin(), ranges_found_.end(), name) !=
-                    ranges_found_.end())
+                if (by_name || std::find(ranges_found_.begin(), ranges_found_.end(), name) !=
+                                   ranges_found_.end())
                     found.emplace_back(name);
     return found;
+}
+
+// FNV-1a of a function's name, as memstall.h defines it for the BPF side.
+uint64_t function_name_hash(std::string_view name) {
+    uint64_t hash = MEMSTALL_NAME_HASH_START;
+    for (char c : name) {
+        if (c == '.')
+            break;
+        hash ^= static_cast<unsigned char>(c);
+        hash *= MEMSTALL_NAME_HASH_PRIME;
+    }
+    return hash;
+}
+
+// Whether the frames are told apart by name in the program attached.
+bool Memstall::named_frames() const {
+    const Probe *sw = find_probe(probes_, ProbeId::Switch);
+    return classify_by_name_ && sw != nullptr && sw->choice() != nullptr &&
+           sw->choice()->family == "stack_loop";
 }
 
 void Memstall::resolve_ranges() {
@@ -202,6 +242,7 @@ void Memstall::resolve_ranges() {
     if (symbols.addresses_hidden()) {
         ranges_unavailable_ = "/proc/kallsyms hides its addresses from this user (it needs root "
                               "or CAP_SYSLOG, and kernel.kptr_restrict below 2)";
+        classify_by_name_ = true;
         return;
     }
     for (const auto &[cause, names] : cause_functions) {
@@ -304,6 +345,19 @@ void Memstall::configure(memstall_bpf &skel) const {
     ro->nr_ranges = ranges_.size();
     ro->nr_swapin_ranges = std::count_if(ranges_.begin(), ranges_.end(),
                                          [](const auto &r) { return r.cause == MEMSTALL_SWAPIN; });
+    ro->classify_by_name = classify_by_name_;
+    ro->without_psi = without_psi();
+    if (classify_by_name_) {
+        uint32_t n = 0;
+        for (const auto &[cause, names] : cause_functions)
+            for (const char *name : names)
+                if (n < MEMSTALL_MAX_RANGES)
+                    skel.bss->named[n++] = {function_name_hash(name), cause, 0};
+        ro->nr_named = n;
+    }
+    // The return addresses named so far, with their causes: a few hundred in practice.
+    bpf_map__set_max_entries(skel.maps.frame_causes,
+                             classify_by_name_ ? o_.common.entries(4096) : 1);
     bpf_map__set_max_entries(skel.maps.stalls, o_.common.entries(16384));
     // Threads with a stall open at the same moment (entries go when it closes): 4096, as the
     // other tools' per-thread state; preallocating 16384 cost 0.5 ms of start-up.
@@ -344,16 +398,28 @@ void Memstall::describe_causes(const std::vector<Probe> &probes) const {
                               "memstall or an I/O sleep (task_struct->in_iowait), asleep "
                               "under {}; it takes precedence over the frames inside them",
                               fmt::join(swapin_functions, ", ")));
-    if (!has_memstall_flag_) {
-        verbose(v, "high, thrash, other: not measured: this kernel's task_struct has no "
-                   "in_memstall (CONFIG_PSI off, or a kernel before 4.20)");
+    if (named_frames())
+        verbose(v, "swapin, high, thrash: the frames are told by the names the kernel gives "
+                   "them (bpf_snprintf %ps, once per return address), as kallsyms hides the "
+                   "functions' addresses from this user");
+    if (without_psi()) {
+        const std::vector<std::string> high = functions_found(MEMSTALL_MEMORY_HIGH);
+        verbose(v, thrashing_marked()
+                       ? "thrash:  off-CPU time of a user task's I/O sleep with "
+                         "task_struct->in_thrashing set (the wait for a workingset page, "
+                         "which delay accounting marks while kernel.task_delayacct is 1; "
+                         "without PSI the readahead of workingset pages is not seen)"
+                       : "thrash:  not measured: " + thrashing_unmarked_reason());
+        verbose(v, high.empty() ? "high:    not measured: no PSI, and its functions are not "
+                                  "told apart"
+                                : fmt::format("high:    off-CPU time of a user task's killable "
+                                              "sleep (TASK_KILLABLE) under {}",
+                                              fmt::join(high, ", ")));
+        verbose(v, fmt::format("other:   not measured: {}", no_psi_reason()));
         return;
     }
-    if (!psi_enabled_)
-        verbose(v, "high, thrash, other: PSI is disabled (boot with psi=1): the kernel "
-                   "sets in_memstall never, they read 0");
     const std::string off_cpu = "off-CPU time with task_struct->in_memstall set (sched_switch)";
-    if (!ranges_unavailable_.empty()) {
+    if (!ranges_unavailable_.empty() && !named_frames()) {
         verbose(v, fmt::format("high, thrash: not told apart, all counted as other: {}",
                                ranges_unavailable_));
     } else {
@@ -373,6 +439,59 @@ void Memstall::describe_causes(const std::vector<Probe> &probes) const {
     verbose(v, "other:   " + off_cpu +
                    ", anywhere else; inside a reclaim or compaction "
                    "window it is counted there, not here");
+}
+
+void Memstall::find_unmeasured() {
+    auto attached = [&](ProbeId id) {
+        const Probe *p = find_probe(probes_, id);
+        return p != nullptr && p->choice() != nullptr;
+    };
+    const std::pair<uint32_t, ProbeId> windows[] = {{MEMSTALL_DIRECT_RECLAIM, ProbeId::Direct},
+                                                    {MEMSTALL_MEMCG_RECLAIM, ProbeId::Memcg},
+                                                    {MEMSTALL_COMPACTION, ProbeId::Compaction},
+                                                    {MEMSTALL_DIRTY, ProbeId::Dirty}};
+    for (const auto &[cause, probe] : windows)
+        if (!attached(probe))
+            unmeasured_[cause] = "this kernel has no such tracepoint";
+    auto not_told_apart = [&](uint32_t cause) -> std::optional<std::string> {
+        if (!functions_found(cause).empty())
+            return std::nullopt;
+        if (ranges_unavailable_.empty())
+            return "none of its functions is in kallsyms: counted as other";
+        return ranges_unavailable_ + (classify_by_name_ ? ", and before Linux 5.17 memstall "
+                                                          "cannot have the kernel name the "
+                                                          "frames: counted as other"
+                                                        : ": counted as other");
+    };
+    if (auto why = not_told_apart(MEMSTALL_SWAPIN))
+        unmeasured_[MEMSTALL_SWAPIN] = *why;
+    if (auto why = not_told_apart(MEMSTALL_MEMORY_HIGH))
+        unmeasured_[MEMSTALL_MEMORY_HIGH] = *why;
+    if (!without_psi()) {
+        if (auto why = not_told_apart(MEMSTALL_THRASHING))
+            unmeasured_[MEMSTALL_THRASHING] = *why;
+        return;
+    }
+    // Without PSI thrashing needs no frame, and the other memstalls are not seen.
+    if (!thrashing_marked())
+        unmeasured_[MEMSTALL_THRASHING] = thrashing_unmarked_reason();
+    unmeasured_[MEMSTALL_OTHER] = no_psi_reason();
+}
+
+std::string Memstall::thrashing_unmarked_reason() const {
+    return no_psi_reason() + (has_thrashing_flag_
+                                  ? ", and delay accounting, which marks thrashing "
+                                    "(task_struct->in_thrashing), was off at start (sysctl "
+                                    "kernel.task_delayacct=1 turns it on without a reboot)"
+                                  : ", and this kernel's task_struct has no in_thrashing (before "
+                                    "6.1, or CONFIG_TASK_DELAY_ACCT off)");
+}
+
+std::string Memstall::no_psi_reason() const {
+    if (!has_memstall_flag_)
+        return "this kernel has no PSI (CONFIG_PSI, 4.20)";
+    return feature_forced_off("psi") ? "PSI is ignored (MEMLAT_DISABLE_FEATURES=psi)"
+                                     : "PSI is disabled (boot with psi=1)";
 }
 
 void Memstall::print_interval(memstall_bpf &skel) {
@@ -414,6 +533,11 @@ void Memstall::print_interval(memstall_bpf &skel) {
                     {"unpaired_ends", skel.bss->unpaired_ends},
                     {"stack_failures", skel.bss->stack_failures},
                     {"unseen_switch_ins", skel.bss->unseen_switch_ins}};
+        // What this host cannot measure, so that a 0 is not read as "no stall".
+        json unmeasured = json::object();
+        for (const auto &[cause, why] : unmeasured_)
+            unmeasured[memstall::cause_name(cause)] = why;
+        out["unmeasured_causes"] = unmeasured;
         // The interval's share of the program runs the kernel skipped: stalls not counted.
         const uint64_t skipped = recursion_misses(skel.obj);
         out[skipped_runs_field] = skipped - skipped_runs_before_;
@@ -488,7 +612,10 @@ void Memstall::check_options() {
 void Memstall::load() {
     const Verbosity v = begin_load();
     describe_features(v, kernel_features());
-    has_memstall_flag_ = kernel_has_memstall_flag();
+    has_memstall_flag_ = task_struct_has("in_memstall");
+    has_thrashing_flag_ = task_struct_has("in_thrashing");
+    delayacct_on_ =
+        read_text_file("/proc/sys/kernel/task_delayacct").value_or("0").starts_with('1');
     resolve_ranges();
     const auto dirty_params = tracepoint_parameters("balance_dirty_pages");
     // (..., period, pause, start_time): the pause is always the second to last.
@@ -496,44 +623,46 @@ void Memstall::load() {
         dirty_pause_arg_ = static_cast<int>(dirty_params.size()) - 2;
     // With PSI built in but disabled (CONFIG_PSI_DEFAULT_DISABLED, as Debian builds it, or
     // psi=0) the kernel never sets in_memstall, and /proc/pressure does not exist.
-    psi_enabled_ = access("/proc/pressure/memory", F_OK) == 0;
-    if (!has_memstall_flag_)
-        fmt::print(stderr, "memstall: this kernel has no PSI memstall flag (CONFIG_PSI): only "
-                           "reclaim, compaction, dirty throttling and the I/O waits of "
-                           "swap-ins are measured.\n");
-    else if (!psi_enabled_)
-        fmt::print(stderr,
-                   "memstall: PSI is disabled on this kernel (no /proc/pressure/memory; Debian "
-                   "disables it by default): the kernel marks no memory stalls, so "
-                   "memory.high, thrashing and other stalls read 0 (swap-ins are measured "
-                   "by their I/O waits). Boot with psi=1 to measure them.\n");
-    else if (!ranges_unavailable_.empty())
-        fmt::print(stderr,
-                   "memstall: {}: swap-in, memory.high and thrashing stalls are counted as "
-                   "OTHER.\n",
-                   ranges_unavailable_);
+    psi_enabled_ = access("/proc/pressure/memory", F_OK) == 0 && !feature_forced_off("psi");
+    if (o_.stacks)
+        note_user_frames_need_ptrace(tool_name, "-s");
+    // Without PSI (Debian's kernels boot with it disabled) the kernel marks no memory stall:
+    // what else it marks tells most of them; what is lost is said once, here.
+    if (without_psi())
+        fmt::print(
+            stderr,
+            "memstall: {}: the kernel marks no memory stall. Swap-ins are told by their "
+            "I/O waits, {}, memory.high throttling by its killable sleeps; OTHER "
+            "(kswapd's and kcompactd's stalls, workingset readahead) is not measured. "
+            "-v says how each cause is measured.\n",
+            no_psi_reason(),
+            thrashing_marked() ? "thrashing by task_struct->in_thrashing (delay accounting is on)"
+            : has_thrashing_flag_ ? "thrashing only while delay accounting is on (sysctl "
+                                    "kernel.task_delayacct=1; it is off)"
+                                  : "thrashing is not measured (no in_thrashing: before 6.1, or no "
+                                    "CONFIG_TASK_DELAY_ACCT)");
     verbose(v,
             fmt::format("CGROUP is the task's {}",
                         memcg_on_v1_ ? "memory cgroup (cgroup v1 hierarchy)" : "cgroup v2 cgroup"));
 
     load_skeleton(
         plan(), [&](memstall_bpf &s) { configure(s); }, v);
+    if (!ranges_unavailable_.empty() && !named_frames())
+        fmt::print(stderr,
+                   "memstall: {}{}: swap-in, memory.high and thrashing stalls are not told "
+                   "apart (-v says which).\n",
+                   ranges_unavailable_,
+                   classify_by_name_ ? ", and before Linux 5.17 (bpf_loop()) the kernel cannot "
+                                       "name the frames for memstall instead"
+                                     : "");
     describe_causes(probes_);
+    find_unmeasured();
     if (!o_.prom.on())
         return;
     metrics_.emplace(o_.prom, o_.cgroup);
-    auto attached = [&](ProbeId id) {
-        const Probe *p = find_probe(probes_, id);
-        return p != nullptr && p->choice() != nullptr;
-    };
-    counts_.causes[MEMSTALL_DIRECT_RECLAIM] = attached(ProbeId::Direct);
-    counts_.causes[MEMSTALL_MEMCG_RECLAIM] = attached(ProbeId::Memcg);
-    counts_.causes[MEMSTALL_COMPACTION] = attached(ProbeId::Compaction);
-    counts_.causes[MEMSTALL_DIRTY] = attached(ProbeId::Dirty);
-    for (uint32_t cause : {MEMSTALL_MEMORY_HIGH, MEMSTALL_THRASHING, MEMSTALL_OTHER})
-        counts_.causes[cause] = has_memstall_flag_ && psi_enabled_;
-    // Its I/O sleeps are told apart with or without PSI.
-    counts_.causes[MEMSTALL_SWAPIN] = !functions_found(MEMSTALL_SWAPIN).empty();
+    // A cause has series where it is measured as itself: a 0 then means no stall.
+    for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause)
+        counts_.causes[cause] = !unmeasured_.contains(cause);
 }
 
 int Memstall::trace() {

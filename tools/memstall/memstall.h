@@ -27,6 +27,20 @@ enum memstall_cause {
     MEMSTALL_CAUSES = 8,
 };
 
+/* Frames classified by name, where kallsyms hides the functions' addresses from the user: the
+ * kernel names a return address ("%ps") and the name's hash is looked up among these. */
+#define MEMSTALL_NAME_LEN 64
+/* FNV-1a, 64 bits, over a name up to its NUL or the first '.' (a compiler's suffix,
+ * ".constprop.0", ".isra.0": the function is the same). */
+#define MEMSTALL_NAME_HASH_START 0xcbf29ce484222325ULL
+#define MEMSTALL_NAME_HASH_PRIME 0x100000001b3ULL
+
+struct memstall_named_cause {
+    __u64 name_hash;
+    __u32 cause;
+    __u32 pad;
+};
+
 /* A kernel function's text, [start, end), and the cause a sleep under it is charged to. */
 struct memstall_range {
     __u64 start;

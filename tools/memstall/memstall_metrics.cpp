@@ -33,6 +33,11 @@ void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
     for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause)
         if (c.causes[cause])
             out.sample(labels(cause), static_cast<double>(c.totals[cause].total_ns) / 1e9);
+    out.family("memlat_memstall_cause_measured", Type::Gauge,
+               "1 when memstall measures the cause on this host; 0 when it cannot (PSI "
+               "disabled, no tracepoint, its functions not told apart): memstall -v says why");
+    for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause)
+        out.sample(labels(cause), c.causes[cause] ? 1 : 0);
     if (!by_cgroup_)
         return;
     by_cgroup_counts_.begin();

@@ -16,7 +16,9 @@ namespace memlat::memstall {
 
 // One read of the BPF side.
 struct Counts {
-    std::array<bool, MEMSTALL_CAUSES> causes{}; // the causes measured on this kernel
+    // The causes measured as themselves on this host, which have series: not those that
+    // would read 0 (PSI off, no tracepoint) or be counted as other (not told apart).
+    std::array<bool, MEMSTALL_CAUSES> causes{};
     std::array<memstall_totals, MEMSTALL_CAUSES> totals{};
     // With --prometheus-labels cgroup: the per-thread table ((tid, cause) -> value, which
     // names the thread's cgroup), and the cgroups that exist now, by id.

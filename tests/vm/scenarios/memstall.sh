@@ -5,7 +5,10 @@
 # has no swap, so reclaim frees nothing and each return to user space over the limit sleeps
 # in mem_cgroup_handle_over_high (a memstall). Oracles: the cgroup's memory.pressure "some"
 # total (PSI; the task is the cgroup's only one, so "some" is its memstall time) and
-# memory.events "high". The guest boots with psi=1 (Debian builds PSI disabled by default).
+# memory.events "high", and an ftrace instance of the task's switches (each throttle is one
+# sleep). The guest boots with psi=1 (Debian builds PSI disabled by default), and again with
+# psi=0 (vm.K.psi0, memstall only): then memstall tells the throttle by its killable sleeps,
+# and the PSI oracle is not there.
 
 CG=/sys/fs/cgroup/memlat_memstall
 
@@ -39,35 +42,58 @@ memstall_clocks() { # LABEL
     head -6 $f > "$RUN/$1" 2>&1
 }
 
+# The task's switches and wake-ups, on CLOCK_MONOTONIC (memstall's clock), into $RUN/ftrace.
+memstall_ftrace_on() { # INSTANCE PID
+    inst=/sys/kernel/tracing/instances/$1
+    mkdir -p $inst
+    echo 8192 > $inst/buffer_size_kb
+    echo mono > $inst/trace_clock
+    echo "prev_pid == $2 || next_pid == $2" > $inst/events/sched/sched_switch/filter
+    echo "pid == $2" > $inst/events/sched/sched_wakeup/filter
+    echo 1 > $inst/events/sched/sched_switch/enable
+    echo 1 > $inst/events/sched/sched_wakeup/enable
+}
+memstall_ftrace_off() { # INSTANCE
+    inst=/sys/kernel/tracing/instances/$1
+    echo 0 > $inst/events/sched/sched_switch/enable
+    echo 0 > $inst/events/sched/sched_wakeup/enable
+    cat $inst/trace > "$RUN/ftrace"
+    rmdir $inst
+}
+
+# Whether PSI runs in the guest (the checkers take the oracles it gives only then).
+memstall_psi_meta() {
+    if [ -e /proc/pressure/memory ]; then vm_meta psi on; else vm_meta psi off; fi
+}
+
 memstall_high() { # NAME DISABLE
     vm_begin "$1"
     if vm_have memstall && vm_btf_for "${1##*.}"; then
-        if [ ! -e /proc/pressure/memory ]; then
-            vm_skip "PSI is disabled in the guest (no /proc/pressure/memory)"
-        else
-            echo +memory > /sys/fs/cgroup/cgroup.subtree_control
-            mkdir -p $CG
-            echo $((16 << 20)) > $CG/memory.high
-            # On one CPU: PSI's total of a cgroup is the average of its CPUs' stall times
-            # weighted by each CPU's non-idle time, not their sum; a task that stalls on one
-            # CPU and runs on the other reads less than its wall time stalled.
-            vm_held toucher taskset 2 anon_toucher --mb 18 --cgroup $CG
-            vm_meta toucher_pid "$VM_PID"
-            vm_snap pressure.before $CG/memory.pressure
-            vm_snap events.before $CG/memory.events
-            memstall_clocks clocks.before
-            if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" memstall -v -j -p "$VM_PID"; then
-                vm_release toucher
-                vm_bg_wait toucher
-                sleep 1
-            fi
-            vm_snap pressure.after $CG/memory.pressure
-            vm_snap events.after $CG/memory.events
-            memstall_clocks clocks.after
-            vm_stop tool
-            vm_bg_wait toucher 5
-            rmdir $CG
+        memstall_psi_meta
+        echo +memory > /sys/fs/cgroup/cgroup.subtree_control
+        mkdir -p $CG
+        echo $((16 << 20)) > $CG/memory.high
+        # On one CPU: PSI's total of a cgroup is the average of its CPUs' stall times
+        # weighted by each CPU's non-idle time, not their sum; a task that stalls on one
+        # CPU and runs on the other reads less than its wall time stalled.
+        vm_held toucher taskset 2 anon_toucher --mb 18 --cgroup $CG
+        vm_meta toucher_pid "$VM_PID"
+        [ -e $CG/memory.pressure ] && vm_snap pressure.before $CG/memory.pressure
+        vm_snap events.before $CG/memory.events
+        memstall_clocks clocks.before
+        memstall_ftrace_on memlat_high "$VM_PID"
+        if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" memstall -v -j -p "$VM_PID"; then
+            vm_release toucher
+            vm_bg_wait toucher
+            sleep 1
         fi
+        memstall_ftrace_off memlat_high
+        [ -e $CG/memory.pressure ] && vm_snap pressure.after $CG/memory.pressure
+        vm_snap events.after $CG/memory.events
+        memstall_clocks clocks.after
+        vm_stop tool
+        vm_bg_wait toucher 5
+        rmdir $CG
     fi
     vm_end
 }
@@ -137,34 +163,22 @@ memstall_swapin() { # NAME DISABLE
             vm_release toucher
             memstall_wait_for toucher "first pass done"
             echo max > $CG/memory.max
-            # The toucher's switches and wake-ups in the second pass, on CLOCK_MONOTONIC
-            # (memstall's clock).
-            inst=/sys/kernel/tracing/instances/memlat_swapin
-            mkdir -p $inst
-            echo 8192 > $inst/buffer_size_kb
-            echo mono > $inst/trace_clock
-            echo "prev_pid == $VM_PID || next_pid == $VM_PID" \
-                > $inst/events/sched/sched_switch/filter
-            echo "pid == $VM_PID" > $inst/events/sched/sched_wakeup/filter
-            echo 1 > $inst/events/sched/sched_switch/enable
-            echo 1 > $inst/events/sched/sched_wakeup/enable
+            # The toucher's switches and wake-ups in the second pass.
+            memstall_ftrace_on memlat_swapin "$VM_PID"
             # memstall watches the second pass only: the first one swaps in too (pages of
             # the toucher's stack and data, reclaimed while it filled the cgroup).
             if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" memstall -v -j -p "$VM_PID"; then
                 vm_run stats.before taskstats "$VM_PID"
                 vm_snap vmstat.before /proc/vmstat
-                vm_snap pressure.before $CG/memory.pressure
+                [ -e $CG/memory.pressure ] && vm_snap pressure.before $CG/memory.pressure
                 : > "$RUN/second"
                 memstall_wait_for toucher iterations=
                 sleep 1
                 vm_run stats.after taskstats "$VM_PID"
                 vm_snap vmstat.after /proc/vmstat
-                vm_snap pressure.after $CG/memory.pressure
+                [ -e $CG/memory.pressure ] && vm_snap pressure.after $CG/memory.pressure
             fi
-            echo 0 > $inst/events/sched/sched_switch/enable
-            echo 0 > $inst/events/sched/sched_wakeup/enable
-            cat $inst/trace > "$RUN/ftrace"
-            rmdir $inst
+            memstall_ftrace_off memlat_swapin
             vm_snap swaps /proc/swaps
             vm_stop tool
             kill "$VM_PID" 2>/dev/null
@@ -192,9 +206,8 @@ memstall_swapin() { # NAME DISABLE
 memstall_thrash() { # NAME DISABLE
     vm_begin "$1"
     if vm_have memstall && vm_btf_for "${1##*.}"; then
-        if [ ! -e /proc/pressure/memory ]; then
-            vm_skip "PSI is disabled in the guest (no /proc/pressure/memory)"
-        elif vm_swapdisk; then
+        memstall_psi_meta
+        if vm_swapdisk; then
             memstall_delayacct_on
             echo +memory > /sys/fs/cgroup/cgroup.subtree_control
             mkdir -p $CG
@@ -212,7 +225,7 @@ memstall_thrash() { # NAME DISABLE
             if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" memstall -v -j -s -p "$hot"; then
                 vm_run stats.before taskstats "$hot"
                 vm_snap vmstat.before /proc/vmstat
-                vm_snap pressure.before $CG/hot/memory.pressure
+                [ -e $CG/hot/memory.pressure ] && vm_snap pressure.before $CG/hot/memory.pressure
                 memstall_clocks clocks.before
                 vm_release hot
                 sleep 1
@@ -221,7 +234,7 @@ memstall_thrash() { # NAME DISABLE
                 sleep 1
                 vm_run stats.after taskstats "$hot"
                 vm_snap vmstat.after /proc/vmstat
-                vm_snap pressure.after $CG/hot/memory.pressure
+                [ -e $CG/hot/memory.pressure ] && vm_snap pressure.after $CG/hot/memory.pressure
                 memstall_clocks clocks.after
             fi
             vm_stop tool
