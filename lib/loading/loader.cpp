@@ -80,6 +80,23 @@ bpf_program *program_named(bpf_object *obj, const std::string &name) {
     return p;
 }
 
+// -v: how many instructions the verifier walked in each program it accepted, how close to its
+// limit each is (and what start-up a change costs).
+std::string verified_instructions(bpf_object *obj, const std::vector<std::string> &programs) {
+    std::string line;
+    for (const auto &name : programs) {
+        bpf_prog_info info{};
+        uint32_t size = sizeof(info);
+        if (bpf_prog_get_info_by_fd(bpf_program__fd(program_named(obj, name)), &info, &size) != 0 ||
+            info.verified_insns == 0)
+            continue; // before 5.16 the kernel does not say
+        line += fmt::format("{}{} {}", line.empty() ? "" : ", ", name, info.verified_insns);
+    }
+    // The verifier's limit is 1,000,000 instructions a program (BPF_COMPLEXITY_LIMIT_INSNS).
+    return line.empty() ? "instructions the verifier walked: not reported (before Linux 5.16)"
+                        : "instructions the verifier walked (of 1,000,000 a program): " + line;
+}
+
 FallbackEnvironment fallback_environment() {
     FallbackEnvironment environment;
     environment.disabled_hooks = environment_list("MEMLAT_DISABLE_HOOKS");
@@ -196,9 +213,11 @@ std::vector<Link> load_and_attach(const std::function<bpf_object *()> &reopen,
         }
         if (refused)
             continue; // the partial links die here, before the object is reopened
-        if (v.on())
+        if (v.on()) {
             for (const auto &line : fallback.explanation())
                 verbose(v, line);
+            verbose(v, verified_instructions(obj, programs));
+        }
         // libbpf is done with the BTF: free the parse (before the tool's steady state) and
         // close the memfd of embedded BTF.
         kernel_btf().release();

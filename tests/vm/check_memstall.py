@@ -75,10 +75,11 @@ def high(t: Test, b: Block) -> None:
                0.95 * len(sleeps) - 2, high["stalls"])
     t.check_le("memory.high stalls <= its D sleeps" + (" + its preemptions" if psi else ""),
                len(sleeps) + (preempted if psi else 0), high["stalls"])
-    # As in the swap-in scenario, ftrace puts more time into the same sleeps than memstall
-    # in these guests (7-27% there): bounds, not equality.
-    t.check_ge("memory.high time >= half of ftrace's D sleeps", 0.5 * slept_ns, high_ns)
-    t.check_le("memory.high time <= 1.5 x ftrace's D sleeps", 1.5 * slept_ns, high_ns)
+    # The throttle's sleeps are seconds long (up to 1.3 s each): 99.5% of the D sleeps' time
+    # without PSI and 99.8% with it on 7.3 (the one D sleep more is not a throttle's, and
+    # short). 5% either way; with PSI the preemptions inside the throttle add a little.
+    t.check_ge("memory.high time >= 95% of ftrace's D sleeps", 0.95 * slept_ns, high_ns)
+    t.check_le("memory.high time <= 105% of ftrace's D sleeps", 1.05 * slept_ns, high_ns)
     if not psi:
         # Without PSI no other memstall is seen, and the JSON says so.
         unmeasured = lines[0].get("unmeasured_causes", {})
