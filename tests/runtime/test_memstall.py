@@ -170,9 +170,10 @@ FILE_SIZE = 128 << 20
 @scenario("memstall_memcg_vs_taskstats")
 def _(t: Test):
     """A reader in a 32 MiB memory cgroup reads a 128 MiB file twice: memcg limit reclaim.
-    memstall's per-task reclaim stalls against delay accounting's freepages and the ftrace
-    windows; a sibling cgroup with an idle process shows nothing; -p of a process that never
-    stalls shows a zero row; -C charges the stalls to the reader's cgroup."""
+    memstall's per-task reclaim stalls (-p, -G and -t) against delay accounting's freepages
+    and the ftrace windows; a sibling cgroup with an idle process shows nothing; -p of a
+    process that never stalls shows a zero row; -C charges the stalls to the reader's
+    cgroup."""
     with delay_accounting() as taskstats, \
             MemoryCgroup("memstall", LIMIT) as cg, MemoryCgroup("memstall_idle", LIMIT) as idle_cg, \
             TestFile(FILE_SIZE, "memstall_reclaim", cold=True) as f, \
@@ -187,6 +188,7 @@ def _(t: Test):
                            "vmscan/mm_vmscan_direct_reclaim_end"], reader.pid) as oracle, \
                 Tool("memstall", "-v", "-j", "-p", str(reader.pid)) as by_pid, \
                 Tool("memstall", "-j", "-G", cg.path) as by_cgroup, \
+                Tool("memstall", "-j", "-t", str(reader.pid)) as by_tid, \
                 Tool("memstall", "-j", "-G", idle_cg.path) as sibling, \
                 Tool("memstall", "-j", "-p", str(idle.pid)) as never, \
                 Tool("memstall", "-j", "-C") as per_cgroup:
@@ -201,7 +203,8 @@ def _(t: Test):
     direct = oracle_durations_ns(trace["mm_vmscan_direct_reclaim_begin"],
                                  trace["mm_vmscan_direct_reclaim_end"])
     t.check_ge("memcg reclaim windows in the ftrace oracle", 10, len(windows))
-    for name, tool in (("-p", by_pid), ("-G", by_cgroup)):
+    # The reader has one thread, whose id is the process's: -t selects the same stalls.
+    for name, tool in (("-p", by_pid), ("-G", by_cgroup), ("-t", by_tid)):
         rows = last_rows(t, tool)
         mine = row_of(rows, reader.pid)
         memcg = cause(mine, "memcg")

@@ -61,6 +61,28 @@ memstall_ftrace_off() { # INSTANCE
     rmdir $inst
 }
 
+# The workload's own begin/end events (SYSTEM/EVENT ...) on CLOCK_MONOTONIC, into $RUN/windows:
+# the windows memstall times, each one (ftrace prints microseconds).
+memstall_windows_on() { # INSTANCE PID EVENT...
+    inst=/sys/kernel/tracing/instances/$1
+    pid=$2
+    shift 2
+    mkdir -p $inst
+    echo 4096 > $inst/buffer_size_kb
+    echo mono > $inst/trace_clock
+    for e in "$@"; do
+        echo "common_pid == $pid" > $inst/events/$e/filter
+        echo 1 > $inst/events/$e/enable
+    done
+}
+memstall_windows_off() { # INSTANCE EVENT...
+    inst=/sys/kernel/tracing/instances/$1
+    shift
+    for e in "$@"; do echo 0 > $inst/events/$e/enable; done
+    cat $inst/trace > "$RUN/windows"
+    rmdir $inst
+}
+
 # Whether PSI runs in the guest (the checkers take the oracles it gives only then).
 memstall_psi_meta() {
     if [ -e /proc/pressure/memory ]; then vm_meta psi on; else vm_meta psi off; fi
@@ -82,11 +104,17 @@ memstall_high() { # NAME DISABLE
         vm_snap events.before $CG/memory.events
         memstall_clocks clocks.before
         memstall_ftrace_on memlat_high "$VM_PID"
-        if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" memstall -v -j -p "$VM_PID"; then
+        vm_meta cgroup $CG
+        # -G and -C on cgroup v2: the toucher is the cgroup's one task.
+        if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" memstall -v -j -p "$VM_PID" &&
+            vm_tool by_cgroup MEMLAT_DISABLE_HOOKS="$2" memstall -j -G $CG &&
+            vm_tool per_cgroup MEMLAT_DISABLE_HOOKS="$2" memstall -j -C; then
             vm_release toucher
             vm_bg_wait toucher
             sleep 1
         fi
+        vm_stop by_cgroup
+        vm_stop per_cgroup
         memstall_ftrace_off memlat_high
         [ -e $CG/memory.pressure ] && vm_snap pressure.after $CG/memory.pressure
         vm_snap events.after $CG/memory.events
@@ -117,8 +145,14 @@ memstall_dirty() { # NAME DISABLE
         inst=/sys/kernel/tracing/instances/memlat_vm
         mkdir -p $inst
         echo 8192 > $inst/buffer_size_kb
+        # The pauses and the writer's switches, on memstall's clock: each pause lasts from
+        # its tracepoint until the writer runs again after its sleep.
+        echo mono > $inst/trace_clock
         echo "common_pid == $VM_PID" > $inst/events/writeback/balance_dirty_pages/filter
+        echo "prev_pid == $VM_PID || next_pid == $VM_PID" \
+            > $inst/events/sched/sched_switch/filter
         echo 1 > $inst/events/writeback/balance_dirty_pages/enable
+        echo 1 > $inst/events/sched/sched_switch/enable
         if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" memstall -v -j -p "$VM_PID"; then
             vm_release writer
             vm_bg_wait writer
@@ -127,6 +161,7 @@ memstall_dirty() { # NAME DISABLE
         vm_stop tool
         vm_bg_wait writer 5
         echo 0 > $inst/events/writeback/balance_dirty_pages/enable
+        echo 0 > $inst/events/sched/sched_switch/enable
         cat $inst/trace > "$RUN/ftrace"
         rmdir $inst
         if [ "$old_bytes" != 0 ]; then echo "$old_bytes" > /proc/sys/vm/dirty_bytes
@@ -270,6 +305,8 @@ memstall_compact() { # NAME DISABLE
         avail=$(awk '/MemAvailable/ {print int($2 / 1024)}' /proc/meminfo)
         vm_held frag compact_fragmenter --mib $((avail * 50 / 100)) --thp-mib $((avail * 55 / 100))
         vm_meta frag_pid "$VM_PID"
+        windows="compaction/mm_compaction_begin compaction/mm_compaction_end"
+        memstall_windows_on memlat_compact "$VM_PID" $windows
         if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" memstall -v -j -p "$VM_PID"; then
             vm_snap vmstat.before /proc/vmstat
             vm_release frag
@@ -277,6 +314,7 @@ memstall_compact() { # NAME DISABLE
             vm_run stats taskstats "$VM_PID"
             vm_snap vmstat.after /proc/vmstat
         fi
+        memstall_windows_off memlat_compact $windows
         vm_stop tool
         kill "$VM_PID" 2>/dev/null
         vm_release frag
@@ -303,6 +341,8 @@ memstall_direct() { # NAME DISABLE
         vm_held hog reclaim_hog --node 0 --cpu 0 --fill /dev/ram0 \
             --fill-mb $((node_free_mb * 3 / 4)) --mb $((node_free_mb * 8 / 10)) --linger
         vm_meta hog_pid "$VM_PID"
+        windows="vmscan/mm_vmscan_direct_reclaim_begin vmscan/mm_vmscan_direct_reclaim_end"
+        memstall_windows_on memlat_direct "$VM_PID" $windows
         if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" memstall -v -j -p "$VM_PID"; then
             vm_snap vmstat.before /proc/vmstat
             vm_release hog
@@ -310,6 +350,7 @@ memstall_direct() { # NAME DISABLE
             vm_run stats taskstats "$VM_PID"
             vm_snap vmstat.after /proc/vmstat
         fi
+        memstall_windows_off memlat_direct $windows
         vm_stop tool
         kill "$VM_PID" 2>/dev/null
         vm_release hog
