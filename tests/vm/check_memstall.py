@@ -27,12 +27,17 @@ def _pressure_delta_us(b: Block) -> int:
     return _some_total_us(b.file("pressure.after")) - _some_total_us(b.file("pressure.before"))
 
 
-# ftrace and memstall's programs each read the clock at every event, one after the other. In
-# these emulated guests (TSC marked unstable: the HPET) a read takes tens of microseconds, so
-# the two sides' times of one event differ by up to a read: 74 us a window short on 7.3 (direct
-# reclaim, 19 windows: 7.2 ms against 8.6), 37 us a dirty pause; 1.5% on 5.10. So 100 us an
-# event, where the host holds 3 us.
-GUEST_CLOCK_READ_NS = 100_000
+def guest_time_tolerance_ns(total_ns: float, events: int) -> float:
+    """How far memstall's total time of `events` may be from ftrace's in these guests. Both
+    read the clock at each event, one after the other; qemu's TCG runs both vCPUs on one host
+    thread and may switch between them anywhere, also between the two reads, and a read of the
+    guest's clock (the HPET: TSC marked unstable) takes tens of microseconds. Measured per
+    event on average: direct reclaim 74-238 us (5.10: 1.5% in all), compaction up to 407 us
+    (6.1, 18 windows), dirty pauses 120 us (7.3, 88 pauses) and 1.1 ms (6.1, 2 pauses, before
+    memstall read the clock first). So 5%, 2 ms and 300 us an event; the host's scenarios hold
+    3-5 us an event."""
+    return 0.05 * total_ns + 2e6 + 300e3 * events
+
 
 _WINDOW_EVENT = re.compile(r" (\d+\.\d+): mm_\w+_(begin|end):")
 
@@ -54,12 +59,12 @@ def _windows_ns(t: Test, b: Block) -> list[int]:
 
 def _check_windows(t: Test, what: str, windows: list[int], got: dict) -> None:
     """memstall's count and time of a cause against the workload's windows in ftrace: the same
-    tracepoints, each window on both sides. The count is exact; the time within 2% and
-    GUEST_CLOCK_READ_NS a window."""
+    tracepoints, each window on both sides. The count is exact; the time within
+    guest_time_tolerance_ns()."""
     log(f"  ftrace: {len(windows)} {what} windows of the workload, {sum(windows) / 1e6:.1f} ms")
     t.check_eq(f"{what} stalls vs the ftrace windows (exact)", len(windows), got["stalls"])
-    t.check_close(f"{what} time vs the ftrace windows", sum(windows), got["ns"], rel_tol=0.02,
-                  abs_tol=GUEST_CLOCK_READ_NS * len(windows))
+    t.check_close(f"{what} time vs the ftrace windows", sum(windows), got["ns"], rel_tol=0,
+                  abs_tol=guest_time_tolerance_ns(sum(windows), len(windows)))
 
 
 def _events_high(text: str) -> int:
@@ -113,8 +118,12 @@ def high(t: Test, b: Block) -> None:
     log(f"  toucher pid {pid}: memstall {causes}; memory.events high +{high_events}; ftrace: "
         f"{len(sleeps)} D sleeps, {slept_ns / 1e6:.1f} ms, {preempted} preemptions; PSI "
         f"{'on' if psi else 'off'}")
-    t.check_ge("memory.high stalls >= the toucher's D sleeps (less 5%)",
-               0.95 * len(sleeps) - 2, high["stalls"])
+    # Not every D sleep is a throttle's (7.3 without PSI: 12 D sleeps, 9 throttles), but each
+    # throttle sleeps its penalty, tens of ms to 2 s (here 0.5 s on average); the toucher,
+    # without swap or file I/O, has no other long D sleep.
+    long_sleeps = sum(1 for o, _, i in sleeps if i - o >= 0.02)
+    t.check_ge("memory.high stalls >= the toucher's D sleeps of 20 ms or more", long_sleeps,
+               high["stalls"])
     t.check_le("memory.high stalls <= its D sleeps" + (" + its preemptions" if psi else ""),
                len(sleeps) + (preempted if psi else 0), high["stalls"])
     # The throttle's sleeps are seconds long (up to 1.3 s each): 99.5% of the D sleeps' time
@@ -137,8 +146,11 @@ def high(t: Test, b: Block) -> None:
         log(f"  {label}: {mine[0]['stall_ns']} ns, {mine[0]['causes']}")
         t.check_close(f"{label}: the cgroup's stall time vs -p's", rows[0]["stall_ns"],
                       mine[0]["stall_ns"], rel_tol=0.01)
-        t.check_eq(f"{label}: its memory.high stalls vs -p's", high["stalls"],
-                   mine[0]["causes"].get("high", {}).get("stalls", 0))
+        # With PSI the preemptions inside the throttle are stalls too, and each instance sees
+        # one or two of them differently (7.3: -p 12 and 13, -G and -C 11).
+        t.check_close(f"{label}: its memory.high stalls vs -p's", high["stalls"],
+                      mine[0]["causes"].get("high", {}).get("stalls", 0), rel_tol=0,
+                      abs_tol=2 if psi else 0)
     if not psi:
         # Without PSI no other memstall is seen, and the JSON says so.
         unmeasured = lines[0].get("unmeasured_causes", {})
@@ -206,12 +218,11 @@ def dirty(t: Test, b: Block) -> None:
                (sum(pauses) - 4 * len(pauses)) * 1e6, dirty["ns"])
     # Both ways: each pause from its tracepoint to the writer's switch-in after its sleep, in
     # the trace's switches (a bracket where the trace lacks the switch-in: see
-    # pause_bounds_ns, shared with the host's scenario). ftrace prints microseconds, and the
-    # two tracers read the guest's slow clock at each end a little apart (GUEST_CLOCK_READ_NS).
+    # pause_bounds_ns, shared with the host's scenario), within guest_time_tolerance_ns().
     from test_memstall import pause_bounds_ns
     bounds = pause_bounds_ns(_trace_events(trace, ("balance_dirty_pages", "sched_switch")), pid)
     low, high = sum(x[0] for x in bounds), sum(x[1] for x in bounds)
-    tol = GUEST_CLOCK_READ_NS * len(bounds)
+    tol = guest_time_tolerance_ns(high, len(bounds))
     log(f"  the oracle's bracket of the total: {low} .. {high} ns ({len(bounds)} pauses, "
         f"{sum(1 for x in bounds if x[0] == x[1])} with the switch-in traced)")
     t.check_eq("pauses the oracle saw end", len(pauses), len(bounds))

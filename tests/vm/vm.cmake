@@ -40,8 +40,9 @@ endif()
 # out (developers' quick runs; CI keeps them).
 option(MEMLAT_VM_NOBTF "Register the vm.K.nobtf tests (kernel BTF hidden in the guest)" ON)
 set(memlat_vm_nobtf_kernels 5.10 6.1)   # amd64 only: arm64 embeds no BTF (README)
-# vm.K.psi0: memstall's scenarios again in a boot with psi=0, Debian's default: every cause it
-# can measure without PSI against the same oracles (PSI's own aside). 6.1 is the oldest with
+# vm.K.psi0: memstall's scenarios of the causes PSI changes (swap-in, thrashing, memory.high)
+# again in a boot with psi=0, Debian's default, against the same oracles (PSI's own aside):
+# about a minute each. 6.1 is the oldest with
 # task_struct->in_thrashing; newest the other end.
 set(memlat_vm_psi0_kernels 6.1 newest)
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
