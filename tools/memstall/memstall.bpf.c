@@ -7,7 +7,10 @@
  * the kernel functions it sleeps under (address ranges user space resolves once). A swap-in
  * is a memstall only for a workingset page; the others wait for their read in an I/O sleep
  * (task_struct->in_iowait), so a user task's I/O sleep under the swap-in functions is a
- * swap-in stall too (and any other I/O sleep is none of memstall's business).
+ * swap-in stall too (and any other I/O sleep is none of memstall's business). The functions
+ * are known by their address ranges, or (kallsyms hidden from the user, 5.17+) by the names
+ * the kernel gives the frames. Without PSI (without_psi) what else the kernel marks stands in
+ * for in_memstall: in_thrashing on an I/O sleep, a killable sleep under memory.high's throttle.
  *
  * Time is summed per thread and cause in the kernel; user space reads the table per interval.
  * sched_switch runs on every context switch: for tasks not in a memory stall it reads two

@@ -14,7 +14,9 @@
 
 /* Why a task is stalled on memory. The first four are begin/end tracepoint windows (wall time,
  * on and off the CPU); the rest are off-CPU intervals of a task with task_struct->in_memstall
- * set (PSI's flag), told apart by the kernel frames the task sleeps in. */
+ * set (PSI's flag), told apart by the kernel frames the task sleeps in. Without PSI: a swap-in
+ * is an I/O sleep under its functions, thrashing an I/O sleep with task_struct->in_thrashing
+ * set, memory.high a killable sleep under its functions, and OTHER is not seen. */
 enum memstall_cause {
     MEMSTALL_DIRECT_RECLAIM = 0, /* mm_vmscan_direct_reclaim_begin/end */
     MEMSTALL_MEMCG_RECLAIM = 1,  /* mm_vmscan_memcg_reclaim_begin/end */
