@@ -1144,7 +1144,30 @@ class Workload:
         self.pid = self.proc.pid
         self._out = _Collector(self.proc.stdout, self._on_stdout)
         self._err = _Collector(self.proc.stderr)
+        if self.held:
+            self._wait_at_the_door()
         return self
+
+    # The read system call's number, which the held shell blocks in.
+    _READ_SYSCALL = {"x86_64": 0, "aarch64": 63}
+
+    def _wait_at_the_door(self) -> None:
+        """Waits (at most 5 s) until the held shell blocks in its read: its start-up (the
+        dynamic loader's mprotect()s, page faults, remote TLB flushes when it ran on both
+        CPUs) is then over, and cannot fall between a tool's start and an oracle's (seen:
+        tlbflush's culprits one request short of ftrace's, 3 runs in 10)."""
+        read_nr = self._READ_SYSCALL.get(os.uname().machine)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                with open(f"/proc/{self.pid}/syscall") as f:
+                    fields = f.read().split()
+            except OSError:
+                return
+            if read_nr is None or (fields and fields[0] == str(read_nr)):
+                return
+            time.sleep(0.002)
+        log(f"  workload {self.pid}: not blocked at the door after 5 s; going on")
 
     def release(self) -> None:
         self.proc.stdin.write(b"go\n")
