@@ -62,14 +62,20 @@ memstall_ftrace_off() { # INSTANCE
 }
 
 # The workload's own begin/end events (SYSTEM/EVENT ...) on CLOCK_MONOTONIC, into $RUN/windows:
-# the windows memstall times, each one (ftrace prints microseconds).
+# the windows memstall times, each one (ftrace prints microseconds). The instance is made
+# (memstall_windows_prepare) before the scenario sizes its workload from the free memory: its
+# buffers are memory too (4 MiB a CPU once left 5.10's reclaim_hog to the OOM killer).
+# 256 KiB a CPU holds some 2,500 events; a trace that lost any fails its check.
+memstall_windows_prepare() { # INSTANCE
+    inst=/sys/kernel/tracing/instances/$1
+    mkdir -p $inst
+    echo 256 > $inst/buffer_size_kb
+    echo mono > $inst/trace_clock
+}
 memstall_windows_on() { # INSTANCE PID EVENT...
     inst=/sys/kernel/tracing/instances/$1
     pid=$2
     shift 2
-    mkdir -p $inst
-    echo 4096 > $inst/buffer_size_kb
-    echo mono > $inst/trace_clock
     for e in "$@"; do
         echo "common_pid == $pid" > $inst/events/$e/filter
         echo 1 > $inst/events/$e/enable
@@ -302,6 +308,7 @@ memstall_compact() { # NAME DISABLE
         old_enabled=$(sed 's/.*\[\(.*\)\].*/\1/' $THP/enabled)
         echo always > $THP/defrag
         [ "$old_enabled" = never ] && echo madvise > $THP/enabled
+        memstall_windows_prepare memlat_compact
         avail=$(awk '/MemAvailable/ {print int($2 / 1024)}' /proc/meminfo)
         vm_held frag compact_fragmenter --mib $((avail * 50 / 100)) --thp-mib $((avail * 55 / 100))
         vm_meta frag_pid "$VM_PID"
@@ -336,6 +343,7 @@ memstall_direct() { # NAME DISABLE
     if vm_have memstall && vm_btf_for "${1##*.}" && vm_ramdisk; then
         memstall_delayacct_on
         echo 1 > /proc/sys/vm/drop_caches
+        memstall_windows_prepare memlat_direct
         node_free_mb=$(awk '/MemFree/ {print int($4 / 1024)}' \
             /sys/devices/system/node/node0/meminfo)
         vm_held hog reclaim_hog --node 0 --cpu 0 --fill /dev/ram0 \
