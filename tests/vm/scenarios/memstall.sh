@@ -368,22 +368,25 @@ memstall_direct() { # NAME DISABLE
     vm_end
 }
 
-# In a boot without PSI (vm.K.psi0) only the causes that PSI changes run again: swap-ins
-# (a workingset swap-in is an I/O wait then, not a memstall), thrashing and memory.high. The
-# tracepoint windows and dirty pauses read nothing of PSI, and the psi=1 boot runs them.
+# In a boot without PSI (vm.K.psi0) only the causes that PSI changes run again, on the first
+# hook path: swap-ins (a workingset swap-in is an I/O wait then, not a memstall), thrashing
+# and memory.high. The tracepoint windows and dirty pauses read nothing of PSI, and the raw_tp
+# variants the same task fields (through probe reads either way): the psi=1 boot runs them.
 if [ -e /proc/pressure/memory ]; then
     memstall_direct memstall.direct.tp_btf ""
     memstall_compact memstall.compact.tp_btf ""
-fi
-memstall_swapin memstall.swapin.tp_btf ""
-[ -e /proc/pressure/memory ] && memstall_swapin memstall.swapin.raw_tp tp_btf
-memstall_thrash memstall.thrash.tp_btf ""
-memstall_thrash memstall.thrash.raw_tp tp_btf
-memstall_high memstall.high.tp_btf ""
-memstall_high memstall.high.raw_tp tp_btf
-if [ -e /proc/pressure/memory ]; then
+    memstall_swapin memstall.swapin.tp_btf ""
+    memstall_swapin memstall.swapin.raw_tp tp_btf
+    memstall_thrash memstall.thrash.tp_btf ""
+    memstall_thrash memstall.thrash.raw_tp tp_btf
+    memstall_high memstall.high.tp_btf ""
+    memstall_high memstall.high.raw_tp tp_btf
     memstall_dirty memstall.dirty.tp_btf raw_tp
     memstall_dirty memstall.dirty.raw_tp tp_btf
+else
+    memstall_swapin memstall.swapin.tp_btf ""
+    memstall_thrash memstall.thrash.tp_btf ""
+    memstall_high memstall.high.tp_btf ""
 fi
 
 vm_choices memstall "" "-C"
