@@ -64,7 +64,7 @@ const volatile bool classify_by_name = false;
 /* PSI disabled (psi=0; Debian's default, CONFIG_PSI_DEFAULT_DISABLED) or compiled out: no task
  * is ever in a memstall. Then what else the kernel marks tells the stalls: a thrashing wait is
  * an I/O sleep with task_struct->in_thrashing set (the workingset wait sets it for delay
- * accounting, 6.1+, whatever kernel.task_delayacct says), and the memory.high throttle a
+ * accounting, 6.1+, only while kernel.task_delayacct is 1), and the memory.high throttle a
  * killable sleep (TASK_KILLABLE) under its functions. Other memstalls are not seen. */
 const volatile bool without_psi = false;
 /* --stacks: the kernel and user stacks of each stall, taken where the stalled task runs (at
@@ -89,9 +89,8 @@ __u64 unmarked_sleepers = 0;
 __u64 off_sleepers = 0;
 /* Off-CPU stalls whose switch-in no sched_switch showed (see stall_switch_in_unseen()). */
 __u64 unseen_switch_ins = 0;
-/* classify_by_name: return addresses the kernel named (frame_causes' misses), and those it
- * could not (charged to no cause). */
-__u64 frames_named = 0;
+/* classify_by_name: return addresses the kernel could not name (their sleeps charged to no
+ * function's cause). */
 __u64 frames_unnamed = 0;
 
 /* A stall's stacks (--stacks), or -1 each. */
@@ -523,7 +522,6 @@ static __always_inline __u32 named_frame_cause(struct classify_state *st, __u64 
         }
     }
     bpf_map_update_elem(&frame_causes, &pc, &cause, BPF_ANY);
-    __sync_fetch_and_add(&frames_named, 1);
     return cause;
 }
 

@@ -532,7 +532,8 @@ void Memstall::print_interval(memstall_bpf &skel) {
                     {"table_full", skel.bss->table_full},
                     {"unpaired_ends", skel.bss->unpaired_ends},
                     {"stack_failures", skel.bss->stack_failures},
-                    {"unseen_switch_ins", skel.bss->unseen_switch_ins}};
+                    {"unseen_switch_ins", skel.bss->unseen_switch_ins},
+                    {"frames_unnamed", skel.bss->frames_unnamed}};
         // What this host cannot measure, so that a 0 is not read as "no stall".
         json unmeasured = json::object();
         for (const auto &[cause, why] : unmeasured_)
@@ -626,37 +627,33 @@ void Memstall::load() {
     psi_enabled_ = access("/proc/pressure/memory", F_OK) == 0 && !feature_forced_off("psi");
     if (o_.stacks)
         note_user_frames_need_ptrace(tool_name, "-s");
-    // Without PSI (Debian's kernels boot with it disabled) the kernel marks no memory stall:
-    // what else it marks tells most of them; what is lost is said once, here.
-    if (without_psi())
-        fmt::print(
-            stderr,
-            "memstall: {}: the kernel marks no memory stall. Swap-ins are told by their "
-            "I/O waits, {}, memory.high throttling by its killable sleeps; OTHER "
-            "(kswapd's and kcompactd's stalls, workingset readahead) is not measured. "
-            "-v says how each cause is measured.\n",
-            no_psi_reason(),
-            thrashing_marked() ? "thrashing by task_struct->in_thrashing (delay accounting is on)"
-            : has_thrashing_flag_ ? "thrashing only while delay accounting is on (sysctl "
-                                    "kernel.task_delayacct=1; it is off)"
-                                  : "thrashing is not measured (no in_thrashing: before 6.1, or no "
-                                    "CONFIG_TASK_DELAY_ACCT)");
     verbose(v,
             fmt::format("CGROUP is the task's {}",
                         memcg_on_v1_ ? "memory cgroup (cgroup v1 hierarchy)" : "cgroup v2 cgroup"));
 
     load_skeleton(
         plan(), [&](memstall_bpf &s) { configure(s); }, v);
-    if (!ranges_unavailable_.empty() && !named_frames())
-        fmt::print(stderr,
-                   "memstall: {}{}: swap-in, memory.high and thrashing stalls are not told "
-                   "apart (-v says which).\n",
-                   ranges_unavailable_,
-                   classify_by_name_ ? ", and before Linux 5.17 (bpf_loop()) the kernel cannot "
-                                       "name the frames for memstall instead"
-                                     : "");
     describe_causes(probes_);
     find_unmeasured();
+    // What this host cannot measure, said once (without PSI, Debian's default, or without
+    // CAP_SYSLOG before 5.17): a 0 in those columns is then no answer.
+    if (!unmeasured_.empty()) {
+        // Causes lost for one reason, together, in the order of the columns.
+        std::vector<std::pair<std::string, std::string>> by_reason; // (causes, why)
+        for (const auto &[cause, why] : unmeasured_) {
+            auto same = std::find_if(by_reason.begin(), by_reason.end(),
+                                     [&](const auto &r) { return r.second == why; });
+            if (same == by_reason.end())
+                by_reason.emplace_back(memstall::cause_name(cause), why);
+            else
+                same->first += fmt::format(", {}", memstall::cause_name(cause));
+        }
+        std::vector<std::string> lost;
+        for (const auto &[causes, why] : by_reason)
+            lost.push_back(fmt::format("{} ({})", causes, why));
+        fmt::print(stderr, "memstall: not measured on this host: {}. -v says how each cause is.\n",
+                   fmt::join(lost, "; "));
+    }
     if (!o_.prom.on())
         return;
     metrics_.emplace(o_.prom, o_.cgroup);
