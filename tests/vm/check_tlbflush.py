@@ -19,9 +19,10 @@ def _x86(facts: dict) -> bool:
 
 # The qemu guests send real shootdown IPIs: the IPI path's oracles (count, culprits, -L) run
 # on every x86 kernel of the matrix, hosts whose hypervisor flushes without IPIs skipping
-# them. A skip here fails the kernel's run, but a tp_btf variant's in a boot without BTF.
+# them. A skip here fails the kernel's run, but that of a hook path the boot does not run
+# (vmcheck.BOOT_SKIPS).
 for _prefix in ("tlbflush.count", "tlbflush.culprits_latency", "tlbflush.latency"):
-    required(_prefix, _x86, allowed_skip="no kernel BTF")
+    required(_prefix, _x86)
 MIN_IPIS = 100          # under TCG the workload makes 50-300 munmaps a second, not 20000
 # /proc/interrupts counts every TLB IPI that reaches CPU 1; tlb:tlb_flush misses those whose
 # flush_tlb_func returns before its tracepoint. On 6.1 that is every IPI that finds CPU 1 idle

@@ -270,7 +270,8 @@ def fentry_possible(kernel: vmkernel.Kernel) -> bool:
 # ---------------------------------------------------------------- qemu
 
 def qemu_argv(kernel: vmkernel.Kernel, initrd: str, console: str, results: str,
-              swap_disk: str, only: list[str], hide_btf: bool, psi: bool = True) -> list[str]:
+              swap_disk: str, only: list[str], hide_btf: bool, psi: bool = True,
+              btf_paths_only: bool = False) -> list[str]:
     mem = NODE_MEM_MB
     arch = ARCHES[kernel.arch]
     if arch.results.startswith("hvc"):
@@ -294,6 +295,7 @@ def qemu_argv(kernel: vmkernel.Kernel, initrd: str, console: str, results: str,
                              f"memlat.results={arch.results}",
                              "memlat.only=" + ",".join(only)]
                             + (["memlat.nobtf=1"] if hide_btf else [])
+                            + (["memlat.btf_paths_only=1"] if btf_paths_only else [])
                             + ([] if fentry_possible(kernel) else ["memlat.nofentry=1"])
                             + builtin_params(kernel)),
         "-nodefaults", "-display", "none", "-no-reboot",
@@ -430,6 +432,10 @@ def main() -> int:
     ap.add_argument("--hide-btf", action="store_true",
                     help="the guest mounts a tmpfs over /sys/kernel/btf before the scenarios "
                          "(they see MEMLAT_VM_NO_BTF=1)")
+    ap.add_argument("--btf-paths-only", action="store_true",
+                    help="skip the scenarios of hook paths that need no kernel BTF (raw_tp, "
+                         "tracepoint, kprobe): the kernel's --hide-btf boot runs them, with the "
+                         "BTF the tools embed (they see MEMLAT_VM_BTF_PATHS_ONLY=1)")
     ap.add_argument("--psi-off", action="store_true",
                     help="boot with psi=0, as Debian's kernels do by default (the other runs "
                          "boot with psi=1)")
@@ -501,7 +507,7 @@ def main() -> int:
     with open(swap_disk, "wb") as f:
         f.truncate(SWAP_DISK_MB << 20)  # sparse: only what the guest writes takes host space
     argv = qemu_argv(kernel, initrd, console, results, swap_disk, only, args.hide_btf,
-                     psi=not args.psi_off)
+                     psi=not args.psi_off, btf_paths_only=args.btf_paths_only)
     log("vm: $ " + " ".join(argv))
     rc, took = boot(argv, args.timeout, results)
     os.remove(swap_disk)

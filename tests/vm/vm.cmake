@@ -64,6 +64,11 @@ foreach(kernel ${memlat_vm_kernels})
     foreach(variant "" ${variants})
         set(name vm.${kernel})
         set(extra --tools all)
+        if(nobtf IN_LIST variants)
+            # The hook paths that need no kernel BTF run once, in the nobtf boot (with the
+            # BTF the tools embed); this boot runs those that need it.
+            set(extra --tools all --btf-paths-only)
+        endif()
         if(variant STREQUAL "nobtf")
             set(name vm.${kernel}.nobtf)
             set(extra --tools all --hide-btf)

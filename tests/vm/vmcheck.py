@@ -134,28 +134,34 @@ def checker(prefix: str):
     return register
 
 
-# Scenarios that must run wherever `when(facts)` holds: a skip there (but one whose reason
-# contains `allowed_skip`, a variant the boot cannot run) or no block of the prefix at all
-# fails the kernel's run. The paths the host test bed lacks are proven here.
-_REQUIRED: list[tuple[str, Callable[[dict], bool], str]] = []
+# Scenarios that must run wherever `when(facts)` holds: a skip there fails the kernel's run,
+# but a skip of a hook path this boot does not run (guest/lib.sh vm_btf_for: a tp_btf path
+# without kernel BTF, a BTF-free path that the kernel's boot without BTF runs), and so does a
+# prefix none of whose scenarios ran. The paths the host test bed lacks are proven here.
+_REQUIRED: list[tuple[str, Callable[[dict], bool]]] = []
+BOOT_SKIPS = ("no kernel BTF: ", "run in the boot without kernel BTF: ")
 
 
-def required(prefix: str, when: Callable[[dict], bool], allowed_skip: str = "") -> None:
-    _REQUIRED.append((prefix, when, allowed_skip))
+def required(prefix: str, when: Callable[[dict], bool]) -> None:
+    _REQUIRED.append((prefix, when))
+
+
+def _of(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
 
 
 def required_verdicts(facts: dict, rows: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
     """`rows` (name, PASS/FAIL/SKIP, detail) with the required scenarios' skips made failures,
-    and a failure for each required prefix no block ran under."""
+    and a failure for each required prefix no scenario ran under."""
     out = []
     for name, status, detail in rows:
-        for prefix, when, allowed in _REQUIRED:
-            if ((name == prefix or name.startswith(prefix + ".")) and status == "SKIP"
-                    and when(facts) and not (allowed and allowed in detail)):
+        for prefix, when in _REQUIRED:
+            if (_of(name, prefix) and status == "SKIP" and when(facts)
+                    and not detail.startswith(BOOT_SKIPS)):
                 status, detail = "FAIL", f"skipped where it must run: {detail}"
         out.append((name, status, detail))
-    for prefix, when, _ in _REQUIRED:
-        if when(facts) and not any(n == prefix or n.startswith(prefix + ".") for n, _, _ in rows):
+    for prefix, when in _REQUIRED:
+        if when(facts) and not any(_of(n, prefix) and s != "SKIP" for n, s, _ in out):
             out.append((prefix, "FAIL", "must run on this kernel, and no scenario of it ran"))
     return out
 
