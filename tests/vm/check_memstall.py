@@ -490,8 +490,15 @@ def compact(t: Test, b: Block) -> None:
                    f"{stats.get('version')}): no per-task oracle")
     if stats["compact_count"] == 0:
         raise Skip("the fragmenter never compacted directly (taskstats compact_count 0)")
+    windows = _windows_ns(t, b)
+    # An attempt compacts no zone when every zone is deferred (after failures) or unsuitable
+    # (too little free memory): delay accounting counts it, the tracepoints see nothing. A CI
+    # run on 6.1 had only such attempts.
+    if not windows and got["stalls"] == 0:
+        raise Skip(f"the fragmenter's {stats['compact_count']} direct compaction attempts "
+                   "(taskstats) compacted no zone: no mm_compaction_begin in ftrace")
     t.check_ge("compaction stalls counted", 1, got["stalls"])
-    _check_windows(t, "compaction", _windows_ns(t, b), got)
+    _check_windows(t, "compaction", windows, got)
     log(f"  memstall compact {got['stalls']} windows, {got['ns'] / 1e6:.1f} ms; taskstats "
         f"compact {stats['compact_count']}, {stats['compact_delay_total'] / 1e6:.1f} ms")
     # Delay accounting times each direct compaction attempt (__alloc_pages_direct_compact
@@ -502,12 +509,16 @@ def compact(t: Test, b: Block) -> None:
     # zone checks before each window (compaction_suitable(), a restarted zone's pageblock
     # reset), and delay accounting's clock: local_clock(), each CPU's own, which in this guest
     # (TSC marked unstable) may be a tick apart from the other CPU's when the attempt ends on
-    # another CPU than it began (not measured separately). Asserted: within [30%, 105%].
-    t.check_ge("taskstats counted direct compaction", 1, stats["compact_count"])
+    # another CPU than it began (not measured separately). Asserted: within [30%, 105%], the
+    # lower bound only when every attempt compacted a zone (as many windows as attempts).
     t.check_le("compaction time <= taskstats' (+5%: the two clocks)",
                1.05 * stats["compact_delay_total"], got["ns"])
-    t.check_ge("compaction time >= 30% of taskstats'", 0.3 * stats["compact_delay_total"],
-               got["ns"])
+    if len(windows) >= stats["compact_count"]:
+        t.check_ge("compaction time >= 30% of taskstats'", 0.3 * stats["compact_delay_total"],
+                   got["ns"])
+    else:
+        log(f"  not compared with 30% of taskstats' time: {len(windows)} windows for "
+            f"{stats['compact_count']} attempts, some of which compacted no zone")
 
 
 @checker("memstall.direct")
