@@ -7,6 +7,7 @@ packages=(
     bpftool libbpf-dev          # skeletons (bpftool) and the BPF headers; the loader is built from Debian's source (cmake/Libbpf.cmake)
     libelf-dev zlib1g-dev libzstd-dev   # libbpf's and our ELF reading, static archives included
     cmake make g++ pkg-config patch  # patch: our fixes to libbpf's source (cmake/libbpf)
+    ccache                      # build.sh compiles through it: unchanged sources are not compiled again
     nlohmann-json3-dev libfmt-dev       # JSON output, formatting (header-only)
     libboost1.81-dev            # --prometheus: Boost.Beast, the HTTP server (header-only)
     libmbedtls-dev libcrypt-dev openssl   # --web.config.file in -DMEMLAT_TLS=ON builds: TLS, bcrypt; openssl makes the test's certificate
