@@ -1185,6 +1185,15 @@ class Workload:
                 return {"pid": int(m.group(1)), "iterations": int(m.group(2))}
         raise Failure(f"unexpected workload output {''.join(self._out.lines)!r}")
 
+    def wait_exit(self, timeout: float) -> int:
+        """Waits for the process to end (after wait_done(): its exit too, which may unmap and
+        flush); its exit status."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise Failure(f"workload did not exit within {timeout:.0f} s")
+
     def kill(self) -> None:
         if self.proc is not None:
             _kill_group(self.proc)

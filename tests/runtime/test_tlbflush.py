@@ -191,6 +191,11 @@ def requests_match_ftrace(t: Test) -> None:
             with Tool("tlbflush", "-p", str(wl.pid), "--culprits", "-j") as tool:
                 wl.release()
                 info = wl.wait_done(60)
+                # Its exit too: exit_mmap() flushes the worker's CPU, still in the mm's mask,
+                # after the line wait_done() reads. Stopped while it exits, the tool read its
+                # culprits before that request and its totals after (36163 and 36164 of
+                # ftrace's 36164 in a CI run).
+                wl.wait_exit(10)
                 res = tool.stop()
             sent = oracle.stop()["tlb_flush"]
     log(f"  workload pid {info['pid']}: {info['iterations']} munmaps; ftrace: {len(sent)} remote "
