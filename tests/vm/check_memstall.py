@@ -146,11 +146,20 @@ def high(t: Test, b: Block) -> None:
         log(f"  {label}: {mine[0]['stall_ns']} ns, {mine[0]['causes']}")
         t.check_close(f"{label}: the cgroup's stall time vs -p's", rows[0]["stall_ns"],
                       mine[0]["stall_ns"], rel_tol=0.01)
-        # With PSI the preemptions inside the throttle are stalls too, and each instance sees
-        # one or two of them differently (7.3: -p 12 and 13, -G and -C 11).
-        t.check_close(f"{label}: its memory.high stalls vs -p's", high["stalls"],
-                      mine[0]["causes"].get("high", {}).get("stalls", 0), rel_tol=0,
-                      abs_tol=2 if psi else 0)
+        # With PSI the preemptions inside the throttle are stalls too, and the instances see
+        # them differently (we think: 7.3 preempts a task inside a BPF program, stacks through
+        # preempt_schedule_thunk from bpf_get_stackid, so a preemption can fall inside one
+        # instance's reclaim window and outside another's; 7.3: -p 12 and 13, -G and -C 11;
+        # a CI run: -p 9, -G 11, -C 12, with 84 preemptions). Each instance is then held to
+        # -p's bounds from ftrace; without PSI the counts are equal.
+        other_high = mine[0]["causes"].get("high", {}).get("stalls", 0)
+        if psi:
+            t.check_ge(f"{label}: memory.high stalls >= the D sleeps of 20 ms or more",
+                       long_sleeps, other_high)
+            t.check_le(f"{label}: memory.high stalls <= its D sleeps + its preemptions",
+                       len(sleeps) + preempted, other_high)
+        else:
+            t.check_eq(f"{label}: its memory.high stalls vs -p's", high["stalls"], other_high)
     if not psi:
         # Without PSI no other memstall is seen, and the JSON says so.
         unmeasured = lines[0].get("unmeasured_causes", {})
