@@ -25,4 +25,7 @@ std::span<const ToolEntry *const> tool_entries();
 // `memlat exporter ARGS` (tools/memlat/exporter.cpp): every tool's counting side on one port.
 int exporter_main(int argc, char **argv);
 
+// `memlat top ARGS` (tools/memlat/top.cpp): the live view of memory stalls per cgroup.
+int top_main(int argc, char **argv);
+
 } // namespace memlat

@@ -3,7 +3,8 @@
 // own would: same options, output and exit statuses. A link named memlat-TOOL does the same:
 // the Debian package installs those, since Debian's libbpf-tools owns /usr/sbin/drsnoop,
 // cachestat and numamove (docs/building.md, "Installing"). `memlat exporter` serves every tool's
-// counters to Prometheus from one process.
+// counters to Prometheus from one process; `memlat top` (or a link named memtop) is the live
+// view of memory stalls per cgroup.
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -108,6 +109,8 @@ void usage(FILE *out) {
                     "Tools:\n");
     for (const ToolEntry *tool : memlat::tool_entries())
         fmt::print(out, "  {:<14}{}\n", tool->name, tool->summary);
+    fmt::print(out, "\nLive view:\n  {:<14}{}\n", "top",
+               "which memory cgroups stall now, by what, with their memory and limits");
     fmt::print(out, "\nFleet mode:\n  {:<14}{}\n", "exporter",
                "every tool's counters and histograms for Prometheus, one process, one port");
     fmt::print(out, "\n'memlat TOOL -h' shows a tool's options.\n"
@@ -133,6 +136,8 @@ int main(int argc, char **argv) {
         linked.remove_prefix(std::string_view("memlat-").size());
     if (const ToolEntry *tool = find_tool(linked))
         return tool->main(argc, argv);
+    if (linked == "memtop")
+        return memlat::top_main(argc, argv);
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -150,6 +155,8 @@ int main(int argc, char **argv) {
         return tool->main(argc - 1, argv + 1);
     if (first == "exporter")
         return memlat::exporter_main(argc - 1, argv + 1);
+    if (first == "top")
+        return memlat::top_main(argc - 1, argv + 1);
     std::string names;
     for (const ToolEntry *tool : memlat::tool_entries())
         names += (names.empty() ? "" : ", ") + std::string(tool->name);

@@ -33,6 +33,7 @@
 #include "memstall.skel.h"
 #include "memstall_format.h"
 #include "memstall_metrics.h"
+#include "memstall_source.h"
 #include "prometheus/exporter.h"
 #include "prometheus/metrics_serving.h"
 #include "tool/tool.h"
@@ -133,6 +134,12 @@ class Memstall final : public Tool<memstall_bpf, Options> {
     void check_options() override;
     void load() override;
     CountedLosses collect(prometheus::Exposition &out) override;
+
+    // memstall_source.h's, for memlat top.
+    memstall::Snapshot take_snapshot();
+    const std::map<uint32_t, std::string> &unmeasured() const { return unmeasured_; }
+    bool memcg_on_v1() const { return memcg_on_v1_; }
+    uint64_t table_full() const { return skel().bss->table_full; }
 
   private:
     int trace() override;
@@ -498,9 +505,7 @@ void Memstall::print_interval(memstall_bpf &skel) {
     const auto now_time = std::chrono::steady_clock::now();
     const double interval_s = std::chrono::duration<double>(now_time - last_print_).count();
     last_print_ = now_time;
-    memstall::Snapshot now;
-    for (const auto &[key, value] : read_hash_map<memstall_key, memstall_value>(skel.maps.stalls))
-        now[{key.tid, key.cause}] = value;
+    memstall::Snapshot now = take_snapshot();
     const auto grouping = o_.per_cgroup ? memstall::Grouping::Cgroup : memstall::Grouping::Process;
     std::map<uint64_t, std::string> paths;
     if (o_.per_cgroup)
@@ -553,14 +558,23 @@ void Memstall::print_interval(memstall_bpf &skel) {
             fmt::print("{} stalls not counted so far: a BPF table was full (--max-entries).\n",
                        skel.bss->table_full);
     }
-    // Threads that are gone stall no more: their totals were just printed, their entries go.
+    before_ = std::move(now);
+}
+
+memstall::Snapshot Memstall::take_snapshot() {
+    memstall_bpf &skel = this->skel();
+    memstall::Snapshot now;
+    for (const auto &[key, value] : read_hash_map<memstall_key, memstall_value>(skel.maps.stalls))
+        now[{key.tid, key.cause}] = value;
+    // Threads that are gone stall no more: their totals are in this snapshot, their entries
+    // go, and the table keeps room for the threads that live.
     for (const auto &[key, value] : now) {
         if (task_exited(key.first)) {
             memstall_key k{key.first, key.second};
             bpf_map__delete_elem(skel.maps.stalls, &k, sizeof(k), 0);
         }
     }
-    before_ = std::move(now);
+    return now;
 }
 
 void Memstall::print_stacks(memstall_bpf &skel) {
@@ -703,7 +717,34 @@ CommandLine command_line(Options &o) {
     return cli;
 }
 
+// memstall as memlat top's source of stall time: Memstall loaded with no filter.
+class MemstallSource final : public memstall::StallSource {
+  public:
+    explicit MemstallSource(const CommonOptions &common) : memstall_(options(common)) {
+        memstall_.check_options();
+        memstall_.load();
+    }
+    memstall::Snapshot take_snapshot() override { return memstall_.take_snapshot(); }
+    const std::map<uint32_t, std::string> &unmeasured() const override {
+        return memstall_.unmeasured();
+    }
+    bool memcg_on_v1() const override { return memstall_.memcg_on_v1(); }
+    uint64_t table_full() const override { return memstall_.table_full(); }
+
+  private:
+    static Options options(const CommonOptions &common) {
+        Options o;
+        o.common = common;
+        return o;
+    }
+    Memstall memstall_;
+};
+
 } // namespace
+
+std::unique_ptr<memstall::StallSource> memstall::load_stall_source(const CommonOptions &common) {
+    return std::make_unique<MemstallSource>(common);
+}
 
 // memlat memstall (and a link named memstall), and its part of `memlat exporter`.
 extern const ToolEntry memlat_tool_memstall =

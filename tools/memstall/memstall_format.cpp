@@ -6,17 +6,15 @@
 
 namespace memlat::memstall {
 
-namespace {
-
-// The table's column per cause, in enum order.
-constexpr std::array<const char *, MEMSTALL_CAUSES> column_names{
-    "DIRECT", "MEMCG", "COMPACT", "DIRTY", "SWAPIN", "HIGH", "THRASH", "OTHER"};
+const char *cause_column(uint32_t cause) {
+    static const std::array<const char *, MEMSTALL_CAUSES> columns{
+        "DIRECT", "MEMCG", "COMPACT", "DIRTY", "SWAPIN", "HIGH", "THRASH", "OTHER"};
+    return cause < MEMSTALL_CAUSES ? columns[cause] : "UNKNOWN";
+}
 
 double share_percent(uint64_t ns, double interval_s) {
     return interval_s > 0 ? static_cast<double>(ns) / (interval_s * 1e9) * 100 : 0;
 }
-
-} // namespace
 
 const char *cause_name(uint32_t cause) {
     static const std::array<const char *, MEMSTALL_CAUSES> names{
@@ -71,8 +69,8 @@ std::string header(Grouping grouping) {
     std::string h = grouping == Grouping::Process ? fmt::format("{:<7} {:<16}", "PID", "COMM")
                                                   : fmt::format("{:<24}", "CGROUP");
     h += fmt::format(" {:>6} {:>10}", "STALL%", "TOTAL(ms)");
-    for (const char *name : column_names)
-        h += fmt::format(" {:>8}", name);
+    for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause)
+        h += fmt::format(" {:>8}", cause_column(cause));
     return h;
 }
 

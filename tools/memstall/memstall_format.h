@@ -14,6 +14,11 @@ namespace memlat::memstall {
 
 // "direct", "memcg", "compact", "dirty", "swapin", "high", "thrash", "other".
 const char *cause_name(uint32_t cause);
+// The cause's column in the tables: "DIRECT", "MEMCG", ... "OTHER".
+const char *cause_column(uint32_t cause);
+
+// Stall time as a share of an interval, in % (0 for an empty interval).
+double share_percent(uint64_t ns, double interval_s);
 
 // What the kernel's table holds: per thread and cause since load.
 using Snapshot = std::map<std::pair<uint32_t, uint32_t>, memstall_value>; // (tid, cause)

@@ -1,0 +1,125 @@
+// memlat top's views (tools/memlat/top_format.h).
+#include <gtest/gtest.h>
+
+#include "memlat/top_format.h"
+
+using namespace memlat;
+using namespace memlat::top;
+
+TEST(TopFormat, HumanBytes) {
+    EXPECT_EQ("0", human_bytes(0));
+    EXPECT_EQ("1023", human_bytes(1023));
+    EXPECT_EQ("1.0K", human_bytes(1024));
+    EXPECT_EQ("32M", human_bytes(32u << 20));
+    EXPECT_EQ("9.5G", human_bytes(9728ull << 20));
+    EXPECT_EQ("24G", human_bytes(24684084ull * 1024));
+}
+
+namespace {
+
+CgroupInterval row(uint64_t id, const std::string &path, uint64_t memcg_ns,
+                   std::optional<uint64_t> psi = std::nullopt, uint64_t usage = 0) {
+    CgroupInterval r;
+    r.id = id;
+    r.path = path;
+    r.stalls[MEMSTALL_MEMCG_RECLAIM] = {10, memcg_ns, memcg_ns};
+    r.psi_some_us = psi;
+    r.memory.usage_bytes = usage;
+    return r;
+}
+
+} // namespace
+
+TEST(TopFormat, BusiestFirst) {
+    std::vector<CgroupInterval> rows{row(1, "/a", 0, 5), row(2, "/b", 300), row(3, "/c", 900),
+                                     row(4, "/d", 0, std::nullopt, 1 << 20), row(5, "/e", 0)};
+    sort_busiest(rows);
+    std::vector<std::string> order;
+    for (const auto &r : rows)
+        order.push_back(r.path);
+    // Stall time, then PSI, then usage, then the path.
+    EXPECT_EQ((std::vector<std::string>{"/c", "/b", "/a", "/d", "/e"}), order);
+}
+
+TEST(TopFormat, TotalStallsSumRows) {
+    memstall::Row a, b;
+    a.causes[MEMSTALL_MEMCG_RECLAIM] = {2, 2000, 1500};
+    b.causes[MEMSTALL_MEMCG_RECLAIM] = {1, 3000, 3000};
+    b.causes[MEMSTALL_THRASHING] = {4, 400, 200};
+    auto sum = total_stalls({a, b});
+    EXPECT_EQ(3u, sum[MEMSTALL_MEMCG_RECLAIM].stalls);
+    EXPECT_EQ(5000u, sum[MEMSTALL_MEMCG_RECLAIM].ns);
+    EXPECT_EQ(3000u, sum[MEMSTALL_MEMCG_RECLAIM].max_ns);
+    EXPECT_EQ(400u, sum[MEMSTALL_THRASHING].ns);
+}
+
+TEST(TopFormat, RowText) {
+    CgroupInterval r = row(7, "/system.slice/very-long-unit-name.service", 250'000'000);
+    r.memory.usage_bytes = 30 << 20;
+    r.memory.max_bytes = 32 << 20;
+    r.events_since_start = {{"max", 12}, {"high", 3}, {"oom_kill", 1}};
+    r.psi_some_us = 100'000;
+    const std::string text = row_text(r, 0.5, 20);
+    // The path cut from the left to 20 characters.
+    EXPECT_EQ("<g-unit-name.service ", text.substr(0, 21));
+    EXPECT_NE(std::string::npos, text.find("   30M    32M   50.0"));
+    EXPECT_NE(std::string::npos, text.find("  250.0"));
+    EXPECT_NE(std::string::npos, text.find("12/3 K1"));
+    // PSI: 100 ms of 500.
+    EXPECT_EQ(" 20.0", text.substr(text.size() - 5));
+    EXPECT_EQ(table_heading(20).size(), text.size());
+}
+
+TEST(TopFormat, LimitShowsTheLowerOfHighAndMax) {
+    CgroupInterval r = row(1, "/x", 0);
+    r.memory.max_bytes = 64 << 20;
+    r.memory.high_bytes = 48 << 20;
+    EXPECT_NE(std::string::npos, row_text(r, 1, 8).find(" 48Mh "));
+    r.memory.max_bytes.reset();
+    r.memory.high_bytes.reset();
+    r.psi_some_us.reset();
+    // No limit, no PSI.
+    const std::string text = row_text(r, 1, 8);
+    EXPECT_NE(std::string::npos, text.find("      - "));
+    EXPECT_EQ("     -", text.substr(text.size() - 6));
+}
+
+TEST(TopFormat, HeaderSaysWhatIsNotMeasured) {
+    HostInterval host;
+    host.interval_s = 2;
+    host.now.meminfo = {{"MemTotal", 8ull << 30}, {"MemAvailable", 6ull << 30}};
+    host.vmstat_delta = {{"pgsteal_direct", 200},
+                         {"allocstall_normal", 6},
+                         {"allocstall_movable", 4},
+                         {"compact_stall", 1},
+                         {"workingset_refault_file", 30}};
+    host.stalls[MEMSTALL_DIRECT_RECLAIM] = {10, 4'000'000, 1'000'000};
+    const std::string text = header_text(host, {{MEMSTALL_OTHER, "no PSI"}}, "12:00:00");
+    EXPECT_NE(std::string::npos, text.find("Mem: 8.0G total, 6.0G available"));
+    EXPECT_NE(std::string::npos, text.find("PSI memory: not available"));
+    EXPECT_NE(std::string::npos, text.find("direct 4.0"));
+    EXPECT_NE(std::string::npos, text.find("other -"));
+    // Per second over 2 s: 100 pages, 5 stalls, 0.5 compactions, 15 refaults.
+    EXPECT_NE(std::string::npos, text.find("reclaim 100 direct (5.0 stalls)"));
+    EXPECT_NE(std::string::npos, text.find("compaction 0.5 stalls"));
+    EXPECT_NE(std::string::npos, text.find("refaults 15"));
+}
+
+TEST(TopFormat, Json) {
+    HostInterval host;
+    host.interval_s = 1;
+    host.psi_some_us = 1500;
+    host.stalls[MEMSTALL_MEMCG_RECLAIM] = {3, 9000, 5000};
+    CgroupInterval r = row(9, "/a", 9000);
+    r.memory.max_bytes = 4096;
+    auto j = snapshot_json(host, {r}, {{MEMSTALL_OTHER, "why"}}, "12:00:00");
+    EXPECT_EQ(1500, j["host"]["psi_some_us"]);
+    EXPECT_TRUE(j["host"]["psi_full_us"].is_null());
+    EXPECT_EQ(9000, j["host"]["causes"]["memcg"]["ns"]);
+    ASSERT_EQ(1u, j["cgroups"].size());
+    EXPECT_EQ("/a", j["cgroups"][0]["cgroup"]);
+    EXPECT_EQ(9000, j["cgroups"][0]["stall_ns"]);
+    EXPECT_EQ(4096, j["cgroups"][0]["max_bytes"]);
+    EXPECT_TRUE(j["cgroups"][0]["high_bytes"].is_null());
+    EXPECT_EQ("why", j["unmeasured_causes"]["other"]);
+}

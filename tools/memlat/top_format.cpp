@@ -1,0 +1,214 @@
+#include "memlat/top_format.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace memlat::top {
+
+namespace {
+
+using memstall::share_percent;
+
+uint64_t value_or_zero(const std::map<std::string, uint64_t> &m, const std::string &key) {
+    auto it = m.find(key);
+    return it != m.end() ? it->second : 0;
+}
+
+// The sum of the counters whose names start with `prefix` (allocstall_dma32, _normal, ...).
+uint64_t sum_prefixed(const std::map<std::string, uint64_t> &m, const std::string &prefix) {
+    uint64_t sum = 0;
+    for (auto it = m.lower_bound(prefix); it != m.end() && it->first.starts_with(prefix); ++it)
+        sum += it->second;
+    return sum;
+}
+
+// A count per second of the interval, as an integer when it is one.
+std::string rate(uint64_t count, double interval_s) {
+    const double r = interval_s > 0 ? static_cast<double>(count) / interval_s : 0;
+    return r >= 10 || r == 0 ? fmt::format("{:.0f}", r) : fmt::format("{:.1f}", r);
+}
+
+std::string cut_left(const std::string &text, size_t width) {
+    if (text.size() <= width)
+        return text;
+    if (width <= 1)
+        return text.substr(text.size() - width);
+    return "<" + text.substr(text.size() - (width - 1));
+}
+
+std::string limit_text(const CgroupMemory &m) {
+    if (m.high_bytes && (!m.max_bytes || *m.high_bytes < *m.max_bytes))
+        return human_bytes(*m.high_bytes) + "h";
+    return m.max_bytes ? human_bytes(*m.max_bytes) : "-";
+}
+
+std::string events_text(const std::map<std::string, uint64_t> &events) {
+    std::string out = fmt::format("{}", value_or_zero(events, "max"));
+    if (events.contains("high"))
+        out += fmt::format("/{}", events.at("high"));
+    if (auto kills = value_or_zero(events, "oom_kill"); kills > 0)
+        out += fmt::format(" K{}", kills);
+    return out;
+}
+
+} // namespace
+
+uint64_t CgroupInterval::stall_ns() const {
+    uint64_t sum = 0;
+    for (const auto &c : stalls)
+        sum += c.ns;
+    return sum;
+}
+
+void sort_busiest(std::vector<CgroupInterval> &rows) {
+    std::sort(rows.begin(), rows.end(), [](const CgroupInterval &a, const CgroupInterval &b) {
+        if (a.stall_ns() != b.stall_ns())
+            return a.stall_ns() > b.stall_ns();
+        if (a.psi_some_us.value_or(0) != b.psi_some_us.value_or(0))
+            return a.psi_some_us.value_or(0) > b.psi_some_us.value_or(0);
+        if (a.memory.usage_bytes.value_or(0) != b.memory.usage_bytes.value_or(0))
+            return a.memory.usage_bytes.value_or(0) > b.memory.usage_bytes.value_or(0);
+        return a.path < b.path;
+    });
+}
+
+CauseTimes total_stalls(const std::vector<memstall::Row> &rows) {
+    CauseTimes sum{};
+    for (const auto &row : rows)
+        for (size_t cause = 0; cause < sum.size(); ++cause) {
+            sum[cause].stalls += row.causes[cause].stalls;
+            sum[cause].ns += row.causes[cause].ns;
+            sum[cause].max_ns = std::max(sum[cause].max_ns, row.causes[cause].max_ns);
+        }
+    return sum;
+}
+
+std::string human_bytes(uint64_t bytes) {
+    static constexpr std::array<char, 6> units{'K', 'M', 'G', 'T', 'P', 'E'};
+    if (bytes < 1024)
+        return fmt::format("{}", bytes);
+    double v = static_cast<double>(bytes);
+    size_t unit = 0;
+    v /= 1024;
+    while (v >= 1024 && unit + 1 < units.size()) {
+        v /= 1024;
+        ++unit;
+    }
+    // "9.5G" below 10 of a unit, "812M" from 10 (rounding may reach the next unit's 1024).
+    return v < 10 ? fmt::format("{:.1f}{}", v, units[unit])
+                  : fmt::format("{:.0f}{}", v, units[unit]);
+}
+
+std::string header_text(const HostInterval &host, const std::map<uint32_t, std::string> &unmeasured,
+                        const std::string &time) {
+    const auto &mi = host.now.meminfo;
+    const auto &vm = host.vmstat_delta;
+    const double s = host.interval_s;
+    std::string out = fmt::format("memlat top - {}  interval {:.1f} s  {} memory cgroups stalled\n",
+                                  time, s, host.cgroups_stalled);
+    out += fmt::format(
+        "Mem: {} total, {} available, {} free, {} cache, {} dirty, {} writeback",
+        human_bytes(value_or_zero(mi, "MemTotal")), human_bytes(value_or_zero(mi, "MemAvailable")),
+        human_bytes(value_or_zero(mi, "MemFree")), human_bytes(value_or_zero(mi, "Cached")),
+        human_bytes(value_or_zero(mi, "Dirty")), human_bytes(value_or_zero(mi, "Writeback")));
+    const uint64_t swap_total = value_or_zero(mi, "SwapTotal");
+    if (swap_total > 0)
+        out += fmt::format("; swap {} of {} used",
+                           human_bytes(swap_total - value_or_zero(mi, "SwapFree")),
+                           human_bytes(swap_total));
+    out += "\n";
+    if (host.psi_some_us)
+        out += fmt::format("PSI memory: some {:.1f}%, full {:.1f}% of the interval\n",
+                           share_percent(*host.psi_some_us * 1000, s),
+                           share_percent(host.psi_full_us.value_or(0) * 1000, s));
+    else
+        out += "PSI memory: not available (kernel without PSI, or booted with psi=0)\n";
+    out += "Stalled (ms):";
+    for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause) {
+        if (unmeasured.contains(cause))
+            out += fmt::format(" {} -", memstall::cause_name(cause));
+        else
+            out +=
+                fmt::format(" {} {:.1f}", memstall::cause_name(cause), host.stalls[cause].ns / 1e6);
+    }
+    out += "\n";
+    // Pages: reclaimed directly by allocating tasks and by kswapd; stalls: direct reclaim
+    // entries (allocstall_*) and direct compactions; refaults of evicted file and anon pages.
+    out += fmt::format(
+        "Per second: reclaim {} direct ({} stalls) {} kswapd pages; compaction {} stalls; "
+        "migrated {} pages; refaults {}\n",
+        rate(value_or_zero(vm, "pgsteal_direct"), s), rate(sum_prefixed(vm, "allocstall_"), s),
+        rate(value_or_zero(vm, "pgsteal_kswapd"), s), rate(value_or_zero(vm, "compact_stall"), s),
+        rate(value_or_zero(vm, "pgmigrate_success"), s),
+        rate(value_or_zero(vm, "workingset_refault_file") +
+                 value_or_zero(vm, "workingset_refault_anon") +
+                 value_or_zero(vm, "workingset_refault"),
+             s));
+    return out;
+}
+
+std::string table_heading(size_t path_width) {
+    std::string h =
+        fmt::format("{:<{}} {:>6} {:>6} {:>6}", "CGROUP", path_width, "USAGE", "LIMIT", "STALL%");
+    for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause)
+        h += fmt::format(" {:>7}", memstall::cause_column(cause));
+    h += fmt::format(" {:>9} {:>5}", "EVENTS", "PSI%");
+    return h;
+}
+
+std::string row_text(const CgroupInterval &row, double interval_s, size_t path_width) {
+    const auto &m = row.memory;
+    std::string l = fmt::format("{:<{}} {:>6} {:>6} {:>6.1f}", cut_left(row.path, path_width),
+                                path_width, m.usage_bytes ? human_bytes(*m.usage_bytes) : "-",
+                                limit_text(m), share_percent(row.stall_ns(), interval_s));
+    for (const auto &c : row.stalls)
+        l += fmt::format(" {:>7.1f}", c.ns / 1e6);
+    l += fmt::format(" {:>9}", events_text(row.events_since_start));
+    l += row.psi_some_us
+             ? fmt::format(" {:>5.1f}", share_percent(*row.psi_some_us * 1000, interval_s))
+             : fmt::format(" {:>5}", "-");
+    return l;
+}
+
+nlohmann::json snapshot_json(const HostInterval &host, const std::vector<CgroupInterval> &rows,
+                             const std::map<uint32_t, std::string> &unmeasured,
+                             const std::string &time) {
+    using nlohmann::json;
+    auto causes = [](const CauseTimes &stalls) {
+        json out = json::object();
+        for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause)
+            if (stalls[cause].stalls != 0 || stalls[cause].ns != 0)
+                out[memstall::cause_name(cause)] = {{"stalls", stalls[cause].stalls},
+                                                    {"ns", stalls[cause].ns}};
+        return out;
+    };
+    auto optional = [](const std::optional<uint64_t> &v) { return v ? json(*v) : json(nullptr); };
+    json host_j = {{"memory_bytes", host.now.meminfo},
+                   {"vmstat_delta", host.vmstat_delta},
+                   {"psi_some_us", optional(host.psi_some_us)},
+                   {"psi_full_us", optional(host.psi_full_us)},
+                   {"causes", causes(host.stalls)},
+                   {"cgroups_stalled", host.cgroups_stalled}};
+    json list = json::array();
+    for (const auto &r : rows)
+        list.push_back({{"cgroup_id", r.id},
+                        {"cgroup", r.path},
+                        {"stall_ns", r.stall_ns()},
+                        {"stall_pct", share_percent(r.stall_ns(), host.interval_s)},
+                        {"causes", causes(r.stalls)},
+                        {"usage_bytes", optional(r.memory.usage_bytes)},
+                        {"max_bytes", optional(r.memory.max_bytes)},
+                        {"high_bytes", optional(r.memory.high_bytes)},
+                        {"events_since_start", r.events_since_start},
+                        {"psi_some_us", optional(r.psi_some_us)}});
+    json unmeasured_j = json::object();
+    for (const auto &[cause, why] : unmeasured)
+        unmeasured_j[memstall::cause_name(cause)] = why;
+    return {{"time", time},
+            {"interval_s", host.interval_s},
+            {"host", host_j},
+            {"cgroups", list},
+            {"unmeasured_causes", unmeasured_j}};
+}
+
+} // namespace memlat::top

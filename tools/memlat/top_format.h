@@ -1,0 +1,73 @@
+// memlat top's screen and JSON, apart from its loop so the unit tests can check them: the
+// host's memory and stalls over an interval, then one row per memory cgroup that stalled,
+// busiest first.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernel/memory_state.h"
+#include "memstall/memstall.h"
+#include "memstall/memstall_format.h"
+
+namespace memlat::top {
+
+using CauseTimes = std::array<memstall::CauseTime, MEMSTALL_CAUSES>;
+
+// The host over one interval.
+struct HostInterval {
+    double interval_s = 0;
+    HostMemory now;                                   // meminfo now; vmstat and PSI since boot
+    std::map<std::string, uint64_t> vmstat_delta;     // how far each vmstat counter moved
+    std::optional<uint64_t> psi_some_us, psi_full_us; // PSI's stall time in the interval
+    CauseTimes stalls{};                              // memstall's, every task
+    size_t cgroups_stalled = 0;                       // memory cgroups with stall time
+};
+
+// One memory cgroup over the interval.
+struct CgroupInterval {
+    uint64_t id = 0;
+    std::string path; // its directory below the hierarchy's mount, "/" for the root
+    CauseTimes stalls{};
+    CgroupMemory memory; // its files now
+    // How far each memory event counter moved since top started (or since the cgroup was
+    // first seen, if later): the limits met while watching.
+    std::map<std::string, uint64_t> events_since_start;
+    std::optional<uint64_t> psi_some_us; // memory.pressure's some total, in the interval
+    uint64_t stall_ns() const;
+};
+
+// Busiest first: memstall's stall time, then PSI's, then usage; then by path.
+void sort_busiest(std::vector<CgroupInterval> &rows);
+
+// Sums the stall time of `rows` (memstall::rows(), one per cgroup) by cause, for the header.
+CauseTimes total_stalls(const std::vector<memstall::Row> &rows);
+
+// "1.5G", "812M", "64K", "0": bytes in at most four characters and a unit (powers of 1024).
+std::string human_bytes(uint64_t bytes);
+
+// The header: time and interval; memory; memstall's stall time per cause (a cause this host
+// cannot measure, `unmeasured`, shows "-") next to PSI's; the interval's reclaim, compaction,
+// migration and refault rates from /proc/vmstat.
+std::string header_text(const HostInterval &host, const std::map<uint32_t, std::string> &unmeasured,
+                        const std::string &time);
+
+// The table: a heading, then a line per row. STALL% is memstall's stall time as a share of
+// the interval (a cgroup with several stalled tasks can pass 100%), then per cause in ms;
+// USAGE and LIMIT ("-": none; memory.high when lower than memory.max, marked "h"); EVENTS the
+// limits met since start (max, then high and oom_kill where counted); PSI% the cgroup's own
+// some share (v2). The path is cut from the left to `path_width` characters.
+std::string table_heading(size_t path_width);
+std::string row_text(const CgroupInterval &row, double interval_s, size_t path_width);
+
+// -j: one object per interval with the host and the rows (times in ns, sizes in bytes).
+nlohmann::json snapshot_json(const HostInterval &host, const std::vector<CgroupInterval> &rows,
+                             const std::map<uint32_t, std::string> &unmeasured,
+                             const std::string &time);
+
+} // namespace memlat::top
