@@ -676,11 +676,12 @@ def check_latencies(t: Test, what: str, tool_ns: list[int], oracle_ns: list[int]
     """Each latency the tool printed against the oracle's duration of the same event (paired in
     order). A BPF program and ftrace record the same tracepoint a little apart, and an
     interrupt, or on a virtual machine the hypervisor, can take the CPU between the two
-    (measured on this VM host: a few us usually, up to 500 us in 8 of 45 stalls of one run),
-    and the trace prints microseconds (each difference +/-1 us); so the medians must agree
-    within max(rel_tol, abs_tol_ns) (measured: 22.0 us against 19 us once, a 20 us stall), three pairs in four too (all but max(2, 25%)), and every pair within a factor
-    of 2 plus 200 us. A unit mistake (us for ns) or a wrong pairing fails this; a count-only
-    check would not see it."""
+    (measured on this VM host: a few us usually, up to 500 us in 8 of 45 stalls of one run,
+    966 us once in a CI run: 1729 us against 763), and the trace prints microseconds (each
+    difference +/-1 us); so the medians must agree within max(rel_tol, abs_tol_ns)
+    (measured: 22.0 us against 19 us once, a 20 us stall), three pairs in four too (all but
+    max(2, 25%)), and every pair within a factor of 2 plus 1 ms. A unit mistake (us for ns)
+    or a wrong pairing fails this; a count-only check would not see it."""
     t.check_eq(f"{what}: latencies to compare (tool vs oracle)", len(oracle_ns), len(tool_ns))
     if not tool_ns or len(tool_ns) != len(oracle_ns):
         return
@@ -695,9 +696,9 @@ def check_latencies(t: Test, what: str, tool_ns: list[int], oracle_ns: list[int]
     if off:
         log(f"  {what}: pairs off by more than {tol}, (tool ns, oracle ns): {off[:5]}")
     t.check_le(f"{what}: pairs off by more than {tol}", max(2, len(tool_ns) // 4), len(off))
-    wild = [(a, b) for a, b in zip(tool_ns, oracle_ns) if not (b / 2 - 200_000 <= a <= 2 * b +
-                                                               200_000)]
-    t.check_eq(f"{what}: pairs off by more than a factor of 2 plus 200 us", [], wild[:5])
+    wild = [(a, b) for a, b in zip(tool_ns, oracle_ns)
+            if not (b / 2 - 1_000_000 <= a <= 2 * b + 1_000_000)]
+    t.check_eq(f"{what}: pairs off by more than a factor of 2 plus 1 ms", [], wild[:5])
 
 
 # The call-function IPI handler on one CPU, as ftrace records it: the oracle of tlbflush -L.
