@@ -238,13 +238,15 @@ def _(t: Test):
         # do_try_to_free_pages): never more than memstall's time. What lies between is a
         # little work per window, the programs attached after memstall's on the begin
         # tracepoint among it (six tracers here): 1.9 and 2.8 us per window in two runs, so
-        # at most 10 us per window.
+        # at most 10 us per window; and once 1 ms more, for the hypervisor of this VM, which
+        # can take the CPU for that long inside one window (a CI run: 1.31 ms over 105
+        # windows, the longest 665 us; check_latencies in memlat_test.py saw 966 us).
         gap = reclaim_ns - stats["freepages_delay_total"]
         log(f"  {name}: memstall - delay accounting: {gap} ns, "
             f"{gap / max(1, reclaim_stalls):.0f} ns per window")
         t.check_ge(f"{name}: memstall's reclaim time >= taskstats freepages_delay_total", 0, gap)
         t.check_le(f"{name}: memstall's reclaim time - freepages_delay_total <= 10 us per "
-                   "window", 10_000 * reclaim_stalls, gap)
+                   "window + 1 ms", 10_000 * reclaim_stalls + 1_000_000, gap)
     t.check_close("-t: reclaim time vs -p's (the same windows; 5 us a window for the tracers "
                   "between them)", reclaim_ns_of["-p"], reclaim_ns_of["-t"], rel_tol=0,
                   abs_tol=5_000 * (len(windows) + len(direct)))

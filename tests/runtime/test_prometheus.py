@@ -493,7 +493,8 @@ def _(t: Test, serving: Serving):
     gap = (seconds or 0) - stats["freepages_delay_total"] / 1e9
     log(f"  memstall - delay accounting: {gap * 1e6:.1f} us over {windows} windows")
     t.check_ge("the cgroup's memcg seconds >= taskstats freepages_delay_total", -1e-6, gap)
-    t.check_le("... and at most 10 us a window more", 10e-6 * windows, gap)
+    # As memstall_memcg_vs_taskstats: once up to 1 ms more for this VM's hypervisor.
+    t.check_le("... and at most 10 us a window + 1 ms more", 10e-6 * windows + 1e-3, gap)
     t.check_ge("memlat_memstall_stalls_total{cause=memcg} (machine-wide) >= the cgroup's",
                stalls, host)
     # Thrashing is told apart where PSI marks the stalls, as nobody too (the kernel names the
