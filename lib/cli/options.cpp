@@ -171,12 +171,15 @@ void add_common_options(CommandLine &cli, CommonOptions &options, bool periodic,
              options.json);
     add_run_options(cli, options);
     add_max_entries_option(cli, options);
-    if (!periodic)
-        return;
-    cli.positional("interval", "print every INTERVAL seconds instead of once at the end",
-                   [&options](const std::string &text) {
-                       options.interval = parse_seconds(text, "the interval", min_interval);
-                   });
+    if (periodic)
+        add_interval_arguments(cli, options,
+                               "print every INTERVAL seconds instead of once at the end");
+}
+
+void add_interval_arguments(CommandLine &cli, CommonOptions &options, std::string interval_help) {
+    cli.positional("interval", std::move(interval_help), [&options](const std::string &text) {
+        options.interval = parse_seconds(text, "the interval", min_interval);
+    });
     cli.positional("count", "stop after COUNT intervals", [&options](const std::string &text) {
         options.count = parse_number<uint64_t>(text, "count");
         if (options.count == 0)

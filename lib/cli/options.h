@@ -121,6 +121,10 @@ void add_run_options(CommandLine &cli, CommonOptions &options);
 // Adds --max-entries (`memlat exporter`: one for each tool, --TOOL.max-entries).
 void add_max_entries_option(CommandLine &cli, CommonOptions &options);
 
+// The positional [interval [count]]: INTERVAL seconds (described by `interval_help`), COUNT
+// intervals.
+void add_interval_arguments(CommandLine &cli, CommonOptions &options, std::string interval_help);
+
 // Adds -T, -j, the options of add_run_options() and add_max_entries_option() and, for tools
 // that print periodically, [interval [count]]. What -T
 // adds differs between tools as it did in BCC (a TIME(s) column of seconds for the event

@@ -19,7 +19,6 @@
 
 #include "base/errors.h"
 #include "base/files.h"
-#include "base/parsing.h"
 #include "cli/multicall.h"
 #include "cli/options.h"
 #include "cli/output.h"
@@ -97,7 +96,7 @@ class Top {
             CgroupMemory m = read_cgroup_memory(dir, v1_);
             events_at_start_[id] = m.events;
             if (m.pressure)
-                psi_before_[id] = m.pressure->some->total_us;
+                psi_before_[id] = {m.pressure->some->total_us, 0};
         }
         last_ = std::chrono::steady_clock::now();
     }
@@ -118,7 +117,11 @@ class Top {
     std::map<uint64_t, std::string> dirs_; // cgroup id -> its directory
     std::string mount_;                    // the hierarchy's root directory
     std::map<uint64_t, std::map<std::string, uint64_t>> events_at_start_;
-    std::map<uint64_t, uint64_t> psi_before_; // cgroup id -> memory.pressure some total
+    // cgroup id -> memory.pressure's some total and the refresh it was read at (0: start): a
+    // row has a PSI share only when its total was read at the refresh before, or else the
+    // difference would span several intervals.
+    std::map<uint64_t, std::pair<uint64_t, uint64_t>> psi_before_;
+    uint64_t refreshes_ = 0;
     std::chrono::steady_clock::time_point last_;
 };
 
@@ -152,13 +155,15 @@ top::CgroupInterval Top::cgroup_row(uint64_t id, const top::CauseTimes &stalls) 
     if (row.memory.pressure) {
         const uint64_t total = row.memory.pressure->some->total_us;
         auto was = psi_before_.find(id);
-        row.psi_some_us = total - std::min(total, was != psi_before_.end() ? was->second : 0);
-        psi_before_[id] = total;
+        if (was != psi_before_.end() && was->second.second + 1 == refreshes_)
+            row.psi_some_us = total - std::min(total, was->second.first);
+        psi_before_[id] = {total, refreshes_};
     }
     return row;
 }
 
 void Top::refresh() {
+    ++refreshes_;
     const auto now_time = std::chrono::steady_clock::now();
     top::HostInterval host;
     host.interval_s = std::chrono::duration<double>(now_time - last_).count();
@@ -279,15 +284,7 @@ int run_top(int argc, char **argv) {
              o.common.json);
     add_run_options(cli, o.common);
     add_max_entries_option(cli, o.common);
-    cli.positional("interval", "refresh every INTERVAL seconds (default 1)",
-                   [&o](const std::string &text) {
-                       o.common.interval = parse_seconds(text, "the interval", min_interval);
-                   });
-    cli.positional("count", "stop after COUNT intervals", [&o](const std::string &text) {
-        o.common.count = parse_number<uint64_t>(text, "count");
-        if (o.common.count == 0)
-            throw UsageError("the count must be a positive number");
-    });
+    add_interval_arguments(cli, o.common, "refresh every INTERVAL seconds (default 1)");
     cli.parse(argc, argv);
     const bool full_screen = !o.batch && !o.common.json;
     if (full_screen && !isatty(STDOUT_FILENO))
