@@ -193,6 +193,7 @@ TEST(CompactsnoopFormat, JsonCarriesEveryField) {
     e.wmark_min = 1;
     e.wmark_low = 2;
     e.wmark_high = 3;
+    e.wmark_boost = 1;
     auto j = json_event(e, 0.5, LineFormat{false, true}, names(), gfp());
     EXPECT_EQ(j["comm"], "postgres");
     EXPECT_EQ(j["pid"], 4242);
@@ -215,6 +216,7 @@ TEST(CompactsnoopFormat, JsonCarriesEveryField) {
     EXPECT_DOUBLE_EQ(j["fragindex"].get<double>(), 0.736);
     EXPECT_EQ(j["free_pages"], 28);
     EXPECT_EQ(j["wmark_high"], 3);
+    EXPECT_EQ(j["wmark_boost"], 1);
     EXPECT_EQ(j["nr_free"].size(), 11u);
     EXPECT_EQ(j["nr_free"][0], 10);
 }

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from memlat_test import Test, log, skip
-from test_compactsnoop import check_zone_state, parse_zoneinfo
+from test_compactsnoop import boost_limits, check_zone_state, parse_zoneinfo
 from vmcheck import Block, checker, show_hooks, vmstat_delta
 
 
@@ -124,7 +124,9 @@ def manual(t: Test, b: Block) -> None:
                    {e["mode"] for e in events})
         t.check_eq("whole_zone read from struct compact_control", {True},
                    {e["whole_zone"] for e in events})
-        check_zone_state(t, events, zones)
+        check_zone_state(t, events, zones,
+                         *boost_limits(b.file("zoneinfo"), b.files.get("boost_factor"),
+                                       b.files.get("pagetypeinfo")))
     else:
         t.check_in("-v says what the tracepoint fall-back cannot show",
                    "the classic tracepoints carry no struct compact_control", res.stderr,

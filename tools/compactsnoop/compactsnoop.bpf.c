@@ -57,7 +57,7 @@ struct run_start {
     __u64 migrated;
     __u64 failed;
     __u64 free_pages;
-    __u64 wmark_min, wmark_low, wmark_high;
+    __u64 wmark_min, wmark_low, wmark_high, wmark_boost;
     __u64 nr_free[COMPACTSNOOP_MAX_ORDERS];
     __u32 nr_orders;
     __u32 flags;
@@ -171,6 +171,7 @@ static __always_inline void read_zone_state(struct zone *zone, struct run_start 
     r->wmark_min = BPF_CORE_READ(zone, _watermark[WMARK_MIN]) + boost;
     r->wmark_low = BPF_CORE_READ(zone, _watermark[WMARK_LOW]) + boost;
     r->wmark_high = BPF_CORE_READ(zone, _watermark[WMARK_HIGH]) + boost;
+    r->wmark_boost = boost;
     bpf_probe_read_kernel(&free, sizeof(free),
                           (void *)zone + bpf_core_field_offset(struct zone, vm_stat) +
                               free_item * sizeof(atomic_long_t));
@@ -371,6 +372,7 @@ static __always_inline int end_run(void *ctx, int status) {
     e->wmark_min = r->wmark_min;
     e->wmark_low = r->wmark_low;
     e->wmark_high = r->wmark_high;
+    e->wmark_boost = r->wmark_boost;
     __builtin_memcpy(e->nr_free, r->nr_free, sizeof(e->nr_free));
     e->nr_orders = r->nr_orders;
     e->pid = pid_tgid >> 32;

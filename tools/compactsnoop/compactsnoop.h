@@ -42,6 +42,7 @@ struct compactsnoop_event {
     /* -e: the zone at the beginning of the run. */
     __u64 free_pages;
     __u64 wmark_min, wmark_low, wmark_high; /* with watermark_boost, as /proc/zoneinfo */
+    __u64 wmark_boost; /* zone->watermark_boost, 0 where the kernel has none (before 5.0) */
     __u64 nr_free[COMPACTSNOOP_MAX_ORDERS]; /* free_area[order].nr_free */
     __u32 nr_orders;
     __u32 pid;

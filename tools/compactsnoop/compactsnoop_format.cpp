@@ -173,6 +173,7 @@ nlohmann::json json_event(const compactsnoop_event &e, double time_s, const Line
         j["wmark_min"] = zs ? json(e.wmark_min) : json(nullptr);
         j["wmark_low"] = zs ? json(e.wmark_low) : json(nullptr);
         j["wmark_high"] = zs ? json(e.wmark_high) : json(nullptr);
+        j["wmark_boost"] = zs ? json(e.wmark_boost) : json(nullptr);
         j["free_pages"] = zs ? json(e.free_pages) : json(nullptr);
         j["nr_free"] = zs ? json(free_lists(e)) : json(nullptr);
     }

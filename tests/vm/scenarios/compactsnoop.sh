@@ -72,6 +72,8 @@ compactsnoop_manual() { # NAME DISABLE
                 vm_meta write_end "$(vm_now)"
                 vm_snap vmstat.after /proc/vmstat
                 vm_snap zoneinfo /proc/zoneinfo
+                vm_snap boost_factor /proc/sys/vm/watermark_boost_factor
+                vm_snap pagetypeinfo /proc/pagetypeinfo
                 usleep 300000
             fi
             vm_stop tool
