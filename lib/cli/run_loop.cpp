@@ -98,6 +98,10 @@ bool stop_requested() {
     return stop_flag != 0;
 }
 
+void request_stop() {
+    stop_flag = 1;
+}
+
 void announce_tracing(std::string_view what) {
     fmt::print(stderr, "{} Hit Ctrl-C to end.\n", what);
     if (getenv("MEMLAT_READY") != nullptr)

@@ -23,6 +23,8 @@ void require_stdout();
 // SIGINT and SIGTERM end the tool cleanly: they set a flag and interrupt the wait.
 void install_stop_signals();
 bool stop_requested();
+// Ends the loop as a stop signal would (memlat top's q key).
+void request_stop();
 
 // Tells the user (stderr) that tracing runs; when MEMLAT_READY is set in the environment, also
 // prints the line "memlat: ready" on stderr, after every probe is attached, so scripts and

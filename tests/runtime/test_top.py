@@ -3,8 +3,14 @@
 its rows per memory cgroup against delay accounting and the cgroup's own files."""
 from __future__ import annotations
 
+import fcntl
 import os
+import re
+import select
+import struct
+import subprocess
 import sys
+import termios
 import time
 
 sys.dont_write_bytecode = True
@@ -110,6 +116,183 @@ def _(t: Test):
                busiest["cgroups"][0]["cgroup"])
     host = sum(cause_sum([j["host"]], "memcg", "direct")[0] for j in lines)
     t.check_ge("the host's reclaim stalls include the cgroup's", stalls, host)
+
+
+class ScreenTool:
+    """memtop on a pseudo-terminal of ROWS x COLUMNS, as a user runs it: keys written to the
+    terminal, frames read back (each frame starts at the cursor's home, ESC [ H, and ends with
+    a clear to the end of the screen, ESC [ J; cli/terminal.cpp)."""
+    ROWS, COLUMNS = 40, 200
+    ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+    def __init__(self, *args: str):
+        self.master, self.slave = os.openpty()
+        fcntl.ioctl(self.slave, termios.TIOCSWINSZ,
+                    struct.pack("HHHH", self.ROWS, self.COLUMNS, 0, 0))
+        self.attrs_before = termios.tcgetattr(self.slave)
+        log(f"$ memtop {' '.join(args)}  (on a {self.ROWS}x{self.COLUMNS} pseudo-terminal)")
+        self.proc = subprocess.Popen([binary("memtop"), *args], stdin=self.slave,
+                                     stdout=self.slave, stderr=subprocess.PIPE,
+                                     env=dict(os.environ, MEMLAT_READY="1"),
+                                     start_new_session=True)
+        self.output = b""
+        self.stderr = b""
+
+    def wait_ready(self, timeout: float = 30) -> bool:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and b"memlat: ready" not in self.stderr:
+            r, _, _ = select.select([self.proc.stderr], [], [], 0.2)
+            if r:
+                chunk = os.read(self.proc.stderr.fileno(), 4096)
+                if not chunk:
+                    break
+                self.stderr += chunk
+        return b"memlat: ready" in self.stderr
+
+    def pump(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            r, _, _ = select.select([self.master], [], [], 0.05)
+            if r:
+                try:
+                    self.output += os.read(self.master, 65536)
+                except OSError:
+                    return
+
+    def frames(self) -> list[list[str]]:
+        """The complete frames drawn so far, each as its lines without escape sequences."""
+        text = self.output.decode(errors="replace")
+        out = []
+        for part in text.split("\x1b[H")[1:]:
+            if "\x1b[J" in part:
+                body = part[:part.index("\x1b[J")]
+                # The terminal's output processing may turn each "\n" into "\r\n".
+                out.append([self.ESCAPES.sub("", line).rstrip("\r")
+                            for line in body.replace("\r\n", "\n").split("\n")])
+        return out
+
+    def press(self, keys: str, until, timeout: float = 5.0) -> list[str] | None:
+        """Writes `keys` and reads until a frame drawn after them satisfies `until`; that frame,
+        or None."""
+        self.pump(0.05)
+        drawn = len(self.frames())
+        os.write(self.master, keys.encode())
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            self.pump(0.1)
+            for frame in self.frames()[drawn:]:
+                if until(frame):
+                    return frame
+        return None
+
+    def wait_frame(self, until, timeout: float) -> list[str] | None:
+        return self.press("", until, timeout)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.stderr += self.proc.stderr.read() if self.proc.stderr else b""
+        os.close(self.master)
+        os.close(self.slave)
+
+
+def table_lines(frame: list[str]) -> list[str]:
+    """The lines of a frame's cgroup table, below its heading and above the status line."""
+    for i, line in enumerate(frame):
+        if line.startswith("CGROUP "):
+            return [x for x in frame[i + 1:-1] if x.strip()]
+    return []
+
+
+@scenario("top_screen_keys")
+def _(t: Test):
+    """The screen as a user drives it on a terminal, while a reader in a 32 MiB memory cgroup
+    stalls in reclaim: the stalled cgroup is the first row and selected; h shows the keys and
+    any key returns; > and < change the sorted column the status line names; Enter opens the
+    selected cgroup into its processes, whose pids are the cgroup's own (its cgroup.procs) and
+    include the reader's; Esc goes back; q quits with status 0, leaves the alternate screen
+    and gives the terminal back as it was (echo, line editing)."""
+    with MemoryCgroup("top_screen", LIMIT) as cg, \
+            TestFile(FILE_SIZE, "top_screen", cold=True) as f, \
+            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--passes", "1000",
+                     held=True) as reader:
+        screen = ScreenTool("1")
+        try:
+            t.require(screen.wait_ready(), "memtop on a terminal: ready", "memlat: ready",
+                      screen.stderr.decode(errors="replace")[-300:])
+            reader.release()
+            name = os.path.basename(cg.path)
+            frame = screen.wait_frame(
+                lambda fr: any(name in line for line in table_lines(fr)[:1]), timeout=15)
+            t.require(frame is not None, "the reader's cgroup drawn as the first row",
+                      name, table_lines(frame)[0] if frame else screen.frames()[-1:] or "none")
+            t.check_in("the status line: selection, sort column and keys",
+                       "1 of ", frame[-1], "status line")
+            t.check_in("the status line names the sorted column", "sort: STALL%", frame[-1],
+                       "status line")
+            helped = screen.press("h", lambda fr: "memlat top: keys" in fr[0])
+            t.check(helped is not None, "h: the page of keys", "memlat top: keys",
+                    "drawn" if helped else "not drawn")
+            back = screen.press("x", lambda fr: any(ln.startswith("CGROUP ") for ln in fr))
+            t.check(back is not None, "any key leaves the page of keys", "the table",
+                    "drawn" if back else "not drawn")
+            usage = screen.press(">", lambda fr: "sort: USAGE" in fr[-1])
+            t.check(usage is not None, "> sorts by the next column", "sort: USAGE",
+                    usage[-1] if usage else "not drawn")
+            stall = screen.press("<", lambda fr: "sort: STALL%" in fr[-1])
+            t.check(stall is not None, "< sorts by the column before", "sort: STALL%",
+                    stall[-1] if stall else "not drawn")
+            # The reader's cgroup is the busiest: Home selects it, Enter opens it. A frame
+            # with a process row (a pid first) is waited for: an interval in which the reader
+            # stalled.
+            opened = screen.press(
+                "\x1b[H\r", lambda fr: any(ln.startswith("Processes of ") for ln in fr) and
+                any(re.match(r"\d+ ", ln) for ln in fr), timeout=10)
+            t.require(opened is not None, "Enter: the selected cgroup's processes",
+                      "Processes of ... with a row",
+                      [ln for ln in opened if re.match(r"\d+ ", ln)] if opened
+                      else screen.frames()[-1:] or "no frame")
+            heading = next(ln for ln in opened if ln.startswith("Processes of "))
+            t.check_in("the opened cgroup is the reader's", name, heading, "heading")
+            pids = {int(ln.split()[0]) for ln in opened if re.match(r"\d+ ", ln)}
+            members = {int(p) for p in read_file(os.path.join(cg.path, "cgroup.procs")).split()}
+            log(f"processes shown {sorted(pids)}; cgroup.procs {sorted(members)}")
+            t.check_in("the reader's pid among the processes shown", reader.pid, pids, "pids")
+            t.check_eq("processes shown outside the cgroup's cgroup.procs", set(),
+                       pids - members)
+            closed = screen.press("\x1b", lambda fr: any(ln.startswith("CGROUP ") for ln in fr))
+            t.check(closed is not None, "Esc: back to the cgroups", "the table",
+                    "drawn" if closed else "not drawn")
+            held = screen.press(" ", lambda fr: fr[-1].startswith("PAUSED"))
+            t.check(held is not None, "space: the screen held, the status line says so",
+                    "PAUSED ...", held[-1] if held else "not drawn")
+            drawn = len(screen.frames())
+            screen.pump(2.5)
+            t.check_eq("frames drawn while held (2.5 s of 1 s intervals)", drawn,
+                       len(screen.frames()))
+            going = screen.press(" ", lambda fr: not fr[-1].startswith("PAUSED") and
+                                 fr[0] != held[0], timeout=3)
+            t.check(going is not None, "space again: the next interval drawn",
+                    "a new header", going[0] if going else "not drawn")
+            screen.press("q", lambda fr: False, timeout=0.5)
+            try:
+                rc = screen.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                rc = None
+            t.check_eq("q: exit status", 0, rc)
+            screen.pump(0.2)
+            t.check(screen.output.rstrip(b"\r\n").endswith(b"\x1b[?1049l"),
+                    "the alternate screen left at exit", "ends with ESC [ ? 1049 l",
+                    repr(screen.output[-40:]))
+            after = termios.tcgetattr(screen.slave)
+            flags = termios.ECHO | termios.ICANON
+            t.check_eq("the terminal's echo and line editing given back",
+                       screen.attrs_before[3] & flags, after[3] & flags)
+            t.check_eq("the terminal's Ctrl-Z given back", screen.attrs_before[6][termios.VSUSP],
+                       after[6][termios.VSUSP])
+        finally:
+            screen.close()
 
 
 @scenario("top_batch")

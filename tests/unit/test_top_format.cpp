@@ -123,3 +123,27 @@ TEST(TopFormat, Json) {
     EXPECT_TRUE(j["cgroups"][0]["high_bytes"].is_null());
     EXPECT_EQ("why", j["unmeasured_causes"]["other"]);
 }
+
+TEST(TopFormat, SortByTheChosenColumn) {
+    std::vector<CgroupInterval> rows{row(1, "/b", 100, 50, 3 << 20), row(2, "/a", 900, 10, 1 << 20),
+                                     row(3, "/c", 0, 70, 2 << 20)};
+    rows[2].events_since_start = {{"max", 4}, {"high", 1}};
+    rows[0].events_since_start = {{"max", 2}};
+    auto order = [&](SortKey key) {
+        sort_rows(rows, key);
+        std::string out;
+        for (const auto &r : rows)
+            out += r.path;
+        return out;
+    };
+    EXPECT_EQ("/a/b/c", order(SortKey::Stall));
+    EXPECT_EQ("/b/c/a", order(SortKey::Usage));
+    EXPECT_EQ("/c/b/a", order(SortKey::Events)); // 5, 2, 0
+    EXPECT_EQ("/c/b/a", order(SortKey::Psi));
+    EXPECT_EQ("/a/b/c", order(SortKey::Path));
+    EXPECT_EQ(5u, events_total(rows[2]));
+    // Every key's name is a column of the heading, so the screen can mark it.
+    for (SortKey key : sort_keys)
+        EXPECT_NE(std::string::npos, table_heading(20).find(sort_key_name(key)))
+            << sort_key_name(key);
+}

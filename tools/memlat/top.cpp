@@ -3,10 +3,10 @@
 // The stall time is memstall's (its BPF side loaded with no filter, memstall_source.h); the
 // rest is what the kernel's files say (kernel/memory_state.h), read only for the rows shown.
 //
-// This first step draws the screen by clearing it and printing the rows again (-b: text rows
-// per interval for a pipe, -j: JSON lines); the keyboard-driven view (sorting, drilling into
-// processes and stacks, replay) is issue 30's next step.
-#include <sys/ioctl.h>
+// On a terminal it is a keyboard-driven screen (cli/terminal.h): rows to select, sorted by a
+// column the user picks, a cgroup opened into its processes, paused, with a help page. -b
+// prints text rows per interval for a pipe, -j JSON lines. Still to come (issue 30): threads
+// and stacks under a process, record and replay.
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +23,7 @@
 #include "cli/options.h"
 #include "cli/output.h"
 #include "cli/run_loop.h"
+#include "cli/terminal.h"
 #include "kernel/cgroups.h"
 #include "kernel/memory_state.h"
 #include "memlat/top_format.h"
@@ -51,7 +52,13 @@ memory.pressure "some" share (cgroup v2).
 
 Rows are the cgroups that stalled in the interval, busiest first (-a: every
 memory cgroup). On a terminal the screen is redrawn each interval; -b prints
-the rows as text per interval (as top -b), -j as JSON lines.)";
+the rows as text per interval (as top -b), -j as JSON lines.
+
+Keys on the screen: Up/Down (k/j), PgUp/PgDn, Home/End select a cgroup;
+Enter or Right opens it into its processes, Esc, Left or Backspace goes back;
+< and > sort by another column; a shows every cgroup or only the stalled;
+space holds the screen as it is (and space again goes on; the counting goes
+on meanwhile); h or ? shows the keys; q quits.)";
 
 constexpr const char *examples = R"(Examples:
   memlat top                the live view, every second
@@ -70,23 +77,42 @@ struct TopOptions {
     uint32_t rows = 0; // 0: what fits the terminal, 20 in batch and JSON
 };
 
-// The terminal's size, or nothing when stdout is none.
-std::optional<winsize> terminal_size() {
-    winsize ws{};
-    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) != 0 || ws.ws_row == 0 || ws.ws_col == 0)
-        return std::nullopt;
-    return ws;
-}
-
 // Columns of a row besides the path (top_format.cpp's row_text()).
 constexpr size_t fixed_columns = 21 + 8 * MEMSTALL_CAUSES + 16;
 constexpr size_t min_path_width = 16, batch_path_width = 32;
 
+// The screen's state: what the user chose with the keys.
+struct View {
+    top::SortKey sort = top::SortKey::Stall;
+    uint64_t selected = 0;          // the selected cgroup's id (0: the first row)
+    std::optional<uint64_t> opened; // the cgroup whose processes are shown
+    size_t first_row = 0;           // the first row shown (scrolled)
+    bool help = false;
+    bool paused = false;
+};
+
+constexpr const char *help_text[] = {
+    "memlat top: keys",
+    "",
+    "  Up, k / Down, j     select the cgroup above / below",
+    "  PgUp / PgDn         a screen up / down",
+    "  Home / End          the first / the last cgroup",
+    "  Enter, Right        open the selected cgroup into its processes",
+    "  Esc, Left, Bksp     back to the cgroups",
+    "  < / >               sort by the column before / after",
+    "  a                   every memory cgroup, or only those that stalled",
+    "  space               hold the screen as it is / go on (counting goes on)",
+    "  h, ?                this page (any key returns)",
+    "  q                   quit",
+    "",
+    "Columns: memlat top -h. Causes: memstall -h.",
+};
+
 class Top {
   public:
-    Top(const TopOptions &o, std::unique_ptr<memstall::StallSource> source, bool full_screen)
-        : o_(o), source_(std::move(source)), full_screen_(full_screen),
-          v1_(source_->memcg_on_v1()) {
+    Top(const TopOptions &o, std::unique_ptr<memstall::StallSource> source, FullScreen *screen)
+        : o_(o), source_(std::move(source)), screen_(screen), v1_(source_->memcg_on_v1()),
+          all_(o.all) {
         before_ = source_->take_snapshot();
         host_before_ = read_host_memory();
         rescan_cgroups();
@@ -99,20 +125,38 @@ class Top {
                 psi_before_[id] = {m.pressure->some->total_us, 0};
         }
         last_ = std::chrono::steady_clock::now();
+        if (screen_ != nullptr)
+            screen_->draw({"memlat top: counting the first interval..."});
     }
 
+    // An interval ends: its rows are read and shown.
     void refresh();
+    // Keys pressed on the screen.
+    void on_keys(const std::vector<Key> &keys);
 
   private:
     void rescan_cgroups();
     top::CgroupInterval cgroup_row(uint64_t id, const top::CauseTimes &stalls);
-    void print(const top::HostInterval &host, std::vector<top::CgroupInterval> rows);
+    void print_lines() const;
+    void draw();
+    std::vector<std::string> process_lines(uint64_t cgroup, size_t rows) const;
+    size_t table_rows() const;
+    size_t selected_index() const;
+    void select_index(size_t index);
 
     const TopOptions &o_;
     std::unique_ptr<memstall::StallSource> source_;
-    const bool full_screen_;
+    FullScreen *screen_; // null with -b and -j
     const bool v1_;
+    bool all_;
+    View view_;
     memstall::Snapshot before_;
+    // The last interval: its snapshots (for the processes of a cgroup), host and rows.
+    memstall::Snapshot interval_before_, interval_now_;
+    top::HostInterval host_;
+    std::vector<top::CgroupInterval> rows_;
+    std::string time_; // when the interval ended
+    bool have_interval_ = false;
     HostMemory host_before_;
     std::map<uint64_t, std::string> dirs_; // cgroup id -> its directory
     std::string mount_;                    // the hierarchy's root directory
@@ -169,8 +213,15 @@ void Top::refresh() {
     host.interval_s = std::chrono::duration<double>(now_time - last_).count();
     last_ = now_time;
 
+    // A paused screen keeps what it shows, the last interval before the pause; the counting
+    // goes on underneath, so the interval after the pause is whole.
+    const bool shown = screen_ == nullptr || !view_.paused;
     memstall::Snapshot now = source_->take_snapshot();
     auto stalled = memstall::rows(now, before_, memstall::Grouping::Cgroup, {});
+    if (screen_ != nullptr && shown) {
+        interval_before_ = std::move(before_);
+        interval_now_ = now;
+    }
     before_ = std::move(now);
     std::erase_if(stalled, [](const memstall::Row &r) { return r.total_ns() == 0; });
 
@@ -193,78 +244,256 @@ void Top::refresh() {
 
     // A cgroup id not seen before is a cgroup made since: look at the hierarchy again (-a
     // lists every cgroup, so it looks each time).
-    if (o_.all || std::any_of(stalled.begin(), stalled.end(),
-                              [&](const memstall::Row &r) { return !dirs_.contains(r.id); }))
+    if (all_ || std::any_of(stalled.begin(), stalled.end(),
+                            [&](const memstall::Row &r) { return !dirs_.contains(r.id); }))
         rescan_cgroups();
     std::vector<top::CgroupInterval> rows;
     std::map<uint64_t, top::CauseTimes> stalls_of;
     for (const auto &r : stalled)
         stalls_of[r.id] = r.causes;
-    if (o_.all) {
+    if (all_) {
         for (const auto &[id, dir] : dirs_)
             rows.push_back(cgroup_row(id, stalls_of[id]));
     } else {
         for (const auto &[id, causes] : stalls_of)
             rows.push_back(cgroup_row(id, causes));
     }
-    top::sort_busiest(rows);
-    print(host, std::move(rows));
+    if (!shown)
+        return;
+    top::sort_rows(rows, view_.sort);
+    host_ = std::move(host);
+    rows_ = std::move(rows);
+    time_ = wall_clock_time();
+    have_interval_ = true;
+    if (screen_ == nullptr)
+        print_lines();
+    else
+        draw();
 }
 
-void Top::print(const top::HostInterval &host, std::vector<top::CgroupInterval> rows) {
-    const std::string time = wall_clock_time();
+void Top::print_lines() const {
+    const std::string &time = time_;
     const auto &unmeasured = source_->unmeasured();
+    const size_t shown = std::min<size_t>(rows_.size(), o_.rows != 0 ? o_.rows : 20);
+    const std::vector<top::CgroupInterval> rows(rows_.begin(), rows_.begin() + shown);
     if (o_.common.json) {
-        if (rows.size() > (o_.rows != 0 ? o_.rows : 20))
-            rows.resize(o_.rows != 0 ? o_.rows : 20);
-        auto j = top::snapshot_json(host, rows, unmeasured, time);
+        auto j = top::snapshot_json(host_, rows, unmeasured, time);
         j["table_full"] = source_->table_full();
         print_json_line(j);
         return;
     }
-    std::string header = top::header_text(host, unmeasured, time);
+    std::string header = top::header_text(host_, unmeasured, time);
     if (const uint64_t lost = source_->table_full(); lost != 0)
         header += fmt::format("{} stalls not counted so far: memstall's table was full "
                               "(--max-entries)\n",
                               lost);
-    if (!full_screen_) {
-        const size_t shown = o_.rows != 0 ? o_.rows : 20;
-        if (rows.size() > shown)
-            rows.resize(shown);
-        fmt::print("\n{}{}\n", header, top::table_heading(batch_path_width));
-        for (const auto &r : rows)
-            fmt::print("{}\n", top::row_text(r, host.interval_s, batch_path_width));
-        flush_output();
+    fmt::print("\n{}{}\n", header, top::table_heading(batch_path_width));
+    for (const auto &r : rows)
+        fmt::print("{}\n", top::row_text(r, host_.interval_s, batch_path_width));
+    flush_output();
+}
+
+// The rows of the table that fit under the header and above the status line.
+size_t Top::table_rows() const {
+    const size_t header_lines = 6 + (source_->table_full() != 0 ? 1 : 0);
+    const size_t screen_rows = screen_->size().first;
+    size_t fit = screen_rows > header_lines + 2 ? screen_rows - header_lines - 2 : 1;
+    return o_.rows != 0 ? std::min<size_t>(fit, o_.rows) : fit;
+}
+
+size_t Top::selected_index() const {
+    for (size_t i = 0; i < rows_.size(); ++i)
+        if (rows_[i].id == view_.selected)
+            return i;
+    return 0;
+}
+
+void Top::select_index(size_t index) {
+    if (rows_.empty())
+        return;
+    index = std::min(index, rows_.size() - 1);
+    view_.selected = rows_[index].id;
+    const size_t fit = table_rows();
+    if (index < view_.first_row)
+        view_.first_row = index;
+    else if (index >= view_.first_row + fit)
+        view_.first_row = index + 1 - fit;
+}
+
+// The processes of cgroup `id` that stalled in the last interval, memstall's table.
+std::vector<std::string> Top::process_lines(uint64_t id, size_t rows) const {
+    auto in_cgroup = [id](const memstall::Snapshot &s) {
+        memstall::Snapshot out;
+        for (const auto &[key, value] : s)
+            if (value.cgroup_id == id)
+                out.emplace(key, value);
+        return out;
+    };
+    auto processes = memstall::rows(in_cgroup(interval_now_), in_cgroup(interval_before_),
+                                    memstall::Grouping::Process, {});
+    std::erase_if(processes, [](const memstall::Row &r) { return r.total_ns() == 0; });
+    std::vector<std::string> lines{std::string(bold) +
+                                   memstall::header(memstall::Grouping::Process) +
+                                   std::string(normal_video)};
+    for (const auto &p : processes) {
+        if (lines.size() > rows)
+            break;
+        lines.push_back(memstall::line(p, host_.interval_s, memstall::Grouping::Process));
+    }
+    if (processes.empty())
+        lines.emplace_back("(no process of this cgroup stalled in the interval)");
+    return lines;
+}
+
+void Top::draw() {
+    if (view_.help) {
+        screen_->draw(std::vector<std::string>(std::begin(help_text), std::end(help_text)));
         return;
     }
-    // The screen: cleared, then the header and as many rows as fit, each cut to its width.
-    const winsize ws = terminal_size().value_or(winsize{24, 80, 0, 0});
-    const size_t columns = ws.ws_col;
+    if (!have_interval_)
+        return;
+    const auto [screen_rows, columns] = screen_->size();
     const size_t path_width =
         columns > fixed_columns + min_path_width ? columns - fixed_columns : min_path_width;
-    const size_t header_lines = std::count(header.begin(), header.end(), '\n') + 1;
-    size_t fit = ws.ws_row > header_lines + 1 ? ws.ws_row - header_lines - 1 : 0;
-    if (o_.rows != 0)
-        fit = std::min<size_t>(fit, o_.rows);
-    if (rows.size() > fit)
-        rows.resize(fit);
     std::vector<std::string> lines;
+    std::string header = top::header_text(host_, source_->unmeasured(), time_);
+    if (const uint64_t lost = source_->table_full(); lost != 0)
+        header += fmt::format("{} stalls not counted so far: memstall's table was full "
+                              "(--max-entries)\n",
+                              lost);
     std::string_view rest = header;
     for (std::string_view line; next_line(rest, line);)
         lines.emplace_back(line);
-    lines.push_back(top::table_heading(path_width));
-    for (const auto &r : rows)
-        lines.push_back(top::row_text(r, host.interval_s, path_width));
-    // Home and clear, then each line cut to the width; the last without its newline, so that
-    // a full screen does not scroll.
-    std::string out = "\033[H\033[2J";
-    for (size_t i = 0; i < lines.size(); ++i) {
-        out += lines[i].substr(0, std::min(lines[i].size(), columns));
-        if (i + 1 < lines.size())
-            out += '\n';
+    const size_t fit = table_rows();
+    std::string status;
+    if (view_.opened) {
+        auto row = std::find_if(rows_.begin(), rows_.end(),
+                                [&](const auto &r) { return r.id == *view_.opened; });
+        const std::string path =
+            row != rows_.end()
+                ? row->path
+                : (dirs_.contains(*view_.opened) ? dirs_.at(*view_.opened).substr(mount_.size())
+                                                 : fmt::format("cgroup id {}", *view_.opened));
+        lines.push_back(fmt::format("Processes of {}:", path.empty() ? "/" : path));
+        auto procs = process_lines(*view_.opened, fit > 1 ? fit - 1 : 1);
+        lines.insert(lines.end(), procs.begin(), procs.end());
+        status = "Esc back  h help  q quit";
+    } else {
+        // The heading, the sorted column's name in bold.
+        std::string heading = top::table_heading(path_width);
+        const std::string key = top::sort_key_name(view_.sort);
+        if (auto at = heading.find(key); at != std::string::npos)
+            heading = heading.substr(0, at) + std::string(reverse_video) + key +
+                      std::string(normal_video) + std::string(bold) +
+                      heading.substr(at + key.size());
+        lines.push_back(std::string(bold) + heading + std::string(normal_video));
+        const size_t selected = selected_index();
+        if (view_.first_row > selected || view_.first_row >= rows_.size())
+            view_.first_row = std::min(selected, view_.first_row);
+        if (selected >= view_.first_row + fit)
+            view_.first_row = selected + 1 - fit;
+        for (size_t i = view_.first_row; i < rows_.size() && i < view_.first_row + fit; ++i) {
+            std::string line = top::row_text(rows_[i], host_.interval_s, path_width);
+            if (i == selected) {
+                line.resize(std::max(line.size(), columns), ' ');
+                line = std::string(reverse_video) + line + std::string(normal_video);
+            }
+            lines.push_back(std::move(line));
+        }
+        if (rows_.empty())
+            lines.emplace_back(all_ ? "(no memory cgroup)"
+                                    : "(no memory cgroup stalled in the interval; a: all)");
+        status = fmt::format("{} of {}  Enter processes  < > sort: {}  a {}  h help  q quit",
+                             rows_.empty() ? 0 : selected_index() + 1, rows_.size(),
+                             top::sort_key_name(view_.sort), all_ ? "stalled only" : "all");
     }
-    fmt::print("{}", out);
-    flush_output();
+    if (view_.paused)
+        status = "PAUSED (space: go on)  " + status;
+    while (lines.size() + 1 < screen_rows)
+        lines.emplace_back();
+    lines.push_back(std::string(reverse_video) + status + std::string(normal_video));
+    screen_->draw(lines);
+}
+
+void Top::on_keys(const std::vector<Key> &keys) {
+    for (const Key &k : keys) {
+        if (view_.help) { // any key leaves the help page
+            view_.help = false;
+            continue;
+        }
+        const size_t at = selected_index();
+        const size_t page = table_rows();
+        switch (k.special) {
+        case Key::Up:
+            select_index(at > 0 ? at - 1 : 0);
+            break;
+        case Key::Down:
+            select_index(at + 1);
+            break;
+        case Key::PageUp:
+            select_index(at > page ? at - page : 0);
+            break;
+        case Key::PageDown:
+            select_index(at + page);
+            break;
+        case Key::Home:
+            select_index(0);
+            break;
+        case Key::End:
+            select_index(rows_.empty() ? 0 : rows_.size() - 1);
+            break;
+        case Key::Enter:
+        case Key::Right:
+            if (!rows_.empty() && !view_.opened)
+                view_.opened = rows_[at].id;
+            break;
+        case Key::Escape:
+        case Key::Left:
+        case Key::Backspace:
+            view_.opened.reset();
+            break;
+        case Key::None:
+            switch (k.ch) {
+            case 'q':
+            case 'Q':
+                request_stop();
+                return;
+            case 'h':
+            case '?':
+                view_.help = true;
+                break;
+            case 'k':
+                select_index(at > 0 ? at - 1 : 0);
+                break;
+            case 'j':
+                select_index(at + 1);
+                break;
+            case ' ':
+                view_.paused = !view_.paused;
+                break; // shown from the next interval
+            case 'a':
+                all_ = !all_;
+                break; // from the next interval
+            case '<':
+            case '>': {
+                const auto &keys_list = top::sort_keys;
+                size_t i =
+                    std::find(keys_list.begin(), keys_list.end(), view_.sort) - keys_list.begin();
+                i = k.ch == '>' ? (i + 1) % keys_list.size()
+                                : (i + keys_list.size() - 1) % keys_list.size();
+                view_.sort = keys_list[i];
+                top::sort_rows(rows_, view_.sort);
+                break;
+            }
+            default:
+                break;
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    draw();
 }
 
 int run_top(int argc, char **argv) {
@@ -293,16 +522,23 @@ int run_top(int argc, char **argv) {
     require_stdout();
     auto source = memstall::load_stall_source(o.common);
     install_stop_signals();
-    Top top(o, std::move(source), full_screen);
     announce_tracing("Watching memory stalls per cgroup...");
-    const bool done = run_until_stopped(o.common, sleep_for, [&] { top.refresh(); });
-    // Stopped by a signal or -d within an interval: its rows too, so that every stall since
-    // start is in some interval of -b and -j.
-    if (!done && !full_screen)
-        top.refresh();
-    if (full_screen)
-        fmt::print("\n");
-    flush_output();
+    if (!full_screen) {
+        Top top(o, std::move(source), nullptr);
+        // Stopped by a signal or -d within an interval: its rows too, so that every stall
+        // since start is in some interval of -b and -j.
+        if (!run_until_stopped(o.common, sleep_for, [&] { top.refresh(); }))
+            top.refresh();
+        flush_output();
+        return 0;
+    }
+    FullScreen screen;
+    Top top(o, std::move(source), &screen);
+    auto read_keys = [&](std::chrono::milliseconds timeout) {
+        if (auto keys = screen.read_keys(timeout); !keys.empty())
+            top.on_keys(keys);
+    };
+    run_until_stopped(o.common, read_keys, [&] { top.refresh(); });
     return 0;
 }
 

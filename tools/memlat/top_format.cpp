@@ -60,8 +60,49 @@ uint64_t CgroupInterval::stall_ns() const {
     return sum;
 }
 
-void sort_busiest(std::vector<CgroupInterval> &rows) {
-    std::sort(rows.begin(), rows.end(), [](const CgroupInterval &a, const CgroupInterval &b) {
+const char *sort_key_name(SortKey key) {
+    switch (key) {
+    case SortKey::Stall:
+        return "STALL%";
+    case SortKey::Usage:
+        return "USAGE";
+    case SortKey::Events:
+        return "EVENTS";
+    case SortKey::Psi:
+        return "PSI%";
+    case SortKey::Path:
+        return "CGROUP";
+    }
+    return "?";
+}
+
+uint64_t events_total(const CgroupInterval &row) {
+    uint64_t sum = 0;
+    for (const auto &[name, count] : row.events_since_start)
+        sum += count;
+    return sum;
+}
+
+void sort_rows(std::vector<CgroupInterval> &rows, SortKey key) {
+    auto first_key = [key](const CgroupInterval &r) -> uint64_t {
+        switch (key) {
+        case SortKey::Usage:
+            return r.memory.usage_bytes.value_or(0);
+        case SortKey::Events:
+            return events_total(r);
+        case SortKey::Psi:
+            return r.psi_some_us.value_or(0);
+        case SortKey::Stall:
+        case SortKey::Path:
+            break;
+        }
+        return r.stall_ns();
+    };
+    std::sort(rows.begin(), rows.end(), [&](const CgroupInterval &a, const CgroupInterval &b) {
+        if (key == SortKey::Path)
+            return a.path < b.path;
+        if (first_key(a) != first_key(b))
+            return first_key(a) > first_key(b);
         if (a.stall_ns() != b.stall_ns())
             return a.stall_ns() > b.stall_ns();
         if (a.psi_some_us.value_or(0) != b.psi_some_us.value_or(0))

@@ -42,8 +42,22 @@ struct CgroupInterval {
     uint64_t stall_ns() const;
 };
 
+// What the rows are sorted by: the largest first (the path: in order), ties broken by
+// memstall's stall time, PSI's, usage, then the path.
+enum class SortKey { Stall, Usage, Events, Psi, Path };
+inline constexpr std::array<SortKey, 5> sort_keys{SortKey::Stall, SortKey::Usage, SortKey::Events,
+                                                  SortKey::Psi, SortKey::Path};
+// The column's heading ("STALL%", "USAGE", "EVENTS", "PSI%", "CGROUP").
+const char *sort_key_name(SortKey key);
+void sort_rows(std::vector<CgroupInterval> &rows, SortKey key);
+
 // Busiest first: memstall's stall time, then PSI's, then usage; then by path.
-void sort_busiest(std::vector<CgroupInterval> &rows);
+inline void sort_busiest(std::vector<CgroupInterval> &rows) {
+    sort_rows(rows, SortKey::Stall);
+}
+
+// The memory events counted since start, summed (the EVENTS column's sort key).
+uint64_t events_total(const CgroupInterval &row);
 
 // Sums the stall time of `rows` (memstall::rows(), one per cgroup) by cause, for the header.
 CauseTimes total_stalls(const std::vector<memstall::Row> &rows);
