@@ -10,7 +10,8 @@
 #                                      links), share/doc/memlat/examples/*.env (contrib/systemd's
 #                                      templates of /etc/memlat/, which nothing installs by itself)
 #   share/man/man8/memlat.8.gz         docs/memlat.8
-# `cmake --install` adds (component "local") sbin/TOOL -> memlat for each tool and the LICENSE.
+# `cmake --install` adds (component "local") sbin/TOOL -> memlat for each tool, sbin/memtop, and
+# the LICENSE.
 # The package has instead (component "debian", left out of a plain install):
 #   sbin/memlat-TOOL -> memlat         the tools' names on Debian: bookworm's libbpf-tools owns
 #                                      /usr/sbin/drsnoop, cachestat and numamove (apt-file),
@@ -18,6 +19,7 @@
 #   libexec/memlat/TOOL -> memlat      the plain names, off PATH: PATH=/usr/libexec/memlat:$PATH
 #                                      runs BCC's command lines unchanged
 #   share/man/man8/memlat-TOOL.8.gz -> memlat.8.gz
+#   sbin/memlat-top, share/man/man8/memlat-top.8.gz: memlat top, named as the tools are
 #   share/doc/memlat/copyright, changelog.gz, share/lintian/overrides/memlat (contrib/debian)
 # build.deb and runtime.deb_install (tests/) check the package; docs/building.md, "Installing" is the
 # user's side of this.
@@ -69,6 +71,7 @@ install(FILES ${CMAKE_BINARY_DIR}/memlat.8.gz DESTINATION share/man/man8 COMPONE
 foreach(tool ${MEMLAT_TOOLS})
     memlat_install_link(sbin ${tool} memlat local)
 endforeach()
+memlat_install_link(sbin memtop memlat local)
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION share/doc/memlat COMPONENT local)
 
 # ---- the Debian package ----
@@ -86,6 +89,9 @@ foreach(tool ${MEMLAT_TOOLS})
     memlat_install_link(libexec/memlat ${tool} ../../sbin/memlat debian EXCLUDE_FROM_ALL)
     memlat_install_link(share/man/man8 memlat-${tool}.8.gz memlat.8.gz debian EXCLUDE_FROM_ALL)
 endforeach()
+# memlat top as memlat-top, named as the tools are (a bare memtop is left to the local install).
+memlat_install_link(sbin memlat-top memlat debian EXCLUDE_FROM_ALL)
+memlat_install_link(share/man/man8 memlat-top.8.gz memlat.8.gz debian EXCLUDE_FROM_ALL)
 # Debian's changelog of a native package: one entry for this version, dated now (or
 # SOURCE_DATE_EPOCH), compressed without a time stamp as Debian policy wants it.
 string(TIMESTAMP memlat_deb_date "%a, %d %b %Y %H:%M:%S +0000" UTC)

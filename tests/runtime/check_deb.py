@@ -59,6 +59,7 @@ def expected_contents(tools: list[str]) -> tuple[set[str], dict[str, str]]:
     links = {f"usr/sbin/memlat-{t}": "memlat" for t in tools}
     links |= {f"usr/libexec/memlat/{t}": "../../sbin/memlat" for t in tools}
     links |= {f"usr/share/man/man8/memlat-{t}.8.gz": "memlat.8.gz" for t in tools}
+    links |= {"usr/sbin/memlat-top": "memlat", "usr/share/man/man8/memlat-top.8.gz": "memlat.8.gz"}
     return files, links
 
 

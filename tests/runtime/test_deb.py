@@ -99,6 +99,12 @@ def check_installed(t: Test, version: str, names: list[str]) -> None:
                     f"{link} -h is `memlat {tool} -h`",
                     f"exit 0 and the same output ({len(own.stdout)} bytes)",
                     f"exit {r.rc}, {len(r.stdout)} bytes")
+    own = run(["/usr/sbin/memlat", "top", "-h"])
+    r = run(["/usr/sbin/memlat-top", "-h"])
+    t.check((r.rc, r.stdout, r.stderr) == (own.rc, own.stdout, own.stderr) and r.rc == 0,
+            "/usr/sbin/memlat-top -h is `memlat top -h`",
+            f"exit 0 and the same output ({len(own.stdout)} bytes)",
+            f"exit {r.rc}, {len(r.stdout)} bytes")
 
 
 def check_units(t: Test) -> None:

@@ -136,7 +136,9 @@ int main(int argc, char **argv) {
         linked.remove_prefix(std::string_view("memlat-").size());
     if (const ToolEntry *tool = find_tool(linked))
         return tool->main(argc, argv);
-    if (linked == "memtop")
+    // memtop (the build's and a local install's link) or memlat-top (the Debian package's,
+    // named as its tools are); never a bare "top", which is procps's.
+    if (linked == "memtop" || invoked == "memlat-top")
         return memlat::top_main(argc, argv);
     if (argc < 2) {
         usage(stderr);

@@ -8,7 +8,8 @@
 # memory.events "high", and an ftrace instance of the task's switches (each throttle is one
 # sleep). The guest boots with psi=1 (Debian builds PSI disabled by default), and again with
 # psi=0 (vm.K.psi0, memstall only): then memstall tells the throttle by its killable sleeps,
-# and the PSI oracle is not there.
+# and the PSI oracle is not there. `memlat top -j -a` watches too: its row of the cgroup on
+# cgroup v2 (PSI%, memory.high as the limit, high events), against the same oracles.
 
 CG=/sys/fs/cgroup/memlat_memstall
 
@@ -112,15 +113,18 @@ memstall_high() { # NAME DISABLE
         memstall_ftrace_on memlat_high "$VM_PID"
         vm_meta cgroup $CG
         # -G and -C on cgroup v2: the toucher is the cgroup's one task.
+        # memlat top's rows on cgroup v2 too (its PSI% and memory.high columns), per second.
         if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" memstall -v -j -p "$VM_PID" &&
             vm_tool by_cgroup MEMLAT_DISABLE_HOOKS="$2" memstall -j -G $CG &&
-            vm_tool per_cgroup MEMLAT_DISABLE_HOOKS="$2" memstall -j -C; then
+            vm_tool per_cgroup MEMLAT_DISABLE_HOOKS="$2" memstall -j -C &&
+            vm_tool top MEMLAT_DISABLE_HOOKS="$2" memlat top -j -a -r 1000 1; then
             vm_release toucher
             vm_bg_wait toucher
             sleep 1
         fi
         vm_stop by_cgroup
         vm_stop per_cgroup
+        vm_stop top
         memstall_ftrace_off memlat_high
         [ -e $CG/memory.pressure ] && vm_snap pressure.after $CG/memory.pressure
         vm_snap events.after $CG/memory.events
