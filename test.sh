@@ -16,10 +16,27 @@ fi
 # The VM tests (label vm) keep both CPUs busy, so they run after the host tests, never beside
 # them. Both runs always happen; the script fails if either did.
 status=0
-ctest --test-dir build --output-on-failure -LE vm "$@" || status=1
-ctest --test-dir build-arm64 --output-on-failure -LE vm "$@" || status=1
+# Each run's whole output also goes to a log (ctest -O), so that what failed can be said once
+# more at the very end: the part of a long run's output that a CI page keeps.
+logs=()
+run_ctest() { # BUILD LOG ARGS...
+    local dir=$1 log=$1/ctest-$2.log
+    shift 2
+    logs+=("$log")
+    ctest --test-dir "$dir" --output-on-failure -O "$log" "$@" || status=1
+}
+run_ctest build host -LE vm "$@"
+run_ctest build-arm64 host -LE vm "$@"
 # The TLS build: its size check and --web.config.file scraped by Prometheus over TLS.
-ctest --test-dir build-tls --output-on-failure -R '^build\.memlat\.|tls_basic_auth' "$@" || status=1
-ctest --test-dir build --output-on-failure -L vm "$@" || status=1
-ctest --test-dir build-arm64 --output-on-failure -L vm "$@" || status=1
+run_ctest build-tls tls -R '^build\.memlat\.|tls_basic_auth' "$@"
+run_ctest build vm -L vm "$@"
+run_ctest build-arm64 vm -L vm "$@"
+if [ $status -ne 0 ]; then
+    echo
+    echo "==== what failed, from ${logs[*]} ===="
+    # ctest's failed tests, the runtime checks that failed (FAIL), the VM scenarios that failed
+    # (FAILED, with their first failed check) and the unit tests' failures.
+    grep -h -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*(Failed|Timeout|Exception)|^FAIL|\[  FAILED  \]' \
+        "${logs[@]}" 2>/dev/null | cut -c1-400 | head -80 || true
+fi
 exit $status
