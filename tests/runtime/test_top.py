@@ -264,6 +264,24 @@ def _(t: Test):
             closed = screen.press("\x1b", lambda fr: any(ln.startswith("CGROUP ") for ln in fr))
             t.check(closed is not None, "Esc: back to the cgroups", "the table",
                     "drawn" if closed else "not drawn")
+            # / filters by a text in the path or name: one no cgroup has empties the table,
+            # the cgroup's own name brings it back, Esc drops the filter.
+            typed = screen.press("/zz-no-such-cgroup", lambda fr: "filter: zz-no-such-cgroup_"
+                                 in fr[-1])
+            t.check(typed is not None, "/: the filter typed shows in the status line",
+                    "filter: zz-no-such-cgroup_", typed[-1] if typed else "not drawn")
+            empty = screen.press("\r", lambda fr: any("no cgroup matches" in ln for ln in fr))
+            t.check(empty is not None, "a filter no cgroup matches: no row, and says so",
+                    "(no cgroup matches the filter ...)", empty[-1] if empty else "not drawn")
+            mine = screen.press("/" + "\x7f" * 20 + name + "\r",
+                                lambda fr: f"matching '{name}'" in fr[-1])
+            t.check(mine is not None and name in (table_lines(mine) or [""])[0],
+                    "the cgroup's name as the filter: its row first",
+                    name, table_lines(mine)[:1] if mine else "not drawn")
+            dropped = screen.press("\x1b", lambda fr: "matching" not in fr[-1] and
+                                   "of" in fr[-1])
+            t.check(dropped is not None, "Esc drops the filter", "no 'matching' in status",
+                    dropped[-1] if dropped else "not drawn")
             held = screen.press(" ", lambda fr: fr[-1].startswith("PAUSED"))
             t.check(held is not None, "space: the screen held, the status line says so",
                     "PAUSED ...", held[-1] if held else "not drawn")

@@ -118,6 +118,7 @@ TEST(TopFormat, Json) {
     EXPECT_EQ(9000, j["host"]["causes"]["memcg"]["ns"]);
     ASSERT_EQ(1u, j["cgroups"].size());
     EXPECT_EQ("/a", j["cgroups"][0]["cgroup"]);
+    EXPECT_TRUE(j["cgroups"][0]["name"].is_null());
     EXPECT_EQ(9000, j["cgroups"][0]["stall_ns"]);
     EXPECT_EQ(4096, j["cgroups"][0]["max_bytes"]);
     EXPECT_TRUE(j["cgroups"][0]["high_bytes"].is_null());
@@ -146,4 +147,13 @@ TEST(TopFormat, SortByTheChosenColumn) {
     for (SortKey key : sort_keys)
         EXPECT_NE(std::string::npos, table_heading(20).find(sort_key_name(key)))
             << sort_key_name(key);
+}
+
+TEST(TopFormat, FilterByPathOrName) {
+    CgroupInterval r = row(1, "/system.slice/docker-4d5e.scope", 0);
+    r.name = "docker 4d5e";
+    EXPECT_TRUE(row_matches(r, ""));
+    EXPECT_TRUE(row_matches(r, "system.slice"));
+    EXPECT_TRUE(row_matches(r, "docker 4d"));
+    EXPECT_FALSE(row_matches(r, "kubepods"));
 }

@@ -24,6 +24,7 @@
 #include "cli/output.h"
 #include "cli/run_loop.h"
 #include "cli/terminal.h"
+#include "kernel/cgroup_names.h"
 #include "kernel/cgroups.h"
 #include "kernel/memory_state.h"
 #include "memlat/top_format.h"
@@ -57,6 +58,8 @@ the rows as text per interval (as top -b), -j as JSON lines.
 Keys on the screen: Up/Down (k/j), PgUp/PgDn, Home/End select a cgroup;
 Enter or Right opens it into its processes, Esc, Left or Backspace goes back;
 < and > sort by another column; a shows every cgroup or only the stalled;
+/ filters the rows by a text in their path or name; n shows the paths in
+place of the names of pods, containers and units;
 space holds the screen as it is (and space again goes on; the counting goes
 on meanwhile); h or ? shows the keys; q quits.)";
 
@@ -89,6 +92,9 @@ struct View {
     size_t first_row = 0;           // the first row shown (scrolled)
     bool help = false;
     bool paused = false;
+    bool names = true;                 // the CGROUP column shows what the path names, if known
+    std::string filter;                // rows whose path or name has it (empty: every row)
+    std::optional<std::string> typing; // the filter being typed after '/'
 };
 
 constexpr const char *help_text[] = {
@@ -101,6 +107,9 @@ constexpr const char *help_text[] = {
     "  Esc, Left, Bksp     back to the cgroups",
     "  < / >               sort by the column before / after",
     "  a                   every memory cgroup, or only those that stalled",
+    "  /                   only the cgroups whose path or name has a text (Enter sets",
+    "                      it, Esc leaves it as it was; an empty text shows all)",
+    "  n                   names (pods, containers, units) or the cgroups' paths",
     "  space               hold the screen as it is / go on (counting goes on)",
     "  h, ?                this page (any key returns)",
     "  q                   quit",
@@ -141,8 +150,11 @@ class Top {
     void draw();
     std::vector<std::string> process_lines(uint64_t cgroup, size_t rows) const;
     size_t table_rows() const;
+    // The rows the filter lets through, in order.
+    std::vector<const top::CgroupInterval *> visible() const;
     size_t selected_index() const;
     void select_index(size_t index);
+    bool on_typing(const Key &k);
 
     const TopOptions &o_;
     std::unique_ptr<memstall::StallSource> source_;
@@ -189,6 +201,7 @@ top::CgroupInterval Top::cgroup_row(uint64_t id, const top::CauseTimes &stalls) 
     row.path = dir->second.substr(std::min(mount_.size(), dir->second.size()));
     if (row.path.empty())
         row.path = "/";
+    row.name = workload_name(row.path);
     row.memory = read_cgroup_memory(dir->second, v1_);
     const auto &start = events_at_start_[id];
     for (const auto &[name, count] : row.memory.events) {
@@ -301,18 +314,28 @@ size_t Top::table_rows() const {
     return o_.rows != 0 ? std::min<size_t>(fit, o_.rows) : fit;
 }
 
+std::vector<const top::CgroupInterval *> Top::visible() const {
+    std::vector<const top::CgroupInterval *> out;
+    for (const auto &r : rows_)
+        if (top::row_matches(r, view_.filter))
+            out.push_back(&r);
+    return out;
+}
+
 size_t Top::selected_index() const {
-    for (size_t i = 0; i < rows_.size(); ++i)
-        if (rows_[i].id == view_.selected)
+    const auto rows = visible();
+    for (size_t i = 0; i < rows.size(); ++i)
+        if (rows[i]->id == view_.selected)
             return i;
     return 0;
 }
 
 void Top::select_index(size_t index) {
-    if (rows_.empty())
+    const auto rows = visible();
+    if (rows.empty())
         return;
-    index = std::min(index, rows_.size() - 1);
-    view_.selected = rows_[index].id;
+    index = std::min(index, rows.size() - 1);
+    view_.selected = rows[index]->id;
     const size_t fit = table_rows();
     if (index < view_.first_row)
         view_.first_row = index;
@@ -387,26 +410,38 @@ void Top::draw() {
                       std::string(normal_video) + std::string(bold) +
                       heading.substr(at + key.size());
         lines.push_back(std::string(bold) + heading + std::string(normal_video));
+        const auto rows = visible();
         const size_t selected = selected_index();
-        if (view_.first_row > selected || view_.first_row >= rows_.size())
+        if (view_.first_row > selected || view_.first_row >= rows.size())
             view_.first_row = std::min(selected, view_.first_row);
         if (selected >= view_.first_row + fit)
             view_.first_row = selected + 1 - fit;
-        for (size_t i = view_.first_row; i < rows_.size() && i < view_.first_row + fit; ++i) {
-            std::string line = top::row_text(rows_[i], host_.interval_s, path_width);
+        for (size_t i = view_.first_row; i < rows.size() && i < view_.first_row + fit; ++i) {
+            top::CgroupInterval shown = *rows[i];
+            if (view_.names && !shown.name.empty())
+                shown.path = shown.name;
+            std::string line = top::row_text(shown, host_.interval_s, path_width);
             if (i == selected) {
                 line.resize(std::max(line.size(), columns), ' ');
                 line = std::string(reverse_video) + line + std::string(normal_video);
             }
             lines.push_back(std::move(line));
         }
-        if (rows_.empty())
-            lines.emplace_back(all_ ? "(no memory cgroup)"
-                                    : "(no memory cgroup stalled in the interval; a: all)");
-        status = fmt::format("{} of {}  Enter processes  < > sort: {}  a {}  h help  q quit",
-                             rows_.empty() ? 0 : selected_index() + 1, rows_.size(),
-                             top::sort_key_name(view_.sort), all_ ? "stalled only" : "all");
+        if (rows.empty())
+            lines.emplace_back(!view_.filter.empty()
+                                   ? "(no cgroup matches the filter; /: change it, Esc: drop it)"
+                               : all_ ? "(no memory cgroup)"
+                                      : "(no memory cgroup stalled in the interval; a: all)");
+        const std::string matching =
+            view_.filter.empty() ? "" : fmt::format(" matching '{}'", view_.filter);
+        status = fmt::format("{} of {}{}  Enter processes  < > sort: {}  / filter  a {}  n {}  "
+                             "h help  q quit",
+                             rows.empty() ? 0 : selected + 1, rows.size(), matching,
+                             top::sort_key_name(view_.sort), all_ ? "stalled only" : "all",
+                             view_.names ? "paths" : "names");
     }
+    if (view_.typing)
+        status = fmt::format("filter: {}_  (Enter: set, Esc: leave it)", *view_.typing);
     if (view_.paused)
         status = "PAUSED (space: go on)  " + status;
     while (lines.size() + 1 < screen_rows)
@@ -415,12 +450,33 @@ void Top::draw() {
     screen_->draw(lines);
 }
 
+// A key while the filter is typed: true when it was taken.
+bool Top::on_typing(const Key &k) {
+    if (!view_.typing)
+        return false;
+    if (k.special == Key::Enter) {
+        view_.filter = *view_.typing;
+        view_.typing.reset();
+        view_.first_row = 0;
+    } else if (k.special == Key::Escape) {
+        view_.typing.reset();
+    } else if (k.special == Key::Backspace) {
+        if (!view_.typing->empty())
+            view_.typing->pop_back();
+    } else if (k.special == Key::None && k.ch >= 0x20 && k.ch < 0x7f && view_.typing->size() < 64) {
+        *view_.typing += k.ch;
+    }
+    return true;
+}
+
 void Top::on_keys(const std::vector<Key> &keys) {
     for (const Key &k : keys) {
         if (view_.help) { // any key leaves the help page
             view_.help = false;
             continue;
         }
+        if (on_typing(k))
+            continue;
         const size_t at = selected_index();
         const size_t page = table_rows();
         switch (k.special) {
@@ -440,17 +496,21 @@ void Top::on_keys(const std::vector<Key> &keys) {
             select_index(0);
             break;
         case Key::End:
-            select_index(rows_.empty() ? 0 : rows_.size() - 1);
+            select_index(visible().size());
             break;
         case Key::Enter:
         case Key::Right:
-            if (!rows_.empty() && !view_.opened)
-                view_.opened = rows_[at].id;
+            if (const auto rows = visible(); !rows.empty() && !view_.opened)
+                view_.opened = rows[at]->id;
             break;
         case Key::Escape:
         case Key::Left:
         case Key::Backspace:
-            view_.opened.reset();
+            // Back from a cgroup's processes; in the cgroups, Esc drops the filter.
+            if (view_.opened)
+                view_.opened.reset();
+            else if (k.special == Key::Escape)
+                view_.filter.clear();
             break;
         case Key::None:
             switch (k.ch) {
@@ -474,6 +534,13 @@ void Top::on_keys(const std::vector<Key> &keys) {
             case 'a':
                 all_ = !all_;
                 break; // from the next interval
+            case 'n':
+                view_.names = !view_.names;
+                break;
+            case '/':
+                if (!view_.opened)
+                    view_.typing = view_.filter;
+                break;
             case '<':
             case '>': {
                 const auto &keys_list = top::sort_keys;

@@ -60,6 +60,11 @@ uint64_t CgroupInterval::stall_ns() const {
     return sum;
 }
 
+bool row_matches(const CgroupInterval &row, const std::string &filter) {
+    return filter.empty() || row.path.find(filter) != std::string::npos ||
+           row.name.find(filter) != std::string::npos;
+}
+
 const char *sort_key_name(SortKey key) {
     switch (key) {
     case SortKey::Stall:
@@ -234,6 +239,7 @@ nlohmann::json snapshot_json(const HostInterval &host, const std::vector<CgroupI
     for (const auto &r : rows)
         list.push_back({{"cgroup_id", r.id},
                         {"cgroup", r.path},
+                        {"name", r.name.empty() ? json(nullptr) : json(r.name)},
                         {"stall_ns", r.stall_ns()},
                         {"stall_pct", share_percent(r.stall_ns(), host.interval_s)},
                         {"causes", causes(r.stalls)},

@@ -33,6 +33,7 @@ struct HostInterval {
 struct CgroupInterval {
     uint64_t id = 0;
     std::string path; // its directory below the hierarchy's mount, "/" for the root
+    std::string name; // what the path names (kernel/cgroup_names.h), "" if nothing known
     CauseTimes stalls{};
     CgroupMemory memory; // its files now
     // How far each memory event counter moved since top started (or since the cgroup was
@@ -41,6 +42,9 @@ struct CgroupInterval {
     std::optional<uint64_t> psi_some_us; // memory.pressure's some total, in the interval
     uint64_t stall_ns() const;
 };
+
+// Whether `filter` is part of the row's path or name (an empty filter: every row).
+bool row_matches(const CgroupInterval &row, const std::string &filter);
 
 // What the rows are sorted by: the largest first (the path: in order), ties broken by
 // memstall's stall time, PSI's, usage, then the path.
