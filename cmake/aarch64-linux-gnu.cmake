@@ -1,6 +1,7 @@
 # Cross build for arm64 (aarch64) on a Debian amd64 machine, from Debian's packages alone:
 # g++-aarch64-linux-gnu and the arm64 multiarch -dev packages (libbpf-dev:arm64,
-# libelf-dev:arm64, zlib1g-dev:arm64, libzstd-dev:arm64; scripts/install-deps.sh --arch arm64).
+# libelf-dev:arm64, zlib1g-dev:arm64, libzstd-dev:arm64, libncurses-dev:arm64;
+# scripts/install-deps.sh --arch arm64).
 #
 #   cmake -S . -B build-arm64 --toolchain cmake/aarch64-linux-gnu.cmake \
 #         -DMEMLAT_HOST_BTFGEN=build/btfgen          # ./build.sh --arch arm64 does this

@@ -9,6 +9,8 @@ packages=(
     cmake make g++ pkg-config patch  # patch: our fixes to libbpf's source (cmake/libbpf)
     ccache                      # build.sh compiles through it: unchanged sources are not compiled again
     nlohmann-json3-dev libfmt-dev       # JSON output, formatting (header-only)
+    libncurses-dev              # memlat top's screen (static archives of ncurses and tinfo)
+    tmux                        # runtime tests: memlat top's screen driven in a real terminal
     libboost1.81-dev            # --prometheus: Boost.Beast, the HTTP server (header-only)
     libmbedtls-dev libcrypt-dev openssl   # --web.config.file in -DMEMLAT_TLS=ON builds: TLS, bcrypt; openssl makes the test's certificate
     prometheus                  # runtime tests: a real Prometheus scrapes the exporters
@@ -28,7 +30,7 @@ packages=(
     # busybox is fetched by the VM tests, not installed: busybox-static:arm64 would replace
     # the machine's amd64 one.)
     g++-aarch64-linux-gnu
-    libbpf-dev:arm64 libelf-dev:arm64 zlib1g-dev:arm64 libzstd-dev:arm64
+    libbpf-dev:arm64 libelf-dev:arm64 zlib1g-dev:arm64 libzstd-dev:arm64 libncurses-dev:arm64
     qemu-user-static qemu-system-arm
 )
 if [ "$(id -u)" -ne 0 ]; then

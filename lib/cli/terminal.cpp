@@ -1,16 +1,18 @@
 #include "cli/terminal.h"
 
-#include <poll.h>
-#include <sys/ioctl.h>
+#include <curses.h>
+
+#include <cstdlib>
 #include <unistd.h>
+
+#include "base/errors.h"
 
 namespace memlat {
 
 namespace {
 
 // The length of the escape sequence at the start of `s` (which begins with ESC): CSI
-// (ESC [ ... final byte 0x40-0x7e), SS3 (ESC O x), or ESC and one more byte; 0 when `s` ends
-// inside the sequence.
+// (ESC [ ... final byte 0x40-0x7e) or ESC and one more byte; 0 when `s` ends inside it.
 size_t escape_length(std::string_view s) {
     if (s.size() < 2)
         return 0;
@@ -20,148 +22,134 @@ size_t escape_length(std::string_view s) {
                 return i + 1;
         return 0;
     }
-    return s.size() >= 3 && s[1] == 'O' ? 3 : (s[1] == 'O' ? 0 : 2);
+    return 2;
 }
 
-Key::Special csi_key(std::string_view seq) {
-    // seq is the whole sequence: ESC [ params final, or ESC O final.
-    const char final = seq.back();
-    const std::string_view params = seq.substr(2, seq.size() - 3);
-    switch (final) {
-    case 'A':
-        return Key::Up;
-    case 'B':
-        return Key::Down;
-    case 'C':
-        return Key::Right;
-    case 'D':
-        return Key::Left;
-    case 'H':
-        return Key::Home;
-    case 'F':
-        return Key::End;
-    case '~':
-        if (params == "5")
-            return Key::PageUp;
-        if (params == "6")
-            return Key::PageDown;
-        if (params == "1" || params == "7")
-            return Key::Home;
-        if (params == "4" || params == "8")
-            return Key::End;
-        return Key::None;
-    default:
-        return Key::None;
+// The narrow ncurses draws bytes: each character outside ASCII (a UTF-8 sequence) and each
+// control character becomes one '?', so that the columns stay where they were counted.
+std::string ascii(std::string_view text) {
+    std::string out;
+    for (unsigned char c : text) {
+        if ((c & 0xc0) == 0x80)
+            continue; // a continuation byte: its character was written already
+        out += c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?';
     }
+    return out;
 }
 
-void write_all(std::string_view s) {
-    while (!s.empty()) {
-        const ssize_t n = write(STDOUT_FILENO, s.data(), s.size());
-        if (n <= 0)
-            return; // the terminal went away: nothing left to restore it on
-        s.remove_prefix(static_cast<size_t>(n));
-    }
+attr_t attribute_of(std::string_view mark) {
+    if (mark == reverse_video)
+        return A_REVERSE;
+    if (mark == bold)
+        return A_BOLD;
+    return A_NORMAL;
 }
-
-constexpr std::string_view enter_screen = "\033[?1049h\033[?25l\033[H\033[2J";
-constexpr std::string_view leave_screen = "\033[0m\033[?25h\033[?1049l";
 
 } // namespace
 
-std::vector<Key> parse_keys(std::string_view bytes) {
+Key key_of(int k) {
+    switch (k) {
+    case KEY_UP:
+        return {Key::Up};
+    case KEY_DOWN:
+        return {Key::Down};
+    case KEY_LEFT:
+        return {Key::Left};
+    case KEY_RIGHT:
+        return {Key::Right};
+    case KEY_PPAGE:
+        return {Key::PageUp};
+    case KEY_NPAGE:
+        return {Key::PageDown};
+    case KEY_HOME:
+        return {Key::Home};
+    case KEY_END:
+        return {Key::End};
+    case KEY_ENTER:
+    case '\r':
+    case '\n':
+        return {Key::Enter};
+    case KEY_BACKSPACE:
+    case 0x7f:
+    case '\b':
+        return {Key::Backspace};
+    case KEY_RESIZE:
+        return {Key::Resize};
+    case 27:
+        return {Key::Escape};
+    default:
+        break;
+    }
+    if (k >= 0x20 && k < 0x7f)
+        return {Key::None, static_cast<char>(k)};
+    return {};
+}
+
+FullScreen::FullScreen() {
+    // An ESC alone is the Escape key after 25 ms, not ncurses' default second.
+    if (getenv("ESCDELAY") == nullptr)
+        set_escdelay(25);
+    screen_ = newterm(nullptr, stdout, stdin);
+    if (screen_ == nullptr) {
+        const char *term = getenv("TERM");
+        throw RuntimeError(std::string("the terminal type TERM=") + (term ? term : "(unset)") +
+                           " has no terminfo entry on this host: set TERM to one it has "
+                           "(e.g. TERM=xterm), or use -b (text rows) or -j (JSON lines)");
+    }
+    cbreak();
+    noecho();
+    nonl();
+    keypad(stdscr, TRUE);
+    curs_set(0);
+}
+
+FullScreen::~FullScreen() {
+    endwin();
+    delscreen(screen_);
+}
+
+std::vector<Key> FullScreen::read_keys(std::chrono::milliseconds wait) {
     std::vector<Key> keys;
-    while (!bytes.empty()) {
-        const char c = bytes.front();
-        if (c == '\033') {
-            const size_t n = escape_length(bytes);
-            if (n == 0 && bytes.size() == 1) {
-                keys.push_back({Key::Escape});
-                break;
-            }
-            if (n == 0) // cut short: drop what is left
-                break;
-            if (n == 2 && bytes[1] == '\033') { // ESC ESC: Escape, then look again
-                keys.push_back({Key::Escape});
-                bytes.remove_prefix(1);
-                continue;
-            }
-            if (const auto special = n >= 3 ? csi_key(bytes.substr(0, n)) : Key::None;
-                special != Key::None)
-                keys.push_back({special});
-            bytes.remove_prefix(n);
-            continue;
-        }
-        if (c == '\r' || c == '\n')
-            keys.push_back({Key::Enter});
-        else if (c == 0x7f || c == '\b')
-            keys.push_back({Key::Backspace});
-        else
-            keys.push_back({Key::None, c});
-        bytes.remove_prefix(1);
+    timeout(static_cast<int>(wait.count()));
+    for (int k = getch(); k != ERR; k = getch()) {
+        if (const Key key = key_of(k); key.special != Key::None || key.ch != 0)
+            keys.push_back(key);
+        timeout(0); // the keys already typed, without waiting again
     }
     return keys;
 }
 
-FullScreen::FullScreen() {
-    if (isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &saved_) == 0) {
-        termios raw = saved_;
-        // No line editing and no echo; signals stay (Ctrl-C ends the view as it ends every
-        // tool), but not Ctrl-Z (see the header).
-        raw.c_lflag &= ~(ICANON | ECHO);
-        raw.c_cc[VSUSP] = _POSIX_VDISABLE;
-        raw.c_cc[VMIN] = 0;
-        raw.c_cc[VTIME] = 0;
-        keys_ = tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
-    }
-    write_all(enter_screen);
-}
-
-FullScreen::~FullScreen() {
-    write_all(leave_screen);
-    if (keys_)
-        tcsetattr(STDIN_FILENO, TCSANOW, &saved_);
-}
-
-std::vector<Key> FullScreen::read_keys(std::chrono::milliseconds timeout) {
-    pollfd pfd{keys_ ? STDIN_FILENO : -1, POLLIN, 0};
-    if (poll(&pfd, 1, static_cast<int>(timeout.count())) <= 0 || !(pfd.revents & POLLIN))
-        return {};
-    char buf[64];
-    const ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
-    if (n <= 0)
-        return {};
-    std::string bytes(buf, static_cast<size_t>(n));
-    // An escape sequence can arrive in two reads: wait a little for its rest.
-    if (bytes.back() == '\033' || (bytes.size() >= 2 && bytes[bytes.size() - 2] == '\033')) {
-        pollfd more{STDIN_FILENO, POLLIN, 0};
-        if (poll(&more, 1, 25) > 0)
-            if (const ssize_t m = read(STDIN_FILENO, buf, sizeof(buf)); m > 0)
-                bytes.append(buf, static_cast<size_t>(m));
-    }
-    return parse_keys(bytes);
-}
-
 std::pair<size_t, size_t> FullScreen::size() const {
-    winsize ws{};
-    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) != 0 || ws.ws_row == 0 || ws.ws_col == 0)
-        return {24, 80};
-    return {ws.ws_row, ws.ws_col};
+    return {static_cast<size_t>(std::max(LINES, 1)), static_cast<size_t>(std::max(COLS, 1))};
 }
 
 void FullScreen::draw(const std::vector<std::string> &lines) const {
     const auto [rows, columns] = size();
-    // Home, then each line cut to the width and the rest of it cleared; the rest of the screen
-    // cleared last. Nothing is written past the last row, so a full screen does not scroll.
-    std::string out = "\033[H";
-    for (size_t i = 0; i < lines.size() && i < rows; ++i) {
-        if (i > 0)
-            out += "\r\n";
-        out += cut_to_width(lines[i], columns);
-        out += "\033[K";
+    erase();
+    for (size_t y = 0; y < lines.size() && y < rows; ++y) {
+        // The last column of the last row is left empty: writing it scrolls some terminals.
+        const size_t width = y + 1 == rows ? columns - 1 : columns;
+        const std::string line = cut_to_width(lines[y], width);
+        std::string_view rest = line;
+        move(static_cast<int>(y), 0);
+        attrset(A_NORMAL);
+        while (!rest.empty()) {
+            if (rest.front() == '\033') {
+                size_t n = escape_length(rest);
+                if (n == 0)
+                    break;
+                attrset(attribute_of(rest.substr(0, n)));
+                rest.remove_prefix(n);
+                continue;
+            }
+            const size_t next = rest.find('\033');
+            const std::string text = ascii(rest.substr(0, next));
+            addnstr(text.data(), static_cast<int>(text.size()));
+            rest.remove_prefix(std::min(next, rest.size()));
+        }
     }
-    out += "\033[J";
-    write_all(out);
+    attrset(A_NORMAL);
+    refresh();
 }
 
 size_t display_width(std::string_view text) {

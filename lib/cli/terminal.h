@@ -1,16 +1,16 @@
-// A terminal taken over by a full-screen view (memlat top): the alternate screen, no cursor,
-// keys read one at a time without echo; everything given back as it was when the view ends.
-// Plain ANSI/VT100 sequences, which every terminal emulator in use understands: no curses
-// library, no terminfo database to find on a host the binary was copied to.
+// A terminal taken over by a full-screen view (memlat top), through ncurses (Debian's, linked
+// statically): the terminal's own capabilities from its terminfo entry, keys as the terminal
+// sends them, resizes (SIGWINCH), Ctrl-Z (ncurses gives the terminal back while stopped), and
+// the terminal restored as it was when the view ends. Text is drawn as ASCII: another
+// character shows as '?'.
 #pragma once
 
-#include <termios.h>
-
 #include <chrono>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+struct screen; // ncurses' SCREEN
 
 namespace memlat {
 
@@ -28,52 +28,50 @@ struct Key {
         End,
         Enter,
         Escape,
-        Backspace
+        Backspace,
+        Resize, // the terminal's size changed
     };
     Special special = None;
     char ch = 0; // when special is None
     bool operator==(const Key &) const = default;
 };
 
-// The keys in bytes read from a terminal in raw mode. An escape sequence this does not know
-// is dropped whole; an ESC with nothing after it is the Escape key.
-std::vector<Key> parse_keys(std::string_view bytes);
+// The key of one ncurses getch() value (a character, or a KEY_* code); nothing (special None,
+// ch 0) for a key the view does not use.
+Key key_of(int curses_key);
 
-// SGR sequences for the screen's text.
+// Marks in a screen line that switch its style, as SGR sequences so that the same lines can be
+// printed to a plain terminal: draw() turns them into ncurses attributes.
 inline constexpr std::string_view reverse_video = "\033[7m";
 inline constexpr std::string_view bold = "\033[1m";
 inline constexpr std::string_view normal_video = "\033[0m";
 
 class FullScreen {
   public:
-    // Takes the terminal on stdout; keys are read from stdin when it is a terminal too (else
-    // the view shows but only signals end it). Ctrl-Z is turned off while the view runs: a
-    // stopped view would leave the shell with no echo on the alternate screen.
+    // Takes the terminal on stdout (keys from stdin); a RuntimeError when the terminal's type
+    // ($TERM) has no terminfo entry on this host.
     FullScreen();
     ~FullScreen();
     FullScreen(const FullScreen &) = delete;
     FullScreen &operator=(const FullScreen &) = delete;
 
-    bool reads_keys() const { return keys_; }
-    // Waits at most `timeout` for input and returns the keys it brought (none on a timeout,
-    // a signal or when stdin is no terminal, after sleeping).
-    std::vector<Key> read_keys(std::chrono::milliseconds timeout);
-    // Rows and columns (24 x 80 when the terminal does not say).
+    // Waits at most `timeout` for a key and returns the keys pressed (none on a timeout).
+    std::vector<Key> read_keys(std::chrono::milliseconds wait);
+    // Rows and columns.
     std::pair<size_t, size_t> size() const;
-    // Replaces the screen with `lines`, each cut to the width.
+    // Replaces the screen with `lines`, each cut to the width, styled by the marks above.
     void draw(const std::vector<std::string> &lines) const;
 
   private:
-    bool keys_ = false;
-    termios saved_{};
+    ::screen *screen_ = nullptr; // ended by the destructor
 };
 
-// The number of columns `text` takes on a terminal: its UTF-8 characters outside the escape
-// sequences (each one column wide).
+// The number of columns `text` takes on a terminal: its UTF-8 characters outside the style
+// marks (each one column wide).
 size_t display_width(std::string_view text);
 
-// `text` cut to `columns` on the terminal, escape sequences kept whole (and a reset added
-// after a cut inside styled text).
+// `text` cut to `columns` on the terminal, style marks kept whole (and a reset added after a
+// cut inside styled text).
 std::string cut_to_width(std::string_view text, size_t columns);
 
 } // namespace memlat

@@ -3,14 +3,13 @@
 its rows per memory cgroup against delay accounting and the cgroup's own files."""
 from __future__ import annotations
 
-import fcntl
 import os
 import re
-import select
-import struct
+import shutil
+import signal
 import subprocess
 import sys
-import termios
+import tempfile
 import time
 
 sys.dont_write_bytecode = True
@@ -18,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from memlat_test import (MemoryCgroup, Test, TestFile, Tool, Workload,  # noqa: E402
                          binary, check_bad_arguments, check_help, log, main, read_file, run,
-                         scenario)
+                         scenario, skip)
 
 LIMIT = 32 << 20
 FILE_SIZE = 128 << 20
@@ -119,140 +118,150 @@ def _(t: Test):
 
 
 class ScreenTool:
-    """memtop on a pseudo-terminal of ROWS x COLUMNS, as a user runs it: keys written to the
-    terminal, frames read back (each frame starts at the cursor's home, ESC [ H, and ends with
-    a clear to the end of the screen, ESC [ J; cli/terminal.cpp)."""
+    """memtop in a tmux pane of ROWS x COLUMNS (a real terminal emulator, on a server of its own),
+    as a user drives it: keys sent with send-keys, the screen read with capture-pane. The
+    shell around it records the terminal's settings before and after (stty -g), memtop's
+    exit status and pid, and stays a few seconds, so the screen after the exit can be read."""
     ROWS, COLUMNS = 40, 200
-    ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
-    def __init__(self, *args: str):
-        self.master, self.slave = os.openpty()
-        fcntl.ioctl(self.slave, termios.TIOCSWINSZ,
-                    struct.pack("HHHH", self.ROWS, self.COLUMNS, 0, 0))
-        self.attrs_before = termios.tcgetattr(self.slave)
-        log(f"$ memtop {' '.join(args)}  (on a {self.ROWS}x{self.COLUMNS} pseudo-terminal)")
-        self.proc = subprocess.Popen([binary("memtop"), *args], stdin=self.slave,
-                                     stdout=self.slave, stderr=subprocess.PIPE,
-                                     env=dict(os.environ, MEMLAT_READY="1"),
-                                     start_new_session=True)
-        self.output = b""
-        self.stderr = b""
+    def __init__(self, *args: str, env: str = ""):
+        if shutil.which("tmux") is None:
+            skip("tmux is not installed (scripts/install-deps.sh installs it)")
+        self.dir = tempfile.mkdtemp(prefix="memlat_top_screen_")
+        self.socket = f"memlat_test_{os.getpid()}"
+        self.exited = False
+        d = self.dir
+        command = " ".join([binary("memtop"), *args])
+        script = (f"stty -g > {d}/stty.before; "
+                  f"sh -c 'echo $$ > {d}/pid; exec env MEMLAT_READY=1 {env} {command}' 2> {d}/err; "
+                  f"echo $? > {d}/rc; stty -g > {d}/stty.after; sleep 5")
+        log(f"$ memtop {' '.join(args)}  (in a {self.ROWS}x{self.COLUMNS} tmux pane)")
+        self.tmux("new-session", "-d", "-s", "top", "-x", str(self.COLUMNS), "-y",
+                  str(self.ROWS), script)
+
+    def tmux(self, *args: str) -> str:
+        r = subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", *args],
+                           capture_output=True, text=True, timeout=10)
+        return r.stdout
+
+    def file(self, name: str) -> str:
+        try:
+            with open(os.path.join(self.dir, name)) as f:
+                return f.read()
+        except OSError:
+            return ""
 
     def wait_ready(self, timeout: float = 30) -> bool:
         end = time.monotonic() + timeout
-        while time.monotonic() < end and b"memlat: ready" not in self.stderr:
-            r, _, _ = select.select([self.proc.stderr], [], [], 0.2)
-            if r:
-                chunk = os.read(self.proc.stderr.fileno(), 4096)
-                if not chunk:
-                    break
-                self.stderr += chunk
-        return b"memlat: ready" in self.stderr
-
-    def pump(self, seconds: float) -> None:
-        end = time.monotonic() + seconds
         while time.monotonic() < end:
-            r, _, _ = select.select([self.master], [], [], 0.05)
-            if r:
-                try:
-                    self.output += os.read(self.master, 65536)
-                except OSError:
-                    return
+            if "memlat: ready" in self.file("err"):
+                return True
+            if self.file("rc"):
+                return False
+            time.sleep(0.1)
+        return False
 
-    def frames(self) -> list[list[str]]:
-        """The complete frames drawn so far, each as its lines without escape sequences."""
-        text = self.output.decode(errors="replace")
-        out = []
-        for part in text.split("\x1b[H")[1:]:
-            if "\x1b[J" in part:
-                body = part[:part.index("\x1b[J")]
-                # The terminal's output processing may turn each "\n" into "\r\n".
-                out.append([self.ESCAPES.sub("", line).rstrip("\r")
-                            for line in body.replace("\r\n", "\n").split("\n")])
-        return out
+    def screen(self) -> list[str]:
+        return self.tmux("capture-pane", "-p", "-t", "top").rstrip("\n").split("\n")
 
-    def press(self, keys: str, until, timeout: float = 5.0) -> list[str] | None:
-        """Writes `keys` and reads until a frame drawn after them satisfies `until`; that frame,
-        or None."""
-        self.pump(0.05)
-        drawn = len(self.frames())
-        os.write(self.master, keys.encode())
+    def wait_screen(self, until, timeout: float = 5.0) -> list[str] | None:
+        """The screen once `until(lines)` holds, or None after `timeout`."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            self.pump(0.1)
-            for frame in self.frames()[drawn:]:
-                if until(frame):
-                    return frame
+            lines = self.screen()
+            if until(lines):
+                return lines
+            time.sleep(0.1)
         return None
 
-    def wait_frame(self, until, timeout: float) -> list[str] | None:
-        return self.press("", until, timeout)
+    def press(self, *keys: str, until=None, timeout: float = 5.0) -> list[str] | None:
+        """Sends `keys` (tmux key names, e.g. Enter, Escape, Home, BSpace, or literal text as
+        "-l", TEXT) and waits for the screen `until` accepts."""
+        self.tmux("send-keys", "-t", "top", *keys)
+        return self.wait_screen(until, timeout) if until else None
+
+    def wait_exit(self, timeout: float = 10) -> int | None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            rc = self.file("rc").strip()
+            if rc:
+                self.exited = True
+                return int(rc)
+            time.sleep(0.1)
+        return None
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.stderr += self.proc.stderr.read() if self.proc.stderr else b""
-        os.close(self.master)
-        os.close(self.slave)
+        if not self.exited and self.file("pid").strip():
+            try:
+                os.kill(int(self.file("pid")), 9)
+            except (OSError, ValueError):
+                pass
+        self.tmux("kill-server")
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def table_lines(frame: list[str]) -> list[str]:
-    """The lines of a frame's cgroup table, below its heading and above the status line."""
-    for i, line in enumerate(frame):
+def status_line(screen: list[str]) -> str:
+    """The screen's last line that has text: the status line."""
+    return next((ln for ln in reversed(screen) if ln.strip()), "")
+
+
+def table_lines(screen: list[str]) -> list[str]:
+    """The lines of the screen's cgroup table, below its heading and above the status line."""
+    for i, line in enumerate(screen):
         if line.startswith("CGROUP "):
-            return [x for x in frame[i + 1:-1] if x.strip()]
+            return [x for x in screen[i + 1:] if x.strip()][:-1]
     return []
 
 
 @scenario("top_screen_keys")
 def _(t: Test):
-    """The screen as a user drives it on a terminal, while a reader in a 32 MiB memory cgroup
-    stalls in reclaim: the stalled cgroup is the first row and selected; h shows the keys and
-    any key returns; > and < change the sorted column the status line names; Enter opens the
-    selected cgroup into its processes, whose pids are the cgroup's own (its cgroup.procs) and
-    include the reader's; Esc goes back; q quits with status 0, leaves the alternate screen
-    and gives the terminal back as it was (echo, line editing)."""
+    """The screen as a user drives it in a terminal (tmux), while a reader in a 32 MiB memory
+    cgroup stalls in reclaim: the stalled cgroup is the first row; h shows the keys and any key
+    returns; > and < change the sorted column the status line names; Enter opens the selected
+    cgroup into its processes, whose pids are the cgroup's own (its cgroup.procs) and include
+    the reader's; Esc goes back; / filters the rows (none for a text no path has, the reader's
+    cgroup for its name) and Esc drops the filter; space holds the screen (its header's time
+    stays) and space again goes on; a terminal made too small says so, and the table comes back
+    at the old size; q quits with status 0, leaves the alternate screen and gives the terminal
+    back as it was (stty -g before and after)."""
     with MemoryCgroup("top_screen", LIMIT) as cg, \
             TestFile(FILE_SIZE, "top_screen", cold=True) as f, \
             Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--passes", "1000",
                      held=True) as reader:
         screen = ScreenTool("1")
         try:
-            t.require(screen.wait_ready(), "memtop on a terminal: ready", "memlat: ready",
-                      screen.stderr.decode(errors="replace")[-300:])
+            t.require(screen.wait_ready(), "memtop in tmux: ready", "memlat: ready",
+                      screen.file("err")[-300:])
             reader.release()
             name = os.path.basename(cg.path)
-            frame = screen.wait_frame(
-                lambda fr: any(name in line for line in table_lines(fr)[:1]), timeout=15)
-            t.require(frame is not None, "the reader's cgroup drawn as the first row",
-                      name, table_lines(frame)[0] if frame else screen.frames()[-1:] or "none")
-            t.check_in("the status line: selection, sort column and keys",
-                       "1 of ", frame[-1], "status line")
-            t.check_in("the status line names the sorted column", "sort: STALL%", frame[-1],
-                       "status line")
-            helped = screen.press("h", lambda fr: "memlat top: keys" in fr[0])
+            first = screen.wait_screen(lambda sc: any(name in ln for ln in table_lines(sc)[:1]),
+                                       timeout=15)
+            t.require(first is not None, "the reader's cgroup drawn as the first row", name,
+                      screen.screen())
+            t.check_in("the status line: selection and sort column", "1 of ",
+                       status_line(first), "status line")
+            t.check_in("the status line names the sorted column", "sort: STALL%",
+                       status_line(first), "status line")
+            helped = screen.press("h", until=lambda sc: "memlat top: keys" in sc[0])
             t.check(helped is not None, "h: the page of keys", "memlat top: keys",
-                    "drawn" if helped else "not drawn")
-            back = screen.press("x", lambda fr: any(ln.startswith("CGROUP ") for ln in fr))
+                    "drawn" if helped else screen.screen()[:2])
+            back = screen.press("x", until=lambda sc: any(ln.startswith("CGROUP ") for ln in sc))
             t.check(back is not None, "any key leaves the page of keys", "the table",
-                    "drawn" if back else "not drawn")
-            usage = screen.press(">", lambda fr: "sort: USAGE" in fr[-1])
+                    "drawn" if back else screen.screen()[:2])
+            usage = screen.press(">", until=lambda sc: "sort: USAGE" in status_line(sc))
             t.check(usage is not None, "> sorts by the next column", "sort: USAGE",
-                    usage[-1] if usage else "not drawn")
-            stall = screen.press("<", lambda fr: "sort: STALL%" in fr[-1])
+                    status_line(usage or screen.screen()))
+            stall = screen.press("<", until=lambda sc: "sort: STALL%" in status_line(sc))
             t.check(stall is not None, "< sorts by the column before", "sort: STALL%",
-                    stall[-1] if stall else "not drawn")
-            # The reader's cgroup is the busiest: Home selects it, Enter opens it. A frame
+                    status_line(stall or screen.screen()))
+            # The reader's cgroup is the busiest: Home selects it, Enter opens it. A screen
             # with a process row (a pid first) is waited for: an interval in which the reader
             # stalled.
             opened = screen.press(
-                "\x1b[H\r", lambda fr: any(ln.startswith("Processes of ") for ln in fr) and
-                any(re.match(r"\d+ ", ln) for ln in fr), timeout=10)
+                "Home", "Enter", until=lambda sc: any(ln.startswith("Processes of ") for ln in sc)
+                and any(re.match(r"\d+ ", ln) for ln in sc), timeout=10)
             t.require(opened is not None, "Enter: the selected cgroup's processes",
-                      "Processes of ... with a row",
-                      [ln for ln in opened if re.match(r"\d+ ", ln)] if opened
-                      else screen.frames()[-1:] or "no frame")
+                      "Processes of ... with a row", screen.screen())
             heading = next(ln for ln in opened if ln.startswith("Processes of "))
             t.check_in("the opened cgroup is the reader's", name, heading, "heading")
             pids = {int(ln.split()[0]) for ln in opened if re.match(r"\d+ ", ln)}
@@ -261,56 +270,99 @@ def _(t: Test):
             t.check_in("the reader's pid among the processes shown", reader.pid, pids, "pids")
             t.check_eq("processes shown outside the cgroup's cgroup.procs", set(),
                        pids - members)
-            closed = screen.press("\x1b", lambda fr: any(ln.startswith("CGROUP ") for ln in fr))
+            closed = screen.press("Escape",
+                                  until=lambda sc: any(ln.startswith("CGROUP ") for ln in sc))
             t.check(closed is not None, "Esc: back to the cgroups", "the table",
-                    "drawn" if closed else "not drawn")
+                    "drawn" if closed else screen.screen()[:8])
             # / filters by a text in the path or name: one no cgroup has empties the table,
             # the cgroup's own name brings it back, Esc drops the filter.
-            typed = screen.press("/zz-no-such-cgroup", lambda fr: "filter: zz-no-such-cgroup_"
-                                 in fr[-1])
+            screen.press("/")
+            typed = screen.press("-l", "zz-no-such-cgroup",
+                                 until=lambda sc: "filter: zz-no-such-cgroup_" in status_line(sc))
             t.check(typed is not None, "/: the filter typed shows in the status line",
-                    "filter: zz-no-such-cgroup_", typed[-1] if typed else "not drawn")
-            empty = screen.press("\r", lambda fr: any("no cgroup matches" in ln for ln in fr))
+                    "filter: zz-no-such-cgroup_", status_line(typed or screen.screen()))
+            empty = screen.press("Enter",
+                                 until=lambda sc: any("no cgroup matches" in ln for ln in sc))
             t.check(empty is not None, "a filter no cgroup matches: no row, and says so",
-                    "(no cgroup matches the filter ...)", empty[-1] if empty else "not drawn")
-            mine = screen.press("/" + "\x7f" * 20 + name + "\r",
-                                lambda fr: f"matching '{name}'" in fr[-1])
+                    "(no cgroup matches the filter ...)", status_line(empty or screen.screen()))
+            screen.press("/", *["BSpace"] * 20)
+            mine = screen.press("-l", name)
+            mine = screen.press("Enter", until=lambda sc: f"matching '{name}'" in status_line(sc))
             t.check(mine is not None and name in (table_lines(mine) or [""])[0],
-                    "the cgroup's name as the filter: its row first",
-                    name, table_lines(mine)[:1] if mine else "not drawn")
-            dropped = screen.press("\x1b", lambda fr: "matching" not in fr[-1] and
-                                   "of" in fr[-1])
+                    "the cgroup's name as the filter: its row first", name,
+                    table_lines(mine)[:1] if mine else screen.screen()[-1:])
+            dropped = screen.press("Escape", until=lambda sc: "matching" not in status_line(sc))
             t.check(dropped is not None, "Esc drops the filter", "no 'matching' in status",
-                    dropped[-1] if dropped else "not drawn")
-            held = screen.press(" ", lambda fr: fr[-1].startswith("PAUSED"))
+                    status_line(dropped or screen.screen()))
+            # Held: the header's first line (the interval's time) stays for 2.5 s of 1 s
+            # intervals; going on, it changes.
+            held = screen.press("Space", until=lambda sc: status_line(sc).startswith("PAUSED"))
             t.check(held is not None, "space: the screen held, the status line says so",
-                    "PAUSED ...", held[-1] if held else "not drawn")
-            drawn = len(screen.frames())
-            screen.pump(2.5)
-            t.check_eq("frames drawn while held (2.5 s of 1 s intervals)", drawn,
-                       len(screen.frames()))
-            going = screen.press(" ", lambda fr: not fr[-1].startswith("PAUSED") and
-                                 fr[0] != held[0], timeout=3)
-            t.check(going is not None, "space again: the next interval drawn",
-                    "a new header", going[0] if going else "not drawn")
-            screen.press("q", lambda fr: False, timeout=0.5)
-            try:
-                rc = screen.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                rc = None
+                    "PAUSED ...", status_line(held or screen.screen()))
+            time.sleep(2.5)
+            t.check_eq("the header while held (2.5 s of 1 s intervals)",
+                       (held or [""])[0], screen.screen()[0])
+            going = screen.press("Space", until=lambda sc: sc[0] != (held or [""])[0],
+                                 timeout=3)
+            t.check(going is not None, "space again: the next interval drawn", "a new header",
+                    (going or screen.screen())[0])
+            # Too small a terminal says so; back to the old size, the table is back.
+            screen.tmux("resize-window", "-t", "top", "-x", "50", "-y", "8")
+            small = screen.wait_screen(lambda sc: sc[:2] == ["terminal too small: 50x8",
+                                                             "memlat top needs 60x10"])
+            t.check(small is not None, "a 50x8 terminal: the screen says it is too small",
+                    "terminal too small: 50x8 / memlat top needs 60x10", screen.screen()[:2])
+            screen.tmux("resize-window", "-t", "top", "-x", str(ScreenTool.COLUMNS), "-y",
+                        str(ScreenTool.ROWS))
+            again = screen.wait_screen(lambda sc: any(ln.startswith("CGROUP ") for ln in sc))
+            t.check(again is not None, "resized back: the table again", "the table",
+                    screen.screen()[:2])
+            screen.press("q")
+            rc = screen.wait_exit()
             t.check_eq("q: exit status", 0, rc)
-            screen.pump(0.2)
-            t.check(screen.output.rstrip(b"\r\n").endswith(b"\x1b[?1049l"),
-                    "the alternate screen left at exit", "ends with ESC [ ? 1049 l",
-                    repr(screen.output[-40:]))
-            after = termios.tcgetattr(screen.slave)
-            flags = termios.ECHO | termios.ICANON
-            t.check_eq("the terminal's echo and line editing given back",
-                       screen.attrs_before[3] & flags, after[3] & flags)
-            t.check_eq("the terminal's Ctrl-Z given back", screen.attrs_before[6][termios.VSUSP],
-                       after[6][termios.VSUSP])
+            after = screen.wait_screen(lambda sc: not any("memlat top" in ln for ln in sc), 3)
+            t.check(after is not None, "the alternate screen left at exit (the screen's text "
+                    "gone)", "no 'memlat top' on the screen", screen.screen()[:3])
+            t.check_eq("the terminal's settings given back (stty -g)",
+                       screen.file("stty.before"), screen.file("stty.after"))
         finally:
             screen.close()
+
+
+@scenario("top_screen_sigterm")
+def _(t: Test):
+    """SIGTERM to the screen ends it as q does: exit status 0, the terminal's settings given
+    back."""
+    screen = ScreenTool("1")
+    try:
+        t.require(screen.wait_ready(), "memtop in tmux: ready", "memlat: ready",
+                  screen.file("err")[-300:])
+        drawn = screen.wait_screen(lambda sc: any(ln.startswith("CGROUP ") for ln in sc), 10)
+        t.require(drawn is not None, "the screen drawn", "the table", screen.screen()[:3])
+        os.kill(int(screen.file("pid")), signal.SIGTERM)
+        t.check_eq("SIGTERM: exit status", 0, screen.wait_exit())
+        t.check_eq("the terminal's settings given back (stty -g)", screen.file("stty.before"),
+                   screen.file("stty.after"))
+    finally:
+        screen.close()
+
+
+@scenario("top_screen_unknown_terminal")
+def _(t: Test):
+    """A terminal type this host's terminfo does not know: exit status 1 and a message that
+    says what to do, the terminal's settings untouched."""
+    screen = ScreenTool("1", env="TERM=memlat-no-such-terminal")
+    try:
+        rc = screen.wait_exit(30)
+        t.check_eq("TERM unknown: exit status", 1, rc)
+        t.check_in("TERM unknown: says which and what to do",
+                   "TERM=memlat-no-such-terminal has no terminfo entry", screen.file("err"),
+                   "stderr")
+        t.check_in("TERM unknown: names -b", "-b", screen.file("err"), "stderr")
+        t.check_eq("the terminal's settings untouched (stty -g)", screen.file("stty.before"),
+                   screen.file("stty.after"))
+    finally:
+        screen.close()
 
 
 @scenario("top_batch")

@@ -3,10 +3,10 @@
 // The stall time is memstall's (its BPF side loaded with no filter, memstall_source.h); the
 // rest is what the kernel's files say (kernel/memory_state.h), read only for the rows shown.
 //
-// On a terminal it is a keyboard-driven screen (cli/terminal.h): rows to select, sorted by a
-// column the user picks, a cgroup opened into its processes, paused, with a help page. -b
-// prints text rows per interval for a pipe, -j JSON lines. Still to come (issue 30): threads
-// and stacks under a process, record and replay.
+// On a terminal it is a keyboard-driven screen (cli/terminal.h, ncurses): rows to select, sorted by
+// a column the user picks, a cgroup opened into its processes, paused, with a help page. -b prints
+// text rows per interval for a pipe, -j JSON lines. Still to come (issue 30): threads and stacks
+// under a process, record and replay.
 #include <unistd.h>
 
 #include <algorithm>
@@ -83,6 +83,8 @@ struct TopOptions {
 // Columns of a row besides the path (top_format.cpp's row_text()).
 constexpr size_t fixed_columns = 21 + 8 * MEMSTALL_CAUSES + 16;
 constexpr size_t min_path_width = 16, batch_path_width = 32;
+// The smallest terminal the screen is drawn on: the header and a few rows.
+constexpr size_t min_rows = 10, min_columns = 60;
 
 // The screen's state: what the user chose with the keys.
 struct View {
@@ -376,6 +378,11 @@ void Top::draw() {
     if (!have_interval_)
         return;
     const auto [screen_rows, columns] = screen_->size();
+    if (screen_rows < min_rows || columns < min_columns) {
+        screen_->draw({fmt::format("terminal too small: {}x{}", columns, screen_rows),
+                       fmt::format("memlat top needs {}x{}", min_columns, min_rows), "(q quits)"});
+        return;
+    }
     const size_t path_width =
         columns > fixed_columns + min_path_width ? columns - fixed_columns : min_path_width;
     std::vector<std::string> lines;
