@@ -85,6 +85,8 @@ constexpr size_t fixed_columns = 21 + 8 * MEMSTALL_CAUSES + 16;
 constexpr size_t min_path_width = 16, batch_path_width = 32;
 // The smallest terminal the screen is drawn on: the header and a few rows.
 constexpr size_t min_rows = 10, min_columns = 60;
+// -a: the refreshes at which the cgroup tree is walked again for new cgroups.
+constexpr uint64_t all_rescan_every = 5;
 
 // The screen's state: what the user chose with the keys.
 struct View {
@@ -147,13 +149,18 @@ class Top {
 
   private:
     void rescan_cgroups();
+    // A row's id, path, name and stall time; its files are read by read_files(), only for
+    // the rows shown when the sort does not need them (-a with 1,000 cgroups: 5% of a core
+    // reading every cgroup's files each second, bench/top_scale.py).
     top::CgroupInterval cgroup_row(uint64_t id, const top::CauseTimes &stalls);
+    void read_files(top::CgroupInterval &row);
+    size_t rows_wanted() const;
     void print_lines() const;
     void draw();
     std::vector<std::string> process_lines(uint64_t cgroup, size_t rows) const;
     size_t table_rows() const;
     // The rows the filter lets through, in order.
-    std::vector<const top::CgroupInterval *> visible() const;
+    std::vector<size_t> visible() const; // indices into rows_
     size_t selected_index() const;
     void select_index(size_t index);
     bool on_typing(const Key &k);
@@ -198,14 +205,25 @@ top::CgroupInterval Top::cgroup_row(uint64_t id, const top::CauseTimes &stalls) 
     auto dir = dirs_.find(id);
     if (dir == dirs_.end()) {
         row.path = fmt::format("(cgroup id {}, gone)", id);
+        row.files_read = true; // nothing to read
         return row;
     }
     row.path = dir->second.substr(std::min(mount_.size(), dir->second.size()));
     if (row.path.empty())
         row.path = "/";
     row.name = workload_name(row.path);
+    return row;
+}
+
+void Top::read_files(top::CgroupInterval &row) {
+    if (row.files_read)
+        return;
+    row.files_read = true;
+    auto dir = dirs_.find(row.id);
+    if (dir == dirs_.end())
+        return;
     row.memory = read_cgroup_memory(dir->second, v1_);
-    const auto &start = events_at_start_[id];
+    const auto &start = events_at_start_[row.id];
     for (const auto &[name, count] : row.memory.events) {
         auto was = start.find(name);
         row.events_since_start[name] =
@@ -213,12 +231,11 @@ top::CgroupInterval Top::cgroup_row(uint64_t id, const top::CauseTimes &stalls) 
     }
     if (row.memory.pressure) {
         const uint64_t total = row.memory.pressure->some->total_us;
-        auto was = psi_before_.find(id);
+        auto was = psi_before_.find(row.id);
         if (was != psi_before_.end() && was->second.second + 1 == refreshes_)
             row.psi_some_us = total - std::min(total, was->second.first);
-        psi_before_[id] = {total, refreshes_};
+        psi_before_[row.id] = {total, refreshes_};
     }
-    return row;
 }
 
 void Top::refresh() {
@@ -257,10 +274,12 @@ void Top::refresh() {
     host.stalls = top::total_stalls(stalled);
     host.cgroups_stalled = stalled.size();
 
-    // A cgroup id not seen before is a cgroup made since: look at the hierarchy again (-a
-    // lists every cgroup, so it looks each time).
-    if (all_ || std::any_of(stalled.begin(), stalled.end(),
-                            [&](const memstall::Row &r) { return !dirs_.contains(r.id); }))
+    // A cgroup id not seen before is a cgroup made since: look at the hierarchy again. -a
+    // lists every cgroup, so it also looks every few intervals for new idle ones (the walk
+    // reads every cgroup's directory).
+    if ((all_ && refreshes_ % all_rescan_every == 0) ||
+        std::any_of(stalled.begin(), stalled.end(),
+                    [&](const memstall::Row &r) { return !dirs_.contains(r.id); }))
         rescan_cgroups();
     std::vector<top::CgroupInterval> rows;
     std::map<uint64_t, top::CauseTimes> stalls_of;
@@ -273,9 +292,18 @@ void Top::refresh() {
         for (const auto &[id, causes] : stalls_of)
             rows.push_back(cgroup_row(id, causes));
     }
+    // The files of the rows to be shown, or of all when the sort needs them.
+    if (top::sort_needs_files(view_.sort)) {
+        for (auto &r : rows)
+            read_files(r);
+        top::sort_rows(rows, view_.sort);
+    } else {
+        top::sort_rows(rows, view_.sort);
+        for (size_t i = 0; i < rows.size() && i < rows_wanted(); ++i)
+            read_files(rows[i]);
+    }
     if (!shown)
         return;
-    top::sort_rows(rows, view_.sort);
     host_ = std::move(host);
     rows_ = std::move(rows);
     time_ = wall_clock_time();
@@ -284,6 +312,14 @@ void Top::refresh() {
         print_lines();
     else
         draw();
+}
+
+// The rows whose files an interval reads when the sort does not need them all: those -b and
+// -j print, or those the screen shows (more are read when the screen scrolls to them).
+size_t Top::rows_wanted() const {
+    if (screen_ == nullptr)
+        return o_.rows != 0 ? o_.rows : 20;
+    return view_.first_row + table_rows();
 }
 
 void Top::print_lines() const {
@@ -316,18 +352,18 @@ size_t Top::table_rows() const {
     return o_.rows != 0 ? std::min<size_t>(fit, o_.rows) : fit;
 }
 
-std::vector<const top::CgroupInterval *> Top::visible() const {
-    std::vector<const top::CgroupInterval *> out;
-    for (const auto &r : rows_)
-        if (top::row_matches(r, view_.filter))
-            out.push_back(&r);
+std::vector<size_t> Top::visible() const {
+    std::vector<size_t> out;
+    for (size_t i = 0; i < rows_.size(); ++i)
+        if (top::row_matches(rows_[i], view_.filter))
+            out.push_back(i);
     return out;
 }
 
 size_t Top::selected_index() const {
     const auto rows = visible();
     for (size_t i = 0; i < rows.size(); ++i)
-        if (rows[i]->id == view_.selected)
+        if (rows_[rows[i]].id == view_.selected)
             return i;
     return 0;
 }
@@ -337,7 +373,7 @@ void Top::select_index(size_t index) {
     if (rows.empty())
         return;
     index = std::min(index, rows.size() - 1);
-    view_.selected = rows[index]->id;
+    view_.selected = rows_[rows[index]].id;
     const size_t fit = table_rows();
     if (index < view_.first_row)
         view_.first_row = index;
@@ -424,7 +460,8 @@ void Top::draw() {
         if (selected >= view_.first_row + fit)
             view_.first_row = selected + 1 - fit;
         for (size_t i = view_.first_row; i < rows.size() && i < view_.first_row + fit; ++i) {
-            top::CgroupInterval shown = *rows[i];
+            read_files(rows_[rows[i]]);
+            top::CgroupInterval shown = rows_[rows[i]];
             if (view_.names && !shown.name.empty())
                 shown.path = shown.name;
             std::string line = top::row_text(shown, host_.interval_s, path_width);
@@ -508,7 +545,7 @@ void Top::on_keys(const std::vector<Key> &keys) {
         case Key::Enter:
         case Key::Right:
             if (const auto rows = visible(); !rows.empty() && !view_.opened)
-                view_.opened = rows[at]->id;
+                view_.opened = rows_[rows[at]].id;
             break;
         case Key::Escape:
         case Key::Left:
@@ -556,6 +593,9 @@ void Top::on_keys(const std::vector<Key> &keys) {
                 i = k.ch == '>' ? (i + 1) % keys_list.size()
                                 : (i + keys_list.size() - 1) % keys_list.size();
                 view_.sort = keys_list[i];
+                if (top::sort_needs_files(view_.sort))
+                    for (auto &r : rows_)
+                        read_files(r);
                 top::sort_rows(rows_, view_.sort);
                 break;
             }

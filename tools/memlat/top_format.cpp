@@ -81,6 +81,10 @@ const char *sort_key_name(SortKey key) {
     return "?";
 }
 
+bool sort_needs_files(SortKey key) {
+    return key != SortKey::Stall && key != SortKey::Path;
+}
+
 uint64_t events_total(const CgroupInterval &row) {
     uint64_t sum = 0;
     for (const auto &[name, count] : row.events_since_start)
@@ -106,6 +110,8 @@ void sort_rows(std::vector<CgroupInterval> &rows, SortKey key) {
     std::sort(rows.begin(), rows.end(), [&](const CgroupInterval &a, const CgroupInterval &b) {
         if (key == SortKey::Path)
             return a.path < b.path;
+        if (key == SortKey::Stall)
+            return a.stall_ns() != b.stall_ns() ? a.stall_ns() > b.stall_ns() : a.path < b.path;
         if (first_key(a) != first_key(b))
             return first_key(a) > first_key(b);
         if (a.stall_ns() != b.stall_ns())

@@ -35,7 +35,8 @@ struct CgroupInterval {
     std::string path; // its directory below the hierarchy's mount, "/" for the root
     std::string name; // what the path names (kernel/cgroup_names.h), "" if nothing known
     CauseTimes stalls{};
-    CgroupMemory memory; // its files now
+    CgroupMemory memory; // its files now (when files_read)
+    bool files_read = false;
     // How far each memory event counter moved since top started (or since the cgroup was
     // first seen, if later): the limits met while watching.
     std::map<std::string, uint64_t> events_since_start;
@@ -46,8 +47,9 @@ struct CgroupInterval {
 // Whether `filter` is part of the row's path or name (an empty filter: every row).
 bool row_matches(const CgroupInterval &row, const std::string &filter);
 
-// What the rows are sorted by: the largest first (the path: in order), ties broken by
-// memstall's stall time, PSI's, usage, then the path.
+// What the rows are sorted by: the largest first (the path: in order). STALL% ties are broken
+// by the path, so that neither it nor CGROUP needs the cgroups' files (read only for the rows
+// shown); the others' ties by memstall's stall time, PSI's, usage, then the path.
 enum class SortKey { Stall, Usage, Events, Psi, Path };
 inline constexpr std::array<SortKey, 5> sort_keys{SortKey::Stall, SortKey::Usage, SortKey::Events,
                                                   SortKey::Psi, SortKey::Path};
@@ -55,7 +57,10 @@ inline constexpr std::array<SortKey, 5> sort_keys{SortKey::Stall, SortKey::Usage
 const char *sort_key_name(SortKey key);
 void sort_rows(std::vector<CgroupInterval> &rows, SortKey key);
 
-// Busiest first: memstall's stall time, then PSI's, then usage; then by path.
+// Whether sorting by `key` needs the cgroups' files (usage, events, PSI).
+bool sort_needs_files(SortKey key);
+
+// Busiest first: memstall's stall time, then the path.
 inline void sort_busiest(std::vector<CgroupInterval> &rows) {
     sort_rows(rows, SortKey::Stall);
 }
