@@ -156,8 +156,9 @@ std::string header_text(const HostInterval &host, const std::map<uint32_t, std::
     const auto &mi = host.now.meminfo;
     const auto &vm = host.vmstat_delta;
     const double s = host.interval_s;
-    std::string out = fmt::format("memlat top - {}  interval {:.1f} s  {} memory cgroups stalled\n",
-                                  time, s, host.cgroups_stalled);
+    std::string out =
+        fmt::format("memlat top - {}  interval {:.1f} s  {} memory cgroup{} stalled\n", time, s,
+                    host.cgroups_stalled, host.cgroups_stalled == 1 ? "" : "s");
     out += fmt::format(
         "Mem: {} total, {} available, {} free, {} cache, {} dirty, {} writeback",
         human_bytes(value_or_zero(mi, "MemTotal")), human_bytes(value_or_zero(mi, "MemAvailable")),
