@@ -219,7 +219,8 @@ def _(t: Test):
     cgroup stalls in reclaim: the stalled cgroup is the first row; h shows the keys and any key
     returns; > and < change the sorted column the status line names; Enter opens the selected
     cgroup into its processes, whose pids are the cgroup's own (its cgroup.procs) and include
-    the reader's; Esc goes back; / filters the rows (none for a text no path has, the reader's
+    the reader's; Enter there opens the selected process into its threads (ids of its
+    /proc/PID/task); Esc goes back, and back again; / filters the rows (none for a text no path has, the reader's
     cgroup for its name) and Esc drops the filter; space holds the screen (its header's time
     stays) and space again goes on; a terminal made too small says so, and the table comes back
     at the old size; q quits with status 0, leaves the alternate screen and gives the terminal
@@ -261,7 +262,9 @@ def _(t: Test):
                 "Home", "Enter", until=lambda sc: any(ln.startswith("Processes of ") for ln in sc)
                 and any(re.match(r"\d+ ", ln) for ln in sc), timeout=10)
             t.require(opened is not None, "Enter: the selected cgroup's processes",
-                      "Processes of ... with a row", screen.screen())
+                      "Processes of ... with a row",
+                      [ln for ln in opened if re.match(r"\d+ ", ln)] if opened
+                      else screen.screen())
             heading = next(ln for ln in opened if ln.startswith("Processes of "))
             t.check_in("the opened cgroup is the reader's", name, heading, "heading")
             pids = {int(ln.split()[0]) for ln in opened if re.match(r"\d+ ", ln)}
@@ -270,6 +273,27 @@ def _(t: Test):
             t.check_in("the reader's pid among the processes shown", reader.pid, pids, "pids")
             t.check_eq("processes shown outside the cgroup's cgroup.procs", set(),
                        pids - members)
+            # Enter on the selected process: its threads, whose ids are the process's own.
+            threads = screen.press(
+                "Enter", until=lambda sc: any(ln.startswith("Threads of process ") for ln in sc)
+                and any(re.match(r"\d+ ", ln) for ln in sc), timeout=10)
+            t.require(threads is not None, "Enter on a process: its threads",
+                      "Threads of process ... with a row",
+                      [ln for ln in threads if re.match(r"\d+ ", ln)] if threads
+                      else screen.screen())
+            heading = next(ln for ln in threads if ln.startswith("Threads of process "))
+            shown_pid = int(heading.split()[3])
+            tids = {int(ln.split()[0]) for ln in threads if re.match(r"\d+ ", ln)}
+            own = {int(x) for x in os.listdir(f"/proc/{shown_pid}/task")}
+            log(f"threads of {shown_pid} shown {sorted(tids)}; /proc/{shown_pid}/task {sorted(own)}")
+            t.check_in("the process opened is one of the cgroup's", shown_pid, members,
+                       "cgroup.procs")
+            t.check_eq("threads shown outside /proc/PID/task", set(), tids - own)
+            t.check_in("TID column heading", "TID", " ".join(threads), "screen")
+            back_to_procs = screen.press(
+                "Escape", until=lambda sc: any(ln.startswith("Processes of ") for ln in sc))
+            t.check(back_to_procs is not None, "Esc: back to the processes", "Processes of ...",
+                    "drawn" if back_to_procs else screen.screen()[:8])
             closed = screen.press("Escape",
                                   until=lambda sc: any(ln.startswith("CGROUP ") for ln in sc))
             t.check(closed is not None, "Esc: back to the cgroups", "the table",

@@ -52,6 +52,24 @@ TEST(MemstallFormat, RowsAreIntervalDeltasPerProcessLargestFirst) {
     EXPECT_EQ(rows[1].total_ns(), 5'000'000u);
 }
 
+TEST(MemstallFormat, RowsPerThreadOfOneProcess) {
+    memstall::Snapshot before, now;
+    // Process 10's threads 10 and 11 (each named by its own comm), process 20's thread 20.
+    before[{10, MEMSTALL_MEMCG_RECLAIM}] = value(10, "reader", 7, 5, 5'000'000);
+    now[{10, MEMSTALL_MEMCG_RECLAIM}] = value(10, "reader", 7, 8, 9'000'000);
+    now[{11, MEMSTALL_THRASHING}] = value(10, "worker", 7, 2, 6'000'000);
+    now[{20, MEMSTALL_DIRTY}] = value(20, "writer", 8, 3, 30'000'000);
+    const auto rows = memstall::rows(now, before, Grouping::Thread, {});
+    ASSERT_EQ(rows.size(), 3u);
+    EXPECT_EQ(rows[1].id, 11u);
+    EXPECT_EQ(rows[1].name, "worker");
+    EXPECT_EQ(rows[1].total_ns(), 6'000'000u);
+    EXPECT_EQ(rows[2].id, 10u);
+    EXPECT_EQ(rows[2].total_ns(), 4'000'000u);
+    EXPECT_EQ(0u, memstall::header(Grouping::Thread).find("TID     COMM"));
+    EXPECT_EQ(11, memstall::json_row(rows[1], 1.0, Grouping::Thread)["tid"]);
+}
+
 TEST(MemstallFormat, RowsPerCgroupNamedByPath) {
     memstall::Snapshot now;
     now[{10, MEMSTALL_MEMCG_RECLAIM}] = value(10, "a", 7, 1, 100);

@@ -56,7 +56,8 @@ memory cgroup). On a terminal the screen is redrawn each interval; -b prints
 the rows as text per interval (as top -b), -j as JSON lines.
 
 Keys on the screen: Up/Down (k/j), PgUp/PgDn, Home/End select a cgroup;
-Enter or Right opens it into its processes, Esc, Left or Backspace goes back;
+Enter or Right opens it into its processes (and there a process into its
+threads), Esc, Left or Backspace goes back;
 < and > sort by another column; a shows every cgroup or only the stalled;
 / filters the rows by a text in their path or name; n shows the paths in
 place of the names of pods, containers and units;
@@ -91,9 +92,11 @@ constexpr uint64_t all_rescan_every = 5;
 // The screen's state: what the user chose with the keys.
 struct View {
     top::SortKey sort = top::SortKey::Stall;
-    uint64_t selected = 0;          // the selected cgroup's id (0: the first row)
-    std::optional<uint64_t> opened; // the cgroup whose processes are shown
-    size_t first_row = 0;           // the first row shown (scrolled)
+    uint64_t selected = 0;              // the selected cgroup's id (0: the first row)
+    std::optional<uint64_t> opened;     // the cgroup whose processes are shown
+    uint64_t selected_pid = 0;          // the selected process there (0: the first)
+    std::optional<uint64_t> opened_pid; // the process whose threads are shown
+    size_t first_row = 0;               // the first row shown (scrolled)
     bool help = false;
     bool paused = false;
     bool names = true;                 // the CGROUP column shows what the path names, if known
@@ -107,8 +110,9 @@ constexpr const char *help_text[] = {
     "  Up, k / Down, j     select the cgroup above / below",
     "  PgUp / PgDn         a screen up / down",
     "  Home / End          the first / the last cgroup",
-    "  Enter, Right        open the selected cgroup into its processes",
-    "  Esc, Left, Bksp     back to the cgroups",
+    "  Enter, Right        open the selected cgroup into its processes, and there the",
+    "                      selected process into its threads",
+    "  Esc, Left, Bksp     back: from the threads to the processes, to the cgroups",
     "  < / >               sort by the column before / after",
     "  a                   every memory cgroup, or only those that stalled",
     "  /                   only the cgroups whose path or name has a text (Enter sets",
@@ -157,7 +161,11 @@ class Top {
     size_t rows_wanted() const;
     void print_lines() const;
     void draw();
-    std::vector<std::string> process_lines(uint64_t cgroup, size_t rows) const;
+    // The processes of a cgroup, or the threads of one of its processes, that stalled in the
+    // last interval, stalled the longest first.
+    std::vector<memstall::Row> stalled_in(uint64_t cgroup, std::optional<uint64_t> pid) const;
+    void draw_opened(std::vector<std::string> &lines, size_t fit, std::string &status);
+    void move_in_processes(const Key &k);
     size_t table_rows() const;
     // The rows the filter lets through, in order.
     std::vector<size_t> visible() const; // indices into rows_
@@ -382,28 +390,76 @@ void Top::select_index(size_t index) {
 }
 
 // The processes of cgroup `id` that stalled in the last interval, memstall's table.
-std::vector<std::string> Top::process_lines(uint64_t id, size_t rows) const {
-    auto in_cgroup = [id](const memstall::Snapshot &s) {
+std::vector<memstall::Row> Top::stalled_in(uint64_t id, std::optional<uint64_t> pid) const {
+    auto in_cgroup = [&](const memstall::Snapshot &s) {
         memstall::Snapshot out;
         for (const auto &[key, value] : s)
-            if (value.cgroup_id == id)
+            if (value.cgroup_id == id && (!pid || value.pid == *pid))
                 out.emplace(key, value);
         return out;
     };
-    auto processes = memstall::rows(in_cgroup(interval_now_), in_cgroup(interval_before_),
-                                    memstall::Grouping::Process, {});
-    std::erase_if(processes, [](const memstall::Row &r) { return r.total_ns() == 0; });
-    std::vector<std::string> lines{std::string(bold) +
-                                   memstall::header(memstall::Grouping::Process) +
-                                   std::string(normal_video)};
-    for (const auto &p : processes) {
-        if (lines.size() > rows)
-            break;
-        lines.push_back(memstall::line(p, host_.interval_s, memstall::Grouping::Process));
+    auto rows = memstall::rows(in_cgroup(interval_now_), in_cgroup(interval_before_),
+                               pid ? memstall::Grouping::Thread : memstall::Grouping::Process, {});
+    std::erase_if(rows, [](const memstall::Row &r) { return r.total_ns() == 0; });
+    return rows;
+}
+
+// A cgroup opened: its processes, the selected one in reverse video; or one process opened:
+// its threads.
+void Top::draw_opened(std::vector<std::string> &lines, size_t fit, std::string &status) {
+    const uint64_t id = *view_.opened;
+    auto row = std::find_if(rows_.begin(), rows_.end(), [&](const auto &r) { return r.id == id; });
+    const std::string path = row != rows_.end()
+                                 ? row->path
+                                 : (dirs_.contains(id) ? dirs_.at(id).substr(mount_.size())
+                                                       : fmt::format("cgroup id {}", id));
+    const auto grouping =
+        view_.opened_pid ? memstall::Grouping::Thread : memstall::Grouping::Process;
+    const auto stalled = stalled_in(id, view_.opened_pid);
+    if (view_.opened_pid)
+        lines.push_back(fmt::format("Threads of process {} in {}:", *view_.opened_pid,
+                                    path.empty() ? "/" : path));
+    else
+        lines.push_back(fmt::format("Processes of {}:", path.empty() ? "/" : path));
+    lines.push_back(std::string(bold) + memstall::header(grouping) + std::string(normal_video));
+    size_t selected = 0;
+    for (size_t i = 0; i < stalled.size(); ++i)
+        if (stalled[i].id == view_.selected_pid)
+            selected = i;
+    for (size_t i = 0; i < stalled.size() && i + 1 < fit; ++i) {
+        std::string line = memstall::line(stalled[i], host_.interval_s, grouping);
+        if (!view_.opened_pid && i == selected)
+            line = std::string(reverse_video) + line + std::string(normal_video);
+        lines.push_back(std::move(line));
     }
-    if (processes.empty())
-        lines.emplace_back("(no process of this cgroup stalled in the interval)");
-    return lines;
+    if (stalled.empty())
+        lines.emplace_back(view_.opened_pid
+                               ? "(no thread of this process stalled in the interval)"
+                               : "(no process of this cgroup stalled in the interval)");
+    status =
+        view_.opened_pid ? "Esc back  h help  q quit" : "Enter threads  Esc back  h help  q quit";
+}
+
+// Up, Down, Home, End and Enter among a cgroup's processes.
+void Top::move_in_processes(const Key &k) {
+    const auto stalled = stalled_in(*view_.opened, std::nullopt);
+    if (stalled.empty())
+        return;
+    size_t at = 0;
+    for (size_t i = 0; i < stalled.size(); ++i)
+        if (stalled[i].id == view_.selected_pid)
+            at = i;
+    if (k.special == Key::Up || (k.special == Key::None && k.ch == 'k'))
+        at = at > 0 ? at - 1 : 0;
+    else if (k.special == Key::Down || (k.special == Key::None && k.ch == 'j'))
+        at = std::min(at + 1, stalled.size() - 1);
+    else if (k.special == Key::Home)
+        at = 0;
+    else if (k.special == Key::End)
+        at = stalled.size() - 1;
+    view_.selected_pid = stalled[at].id;
+    if (k.special == Key::Enter || k.special == Key::Right)
+        view_.opened_pid = stalled[at].id;
 }
 
 void Top::draw() {
@@ -433,17 +489,7 @@ void Top::draw() {
     const size_t fit = table_rows();
     std::string status;
     if (view_.opened) {
-        auto row = std::find_if(rows_.begin(), rows_.end(),
-                                [&](const auto &r) { return r.id == *view_.opened; });
-        const std::string path =
-            row != rows_.end()
-                ? row->path
-                : (dirs_.contains(*view_.opened) ? dirs_.at(*view_.opened).substr(mount_.size())
-                                                 : fmt::format("cgroup id {}", *view_.opened));
-        lines.push_back(fmt::format("Processes of {}:", path.empty() ? "/" : path));
-        auto procs = process_lines(*view_.opened, fit > 1 ? fit - 1 : 1);
-        lines.insert(lines.end(), procs.begin(), procs.end());
-        status = "Esc back  h help  q quit";
+        draw_opened(lines, fit, status);
     } else {
         // The heading, the sorted column's name in bold.
         std::string heading = top::table_heading(path_width);
@@ -521,6 +567,16 @@ void Top::on_keys(const std::vector<Key> &keys) {
         }
         if (on_typing(k))
             continue;
+        // Inside an opened cgroup the moving keys select a process, Enter opens it.
+        const bool moves = k.special == Key::Up || k.special == Key::Down ||
+                           k.special == Key::Home || k.special == Key::End ||
+                           k.special == Key::Enter || k.special == Key::Right ||
+                           (k.special == Key::None && (k.ch == 'j' || k.ch == 'k'));
+        if (view_.opened && moves) {
+            if (!view_.opened_pid)
+                move_in_processes(k);
+            continue;
+        }
         const size_t at = selected_index();
         const size_t page = table_rows();
         switch (k.special) {
@@ -550,10 +606,14 @@ void Top::on_keys(const std::vector<Key> &keys) {
         case Key::Escape:
         case Key::Left:
         case Key::Backspace:
-            // Back from a cgroup's processes; in the cgroups, Esc drops the filter.
-            if (view_.opened)
+            // Back from a process's threads, from a cgroup's processes; in the cgroups, Esc
+            // drops the filter.
+            if (view_.opened_pid) {
+                view_.opened_pid.reset();
+            } else if (view_.opened) {
                 view_.opened.reset();
-            else if (k.special == Key::Escape)
+                view_.selected_pid = 0;
+            } else if (k.special == Key::Escape)
                 view_.filter.clear();
             break;
         case Key::None:

@@ -41,11 +41,13 @@ std::vector<Row> rows(const Snapshot &now, const Snapshot &before, Grouping grou
             delta.stalls -= std::min<uint64_t>(delta.stalls, it->second.stalls);
             delta.ns -= std::min<uint64_t>(delta.ns, it->second.total_ns);
         }
-        const uint64_t id = grouping == Grouping::Process ? v.pid : v.cgroup_id;
+        const uint64_t id = grouping == Grouping::Process  ? v.pid
+                            : grouping == Grouping::Thread ? key.first
+                                                           : v.cgroup_id;
         Row &row = by_id[id];
         if (row.name.empty()) {
             row.id = id;
-            if (grouping == Grouping::Process) {
+            if (grouping != Grouping::Cgroup) {
                 row.name = std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
             } else {
                 auto path = cgroup_paths.find(id);
@@ -66,8 +68,10 @@ std::vector<Row> rows(const Snapshot &now, const Snapshot &before, Grouping grou
 }
 
 std::string header(Grouping grouping) {
-    std::string h = grouping == Grouping::Process ? fmt::format("{:<7} {:<16}", "PID", "COMM")
-                                                  : fmt::format("{:<24}", "CGROUP");
+    std::string h =
+        grouping == Grouping::Cgroup
+            ? fmt::format("{:<24}", "CGROUP")
+            : fmt::format("{:<7} {:<16}", grouping == Grouping::Thread ? "TID" : "PID", "COMM");
     h += fmt::format(" {:>6} {:>10}", "STALL%", "TOTAL(ms)");
     for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause)
         h += fmt::format(" {:>8}", cause_column(cause));
@@ -75,8 +79,8 @@ std::string header(Grouping grouping) {
 }
 
 std::string line(const Row &row, double interval_s, Grouping grouping) {
-    std::string l = grouping == Grouping::Process ? fmt::format("{:<7} {:<16}", row.id, row.name)
-                                                  : fmt::format("{:<24}", row.name);
+    std::string l = grouping == Grouping::Cgroup ? fmt::format("{:<24}", row.name)
+                                                 : fmt::format("{:<7} {:<16}", row.id, row.name);
     l += fmt::format(" {:>6.1f} {:>10.1f}", share_percent(row.total_ns(), interval_s),
                      row.total_ns() / 1e6);
     for (const auto &c : row.causes)
@@ -86,8 +90,8 @@ std::string line(const Row &row, double interval_s, Grouping grouping) {
 
 nlohmann::json json_row(const Row &row, double interval_s, Grouping grouping) {
     nlohmann::json j;
-    if (grouping == Grouping::Process) {
-        j["pid"] = row.id;
+    if (grouping != Grouping::Cgroup) {
+        j[grouping == Grouping::Thread ? "tid" : "pid"] = row.id;
         j["comm"] = row.name;
     } else {
         j["cgroup_id"] = row.id;

@@ -31,13 +31,15 @@ struct CauseTime {
 
 // One row of the table: a process (pid, comm) or a memory cgroup (cgroup_id, its path).
 struct Row {
-    uint64_t id = 0;  // pid, or cgroup id with -C
+    uint64_t id = 0;  // pid, tid, or cgroup id with -C
     std::string name; // comm, or the cgroup's path
     std::array<CauseTime, MEMSTALL_CAUSES> causes{};
     uint64_t total_ns() const;
 };
 
-enum class Grouping { Process, Cgroup };
+// Per process (pid, comm), per thread (tid, the thread's comm: memlat top's view of one
+// process) or per memory cgroup (cgroup id, its path).
+enum class Grouping { Process, Thread, Cgroup };
 
 // The stalls between two snapshots, summed per process or cgroup, largest total first.
 // Entries `before` has and `now` has not were removed between them: they add nothing.
