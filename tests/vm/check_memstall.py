@@ -612,12 +612,13 @@ def direct(t: Test, b: Block) -> None:
     # 1.8, one window of 0.78 ms: an interrupt of the emulated guest inside a window, outside
     # the episode; another CI run on 7.3: 17 windows of 2.8 ms against 0.8, the longest 1.7
     # ms; and a full-CI simulation on 7.3: 20 windows of 5.02 ms against 2.14, the longest
-    # 1.73 ms, 52 us a window besides it, while ftrace's windows were 5.13 ms). So 5% plus
-    # 100 us a window plus the longest window (or 1 ms, if longer) once; the ftrace windows
-    # below hold the time tightly.
-    t.check_le("direct reclaim time <= taskstats' + 5% + 100 us a window + the longest window "
+    # 1.73 ms, 52 us a window besides it, while ftrace's windows were 5.13 ms; the next run:
+    # 19 windows of 9.10 ms against 5.31, about 62 us a window besides the longest). So 5%
+    # plus 150 us a window plus the longest window (or 1 ms, if longer) once; the ftrace
+    # windows below hold the time tightly.
+    t.check_le("direct reclaim time <= taskstats' + 5% + 150 us a window + the longest window "
                "(the code around it, one interrupt of the guest)",
-               1.05 * stats["freepages_delay_total"] + 100e3 * got["stalls"] +
+               1.05 * stats["freepages_delay_total"] + 150e3 * got["stalls"] +
                max(1e6, got.get("max_ns", 0)), got["ns"])
     # That bound lets much through (3.5x once); the windows themselves, in ftrace, do not.
     _check_windows(t, "direct reclaim", _windows_ns(t, b), got)
