@@ -24,7 +24,6 @@ import tempfile
 import time
 
 HZ = os.sysconf("SC_CLK_TCK")
-PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def log(msg: str) -> None:

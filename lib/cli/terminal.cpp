@@ -3,7 +3,6 @@
 #include <curses.h>
 
 #include <cstdlib>
-#include <unistd.h>
 
 #include "base/errors.h"
 
@@ -150,22 +149,6 @@ void FullScreen::draw(const std::vector<std::string> &lines) const {
     }
     attrset(A_NORMAL);
     refresh();
-}
-
-size_t display_width(std::string_view text) {
-    size_t width = 0;
-    for (size_t i = 0; i < text.size();) {
-        if (text[i] == '\033') {
-            const size_t n = escape_length(text.substr(i));
-            i += n == 0 ? text.size() - i : n;
-            continue;
-        }
-        // A UTF-8 character's continuation bytes take no column.
-        if ((static_cast<unsigned char>(text[i]) & 0xc0) != 0x80)
-            ++width;
-        ++i;
-    }
-    return width;
 }
 
 std::string cut_to_width(std::string_view text, size_t columns) {

@@ -66,10 +66,6 @@ class FullScreen {
     ::screen *screen_ = nullptr; // ended by the destructor
 };
 
-// The number of columns `text` takes on a terminal: its UTF-8 characters outside the style
-// marks (each one column wide).
-size_t display_width(std::string_view text);
-
 // `text` cut to `columns` on the terminal, style marks kept whole (and a reset added after a
 // cut inside styled text).
 std::string cut_to_width(std::string_view text, size_t columns);

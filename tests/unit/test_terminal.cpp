@@ -28,12 +28,6 @@ TEST(Terminal, KeysOfCurses) {
     EXPECT_EQ(Key{}, key_of(1)); // Ctrl-A
 }
 
-TEST(Terminal, WidthSkipsStyleMarksAndCountsCharacters) {
-    EXPECT_EQ(5u, display_width("\033[7mhello\033[0m"));
-    EXPECT_EQ(3u, display_width("a\xc2\xb5"
-                                "b")); // µ is two bytes, one column
-}
-
 TEST(Terminal, CutKeepsStyleMarksWhole) {
     EXPECT_EQ("hel", cut_to_width("hello", 3));
     EXPECT_EQ("hello", cut_to_width("hello", 10));

@@ -4,9 +4,9 @@
 // rest is what the kernel's files say (kernel/memory_state.h), read only for the rows shown.
 //
 // On a terminal it is a keyboard-driven screen (cli/terminal.h, ncurses): rows to select, sorted by
-// a column the user picks, a cgroup opened into its processes, paused, with a help page. -b prints
-// text rows per interval for a pipe, -j JSON lines. Still to come (issue 30): threads and stacks
-// under a process, record and replay.
+// a column the user picks, filtered, a cgroup opened into its processes and a process into its
+// threads, held, with a help page. -b prints text rows per interval for a pipe, -j JSON lines.
+// Still to come (issue 30): stacks under a process, record and replay.
 #include <unistd.h>
 
 #include <algorithm>
@@ -354,9 +354,10 @@ void Top::print_lines() const {
 
 // The rows of the table that fit under the header and above the status line.
 size_t Top::table_rows() const {
-    const size_t header_lines = 6 + (source_->table_full() != 0 ? 1 : 0);
+    // header_text()'s 5 lines (and the full-table warning), the table's heading, the status.
+    const size_t around = 5 + (source_->table_full() != 0 ? 1 : 0) + 1 + 1;
     const size_t screen_rows = screen_->size().first;
-    size_t fit = screen_rows > header_lines + 2 ? screen_rows - header_lines - 2 : 1;
+    size_t fit = screen_rows > around ? screen_rows - around : 1;
     return o_.rows != 0 ? std::min<size_t>(fit, o_.rows) : fit;
 }
 
