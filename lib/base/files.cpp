@@ -1,6 +1,7 @@
 #include "base/files.h"
 
 #include <cerrno>
+#include <cstring>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -28,6 +29,23 @@ std::optional<std::string> read_text_file(const std::string &path) {
 }
 
 // Takes the next line (without its newline) off the front of `text`; false at the end.
+std::optional<std::string> write_whole_file(const std::string &path, std::string_view content) {
+    OwnedFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (fd.get() < 0)
+        return std::string(std::strerror(errno));
+    while (!content.empty()) {
+        ssize_t n = write(fd.get(), content.data(), content.size());
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return std::string(n < 0 ? std::strerror(errno) : "short write");
+        content.remove_prefix(static_cast<size_t>(n));
+    }
+    if (fsync(fd.get()) != 0)
+        return std::string(std::strerror(errno));
+    return std::nullopt;
+}
+
 bool next_line(std::string_view &text, std::string_view &line) {
     if (text.empty())
         return false;

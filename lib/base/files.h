@@ -13,6 +13,11 @@ namespace memlat {
 // The whole file, or nullopt with errno set.
 std::optional<std::string> read_text_file(const std::string &path);
 
+// Writes `content` whole to the file `path` (created with mode 0644, or truncated), and makes
+// it durable (fsync): a report kept for after a crash. Returns why it failed (a full disk's
+// short write included), nullopt when it did not.
+std::optional<std::string> write_whole_file(const std::string &path, std::string_view content);
+
 // Takes the next line (without its newline) off the front of `text`; false at the end.
 bool next_line(std::string_view &text, std::string_view &line);
 

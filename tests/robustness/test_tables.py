@@ -20,7 +20,7 @@ from memlat_test import (BpfWatch, MemoryCgroup, Result, Test, TestFile, Tool,  
                          Workload, binary, build_dir, check_nothing_left, log, main,
                          require_cpus, scenario, skip)
 
-TOOLS = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat", "memstall"]
+TOOLS = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat", "memstall", "oomwhy"]
 SENDER, VICTIM = 0, 1
 PAGE = os.sysconf("SC_PAGE_SIZE")
 

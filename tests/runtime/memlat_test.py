@@ -454,6 +454,20 @@ CGROUP_V1_MEMORY = "/sys/fs/cgroup/memory"
 CGROUP_V2_ROOT = "/sys/fs/cgroup"
 
 
+def remove_cgroup_dir(path: str) -> None:
+    """Removes the cgroup directory `path` once its last task is gone (an exiting task leaves
+    it a moment later): tries for 5 s, then says it could not."""
+    for _ in range(50):
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.1)
+    log(f"note: could not remove {path}")
+
+
 class MemoryCgroup:
     """A cgroup of our own, memlat_TAG_PID, removed on exit: in the cgroup v1 memory
     hierarchy if the machine has one, else in cgroup v2 at /sys/fs/cgroup (skips if neither).
@@ -495,16 +509,7 @@ class MemoryCgroup:
 
     def __exit__(self, *exc) -> None:
         # Its tasks have exited by now; a cgroup without tasks can be removed.
-        for _ in range(50):
-            try:
-                os.rmdir(self.path)
-                break
-            except FileNotFoundError:
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            log(f"note: could not remove {self.path}")
+        remove_cgroup_dir(self.path)
         if self.enabled_controller:
             write_file(os.path.join(CGROUP_V2_ROOT, "cgroup.subtree_control"), "-memory")
 

@@ -60,7 +60,8 @@ def http_get(url: str, headers: Optional[dict] = None, timeout: float = 5.0) -> 
         return e.code, dict(e.headers), e.read().decode("utf-8", "replace")
 
 
-ALL_TOOLS = ("cachestat", "compactsnoop", "drsnoop", "memstall", "numamove", "tlbflush")
+ALL_TOOLS = ("cachestat", "compactsnoop", "drsnoop", "memstall", "numamove", "oomwhy",
+             "tlbflush")
 # The long names of the short options the scenarios give, for `memlat exporter --TOOL.NAME`.
 LONG_NAMES = {"tlbflush": {"-L": "latency", "-c": "cpu", "-p": "pid", "-r": "reason"},
               "drsnoop": {"-k": "kind", "-G": "cgroup", "-p": "pid", "-t": "tid"},
@@ -807,6 +808,7 @@ ALL_FAMILIES = {
     "numamove": ["--prometheus-labels", "comm"],
     "cachestat": ["--prometheus-labels", "comm"],
     "memstall": ["--prometheus-labels", "cgroup"],
+    "oomwhy": [],
 }
 # Documented families this kernel cannot show, and why.
 CONDITIONAL = {

@@ -1,0 +1,182 @@
+"""The kernel's own report of each OOM kill, parsed from its log, and the checks of an oomwhy
+report against it: shared by the runtime tests (test_oomwhy.py, reading /dev/kmsg) and the VM
+tests (check_oomwhy.py, reading the guest's dmesg).
+
+The kernel writes one report per kill (mm/oom_kill.c, mm/memcontrol.c):
+  COMM invoked oom-killer: gfp_mask=0x...(...), order=N, oom_score_adj=A   the trigger
+  CPU: C UID: U PID: P Comm: COMM ...                                       (dump_stack: its TID)
+  memory: usage XkB, limit YkB, failcnt F                                   the OOM memcg's
+  memory+swap: usage XkB, limit YkB, failcnt F                              counters (v1)
+  oom-kill:constraint=CONSTRAINT_MEMCG,...,oom_memcg=/A,task_memcg=/A/B,task=COMM,pid=P,uid=U
+  Memory cgroup out of memory: Killed process P (COMM) total-vm:XkB, anon-rss:XkB,
+      file-rss:XkB, shmem-rss:XkB, UID:U pgtables:XkB oom_score_adj:A
+The header (the first four) is rate-limited by the kernel (10 in 5 s); the last two never.
+"""
+import errno
+import os
+import re
+
+from memlat_test import CGROUP_V1_MEMORY, CGROUP_V2_ROOT, Test, log, skip
+
+HEADER = re.compile(r"^(?P<comm>.*) invoked oom-killer: gfp_mask=(?P<gfp>0x[0-9a-f]+)\((?P<gfp_names>[^)]*)\), order=(?P<order>-?\d+), oom_score_adj=(?P<adj>-?\d+)")
+CPU = re.compile(r"^CPU: \d+ (?:UID: \d+ )?PID: (?P<pid>\d+) Comm: ")
+COUNTER = re.compile(r"^(?P<name>memory|memory\+swap|swap): usage (?P<usage>\d+)kB, limit (?P<limit>\d+)kB, failcnt (?P<failcnt>\d+)")
+KILLED = re.compile(r"Killed process (?P<pid>\d+) \((?P<comm>.*)\) total-vm:(?P<total_vm>\d+)kB, anon-rss:(?P<anon_rss>\d+)kB, file-rss:(?P<file_rss>\d+)kB, shmem-rss:(?P<shmem_rss>\d+)kB, UID:(?P<uid>\d+) pgtables:(?P<pgtables>\d+)kB oom_score_adj:(?P<adj>-?\d+)")
+# dmesg's "[   12.345678] " before each message.
+DMESG_TIME = re.compile(r"^\[\s*\d+\.\d+\] ")
+
+
+def oom_reports(messages: list[str]) -> list[dict]:
+    """One dict per "Killed process" line, with what the header before it said (when the
+    kernel printed one)."""
+    reports, current = [], {}
+    for msg in messages:
+        msg = DMESG_TIME.sub("", msg)
+        if m := HEADER.match(msg):
+            current = {"trigger_comm": m["comm"], "gfp": m["gfp_names"],
+                       "order": int(m["order"]), "trigger_adj": int(m["adj"])}
+        elif (m := CPU.match(msg)) and "trigger_comm" in current \
+                and "trigger_pid" not in current:
+            current["trigger_pid"] = int(m["pid"])
+        elif m := COUNTER.match(msg):
+            current.setdefault("counters", {})[m["name"]] = {
+                k: int(m[k]) for k in ("usage", "limit", "failcnt")}
+        elif msg.startswith("oom-kill:"):
+            current["oom_kill"] = dict(kv.split("=", 1) if "=" in kv else (kv, "")
+                                       for kv in msg[len("oom-kill:"):].split(","))
+        elif m := KILLED.search(msg):
+            current["killed"] = {k: (m[k] if k == "comm" else int(m[k]))
+                                 for k in KILLED.groupindex}
+            reports.append(current)
+            current = {}
+    return reports
+
+
+class KernelLog:
+    """The kernel log's records written since this object was made (/dev/kmsg opened and
+    moved to its end)."""
+
+    def __init__(self):
+        try:
+            self.fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+        except OSError as e:
+            skip(f"cannot read the kernel log (/dev/kmsg: {e.strerror}): it is the oracle")
+        os.lseek(self.fd, 0, os.SEEK_END)
+        self.overrun = False
+
+    def messages(self) -> list[str]:
+        out = []
+        while True:
+            try:
+                record = os.read(self.fd, 8192).decode(errors="replace")
+            except OSError as e:
+                if e.errno == errno.EAGAIN:
+                    break
+                if e.errno == errno.EPIPE:  # overwritten before we read it
+                    self.overrun = True
+                    continue
+                raise
+            _, _, text = record.partition(";")
+            out.append(text.split("\n", 1)[0])
+        return out
+
+    def reports(self) -> list[dict]:
+        return oom_reports(self.messages())
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def hierarchy_path(path: str) -> str:
+    """A cgroup directory as the kernel log names it: relative to its hierarchy's root ("/"
+    for the root itself)."""
+    for root in (CGROUP_V1_MEMORY, CGROUP_V2_ROOT):
+        if path == root:
+            return "/"
+        if path.startswith(root + "/"):
+            return path[len(root):]
+    return path
+
+
+def rss_slack_kb(kernel_release: str, page_kb: int = 4) -> int:
+    """How much more rss the log's "Killed process" line may show than oom:mark_victim saw.
+    Before 6.2 each thread kept up to 64 page-fault events of rss in its own cache
+    (SPLIT_RSS_COUNTING, TASK_RSS_EVENTS_THRESH) and folds them into the mm's counters when it
+    next faults or exits: the victim, woken by its SIGKILL, exits on the other CPU while the
+    trigger goes from mark_victim to printing the line. From 6.2 the counters are per-CPU
+    counters read the same way at both moments: no slack."""
+    m = re.match(r"(\d+)\.(\d+)", kernel_release)
+    if m and (int(m.group(1)), int(m.group(2))) >= (6, 2):
+        return 0
+    return 64 * page_kb
+
+
+def check_against_log(t: Test, ours: dict, kernel: dict, page_kb: int = 4,
+                      rss_slack: int = 0) -> None:
+    """One report against the kernel's report of the same kill. `rss_slack` (kB): what the
+    victim's rss may grow between the kill and the log's line (rss_slack_kb())."""
+    killed = kernel["killed"]
+    victim = ours["victim"]
+    t.check_eq("victim pid (Killed process)", killed["pid"], victim["tid"])
+    t.check_eq("victim comm", killed["comm"], victim["comm"])
+    for ours_key, log_key in (("total_vm_kb", "total_vm"), ("anon_rss_kb", "anon_rss"),
+                              ("file_rss_kb", "file_rss"), ("shmem_rss_kb", "shmem_rss"),
+                              ("pgtables_kb", "pgtables")):
+        # The same counters read at the same moment (mark_victim is right before the line);
+        # only a victim running on another CPU could change them in between, and it sleeps.
+        if rss_slack and log_key.endswith("_rss"):
+            got = victim.get(ours_key, -1)
+            t.check(0 <= killed[log_key] - got <= rss_slack, f"victim {log_key} (kB)",
+                    f"{killed[log_key]} less at most {rss_slack} (split rss counters)", got)
+        else:
+            t.check_eq(f"victim {log_key} (kB)", killed[log_key], victim.get(ours_key))
+    t.check_eq("victim uid", killed["uid"], victim.get("uid"))
+    t.check_eq("victim oom_score_adj", killed["adj"], victim.get("oom_score_adj"))
+    oom_kill = kernel.get("oom_kill")
+    if oom_kill is None:
+        log("  the kernel printed no header for this kill (rate-limited): victim checks only")
+        return
+    t.check_eq("constraint", oom_kill["constraint"], ours["kernel_constraint"])
+    if "task_memcg" in oom_kill and "cgroup" in victim:
+        t.check_eq("task_memcg (the victim's cgroup)", oom_kill["task_memcg"],
+                   hierarchy_path(victim["cgroup"]))
+    if "trigger_pid" in kernel:
+        t.check_eq("trigger (the task that ran the OOM killer)", kernel["trigger_pid"],
+                   ours["trigger"]["tid"])
+        t.check_eq("trigger comm", kernel["trigger_comm"], ours["trigger"]["comm"])
+    t.check_eq("order of the allocation", kernel["order"], ours["lead_up"]["order"])
+    if oom_kill["constraint"] != "CONSTRAINT_MEMCG":
+        t.check_eq("a global OOM names no memory cgroup", None, ours["oom_memcg"])
+        t.check_ge("direct reclaim rounds before the kill", 1, ours["lead_up"]["direct_rounds"])
+        return
+    t.check_eq("oom_memcg (the cgroup whose limit fired)", oom_kill.get("oom_memcg"),
+               hierarchy_path(ours["oom_memcg"] or ""))
+    t.check_ge("memcg reclaim rounds before the kill (the kernel retries 16 times)", 1,
+               ours["lead_up"]["memcg_rounds"])
+    counters = kernel.get("counters", {})
+    fired = next((c for c in ours["cgroups"]
+                  if c["cgroup"] == ours["oom_memcg"]), None)
+    t.require(fired is not None, "the fired level among the reported cgroups", "present", None)
+    if ours["limit"] == "memory.memsw.limit_in_bytes":
+        log_counter, usage, limit = counters.get("memory+swap"), fired.get(
+            "memsw_usage_kb"), fired.get("memsw_limit_kb")
+    else:
+        log_counter, usage, limit = counters.get("memory"), fired["usage_kb"], fired["limit_kb"]
+    t.require(log_counter is not None, "the kernel's counter of the limit that fired", "printed",
+              counters)
+    t.check_eq("limit that fired (kB)", log_counter["limit"], limit)
+    # The log reads the usage before the victim is sent SIGKILL, oomwhy right after
+    # (mark_victim follows the signal): the victim, woken on the other CPU, may already be
+    # freeing its memory (5.10's guest: 17-18 pages less). Never more than the log's by more
+    # than the failed charge (8 pages), never less by more than the victim's memory.
+    victim_kb = killed["anon_rss"] + killed["file_rss"] + killed["shmem_rss"] + killed["pgtables"]
+    t.check(-8 * page_kb <= log_counter["usage"] - usage <= victim_kb,
+            "usage at the kill vs the log's (kB less)",
+            f"in [-{8 * page_kb}, {victim_kb}] (the victim may be freeing)",
+            log_counter["usage"] - usage)
+    if ours["limit"] != "memory.memsw.limit_in_bytes":
+        # (6.13+ keeps no failcnt for memory+swap: that case checks memory's instead.)
+        t.check_ge("the memory counter's failcnt (charges that found it at its limit)", 1,
+                   log_counter["failcnt"])
+
+

@@ -1,0 +1,99 @@
+"""Host checks of oomwhy's VM scenarios (tests/vm/scenarios/oomwhy.sh): each kill against the
+guest kernel's own report of it (its log from the scenario's marker on) and memory.events."""
+from __future__ import annotations
+
+import re
+
+from memlat_test import Test, log
+from oom_oracle import check_against_log, oom_reports, rss_slack_kb
+from vmcheck import Block, checker, required, show_hooks
+
+
+def _since_marker(b: Block) -> list[str]:
+    lines = b.file("dmesg").splitlines()
+    at = max((i for i, line in enumerate(lines) if f"memlat-vm: {b.name} begins" in line),
+             default=None)
+    if at is None:
+        raise AssertionError(f"the marker of {b.name} is not in the guest's log")
+    return lines[at + 1:]
+
+
+def _events(text: str) -> dict[str, int]:
+    return {k: int(v) for k, v in re.findall(r"^(\w+) (\d+)$", text, re.M)}
+
+
+def _reports(t: Test, b: Block) -> tuple[list[dict], list[dict]]:
+    res = b.tool("tool")
+    show_hooks(res.stderr)
+    t.check_eq("oomwhy exit status after SIGINT", 0, res.rc)
+    ours = [r for r in res.json_lines() if r.get("type") == "kill"]
+    kernel = oom_reports(_since_marker(b))
+    for r in ours:
+        log(f"  report: {r['constraint']}, oom_memcg {r['oom_memcg']} "
+            f"(from {r['oom_memcg_from']}), limit {r['limit']}, cgroups {r['cgroups']}, "
+            f"lead-up {r['lead_up']}")
+    for k in kernel:
+        log(f"  kernel: {k}")
+    t.require(len(kernel) >= 1, "kills in the guest's kernel log", ">= 1", len(kernel))
+    t.check_eq("reports = kills in the kernel log", len(kernel), len(ours))
+    by_pid = {r["victim"]["tid"]: r for r in ours}
+    for k in kernel:
+        mine = by_pid.get(k["killed"]["pid"])
+        if t.check(mine is not None, f"a report for the kill of {k['killed']['pid']}", "present",
+                   sorted(by_pid)):
+            check_against_log(t, mine, k, rss_slack=rss_slack_kb(b.facts.get("kernel", "")))
+    return ours, kernel
+
+
+@checker("oomwhy.memcg")
+def memcg(t: Test, b: Block) -> None:
+    res = b.tool("tool")
+    t.check_in(f"-v: mark_victim uses {b.variant}",
+               f"oom:mark_victim (each OOM kill): using {b.variant}", res.stderr, "stderr")
+    ours, kernel = _reports(t, b)
+    parent, child = b.meta["parent"], b.meta["child"]
+    for r in ours:
+        t.check_eq("the cgroup whose limit fired: the parent", parent, r["oom_memcg"])
+        t.check_eq("the limit: memory.max", "memory.max", r["limit"])
+        if b.variant == "tracepoint":
+            t.check("cgroup" not in r["victim"], "the classic tracepoint: no victim cgroup",
+                    "absent", r["victim"].get("cgroup"))
+        else:
+            t.check_eq("the victim's cgroup: the child", child, r["victim"]["cgroup"])
+        t.check_eq("the victim: the lingering toucher", int(b.meta["victim_pid"]),
+                   r["victim"]["tid"])
+    # cgroup v2 counts a kill at the victim's cgroup and every level above it.
+    t.check_eq("child memory.events oom_kill", len(kernel),
+               _events(b.file("child.events")).get("oom_kill"))
+    t.check_eq("parent memory.events oom_kill", len(kernel),
+               _events(b.file("parent.events")).get("oom_kill"))
+
+
+@checker("oomwhy.high")
+def high(t: Test, b: Block) -> None:
+    ours, kernel = _reports(t, b)
+    events = _events(b.file("parent.events"))
+    log(f"  parent memory.events: {events}")
+    t.check_ge("memory.high was exceeded before the kill", 1, events.get("high", 0))
+    for r in ours:
+        t.check_eq("the limit that fired: memory.max, not memory.high", "memory.max", r["limit"])
+        t.check_eq("the parent's memory.high in the report (KiB)", 30 << 10,
+                   next(c["high_kb"] for c in r["cgroups"] if c["cgroup"] == b.meta["parent"]))
+
+
+@checker("oomwhy.global")
+def global_oom(t: Test, b: Block) -> None:
+    ours, kernel = _reports(t, b)
+    for r in ours:
+        t.check_eq("constraint", "global", r["constraint"])
+        t.check_eq("the victim: the hog (oom_score_adj 1000)", ("anon_toucher", 1000),
+                   (r["victim"]["comm"], r["victim"].get("oom_score_adj")))
+        # MemTotal + SwapTotal (none) in 4 KiB pages, as oomkill's totalpages.
+        t.check_eq("pages: the guest's memory", int(b.meta["total_kb"]) // 4, r["pages"])
+        log(f"  the page allocator checked {r['lead_up']['retry_checks']} times whether to "
+            f"retry (last: {r['lead_up']['no_progress_loops']} reclaims without progress)")
+
+
+# Every kernel of the matrix runs them (cgroup v2 with the memory controller in every guest).
+required("oomwhy.memcg", lambda facts: True)
+required("oomwhy.global", lambda facts: True)

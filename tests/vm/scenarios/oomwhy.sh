@@ -1,0 +1,90 @@
+# oomwhy on the guest kernel. Checked by tests/vm/check_oomwhy.py. The oracle is the guest's
+# kernel log: each scenario writes a marker to /dev/kmsg before its kill and keeps the log
+# from the marker on (oomwhy itself never reads it).
+#
+# memcg.HOOK: cgroup v2, a parent with memory.max 32 MiB and the tasks in its child: a victim
+# (anon_toucher 20 MiB, lingering, oom_score_adj 1000) and a trigger touching 20 MiB more. The
+# parent's limit fires; memory.events' oom_kill counts the kill at both levels.
+# high: the same with memory.high 30 MiB on the parent too (throttled a little, then
+# memory.max; 24 MiB throttled the trigger for 50 s in the emulated guest).
+# global: a global OOM (no swap): anon_toucher, made the victim with oom_score_adj 1000, touches
+# more than the guest has.
+
+P=/sys/fs/cgroup/memlat_oom
+
+# The scenarios of no hook path (high, global) run once per kernel: in its boot with BTF.
+oomwhy_once() {
+    [ "${MEMLAT_VM_NO_BTF:-0}" = 1 ] || return 0
+    vm_skip "no kernel BTF: this boot runs the hook paths without it; $1 runs in the other"
+    return 1
+}
+
+oomwhy_mark() { echo "memlat-vm: $1" > /dev/kmsg; }
+
+# Starts the lingering victim in cgroup $1; its pid in $VICTIM once it has touched its memory.
+oomwhy_victim() {
+    anon_toucher --mb 20 --cgroup "$1" --linger > "$RUN/victim.out" 2>&1 &
+    VICTIM=$!
+    n=0
+    while ! grep -q "^pid=" "$RUN/victim.out" && [ $n -lt 300 ]; do
+        usleep 100000
+        n=$((n + 1))
+    done
+    echo 1000 > /proc/$VICTIM/oom_score_adj
+    vm_meta victim_pid "$VICTIM"
+}
+
+oomwhy_memcg() { # NAME DISABLE HIGH_MB
+    vm_begin "$1"
+    if vm_have oomwhy && vm_btf_for "${1##*.}" && { [ -z "$3" ] || oomwhy_once "$1"; }; then
+        echo +memory > /sys/fs/cgroup/cgroup.subtree_control
+        mkdir -p $P
+        echo $((32 << 20)) > $P/memory.max
+        [ -n "$3" ] && echo $(($3 << 20)) > $P/memory.high
+        echo +memory > $P/cgroup.subtree_control
+        mkdir -p $P/child
+        vm_meta parent $P
+        vm_meta child $P/child
+        oomwhy_mark "$1 begins"
+        if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" oomwhy -v -j; then
+            oomwhy_victim $P/child
+            vm_run trigger anon_toucher --mb 20 --cgroup $P/child
+            sleep 2
+        fi
+        vm_stop tool
+        kill -9 "$VICTIM" 2>/dev/null
+        wait "$VICTIM" 2>/dev/null
+        dmesg -s 1048576 > "$RUN/dmesg"
+        vm_snap parent.events $P/memory.events
+        vm_snap child.events $P/child/memory.events
+        rmdir $P/child $P
+    fi
+    vm_end
+}
+
+oomwhy_memcg oomwhy.memcg.tp_btf ""
+oomwhy_memcg oomwhy.memcg.raw_tp tp_btf
+oomwhy_memcg oomwhy.memcg.tracepoint tp_btf,raw_tp
+oomwhy_memcg oomwhy.high "" 30
+
+vm_begin oomwhy.global
+if vm_have oomwhy && oomwhy_once oomwhy.global; then
+    total_mb=$(awk '/MemTotal/ {print int($2 / 1024)}' /proc/meminfo)
+    vm_meta total_mb "$total_mb"
+    vm_meta total_kb "$(awk '/MemTotal/ {print $2}' /proc/meminfo)"
+    vm_snap vmstat.before /proc/vmstat
+    oomwhy_mark "oomwhy.global begins"
+    if vm_tool tool oomwhy -v -j; then
+        # Made the victim whatever else runs; the shell and the tool keep their default. As
+        # much as MemTotal (more is refused at mmap by the overcommit heuristic): the kernel,
+        # the initramfs and the tools hold part of it, so touching it all cannot succeed.
+        vm_held hog sh -c "echo 1000 > /proc/self/oom_score_adj && exec anon_toucher --mb $total_mb"
+        vm_release hog
+        vm_bg_wait hog 120
+        sleep 2
+    fi
+    vm_stop tool
+    dmesg -s 1048576 > "$RUN/dmesg"
+    vm_snap vmstat.after /proc/vmstat
+fi
+vm_end

@@ -1,0 +1,456 @@
+// SPDX-License-Identifier: GPL-2.0
+/* oomwhy: every OOM kill with what led to it, from tracepoints only. oom:mark_victim runs in
+ * the task that ran the OOM killer (the trigger): its record carries the victim (its task and
+ * memory), the trigger, the trigger's reclaim up to the kill (mm_vmscan_direct_reclaim and
+ * mm_vmscan_memcg_reclaim rounds, oom:reclaim_retry_zone, oom:compact_retry) and the usage and
+ * limits of the trigger's memory cgroup and its ancestors at that moment. The victim's exit
+ * (sched_process_exit) and the OOM reaper's steps follow as short records. */
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "cgroup.bpf.h"
+#include "common.bpf.h"
+#include "compat.bpf.h"
+#include "oomwhy.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Options, set by user space before load. */
+const volatile bool memcg_on_v1 = false; /* the memory controller is mounted as cgroup v1 */
+/* Records to user space (off in `memlat exporter`, which reads the counters only). */
+const volatile bool emit_records = true;
+/* Kilobytes in a page: mark_victim's fields are kilobytes, the records' pages. */
+const volatile __u32 page_kb = 4;
+
+/* Counters, read by user space through the mmap'ed .bss. */
+__u64 kills = 0; /* mark_victim events seen */
+/* Kills by the trigger's last reclaim (enum oomwhy_reclaim_kind): none, direct (a global OOM),
+ * memcg (a memory cgroup's limit). */
+__u64 kills_by_reclaim[3] = {};
+__u64 dropped_events = 0; /* records the ring buffer had no room for */
+__u64 table_full = 0;     /* per-thread reclaim state that could not be kept */
+__u64 victims_full = 0;   /* victims whose exit could not be watched */
+__u64 unpaired_ends = 0;  /* a reclaim round's end whose begin was not seen */
+
+/* Per thread: its reclaim rounds, for the lead-up of a kill it triggers. */
+struct task_reclaim {
+    struct oomwhy_reclaim r;
+    __u64 begin_ns; /* of the open round; 0 when none is open */
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, MEMLAT_THREAD_STATES);
+    __type(key, __u32);
+    __type(value, struct task_reclaim);
+} starts SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, MEMLAT_THREAD_OVERFLOW);
+    __type(key, __u32);
+    __type(value, struct task_reclaim);
+} starts_overflow SEC(".maps");
+
+static const volatile struct task_reclaim no_reclaim;
+
+/* Victims whose exit is watched, by thread id: the kill's time. An LRU map: in an OOM storm
+ * the oldest victims, long gone, make room. */
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, 1024);
+    __type(key, __u32);
+    __type(value, __u64);
+} victims SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_RINGBUF);
+    __uint(max_entries, 256 * 1024);
+} events SEC(".maps");
+
+/* The perf-buffer fall-back's record (kernels before 5.8): the largest record. */
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct oomwhy_kill);
+} event_scratch SEC(".maps");
+
+static __always_inline struct task_reclaim *reclaim_state(bool create) {
+    return thread_state(&starts, &starts_overflow, (const void *)&no_reclaim, create, &table_full);
+}
+
+/* Every record wakes user space at once: a kill is reported within a second, and kills are
+ * rare (a storm of hundreds a second is still a few hundred wake-ups). */
+static __always_inline void submit(void *ctx, void *record, __u64 size) {
+    event_submit(ctx, &events, record, size, 1, &dropped_events);
+}
+
+/* ------------------------------------------------------------------ reclaim: the lead-up */
+
+static __always_inline void on_reclaim_begin(__u32 kind, int order, __u64 gfp) {
+    struct task_reclaim *t = reclaim_state(true);
+    __u64 now = bpf_ktime_get_ns();
+
+    if (!t)
+        return;
+    /* A new episode when the thread's last round ended long ago. */
+    if (t->r.rounds == 0 ||
+        (t->r.last_end_ns != 0 && now - t->r.last_end_ns > OOMWHY_EPISODE_GAP_NS)) {
+        __builtin_memset(&t->r, 0, sizeof(t->r));
+        t->r.first_ns = now;
+    }
+    t->r.kind = kind;
+    t->r.order = order;
+    t->r.gfp = gfp;
+    t->begin_ns = now;
+}
+
+static __always_inline void on_reclaim_end(__u64 reclaimed) {
+    struct task_reclaim *t = reclaim_state(false);
+    __u64 now = bpf_ktime_get_ns();
+
+    if (!t || t->begin_ns == 0) {
+        __sync_fetch_and_add(&unpaired_ends, 1);
+        return;
+    }
+    t->r.rounds++;
+    if (t->r.kind == OOMWHY_RECLAIM_MEMCG)
+        t->r.memcg_rounds++;
+    else
+        t->r.direct_rounds++;
+    t->r.total_ns += now - t->begin_ns;
+    t->r.reclaimed += reclaimed;
+    t->r.last_end_ns = now;
+    t->begin_ns = 0;
+}
+
+/* The page allocator's retry decisions, in the allocating thread: they belong to the episode
+ * of its direct reclaim. */
+static __always_inline void on_retry_check(int no_progress_loops) {
+    struct task_reclaim *t = reclaim_state(false);
+
+    if (!t)
+        return;
+    t->r.retry_checks++;
+    t->r.no_progress_loops = no_progress_loops;
+}
+
+static __always_inline void on_compact_retry(int retries) {
+    struct task_reclaim *t = reclaim_state(false);
+
+    if (t)
+        t->r.compact_retries = retries;
+}
+
+#define RECLAIM_PAIR(name, kind)                                                                   \
+    SEC("tp_btf/mm_vmscan_" #name "_begin")                                                        \
+    int BPF_PROG(name##_begin_btf, int order, gfp_t gfp) {                                         \
+        on_reclaim_begin(kind, order, gfp);                                                        \
+        return 0;                                                                                  \
+    }                                                                                              \
+    SEC("tp_btf/mm_vmscan_" #name "_end")                                                          \
+    int BPF_PROG(name##_end_btf, unsigned long nr_reclaimed) {                                     \
+        on_reclaim_end(nr_reclaimed);                                                              \
+        return 0;                                                                                  \
+    }                                                                                              \
+    SEC("raw_tp/mm_vmscan_" #name "_begin")                                                        \
+    int BPF_PROG(name##_begin_raw, int order, gfp_t gfp) {                                         \
+        on_reclaim_begin(kind, order, gfp);                                                        \
+        return 0;                                                                                  \
+    }                                                                                              \
+    SEC("raw_tp/mm_vmscan_" #name "_end")                                                          \
+    int BPF_PROG(name##_end_raw, unsigned long nr_reclaimed) {                                     \
+        on_reclaim_end(nr_reclaimed);                                                              \
+        return 0;                                                                                  \
+    }                                                                                              \
+    SEC("tracepoint/vmscan/mm_vmscan_" #name "_begin")                                             \
+    int name##_begin_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_begin_template *ctx) {     \
+        on_reclaim_begin(kind, ctx->order, ctx->gfp_flags);                                        \
+        return KEEP_EVENT;                                                                         \
+    }                                                                                              \
+    SEC("tracepoint/vmscan/mm_vmscan_" #name "_end")                                               \
+    int name##_end_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_end_template *ctx) {         \
+        on_reclaim_end(ctx->nr_reclaimed);                                                         \
+        return KEEP_EVENT;                                                                         \
+    }
+
+RECLAIM_PAIR(direct_reclaim, OOMWHY_RECLAIM_DIRECT)
+RECLAIM_PAIR(memcg_reclaim, OOMWHY_RECLAIM_MEMCG)
+
+/* Rare (only when reclaim fails to make progress): classic tracepoints, read by name. */
+SEC("tracepoint/oom/reclaim_retry_zone")
+int retry_zone_tp(struct trace_event_raw_reclaim_retry_zone *ctx) {
+    on_retry_check(ctx->no_progress_loops);
+    return KEEP_EVENT;
+}
+
+SEC("tracepoint/oom/compact_retry")
+int compact_retry_tp(struct trace_event_raw_compact_retry *ctx) {
+    on_compact_retry(ctx->retries);
+    return KEEP_EVENT;
+}
+
+/* ------------------------------------------------------------------ the kill */
+
+/* The memory cgroup of a css of the memory controller (css is struct mem_cgroup's first
+ * member; the offset is relocated anyway). */
+static __always_inline struct mem_cgroup *memcg_of(struct cgroup_subsys_state *css) {
+    if (!css)
+        return NULL;
+    return (struct mem_cgroup *)((void *)css - bpf_core_field_offset(struct mem_cgroup, css));
+}
+
+static __always_inline struct cgroup_subsys_state *memory_css(struct task_struct *task) {
+    int id = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
+
+    if (!task || id < 0 || id >= CGROUP_SUBSYS_COUNT)
+        return NULL;
+    return BPF_CORE_READ(task, cgroups, subsys[id]);
+}
+
+static __always_inline __u64 counter_usage(struct page_counter *c) {
+    return (__u64)BPF_CORE_READ(c, usage.counter);
+}
+
+/* The trigger's memory cgroup and its ancestors below the root, innermost first. */
+static __always_inline void read_levels(struct oomwhy_kill *e, struct task_struct *task) {
+    struct cgroup_subsys_state *css = memory_css(task);
+    __u32 n = 0;
+
+    e->cgroup_v1 = memcg_on_v1;
+    for (int i = 0; i < OOMWHY_LEVELS; i++) {
+        struct cgroup_subsys_state *parent;
+        struct mem_cgroup *memcg;
+        struct oomwhy_level *l;
+
+        if (!css)
+            break;
+        parent = BPF_CORE_READ(css, parent);
+        if (!parent)
+            break; /* the root: no limit of its own */
+        memcg = memcg_of(css);
+        l = &e->level[i];
+        l->cgroup_id = cgroup_id(BPF_CORE_READ(css, cgroup));
+        l->usage = counter_usage(&memcg->memory);
+        l->max = BPF_CORE_READ(memcg, memory.max);
+        if (bpf_core_field_exists(memcg->memory.high))
+            l->high = BPF_CORE_READ(memcg, memory.high);
+        if (bpf_core_field_exists(memcg->oom_lock))
+            l->oom_lock = BPF_CORE_READ(memcg, oom_lock);
+        else
+            l->oom_lock = OOMWHY_NO_OOM_LOCK;
+        if (memcg_on_v1 && bpf_core_field_exists(memcg->memsw)) {
+            l->memsw_usage = counter_usage(&memcg->memsw);
+            l->memsw_max = BPF_CORE_READ(memcg, memsw.max);
+        }
+        n++;
+        css = parent;
+    }
+    e->levels = n;
+}
+
+/* Before 6.2 the mm's counters were atomics (struct mm_rss_stat); since, per-CPU counters
+ * whose `count` is what get_mm_counter() returns (percpu_counter_read_positive()). */
+struct mm_rss_stat___old {
+    atomic_long_t count[4];
+} __attribute__((preserve_access_index));
+
+struct mm_struct___old {
+    struct mm_rss_stat___old rss_stat;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u64 mm_counter(struct mm_struct *mm, int member) {
+    long v;
+
+    if (member < 0 || member >= 4)
+        return 0;
+    if (bpf_core_type_exists(struct mm_rss_stat___old)) {
+        struct mm_struct___old *old = (void *)mm;
+
+        v = BPF_CORE_READ(old, rss_stat.count[member].counter);
+    } else {
+        v = BPF_CORE_READ(mm, rss_stat[member].count);
+    }
+    return v > 0 ? v : 0;
+}
+
+/* The victim's task and memory, read as the kernel's own report reads them. */
+static __always_inline void read_victim(struct oomwhy_kill *e, struct task_struct *victim) {
+    struct mm_struct *mm = BPF_CORE_READ(victim, mm);
+
+    e->victim_pid = BPF_CORE_READ(victim, pid);
+    e->victim_tgid = BPF_CORE_READ(victim, tgid);
+    BPF_CORE_READ_STR_INTO(&e->victim_comm, victim, comm);
+    e->victim_uid = BPF_CORE_READ(victim, cred, uid.val);
+    e->oom_score_adj = BPF_CORE_READ(victim, signal, oom_score_adj);
+    e->victim_cgroup_id = cgroup_id(BPF_CORE_READ(memory_css(victim), cgroup));
+    e->known = OOMWHY_KNOWN_TASK | OOMWHY_KNOWN_COMM;
+    if (!mm)
+        return;
+    e->total_vm = BPF_CORE_READ(mm, total_vm);
+    /* MM_FILEPAGES, MM_ANONPAGES, MM_SWAPENTS, MM_SHMEMPAGES: an anonymous enum (no BTF name
+     * to relocate by), unchanged since Linux 4.5. */
+    e->file_rss = mm_counter(mm, 0);
+    e->anon_rss = mm_counter(mm, 1);
+    e->swapents = mm_counter(mm, 2);
+    e->shmem_rss = mm_counter(mm, 3);
+    e->pgtables_kb = (__u64)BPF_CORE_READ(mm, pgtables_bytes.counter) >> 10;
+    e->known |= OOMWHY_KNOWN_MEMORY;
+}
+
+/* The record of a kill: the trigger (the current task) and its lead-up, its cgroups' limits;
+ * `victim` (NULL for the classic tracepoint, whose fields the caller copies). */
+static __always_inline struct oomwhy_kill *begin_kill(struct task_struct *victim) {
+    struct task_struct *me = current_task();
+    struct task_reclaim *t;
+    struct oomwhy_kill *e;
+    __u32 kind;
+    __u64 pid_tgid = bpf_get_current_pid_tgid();
+
+    __sync_fetch_and_add(&kills, 1);
+    t = reclaim_state(false);
+    kind = t && t->r.rounds ? t->r.kind : OOMWHY_RECLAIM_NONE;
+    if (kind == OOMWHY_RECLAIM_DIRECT)
+        __sync_fetch_and_add(&kills_by_reclaim[OOMWHY_RECLAIM_DIRECT], 1);
+    else if (kind == OOMWHY_RECLAIM_MEMCG)
+        __sync_fetch_and_add(&kills_by_reclaim[OOMWHY_RECLAIM_MEMCG], 1);
+    else
+        __sync_fetch_and_add(&kills_by_reclaim[OOMWHY_RECLAIM_NONE], 1);
+    if (!emit_records)
+        return NULL;
+    e = event_reserve(&events, &event_scratch, sizeof(*e));
+    if (!e) {
+        __sync_fetch_and_add(&dropped_events, 1);
+        return NULL;
+    }
+    __builtin_memset(e, 0, sizeof(*e));
+    e->type = OOMWHY_KILL;
+    e->ts_ns = bpf_ktime_get_ns();
+    e->trigger_pid = (__u32)pid_tgid;
+    e->trigger_tgid = pid_tgid >> 32;
+    bpf_get_current_comm(&e->trigger_comm, sizeof(e->trigger_comm));
+    e->trigger_cgroup_id = cgroup_id(BPF_CORE_READ(memory_css(me), cgroup));
+    if (t)
+        e->reclaim = t->r;
+    read_levels(e, me);
+    if (victim)
+        read_victim(e, victim);
+    return e;
+}
+
+static __always_inline void watch_victim(__u32 pid, __u64 ts) {
+    if (pid && bpf_map_update_elem(&victims, &pid, &ts, BPF_ANY) != 0)
+        __sync_fetch_and_add(&victims_full, 1);
+}
+
+static __always_inline void end_kill(void *ctx, struct oomwhy_kill *e) {
+    watch_victim(e->victim_pid, e->ts_ns);
+    submit(ctx, e, sizeof(*e));
+}
+
+SEC("tp_btf/mark_victim")
+int BPF_PROG(mark_victim_btf, struct task_struct *victim) {
+    struct oomwhy_kill *e = begin_kill(victim);
+
+    if (e)
+        end_kill(ctx, e);
+    return 0;
+}
+
+SEC("raw_tp/mark_victim")
+int BPF_PROG(mark_victim_raw, struct task_struct *victim) {
+    struct oomwhy_kill *e = begin_kill(victim);
+
+    if (e)
+        end_kill(ctx, e);
+    return 0;
+}
+
+/* Kernels whose mark_victim passes only the pid: the tracepoint's fields (the comm and memory
+ * where the kernel records them; the victim's cgroup and tgid stay unknown). */
+SEC("tracepoint/oom/mark_victim")
+int mark_victim_tp(struct trace_event_raw_mark_victim *ctx) {
+    struct oomwhy_kill *e = begin_kill(NULL);
+
+    if (!e)
+        return KEEP_EVENT;
+    e->victim_pid = ctx->pid;
+    if (bpf_core_field_exists(ctx->__data_loc_comm)) {
+        __u32 loc = ctx->__data_loc_comm;
+
+        bpf_probe_read_kernel_str(&e->victim_comm, sizeof(e->victim_comm),
+                                  (void *)ctx + (loc & 0xffff));
+        e->known |= OOMWHY_KNOWN_COMM;
+    }
+    if (bpf_core_field_exists(ctx->anon_rss) && page_kb != 0) {
+        /* The tracepoint records kilobytes (PG_COUNT_TO_KB), pgtables too. */
+        e->total_vm = ctx->total_vm / page_kb;
+        e->anon_rss = ctx->anon_rss / page_kb;
+        e->file_rss = ctx->file_rss / page_kb;
+        e->shmem_rss = ctx->shmem_rss / page_kb;
+        e->victim_uid = ctx->uid;
+        e->pgtables_kb = ctx->pgtables;
+        e->oom_score_adj = ctx->oom_score_adj;
+        e->known |= OOMWHY_KNOWN_MEMORY;
+    }
+    end_kill(ctx, e);
+    return KEEP_EVENT;
+}
+
+/* ------------------------------------------------------------------ after the kill */
+
+static __always_inline void note(void *ctx, __u32 type, __u32 step, __u32 pid) {
+    struct oomwhy_note *n;
+
+    if (!emit_records)
+        return;
+    n = event_reserve(&events, &event_scratch, sizeof(*n));
+    if (!n) {
+        __sync_fetch_and_add(&dropped_events, 1);
+        return;
+    }
+    n->type = type;
+    n->step = step;
+    n->ts_ns = bpf_ktime_get_ns();
+    n->pid = pid;
+    n->pad = 0;
+    submit(ctx, n, sizeof(*n));
+}
+
+#define REAPER_STEP(name, step)                                                                    \
+    SEC("tracepoint/oom/" #name)                                                                   \
+    int name##_tp(struct trace_event_raw_wake_reaper *ctx) {                                       \
+        note(ctx, OOMWHY_REAPER, step, ctx->pid);                                                  \
+        return KEEP_EVENT;                                                                         \
+    }
+
+REAPER_STEP(wake_reaper, OOMWHY_REAPER_WAKE)
+REAPER_STEP(start_task_reaping, OOMWHY_REAPER_START)
+REAPER_STEP(finish_task_reaping, OOMWHY_REAPER_FINISH)
+REAPER_STEP(skip_task_reaping, OOMWHY_REAPER_SKIP)
+
+/* An exiting thread: its reclaim state goes, and a victim's exit is reported. */
+static __always_inline void on_exit(void *ctx) {
+    __u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+    thread_state_exit(&starts, &starts_overflow);
+    if (bpf_map_lookup_elem(&victims, &tid)) {
+        bpf_map_delete_elem(&victims, &tid);
+        note(ctx, OOMWHY_VICTIM_EXIT, 0, tid);
+    }
+}
+
+SEC("raw_tp/sched_process_exit")
+int thread_exit_raw(void *ctx) {
+    on_exit(ctx);
+    return 0;
+}
+
+SEC("tracepoint/sched/sched_process_exit")
+int thread_exit_tp(void *ctx) {
+    on_exit(ctx);
+    return KEEP_EVENT;
+}

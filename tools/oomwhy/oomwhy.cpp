@@ -1,0 +1,467 @@
+// oomwhy: every OOM kill explained: which limit fired at which cgroup level, who triggered it
+// and what it was allocating, the victim and its memory, the trigger's reclaim up to the kill,
+// and what happened after it (the victim's exit, the OOM reaper). Tracepoints only.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <fmt/format.h>
+#include <map>
+#include <optional>
+
+#include "base/errors.h"
+#include "base/files.h"
+#include "cli/multicall.h"
+#include "cli/options.h"
+#include "cli/output.h"
+#include "cli/run_loop.h"
+#include "kernel/cgroups.h"
+#include "kernel/features.h"
+#include "kernel/gfp.h"
+#include "kernel/types.h"
+#include "loading/events.h"
+#include "loading/loader.h"
+#include "oomwhy.h"
+#include "oomwhy.skel.h"
+#include "oomwhy_format.h"
+#include "prometheus/exporter.h"
+#include "prometheus/metrics_serving.h"
+#include "tool/tool.h"
+
+using namespace memlat;
+using nlohmann::json;
+
+namespace {
+
+constexpr char tool_name[] = "oomwhy";
+
+constexpr const char *description =
+    R"(Explain every OOM kill, within a second of it. Each report starts with
+the line of BCC's and libbpf-tools' oomkill:
+  HH:MM:SS Triggered by PID T ("comm"), OOM kill of PID V ("comm"),
+  N pages, loadavg: ...
+then says why: the memory cgroup whose limit fired and which limit
+(memory.max, memory.limit_in_bytes or memory.memsw.limit_in_bytes) with
+its usage, or a global OOM. Then the victim (uid, oom_score_adj, cgroup,
+total-vm, anon/file/shmem rss, swap and page tables at the kill, as the
+kernel's own report counts them); the task that triggered the kill and
+its lead-up (its reclaim rounds before the kill and their time, the
+order and gfp flags of the allocation, the page allocator's retries);
+the usage and limits of the trigger's memory cgroup and every one above
+it; and what followed (the victim's exit, the OOM reaper).
+
+N pages is the OOM domain's size, as oomkill's totalpages: the limit that
+fired, or the host's memory and swap for a global OOM. oomwhy uses
+tracepoints only (oom:mark_victim, the reclaim and retry tracepoints, the
+OOM reaper's): no kprobes. It never reads the kernel log.)";
+
+constexpr const char *examples = R"(Examples:
+  oomwhy                    report every OOM kill until Ctrl-C
+  oomwhy -j                 one JSON object per kill
+  oomwhy --oomkill          BCC's oomkill line only
+  oomwhy --report-dir /var/log/oomwhy
+                            also keep each report in a file of its own
+  oomwhy --prometheus 127.0.0.1:9850
+                            serve the count of kills by constraint
+
+)";
+
+// How long a report waits for the victim to exit before it is printed without it.
+constexpr auto report_wait = std::chrono::milliseconds(1000);
+// Victims remembered after their report, for the reaper's later steps (2 s after a kill).
+constexpr size_t reported_victims_kept = 1024;
+
+struct Options {
+    CommonOptions common;
+    std::string report_dir;
+    bool oomkill_only = false;
+    PrometheusOptions prom;
+};
+
+enum class ProbeId { Victim, DirectReclaim, MemcgReclaim, RetryZone, CompactRetry, Reaper };
+
+// A kill waiting for its victim's exit (or its second) before it is reported.
+struct Pending {
+    oomwhy_kill kill;
+    oomwhy::Aftermath after;
+    std::chrono::steady_clock::time_point due;
+    std::string time;
+    std::string loadavg;
+};
+
+class Oomwhy final : public Tool<oomwhy_bpf, Options> {
+  public:
+    explicit Oomwhy(Options options)
+        : Tool(tool_name, std::move(options), oomwhy_bpf__open_opts, oomwhy_bpf__destroy) {}
+    void check_options() override;
+    void load() override;
+    CountedLosses collect(prometheus::Exposition &out) override;
+
+  private:
+    int trace() override;
+    std::vector<Probe> plan() const;
+    void configure(oomwhy_bpf &skel) const;
+    void on_record(const void *data, size_t size);
+    void on_note(const oomwhy_note &n);
+    // Reports the kills whose victim exited or whose second is over (all with `all`).
+    void report_due(bool all);
+    void report(const Pending &p);
+    void keep_report(const Pending &p, const std::string &text, const json &object);
+    std::string cgroup_path(uint64_t id);
+
+    bool memcg_on_v1_ = memory_controller_on_v1();
+    bool victim_task_args_ = false; // mark_victim passes the task (tp_btf/raw_tp usable)
+    std::string victim_args_why_;
+    GfpNames gfp_ = GfpNames::from_kernel();
+    std::map<uint32_t, Pending> pending_;   // by victim thread id
+    std::map<uint32_t, uint64_t> reported_; // victim thread id -> kill time, for the reaper
+    std::map<uint64_t, std::string> paths_;
+    std::chrono::steady_clock::time_point paths_read_{};
+    bool report_dir_ok_ = false;
+    uint64_t reports_ = 0, report_dir_errors_ = 0;
+};
+
+std::vector<Probe> Oomwhy::plan() const {
+    std::vector<Probe> probes;
+    auto victim =
+        tracepoint_choices({"mark_victim"}, "", "the victim's cgroup, tgid and swap are unknown");
+    if (!victim_task_args_) {
+        victim[0].unavailable =
+            "this kernel's oom:mark_victim does not pass the victim's task: " + victim_args_why_;
+        victim[1].unavailable = victim[0].unavailable;
+    }
+    probes.emplace_back(ProbeId::Victim, "oom:mark_victim (each OOM kill)",
+                        "It needs the oom:mark_victim tracepoint (Linux 4.8+).", std::move(victim));
+    probes.emplace_back(ProbeId::DirectReclaim, "vmscan:mm_vmscan_direct_reclaim_begin/end",
+                        "Without it a global OOM's lead-up and constraint are unknown.",
+                        tracepoint_choices({"direct_reclaim_begin", "direct_reclaim_end"}), false);
+    probes.emplace_back(ProbeId::MemcgReclaim, "vmscan:mm_vmscan_memcg_reclaim_begin/end",
+                        "Without it a memory cgroup OOM's lead-up and constraint are unknown "
+                        "(CONFIG_MEMCG).",
+                        tracepoint_choices({"memcg_reclaim_begin", "memcg_reclaim_end"}), false);
+    probes.emplace_back(
+        ProbeId::RetryZone, "oom:reclaim_retry_zone", "",
+        std::vector<HookChoice>{{.kind = HookKind::Tracepoint, .programs = {"retry_zone_tp"}}},
+        false);
+    probes.emplace_back(
+        ProbeId::CompactRetry, "oom:compact_retry", "",
+        std::vector<HookChoice>{{.kind = HookKind::Tracepoint, .programs = {"compact_retry_tp"}}},
+        false);
+    if (!o_.prom.on())
+        probes.emplace_back(
+            ProbeId::Reaper,
+            "oom:wake_reaper/start_task_reaping/finish_task_reaping/skip_task_reaping", "",
+            std::vector<HookChoice>{
+                {.kind = HookKind::Tracepoint,
+                 .programs = {"wake_reaper_tp", "start_task_reaping_tp", "finish_task_reaping_tp",
+                              "skip_task_reaping_tp"}}},
+            false);
+    probes.push_back(thread_exit_probe());
+    return probes;
+}
+
+void Oomwhy::configure(oomwhy_bpf &skel) const {
+    auto *ro = skel.rodata;
+    ro->memcg_on_v1 = memcg_on_v1_;
+    ro->emit_records = !o_.prom.on();
+    ro->page_kb = static_cast<uint32_t>(getpagesize() / 1024);
+    const auto &features = kernel_features();
+    set_compat(*ro, features);
+    size_thread_state_map(skel.maps.starts, skel.maps.starts_overflow, o_.common.max_entries);
+    if (o_.prom.on())
+        bpf_map__set_max_entries(skel.maps.events, 4096);
+    use_events_map(skel.maps.events, features);
+}
+
+void Oomwhy::check_options() {
+    if (o_.oomkill_only && o_.common.json)
+        throw UsageError("--oomkill prints BCC's text line; it does not go with -j");
+    check_prometheus_options(o_.prom, o_.common);
+    if (o_.prom.on() && (o_.oomkill_only || !o_.report_dir.empty()))
+        throw UsageError("--prometheus serves counts only: --oomkill and --report-dir go with "
+                         "the reports");
+    if (o_.report_dir.empty())
+        return;
+    // A directory that cannot take reports is said now; the reports still go to stdout.
+    struct stat st {};
+    std::string why;
+    if (stat(o_.report_dir.c_str(), &st) != 0)
+        why = std::strerror(errno);
+    else if (!S_ISDIR(st.st_mode))
+        why = "not a directory";
+    else if (access(o_.report_dir.c_str(), W_OK | X_OK) != 0)
+        why = std::strerror(errno);
+    if (why.empty()) {
+        report_dir_ok_ = true;
+        return;
+    }
+    fmt::print(stderr, "{}: cannot write reports to {}: {}. They go to stdout only.\n", tool_name,
+               o_.report_dir, why);
+}
+
+void Oomwhy::load() {
+    const Verbosity v = begin_load();
+    if (auto prototype = tracepoint_prototype("mark_victim", victim_args_why_)) {
+        // void *__data, then the task on 5.10.y and 6.1+ (pid only before).
+        victim_task_args_ =
+            prototype->size() >= 2 && (*prototype)[1].kind == TracepointParameter::Kind::Pointer;
+        if (!victim_task_args_)
+            victim_args_why_ = "its first argument is the pid";
+    }
+    verbose(v, victim_task_args_
+                   ? "oom:mark_victim passes the victim's task: tp_btf and raw_tp read it"
+                   : "oom:mark_victim's task not usable (" + victim_args_why_ +
+                         "): the classic tracepoint's fields only");
+    verbose(v,
+            fmt::format("Memory cgroups: {}", memcg_on_v1_ ? "cgroup v1 hierarchy" : "cgroup v2"));
+    describe_features(v, kernel_features());
+    load_skeleton(
+        plan(), [&](oomwhy_bpf &s) { configure(s); }, v);
+    const auto &probes = probes_;
+    const Probe *direct = find_probe(probes, ProbeId::DirectReclaim);
+    const Probe *memcg = find_probe(probes, ProbeId::MemcgReclaim);
+    if (!direct->choice() || !memcg->choice())
+        fmt::print(stderr,
+                   "{}: the kernel refused the {} reclaim tracepoints (-v says why): those "
+                   "kills' constraint and lead-up are reported unknown.\n",
+                   tool_name, !direct->choice() ? "direct" : "memory cgroup");
+    if (const Probe *victim = find_probe(probes, ProbeId::Victim);
+        victim->choice() && victim->choice()->kind == HookKind::Tracepoint)
+        fmt::print(stderr,
+                   "{}: oom:mark_victim is read from its fields: the victim's cgroup, process "
+                   "id and swap are not reported.\n",
+                   tool_name);
+}
+
+std::string Oomwhy::cgroup_path(uint64_t id) {
+    auto it = paths_.find(id);
+    if (it != paths_.end())
+        return it->second;
+    // A cgroup made since the last read: read the hierarchy again, at most once a second.
+    auto now = std::chrono::steady_clock::now();
+    if (now - paths_read_ < std::chrono::seconds(1))
+        return "";
+    paths_read_ = now;
+    for (auto &[cg, path] : cgroup_paths(memcg_on_v1_))
+        paths_[cg] = path;
+    it = paths_.find(id);
+    return it == paths_.end() ? "" : it->second;
+}
+
+std::string loadavg_now() {
+    std::string text = read_text_file("/proc/loadavg").value_or("");
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+        text.pop_back();
+    return text;
+}
+
+uint64_t host_pages() {
+    uint64_t kb = 0;
+    std::string meminfo = read_text_file("/proc/meminfo").value_or("");
+    for (const char *key : {"MemTotal:", "SwapTotal:"}) {
+        auto at = meminfo.find(key);
+        if (at != std::string::npos)
+            kb += std::strtoull(meminfo.c_str() + at + std::strlen(key), nullptr, 10);
+    }
+    return kb / (static_cast<uint64_t>(getpagesize()) / 1024);
+}
+
+void Oomwhy::on_record(const void *data, size_t size) {
+    uint32_t type = 0;
+    if (size < sizeof(type))
+        return;
+    std::memcpy(&type, data, sizeof(type));
+    if (type == OOMWHY_KILL && size >= sizeof(oomwhy_kill)) {
+        Pending p;
+        std::memcpy(&p.kill, data, sizeof(p.kill));
+        p.due = std::chrono::steady_clock::now() + report_wait;
+        p.time = wall_clock_time();
+        p.loadavg = loadavg_now();
+        // Resolved now, while the victim's cgroup still exists.
+        cgroup_path(p.kill.victim_cgroup_id);
+        pending_[p.kill.victim_pid] = std::move(p);
+    } else if ((type == OOMWHY_VICTIM_EXIT || type == OOMWHY_REAPER) &&
+               size >= sizeof(oomwhy_note)) {
+        oomwhy_note n;
+        std::memcpy(&n, data, sizeof(n));
+        on_note(n);
+    }
+}
+
+void Oomwhy::on_note(const oomwhy_note &n) {
+    auto it = pending_.find(n.pid);
+    if (it != pending_.end()) {
+        oomwhy::Aftermath &a = it->second.after;
+        if (n.type == OOMWHY_VICTIM_EXIT)
+            a.exit_ns = n.ts_ns;
+        else if (n.step == OOMWHY_REAPER_WAKE)
+            a.reaper_wake_ns = n.ts_ns;
+        else if (n.step == OOMWHY_REAPER_START)
+            a.reap_start_ns = n.ts_ns;
+        else if (n.step == OOMWHY_REAPER_FINISH)
+            a.reap_finish_ns = n.ts_ns;
+        else if (n.step == OOMWHY_REAPER_SKIP)
+            a.reap_skipped = true;
+        if (n.type == OOMWHY_VICTIM_EXIT)
+            it->second.due = std::chrono::steady_clock::now(); // complete: report it now
+        return;
+    }
+    // The reaper's later steps for a victim already reported (it runs 2 s after a kill).
+    auto done = reported_.find(n.pid);
+    if (n.type != OOMWHY_REAPER || done == reported_.end())
+        return;
+    static constexpr const char *steps[] = {"woke for", "started reaping", "finished reaping",
+                                            "skipped"};
+    const double after_s = n.ts_ns >= done->second ? (n.ts_ns - done->second) / 1e9 : 0;
+    if (o_.common.json)
+        print_json_line({{"type", "reaper"},
+                         {"time", wall_clock_time()},
+                         {"pid", n.pid},
+                         {"step", std::string(steps[n.step & 3])},
+                         {"since_kill_ns", n.ts_ns >= done->second ? n.ts_ns - done->second : 0}});
+    else if (!o_.oomkill_only)
+        fmt::print("{} the OOM reaper {} PID {}, {:.3f} s after its kill\n", wall_clock_time(),
+                   steps[n.step & 3], n.pid, after_s);
+    flush_output();
+}
+
+void Oomwhy::keep_report(const Pending &p, const std::string &text, const json &object) {
+    if (!report_dir_ok_)
+        return;
+    const std::string base =
+        fmt::format("{}/oom-{}-{}", o_.report_dir, std::time(nullptr), p.kill.victim_pid);
+    auto write = [&](const std::string &path, const std::string &content) {
+        const std::string temporary = path + ".tmp";
+        std::string why = write_whole_file(temporary, content).value_or("");
+        if (why.empty() && rename(temporary.c_str(), path.c_str()) != 0)
+            why = std::strerror(errno);
+        if (why.empty())
+            return;
+        unlink(temporary.c_str());
+        ++report_dir_errors_;
+        fmt::print(stderr, "{}: could not keep the report in {}: {}. It went to stdout only.\n",
+                   tool_name, path, why);
+    };
+    write(base + ".txt", text);
+    write(base + ".json", json_text(object) + "\n");
+}
+
+void Oomwhy::report(const Pending &p) {
+    oomwhy::Report r{.kill = p.kill,
+                     .after = p.after,
+                     .cgroup_path = [this](uint64_t id) { return cgroup_path(id); },
+                     .time = p.time,
+                     .loadavg = p.loadavg,
+                     .page_kb = static_cast<uint64_t>(getpagesize()) / 1024,
+                     .global_pages = host_pages()};
+    const std::string text = oomwhy::report_text(r, gfp_);
+    const json object = oomwhy::report_json(r, gfp_);
+    if (o_.common.json)
+        print_json_line(object);
+    else if (o_.oomkill_only)
+        fmt::print("{}\n", oomwhy::oomkill_line(r));
+    else
+        fmt::print("{}\n", text);
+    // Each report written now: a reader waits for it, and a write error ends the run.
+    flush_output();
+    keep_report(p, text, object);
+    ++reports_;
+    if (reported_.size() >= reported_victims_kept)
+        reported_.erase(reported_.begin());
+    reported_[p.kill.victim_pid] = p.kill.ts_ns;
+}
+
+void Oomwhy::report_due(bool all) {
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<uint32_t> due;
+    for (const auto &[pid, p] : pending_)
+        if (all || p.due <= now)
+            due.push_back(pid);
+    // In the order of the kills.
+    std::sort(due.begin(), due.end(), [&](uint32_t a, uint32_t b) {
+        return pending_.at(a).kill.ts_ns < pending_.at(b).kill.ts_ns;
+    });
+    for (uint32_t pid : due) {
+        report(pending_.at(pid));
+        pending_.erase(pid);
+    }
+}
+
+int Oomwhy::trace() {
+    const auto v = o_.common.verbosity();
+    oomwhy_bpf &skel = this->skel();
+    std::optional<EventReader> events;
+    events.emplace(
+        skel.maps.events, [this](const void *data, size_t size) { on_record(data, size); },
+        bpf_map__max_entries(skel.maps.events), 4096);
+    verbose(v, "events through " + events->describe());
+    announce_tracing("Tracing OOM kills...");
+    fflush(stdout);
+    run_until_stopped(
+        o_.common,
+        [&](std::chrono::milliseconds timeout) {
+            events->poll(std::min(timeout, std::chrono::milliseconds(100)));
+            report_due(false);
+        },
+        [] {});
+    events->drain();
+    report_due(true);
+    const uint64_t lost = events->lost(skel.bss->dropped_events);
+    if (lost != 0)
+        fmt::print(stderr, "{}: {} records lost ({} full): some kills were not reported.\n",
+                   tool_name, lost, events->name());
+    if (skel.bss->victims_full != 0)
+        fmt::print(stderr, "{}: {} victims' exits could not be watched (table full).\n", tool_name,
+                   skel.bss->victims_full);
+    verbose(v, fmt::format("{} kills seen, {} reported", skel.bss->kills, reports_));
+    if (o_.common.json)
+        print_json_line({{"type", "summary"},
+                         {"kills", skel.bss->kills},
+                         {"reports", reports_},
+                         {"lost_records", lost},
+                         {"victims_not_watched", skel.bss->victims_full},
+                         {"report_dir_errors", report_dir_errors_},
+                         {"table_full", skel.bss->table_full},
+                         {skipped_runs_field, recursion_misses(skel.obj)}});
+    return end_run("kills", v, skel.maps.starts, skel.maps.starts_overflow);
+}
+
+CountedLosses Oomwhy::collect(prometheus::Exposition &out) {
+    const oomwhy_bpf &skel = this->skel();
+    out.family("memlat_oom_kills", prometheus::Type::Counter,
+               "OOM kills (oom:mark_victim), by constraint: memcg (a memory cgroup's limit), "
+               "global (the page allocator), unknown (no reclaim before the kill)");
+    out.sample({{"constraint", "memcg"}}, skel.bss->kills_by_reclaim[OOMWHY_RECLAIM_MEMCG]);
+    out.sample({{"constraint", "global"}}, skel.bss->kills_by_reclaim[OOMWHY_RECLAIM_DIRECT]);
+    out.sample({{"constraint", "unknown"}}, skel.bss->kills_by_reclaim[OOMWHY_RECLAIM_NONE]);
+    return CountedLosses{0, skel.bss->table_full, skel.bss->unpaired_ends};
+}
+
+// The options that shape what oomwhy counts: its own, and `memlat exporter`'s --oomwhy.NAME.
+void add_counting_options(CommandLine &, Options &) {}
+
+CommandLine command_line(Options &o) {
+    CommandLine cli(tool_name, description, examples + environment_help(true));
+    cli.option(0, "report-dir", "DIR",
+               "Also write each report to DIR, as oom-TIME-PID.txt and .json (written whole, "
+               "then renamed), so that it outlives the container; a directory that cannot "
+               "take them is said at start and the reports still go to stdout",
+               o.report_dir);
+    cli.flag(0, "oomkill", "Print only BCC's oomkill line for each kill", o.oomkill_only);
+    add_common_options(cli, o.common, false,
+                       "Accepted for compatibility: every report starts with its time");
+    add_listen_option(cli, o.prom);
+    return cli;
+}
+
+} // namespace
+
+// memlat oomwhy (and a link named oomwhy), and its part of `memlat exporter`.
+extern const ToolEntry memlat_tool_oomwhy =
+    tool_entry<Oomwhy, tool_name, command_line, add_counting_options>(
+        "every OOM kill explained: the limit that fired, the trigger, the lead-up");

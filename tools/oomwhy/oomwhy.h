@@ -1,0 +1,111 @@
+/* Data shared by oomwhy.bpf.c and oomwhy.cpp. */
+#ifndef MEMLAT_OOMWHY_H
+#define MEMLAT_OOMWHY_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define OOMWHY_COMM_LEN 16
+/* Memory cgroups read from the triggering task's up to the root (the root itself excluded):
+ * deeper hierarchies keep their 8 innermost levels. */
+#define OOMWHY_LEVELS 8
+/* Reclaim rounds of one thread closer than this belong to one episode (the lead-up of an
+ * allocation or a charge that ends in the OOM killer): the kernel retries reclaim back to
+ * back, MAX_RECLAIM_RETRIES (16) times without progress, before it gives up. */
+#define OOMWHY_EPISODE_GAP_NS 1000000000ULL
+
+/* What a record is. */
+enum oomwhy_record_type {
+    OOMWHY_KILL = 1,        /* oom:mark_victim: one OOM kill */
+    OOMWHY_VICTIM_EXIT = 2, /* a victim's thread passed sched_process_exit */
+    OOMWHY_REAPER = 3,      /* the OOM reaper woke for, reaped or skipped a victim */
+};
+
+/* The kind of reclaim a thread ran last: what the kernel did just before it chose a victim. */
+enum oomwhy_reclaim_kind {
+    OOMWHY_RECLAIM_NONE = 0,   /* none seen since the tool started */
+    OOMWHY_RECLAIM_DIRECT = 1, /* mm_vmscan_direct_reclaim: the page allocator's (global) */
+    OOMWHY_RECLAIM_MEMCG = 2,  /* mm_vmscan_memcg_reclaim: a memory cgroup's limit */
+};
+
+/* The OOM reaper's steps (oom:wake_reaper, start_task_reaping, finish_task_reaping,
+ * skip_task_reaping). */
+enum oomwhy_reaper_step {
+    OOMWHY_REAPER_WAKE = 0,
+    OOMWHY_REAPER_START = 1,
+    OOMWHY_REAPER_FINISH = 2,
+    OOMWHY_REAPER_SKIP = 3,
+};
+
+/* What a kill record knows about its victim, by the hook that saw it. */
+enum oomwhy_victim_known {
+    OOMWHY_KNOWN_TASK = 1,   /* the victim's task: tgid, comm, cgroup, uid, oom_score_adj */
+    OOMWHY_KNOWN_MEMORY = 2, /* its memory at the kill: total_vm, rss by kind, page tables */
+    OOMWHY_KNOWN_COMM = 4,   /* its comm (from the tracepoint's fields) */
+};
+
+/* One memory cgroup above (or at) the triggering task's, in pages as the kernel counts them.
+ * A limit the cgroup does not have is the kernel's PAGE_COUNTER_MAX. */
+struct oomwhy_level {
+    __u64 cgroup_id; /* kernfs id of the cgroup the memory controller's css belongs to */
+    __u64 usage, max, high;
+    __u64 memsw_usage, memsw_max; /* cgroup v1's memory+swap counter (0 when absent) */
+    /* The memory controller's OOM lock (struct mem_cgroup's oom_lock): set on the OOM memcg
+     * and its descendants while the OOM killer runs for it, on 5.10 to 6.11 and on cgroup
+     * v1 (6.12+ takes it for cgroup v1 only); OOMWHY_NO_OOM_LOCK where the kernel has none. */
+    __u32 oom_lock;
+    __u32 pad;
+};
+
+#define OOMWHY_NO_OOM_LOCK 2
+
+/* The triggering thread's reclaim up to the kill: the rounds of its last episode. */
+struct oomwhy_reclaim {
+    __u64 first_ns;    /* start of the episode's first round */
+    __u64 last_end_ns; /* end of its last round (0: still in it) */
+    __u64 total_ns;    /* time in the episode's rounds */
+    __u64 reclaimed;   /* pages the rounds reclaimed */
+    __u64 gfp;         /* gfp flags of the last round */
+    __u32 rounds;
+    __u32 kind; /* enum oomwhy_reclaim_kind of the last round */
+    __s32 order;
+    __u32 direct_rounds, memcg_rounds;
+    /* oom:reclaim_retry_zone and oom:compact_retry in the episode (the page allocator's
+     * decisions to retry; global OOMs only). */
+    __u32 retry_checks;
+    __s32 no_progress_loops; /* the last retry check's */
+    __u32 compact_retries;   /* the last compact_retry's `retries` */
+    __u32 pad;
+};
+
+struct oomwhy_kill {
+    __u32 type;  /* OOMWHY_KILL */
+    __u32 known; /* enum oomwhy_victim_known bits */
+    __u64 ts_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+    /* The victim, as oom:mark_victim names it. */
+    __u32 victim_pid, victim_tgid, victim_uid;
+    __s16 oom_score_adj;
+    __u16 pad0;
+    char victim_comm[OOMWHY_COMM_LEN];
+    __u64 victim_cgroup_id;
+    __u64 total_vm, anon_rss, file_rss, shmem_rss, swapents; /* pages */
+    __u64 pgtables_kb;
+    /* The task that ran the OOM killer (mark_victim runs in its context). */
+    __u32 trigger_pid, trigger_tgid;
+    char trigger_comm[OOMWHY_COMM_LEN];
+    __u64 trigger_cgroup_id;
+    struct oomwhy_reclaim reclaim;
+    /* The triggering task's memory cgroup and its ancestors, innermost first. */
+    __u32 levels, cgroup_v1;
+    struct oomwhy_level level[OOMWHY_LEVELS];
+};
+
+struct oomwhy_note {
+    __u32 type; /* OOMWHY_VICTIM_EXIT or OOMWHY_REAPER */
+    __u32 step; /* enum oomwhy_reaper_step */
+    __u64 ts_ns;
+    __u32 pid, pad;
+};
+
+#endif

@@ -1,0 +1,84 @@
+// oomwhy's reports, apart from the tool so the unit tests can check them: which limit fired,
+// the constraint, and the report as text, as BCC's oomkill line and as JSON.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "kernel/gfp.h"
+#include "oomwhy.h"
+
+namespace memlat::oomwhy {
+
+// What the kernel limited the allocation by, as its own report's `constraint=` says it.
+enum class Constraint { Memcg, Global, Unknown };
+const char *constraint_name(Constraint c); // "memcg", "global", "unknown"
+// The kernel's name: CONSTRAINT_MEMCG, CONSTRAINT_NONE; "" for Unknown.
+const char *kernel_constraint_name(Constraint c);
+
+// The trigger ran the OOM killer right after its last reclaim round: a memory cgroup's
+// (try_charge_memcg reclaims the cgroup over its limit, then calls mem_cgroup_oom) or the
+// page allocator's (direct reclaim, then __alloc_pages_may_oom). A kill with no reclaim before
+// it in the trigger (sysrq-f, a kernel thread) is Unknown. Node-constrained kills (cpuset,
+// mempolicy) are not told apart from global ones.
+Constraint constraint_of(const oomwhy_kill &k);
+
+// The limit that fired. Where the kernel takes its memcg OOM lock (5.10 to 6.11, and cgroup
+// v1 since), it holds it on the OOM memcg and every cgroup below it while the OOM killer runs:
+// the outermost locked level of the trigger's cgroups is the one (FoundBy::OomLock).
+// Elsewhere the usage tells: try_charge_memcg charges the memory+swap counter (cgroup v1) and
+// then the memory counter of each level from the task's cgroup up, and fails at the first
+// level where usage + pages > max. The OOM killer runs only for charges of at most 8 pages
+// (order <= PAGE_ALLOC_COSTLY_ORDER) after reclaim left less than that, so the level that
+// fired is the innermost with less than `charge_pages` (8) below its limit, memory+swap first
+// (FoundBy::Usage). Memory freed in between (per-CPU charge stocks drained, RCU-freed kernel
+// objects) can leave every level further from its limit at the kill: then the level nearest
+// to its limit (FoundBy::Nearest), an inference the report says.
+struct LimitHit {
+    enum class FoundBy { None, OomLock, Usage, Nearest };
+    int level = -1;     // index into k.level; -1: none (no level has a limit)
+    bool memsw = false; // cgroup v1's memory.memsw.limit_in_bytes, else the memory limit
+    FoundBy found_by = FoundBy::None;
+};
+const char *found_by_name(LimitHit::FoundBy how); // "oom_lock", "usage", "nearest", "none"
+constexpr uint64_t charge_pages = 8;
+LimitHit limit_that_fired(const oomwhy_kill &k);
+
+// A limit as cgroups show it: PAGE_COUNTER_MAX (and more) is no limit.
+bool is_limit(uint64_t pages);
+
+// What the tool learned after the kill: the victim's exit and the reaper's steps.
+struct Aftermath {
+    std::optional<uint64_t> exit_ns;        // the victim thread passed sched_process_exit
+    std::optional<uint64_t> reaper_wake_ns; // oom:wake_reaper
+    std::optional<uint64_t> reap_start_ns, reap_finish_ns;
+    bool reap_skipped = false;
+};
+
+// Everything a report shows, names resolved.
+struct Report {
+    const oomwhy_kill &kill;
+    Aftermath after;
+    std::function<std::string(uint64_t)> cgroup_path; // "" when unknown
+    std::string time;                                 // HH:MM:SS of the kill
+    std::string loadavg;                              // /proc/loadavg's first five fields
+    uint64_t page_kb = 4;
+    uint64_t global_pages = 0; // MemTotal + SwapTotal in pages: a global OOM's domain
+};
+
+// The OOM domain's size in pages, as BCC's oomkill prints it (oc->totalpages): the limit that
+// fired for a memory cgroup, the host's memory and swap for a global OOM; 0 when unknown.
+uint64_t domain_pages(const Report &r);
+
+// BCC's oomkill line: `HH:MM:SS Triggered by PID T ("comm"), OOM kill of PID V ("comm"),
+// N pages, loadavg: ...`.
+std::string oomkill_line(const Report &r);
+// The whole report: the oomkill line, then indented lines on the constraint, the victim, the
+// trigger and its lead-up, the cgroup levels and what happened after.
+std::string report_text(const Report &r, const GfpNames &gfp);
+nlohmann::json report_json(const Report &r, const GfpNames &gfp);
+
+} // namespace memlat::oomwhy
