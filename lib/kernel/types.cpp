@@ -168,4 +168,24 @@ std::optional<std::vector<TracepointParameter>> tracepoint_prototype(std::string
     return params;
 }
 
+std::optional<bool> reclaim_begin_gfp_first(std::string_view tracepoint, std::string &why) {
+    auto prototype = tracepoint_prototype(tracepoint, why);
+    if (!prototype)
+        return std::nullopt;
+    // void *__data, then two integers: gfp_t resolves to "unsigned int", the order is an int.
+    const auto &p = *prototype;
+    auto is = [&](size_t i, std::string_view name) {
+        return p.size() > i && p[i].kind == TracepointParameter::Kind::Int &&
+               p[i].type_name == name;
+    };
+    if (is(1, "int") && is(2, "unsigned int"))
+        return false;
+    if (is(1, "unsigned int") && is(2, "int"))
+        return true;
+    why = "btf_trace_" + std::string(tracepoint) +
+          " has neither (int order, gfp_t) nor (gfp_t, "
+          "int order) first";
+    return std::nullopt;
+}
+
 } // namespace memlat

@@ -42,4 +42,10 @@ struct TracepointParameter {
 std::optional<std::vector<TracepointParameter>> tracepoint_prototype(std::string_view tracepoint,
                                                                      std::string &why);
 
+// Whether mm_vmscan_{direct,memcg,memcg_softlimit}_reclaim_begin (`tracepoint`) pass the gfp
+// flags before the order: (int order, gfp_t gfp_flags) before Linux 7.x, (gfp_t gfp_flags, int
+// order, struct mem_cgroup *) on 7.3. tp_btf and raw_tp see the arguments by position only.
+// nullopt, with `why`, when the BTF has no prototype or one of neither shape.
+std::optional<bool> reclaim_begin_gfp_first(std::string_view tracepoint, std::string &why);
+
 } // namespace memlat

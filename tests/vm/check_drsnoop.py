@@ -39,6 +39,17 @@ def memcg(t: Test, b: Block) -> None:
     t.check_eq("number of stalls vs the ftrace oracle (exact)", len(oracle), len(events))
     t.check_eq("sum of PAGES vs the ftrace oracle's nr_reclaimed (exact)", sum(oracle),
                sum(e["pages"] for e in events))
+    # The arguments of each begin (tp_btf and raw_tp read them by position; 7.3 put gfp
+    # first): the same order and flags as ftrace's, stall by stall (flags as sets: ftrace and
+    # drsnoop name the same bits in different orders).
+    begins = re.findall(r"mm_vmscan_memcg_reclaim_begin: order=(\d+) gfp_flags=(\S+)",
+                        b.file("ftrace"))
+    t.require(len(begins) == len(events), "begins in the ftrace oracle, one per stall",
+              len(events), len(begins))
+    wrong = [(i, (int(o), g), (e["order"], e["gfp"])) for i, ((o, g), e) in
+             enumerate(zip(begins, events))
+             if int(o) != e["order"] or set(g.split("|")) != set(e["gfp"].split("|"))]
+    t.check_eq("stalls whose order or gfp flags differ from ftrace's begin", [], wrong[:3])
     mine = [s for s in summary if s["pid"] == pid and s["kind"] == "memcg"]
     t.require(len(mine) == 1, "a summary row for the reader", "1", len(mine))
     t.check_eq("summary stalls", len(events), mine[0]["stalls"])

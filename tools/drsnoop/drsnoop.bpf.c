@@ -42,6 +42,10 @@ const volatile __s32 filter_cgroup_level = 0;
 /* Which cgroup a task is in, for -G and the CGROUP column: the memory controller's cgroup on
  * a cgroup v1 hierarchy, else the task's cgroup v2 cgroup. */
 const volatile bool memcg_on_v1 = false;
+/* mm_vmscan_{direct,memcg,memcg_softlimit}_reclaim_begin pass (gfp_t, int order, memcg) on
+ * 7.x, (int order, gfp_t) before: tp_btf and raw_tp read them by position (user space reads
+ * the prototype and uses the classic tracepoint when it recognizes neither). */
+const volatile bool reclaim_gfp_first = false;
 const volatile bool filter_on_v1 = false;
 const volatile bool extended = false;
 const volatile bool trace_events = true;
@@ -367,19 +371,26 @@ static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed) {
     return 0;
 }
 
+/* A reclaim begin's first two arguments, in the kernel's order. */
+static __always_inline int on_begin_args(__u32 kind, __u64 first, __u64 second) {
+    if (reclaim_gfp_first)
+        return on_begin(kind, (int)second, first, -1);
+    return on_begin(kind, (int)first, second, -1);
+}
+
 /* Three ways into each tracepoint; user space attaches the first the kernel accepts. */
 #define RECLAIM_PAIR(name, kind)                                                                   \
     SEC("tp_btf/mm_vmscan_" #name "_begin")                                                        \
-    int BPF_PROG(name##_begin_btf, int order, gfp_t gfp) {                                         \
-        return on_begin(kind, order, gfp, -1);                                                     \
+    int BPF_PROG(name##_begin_btf, __u64 first, __u64 second) {                                    \
+        return on_begin_args(kind, first, second);                                                 \
     }                                                                                              \
     SEC("tp_btf/mm_vmscan_" #name "_end")                                                          \
     int BPF_PROG(name##_end_btf, unsigned long nr_reclaimed) {                                     \
         return on_end(ctx, kind, nr_reclaimed);                                                    \
     }                                                                                              \
     SEC("raw_tp/mm_vmscan_" #name "_begin")                                                        \
-    int BPF_PROG(name##_begin_raw, int order, gfp_t gfp) {                                         \
-        return on_begin(kind, order, gfp, -1);                                                     \
+    int BPF_PROG(name##_begin_raw, __u64 first, __u64 second) {                                    \
+        return on_begin_args(kind, first, second);                                                 \
     }                                                                                              \
     SEC("raw_tp/mm_vmscan_" #name "_end")                                                          \
     int BPF_PROG(name##_end_raw, unsigned long nr_reclaimed) {                                     \

@@ -27,6 +27,7 @@
 #include "kernel/features.h"
 #include "kernel/gfp.h"
 #include "kernel/tasks.h"
+#include "kernel/types.h"
 #include "loading/epoch_table.h"
 #include "loading/events.h"
 #include "loading/loader.h"
@@ -125,6 +126,9 @@ class Drsnoop final : public Tool<drsnoop_bpf, Options> {
     bool kinds_explicit_ = false;
     std::optional<CgroupTarget> cgroup_;
     bool memcg_on_v1_ = memory_controller_on_v1();
+    // mm_vmscan_*_reclaim_begin's argument order (gfp first on 7.x), when recognized.
+    std::optional<bool> reclaim_gfp_first_;
+    std::string reclaim_why_;
     // Read from the kernel's BTF once the BPF object is open (load()): the object inflated
     // for the open is freed by then, and is not held beside libbpf's index of the BTF (240 KB
     // of drsnoop's peak RSS).
@@ -174,11 +178,18 @@ std::vector<Probe> Drsnoop::plan() const {
         std::string tp = kind_tracepoints[kind];
         // A kind the user did not ask for by name may be missing from a kernel (soft-limit
         // reclaim exists only with cgroup v1 support); the others are required.
+        auto choices = tracepoint_choices({tp + "_begin", tp + "_end"});
+        if (kind != DRSNOOP_NODE && !reclaim_gfp_first_) {
+            // Positional arguments in an order not recognized: the classic tracepoint reads
+            // order and gfp_flags by name.
+            choices[0].unavailable = "reclaim begin's arguments not recognized: " + reclaim_why_;
+            choices[1].unavailable = choices[0].unavailable;
+        }
         probes.emplace_back(ProbeId{kind}, fmt::format("vmscan:mm_vmscan_{}_begin/end", tp),
                             fmt::format("It needs the vmscan:mm_vmscan_{}_begin and _end "
                                         "tracepoints.",
                                         tp),
-                            tracepoint_choices({tp + "_begin", tp + "_end"}),
+                            std::move(choices),
                             kinds_explicit_ || kind == DRSNOOP_DIRECT || kind == DRSNOOP_MEMCG);
     }
     probes.push_back(thread_exit_probe());
@@ -197,6 +208,7 @@ void Drsnoop::configure(drsnoop_bpf &skel) const {
                 const_cast<char *>(ro->filter_comm));
     set_cgroup_filter(*ro, cgroup_);
     ro->memcg_on_v1 = memcg_on_v1_;
+    ro->reclaim_gfp_first = reclaim_gfp_first_.value_or(false);
     ro->extended = o_.extended;
     ro->trace_events = !o_.hist;
     ro->hist_mode = o_.hist;
@@ -389,6 +401,11 @@ void Drsnoop::check_options() {
 
 void Drsnoop::load() {
     const Verbosity v = begin_load();
+    reclaim_gfp_first_ = reclaim_begin_gfp_first("mm_vmscan_direct_reclaim_begin", reclaim_why_);
+    if (reclaim_gfp_first_)
+        verbose(v, *reclaim_gfp_first_
+                       ? "mm_vmscan_*_reclaim_begin pass (gfp_t, int order): 7.x's order"
+                       : "mm_vmscan_*_reclaim_begin pass (int order, gfp_t)");
     describe_features(v, kernel_features());
     verbose(v,
             fmt::format("CGROUP is the task's {}",

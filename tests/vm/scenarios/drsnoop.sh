@@ -23,8 +23,10 @@ drsnoop_memcg() { # NAME DISABLE
         inst=/sys/kernel/tracing/instances/memlat_vm
         mkdir -p $inst
         echo 8192 > $inst/buffer_size_kb
-        echo "common_pid == $VM_PID" > $inst/events/vmscan/mm_vmscan_memcg_reclaim_end/filter
-        echo 1 > $inst/events/vmscan/mm_vmscan_memcg_reclaim_end/enable
+        for e in mm_vmscan_memcg_reclaim_begin mm_vmscan_memcg_reclaim_end; do
+            echo "common_pid == $VM_PID" > $inst/events/vmscan/$e/filter
+            echo 1 > $inst/events/vmscan/$e/enable
+        done
         if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" drsnoop -v -j -p "$VM_PID"; then
             vm_release reader
             vm_bg_wait reader
@@ -32,6 +34,7 @@ drsnoop_memcg() { # NAME DISABLE
         fi
         vm_stop tool
         vm_bg_wait reader 5
+        echo 0 > $inst/events/vmscan/mm_vmscan_memcg_reclaim_begin/enable
         echo 0 > $inst/events/vmscan/mm_vmscan_memcg_reclaim_end/enable
         cat $inst/trace > "$RUN/ftrace"
         rmdir $inst
