@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <deque>
 
 #include "oomwhy/oomwhy_format.h"
 
@@ -165,4 +166,55 @@ TEST(OomwhyFormat, ReportJson) {
     EXPECT_FALSE(old["victim"].contains("cgroup"));
     EXPECT_FALSE(old["victim"].contains("swap_kb"));
     EXPECT_EQ(40960u, old["victim"]["anon_rss_kb"]);
+}
+
+namespace {
+
+memstall_value stall_value(uint64_t ns, uint64_t cgroup, uint32_t pid, const char *comm) {
+    memstall_value v{};
+    v.stalls = 1;
+    v.total_ns = ns;
+    v.cgroup_id = cgroup;
+    v.pid = pid;
+    std::strncpy(v.comm, comm, sizeof(v.comm) - 1);
+    return v;
+}
+
+} // namespace
+
+TEST(OomwhyFormat, StallsBetweenSnapshots) {
+    memstall::Snapshot before{{{7, MEMSTALL_MEMCG_RECLAIM}, stall_value(100, 11, 7, "a")}};
+    memstall::Snapshot now{{{7, MEMSTALL_MEMCG_RECLAIM}, stall_value(350, 11, 7, "a")},
+                           {{7, MEMSTALL_DIRTY}, stall_value(40, 11, 7, "a")},
+                           {{9, MEMSTALL_DIRECT_RECLAIM}, stall_value(500, 12, 8, "b")}};
+    auto threads = stalled_between(now, before);
+    ASSERT_EQ(2u, threads.size());
+    EXPECT_EQ(7u, threads[0].tid);
+    EXPECT_EQ(250u, threads[0].ns[MEMSTALL_MEMCG_RECLAIM]);
+    EXPECT_EQ(40u, threads[0].ns[MEMSTALL_DIRTY]);
+    EXPECT_EQ(500u, threads[1].ns[MEMSTALL_DIRECT_RECLAIM]);
+    EXPECT_EQ(8u, threads[1].pid);
+    // Nothing new: no thread.
+    EXPECT_TRUE(stalled_between(now, now).empty());
+}
+
+TEST(OomwhyFormat, LeadUpStallsOfTheDomain) {
+    std::deque<StallSecond> history(3);
+    for (int i = 0; i < 3; ++i)
+        history[i].end_ns = 1'000'000'000ull * (i + 1);
+    StalledThread in{1, 1, 11, "in", {}}, out{2, 2, 99, "out", {}};
+    in.ns[MEMSTALL_MEMCG_RECLAIM] = 5'000'000;
+    out.ns[MEMSTALL_DIRECT_RECLAIM] = 9'000'000;
+    history[1].threads = {in, out};
+    history[2].threads = {in};
+    const auto s =
+        lead_up_stalls(history, 2'500'000'000, "/shop", [](uint64_t cg) { return cg == 11; });
+    ASSERT_EQ(3u, s.seconds.size());
+    EXPECT_EQ(0u, s.seconds[0].ns[MEMSTALL_MEMCG_RECLAIM]);
+    EXPECT_EQ(5'000'000u, s.seconds[1].ns[MEMSTALL_MEMCG_RECLAIM]);
+    EXPECT_EQ(0u, s.seconds[1].ns[MEMSTALL_DIRECT_RECLAIM]); // another cgroup's
+    EXPECT_EQ(10'000'000u, s.total[MEMSTALL_MEMCG_RECLAIM]);
+    ASSERT_EQ(1u, s.most_stalled.size());
+    EXPECT_EQ("in", s.most_stalled[0].comm);
+    EXPECT_EQ(500'000'000u, s.read_after_kill_ns); // the last read, after the kill
 }

@@ -11,14 +11,15 @@ import subprocess
 from memlat_test import Test, log
 from vmcheck import Block, checker, show_hooks
 
-TOOLS = ("cachestat", "compactsnoop", "drsnoop", "memstall", "numamove", "tlbflush")
+TOOLS = ("cachestat", "compactsnoop", "drsnoop", "memstall", "numamove", "oomwhy", "tlbflush")
 # A family of each tool's own, present from the first scrape.
 OWN_FAMILY = {"tlbflush": "memlat_tlb_remote_shootdowns_total",
               "drsnoop": "memlat_reclaim_stalls_total",
               "compactsnoop": "memlat_compaction_kcompactd_wakes_total",
               "numamove": "memlat_numa_task_moves_total",
               "cachestat": "memlat_page_cache_misses_total",
-              "memstall": "memlat_memstall_stalls_total"}
+              "memstall": "memlat_memstall_stalls_total",
+              "oomwhy": "memlat_oom_kills_total"}
 PROMTOOL = "/usr/bin/promtool"
 
 

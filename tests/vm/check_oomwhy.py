@@ -18,6 +18,15 @@ def _since_marker(b: Block) -> list[str]:
     return lines[at + 1:]
 
 
+def _cpus(online: str) -> int:
+    """The number of CPUs in a list such as 0-1 or 0,2-3."""
+    n = 0
+    for part in online.strip().split(","):
+        lo, _, hi = part.partition("-")
+        n += int(hi or lo) - int(lo) + 1
+    return n
+
+
 def _events(text: str) -> dict[str, int]:
     return {k: int(v) for k, v in re.findall(r"^(\w+) (\d+)$", text, re.M)}
 
@@ -41,7 +50,8 @@ def _reports(t: Test, b: Block) -> tuple[list[dict], list[dict]]:
         mine = by_pid.get(k["killed"]["pid"])
         if t.check(mine is not None, f"a report for the kill of {k['killed']['pid']}", "present",
                    sorted(by_pid)):
-            check_against_log(t, mine, k, rss_slack=rss_slack_kb(b.facts.get("kernel", "")))
+            slack = rss_slack_kb(b.facts.get("kernel", ""), _cpus(b.facts.get("cpus", "0-1")))
+            check_against_log(t, mine, k, rss_slack=slack)
     return ours, kernel
 
 
@@ -60,8 +70,9 @@ def memcg(t: Test, b: Block) -> None:
                     "absent", r["victim"].get("cgroup"))
         else:
             t.check_eq("the victim's cgroup: the child", child, r["victim"]["cgroup"])
-        t.check_eq("the victim: the lingering toucher", int(b.meta["victim_pid"]),
-                   r["victim"]["tid"])
+        # Which of the two touchers the kernel kills is its choice (the lingering one has
+        # oom_score_adj 1000; 6.12 once killed the trigger): the log is the oracle, checked above.
+        log(f"  victim {r['victim']['tid']}, the lingering toucher {b.meta['victim_pid']}")
     # cgroup v2 counts a kill at the victim's cgroup and every level above it.
     t.check_eq("child memory.events oom_kill", len(kernel),
                _events(b.file("child.events")).get("oom_kill"))
@@ -94,6 +105,8 @@ def global_oom(t: Test, b: Block) -> None:
             f"retry (last: {r['lead_up']['no_progress_loops']} reclaims without progress)")
 
 
-# Every kernel of the matrix runs them (cgroup v2 with the memory controller in every guest).
+# Every kernel of the matrix runs them (cgroup v2 with the memory controller in every guest):
+# the hook paths in its two boots, global and high once, in its boot with kernel BTF.
 required("oomwhy.memcg", lambda facts: True)
-required("oomwhy.global", lambda facts: True)
+required("oomwhy.global", lambda facts: facts.get("kernel_btf") != "hidden")
+required("oomwhy.high", lambda facts: facts.get("kernel_btf") != "hidden")

@@ -21,6 +21,9 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile bool memcg_on_v1 = false; /* the memory controller is mounted as cgroup v1 */
 /* Records to user space (off in `memlat exporter`, which reads the counters only). */
 const volatile bool emit_records = true;
+/* mm_vmscan_*_reclaim_begin passes (gfp_t, int order, memcg) on 7.x, (int order, gfp_t)
+ * before: tp_btf and raw_tp read them by position (user space reads the prototype). */
+const volatile bool reclaim_gfp_first = false;
 /* Kilobytes in a page: mark_victim's fields are kilobytes, the records' pages. */
 const volatile __u32 page_kb = 4;
 
@@ -108,6 +111,14 @@ static __always_inline void on_reclaim_begin(__u32 kind, int order, __u64 gfp) {
     t->begin_ns = now;
 }
 
+/* The first two arguments of a reclaim begin, in the kernel's order. */
+static __always_inline void on_reclaim_begin_args(__u32 kind, __u64 first, __u64 second) {
+    if (reclaim_gfp_first)
+        on_reclaim_begin(kind, (int)second, first);
+    else
+        on_reclaim_begin(kind, (int)first, second);
+}
+
 static __always_inline void on_reclaim_end(__u64 reclaimed) {
     struct task_reclaim *t = reclaim_state(false);
     __u64 now = bpf_ktime_get_ns();
@@ -147,8 +158,8 @@ static __always_inline void on_compact_retry(int retries) {
 
 #define RECLAIM_PAIR(name, kind)                                                                   \
     SEC("tp_btf/mm_vmscan_" #name "_begin")                                                        \
-    int BPF_PROG(name##_begin_btf, int order, gfp_t gfp) {                                         \
-        on_reclaim_begin(kind, order, gfp);                                                        \
+    int BPF_PROG(name##_begin_btf, __u64 first, __u64 second) {                                    \
+        on_reclaim_begin_args(kind, first, second);                                                \
         return 0;                                                                                  \
     }                                                                                              \
     SEC("tp_btf/mm_vmscan_" #name "_end")                                                          \
@@ -157,8 +168,8 @@ static __always_inline void on_compact_retry(int retries) {
         return 0;                                                                                  \
     }                                                                                              \
     SEC("raw_tp/mm_vmscan_" #name "_begin")                                                        \
-    int BPF_PROG(name##_begin_raw, int order, gfp_t gfp) {                                         \
-        on_reclaim_begin(kind, order, gfp);                                                        \
+    int BPF_PROG(name##_begin_raw, __u64 first, __u64 second) {                                    \
+        on_reclaim_begin_args(kind, first, second);                                                \
         return 0;                                                                                  \
     }                                                                                              \
     SEC("raw_tp/mm_vmscan_" #name "_end")                                                          \
@@ -215,6 +226,12 @@ static __always_inline __u64 counter_usage(struct page_counter *c) {
     return (__u64)BPF_CORE_READ(c, usage.counter);
 }
 
+/* struct mem_cgroup's OOM lock: only with CONFIG_MEMCG_V1 on 6.12+ (the arm64 build's
+ * vmlinux.h lacks it), always before. */
+struct mem_cgroup___v1 {
+    bool oom_lock;
+} __attribute__((preserve_access_index));
+
 /* The trigger's memory cgroup and its ancestors below the root, innermost first. */
 static __always_inline void read_levels(struct oomwhy_kill *e, struct task_struct *task) {
     struct cgroup_subsys_state *css = memory_css(task);
@@ -238,8 +255,8 @@ static __always_inline void read_levels(struct oomwhy_kill *e, struct task_struc
         l->max = BPF_CORE_READ(memcg, memory.max);
         if (bpf_core_field_exists(memcg->memory.high))
             l->high = BPF_CORE_READ(memcg, memory.high);
-        if (bpf_core_field_exists(memcg->oom_lock))
-            l->oom_lock = BPF_CORE_READ(memcg, oom_lock);
+        if (bpf_core_field_exists(((struct mem_cgroup___v1 *)memcg)->oom_lock))
+            l->oom_lock = BPF_CORE_READ((struct mem_cgroup___v1 *)memcg, oom_lock);
         else
             l->oom_lock = OOMWHY_NO_OOM_LOCK;
         if (memcg_on_v1 && bpf_core_field_exists(memcg->memsw)) {

@@ -10,12 +10,14 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <deque>
 #include <fmt/format.h>
 #include <map>
 #include <optional>
 
 #include "base/errors.h"
 #include "base/files.h"
+#include "base/parsing.h"
 #include "cli/multicall.h"
 #include "cli/options.h"
 #include "cli/output.h"
@@ -26,6 +28,7 @@
 #include "kernel/types.h"
 #include "loading/events.h"
 #include "loading/loader.h"
+#include "memstall/memstall_source.h"
 #include "oomwhy.h"
 #include "oomwhy.skel.h"
 #include "oomwhy_format.h"
@@ -76,9 +79,13 @@ constexpr auto report_wait = std::chrono::milliseconds(1000);
 // Victims remembered after their report, for the reaper's later steps (2 s after a kill).
 constexpr size_t reported_victims_kept = 1024;
 
+// The longest lead-up kept (--lead-up), a bound on the history's memory.
+constexpr int max_lead_up_s = 600;
+
 struct Options {
     CommonOptions common;
     std::string report_dir;
+    int lead_up_s = 30;
     bool oomkill_only = false;
     PrometheusOptions prom;
 };
@@ -89,6 +96,7 @@ enum class ProbeId { Victim, DirectReclaim, MemcgReclaim, RetryZone, CompactRetr
 struct Pending {
     oomwhy_kill kill;
     oomwhy::Aftermath after;
+    std::optional<oomwhy::LeadUpStalls> stalls;
     std::chrono::steady_clock::time_point due;
     std::string time;
     std::string loadavg;
@@ -113,15 +121,25 @@ class Oomwhy final : public Tool<oomwhy_bpf, Options> {
     void report(const Pending &p);
     void keep_report(const Pending &p, const std::string &text, const json &object);
     std::string cgroup_path(uint64_t id);
+    // --lead-up: memstall's table read into the history, once a second and at each kill.
+    void load_stall_history(const Verbosity &v);
+    void take_stall_second();
+    oomwhy::LeadUpStalls stalls_before(const oomwhy_kill &k);
 
     bool memcg_on_v1_ = memory_controller_on_v1();
     bool victim_task_args_ = false; // mark_victim passes the task (tp_btf/raw_tp usable)
     std::string victim_args_why_;
+    std::optional<bool> reclaim_gfp_first_; // the reclaim begin's argument order, when known
+    std::string reclaim_why_;
     GfpNames gfp_ = GfpNames::from_kernel();
     std::map<uint32_t, Pending> pending_;   // by victim thread id
     std::map<uint32_t, uint64_t> reported_; // victim thread id -> kill time, for the reaper
     std::map<uint64_t, std::string> paths_;
     std::chrono::steady_clock::time_point paths_read_{};
+    std::unique_ptr<memstall::StallSource> stall_source_;
+    memstall::Snapshot stall_before_;
+    std::deque<oomwhy::StallSecond> stall_history_;
+    std::chrono::steady_clock::time_point stall_taken_{};
     bool report_dir_ok_ = false;
     uint64_t reports_ = 0, report_dir_errors_ = 0;
 };
@@ -137,13 +155,23 @@ std::vector<Probe> Oomwhy::plan() const {
     }
     probes.emplace_back(ProbeId::Victim, "oom:mark_victim (each OOM kill)",
                         "It needs the oom:mark_victim tracepoint (Linux 4.8+).", std::move(victim));
+    auto reclaim = [this](const std::string &name) {
+        auto choices = tracepoint_choices({name + "_begin", name + "_end"});
+        if (!reclaim_gfp_first_) {
+            // Positional arguments in an order not recognized: the classic tracepoint reads
+            // order and gfp_flags by name.
+            choices[0].unavailable = "reclaim begin's arguments not recognized: " + reclaim_why_;
+            choices[1].unavailable = choices[0].unavailable;
+        }
+        return choices;
+    };
     probes.emplace_back(ProbeId::DirectReclaim, "vmscan:mm_vmscan_direct_reclaim_begin/end",
                         "Without it a global OOM's lead-up and constraint are unknown.",
-                        tracepoint_choices({"direct_reclaim_begin", "direct_reclaim_end"}), false);
+                        reclaim("direct_reclaim"), false);
     probes.emplace_back(ProbeId::MemcgReclaim, "vmscan:mm_vmscan_memcg_reclaim_begin/end",
                         "Without it a memory cgroup OOM's lead-up and constraint are unknown "
                         "(CONFIG_MEMCG).",
-                        tracepoint_choices({"memcg_reclaim_begin", "memcg_reclaim_end"}), false);
+                        reclaim("memcg_reclaim"), false);
     probes.emplace_back(
         ProbeId::RetryZone, "oom:reclaim_retry_zone", "",
         std::vector<HookChoice>{{.kind = HookKind::Tracepoint, .programs = {"retry_zone_tp"}}},
@@ -170,6 +198,7 @@ void Oomwhy::configure(oomwhy_bpf &skel) const {
     ro->memcg_on_v1 = memcg_on_v1_;
     ro->emit_records = !o_.prom.on();
     ro->page_kb = static_cast<uint32_t>(getpagesize() / 1024);
+    ro->reclaim_gfp_first = reclaim_gfp_first_.value_or(false);
     const auto &features = kernel_features();
     set_compat(*ro, features);
     size_thread_state_map(skel.maps.starts, skel.maps.starts_overflow, o_.common.max_entries);
@@ -219,6 +248,14 @@ void Oomwhy::load() {
                          "): the classic tracepoint's fields only");
     verbose(v,
             fmt::format("Memory cgroups: {}", memcg_on_v1_ ? "cgroup v1 hierarchy" : "cgroup v2"));
+    reclaim_gfp_first_ = reclaim_begin_gfp_first("mm_vmscan_direct_reclaim_begin", reclaim_why_);
+    if (reclaim_gfp_first_)
+        verbose(v, *reclaim_gfp_first_
+                       ? "mm_vmscan_*_reclaim_begin pass (gfp_t, int order): 7.x's order"
+                       : "mm_vmscan_*_reclaim_begin pass (int order, gfp_t)");
+    else
+        verbose(v, "mm_vmscan_*_reclaim_begin's arguments not recognized (" + reclaim_why_ +
+                       "): the classic tracepoints read them by name");
     describe_features(v, kernel_features());
     load_skeleton(
         plan(), [&](oomwhy_bpf &s) { configure(s); }, v);
@@ -230,6 +267,8 @@ void Oomwhy::load() {
                    "{}: the kernel refused the {} reclaim tracepoints (-v says why): those "
                    "kills' constraint and lead-up are reported unknown.\n",
                    tool_name, !direct->choice() ? "direct" : "memory cgroup");
+    if (o_.lead_up_s > 0 && !o_.prom.on())
+        load_stall_history(v);
     if (const Probe *victim = find_probe(probes, ProbeId::Victim);
         victim->choice() && victim->choice()->kind == HookKind::Tracepoint)
         fmt::print(stderr,
@@ -251,6 +290,56 @@ std::string Oomwhy::cgroup_path(uint64_t id) {
         paths_[cg] = path;
     it = paths_.find(id);
     return it == paths_.end() ? "" : it->second;
+}
+
+void Oomwhy::load_stall_history(const Verbosity &v) {
+    try {
+        stall_source_ = memstall::load_stall_source(o_.common);
+    } catch (const RuntimeError &e) {
+        fmt::print(stderr,
+                   "{}: the lead-up's stall history is left out: memstall cannot run here: {}\n",
+                   tool_name, e.what());
+        return;
+    }
+    stall_before_ = stall_source_->take_snapshot();
+    stall_taken_ = std::chrono::steady_clock::now();
+    verbose(v, fmt::format("lead-up: memstall's stall time of the last {} s kept, a second at "
+                           "a time",
+                           o_.lead_up_s));
+}
+
+void Oomwhy::take_stall_second() {
+    // The time before the read: a stall that ends during the read may be in it too.
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    memstall::Snapshot now = stall_source_->take_snapshot();
+    oomwhy::StallSecond second;
+    second.end_ns = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+    second.threads = oomwhy::stalled_between(now, stall_before_);
+    stall_before_ = std::move(now);
+    stall_taken_ = std::chrono::steady_clock::now();
+    stall_history_.push_back(std::move(second));
+    // One more than the lead-up: the second in progress at a kill is partial.
+    while (stall_history_.size() > static_cast<size_t>(o_.lead_up_s) + 1)
+        stall_history_.pop_front();
+}
+
+oomwhy::LeadUpStalls Oomwhy::stalls_before(const oomwhy_kill &k) {
+    // The stalls up to the kill's record, whatever second it fell in.
+    take_stall_second();
+    std::string domain;
+    if (oomwhy::constraint_of(k) == oomwhy::Constraint::Memcg) {
+        const oomwhy::LimitHit hit = oomwhy::limit_that_fired(k);
+        if (hit.level >= 0)
+            domain = cgroup_path(k.level[hit.level].cgroup_id);
+    }
+    auto in_domain = [&](uint64_t cgroup_id) {
+        if (domain.empty())
+            return true;
+        const std::string path = cgroup_path(cgroup_id);
+        return path == domain || path.starts_with(domain + "/");
+    };
+    return oomwhy::lead_up_stalls(stall_history_, k.ts_ns, domain, in_domain);
 }
 
 std::string loadavg_now() {
@@ -284,6 +373,8 @@ void Oomwhy::on_record(const void *data, size_t size) {
         p.loadavg = loadavg_now();
         // Resolved now, while the victim's cgroup still exists.
         cgroup_path(p.kill.victim_cgroup_id);
+        if (stall_source_)
+            p.stalls = stalls_before(p.kill);
         pending_[p.kill.victim_pid] = std::move(p);
     } else if ((type == OOMWHY_VICTIM_EXIT || type == OOMWHY_REAPER) &&
                size >= sizeof(oomwhy_note)) {
@@ -358,7 +449,8 @@ void Oomwhy::report(const Pending &p) {
                      .time = p.time,
                      .loadavg = p.loadavg,
                      .page_kb = static_cast<uint64_t>(getpagesize()) / 1024,
-                     .global_pages = host_pages()};
+                     .global_pages = host_pages(),
+                     .stalls = p.stalls ? &*p.stalls : nullptr};
     const std::string text = oomwhy::report_text(r, gfp_);
     const json object = oomwhy::report_json(r, gfp_);
     if (o_.common.json)
@@ -407,6 +499,9 @@ int Oomwhy::trace() {
         [&](std::chrono::milliseconds timeout) {
             events->poll(std::min(timeout, std::chrono::milliseconds(100)));
             report_due(false);
+            if (stall_source_ &&
+                std::chrono::steady_clock::now() - stall_taken_ >= std::chrono::seconds(1))
+                take_stall_second();
         },
         [] {});
     events->drain();
@@ -453,6 +548,18 @@ CommandLine command_line(Options &o) {
                "take them is said at start and the reports still go to stdout",
                o.report_dir);
     cli.flag(0, "oomkill", "Print only BCC's oomkill line for each kill", o.oomkill_only);
+    cli.option(0, "lead-up", "SECONDS",
+               "Keep memstall's stall time of the last SECONDS (default 30, at most 600) and "
+               "report, for the OOM domain (the cgroup that fired and those below it, or the "
+               "host), its stall time by cause per second before the kill and the most "
+               "stalled tasks. 0 leaves memstall's programs out (one runs at every context "
+               "switch)",
+               [&o](const std::string &text) {
+                   o.lead_up_s = parse_number<int>(text, "--lead-up");
+                   if (o.lead_up_s < 0 || o.lead_up_s > max_lead_up_s)
+                       throw UsageError(fmt::format("--lead-up takes 0 to {} seconds, not {}",
+                                                    max_lead_up_s, text));
+               });
     add_common_options(cli, o.common, false,
                        "Accepted for compatibility: every report starts with its time");
     add_listen_option(cli, o.prom);

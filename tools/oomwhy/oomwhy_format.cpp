@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <map>
 #include <string_view>
 
 namespace memlat::oomwhy {
@@ -61,6 +62,40 @@ const char *reclaim_kind_name(uint32_t kind) {
     }
 }
 
+std::string causes_text(const CauseNs &ns) {
+    std::string out;
+    for (uint32_t c = 0; c < MEMSTALL_CAUSES; ++c)
+        if (ns[c] != 0)
+            out +=
+                fmt::format("{}{} {}", out.empty() ? "" : ", ", memstall::cause_name(c), ms(ns[c]));
+    return out.empty() ? "none" : out;
+}
+
+template <typename Line>
+void stalls_text(const LeadUpStalls &s, Line &line) {
+    uint64_t total = 0;
+    for (uint64_t v : s.total)
+        total += v;
+    line("stalls:", fmt::format("{} in the last {} s (memstall, to {} after the kill): {}{}",
+                                s.domain.empty() ? "the host" : s.domain, s.seconds.size(),
+                                ms(s.read_after_kill_ns), causes_text(s.total),
+                                total != 0 ? fmt::format(", {} in all", ms(total)) : ""));
+    if (total == 0)
+        return;
+    std::string per_second;
+    for (const auto &second : s.seconds) {
+        uint64_t sum = 0;
+        for (uint64_t v : second.ns)
+            sum += v;
+        per_second += fmt::format(" {:.0f}", sum / 1e6);
+    }
+    line("", "per second, oldest first (ms):" + per_second);
+    for (const StalledThread &t : s.most_stalled)
+        line("", fmt::format("PID {}{} \"{}\" stalled {}: {}", t.pid,
+                             t.tid != t.pid ? fmt::format(" (thread {})", t.tid) : "", t.comm,
+                             ms(t.total()), causes_text(t.ns)));
+}
+
 std::optional<uint64_t> since_kill(const Report &r, const std::optional<uint64_t> &ns) {
     if (!ns || *ns < r.kill.ts_ns)
         return std::nullopt;
@@ -68,6 +103,73 @@ std::optional<uint64_t> since_kill(const Report &r, const std::optional<uint64_t
 }
 
 } // namespace
+
+uint64_t StalledThread::total() const {
+    uint64_t sum = 0;
+    for (uint64_t v : ns)
+        sum += v;
+    return sum;
+}
+
+std::vector<StalledThread> stalled_between(const memstall::Snapshot &now,
+                                           const memstall::Snapshot &before) {
+    std::map<uint32_t, StalledThread> threads;
+    for (const auto &[key, value] : now) {
+        const auto &[tid, cause] = key;
+        if (cause >= MEMSTALL_CAUSES)
+            continue;
+        auto old = before.find(key);
+        // A thread's entry only grows; one missing before is new since.
+        const uint64_t was = old == before.end() ? 0 : old->second.total_ns;
+        if (value.total_ns <= was)
+            continue;
+        StalledThread &t = threads[tid];
+        t.tid = tid;
+        t.pid = value.pid;
+        t.cgroup_id = value.cgroup_id;
+        t.comm = std::string(value.comm, strnlen(value.comm, sizeof(value.comm)));
+        t.ns[cause] += value.total_ns - was;
+    }
+    std::vector<StalledThread> out;
+    for (auto &[tid, t] : threads)
+        out.push_back(std::move(t));
+    return out;
+}
+
+LeadUpStalls lead_up_stalls(const std::deque<StallSecond> &history, uint64_t kill_ns,
+                            const std::string &domain,
+                            const std::function<bool(uint64_t cgroup_id)> &in_domain, size_t top) {
+    LeadUpStalls out;
+    out.domain = domain;
+    std::map<uint32_t, StalledThread> by_thread;
+    for (const StallSecond &second : history) {
+        LeadUpStalls::Second s;
+        s.before_kill_s =
+            kill_ns > second.end_ns ? static_cast<double>(kill_ns - second.end_ns) / 1e9 : 0;
+        for (const StalledThread &t : second.threads) {
+            if (!in_domain(t.cgroup_id))
+                continue;
+            StalledThread &sum = by_thread[t.tid];
+            if (sum.tid == 0)
+                sum = StalledThread{t.tid, t.pid, t.cgroup_id, t.comm, {}};
+            for (size_t c = 0; c < t.ns.size(); ++c) {
+                s.ns[c] += t.ns[c];
+                sum.ns[c] += t.ns[c];
+                out.total[c] += t.ns[c];
+            }
+        }
+        out.seconds.push_back(s);
+    }
+    if (!history.empty() && history.back().end_ns > kill_ns)
+        out.read_after_kill_ns = history.back().end_ns - kill_ns;
+    for (auto &[tid, t] : by_thread)
+        out.most_stalled.push_back(std::move(t));
+    std::stable_sort(out.most_stalled.begin(), out.most_stalled.end(),
+                     [](const auto &a, const auto &b) { return a.total() > b.total(); });
+    if (out.most_stalled.size() > top)
+        out.most_stalled.resize(top);
+    return out;
+}
 
 const char *constraint_name(Constraint c) {
     switch (c) {
@@ -280,6 +382,9 @@ std::string report_text(const Report &r, const GfpNames &gfp) {
                                  rc.retry_checks, rc.no_progress_loops, rc.compact_retries));
     }
 
+    if (r.stalls != nullptr)
+        stalls_text(*r.stalls, line);
+
     const uint32_t levels = std::min<uint32_t>(k.levels, OOMWHY_LEVELS);
     for (uint32_t i = 0; i < levels; ++i) {
         const oomwhy_level &l = k.level[i];
@@ -363,6 +468,31 @@ json report_json(const Report &r, const GfpNames &gfp) {
         {"no_progress_loops", rc.no_progress_loops},
         {"compact_retries", rc.compact_retries},
     };
+
+    if (r.stalls != nullptr) {
+        auto causes = [](const CauseNs &ns) {
+            json o = json::object();
+            for (uint32_t c = 0; c < MEMSTALL_CAUSES; ++c)
+                o[memstall::cause_name(c)] = ns[c];
+            return o;
+        };
+        json seconds = json::array();
+        for (const auto &second : r.stalls->seconds)
+            seconds.push_back({{"before_kill_s", second.before_kill_s}, {"ns", causes(second.ns)}});
+        json tasks = json::array();
+        for (const StalledThread &t : r.stalls->most_stalled)
+            tasks.push_back({{"pid", t.pid},
+                             {"tid", t.tid},
+                             {"comm", t.comm},
+                             {"cgroup", path_json(r, t.cgroup_id)},
+                             {"ns", causes(t.ns)}});
+        out["lead_up"]["stalls"] = {
+            {"domain", r.stalls->domain.empty() ? json(nullptr) : json(r.stalls->domain)},
+            {"total_ns", causes(r.stalls->total)},
+            {"read_after_kill_ns", r.stalls->read_after_kill_ns},
+            {"seconds", seconds},
+            {"most_stalled", tasks}};
+    }
 
     json levels = json::array();
     const uint32_t n = std::min<uint32_t>(k.levels, OOMWHY_LEVELS);

@@ -2,13 +2,16 @@
 // the constraint, and the report as text, as BCC's oomkill line and as JSON.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
 #include "kernel/gfp.h"
+#include "memstall/memstall_format.h"
 #include "oomwhy.h"
 
 namespace memlat::oomwhy {
@@ -58,6 +61,44 @@ struct Aftermath {
     bool reap_skipped = false;
 };
 
+// The lead-up's stall history: what memstall counted, a second at a time.
+using CauseNs = std::array<uint64_t, MEMSTALL_CAUSES>;
+struct StalledThread {
+    uint32_t tid = 0, pid = 0;
+    uint64_t cgroup_id = 0;
+    std::string comm;
+    CauseNs ns{};
+    uint64_t total() const;
+};
+struct StallSecond {
+    uint64_t end_ns = 0; // CLOCK_MONOTONIC, as the records' ts_ns
+    std::vector<StalledThread> threads;
+};
+// The threads that stalled between two of memstall's snapshots, and how long by cause.
+std::vector<StalledThread> stalled_between(const memstall::Snapshot &now,
+                                           const memstall::Snapshot &before);
+
+// The history cut to the OOM domain (the cgroup that fired and those below it, or the host):
+// each second's stall time by cause, oldest first, and the most stalled threads.
+struct LeadUpStalls {
+    std::string domain; // the cgroup's path; "" for the host
+    struct Second {
+        double before_kill_s = 0; // how long before the kill the second ended
+        CauseNs ns{};
+    };
+    std::vector<Second> seconds;
+    std::vector<StalledThread> most_stalled; // at most `top`, the largest total first
+    CauseNs total{};
+    // The history ends when oomwhy read memstall's table after the kill's record came: this
+    // long after the kill (milliseconds), whose stalls (the trigger reclaiming on while the
+    // victim exits) are in its last second.
+    uint64_t read_after_kill_ns = 0;
+};
+LeadUpStalls lead_up_stalls(const std::deque<StallSecond> &history, uint64_t kill_ns,
+                            const std::string &domain,
+                            const std::function<bool(uint64_t cgroup_id)> &in_domain,
+                            size_t top = 5);
+
 // Everything a report shows, names resolved.
 struct Report {
     const oomwhy_kill &kill;
@@ -66,7 +107,8 @@ struct Report {
     std::string time;                                 // HH:MM:SS of the kill
     std::string loadavg;                              // /proc/loadavg's first five fields
     uint64_t page_kb = 4;
-    uint64_t global_pages = 0; // MemTotal + SwapTotal in pages: a global OOM's domain
+    uint64_t global_pages = 0;            // MemTotal + SwapTotal in pages: a global OOM's domain
+    const LeadUpStalls *stalls = nullptr; // memstall's history (--lead-up), when kept
 };
 
 // The OOM domain's size in pages, as BCC's oomkill prints it (oc->totalpages): the limit that
