@@ -34,7 +34,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from memlat_test import (_BTF_VARIANT, Failure, FtraceOracle, MemoryCgroup, Test,  # noqa: E402
                          TestFile, Tool, Workload, _kill_group, check_nothing_left, log, main,
-                         oracle_durations_ns,
+                         oracle_durations_ns, remove_cgroup_dir,
                          require_cpus, run, run_workload, scenario, setpriv_command, skip,
                          snoop_events, source_tools, tlb_interrupts, require_shootdown_ipis)
 
@@ -659,15 +659,7 @@ class CgroupTree:
 
     @staticmethod
     def _rmdir(path: str) -> None:
-        for _ in range(50):
-            try:
-                os.rmdir(path)
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.1)
-        log(f"note: could not remove {path}")
+        remove_cgroup_dir(path)
 
     def remove_child(self, path: str) -> None:
         self._rmdir(path)
