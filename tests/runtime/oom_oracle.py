@@ -173,14 +173,14 @@ def check_against_log(t: Test, ours: dict, kernel: dict, page_kb: int = 4,
               counters)
     t.check_eq("limit that fired (kB)", log_counter["limit"], limit)
     # The log reads the usage before the victim is sent SIGKILL, oomwhy right after
-    # (mark_victim follows the signal): the victim, woken on the other CPU, may already be
-    # freeing its memory (5.10's guest: 17-18 pages less). Never more than the log's by more
-    # than the failed charge (8 pages), never less by more than the victim's memory.
-    victim_kb = killed["anon_rss"] + killed["file_rss"] + killed["shmem_rss"] + killed["pgtables"]
-    t.check(-8 * page_kb <= log_counter["usage"] - usage <= victim_kb,
-            "usage at the kill vs the log's (kB less)",
-            f"in [-{8 * page_kb}, {victim_kb}] (the victim may be freeing)",
-            log_counter["usage"] - usage)
+    # (mark_victim follows the signal): in between, the victim woken on the other CPU may
+    # already free its memory (5.10's guest: 17-18 pages), and so may the victim of an earlier
+    # kill still exiting (7.3's guest: 20 MiB, a second kill 2 ms after the first). So the
+    # usage at the kill is at most the log's and the failed charge (8 pages); how much lower
+    # is logged, not bounded.
+    log(f"  usage at the kill: {usage} kB, the log's {log_counter['usage']} kB")
+    t.check_le("usage at the kill vs the log's (kB, the failed charge above at most)",
+               log_counter["usage"] + 8 * page_kb, usage)
     if ours["limit"] != "memory.memsw.limit_in_bytes":
         # (6.13+ keeps no failcnt for memory+swap: that case checks memory's instead.)
         t.check_ge("the memory counter's failcnt (charges that found it at its limit)", 1,

@@ -255,6 +255,45 @@ def _(t: Test):
         os.rmdir(directory)
 
 
+@scenario("oomwhy_full_report_dir")
+def _(t: Test):
+    """--report-dir on a file system that is full (a 4 KiB tmpfs, filled): each report that
+    cannot be kept is said, and still printed; the exit summary counts the failures."""
+    require_oom_kills_allowed()
+    directory = f"/tmp/memlat_oomwhy_full_{os.getpid()}"
+    os.mkdir(directory)
+    mounted = False
+    try:
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "memlat_full", directory],
+                          capture_output=True).returncode != 0:
+            skip("cannot mount a tmpfs to fill")
+        mounted = True
+        with open(os.path.join(directory, "filler"), "wb") as f:
+            try:
+                f.write(b"x" * 65536)
+            except OSError:
+                pass  # full: what was wanted
+        with MemoryCgroup("oomfull", limit=LIMIT) as cg:
+            with Tool("oomwhy", "-j", "--report-dir", directory) as tool:
+                provoke_oom(cg.path, cg.path)
+                time.sleep(1.5)
+        res = tool.result
+        kills = [r for r in res.json_lines() if r.get("type") == "kill"]
+        summary = [r for r in res.json_lines() if r.get("type") == "summary"]
+        t.check_eq("exit status", 0, res.rc)
+        t.check_eq("reports on stdout", 1, len(kills))
+        t.check_in("each report that could not be kept is said",
+                   f"could not keep the report in {directory}/oom-", res.stderr, "stderr")
+        t.check_in("with the reason", "No space left on device", res.stderr, "stderr")
+        t.require(len(summary) == 1, "the exit summary", "1", len(summary))
+        t.check_ge("report_dir_errors in the summary", 1, summary[0]["report_dir_errors"])
+        t.check_eq("no partial report left behind", ["filler"], sorted(os.listdir(directory)))
+    finally:
+        if mounted:
+            subprocess.run(["umount", directory])
+        os.rmdir(directory)
+
+
 @scenario("oomwhy_lead_up_vs_ftrace")
 def _(t: Test):
     """The lead-up (the trigger's reclaim rounds, and memstall's stall history with
@@ -362,6 +401,10 @@ def _(t: Test):
                     for p in procs:
                         p.__exit__()
             time.sleep(1.5)
+            status = read_file(f"/proc/{tool.proc.pid}/status", "")
+            m = re.search(r"^VmHWM:\s+(\d+) kB", status, re.M)
+            peak_rss_kb = int(m.group(1)) if m else 0
+            log(f"  oomwhy's peak RSS: {peak_rss_kb} kB")
         kills = oom_kill_count(cg.path) - before
         kernel = klog.reports()
         overrun = klog.overrun
@@ -380,6 +423,10 @@ def _(t: Test):
                    sorted(r["victim"]["tid"] for r in reports))
     t.check("lost" not in res.stderr, "no record lost", "no loss message", res.stderr[-300:])
     t.check_eq("oomwhy exit status", 0, res.rc)
+    # Its memory through the storm: the kernel's high-water mark of its RSS, read before it
+    # stopped. What it keeps is bounded (1,024 victims for the reaper's late steps, the lead-up's
+    # 31 seconds); 64 MiB is far above what a run takes (the binary maps ~3 MB).
+    t.check_le("peak RSS through the storm (VmHWM, MiB)", 64, peak_rss_kb / 1024)
 
 
 @scenario("oomwhy_bad_input")

@@ -218,3 +218,25 @@ TEST(OomwhyFormat, LeadUpStallsOfTheDomain) {
     EXPECT_EQ("in", s.most_stalled[0].comm);
     EXPECT_EQ(500'000'000u, s.read_after_kill_ns); // the last read, after the kill
 }
+
+TEST(OomwhyFormat, NodeConstrainedKills) {
+    oomwhy_kill k = memcg_kill();
+    k.reclaim.kind = OOMWHY_RECLAIM_DIRECT;
+    k.node_constraint = OOMWHY_NODES_MEMPOLICY;
+    k.allowed_nodes = 0b1101;
+    EXPECT_EQ(Constraint::MemoryPolicy, constraint_of(k));
+    EXPECT_STREQ("CONSTRAINT_MEMORY_POLICY", kernel_constraint_name(constraint_of(k)));
+    EXPECT_EQ("0,2-3", node_list(k.allowed_nodes));
+    Report r = report_of(k);
+    r.constrained_pages = 65536;
+    EXPECT_EQ(65536u, domain_pages(r));
+    const auto j = report_json(r, GfpNames::builtin());
+    EXPECT_EQ("mempolicy", j["constraint"]);
+    EXPECT_EQ("0,2-3", j["allowed_nodes"]);
+    EXPECT_TRUE(j["oom_memcg"].is_null());
+    k.node_constraint = OOMWHY_NODES_CPUSET;
+    EXPECT_EQ(Constraint::Cpuset, constraint_of(k));
+    // A memory cgroup's OOM whatever the nodes: the charge failed, not the allocation.
+    k.reclaim.kind = OOMWHY_RECLAIM_MEMCG;
+    EXPECT_EQ(Constraint::Memcg, constraint_of(k));
+}

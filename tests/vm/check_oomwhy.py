@@ -105,8 +105,25 @@ def global_oom(t: Test, b: Block) -> None:
             f"retry (last: {r['lead_up']['no_progress_loops']} reclaims without progress)")
 
 
+@checker("oomwhy.mempolicy")
+def mempolicy(t: Test, b: Block) -> None:
+    if "," not in b.meta.get("nodes", "") and "-" not in b.meta.get("nodes", ""):
+        raise AssertionError(f"the guest has one node with memory ({b.meta.get('nodes')}): "
+                             "a memory policy constrains nothing")
+    ours, kernel = _reports(t, b)
+    for r, k in zip(ours, kernel):
+        t.check_eq("constraint", "mempolicy", r["constraint"])
+        t.check_eq("the nodes the policy allows", "0", r["allowed_nodes"])
+        if "oom_kill" in k:
+            t.check_eq("the nodes vs the log's nodemask=", k["oom_kill"].get("nodemask"),
+                       r["allowed_nodes"])
+        # Node 0's MemTotal (no swap) in 4 KiB pages, as oomkill's totalpages.
+        t.check_eq("pages: node 0's memory", int(b.meta["node0_kb"]) // 4, r["pages"])
+
+
 # Every kernel of the matrix runs them (cgroup v2 with the memory controller in every guest):
 # the hook paths in its two boots, global and high once, in its boot with kernel BTF.
 required("oomwhy.memcg", lambda facts: True)
 required("oomwhy.global", lambda facts: facts.get("kernel_btf") != "hidden")
 required("oomwhy.high", lambda facts: facts.get("kernel_btf") != "hidden")
+required("oomwhy.mempolicy", lambda facts: facts.get("kernel_btf") != "hidden")

@@ -5,12 +5,16 @@
 // throttled; over its memory.max with swap, the second and later passes swap pages back in.
 //
 //   anon_toucher --mb MIB [--cgroup DIR] [--passes PASSES] [--hold FILE] [--linger]
+//                [--bind-node NODE]
 // With --hold it prints "first pass done" after the first pass and waits until FILE exists
 // (a test then changes the cgroup's limit, or reads the delay accounting in between). Prints
 // "pid=PID iterations=PASSES" when done; with --linger it then waits to be killed, so that its
-// delay accounting can still be read.
+// delay accounting can still be read. With --bind-node its memory policy binds it to NODE
+// (set_mempolicy MPOL_BIND), as `numactl --membind` would: more than the node holds then
+// ends in an OOM kill the kernel calls CONSTRAINT_MEMORY_POLICY (oomwhy's VM test).
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -18,7 +22,7 @@
 #include <string>
 
 int main(int argc, char **argv) {
-    long mb = 0, passes = 1;
+    long mb = 0, passes = 1, bind_node = -1;
     bool linger = false;
     std::string cgroup, hold;
     for (int i = 1; i < argc; i += 2) {
@@ -38,6 +42,8 @@ int main(int argc, char **argv) {
             passes = atol(argv[i + 1]);
         } else if (opt == "--hold") {
             hold = argv[i + 1];
+        } else if (opt == "--bind-node") {
+            bind_node = atol(argv[i + 1]);
         } else if (opt == "--cgroup") {
             cgroup = argv[i + 1];
         } else {
@@ -54,6 +60,15 @@ int main(int argc, char **argv) {
         FILE *f = fopen(procs.c_str(), "w");
         if (f == nullptr || fprintf(f, "%d\n", getpid()) < 0 || fclose(f) != 0) {
             perror(procs.c_str());
+            return 1;
+        }
+    }
+    if (bind_node >= 0) {
+        constexpr int mpol_bind = 2; // MPOL_BIND (linux/mempolicy.h)
+        unsigned long mask = 1UL << bind_node;
+        if (bind_node >= 64 ||
+            syscall(SYS_set_mempolicy, mpol_bind, &mask, sizeof(mask) * 8) != 0) {
+            perror("set_mempolicy");
             return 1;
         }
     }

@@ -24,14 +24,16 @@ const volatile bool emit_records = true;
 /* mm_vmscan_*_reclaim_begin passes (gfp_t, int order, memcg) on 7.x, (int order, gfp_t)
  * before: tp_btf and raw_tp read them by position (user space reads the prototype). */
 const volatile bool reclaim_gfp_first = false;
+/* The nodes with memory (node_states[N_MEMORY], of the first 64), from user space: a policy
+ * or cpuset that allows fewer constrains an allocation. */
+const volatile __u64 memory_nodes = 1;
 /* Kilobytes in a page: mark_victim's fields are kilobytes, the records' pages. */
 const volatile __u32 page_kb = 4;
 
 /* Counters, read by user space through the mmap'ed .bss. */
 __u64 kills = 0; /* mark_victim events seen */
-/* Kills by the trigger's last reclaim (enum oomwhy_reclaim_kind): none, direct (a global OOM),
- * memcg (a memory cgroup's limit). */
-__u64 kills_by_reclaim[3] = {};
+/* Kills by constraint (enum oomwhy_constraint). */
+__u64 kills_by_constraint[OOMWHY_CONSTRAINTS] = {};
 __u64 dropped_events = 0; /* records the ring buffer had no room for */
 __u64 table_full = 0;     /* per-thread reclaim state that could not be kept */
 __u64 victims_full = 0;   /* victims whose exit could not be watched */
@@ -232,6 +234,60 @@ struct mem_cgroup___v1 {
     bool oom_lock;
 } __attribute__((preserve_access_index));
 
+/* Before 5.15 the policy's nodes were in a union with the preferred node. */
+struct mempolicy___old {
+    union {
+        short preferred_node;
+        nodemask_t nodes;
+    } v;
+} __attribute__((preserve_access_index));
+
+/* MPOL_BIND in enum mempolicy_mode (include/uapi/linux/mempolicy.h), unchanged since 2.6. */
+#define OOMWHY_MPOL_BIND 2
+
+/* What limits `task`'s allocations to some nodes (enum oomwhy_node_constraint), as
+ * constrained_alloc() would see it for an allocation under the task's own policy (a VMA's
+ * mbind() policy is not seen here); the nodes allowed in *allowed. */
+static __always_inline __u16 node_constraint(struct task_struct *task, __u64 *allowed) {
+    struct mempolicy *policy = BPF_CORE_READ(task, mempolicy);
+    __u64 nodes = 0;
+
+    if (policy && BPF_CORE_READ(policy, mode) == OOMWHY_MPOL_BIND) {
+        if (bpf_core_field_exists(policy->nodes))
+            nodes = BPF_CORE_READ(policy, nodes.bits[0]);
+        else
+            nodes = BPF_CORE_READ((struct mempolicy___old *)policy, v.nodes.bits[0]);
+        if ((nodes & memory_nodes) != memory_nodes) {
+            *allowed = nodes & memory_nodes;
+            return OOMWHY_NODES_MEMPOLICY;
+        }
+    }
+    if (bpf_core_field_exists(task->mems_allowed)) {
+        nodes = BPF_CORE_READ(task, mems_allowed.bits[0]);
+        if ((nodes & memory_nodes) != memory_nodes) {
+            *allowed = nodes & memory_nodes;
+            return OOMWHY_NODES_CPUSET;
+        }
+    }
+    return OOMWHY_NODES_ANY;
+}
+
+/* The kill's constraint: a memory cgroup's limit when the trigger reclaimed its cgroup last,
+ * the page allocator's (limited to some nodes or not) when it ran direct reclaim last. */
+static __always_inline __u32 kill_constraint(const struct task_reclaim *t, __u16 nodes) {
+    if (!t || !t->r.rounds)
+        return OOMWHY_CONSTRAINT_UNKNOWN;
+    if (t->r.kind == OOMWHY_RECLAIM_MEMCG)
+        return OOMWHY_CONSTRAINT_MEMCG;
+    if (t->r.kind != OOMWHY_RECLAIM_DIRECT)
+        return OOMWHY_CONSTRAINT_UNKNOWN;
+    if (nodes == OOMWHY_NODES_MEMPOLICY)
+        return OOMWHY_CONSTRAINT_MEMPOLICY;
+    if (nodes == OOMWHY_NODES_CPUSET)
+        return OOMWHY_CONSTRAINT_CPUSET;
+    return OOMWHY_CONSTRAINT_GLOBAL;
+}
+
 /* The trigger's memory cgroup and its ancestors below the root, innermost first. */
 static __always_inline void read_levels(struct oomwhy_kill *e, struct task_struct *task) {
     struct cgroup_subsys_state *css = memory_css(task);
@@ -324,18 +380,16 @@ static __always_inline struct oomwhy_kill *begin_kill(struct task_struct *victim
     struct task_struct *me = current_task();
     struct task_reclaim *t;
     struct oomwhy_kill *e;
-    __u32 kind;
+    __u64 allowed = 0;
+    __u32 constraint;
+    __u16 nodes;
     __u64 pid_tgid = bpf_get_current_pid_tgid();
 
     __sync_fetch_and_add(&kills, 1);
     t = reclaim_state(false);
-    kind = t && t->r.rounds ? t->r.kind : OOMWHY_RECLAIM_NONE;
-    if (kind == OOMWHY_RECLAIM_DIRECT)
-        __sync_fetch_and_add(&kills_by_reclaim[OOMWHY_RECLAIM_DIRECT], 1);
-    else if (kind == OOMWHY_RECLAIM_MEMCG)
-        __sync_fetch_and_add(&kills_by_reclaim[OOMWHY_RECLAIM_MEMCG], 1);
-    else
-        __sync_fetch_and_add(&kills_by_reclaim[OOMWHY_RECLAIM_NONE], 1);
+    nodes = node_constraint(me, &allowed);
+    constraint = kill_constraint(t, nodes);
+    __sync_fetch_and_add(&kills_by_constraint[constraint & (OOMWHY_CONSTRAINTS - 1)], 1);
     if (!emit_records)
         return NULL;
     e = event_reserve(&events, &event_scratch, sizeof(*e));
@@ -353,6 +407,8 @@ static __always_inline struct oomwhy_kill *begin_kill(struct task_struct *victim
     if (t)
         e->reclaim = t->r;
     read_levels(e, me);
+    e->node_constraint = nodes;
+    e->allowed_nodes = allowed;
     if (victim)
         read_victim(e, victim);
     return e;

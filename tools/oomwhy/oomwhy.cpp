@@ -102,6 +102,8 @@ struct Pending {
     std::string loadavg;
 };
 
+uint64_t memory_node_mask();
+
 class Oomwhy final : public Tool<oomwhy_bpf, Options> {
   public:
     explicit Oomwhy(Options options)
@@ -131,6 +133,7 @@ class Oomwhy final : public Tool<oomwhy_bpf, Options> {
     std::string victim_args_why_;
     std::optional<bool> reclaim_gfp_first_; // the reclaim begin's argument order, when known
     std::string reclaim_why_;
+    uint64_t memory_nodes_ = memory_node_mask(); // of the first 64
     GfpNames gfp_ = GfpNames::from_kernel();
     std::map<uint32_t, Pending> pending_;   // by victim thread id
     std::map<uint32_t, uint64_t> reported_; // victim thread id -> kill time, for the reaper
@@ -199,6 +202,7 @@ void Oomwhy::configure(oomwhy_bpf &skel) const {
     ro->emit_records = !o_.prom.on();
     ro->page_kb = static_cast<uint32_t>(getpagesize() / 1024);
     ro->reclaim_gfp_first = reclaim_gfp_first_.value_or(false);
+    ro->memory_nodes = memory_nodes_;
     const auto &features = kernel_features();
     set_compat(*ro, features);
     size_thread_state_map(skel.maps.starts, skel.maps.starts_overflow, o_.common.max_entries);
@@ -328,10 +332,19 @@ oomwhy::LeadUpStalls Oomwhy::stalls_before(const oomwhy_kill &k) {
     // The stalls up to the kill's record, whatever second it fell in.
     take_stall_second();
     std::string domain;
+    uint64_t domain_id = 0;
     if (oomwhy::constraint_of(k) == oomwhy::Constraint::Memcg) {
         const oomwhy::LimitHit hit = oomwhy::limit_that_fired(k);
-        if (hit.level >= 0)
-            domain = cgroup_path(k.level[hit.level].cgroup_id);
+        if (hit.level >= 0) {
+            domain_id = k.level[hit.level].cgroup_id;
+            domain = cgroup_path(domain_id);
+        }
+    }
+    if (domain_id != 0 && domain.empty()) {
+        // Its directory is gone already: that cgroup alone, without the ones below it.
+        return oomwhy::lead_up_stalls(stall_history_, k.ts_ns,
+                                      fmt::format("cgroup id {}", domain_id),
+                                      [&](uint64_t id) { return id == domain_id; });
     }
     auto in_domain = [&](uint64_t cgroup_id) {
         if (domain.empty())
@@ -342,11 +355,50 @@ oomwhy::LeadUpStalls Oomwhy::stalls_before(const oomwhy_kill &k) {
     return oomwhy::lead_up_stalls(stall_history_, k.ts_ns, domain, in_domain);
 }
 
+// The nodes with memory (/sys/devices/system/node/has_memory: "0-1", "0,2"), of the first
+// 64; node 0 alone where the file is missing (a kernel without NUMA).
+uint64_t memory_node_mask() {
+    uint64_t mask = 0;
+    std::string text = read_text_file("/sys/devices/system/node/has_memory").value_or("0");
+    std::string_view rest(text);
+    while (!rest.empty()) {
+        auto comma = rest.find(',');
+        std::string_view part = rest.substr(0, comma);
+        rest = comma == std::string_view::npos ? "" : rest.substr(comma + 1);
+        auto dash = part.find('-');
+        unsigned lo = std::strtoul(std::string(part.substr(0, dash)).c_str(), nullptr, 10);
+        unsigned hi = dash == std::string_view::npos
+                          ? lo
+                          : std::strtoul(std::string(part.substr(dash + 1)).c_str(), nullptr, 10);
+        for (unsigned n = lo; n <= hi && n < 64; ++n)
+            mask |= uint64_t{1} << n;
+    }
+    return mask != 0 ? mask : 1;
+}
+
 std::string loadavg_now() {
     std::string text = read_text_file("/proc/loadavg").value_or("");
     while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
         text.pop_back();
     return text;
+}
+
+// MemTotal of the nodes in `nodes` and SwapTotal, in pages: a node-constrained OOM's domain.
+uint64_t nodes_pages(uint64_t nodes) {
+    uint64_t kb = 0;
+    for (unsigned n = 0; n < 64; ++n) {
+        if (!(nodes >> n & 1))
+            continue;
+        std::string meminfo =
+            read_text_file(fmt::format("/sys/devices/system/node/node{}/meminfo", n)).value_or("");
+        auto at = meminfo.find("MemTotal:");
+        if (at != std::string::npos)
+            kb += std::strtoull(meminfo.c_str() + at + 9, nullptr, 10);
+    }
+    std::string meminfo = read_text_file("/proc/meminfo").value_or("");
+    if (auto at = meminfo.find("SwapTotal:"); at != std::string::npos)
+        kb += std::strtoull(meminfo.c_str() + at + 10, nullptr, 10);
+    return kb / (static_cast<uint64_t>(getpagesize()) / 1024);
 }
 
 uint64_t host_pages() {
@@ -450,6 +502,9 @@ void Oomwhy::report(const Pending &p) {
                      .loadavg = p.loadavg,
                      .page_kb = static_cast<uint64_t>(getpagesize()) / 1024,
                      .global_pages = host_pages(),
+                     .constrained_pages = p.kill.node_constraint != OOMWHY_NODES_ANY
+                                              ? nodes_pages(p.kill.allowed_nodes)
+                                              : 0,
                      .stalls = p.stalls ? &*p.stalls : nullptr};
     const std::string text = oomwhy::report_text(r, gfp_);
     const json object = oomwhy::report_json(r, gfp_);
@@ -530,10 +585,12 @@ CountedLosses Oomwhy::collect(prometheus::Exposition &out) {
     const oomwhy_bpf &skel = this->skel();
     out.family("memlat_oom_kills", prometheus::Type::Counter,
                "OOM kills (oom:mark_victim), by constraint: memcg (a memory cgroup's limit), "
-               "global (the page allocator), unknown (no reclaim before the kill)");
-    out.sample({{"constraint", "memcg"}}, skel.bss->kills_by_reclaim[OOMWHY_RECLAIM_MEMCG]);
-    out.sample({{"constraint", "global"}}, skel.bss->kills_by_reclaim[OOMWHY_RECLAIM_DIRECT]);
-    out.sample({{"constraint", "unknown"}}, skel.bss->kills_by_reclaim[OOMWHY_RECLAIM_NONE]);
+               "global (the page allocator), cpuset or mempolicy (the allocator, limited to "
+               "some nodes), unknown (no reclaim before the kill)");
+    for (uint32_t c : {OOMWHY_CONSTRAINT_MEMCG, OOMWHY_CONSTRAINT_GLOBAL, OOMWHY_CONSTRAINT_CPUSET,
+                       OOMWHY_CONSTRAINT_MEMPOLICY, OOMWHY_CONSTRAINT_UNKNOWN})
+        out.sample({{"constraint", oomwhy::constraint_name(oomwhy::Constraint(c))}},
+                   skel.bss->kills_by_constraint[c]);
     return CountedLosses{0, skel.bss->table_full, skel.bss->unpaired_ends};
 }
 

@@ -38,6 +38,27 @@ enum oomwhy_reaper_step {
     OOMWHY_REAPER_SKIP = 3,
 };
 
+/* What limited the trigger's allocation to some NUMA nodes, as the kernel's
+ * constrained_alloc() decides CONSTRAINT_MEMORY_POLICY and CONSTRAINT_CPUSET: a task memory
+ * policy binding it to fewer than the nodes with memory, else a cpuset's mems_allowed that
+ * lacks some of them. */
+enum oomwhy_node_constraint {
+    OOMWHY_NODES_ANY = 0,
+    OOMWHY_NODES_CPUSET = 1,
+    OOMWHY_NODES_MEMPOLICY = 2,
+};
+
+/* A kill's constraint as the BPF side counts it (the exporter's memlat_oom_kills_total):
+ * from the trigger's last reclaim (memcg or direct) and, for direct, its node limits. */
+enum oomwhy_constraint {
+    OOMWHY_CONSTRAINT_UNKNOWN = 0, /* no reclaim before the kill (sysrq-f, a kernel thread) */
+    OOMWHY_CONSTRAINT_GLOBAL = 1,
+    OOMWHY_CONSTRAINT_MEMCG = 2,
+    OOMWHY_CONSTRAINT_CPUSET = 3,
+    OOMWHY_CONSTRAINT_MEMPOLICY = 4,
+    OOMWHY_CONSTRAINTS = 8, /* the counters' size, a power of two */
+};
+
 /* What a kill record knows about its victim, by the hook that saw it. */
 enum oomwhy_victim_known {
     OOMWHY_KNOWN_TASK = 1,   /* the victim's task: tgid, comm, cgroup, uid, oom_score_adj */
@@ -86,7 +107,7 @@ struct oomwhy_kill {
     /* The victim, as oom:mark_victim names it. */
     __u32 victim_pid, victim_tgid, victim_uid;
     __s16 oom_score_adj;
-    __u16 pad0;
+    __u16 node_constraint; /* enum oomwhy_node_constraint: the trigger's node limits */
     char victim_comm[OOMWHY_COMM_LEN];
     __u64 victim_cgroup_id;
     __u64 total_vm, anon_rss, file_rss, shmem_rss, swapents; /* pages */
@@ -96,6 +117,9 @@ struct oomwhy_kill {
     char trigger_comm[OOMWHY_COMM_LEN];
     __u64 trigger_cgroup_id;
     struct oomwhy_reclaim reclaim;
+    /* The nodes the trigger may allocate from when node_constraint is set: its memory
+     * policy's (MPOL_BIND) or its cpuset's, of the first 64. */
+    __u64 allowed_nodes;
     /* The triggering task's memory cgroup and its ancestors, innermost first. */
     __u32 levels, cgroup_v1;
     struct oomwhy_level level[OOMWHY_LEVELS];

@@ -177,6 +177,10 @@ const char *constraint_name(Constraint c) {
         return "memcg";
     case Constraint::Global:
         return "global";
+    case Constraint::Cpuset:
+        return "cpuset";
+    case Constraint::MemoryPolicy:
+        return "mempolicy";
     default:
         return "unknown";
     }
@@ -188,9 +192,30 @@ const char *kernel_constraint_name(Constraint c) {
         return "CONSTRAINT_MEMCG";
     case Constraint::Global:
         return "CONSTRAINT_NONE";
+    case Constraint::Cpuset:
+        return "CONSTRAINT_CPUSET";
+    case Constraint::MemoryPolicy:
+        return "CONSTRAINT_MEMORY_POLICY";
     default:
         return "";
     }
+}
+
+std::string node_list(uint64_t nodes) {
+    std::string out;
+    for (int n = 0; n < 64;) {
+        if (!(nodes >> n & 1)) {
+            ++n;
+            continue;
+        }
+        int last = n;
+        while (last + 1 < 64 && (nodes >> (last + 1) & 1))
+            ++last;
+        out += fmt::format("{}{}", out.empty() ? "" : ",",
+                           last == n ? fmt::format("{}", n) : fmt::format("{}-{}", n, last));
+        n = last + 1;
+    }
+    return out.empty() ? "none" : out;
 }
 
 Constraint constraint_of(const oomwhy_kill &k) {
@@ -200,6 +225,10 @@ Constraint constraint_of(const oomwhy_kill &k) {
     case OOMWHY_RECLAIM_MEMCG:
         return Constraint::Memcg;
     case OOMWHY_RECLAIM_DIRECT:
+        if (k.node_constraint == OOMWHY_NODES_MEMPOLICY)
+            return Constraint::MemoryPolicy;
+        if (k.node_constraint == OOMWHY_NODES_CPUSET)
+            return Constraint::Cpuset;
         return Constraint::Global;
     default:
         return Constraint::Unknown;
@@ -290,6 +319,9 @@ uint64_t domain_pages(const Report &r) {
     }
     case Constraint::Global:
         return r.global_pages;
+    case Constraint::Cpuset:
+    case Constraint::MemoryPolicy:
+        return r.constrained_pages;
     default:
         return 0;
     }
@@ -328,8 +360,14 @@ std::string report_text(const Report &r, const GfpNames &gfp) {
         line("why:", "a memory cgroup's limit (the trigger reclaimed its memory cgroup last), "
                      "but none of its cgroups has a limit");
     } else if (c == Constraint::Global) {
-        line("why:", "the page allocator found no memory after direct reclaim (a global OOM, "
-                     "or one limited by cpuset or mempolicy)");
+        line("why:", "the page allocator found no memory after direct reclaim (a global OOM)");
+    } else if (c == Constraint::MemoryPolicy || c == Constraint::Cpuset) {
+        line("why:",
+             fmt::format("the page allocator found no memory after direct reclaim on "
+                         "the nodes {} allows: {}",
+                         c == Constraint::MemoryPolicy ? "the trigger's memory policy (MPOL_BIND)"
+                                                       : "the trigger's cpuset (mems_allowed)",
+                         node_list(k.allowed_nodes)));
     } else {
         line("why:", "unknown: the trigger ran no reclaim before the kill (sysrq-f, or a "
                      "kernel thread)");
@@ -428,6 +466,9 @@ json report_json(const Report &r, const GfpNames &gfp) {
     out["constraint"] = constraint_name(c);
     out["kernel_constraint"] = kernel_constraint_name(c);
     out["pages"] = domain_pages(r);
+    out["allowed_nodes"] = c == Constraint::Cpuset || c == Constraint::MemoryPolicy
+                               ? json(node_list(k.allowed_nodes))
+                               : json(nullptr);
     out["loadavg"] = r.loadavg;
 
     json victim = {{"pid", victim_process(k)}, {"tid", k.victim_pid}};

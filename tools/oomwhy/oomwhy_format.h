@@ -17,16 +17,27 @@
 namespace memlat::oomwhy {
 
 // What the kernel limited the allocation by, as its own report's `constraint=` says it.
-enum class Constraint { Memcg, Global, Unknown };
-const char *constraint_name(Constraint c); // "memcg", "global", "unknown"
-// The kernel's name: CONSTRAINT_MEMCG, CONSTRAINT_NONE; "" for Unknown.
+// The values are the BPF side's counters' (enum oomwhy_constraint).
+enum class Constraint {
+    Unknown = OOMWHY_CONSTRAINT_UNKNOWN,
+    Global = OOMWHY_CONSTRAINT_GLOBAL,
+    Memcg = OOMWHY_CONSTRAINT_MEMCG,
+    Cpuset = OOMWHY_CONSTRAINT_CPUSET,
+    MemoryPolicy = OOMWHY_CONSTRAINT_MEMPOLICY,
+};
+// "memcg", "global", "cpuset", "mempolicy", "unknown".
+const char *constraint_name(Constraint c);
+// The kernel's name: CONSTRAINT_MEMCG, CONSTRAINT_NONE, CONSTRAINT_CPUSET,
+// CONSTRAINT_MEMORY_POLICY; "" for Unknown.
 const char *kernel_constraint_name(Constraint c);
+// "0", "0,2-3": a mask of NUMA nodes as the kernel lists them.
+std::string node_list(uint64_t nodes);
 
 // The trigger ran the OOM killer right after its last reclaim round: a memory cgroup's
 // (try_charge_memcg reclaims the cgroup over its limit, then calls mem_cgroup_oom) or the
-// page allocator's (direct reclaim, then __alloc_pages_may_oom). A kill with no reclaim before
-// it in the trigger (sysrq-f, a kernel thread) is Unknown. Node-constrained kills (cpuset,
-// mempolicy) are not told apart from global ones.
+// page allocator's (direct reclaim, then __alloc_pages_may_oom): global, or limited to some
+// nodes by the trigger's memory policy or cpuset (k.node_constraint). A kill with no reclaim
+// before it in the trigger (sysrq-f, a kernel thread) is Unknown.
 Constraint constraint_of(const oomwhy_kill &k);
 
 // The limit that fired. Where the kernel takes its memcg OOM lock (5.10 to 6.11, and cgroup
@@ -107,7 +118,8 @@ struct Report {
     std::string time;                                 // HH:MM:SS of the kill
     std::string loadavg;                              // /proc/loadavg's first five fields
     uint64_t page_kb = 4;
-    uint64_t global_pages = 0;            // MemTotal + SwapTotal in pages: a global OOM's domain
+    uint64_t global_pages = 0;      // MemTotal + SwapTotal in pages: a global OOM's domain
+    uint64_t constrained_pages = 0; // the allowed nodes' MemTotal + SwapTotal (cpuset, policy)
     const LeadUpStalls *stalls = nullptr; // memstall's history (--lead-up), when kept
 };
 

@@ -9,6 +9,8 @@
 # memory.max; 24 MiB throttled the trigger for 50 s in the emulated guest).
 # global: a global OOM (no swap): anon_toucher, made the victim with oom_score_adj 1000, touches
 # more than the guest has.
+# mempolicy: the same bound to node 0 (MPOL_BIND), touching more than node 0 holds: the kernel
+# calls it CONSTRAINT_MEMORY_POLICY.
 
 P=/sys/fs/cgroup/memlat_oom
 
@@ -86,5 +88,22 @@ if vm_have oomwhy && oomwhy_once oomwhy.global; then
     vm_stop tool
     dmesg -s 1048576 > "$RUN/dmesg"
     vm_snap vmstat.after /proc/vmstat
+fi
+vm_end
+
+vm_begin oomwhy.mempolicy
+if vm_have oomwhy && oomwhy_once oomwhy.mempolicy; then
+    node0_mb=$(awk '/MemTotal/ {print int($4 / 1024)}' /sys/devices/system/node/node0/meminfo)
+    vm_meta node0_kb "$(awk '/MemTotal/ {print $4}' /sys/devices/system/node/node0/meminfo)"
+    vm_meta nodes "$(cat /sys/devices/system/node/has_memory)"
+    oomwhy_mark "oomwhy.mempolicy begins"
+    if vm_tool tool oomwhy -v -j; then
+        vm_held hog sh -c "echo 1000 > /proc/self/oom_score_adj && exec anon_toucher --mb $node0_mb --bind-node 0"
+        vm_release hog
+        vm_bg_wait hog 120
+        sleep 2
+    fi
+    vm_stop tool
+    dmesg -s 1048576 > "$RUN/dmesg"
 fi
 vm_end
