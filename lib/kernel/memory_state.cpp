@@ -100,6 +100,10 @@ std::map<std::string, uint64_t> parse_meminfo(std::string_view text) {
     std::string_view line;
     while (next_line(text, line)) {
         auto w = words(line);
+        // A node's meminfo (/sys/devices/system/node/nodeN/meminfo) names its node first:
+        // "Node 0 MemTotal:  255460 kB".
+        if (w.size() >= 4 && w[0] == "Node")
+            w.erase(w.begin(), w.begin() + 2);
         if (w.size() < 2 || w[0].empty() || w[0].back() != ':')
             continue;
         auto v = number<uint64_t>(w[1]);

@@ -30,8 +30,8 @@ struct PressureFile {
 // Lines it does not know are skipped; a file without a "some" line gives nothing.
 std::optional<PressureFile> parse_pressure(std::string_view text);
 
-// "Name:   1234 kB" lines of /proc/meminfo: kB values in bytes, the others (HugePages_Total)
-// as they are.
+// "Name:   1234 kB" lines of /proc/meminfo (or "Node N Name: ..." of a node's meminfo): kB values
+// in bytes, the others (HugePages_Total) as they are.
 std::map<std::string, uint64_t> parse_meminfo(std::string_view text);
 
 // "name value" lines: /proc/vmstat, memory.stat, memory.events, memory.oom_control.

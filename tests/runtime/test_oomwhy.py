@@ -437,7 +437,7 @@ def _(t: Test):
         (["--oomkill", "-j"], "--oomkill prints BCC's text line; it does not go with -j"),
         (["--prometheus", "9999", "--report-dir", "/tmp"], "--prometheus serves counts only"),
         (["--nonsense"], "unrecognized option"),
-        (["5"], "oomwhy"),
+        (["5"], "unexpected argument '5'"),
     ])
     # A directory that cannot take reports is said at start; the tool runs on.
     with Tool("oomwhy", "--report-dir", "/proc/memlat-none", "-d", "1", wait_exit=True) as tool:

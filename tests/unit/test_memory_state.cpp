@@ -51,6 +51,14 @@ TEST(MemoryState, MeminfoInBytes) {
     EXPECT_EQ(4u, m.size());
 }
 
+TEST(MemoryState, NodeMeminfo) {
+    // /sys/devices/system/node/nodeN/meminfo names the node on every line.
+    auto m = parse_meminfo("Node 0 MemTotal:       255460 kB\n"
+                           "Node 0 HugePages_Total:     0\n");
+    EXPECT_EQ(255460ull * 1024, m.at("MemTotal"));
+    EXPECT_EQ(0u, m.at("HugePages_Total"));
+}
+
 TEST(MemoryState, KeyValues) {
     // memory.oom_control (v1) and memory.events (v2).
     auto oom = parse_key_values("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n");

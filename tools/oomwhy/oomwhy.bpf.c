@@ -37,12 +37,17 @@ __u64 kills_by_constraint[OOMWHY_CONSTRAINTS] = {};
 __u64 dropped_events = 0; /* records the ring buffer had no room for */
 __u64 table_full = 0;     /* per-thread reclaim state that could not be kept */
 __u64 victims_full = 0;   /* victims whose exit could not be watched */
-__u64 unpaired_ends = 0;  /* a reclaim round's end whose begin was not seen */
+/* Victims being watched (an upper bound: the LRU map may have dropped some): while 0, an
+ * exiting thread skips the map lookup, which every thread exit would pay otherwise. */
+__u64 victims_watched = 0;
+__u64 unpaired_ends = 0; /* a reclaim round's end whose begin was not seen */
 
 /* Per thread: its reclaim rounds, for the lead-up of a kill it triggers. */
 struct task_reclaim {
     struct oomwhy_reclaim r;
-    __u64 begin_ns; /* of the open round; 0 when none is open */
+    __u64 begin_ns;      /* of the open round; 0 when none is open */
+    __u32 checked_round; /* r.rounds at the last retry check counted */
+    __u32 pad;
 };
 
 struct {
@@ -141,13 +146,17 @@ static __always_inline void on_reclaim_end(__u64 reclaimed) {
 }
 
 /* The page allocator's retry decisions, in the allocating thread: they belong to the episode
- * of its direct reclaim. */
+ * of its direct reclaim. should_reclaim_retry() runs once after each reclaim round and traces
+ * each zone it weighs: the first zone of a round counts the check. */
 static __always_inline void on_retry_check(int no_progress_loops) {
     struct task_reclaim *t = reclaim_state(false);
 
     if (!t)
         return;
-    t->r.retry_checks++;
+    if (t->r.retry_checks == 0 || t->checked_round != t->r.rounds) {
+        t->r.retry_checks++;
+        t->checked_round = t->r.rounds;
+    }
     t->r.no_progress_loops = no_progress_loops;
 }
 
@@ -415,8 +424,12 @@ static __always_inline struct oomwhy_kill *begin_kill(struct task_struct *victim
 }
 
 static __always_inline void watch_victim(__u32 pid, __u64 ts) {
-    if (pid && bpf_map_update_elem(&victims, &pid, &ts, BPF_ANY) != 0)
+    if (!pid)
+        return;
+    if (bpf_map_update_elem(&victims, &pid, &ts, BPF_ANY) != 0)
         __sync_fetch_and_add(&victims_full, 1);
+    else
+        __sync_fetch_and_add(&victims_watched, 1);
 }
 
 static __always_inline void end_kill(void *ctx, struct oomwhy_kill *e) {
@@ -510,8 +523,10 @@ static __always_inline void on_exit(void *ctx) {
     __u32 tid = (__u32)bpf_get_current_pid_tgid();
 
     thread_state_exit(&starts, &starts_overflow);
-    if (bpf_map_lookup_elem(&victims, &tid)) {
-        bpf_map_delete_elem(&victims, &tid);
+    if (*(volatile __u64 *)&victims_watched == 0)
+        return;
+    if (bpf_map_delete_elem(&victims, &tid) == 0) {
+        __sync_fetch_and_add(&victims_watched, -1);
         note(ctx, OOMWHY_VICTIM_EXIT, 0, tid);
     }
 }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -25,6 +26,7 @@
 #include "kernel/cgroups.h"
 #include "kernel/features.h"
 #include "kernel/gfp.h"
+#include "kernel/memory_state.h"
 #include "kernel/types.h"
 #include "loading/events.h"
 #include "loading/loader.h"
@@ -135,8 +137,9 @@ class Oomwhy final : public Tool<oomwhy_bpf, Options> {
     std::string reclaim_why_;
     uint64_t memory_nodes_ = memory_node_mask(); // of the first 64
     GfpNames gfp_ = GfpNames::from_kernel();
-    std::map<uint32_t, Pending> pending_;   // by victim thread id
-    std::map<uint32_t, uint64_t> reported_; // victim thread id -> kill time, for the reaper
+    std::map<uint32_t, Pending> pending_; // by victim thread id
+    // Victims reported (thread id, kill time), oldest first, for the reaper's later steps.
+    std::deque<std::pair<uint32_t, uint64_t>> reported_;
     std::map<uint64_t, std::string> paths_;
     std::chrono::steady_clock::time_point paths_read_{};
     std::unique_ptr<memstall::StallSource> stall_source_;
@@ -356,22 +359,19 @@ oomwhy::LeadUpStalls Oomwhy::stalls_before(const oomwhy_kill &k) {
 }
 
 // The nodes with memory (/sys/devices/system/node/has_memory: "0-1", "0,2"), of the first
-// 64; node 0 alone where the file is missing (a kernel without NUMA).
+// 64; node 0 alone where the file is missing or unreadable (a kernel without NUMA).
 uint64_t memory_node_mask() {
+    std::string text = read_text_file("/sys/devices/system/node/has_memory").value_or("");
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
+        text.pop_back();
     uint64_t mask = 0;
-    std::string text = read_text_file("/sys/devices/system/node/has_memory").value_or("0");
-    std::string_view rest(text);
-    while (!rest.empty()) {
-        auto comma = rest.find(',');
-        std::string_view part = rest.substr(0, comma);
-        rest = comma == std::string_view::npos ? "" : rest.substr(comma + 1);
-        auto dash = part.find('-');
-        unsigned lo = std::strtoul(std::string(part.substr(0, dash)).c_str(), nullptr, 10);
-        unsigned hi = dash == std::string_view::npos
-                          ? lo
-                          : std::strtoul(std::string(part.substr(dash + 1)).c_str(), nullptr, 10);
-        for (unsigned n = lo; n <= hi && n < 64; ++n)
-            mask |= uint64_t{1} << n;
+    try {
+        // The kernel's node lists have the syntax of CPU lists.
+        const std::vector<bool> nodes = parse_cpu_list(text, 64);
+        for (unsigned n = 0; n < nodes.size(); ++n)
+            mask |= uint64_t{nodes[n]} << n;
+    } catch (const UsageError &) {
+        // Not a list (or a node past the 64th): as if one node.
     }
     return mask != 0 ? mask : 1;
 }
@@ -383,33 +383,20 @@ std::string loadavg_now() {
     return text;
 }
 
-// MemTotal of the nodes in `nodes` and SwapTotal, in pages: a node-constrained OOM's domain.
-uint64_t nodes_pages(uint64_t nodes) {
-    uint64_t kb = 0;
-    for (unsigned n = 0; n < 64; ++n) {
-        if (!(nodes >> n & 1))
-            continue;
-        std::string meminfo =
-            read_text_file(fmt::format("/sys/devices/system/node/node{}/meminfo", n)).value_or("");
-        auto at = meminfo.find("MemTotal:");
-        if (at != std::string::npos)
-            kb += std::strtoull(meminfo.c_str() + at + 9, nullptr, 10);
-    }
-    std::string meminfo = read_text_file("/proc/meminfo").value_or("");
-    if (auto at = meminfo.find("SwapTotal:"); at != std::string::npos)
-        kb += std::strtoull(meminfo.c_str() + at + 10, nullptr, 10);
-    return kb / (static_cast<uint64_t>(getpagesize()) / 1024);
-}
-
-uint64_t host_pages() {
-    uint64_t kb = 0;
-    std::string meminfo = read_text_file("/proc/meminfo").value_or("");
-    for (const char *key : {"MemTotal:", "SwapTotal:"}) {
-        auto at = meminfo.find(key);
-        if (at != std::string::npos)
-            kb += std::strtoull(meminfo.c_str() + at + std::strlen(key), nullptr, 10);
-    }
-    return kb / (static_cast<uint64_t>(getpagesize()) / 1024);
+// The OOM domain's memory in pages, as oomkill's totalpages: MemTotal of the nodes in `nodes`
+// (a node-constrained OOM), or of the host when `nodes` is 0, and SwapTotal.
+uint64_t domain_memory_pages(uint64_t nodes) {
+    auto meminfo = [](const std::string &path) {
+        return parse_meminfo(read_text_file(path).value_or(""));
+    };
+    auto host = meminfo("/proc/meminfo");
+    uint64_t bytes = host["SwapTotal"];
+    if (nodes == 0)
+        bytes += host["MemTotal"];
+    for (unsigned n = 0; n < 64; ++n)
+        if (nodes >> n & 1)
+            bytes += meminfo(fmt::format("/sys/devices/system/node/node{}/meminfo", n))["MemTotal"];
+    return bytes / static_cast<uint64_t>(getpagesize());
 }
 
 void Oomwhy::on_record(const void *data, size_t size) {
@@ -455,8 +442,9 @@ void Oomwhy::on_note(const oomwhy_note &n) {
         return;
     }
     // The reaper's later steps for a victim already reported (it runs 2 s after a kill).
-    auto done = reported_.find(n.pid);
-    if (n.type != OOMWHY_REAPER || done == reported_.end())
+    auto done = std::find_if(reported_.rbegin(), reported_.rend(),
+                             [&](const auto &victim) { return victim.first == n.pid; });
+    if (n.type != OOMWHY_REAPER || done == reported_.rend())
         return;
     static constexpr const char *steps[] = {"woke for", "started reaping", "finished reaping",
                                             "skipped"};
@@ -501,9 +489,9 @@ void Oomwhy::report(const Pending &p) {
                      .time = p.time,
                      .loadavg = p.loadavg,
                      .page_kb = static_cast<uint64_t>(getpagesize()) / 1024,
-                     .global_pages = host_pages(),
+                     .global_pages = domain_memory_pages(0),
                      .constrained_pages = p.kill.node_constraint != OOMWHY_NODES_ANY
-                                              ? nodes_pages(p.kill.allowed_nodes)
+                                              ? domain_memory_pages(p.kill.allowed_nodes)
                                               : 0,
                      .stalls = p.stalls ? &*p.stalls : nullptr};
     const std::string text = oomwhy::report_text(r, gfp_);
@@ -519,8 +507,8 @@ void Oomwhy::report(const Pending &p) {
     keep_report(p, text, object);
     ++reports_;
     if (reported_.size() >= reported_victims_kept)
-        reported_.erase(reported_.begin());
-    reported_[p.kill.victim_pid] = p.kill.ts_ns;
+        reported_.pop_front();
+    reported_.emplace_back(p.kill.victim_pid, p.kill.ts_ns);
 }
 
 void Oomwhy::report_due(bool all) {
