@@ -32,6 +32,8 @@ class OwnedFd {
     OwnedFd &operator=(const OwnedFd &) = delete;
     ~OwnedFd();
     int get() const { return fd_; }
+    // Gives the descriptor up without closing it.
+    int release() { return std::exchange(fd_, -1); }
 
   private:
     int fd_ = -1;

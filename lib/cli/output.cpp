@@ -1,5 +1,8 @@
 #include "cli/output.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -152,6 +155,27 @@ void flush_output() {
     if (err == EPIPE)
         throw OutputClosed();
     throw RuntimeError(fmt::format("cannot write the output: {}", strerror(err)));
+}
+
+OutputFile::OutputFile(const std::string &path, std::string_view option)
+    : path_(path), fd_(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) {
+    if (fd_.get() < 0)
+        throw UsageError(
+            fmt::format("{} {}: cannot write there: {}", option, path, strerror(errno)));
+}
+
+void OutputFile::write_and_close(std::string_view content) {
+    while (!content.empty()) {
+        const ssize_t n = write(fd_.get(), content.data(), content.size());
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            throw RuntimeError(fmt::format("cannot write {}: {}", path_,
+                                           n < 0 ? strerror(errno) : "nothing written"));
+        content.remove_prefix(static_cast<size_t>(n));
+    }
+    if (close(fd_.release()) != 0)
+        throw RuntimeError(fmt::format("cannot write {}: {}", path_, strerror(errno)));
 }
 
 } // namespace memlat

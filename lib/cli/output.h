@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/files.h"
+
 namespace memlat {
 
 // "HH:MM:SS" in local time.
@@ -34,6 +36,24 @@ std::string hex_bytes(std::string_view text);
 void flush_output();
 struct OutputClosed : std::runtime_error {
     OutputClosed() : std::runtime_error("the reader of the output went away") {}
+};
+
+// A file a tool writes at its end (a profile), opened when the options are checked: a path it
+// cannot write to is a usage error before anything is loaded, not a lost run.
+class OutputFile {
+  public:
+    OutputFile() = default;
+    // Creates or truncates `path`; a UsageError naming `option`, the path and the reason when
+    // it cannot.
+    OutputFile(const std::string &path, std::string_view option);
+    bool is_open() const { return fd_.get() >= 0; }
+    const std::string &path() const { return path_; }
+    // Writes `content` whole and closes the file; a RuntimeError when it cannot (a full disk).
+    void write_and_close(std::string_view content);
+
+  private:
+    std::string path_;
+    OwnedFd fd_;
 };
 
 // The JSON field of the count of program runs the kernel skipped (report_skipped_runs), the

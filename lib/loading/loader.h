@@ -161,6 +161,17 @@ std::vector<std::pair<Key, Value>> read_hash_map(bpf_map *map) {
     return entries;
 }
 
+// Deletes every entry of a BPF hash or stack-trace map whose keys are `Key`s (entries the
+// programs add meanwhile may stay).
+template <typename Key>
+void clear_map(bpf_map *map) {
+    Key key{};
+    // Always the first key: the one before it was just deleted.
+    while (bpf_map__get_next_key(map, nullptr, &key, sizeof(Key)) == 0)
+        if (bpf_map__delete_elem(map, &key, sizeof(Key), 0) != 0)
+            break;
+}
+
 // Deletes from `map` the entries just read from it (`entries`) whose task, `task_of(key)` (a
 // process or thread id), has exited: read now for the last time, they leave room in the table
 // for the tasks that live.

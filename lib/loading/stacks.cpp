@@ -21,8 +21,10 @@ std::vector<uint64_t> StackSymbolizer::addresses(int32_t id) {
     return ips;
 }
 
-std::vector<std::string> StackSymbolizer::kernel(int32_t id) {
-    if (given_symbols_ == nullptr && !kernel_symbols_tried_) {
+const KernelSymbols *StackSymbolizer::kernel_symbols() {
+    if (given_symbols_ != nullptr)
+        return given_symbols_;
+    if (!kernel_symbols_tried_) {
         kernel_symbols_tried_ = true;
         try {
             kernel_symbols_ = KernelSymbols::for_stacks();
@@ -30,26 +32,52 @@ std::vector<std::string> StackSymbolizer::kernel(int32_t id) {
             // Addresses it is.
         }
     }
+    return kernel_symbols_ ? &*kernel_symbols_ : nullptr;
+}
+
+std::vector<DescribedFrame> StackSymbolizer::kernel_frames(int32_t id) {
     const auto ips = addresses(id);
     if (ips.empty())
-        return {"[stack lost]"};
+        return {};
     // From the tracepoint's caller on, without the machinery that ran the BPF program.
-    return kernel_stack_frames(ips, given_symbols_ != nullptr ? given_symbols_
-                                    : kernel_symbols_         ? &*kernel_symbols_
-                                                              : nullptr);
+    return kernel_stack(ips, kernel_symbols());
+}
+
+namespace {
+
+// The frames' descriptions, or "[stack lost]" for none.
+std::vector<std::string> texts_of(std::vector<DescribedFrame> frames) {
+    if (frames.empty())
+        return {"[stack lost]"};
+    std::vector<std::string> texts;
+    for (auto &f : frames)
+        texts.push_back(std::move(f.text));
+    return texts;
+}
+
+} // namespace
+
+std::vector<std::string> StackSymbolizer::kernel(int32_t id) {
+    return texts_of(kernel_frames(id));
+}
+
+ProcessSymbols &StackSymbolizer::process(uint32_t pid) {
+    return processes_.try_emplace(pid, static_cast<pid_t>(pid)).first->second;
+}
+
+std::vector<DescribedFrame> StackSymbolizer::user_frames(int32_t id, uint32_t pid) {
+    if (id == MEMLAT_STACK_NO_USER)
+        return {};
+    std::vector<DescribedFrame> frames;
+    for (uint64_t ip : addresses(id))
+        frames.push_back({ip, process(pid).describe(ip)});
+    return frames;
 }
 
 std::vector<std::string> StackSymbolizer::user(int32_t id, uint32_t pid) {
     if (id == MEMLAT_STACK_NO_USER)
         return {"[no user stack]"};
-    const auto ips = addresses(id);
-    if (ips.empty())
-        return {"[stack lost]"};
-    auto &symbols = processes_.try_emplace(pid, static_cast<pid_t>(pid)).first->second;
-    std::vector<std::string> frames;
-    for (uint64_t ip : ips)
-        frames.push_back(symbols.describe(ip));
-    return frames;
+    return texts_of(user_frames(id, pid));
 }
 
 void note_user_frames_need_ptrace(const char *tool, const char *option) {

@@ -29,8 +29,16 @@ class StackSymbolizer {
     // The user frames of stack `id` of process `pid` ("[no user stack]" for a kernel thread).
     std::vector<std::string> user(int32_t id, uint32_t pid);
 
+    // The same with each frame's address (profiles); empty when the stack is lost or there is
+    // no user stack.
+    std::vector<DescribedFrame> kernel_frames(int32_t id);
+    std::vector<DescribedFrame> user_frames(int32_t id, uint32_t pid);
+    // Process `pid`'s mappings, read at its first user stack.
+    ProcessSymbols &process(uint32_t pid);
+
   private:
     std::vector<uint64_t> addresses(int32_t id);
+    const KernelSymbols *kernel_symbols();
 
     bpf_map *stacks_;
     const KernelSymbols *given_symbols_;

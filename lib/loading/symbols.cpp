@@ -229,6 +229,15 @@ KernelSymbols KernelSymbols::for_stacks(const std::vector<std::string> &names) {
     return result;
 }
 
+std::optional<KernelSymbols> KernelSymbols::described_by_kernel() {
+    auto describer = KernelDescriber::load();
+    if (!describer)
+        return std::nullopt;
+    KernelSymbols result;
+    result.described_by_kernel_ = std::move(describer);
+    return result;
+}
+
 std::string KernelSymbols::describe(uint64_t address) const {
     if (described_by_kernel_) {
         if (const auto it = described_.find(address); it != described_.end())
@@ -377,11 +386,16 @@ ProcessSymbols::ProcessSymbols(pid_t pid) : pid_(pid) {
     }
 }
 
-std::string ProcessSymbols::describe(uint64_t address) {
+const ProcessSymbols::Mapping *ProcessSymbols::mapping_of(uint64_t address) const {
     const auto mapping =
         std::find_if(mappings_.begin(), mappings_.end(),
                      [address](const Mapping &m) { return address >= m.start && address < m.end; });
-    if (mapping == mappings_.end())
+    return mapping == mappings_.end() ? nullptr : &*mapping;
+}
+
+std::string ProcessSymbols::describe(uint64_t address) {
+    const Mapping *mapping = mapping_of(address);
+    if (mapping == nullptr)
         return hex_address(address);
 
     auto [cached, inserted] = files_.try_emplace(mapping->path);
@@ -433,9 +447,9 @@ bool is_tracing_frame(std::string_view frame) {
     return ec == std::errc{} && end == hex.data() + hex.size() && offset >= max_function_bytes;
 }
 
-std::vector<std::string> kernel_stack_frames(std::span<const uint64_t> ips,
-                                             const KernelSymbols *ksyms) {
-    std::vector<std::string> frames;
+std::vector<DescribedFrame> kernel_stack(std::span<const uint64_t> ips,
+                                         const KernelSymbols *ksyms) {
+    std::vector<DescribedFrame> frames;
     bool in_tracing = true;
     for (uint64_t ip : ips) {
         if (ip == 0)
@@ -444,9 +458,24 @@ std::vector<std::string> kernel_stack_frames(std::span<const uint64_t> ips,
         if (in_tracing && is_tracing_frame(frame))
             continue;
         in_tracing = false;
-        frames.push_back(std::move(frame));
+        frames.push_back({ip, std::move(frame)});
     }
     return frames;
+}
+
+std::vector<std::string> kernel_stack_frames(std::span<const uint64_t> ips,
+                                             const KernelSymbols *ksyms) {
+    std::vector<std::string> frames;
+    for (auto &frame : kernel_stack(ips, ksyms))
+        frames.push_back(std::move(frame.text));
+    return frames;
+}
+
+std::string described_function(std::string_view text) {
+    // "name+0xoff [module]", "name+0xoff [file]", "[file]+0xoff", "0x<hex>".
+    if (text.starts_with('[') || text.starts_with("0x"))
+        return "";
+    return std::string(text.substr(0, text.find("+0x")));
 }
 
 } // namespace memlat

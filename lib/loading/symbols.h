@@ -49,6 +49,10 @@ class KernelSymbols {
     // (5.16+): names without CAP_SYSLOG.
     bool describes_by_kernel() const { return described_by_kernel_ != nullptr; }
     static KernelSymbols for_stacks(const std::vector<std::string> &names = {});
+    // Only the kernel's own descriptions (5.16+), loaded now to describe addresses later,
+    // when the caller may have dropped the capabilities a load or kallsyms needs; nullopt
+    // where the kernel cannot.
+    static std::optional<KernelSymbols> described_by_kernel();
 
     // The symbol containing the address (greatest start address <= address), or nullptr
     // (always when the addresses are hidden).
@@ -116,11 +120,14 @@ class ProcessSymbols {
     // there, or "0x<hex>" when the address is not in any file mapping (or the process is gone).
     std::string describe(uint64_t address);
 
-  private:
     struct Mapping {
         uint64_t start, end, offset;
         std::string path;
     };
+    // The file mapping that holds the address, or nullptr.
+    const Mapping *mapping_of(uint64_t address) const;
+
+  private:
     pid_t pid_;
     std::vector<Mapping> mappings_;
     std::map<std::string, std::shared_ptr<ElfSymbols>> files_; // nullptr: could not be read
@@ -142,5 +149,17 @@ bool is_tracing_frame(std::string_view frame);
 // Without symbols every frame is "0x<hex>", which cannot be told from JIT code: none is left.
 std::vector<std::string> kernel_stack_frames(std::span<const uint64_t> ips,
                                              const KernelSymbols *ksyms);
+
+// A frame's address and its description (KernelSymbols::describe(), ProcessSymbols::describe()).
+struct DescribedFrame {
+    uint64_t address = 0;
+    std::string text;
+};
+// kernel_stack_frames() with each frame's address.
+std::vector<DescribedFrame> kernel_stack(std::span<const uint64_t> ips, const KernelSymbols *ksyms);
+
+// The function a description names, without its offset and file or module: "" when it names
+// none ("[file]+0xoff", "0x<hex>").
+std::string described_function(std::string_view text);
 
 } // namespace memlat

@@ -1,12 +1,14 @@
 #include "prometheus/exporter.h"
 
 #include <cerrno>
+#include <charconv>
 #include <csignal>
 #include <cstring>
 #include <fmt/format.h>
 #include <list>
 #include <pthread.h>
 #include <sys/socket.h>
+#include <variant>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -14,6 +16,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
@@ -29,160 +32,7 @@ namespace asio = boost::asio;
 namespace http = boost::beast::http;
 using tcp = asio::ip::tcp;
 
-bool PrometheusOptions::label(std::string_view name) const {
-    return std::find(labels.begin(), labels.end(), name) != labels.end();
-}
-
-void add_listen_option(CommandLine &cli, PrometheusOptions &options) {
-    cli.option(
-        0, "prometheus", "[ADDR:]PORT",
-        "Serve the counters and histograms as Prometheus metrics on ADDR:PORT "
-        "(http://ADDR:PORT/metrics; no ADDR: every address) instead of printing "
-        "them; runs until SIGTERM or Ctrl-C",
-        [&options](const std::string &text) { options.listen = parse_listen_address(text); });
-    add_web_config_option(cli, options.web);
-}
-
-void add_web_config_option(CommandLine &cli, std::optional<WebConfig> &web) {
-    cli.option(0, "web.config.file", "FILE",
-               "Serve HTTPS and ask for a user and password as FILE says (the Prometheus "
-               "exporter-toolkit's format: tls_server_config, basic_auth_users; builds made "
-               "with cmake -DMEMLAT_TLS=ON)",
-               [&web](const std::string &path) { web = read_web_config(path); });
-}
-
-void add_series_options(CommandLine &cli, PrometheusOptions &options,
-                        std::vector<std::string> allowed) {
-    std::string names;
-    for (const auto &a : allowed)
-        names += (names.empty() ? "" : ", ") + a;
-    if (!allowed.empty())
-        cli.option(0, "prometheus-labels", "LIST",
-                   fmt::format("With --prometheus: also label counts by these (one series per "
-                               "value, at most --max-series): {}",
-                               names),
-                   [&options, allowed](const std::string &text) {
-                       for (const auto &name : split_list(text, "--prometheus-labels")) {
-                           if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
-                               std::string known;
-                               for (const auto &a : allowed)
-                                   known += (known.empty() ? "" : ", ") + a;
-                               throw UsageError(
-                                   fmt::format("--prometheus-labels: unknown label '{}'; this "
-                                               "tool has: {}",
-                                               name, known));
-                           }
-                           options.labels.push_back(name);
-                       }
-                   });
-    cli.option(0, "max-series", "N",
-               "With --prometheus: at most N series per metric for the labels of "
-               "--prometheus-labels; counts beyond go to a series labelled \"other\" "
-               "(default 1000)",
-               [&options](const std::string &text) {
-                   options.max_series = parse_number<size_t>(text, "--max-series");
-                   options.max_series_given = true;
-                   if (options.max_series == 0)
-                       throw UsageError("--max-series must be at least 1");
-               });
-}
-
-void check_prometheus_options(const PrometheusOptions &options, const CommonOptions &common) {
-    if (!options.on()) {
-        if (!options.labels.empty())
-            throw UsageError("--prometheus-labels goes with --prometheus");
-        if (options.max_series_given)
-            throw UsageError("--max-series goes with --prometheus (it bounds the series of "
-                             "--prometheus-labels)");
-        if (options.web)
-            throw UsageError("--web.config.file goes with --prometheus");
-        require_stdout();
-        return;
-    }
-    if (common.json)
-        throw UsageError("--prometheus serves metrics instead of printing; it takes no -j");
-    if (common.timestamp)
-        throw UsageError("--prometheus serves metrics instead of printing; it takes no -T (the "
-                         "scraper times each sample)");
-    if (common.interval > 0)
-        throw UsageError("--prometheus serves totals at each scrape; it takes no interval");
-}
-
-namespace {
-
-// A socket address for `where`: IPv6 or IPv4 by the form of the host; every address is
-// IPv6's any (which takes IPv4 too) unless `v4_any`.
-struct SocketAddress {
-    sockaddr_storage storage{};
-    socklen_t length = 0;
-    int family = AF_INET;
-};
-
-SocketAddress socket_address(const ListenAddress &where, bool v4_any) {
-    SocketAddress a;
-    if (where.host.empty() ? !v4_any : where.host.find(':') != std::string::npos) {
-        auto *in6 = reinterpret_cast<sockaddr_in6 *>(&a.storage);
-        in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons(where.port);
-        in6->sin6_addr = in6addr_any;
-        if (!where.host.empty())
-            inet_pton(AF_INET6, where.host.c_str(), &in6->sin6_addr);
-        a.length = sizeof(*in6);
-        a.family = AF_INET6;
-    } else {
-        auto *in = reinterpret_cast<sockaddr_in *>(&a.storage);
-        in->sin_family = AF_INET;
-        in->sin_port = htons(where.port);
-        in->sin_addr.s_addr = htonl(INADDR_ANY);
-        if (!where.host.empty())
-            inet_pton(AF_INET, where.host.c_str(), &in->sin_addr);
-        a.length = sizeof(*in);
-        a.family = AF_INET;
-    }
-    return a;
-}
-
-// A listening socket on `where`, made by hand so that each failure gets its own message
-// (Asio's acceptor then adopts it).
-int open_listener(const ListenAddress &where) {
-    SocketAddress address = socket_address(where, false);
-    int listener = socket(address.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (listener < 0 && where.host.empty() && errno == EAFNOSUPPORT) {
-        // A kernel without IPv6: every IPv4 address.
-        address = socket_address(where, true);
-        listener = socket(address.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    }
-    if (listener < 0)
-        throw RuntimeError(fmt::format("--prometheus {}: cannot open a socket: {}",
-                                       where.describe(), strerror(errno)));
-    const int on = 1, off = 0;
-    setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-    if (address.family == AF_INET6 && where.host.empty())
-        setsockopt(listener, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
-    if (bind(listener, reinterpret_cast<sockaddr *>(&address.storage), address.length) != 0) {
-        const int err = errno;
-        close(listener);
-        if (err == EADDRINUSE)
-            throw RuntimeError(fmt::format("--prometheus {}: the port is in use (another "
-                                           "exporter on it?); choose another port",
-                                           where.describe()));
-        throw RuntimeError(fmt::format("--prometheus {}: cannot listen there: {}", where.describe(),
-                                       err == EADDRNOTAVAIL
-                                           ? "no interface of this machine has that address"
-                                           : strerror(err)));
-    }
-    if (listen(listener, SOMAXCONN) != 0) {
-        const int err = errno;
-        close(listener);
-        throw RuntimeError(
-            fmt::format("--prometheus {}: cannot listen: {}", where.describe(), strerror(err)));
-    }
-    return listener;
-}
-
 using Clock = std::chrono::steady_clock;
-
-} // namespace
 
 // The HTTP side, on one thread running an Asio event loop: every connection is served
 // concurrently, so no client can hold up another. One request per connection (the response
@@ -206,9 +56,13 @@ class Exporter::Server {
     static constexpr auto kResponseTime = std::chrono::seconds(10);
     static constexpr uint32_t kHeaderLimit = 16 * 1024;
 
-    Server(const ListenAddress &where, std::string tool, Collect collect, const WebConfig &web)
-        : tool_(std::move(tool)), collect_(std::move(collect)), web_(web), acceptor_(io_),
-          sweep_(io_) {
+    // How long a profile may take to build once its seconds are over (symbolizing).
+    static constexpr auto kProfileBuildTime = std::chrono::seconds(60);
+
+    Server(const ListenAddress &where, std::string tool, Collect collect, const WebConfig &web,
+           ProfileSources profiles)
+        : tool_(std::move(tool)), collect_(std::move(collect)), web_(web),
+          profiles_(std::move(profiles)), acceptor_(io_), sweep_(io_), profile_timer_(io_) {
         const int listener = open_listener(where);
         sockaddr_storage local{};
         socklen_t length = sizeof(local);
@@ -230,6 +84,9 @@ class Exporter::Server {
     Server(const Server &) = delete;
     Server &operator=(const Server &) = delete;
     ~Server() {
+        // A profile being built reads its tool's maps: done before the tool goes.
+        if (profile_worker_.joinable())
+            profile_worker_.join();
         // The loop has stopped: close every socket before the io_context goes.
         for (auto &c : connections_)
             c->stream.socket().close();
@@ -329,9 +186,14 @@ class Exporter::Server {
             res.result(http::status::bad_request);
             res.set(http::field::content_type, "text/plain; charset=utf-8");
             res.body() = fmt::format("Bad request: {}\n", error.message());
-        } else {
-            respond(c->parser.get(), res);
+        } else if (respond(c)) {
+            return; // a profile: answered when its seconds are over
         }
+        write_response(c);
+    }
+
+    void write_response(const ConnectionPtr &c) {
+        auto &res = c->response;
         res.keep_alive(false);
         res.prepare_payload();
         c->answering = true;
@@ -372,25 +234,128 @@ class Exporter::Server {
         });
     }
 
-    void respond(const http::request<http::empty_body> &req,
-                 http::response<http::string_body> &res) {
+    static void plain(http::response<http::string_body> &res, http::status status,
+                      std::string body) {
+        res.result(status);
+        res.set(http::field::content_type, "text/plain; charset=utf-8");
+        res.body() = std::move(body);
+    }
+
+    // The seconds a profile request asks for ("seconds=N" in its query), or why they are
+    // refused.
+    static std::variant<int, std::string> profile_seconds(std::string_view query) {
+        int seconds = Exporter::default_profile_seconds;
+        while (!query.empty()) {
+            const auto amp = query.find('&');
+            const std::string_view param = query.substr(0, amp);
+            query = amp == std::string_view::npos ? "" : query.substr(amp + 1);
+            if (!param.starts_with("seconds="))
+                continue;
+            const std::string_view value = param.substr(8);
+            int parsed = 0;
+            const auto [end, error] =
+                std::from_chars(value.data(), value.data() + value.size(), parsed);
+            if (error != std::errc() || end != value.data() + value.size() || parsed < 1 ||
+                parsed > Exporter::max_profile_seconds)
+                return fmt::format("seconds must be a whole number from 1 to {} (the limit of "
+                                   "one profile's time); got '{}'",
+                                   Exporter::max_profile_seconds, value);
+            seconds = parsed;
+        }
+        return seconds;
+    }
+
+    // GET /debug/pprof/NAME: begins the profile, and answers when its seconds are over (true),
+    // or answers now (false): its time out of range, or another profile being taken.
+    bool begin_profile(const ConnectionPtr &c, ProfileSource &source, std::string_view query) {
+        auto &res = c->response;
+        const auto seconds = profile_seconds(query);
+        if (const auto *why = std::get_if<std::string>(&seconds)) {
+            plain(res, http::status::bad_request, *why + "\n");
+            return false;
+        }
+        if (profiling_) {
+            const auto left = std::chrono::ceil<std::chrono::seconds>(profile_ends_ - Clock::now());
+            res.set(http::field::retry_after, std::to_string(std::max<int64_t>(1, left.count())));
+            plain(res, http::status::too_many_requests,
+                  fmt::format("one profile at a time: another is being taken, for {} s more\n",
+                              std::max<int64_t>(0, left.count())));
+            return false;
+        }
+        try {
+            source.begin();
+        } catch (const std::exception &e) {
+            plain(res, http::status::internal_server_error,
+                  fmt::format("cannot begin the profile: {}\n", e.what()));
+            return false;
+        }
+        const int n = std::get<int>(seconds);
+        profiling_ = true;
+        profile_ends_ = Clock::now() + std::chrono::seconds(n);
+        c->answering = true; // never closed to make room: it has sent its request
+        c->deadline = profile_ends_ + kProfileBuildTime + kResponseTime;
+        profile_timer_.expires_after(std::chrono::seconds(n));
+        profile_timer_.async_wait([this, c, &source, n](boost::system::error_code error) {
+            if (error)
+                return;
+            if (profile_worker_.joinable())
+                profile_worker_.join();
+            profile_worker_ = std::thread([this, c, &source, n] {
+                std::string body, failure;
+                try {
+                    body = source.end(n);
+                } catch (const std::exception &e) {
+                    failure = e.what();
+                }
+                asio::post(io_, [this, c, body = std::move(body), failure = std::move(failure)] {
+                    profiling_ = false;
+                    if (c->closed)
+                        return;
+                    auto &res = c->response;
+                    if (!failure.empty()) {
+                        plain(res, http::status::internal_server_error,
+                              fmt::format("cannot build the profile: {}\n", failure));
+                    } else {
+                        res.result(http::status::ok);
+                        res.set(http::field::content_type, "application/octet-stream");
+                        res.set(http::field::content_disposition,
+                                "attachment; filename=\"profile\"");
+                        res.body() = body;
+                    }
+                    write_response(c);
+                });
+            });
+        });
+        return true;
+    }
+
+    // Fills the connection's response; true when it is a profile's, written later.
+    bool respond(const ConnectionPtr &c) {
+        const auto &req = c->parser.get();
+        auto &res = c->response;
         res.version(req.version());
         res.set(http::field::server, "memlat");
         if (!web_.auth().allows(req[http::field::authorization])) { // --web.config.file's users
             res.result(http::status::unauthorized);
             res.set(http::field::www_authenticate, "Basic realm=\"memlat\"");
             res.body() = "Unauthorized\n";
-            return;
+            return false;
         }
         if (req.method() != http::verb::get) {
             res.result(http::status::method_not_allowed);
             res.set(http::field::allow, "GET");
             res.set(http::field::content_type, "text/plain; charset=utf-8");
             res.body() = "Only GET is served.\n";
-            return;
+            return false;
         }
         std::string_view target = req.target();
-        target = target.substr(0, target.find('?'));
+        const auto question = target.find('?');
+        const std::string_view query =
+            question == std::string_view::npos ? "" : target.substr(question + 1);
+        target = target.substr(0, question);
+        for (auto &[name, source] : profiles_)
+            if (target == "/debug/pprof/" + name)
+                return begin_profile(c, *source, query);
         if (target == "/metrics") {
             const auto format = prometheus::negotiate(req[http::field::accept]);
             try {
@@ -408,29 +373,45 @@ class Exporter::Server {
             res.body() =
                 fmt::format("<!DOCTYPE html>\n<html><head><title>memlat {0}</title></head>\n<body>"
                             "<h1>memlat {0}</h1>\n<p>Prometheus exporter of the memlat tool {0}: "
-                            "<a href=\"/metrics\">/metrics</a></p></body></html>\n",
-                            tool_);
+                            "<a href=\"/metrics\">/metrics</a></p>{1}</body></html>\n",
+                            tool_, profile_links());
         } else {
             res.result(http::status::not_found);
             res.set(http::field::content_type, "text/plain; charset=utf-8");
             res.body() = "Not found: the metrics are at /metrics\n";
         }
+        return false;
+    }
+
+    std::string profile_links() const {
+        std::string links;
+        for (const auto &[name, source] : profiles_)
+            links += fmt::format("\n<p>Profile of {0} (pprof, ?seconds=N, 1 to {1}): <a "
+                                 "href=\"/debug/pprof/{0}\">/debug/pprof/{0}</a></p>",
+                                 name, Exporter::max_profile_seconds);
+        return links;
     }
 
     std::string tool_;
     Collect collect_;
     WebAccess web_;
+    ProfileSources profiles_;
+    bool profiling_ = false; // a profile is being taken or built
+    Clock::time_point profile_ends_;
     ListenAddress bound_;
     asio::io_context io_{1};
     tcp::acceptor acceptor_;
     asio::steady_timer sweep_;
     std::optional<asio::steady_timer> retry_;
+    asio::steady_timer profile_timer_;
+    std::thread profile_worker_;           // builds the profile whose seconds are over
     std::list<ConnectionPtr> connections_; // oldest first
 };
 
 Exporter::Exporter(const ListenAddress &where, std::string tool, Collect collect,
-                   const WebConfig &web)
-    : server_(std::make_unique<Server>(where, std::move(tool), std::move(collect), web)) {
+                   const WebConfig &web, ProfileSources profiles)
+    : server_(std::make_unique<Server>(where, std::move(tool), std::move(collect), web,
+                                       std::move(profiles))) {
     // SIGINT and SIGTERM are the main thread's (they stop the tool): the server's thread
     // blocks them, and inherits that mask from here.
     sigset_t stop_signals, before;

@@ -47,14 +47,34 @@ void add_series_options(CommandLine &cli, PrometheusOptions &options,
 // tool prints and stdout is closed (require_stdout).
 void check_prometheus_options(const PrometheusOptions &options, const CommonOptions &common);
 
+// A profile served on request at /debug/pprof/NAME?seconds=N (memstall's stall profile), as
+// the continuous profilers scrape Go's /debug/pprof/profile: counting begins with the
+// request, and the answer is the profile of the N seconds that follow.
+class ProfileSource {
+  public:
+    virtual ~ProfileSource() = default;
+    // Begins counting; on the server's thread, so quick.
+    virtual void begin() = 0;
+    // Ends counting and returns the profile as pprof's gzip-compressed profile.proto, for
+    // the `seconds` since begin(). On a thread of its own (symbolizing takes time); an
+    // exception answers 500 with its message.
+    virtual std::string end(int seconds) = 0;
+};
+// The profiles an exporter serves, by NAME.
+using ProfileSources = std::vector<std::pair<std::string, ProfileSource *>>;
+
 class Exporter {
   public:
     using Collect = std::function<void(prometheus::Exposition &)>;
     // Binds (a RuntimeError when the port is taken or the address is not the machine's, or
     // `web`'s certificate cannot be used) and starts serving, over TLS and to `web`'s users
     // only when it has them; `collect` runs on the server's thread at each scrape of /metrics.
+    // `profiles` are served at /debug/pprof/NAME, one profile at a time, each for 1 to
+    // max_profile_seconds (default default_profile_seconds).
     Exporter(const ListenAddress &where, std::string tool, Collect collect,
-             const WebConfig &web = {});
+             const WebConfig &web = {}, ProfileSources profiles = {});
+    static constexpr int max_profile_seconds = 300;
+    static constexpr int default_profile_seconds = 30;
     Exporter(const Exporter &) = delete;
     Exporter &operator=(const Exporter &) = delete;
     // Stops serving: closes the listening socket and every connection.

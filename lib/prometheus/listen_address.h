@@ -19,4 +19,8 @@ struct ListenAddress {
 // names what is wrong.
 ListenAddress parse_listen_address(std::string_view text);
 
+// A listening socket on `where` (non-blocking, close-on-exec), made by hand so that each
+// failure gets its own message (a RuntimeError); the server's acceptor then adopts it.
+int open_listener(const ListenAddress &where);
+
 } // namespace memlat

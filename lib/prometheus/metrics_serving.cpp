@@ -20,7 +20,10 @@ int serve_tool_metrics(std::string_view tool, const PrometheusOptions &prom,
             prometheus::build_info(out, tool);
             write_tool_metrics(out, side);
         },
-        prom.web.value_or(WebConfig{}));
+        prom.web.value_or(WebConfig{}),
+        side.profile_source() != nullptr
+            ? ProfileSources{{std::string(tool), side.profile_source()}}
+            : ProfileSources{});
     serve_until_stopped(tool, exporter, common, sleep_for);
     return 0;
 }

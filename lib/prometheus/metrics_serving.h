@@ -35,6 +35,8 @@ class CountingSide {
     // The probes and the object, for the self metrics (hooks chosen, BPF program stats).
     virtual const std::vector<Probe> &probes() const = 0;
     virtual bpf_object *object() const = 0;
+    // The profile it serves at /debug/pprof/TOOL, if any (memstall --profiles).
+    virtual ProfileSource *profile_source() { return nullptr; }
 };
 
 // One scrape of a tool: its families (collect), then its loss and self metrics (labelled by

@@ -1296,6 +1296,39 @@ def _num(x: float) -> str:
 
 # ---------------------------------------------------------------- checks every tool's tests make
 
+def pprof_raw(t: Test, path: str) -> tuple[list[dict], dict[int, str]]:
+    """A profile read by Go's own pprof (`go tool pprof -raw`, Debian's golang-go): its samples
+    ({"values": [...], "locations": [ids, innermost first], "labels": {key: value}}) and the
+    function name of each location id. pprof refusing the file fails the test."""
+    if shutil.which("go") is None:
+        raise Failure("go tool pprof, the oracle of the profiles, is missing: install Debian's "
+                      "golang-go (the README's install command does)")
+    res = run(["go", "tool", "pprof", "-raw", path], timeout=120)
+    t.require(res.rc == 0, f"go tool pprof -raw {os.path.basename(path)}: exit status", 0,
+              f"{res.rc}: {res.stderr[-400:]}")
+    samples: list[dict] = []
+    names: dict[int, str] = {}
+    section = ""
+    for line in res.stdout.splitlines():
+        if line in ("Samples:", "Locations", "Mappings"):
+            section = line
+            continue
+        if section == "Samples:":
+            m = re.fullmatch(r"\s*(\d+)\s+(\d+): ([\d ]*)", line)
+            if m:
+                samples.append({"values": [int(m.group(1)), int(m.group(2))],
+                                "locations": [int(x) for x in m.group(3).split()],
+                                "labels": {}})
+            elif samples:
+                for key, value in re.findall(r"(\w+):\[([^\]]*)\]", line):
+                    samples[-1]["labels"][key] = value
+        elif section == "Locations":
+            m = re.fullmatch(r"\s*(\d+): 0x[0-9a-f]+(?: M=\d+)?\s*(.*?)(?: :\d+ s=\d+)?", line)
+            if m:
+                names[int(m.group(1))] = m.group(2)
+    return samples, names
+
+
 def check_bad_arguments(t: Test, tool: str, cases: Sequence[tuple[Sequence[str], str]],
                         timeout: float = 15.0) -> None:
     """Runs `tool` once per (arguments, message) case: each must be refused as a usage error

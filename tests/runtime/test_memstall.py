@@ -18,7 +18,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from memlat_test import (Failure, FtraceOracle, MemoryCgroup, PerfStat, Test, TestFile, Tool,  # noqa: E402
-                         Workload,
+                         Workload, build_dir, own_name, pprof_raw,
                          check_bad_arguments, check_help, log, main,
                          oracle_durations_ns, read_file, scenario, skip, write_file,
                          check_refused_unprivileged, shared_bad_arguments)
@@ -179,6 +179,89 @@ def _(t: Test):
     for line in ("memcg:   wall time between vmscan:mm_vmscan_memcg_reclaim_begin",
                  "thrash:  off-CPU time with task_struct->in_memstall set"):
         t.check_in(f"-v says how: {line[:20]}...", line, err, "stderr")
+
+
+def folded_lines(t: Test, text: str, what: str) -> list[tuple[list[str], int]]:
+    """Folded stacks as (frames root first, value); every line must be `frames value`."""
+    matches = [(line, re.fullmatch(r"(\S.*) (\d+)", line)) for line in text.splitlines()]
+    t.require(all(m for _, m in matches), f"{what}: every line is 'frames value'", "all",
+              [line for line, m in matches if not m][:3])
+    return [(m.group(1).split(";"), int(m.group(2))) for _, m in matches]
+
+
+@scenario("memstall_profiles_vs_taskstats")
+def _(t: Test):
+    """Stall profiles of a reader that faults a file in through mmap in a 32 MiB memory
+    cgroup (memcg reclaim from one named function, mmap_pass): --folded-file and --pprof sum,
+    per cause, to exactly the stall time of memstall's own table in the same run; Go's pprof
+    reads the profile, whose memcg stacks end in the kernel function that reclaims and
+    contain the workload's function; --folded --folded-counts counts as many reclaim stalls
+    as delay accounting."""
+    folded_path = os.path.join(build_dir(), own_name("memstall_profile") + ".folded")
+    pprof_path = os.path.join(build_dir(), own_name("memstall_profile") + ".pb.gz")
+    try:
+        with delay_accounting() as taskstats, MemoryCgroup("memstall_profile", LIMIT) as cg, \
+                TestFile(FILE_SIZE, "memstall_profile", cold=True) as f, \
+                Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--passes", "2",
+                         "--mmap", "--linger", held=True) as reader:
+            with Tool("memstall", "-j", "-r", "1000", "-G", cg.path, "-f", folded_path,
+                      "--pprof", pprof_path) as table, \
+                    Tool("memstall", "--folded", "--folded-counts", "-p",
+                         str(reader.pid)) as counts:
+                reader.release()
+                reader.wait_done(60)
+                time.sleep(0.3)
+                stats = taskstats.get(reader.pid)
+        rows = last_rows(t, table)
+        folded = folded_lines(t, read_file(folded_path), "--folded-file")
+        samples, names = pprof_raw(t, pprof_path)
+    finally:
+        for path in (folded_path, pprof_path):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+    table_ns: dict[str, int] = {}
+    for row in rows:
+        for name, c in row["causes"].items():
+            table_ns[name] = table_ns.get(name, 0) + c["ns"]
+    folded_ns: dict[str, int] = {}
+    for frames, value in folded:
+        folded_ns[frames[0]] = folded_ns.get(frames[0], 0) + value
+    pprof_ns: dict[str, int] = {}
+    for sample in samples:
+        cause_label = sample["labels"].get("cause", "?")
+        pprof_ns[cause_label] = pprof_ns.get(cause_label, 0) + sample["values"][1]
+    log(f"stall ns per cause: table {table_ns}, folded {folded_ns}, pprof {pprof_ns}")
+    t.check_ge("memcg stall time in the table", 1, table_ns.get("memcg", 0))
+    t.check_eq("--folded-file: ns per cause (the root frame) = the table's (exact)",
+               {k: v for k, v in table_ns.items() if v}, folded_ns)
+    t.check_eq("--pprof: stall_time per cause label = the table's (exact)",
+               {k: v for k, v in table_ns.items() if v}, pprof_ns)
+    t.check_eq("--pprof: every sample labelled with the cgroup", {cg.path},
+               {s["labels"].get("cgroup") for s in samples})
+    t.check_eq("--pprof: every sample labelled with the reader's pid", {str(reader.pid)},
+               {s["labels"].get("pid") for s in samples})
+    # By construction: the memcg window ends inside try_to_free_mem_cgroup_pages, where the
+    # stack is taken (the BPF machinery above it is left out), and the reader faults the file
+    # in from mmap_pass (built with frame pointers, not inlined). A stack the kernel's
+    # stack-trace table could not keep (a hash collision) has no frames, hence "most".
+    memcg = [s for s in samples if s["labels"].get("cause") == "memcg"]
+    framed = [s for s in memcg if names.get(s["locations"][0], "").startswith("try_to_free")]
+    framed_ns = sum(s["values"][1] for s in framed)
+    t.check_ge("--pprof: memcg time whose innermost frame is try_to_free_mem_cgroup_pages "
+               "(>= 95%)", 0.95 * sum(s["values"][1] for s in memcg), framed_ns)
+    with_user = [s for s in framed
+                 if any("mmap_pass" in names.get(loc, "") for loc in s["locations"])]
+    t.check_ge("--pprof: of those, time with mmap_pass among the user frames (>= 95%)",
+               0.95 * framed_ns, sum(s["values"][1] for s in with_user))
+    t.check_in("--folded-file: kernel frames marked _[k]", "try_to_free_mem_cgroup_pages_[k]",
+               " ".join(f[-1] for f, _ in folded), "innermost frames")
+    # --folded --folded-counts: stall counts on stdout, the cause then the process as roots.
+    counted = folded_lines(t, counts.result.stdout, "--folded --folded-counts")
+    reclaim_stalls = sum(v for frames, v in counted if frames[0] in ("memcg", "direct"))
+    t.check_eq("--folded --folded-counts: reclaim stalls vs taskstats freepages_count (exact)",
+               stats["freepages_count"], reclaim_stalls)
+    t.check_eq("--folded: the process frame", {f"file_reader-{reader.pid}"},
+               {frames[1] for frames, _ in counted})
 
 
 def steal_seconds() -> float:
@@ -485,7 +568,14 @@ def _(t: Test):
     cases = shared_bad_arguments(tid=True, cgroup=True) + [
         (["-r", "0"], "-r takes a number of rows of at least 1"),
         (["0"], "interval"),
-        (["-s", "--prometheus", "127.0.0.1:0"], "-s and -C go with the text output"),
+        (["-s", "--prometheus", "127.0.0.1:0"], "-s, -C, --folded"),
+        (["--pprof", "/nonexistent/dir/p.pb.gz"],
+         "--pprof /nonexistent/dir/p.pb.gz: cannot write there: No such file or directory"),
+        (["-f", "/tmp"], "--folded-file /tmp: cannot write there: Is a directory"),
+        (["--folded", "-j"], "--folded prints the folded stacks alone"),
+        (["--folded", "1"], "--folded prints the folded stacks alone"),
+        (["--folded-counts"], "--folded-counts goes with --folded or --folded-file"),
+        (["--profiles"], "--profiles serves /debug/pprof/memstall beside the metrics"),
         (["--prometheus-labels", "cgroup"], "--prometheus"),
     ]
     check_bad_arguments(t, "memstall", cases)
@@ -495,7 +585,8 @@ def _(t: Test):
         "--pid", "--tid", "--cgroup", "--cgroups", "--rows", "--stacks", "--timestamp",
         "--duration",        "--json", "--verbose", "interval", "DIRECT", "MEMCG", "COMPACT", "DIRTY", "SWAPIN",
         "HIGH", "THRASH", "OTHER", "STALL%", "CAP_SYSLOG", "--prometheus",
-        "--prometheus-labels"), width=None)
+        "--prometheus-labels", "--folded", "--folded-file", "--folded-counts", "--pprof",
+        "--profiles"), width=None)
 
 
 if __name__ == "__main__":

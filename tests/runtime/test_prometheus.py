@@ -36,7 +36,8 @@ from memlat_test import (_BTF_VARIANT, Failure, FtraceOracle, MemoryCgroup, Test
                          TestFile, Tool, Workload, _kill_group, check_nothing_left, log, main,
                          oracle_durations_ns, remove_cgroup_dir,
                          require_cpus, run, run_workload, scenario, setpriv_command, skip,
-                         snoop_events, source_tools, tlb_interrupts, require_shootdown_ipis)
+                         snoop_events, source_tools, tlb_interrupts, require_shootdown_ipis,
+                         pprof_raw)
 
 PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"
@@ -55,7 +56,10 @@ def http_get(url: str, headers: Optional[dict] = None, timeout: float = 5.0) -> 
     req = urllib.request.Request(url, headers=headers or {})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, dict(r.headers), r.read().decode("utf-8")
+            body = r.read()
+            # A profile is gzip's bytes: returned as latin-1 text, one character a byte.
+            return r.status, dict(r.headers), body.decode(
+                "latin-1" if body.startswith(b"\x1f\x8b") else "utf-8")
     except urllib.error.HTTPError as e:
         return e.code, dict(e.headers), e.read().decode("utf-8", "replace")
 
@@ -1121,6 +1125,94 @@ def _(t: Test):
     misses = re.search(r"^memlat_page_cache_misses_total (\d+)$", text, re.M)
     t.check_ge("cachestat counted the cold read's misses (8 MiB)", (8 << 20) // 4096 // 2,
                int(misses.group(1)) if misses else 0)
+
+
+PROFILE_SECONDS = 6  # long enough for the reader's two passes (about 1 s) to end inside it
+
+
+@scenario("exporter_memstall_profile")
+def _(t: Test):
+    """GET /debug/pprof/memstall?seconds=N (memlat exporter --memstall.profiles): the stacks
+    of the stalls that end in the N seconds. A reader in a 32 MiB memory cgroup that starts
+    and ends inside the profile: Go's pprof reads the answer, whose reader samples count as
+    many reclaim stalls as delay accounting, innermost frame the kernel function that
+    reclaims (symbolized after the exporter dropped its capabilities). During the profile a
+    second one is refused with 429 and Retry-After, bad seconds get 400 naming the limit, and
+    /metrics answers as fast as without a profile."""
+    from taskstats_oracle import delay_accounting
+    path = os.path.join(tempfile.mkdtemp(prefix="memlat_profile_"), "memstall.pb.gz")
+    try:
+        with delay_accounting() as taskstats, \
+                MemoryCgroup("exporter_profile", LIMIT) as cg, \
+                TestFile(FILE_SIZE, "exporter_profile", cold=True) as f, \
+                Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--passes", "2",
+                         "--mmap", "--linger", held=True) as reader, \
+                Tool("memlat", "exporter", "--tools", "memstall", "--memstall.profiles",
+                     "--web.listen-address", "127.0.0.1:0") as tool:
+            port = exporter_port(tool)
+            base = f"http://127.0.0.1:{port}"
+            check_no_capabilities(t, tool, "memlat exporter")
+            for bad in ("0", "301", "abc", "5s"):
+                status, _, body = http_get(f"{base}/debug/pprof/memstall?seconds={bad}")
+                t.check_eq(f"seconds={bad}: 400", 400, status)
+                t.check_in(f"seconds={bad}: the message names the limit", "from 1 to 300",
+                           body, "body")
+            result: dict = {}
+
+            def take_profile() -> None:
+                req = urllib.request.Request(
+                    f"{base}/debug/pprof/memstall?seconds={PROFILE_SECONDS}")
+                started = time.monotonic()
+                with urllib.request.urlopen(req, timeout=PROFILE_SECONDS + 60) as r:
+                    result.update(status=r.status, body=r.read(),
+                                  took=time.monotonic() - started)
+
+            taker = threading.Thread(target=take_profile)
+            began = time.monotonic()
+            taker.start()
+            time.sleep(0.5)
+            status, headers, body = http_get(f"{base}/debug/pprof/memstall?seconds=1")
+            t.check_eq("a second profile meanwhile: 429", 429, status)
+            t.check_in("... saying one at a time", "one profile at a time", body, "body")
+            t.check(headers.get("Retry-After", "").isdigit(), "... with Retry-After",
+                    "seconds", headers.get("Retry-After"))
+            reader.release()
+            reader.wait_done(PROFILE_SECONDS - 1.5)
+            time.sleep(0.3)
+            elapsed = time.monotonic() - began
+            stats = taskstats.get(reader.pid)
+            scrapes = sorted(timed_scrape(port)[0] for _ in range(5))
+            taker.join()
+            t.require(elapsed < PROFILE_SECONDS - 0.2, "the reader ended inside the profile's "
+                      "seconds", f"< {PROFILE_SECONDS - 0.2} s", f"{elapsed:.1f} s")
+            log(f"  /metrics during the profile: max {scrapes[-1] * 1e3:.1f} ms; profile "
+                f"answered after {result.get('took', 0):.2f} s")
+            t.check(scrapes[-1] < SCRAPE_BOUND, "/metrics during the profile within 100 ms",
+                    f"< {SCRAPE_BOUND * 1e3:.0f} ms", f"{scrapes[-1] * 1e3:.1f} ms")
+            t.check_eq("the profile: 200", 200, result.get("status"))
+            t.check_ge("... answered after its seconds", PROFILE_SECONDS, result.get("took", 0))
+            with open(path, "wb") as out:
+                out.write(result.get("body", b""))
+            status, _, _ = http_get(f"{base}/debug/pprof/memstall?seconds=1", timeout=30)
+            t.check_eq("the next profile after it: 200 (one at a time, not one ever)", 200,
+                       status)
+        samples, names = pprof_raw(t, path)
+    finally:
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+    mine = [s for s in samples if s["labels"].get("pid") == str(reader.pid)]
+    reclaim = [s for s in mine if s["labels"].get("cause") in ("memcg", "direct")]
+    t.check_eq("the reader's reclaim stalls in the profile vs taskstats freepages_count "
+               "(exact: it ran inside the profile)", stats["freepages_count"],
+               sum(s["values"][0] for s in reclaim))
+    innermost = {names.get(s["locations"][0], "") for s in reclaim if s["locations"]}
+    # Before 5.16 the kernel cannot describe addresses to the exporter: no kernel frames.
+    release = tuple(int(x) for x in re.findall(r"\d+", os.uname().release)[:2])
+    t.check_eq("innermost frame of the reader's memcg stalls (kernel frames symbolized "
+               "without capabilities, Linux 5.16+)",
+               {"try_to_free_mem_cgroup_pages" if release >= (5, 16) else "[kernel stack lost]"},
+               innermost)
+    t.check_eq("the reader's samples: labelled with its cgroup", {cg.path},
+               {s["labels"].get("cgroup") for s in mine})
 
 
 # MEMLAT_DISABLE_HOOKS as on a kernel without the writeback dirty tracepoints: cachestat's

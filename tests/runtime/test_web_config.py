@@ -73,7 +73,10 @@ def get(url: str, cafile: str, auth: tuple[str, str] = None) -> tuple[int, dict,
     try:
         with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10,
                                     context=context) as r:
-            return r.status, dict(r.headers), r.read().decode()
+            body = r.read()
+            # A profile is gzip's bytes: returned as latin-1 text, one character a byte.
+            return r.status, dict(r.headers), body.decode(
+                "latin-1" if body.startswith(b"\x1f\x8b") else "utf-8")
     except urllib.error.HTTPError as e:
         return e.code, dict(e.headers), e.read().decode("utf-8", "replace")
 
@@ -99,7 +102,7 @@ def job_options(cert: str, password: str) -> str:
 
 def tls_basic_auth(t: Test, exporter: bool) -> None:
     """The checks of the module's docstring, on `cachestat --prometheus` or on `memlat exporter
-    --tools cachestat`."""
+    --tools cachestat,memstall --memstall.profiles`."""
     directory = tempfile.mkdtemp(prefix="memlat_web_")
     try:
         web = os.path.join(directory, "web.yml")
@@ -139,6 +142,13 @@ def tls_basic_auth(t: Test, exporter: bool) -> None:
                 plain = f"no answer ({type(e).__name__})"
             t.check(not isinstance(plain, int), "plain HTTP gets no HTTP answer", "no answer",
                     plain)
+            if exporter:
+                # The stall profile is behind the same TLS and users as the metrics.
+                profile = f"https://127.0.0.1:{port}/debug/pprof/memstall?seconds=1"
+                t.check_eq("a profile without credentials: 401", 401, get(profile, cert)[0])
+                status, _, body = get(profile, cert, (USER, PASSWORD))
+                t.check_eq("a profile with the password: 200", 200, status)
+                t.check_eq("... gzip's bytes (pprof)", "\x1f\x8b", body[:2])
 
             with tp.Prometheus(f"127.0.0.1:{port}", job_options(cert, PASSWORD)) as prom:
                 t1 = prom.wait_scrape()
@@ -162,10 +172,11 @@ def tls_basic_auth(t: Test, exporter: bool) -> None:
 
 
 def serving(exporter: bool) -> list[str]:
-    """The command line of what serves: memlat exporter (cachestat only), or cachestat."""
+    """The command line of what serves: memlat exporter (cachestat, and memstall for its
+    profile), or cachestat."""
     if exporter:
-        return [binary("memlat"), "exporter", "--tools", "cachestat", "--web.listen-address",
-                "127.0.0.1:0"]
+        return [binary("memlat"), "exporter", "--tools", "cachestat,memstall",
+                "--memstall.profiles", "--web.listen-address", "127.0.0.1:0"]
     return [binary("cachestat"), "--prometheus", "127.0.0.1:0"]
 
 

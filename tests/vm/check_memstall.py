@@ -160,6 +160,7 @@ def high(t: Test, b: Block) -> None:
                        len(sleeps) + preempted, other_high)
         else:
             t.check_eq(f"{label}: its memory.high stalls vs -p's", high["stalls"], other_high)
+    _check_folded(t, b)
     _check_top(t, b, pid, high, long_sleeps, len(sleeps), preempted, psi)
     if not psi:
         # Without PSI no other memstall is seen, and the JSON says so.
@@ -188,6 +189,37 @@ def high(t: Test, b: Block) -> None:
     t.check_close("memstall's total (sum over causes) vs the cgroup's PSI some total",
                   psi_us * 1000, total_ns, 0.03)
     t.check_ge("the memory.high sleeps are most of it", 0.5 * total_ns, high_ns)
+
+
+def _check_folded(t: Test, b: Block) -> None:
+    """-G's --folded-file (taken at each throttled task's switch-out): per cause (the root
+    frame) exactly the time of the same run's table, and the memory.high time under the
+    throttle's kernel function."""
+    table = [j for j in b.tool("by_cgroup").json_lines() if "processes" in j][-1]["processes"]
+    table_ns: dict[str, int] = {}
+    for row in table:
+        for name, c in row["causes"].items():
+            if c["ns"]:
+                table_ns[name] = table_ns.get(name, 0) + c["ns"]
+    folded_ns: dict[str, int] = {}
+    high_ns = under_throttle_ns = 0
+    lines = b.file("folded").splitlines()
+    t.require(all(re.fullmatch(r"\S.* \d+", line) for line in lines),
+              "--folded-file: every line is 'frames value'", "all", lines[:2])
+    for line in lines:
+        stack, value = line.rsplit(" ", 1)
+        frames = stack.split(";")
+        folded_ns[frames[0]] = folded_ns.get(frames[0], 0) + int(value)
+        if frames[0] == "high":
+            high_ns += int(value)
+            if any("mem_cgroup_handle_over_high" in f for f in frames):
+                under_throttle_ns += int(value)
+    t.check_eq("--folded-file: ns per cause = the table's of the same run (exact)", table_ns,
+               folded_ns)
+    # The throttle sleeps in (__)mem_cgroup_handle_over_high; a stack the kernel's table could
+    # not keep has no frames, hence 95%.
+    t.check_ge("--folded-file: memory.high time under mem_cgroup_handle_over_high (>= 95%)",
+               0.95 * high_ns, under_throttle_ns)
 
 
 def _check_top(t: Test, b: Block, pid: int, high: dict, long_sleeps: int, sleeps: int,

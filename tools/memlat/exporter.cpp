@@ -199,10 +199,14 @@ int run_exporter(int argc, char **argv) {
     if (std::none_of(tools.begin(), tools.end(), [](const auto &t) { return t.side != nullptr; }))
         throw RuntimeError("no tool can run here (each said why above)");
 
+    ProfileSources profiles;
+    for (auto &t : tools)
+        if (t.side != nullptr && t.side->profile_source() != nullptr)
+            profiles.emplace_back(t.entry->name, t.side->profile_source());
     install_stop_signals();
     Exporter exporter(
         where, "exporter", [&tools](prometheus::Exposition &out) { collect(out, tools); },
-        web.value_or(WebConfig{}));
+        web.value_or(WebConfig{}), std::move(profiles));
     serve_until_stopped(command_name, exporter, common, sleep_for);
     return 0;
 }

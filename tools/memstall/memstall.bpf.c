@@ -70,6 +70,9 @@ const volatile bool without_psi = false;
 /* --stacks: the kernel and user stacks of each stall, taken where the stalled task runs (at
  * a window's end, a dirty pause's tracepoint, a memstall sleep's switch-out). */
 const volatile bool collect_stacks = false;
+/* With collect_stacks: no stacks are taken or counted while this is set (`memlat exporter`
+ * between the profiles it is asked for, /debug/pprof/memstall). */
+__u32 stacks_paused = 0;
 
 struct memstall_totals totals[MEMSTALL_CAUSES] = {};
 __u64 table_full = 0;
@@ -145,7 +148,7 @@ struct {
 static __always_inline struct stall_stacks current_stacks(void *ctx) {
     struct stall_stacks stacks = {-1, -1};
 
-    if (collect_stacks) {
+    if (collect_stacks && !stacks_paused) {
         stacks.kernel = bpf_get_stackid(ctx, &stack_traces, 0);
         stacks.user = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
     }
@@ -174,6 +177,7 @@ static __noinline void account_stacks(struct task_struct *task, __u32 cause, __u
         struct memstall_stack_value zero = {};
 
         bpf_core_read(&zero.comm, sizeof(zero.comm), &task->comm);
+        zero.cgroup_id = cgroup_id(task_cgroup(task, memcg_on_v1));
         v = map_insert_lookup(&stack_totals, &key, &zero, &table_full);
         if (!v)
             return;
@@ -209,7 +213,7 @@ __noinline int account_stall(__u64 task_address, __u32 tid, __u32 cause, __u64 n
     __sync_fetch_and_add(&v->total_ns, ns);
     if (ns > v->max_ns)
         v->max_ns = ns; /* a rare lost race only understates the maximum */
-    if (collect_stacks)
+    if (collect_stacks && !stacks_paused)
         account_stacks(task, key.cause, ns, (__s32)(stacks >> 32), (__s32)stacks);
     return 0;
 }

@@ -16,6 +16,7 @@
 
 #include "base/errors.h"
 #include "base/files.h"
+#include "base/profile.h"
 #include "cli/multicall.h"
 #include "cli/options.h"
 #include "cli/output.h"
@@ -27,6 +28,7 @@
 #include "kernel/types.h"
 #include "loading/events.h"
 #include "loading/loader.h"
+#include "loading/stack_profile.h"
 #include "loading/stacks.h"
 #include "loading/symbols.h"
 #include "memstall.h"
@@ -85,6 +87,10 @@ constexpr const char *examples = R"(Examples:
                             only tasks in that cgroup and below
   memstall -j -d 60         one JSON line after a minute
   memstall -s -p 1234 5     and at Ctrl-C the stacks that stalled it most
+  memstall --folded -d 30 > stalls.folded
+                            30 s of stalled stacks for flamegraph.pl or inferno
+  memstall --pprof stalls.pb.gz -G /sys/fs/cgroup/memory/db -d 60
+                            a minute of one cgroup's stalls for go tool pprof
   memstall -v               say how each cause is measured on this kernel
 
 )";
@@ -120,6 +126,11 @@ struct Options {
     std::string cgroup;
     bool per_cgroup = false;
     bool stacks = false;
+    bool folded = false;         // --folded: folded stacks on stdout instead of the table
+    std::string folded_file;     // --folded-file
+    std::string pprof_file;      // --pprof
+    bool folded_counts = false;  // --folded-counts
+    bool serve_profiles = false; // --profiles: /debug/pprof/memstall
     uint32_t max_rows = 20;
     PrometheusOptions prom;
 };
@@ -127,13 +138,17 @@ struct Options {
 // --stacks: how many stacks per cause are printed at the end.
 constexpr size_t stacks_per_cause = 3;
 
-class Memstall final : public Tool<memstall_bpf, Options> {
+class Memstall final : public Tool<memstall_bpf, Options>, public ProfileSource {
   public:
     explicit Memstall(Options options)
         : Tool(tool_name, std::move(options), memstall_bpf__open_opts, memstall_bpf__destroy) {}
     void check_options() override;
     void load() override;
     CountedLosses collect(prometheus::Exposition &out) override;
+    ProfileSource *profile_source() override { return o_.serve_profiles ? this : nullptr; }
+    // /debug/pprof/memstall: the stacks of the stalls that end between the two.
+    void begin() override;
+    std::string end(int seconds) override;
 
     // memstall_source.h's, for memlat top.
     memstall::Snapshot take_snapshot();
@@ -151,6 +166,19 @@ class Memstall final : public Tool<memstall_bpf, Options> {
     void describe_causes(const std::vector<Probe> &probes) const;
     void print_interval(memstall_bpf &skel);
     void print_stacks(memstall_bpf &skel);
+    // The stacks counted since load (or since the last clear_stacks()), as a profile.
+    profile::Profile stall_profile(StackSymbolizer &symbolizer, int64_t time_nanos,
+                                   int64_t duration_nanos);
+    void write_profiles();
+    bool profiles_wanted() const {
+        return o_.folded || !o_.folded_file.empty() || !o_.pprof_file.empty();
+    }
+    OutputFile folded_out_, pprof_out_;
+    // --profiles: the kernel's descriptions of addresses, loaded while the capabilities to
+    // load them are there (the server drops them); none before Linux 5.16.
+    std::optional<KernelSymbols> profile_symbols_;
+    int64_t profile_begin_unix_ns_ = 0;
+    int64_t start_unix_ns_ = 0;
 
     std::optional<memstall::Metrics> metrics_; // --prometheus
     memstall::Counts counts_;
@@ -369,11 +397,14 @@ void Memstall::configure(memstall_bpf &skel) const {
     // Threads with a stall open at the same moment (entries go when it closes): 4096, as the
     // other tools' per-thread state; preallocating 16384 cost 0.5 ms of start-up.
     bpf_map__set_max_entries(skel.maps.threads, o_.common.entries(4096));
-    ro->collect_stacks = o_.stacks;
+    const bool stacks = o_.stacks || profiles_wanted() || o_.serve_profiles;
+    // Served profiles take stacks only while one is being taken.
+    skel.bss->stacks_paused = o_.serve_profiles;
+    ro->collect_stacks = stacks;
     // 4096 stacks, as compactsnoop's: a stack map is preallocated whole, 1 KB a stack (16384
     // of them took 3-4 ms to allocate at start).
-    bpf_map__set_max_entries(skel.maps.stack_traces, o_.stacks ? o_.common.entries(4096) : 1);
-    bpf_map__set_max_entries(skel.maps.stack_totals, o_.stacks ? o_.common.entries(4096) : 1);
+    bpf_map__set_max_entries(skel.maps.stack_traces, stacks ? o_.common.entries(4096) : 1);
+    bpf_map__set_max_entries(skel.maps.stack_totals, stacks ? o_.common.entries(4096) : 1);
 }
 
 void Memstall::describe_causes(const std::vector<Probe> &probes) const {
@@ -593,6 +624,84 @@ void Memstall::print_stacks(memstall_bpf &skel) {
         fmt::print("{}", memstall::stacks_text(stacks));
 }
 
+profile::Profile Memstall::stall_profile(StackSymbolizer &symbolizer, int64_t time_nanos,
+                                         int64_t duration_nanos) {
+    StackProfileBuilder builder(symbolizer, {{"stalls", "count"}, {"stall_time", "nanoseconds"}},
+                                1);
+    const auto paths = cgroup_paths(memcg_on_v1_);
+    for (const auto &[key, value] :
+         read_hash_map<memstall_stack_key, memstall_stack_value>(skel().maps.stack_totals)) {
+        const std::string comm = memstall::stack_comm(value);
+        const auto path = paths.find(value.cgroup_id);
+        std::vector<profile::Label> labels{
+            {.key = "cause", .text = memstall::cause_name(key.cause)},
+            {.key = "pid", .number = key.pid},
+            {.key = "comm", .text = comm}};
+        if (path != paths.end())
+            labels.push_back({.key = "cgroup", .text = path->second});
+        // The cause, then the process, as the root frames of a flame graph.
+        builder.add({memstall::cause_name(key.cause), fmt::format("{}-{}", comm, key.pid)},
+                    key.kernel_stack, key.user_stack, key.pid,
+                    {static_cast<int64_t>(value.stalls), static_cast<int64_t>(value.total_ns)},
+                    std::move(labels));
+    }
+    profile::Profile p = builder.take(time_nanos, duration_nanos);
+    p.comments.push_back("memlat memstall: wall time of memory stalls ended in the profile, by "
+                         "cause (label cause), process and stack");
+    return p;
+}
+
+int64_t unix_time_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+void Memstall::begin() {
+    // What the last profile left, and stacks no stall refers to any more.
+    clear_map<memstall_stack_key>(skel().maps.stack_totals);
+    clear_map<uint32_t>(skel().maps.stack_traces);
+    profile_begin_unix_ns_ = unix_time_ns();
+    __atomic_store_n(&skel().bss->stacks_paused, 0, __ATOMIC_RELEASE);
+}
+
+std::string Memstall::end(int seconds) {
+    __atomic_store_n(&skel().bss->stacks_paused, 1, __ATOMIC_RELEASE);
+    // Kernel frames as the kernel describes them; without that (before 5.16) they cannot be
+    // told from the BPF machinery and are left out: an empty table says so.
+    const KernelSymbols none;
+    StackSymbolizer symbolizer(skel().maps.stack_traces,
+                               profile_symbols_ ? &*profile_symbols_ : &none);
+    profile::Profile p =
+        stall_profile(symbolizer, profile_begin_unix_ns_, int64_t{seconds} * 1'000'000'000);
+    if (!profile_symbols_)
+        p.comments.push_back("kernel frames left out: the kernel cannot describe addresses to "
+                             "this exporter (Linux 5.16 or later can)");
+    clear_map<memstall_stack_key>(skel().maps.stack_totals);
+    clear_map<uint32_t>(skel().maps.stack_traces);
+    return profile::gzip(profile::encode_pprof(p));
+}
+
+void Memstall::write_profiles() {
+    StackSymbolizer symbolizer(skel().maps.stack_traces);
+    const profile::Profile p =
+        stall_profile(symbolizer, start_unix_ns_, unix_time_ns() - start_unix_ns_);
+    const size_t value = o_.folded_counts ? 0 : 1;
+    if (o_.folded) {
+        fmt::print("{}", profile::folded(p, value));
+        flush_output();
+    }
+    if (folded_out_.is_open())
+        folded_out_.write_and_close(profile::folded(p, value));
+    if (pprof_out_.is_open())
+        pprof_out_.write_and_close(profile::gzip(profile::encode_pprof(p)));
+    if (skel().bss->table_full != 0)
+        fmt::print(stderr,
+                   "memstall: {} stalls are not in the profile: a BPF table was full "
+                   "(--max-entries)\n",
+                   skel().bss->table_full);
+}
+
 CountedLosses Memstall::collect(prometheus::Exposition &out) {
     memstall_bpf &skel = this->skel();
     memstall::Counts &counts = counts_;
@@ -619,9 +728,24 @@ void Memstall::check_options() {
     if (o_.max_rows == 0)
         throw UsageError("-r takes a number of rows of at least 1");
     check_prometheus_options(o_.prom, o_.common);
-    if (o_.prom.on() && (o_.stacks || o_.per_cgroup))
-        throw UsageError("--prometheus serves counters per cause; -s and -C go with the text "
-                         "output (per cgroup: --prometheus-labels cgroup)");
+    if (o_.prom.on() && (o_.stacks || o_.per_cgroup || profiles_wanted()))
+        throw UsageError("--prometheus serves counters per cause; -s, -C, --folded, "
+                         "--folded-file and --pprof go with the text output (per cgroup: "
+                         "--prometheus-labels cgroup; profiles: memlat exporter "
+                         "--memstall.profiles)");
+    if (o_.folded && (o_.common.json || o_.common.interval > 0 || o_.stacks))
+        throw UsageError("--folded prints the folded stacks alone, at the end: it takes no -j, "
+                         "-s or interval (--folded-file FILE writes them beside those)");
+    if (o_.serve_profiles && !o_.prom.on())
+        throw UsageError("--profiles serves /debug/pprof/memstall beside the metrics: it goes "
+                         "with --prometheus (or memlat exporter --memstall.profiles)");
+    if (o_.folded_counts && !o_.folded && o_.folded_file.empty())
+        throw UsageError("--folded-counts goes with --folded or --folded-file");
+    // Files a run cannot write to are refused now, before anything is loaded.
+    if (!o_.folded_file.empty())
+        folded_out_ = OutputFile(o_.folded_file, "--folded-file");
+    if (!o_.pprof_file.empty())
+        pprof_out_ = OutputFile(o_.pprof_file, "--pprof");
 }
 
 void Memstall::load() {
@@ -639,8 +763,8 @@ void Memstall::load() {
     // With PSI built in but disabled (CONFIG_PSI_DEFAULT_DISABLED, as Debian builds it, or
     // psi=0) the kernel never sets in_memstall, and /proc/pressure does not exist.
     psi_enabled_ = access("/proc/pressure/memory", F_OK) == 0 && !feature_forced_off("psi");
-    if (o_.stacks)
-        note_user_frames_need_ptrace(tool_name, "-s");
+    if (o_.stacks || profiles_wanted())
+        note_user_frames_need_ptrace(tool_name, o_.stacks ? "-s" : "a profile");
     verbose(v,
             fmt::format("CGROUP is the task's {}",
                         memcg_on_v1_ ? "memory cgroup (cgroup v1 hierarchy)" : "cgroup v2 cgroup"));
@@ -670,6 +794,8 @@ void Memstall::load() {
     }
     if (!o_.prom.on())
         return;
+    if (o_.serve_profiles)
+        profile_symbols_ = KernelSymbols::described_by_kernel();
     metrics_.emplace(o_.prom, o_.cgroup);
     // A cause has series where it is measured as itself: a 0 then means no stall.
     for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause)
@@ -681,11 +807,14 @@ int Memstall::trace() {
     announce_tracing("Tracing memory stalls...");
     fflush(stdout);
     last_print_ = std::chrono::steady_clock::now();
+    start_unix_ns_ = unix_time_ns();
     const bool done = trace_until_stopped(o_.common, nullptr, [&] { print_interval(*skel); });
-    if (!done)
+    if (!done && !o_.folded)
         print_interval(*skel);
     if (o_.stacks)
         print_stacks(*skel);
+    if (profiles_wanted())
+        write_profiles();
     return end_run("stalls", o_.common.verbosity());
 }
 
@@ -700,6 +829,11 @@ void add_counting_options(CommandLine &cli, Options &o) {
                "cgroup v1 memory hierarchy)",
                o.cgroup);
     add_series_options(cli, o.prom, {"cgroup"});
+    cli.flag(0, "profiles",
+             "With --prometheus: also serve stall profiles at /debug/pprof/memstall?seconds=N "
+             "(pprof, the stacks of the stalls that end in the N seconds after the request; "
+             "N 1-300, default 30; one at a time); holds a table of 4096 stacks, 1 KB each",
+             o.serve_profiles);
 }
 
 CommandLine command_line(Options &o) {
@@ -712,6 +846,21 @@ CommandLine command_line(Options &o) {
              o.stacks);
     cli.option('r', "rows", "ROWS", "Print at most ROWS rows per interval (default 20)",
                o.max_rows);
+    cli.flag(0, "folded",
+             "At the end, print the stalled stacks folded (one line per cause, process, user "
+             "and kernel stack, then its stall time in ns; the cause is the root frame), for "
+             "flamegraph.pl, inferno or speedscope, instead of the table",
+             o.folded);
+    cli.option('f', "folded-file", "FILE",
+               "At the end, write the folded stacks to FILE (as --folded), beside the table",
+               o.folded_file);
+    cli.flag(0, "folded-counts", "Folded stacks count stalls instead of their nanoseconds",
+             o.folded_counts);
+    cli.option(0, "pprof", "FILE",
+               "At the end, write the stalled stacks as a pprof profile (gzip-compressed "
+               "profile.proto: stalls and stall_time in ns, labels cause, pid, comm, cgroup) "
+               "for go tool pprof",
+               o.pprof_file);
     add_common_options(cli, o.common, true);
     add_listen_option(cli, o.prom);
     return cli;
@@ -750,4 +899,4 @@ std::unique_ptr<memstall::StallSource> memstall::load_stall_source(const CommonO
 extern const ToolEntry memlat_tool_memstall =
     tool_entry<Memstall, tool_name, command_line, add_counting_options>(
         "stall time by cause (reclaim, compaction, dirty pages, swap-in, memory.high, "
-        "refaults) per process or cgroup");
+        "refaults) per process or cgroup, and its stacks as flame graphs and pprof");

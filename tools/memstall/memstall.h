@@ -85,6 +85,7 @@ struct memstall_stack_key {
 struct memstall_stack_value {
     __u64 stalls;
     __u64 total_ns;
+    __u64 cgroup_id; /* the process's memory cgroup when the entry was made */
     char comm[MEMSTALL_COMM_LEN];
 };
 

@@ -126,13 +126,9 @@ std::vector<StackRow> most_stalled_stacks(std::vector<StackRow> rows, size_t per
     return shown;
 }
 
-namespace {
-
 std::string stack_comm(const memstall_stack_value &v) {
     return std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
 }
-
-} // namespace
 
 std::string stacks_text(const std::vector<StallStack> &stacks) {
     std::string out = "\nThe most stalled stacks per cause since start (kernel, then user):\n";

@@ -58,6 +58,9 @@ using StackRow = std::pair<memstall_stack_key, memstall_stack_value>;
 // time, longest first (equal times keep the table's order).
 std::vector<StackRow> most_stalled_stacks(std::vector<StackRow> rows, size_t per_cause);
 
+// The process name of a stack's entry.
+std::string stack_comm(const memstall_stack_value &v);
+
 // One shown stack with its frames symbolized (StackSymbolizer in the tool).
 struct StallStack {
     StackRow row;

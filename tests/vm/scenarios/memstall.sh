@@ -112,10 +112,11 @@ memstall_high() { # NAME DISABLE
         memstall_clocks clocks.before
         memstall_ftrace_on memlat_high "$VM_PID"
         vm_meta cgroup $CG
-        # -G and -C on cgroup v2: the toucher is the cgroup's one task.
+        # -G and -C on cgroup v2: the toucher is the cgroup's one task. -G also writes the
+        # stalled stacks folded (the off-CPU path of stall profiles) into $RUN/folded.
         # memlat top's rows on cgroup v2 too (its PSI% and memory.high columns), per second.
         if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" memstall -v -j -p "$VM_PID" &&
-            vm_tool by_cgroup MEMLAT_DISABLE_HOOKS="$2" memstall -j -G $CG &&
+            vm_tool by_cgroup MEMLAT_DISABLE_HOOKS="$2" memstall -j -G $CG -f "$RUN/folded" &&
             vm_tool per_cgroup MEMLAT_DISABLE_HOOKS="$2" memstall -j -C &&
             vm_tool top MEMLAT_DISABLE_HOOKS="$2" memlat top -j -a -r 1000 1; then
             vm_release toucher
