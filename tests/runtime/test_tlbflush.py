@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -26,7 +27,7 @@ from memlat_test import (Failure, FtraceOracle, IpiOracle, IpiTrace, PerfStat,  
                          skip, slot_quantile, tlb_flush_reason_value,
                          slot_range, slots_of_json_hist, slots_of_values, tlb_interrupts,
                          setpriv_command, variant_env, variant_scenarios, wait_quiet,
-                         read_file)
+                         read_file, pprof_raw)
 
 VICTIM = 1           # the CPU the workload's IPIs hit
 SENDER = 0           # the CPU the workload's munmap loop runs on
@@ -414,12 +415,25 @@ def culprits(t: Test) -> None:
 
 @scenario("tlbflush_stacks", unprivileged=True)
 def stacks(t: Test) -> None:
+    """-s, and the same stacks as a profile of the same run (--folded-file, --pprof)."""
     require_cpus(SENDER, VICTIM)
-    with Tool("tlbflush", "--culprits", "-s", "-c", str(VICTIM), "-j") as tool:
-        # --linger keeps the workload alive while the tool symbolizes its user stacks.
-        with Workload("tlb_workload", *workload_args("--linger", "10")) as wl:
-            info = wl.wait_done(60)
-            res = tool.stop()
+    # Written by the tool, which may run as nobody: a directory anyone may create files in.
+    directory = tempfile.mkdtemp(prefix="memlat_tlbflush_")
+    os.chmod(directory, 0o1777)
+    folded_path = os.path.join(directory, "senders.folded")
+    pprof_path = os.path.join(directory, "senders.pb.gz")
+    try:
+        with Tool("tlbflush", "--culprits", "-s", "-c", str(VICTIM), "-j", "--folded-file",
+                  folded_path, "--pprof", pprof_path) as tool:
+            # --linger keeps the workload alive while the tool symbolizes its user stacks.
+            with Workload("tlb_workload", *workload_args("--linger", "10")) as wl:
+                info = wl.wait_done(60)
+                res = tool.stop()
+        with open(folded_path) as f:
+            folded = f.read().splitlines()
+        samples, names = pprof_raw(t, pprof_path)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
     log(f"  workload pid {info['pid']}: {info['iterations']} munmaps; tool exit {res.rc}")
     t.check_eq("tool exit status after SIGINT", 0, res.rc)
     obj = final_object(t, res)
@@ -455,6 +469,25 @@ def stacks(t: Test) -> None:
             "flush_tlb* function", "a frame containing 'flush_tlb'", kstack)
     t.check(any("munmap" in f for f in ustack), "its user stack is symbolized: libc munmap",
             "a frame containing 'munmap'", ustack)
+    # The profile of the same run: its totals are the culprit table's, to the request.
+    all_rows = obj.get("culprits", [])
+    requests = sum(c["requests"] for c in all_rows)
+    t.require(all(re.fullmatch(r"\S.* \d+", line) for line in folded),
+              "--folded-file: every line is 'frames value'", "all", folded[:2])
+    t.check_eq("--folded-file: flush requests = the culprit table's (exact)", requests,
+               sum(int(line.rsplit(" ", 1)[1]) for line in folded))
+    t.check_eq("--folded-file: the root frames are the target CPU", {f"cpu {VICTIM}"},
+               {line.split(";", 1)[0] for line in folded})
+    t.check_eq("--pprof: flush_requests = the culprit table's (exact)", requests,
+               sum(s["values"][1] for s in samples))
+    t.check_eq("--pprof: flush_ipis = the culprit table's (exact)",
+               sum(c["count"] or 0 for c in all_rows), sum(s["values"][0] for s in samples))
+    mine = [s for s in samples if s["labels"].get("pid") == str(info["pid"])]
+    through_munmap = sum(s["values"][1] for s in mine
+                         if any("munmap" in names.get(loc, "") for loc in s["locations"]))
+    t.check_ge("--pprof: the workload's requests sent through a *munmap* frame (>= 95%: a "
+               "stack the kernel's table could not keep has none)",
+               0.95 * sum(s["values"][1] for s in mine), through_munmap)
 
 
 # ---------------------------------------------------------------- 4. latency
@@ -951,6 +984,11 @@ BAD_INPUT = [
     (["-r", "nosuchreason"], r"nosuchreason"),
     (["-p", "999999999"], r"999999999"),
     (["--bogus"], r"bogus"),
+    (["--pprof", "/nonexistent/dir/t.pb.gz"], r"--pprof /nonexistent/dir/t\.pb\.gz: cannot write"),
+    (["--folded-file", "/tmp"], r"--folded-file /tmp: cannot write there: Is a directory"),
+    (["--folded", "-t"], r"--folded prints the folded stacks alone: it takes no -t"),
+    (["--folded", "-j"], r"--folded prints the folded stacks alone"),
+    (["--folded", "--prometheus", "127.0.0.1:0"], r"the profiles go with the text output"),
     (["-d", "-1"], r"-d\b|duration"),
     (["1", "2", "3"], r"\b3\b"),
 ]

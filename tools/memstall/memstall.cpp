@@ -20,6 +20,7 @@
 #include "cli/multicall.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "cli/profile_output.h"
 #include "cli/run_loop.h"
 #include "kernel/btf.h"
 #include "kernel/cgroups.h"
@@ -126,9 +127,7 @@ struct Options {
     std::string cgroup;
     bool per_cgroup = false;
     bool stacks = false;
-    bool folded = false;         // --folded: folded stacks on stdout instead of the table
-    std::string folded_file;     // --folded-file
-    std::string pprof_file;      // --pprof
+    ProfileOutputOptions profile;
     bool folded_counts = false;  // --folded-counts
     bool serve_profiles = false; // --profiles: /debug/pprof/memstall
     uint32_t max_rows = 20;
@@ -170,10 +169,8 @@ class Memstall final : public Tool<memstall_bpf, Options>, public ProfileSource 
     profile::Profile stall_profile(StackSymbolizer &symbolizer, int64_t time_nanos,
                                    int64_t duration_nanos);
     void write_profiles();
-    bool profiles_wanted() const {
-        return o_.folded || !o_.folded_file.empty() || !o_.pprof_file.empty();
-    }
-    OutputFile folded_out_, pprof_out_;
+    bool profiles_wanted() const { return o_.profile.wanted(); }
+    ProfileOutputs profile_out_;
     // --profiles: the kernel's descriptions of addresses, loaded while the capabilities to
     // load them are there (the server drops them); none before Linux 5.16.
     std::optional<KernelSymbols> profile_symbols_;
@@ -686,15 +683,7 @@ void Memstall::write_profiles() {
     StackSymbolizer symbolizer(skel().maps.stack_traces);
     const profile::Profile p =
         stall_profile(symbolizer, start_unix_ns_, unix_time_ns() - start_unix_ns_);
-    const size_t value = o_.folded_counts ? 0 : 1;
-    if (o_.folded) {
-        fmt::print("{}", profile::folded(p, value));
-        flush_output();
-    }
-    if (folded_out_.is_open())
-        folded_out_.write_and_close(profile::folded(p, value));
-    if (pprof_out_.is_open())
-        pprof_out_.write_and_close(profile::gzip(profile::encode_pprof(p)));
+    profile_out_.write(p, o_.folded_counts ? 0 : 1);
     if (skel().bss->table_full != 0)
         fmt::print(stderr,
                    "memstall: {} stalls are not in the profile: a BPF table was full "
@@ -733,19 +722,15 @@ void Memstall::check_options() {
                          "--folded-file and --pprof go with the text output (per cgroup: "
                          "--prometheus-labels cgroup; profiles: memlat exporter "
                          "--memstall.profiles)");
-    if (o_.folded && (o_.common.json || o_.common.interval > 0 || o_.stacks))
-        throw UsageError("--folded prints the folded stacks alone, at the end: it takes no -j, "
-                         "-s or interval (--folded-file FILE writes them beside those)");
+    if (o_.profile.folded && o_.stacks)
+        throw UsageError("--folded prints the folded stacks alone, at the end: it takes no -s "
+                         "(--folded-file FILE writes them beside -s's)");
     if (o_.serve_profiles && !o_.prom.on())
         throw UsageError("--profiles serves /debug/pprof/memstall beside the metrics: it goes "
                          "with --prometheus (or memlat exporter --memstall.profiles)");
-    if (o_.folded_counts && !o_.folded && o_.folded_file.empty())
+    if (o_.folded_counts && !o_.profile.folded && o_.profile.folded_file.empty())
         throw UsageError("--folded-counts goes with --folded or --folded-file");
-    // Files a run cannot write to are refused now, before anything is loaded.
-    if (!o_.folded_file.empty())
-        folded_out_ = OutputFile(o_.folded_file, "--folded-file");
-    if (!o_.pprof_file.empty())
-        pprof_out_ = OutputFile(o_.pprof_file, "--pprof");
+    profile_out_.open(o_.profile, o_.common);
 }
 
 void Memstall::load() {
@@ -809,7 +794,7 @@ int Memstall::trace() {
     last_print_ = std::chrono::steady_clock::now();
     start_unix_ns_ = unix_time_ns();
     const bool done = trace_until_stopped(o_.common, nullptr, [&] { print_interval(*skel); });
-    if (!done && !o_.folded)
+    if (!done && !profile_out_.replaces_output())
         print_interval(*skel);
     if (o_.stacks)
         print_stacks(*skel);
@@ -846,21 +831,11 @@ CommandLine command_line(Options &o) {
              o.stacks);
     cli.option('r', "rows", "ROWS", "Print at most ROWS rows per interval (default 20)",
                o.max_rows);
-    cli.flag(0, "folded",
-             "At the end, print the stalled stacks folded (one line per cause, process, user "
-             "and kernel stack, then its stall time in ns; the cause is the root frame), for "
-             "flamegraph.pl, inferno or speedscope, instead of the table",
-             o.folded);
-    cli.option('f', "folded-file", "FILE",
-               "At the end, write the folded stacks to FILE (as --folded), beside the table",
-               o.folded_file);
+    add_profile_options(cli, o.profile, 'f', "the stalled stacks",
+                        "the stall time in ns; the cause is the root frame, then the process",
+                        "stalls and stall_time in ns, labels cause, pid, comm, cgroup");
     cli.flag(0, "folded-counts", "Folded stacks count stalls instead of their nanoseconds",
              o.folded_counts);
-    cli.option(0, "pprof", "FILE",
-               "At the end, write the stalled stacks as a pprof profile (gzip-compressed "
-               "profile.proto: stalls and stall_time in ns, labels cause, pid, comm, cgroup) "
-               "for go tool pprof",
-               o.pprof_file);
     add_common_options(cli, o.common, true);
     add_listen_option(cli, o.prom);
     return cli;

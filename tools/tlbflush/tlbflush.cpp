@@ -18,6 +18,7 @@
 #include "cli/multicall.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "cli/profile_output.h"
 #include "cli/run_loop.h"
 #include "kernel/features.h"
 #include "kernel/hypervisor.h"
@@ -26,6 +27,7 @@
 #include "loading/epoch_table.h"
 #include "loading/events.h"
 #include "loading/loader.h"
+#include "loading/stack_profile.h"
 #include "loading/stacks.h"
 #include "loading/symbols.h"
 #include "prometheus/exporter.h"
@@ -150,6 +152,7 @@ struct Options {
     bool stacks = false;
     bool latency = false;
     bool trace = false;
+    ProfileOutputOptions profile; // --folded, --folded-file, --pprof
     PrometheusOptions prom;
     EventBufferSize events = default_event_buffer;
 };
@@ -255,6 +258,10 @@ class Tlbflush final : public Tool<tlbflush_bpf, Options> {
     // flush_info_from_runqueue(), read before the load frees the run's BTF.
     std::optional<int64_t> flush_info_distance_;
     std::optional<StackSymbolizer> stacks_; // -s, made at the first stack
+    ProfileOutputs profile_out_;
+    std::chrono::system_clock::time_point started_; // tracing began (the profile's time)
+    // The senders' stacks since `start`, as a profile (--folded, --folded-file, --pprof).
+    void write_profile(tlbflush_bpf &skel, const Snapshot &now, const Snapshot &start);
     // --culprits without the csd tracepoints: the requests by sender and target are counted,
     // the IPIs each sender queued are not.
     bool culprit_ipis_unknown_ = false;
@@ -479,6 +486,34 @@ std::vector<std::string> Tlbflush::stack_frames(tlbflush_bpf &skel, int32_t id, 
     return user ? stacks_->user(id, pid) : stacks_->kernel(id);
 }
 
+void Tlbflush::write_profile(tlbflush_bpf &skel, const Snapshot &now, const Snapshot &start) {
+    if (!stacks_)
+        stacks_.emplace(skel.maps.stacks, ksyms_ ? &*ksyms_ : nullptr);
+    StackProfileBuilder builder(*stacks_, {{"flush_ipis", "count"}, {"flush_requests", "count"}},
+                                1);
+    for (const auto &row : tlbflush::culprits_since(now, start)) {
+        const bool any = row.key.cpu == TLBFLUSH_ANY_CPU;
+        const std::string target = any ? "cpu ?" : fmt::format("cpu {}", row.key.cpu);
+        std::vector<profile::Label> labels{{.key = "pid", .number = row.key.pid},
+                                           {.key = "tid", .number = row.key.tid},
+                                           {.key = "comm", .text = row.comm}};
+        if (!any)
+            labels.push_back({.key = "target_cpu", .number = row.key.cpu});
+        // The target, then the sender, as the root frames of a flame graph.
+        builder.add({target, fmt::format("{}-{}", row.comm, row.key.pid)}, row.key.kernel_stack,
+                    row.key.user_stack, row.key.pid,
+                    {static_cast<int64_t>(row.count), static_cast<int64_t>(row.requests)},
+                    std::move(labels));
+    }
+    using std::chrono::nanoseconds;
+    const auto ns = [](auto d) { return std::chrono::duration_cast<nanoseconds>(d).count(); };
+    profile::Profile p = builder.take(ns(started_.time_since_epoch()),
+                                      ns(std::chrono::system_clock::now() - started_));
+    p.comments.push_back("memlat tlbflush: remote TLB flush requests (and flush IPIs) by target "
+                         "CPU, sender and the sender's stacks");
+    profile_out_.write(p, 1);
+}
+
 std::string Tlbflush::features_note_of_targets() const {
     return flush_info_distance_
                ? "remote flush requests: their CPUs read from the flushed mm's CPU mask "
@@ -581,15 +616,21 @@ void Tlbflush::check_options() {
         reason_mask_ = reasons_.parse_mask(o_.reasons);
     if (o_.pid_given)
         require_process(o_.pid, "-p");
+    if (o_.profile.wanted())
+        o_.stacks = true; // the profile is the senders' stacks
     if (o_.stacks)
         o_.culprits = true;
+    if (o_.trace && o_.profile.folded)
+        throw UsageError("--folded prints the folded stacks alone: it takes no -t");
+    profile_out_.open(o_.profile, o_.common);
     if (o_.trace && o_.common.interval > 0)
         throw UsageError("-t prints every event; it takes no interval");
     check_prometheus_options(o_.prom, o_.common);
     if (o_.prom.on()) {
         if (o_.trace || o_.stacks || o_.per_process)
-            throw UsageError("--prometheus serves counters and histograms: -t, -s and -P go "
-                             "with the text output (per-task counts: --prometheus-labels comm)");
+            throw UsageError("--prometheus serves counters and histograms: -t, -s, -P and the "
+                             "profiles go with the text output (per-task counts: "
+                             "--prometheus-labels comm)");
         // Per-task series come from the per-process table.
         o_.per_process = o_.prom.label("comm");
     }
@@ -680,6 +721,8 @@ int Tlbflush::trace() {
     }
     // The baseline before "ready": a workload started on that signal is counted whole.
     Snapshot before = snapshot(*skel);
+    const Snapshot start = before;
+    started_ = std::chrono::system_clock::now();
     announce_tracing("Tracing TLB flushes...");
     fflush(stdout);
 
@@ -691,9 +734,12 @@ int Tlbflush::trace() {
     if (!done) {
         // The final summary: everything since the last interval (or since the start).
         Snapshot now = snapshot(*skel);
-        print_interval(*skel, now, before);
+        if (!profile_out_.replaces_output())
+            print_interval(*skel, now, before);
         before = std::move(now);
     }
+    if (profile_out_.wanted())
+        write_profile(*skel, before, start);
     report_path_seen(before);
     return end_run("events", v);
 }
@@ -789,6 +835,10 @@ CommandLine command_line(Options &o) {
     add_counting_options(cli, o);
     cli.flag('P', "per-process", "Break the counts down by process (PID and COMM) too",
              o.per_process);
+    add_profile_options(cli, o.profile, 0, "the senders' stacks (as -s)",
+                        "the remote flush requests it sent; the target CPU is the root frame, "
+                        "then the sender",
+                        "flush_ipis and flush_requests, labels pid, tid, comm, target_cpu");
     cli.flag('s', "stacks",
              "With --culprits (implied): the sender's kernel and user stacks, symbolized, "
              "most frequent first",
