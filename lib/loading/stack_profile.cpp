@@ -73,4 +73,11 @@ profile::Profile StackProfileBuilder::take(int64_t time_nanos, int64_t duration_
     return std::move(profile_);
 }
 
+profile::Profile StackProfileBuilder::take(std::chrono::system_clock::time_point began) {
+    const auto ns = [](auto d) {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+    };
+    return take(ns(began.time_since_epoch()), ns(std::chrono::system_clock::now() - began));
+}
+
 } // namespace memlat

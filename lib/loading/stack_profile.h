@@ -2,6 +2,7 @@
 // (a BPF_MAP_TYPE_STACK_TRACE map's), its values, labels and root frames, symbolized here.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -24,6 +25,8 @@ class StackProfileBuilder {
     // The profile, for the interval that began at `time_nanos` (Unix time) and lasted
     // `duration_nanos`.
     profile::Profile take(int64_t time_nanos, int64_t duration_nanos);
+    // The profile of the interval from `began` to now.
+    profile::Profile take(std::chrono::system_clock::time_point began);
 
   private:
     size_t user_mapping(const ProcessSymbols::Mapping &m);

@@ -5,15 +5,19 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
+#include <cstring>
 #include <fmt/format.h>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "cli/histogram.h"
 #include "cli/multicall.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "cli/profile_output.h"
 #include "cli/run_loop.h"
 #include "compactsnoop.h"
 #include "compactsnoop.skel.h"
@@ -25,6 +29,7 @@
 #include "kernel/types.h"
 #include "loading/events.h"
 #include "loading/loader.h"
+#include "loading/stack_profile.h"
 #include "loading/stacks.h"
 #include "loading/symbols.h"
 #include "prometheus/exporter.h"
@@ -95,6 +100,7 @@ struct Options {
     bool stacks = false;
     bool hist = false;
     bool per_order = false;
+    ProfileOutputOptions profile; // --folded, --folded-file, --pprof
     PrometheusOptions prom;
     EventBufferSize events = default_event_buffer;
 };
@@ -136,6 +142,12 @@ class Compactsnoop final : public Tool<compactsnoop_bpf, Options> {
     compactsnoop::LineFormat format_{o_.common.timestamp, o_.extended};
     std::optional<KernelSymbols> ksyms_;
     std::optional<StackSymbolizer> stacks_; // -K, made at the first stack
+    ProfileOutputs profile_out_;
+    // The profile's runs and time per (kind, pid, comm, kernel stack), from the events.
+    std::map<std::tuple<uint32_t, uint32_t, std::string, int32_t>, std::pair<int64_t, int64_t>>
+        profiled_;
+    std::chrono::system_clock::time_point started_;
+    void write_profile(compactsnoop_bpf &skel);
     uint64_t first_ns_ = 0;
     // (kind, order row) -> slots, as last printed.
     std::map<std::pair<uint32_t, uint32_t>, std::array<uint64_t, MEMLAT_HIST_SLOTS>> hist_before_;
@@ -227,6 +239,14 @@ std::vector<std::string> Compactsnoop::stack_frames(compactsnoop_bpf &skel, int3
 }
 
 void Compactsnoop::print_event(compactsnoop_bpf &skel, const compactsnoop_event &e) {
+    if (profile_out_.wanted()) {
+        auto &[runs, ns] = profiled_[{
+            e.kind, e.pid, std::string(e.comm, strnlen(e.comm, sizeof(e.comm))), e.kernel_stack}];
+        ++runs;
+        ns += static_cast<int64_t>(e.lat_ns);
+        if (profile_out_.replaces_output())
+            return;
+    }
     if (first_ns_ == 0)
         first_ns_ = e.ts_ns - e.lat_ns;
     // Signed: perf buffers (kernels before 5.8) deliver each CPU's events in batches, so an
@@ -326,7 +346,35 @@ void Compactsnoop::print_summary(compactsnoop_bpf &skel, const EventReader *even
     fmt::print(stderr, "{}", compactsnoop::summary_text(c, names_));
 }
 
+void Compactsnoop::write_profile(compactsnoop_bpf &skel) {
+    if (!stacks_)
+        stacks_.emplace(skel.maps.stacks, ksyms_ ? &*ksyms_ : nullptr);
+    StackProfileBuilder builder(*stacks_, {{"runs", "count"}, {"compaction_time", "nanoseconds"}},
+                                1);
+    for (const auto &[key, value] : profiled_) {
+        const auto &[kind, pid, comm, kernel_stack] = key;
+        const char *kind_name = compactsnoop::kind_name(kind);
+        // The kind, then the process, as the root frames; kernel stacks only.
+        builder.add({kind_name, fmt::format("{}-{}", comm, pid)}, kernel_stack,
+                    MEMLAT_STACK_NO_USER, pid, {value.first, value.second},
+                    {{.key = "kind", .text = kind_name},
+                     {.key = "pid", .number = pid},
+                     {.key = "comm", .text = comm}});
+    }
+    profile::Profile p = builder.take(started_);
+    p.comments.push_back("memlat compactsnoop: compaction runs and their time by kind, process "
+                         "and the kernel stack that began them");
+    profile_out_.write(p, 1);
+}
+
 void Compactsnoop::check_options() {
+    if (o_.profile.wanted()) {
+        if (o_.hist)
+            throw UsageError("the profiles are made of the runs' events: --folded, "
+                             "--folded-file and --pprof go with the per-run output, not -H");
+        o_.stacks = true; // the profile is the runs' kernel stacks
+    }
+    profile_out_.open(o_.profile, o_.common);
     if (o_.pid)
         require_process(*o_.pid, "-p");
     if (!o_.kinds.empty()) {
@@ -336,8 +384,8 @@ void Compactsnoop::check_options() {
     check_prometheus_options(o_.prom, o_.common);
     if (o_.prom.on()) {
         if (o_.extended || o_.stacks || o_.per_order)
-            throw UsageError("--prometheus serves counters and histograms per kind: -e, -K "
-                             "and -O go with the text output");
+            throw UsageError("--prometheus serves counters and histograms per kind: -e, -K, "
+                             "-O and the profiles go with the text output");
         o_.hist = true; // counted in the kernel, no event per run
     }
     if (o_.per_order && !o_.hist)
@@ -391,16 +439,20 @@ int Compactsnoop::trace() {
     if (!o_.hist)
         read_events<compactsnoop_event>(
             events, o_.events, [&](const auto &e) { print_event(*skel, e); }, v);
-    if (!o_.common.json && !o_.hist)
+    if (!o_.common.json && !o_.hist && !profile_out_.replaces_output())
         fmt::print("{}\n", compactsnoop::header(format_));
+    started_ = std::chrono::system_clock::now();
     announce_tracing(o_.hist ? "Tracing memory compaction (histograms)..."
                              : "Tracing memory compaction...");
     fflush(stdout);
 
-    return trace_lines_or_histograms(
+    const int status = trace_lines_or_histograms(
         events, [&] { print_histograms(*skel); },
         [&](const EventReader *reader) { print_summary(*skel, reader); }, "runs", v,
         skel->maps.tasks, skel->maps.tasks_overflow);
+    if (profile_out_.wanted())
+        write_profile(*skel);
+    return status;
 }
 
 CountedLosses Compactsnoop::collect(prometheus::Exposition &out) {
@@ -446,6 +498,10 @@ CommandLine command_line(Options &o) {
     cli.alias("extended_fields"); // BCC's name for -e
     cli.flag('K', "kernel-stack", "Print the kernel stack (symbolized) that began each run",
              o.stacks);
+    add_profile_options(cli, o.profile, 0, "the runs' kernel stacks (as -K)",
+                        "their compaction time in ns; the kind is the root frame, then the "
+                        "process",
+                        "runs and compaction_time in ns, labels kind, pid, comm");
     cli.flag('H', "hist",
              "Log2 histograms of run time per kind instead of one line per run, counted "
              "in the kernel; printed every INTERVAL or at the end",

@@ -505,10 +505,7 @@ void Tlbflush::write_profile(tlbflush_bpf &skel, const Snapshot &now, const Snap
                     {static_cast<int64_t>(row.count), static_cast<int64_t>(row.requests)},
                     std::move(labels));
     }
-    using std::chrono::nanoseconds;
-    const auto ns = [](auto d) { return std::chrono::duration_cast<nanoseconds>(d).count(); };
-    profile::Profile p = builder.take(ns(started_.time_since_epoch()),
-                                      ns(std::chrono::system_clock::now() - started_));
+    profile::Profile p = builder.take(started_);
     p.comments.push_back("memlat tlbflush: remote TLB flush requests (and flush IPIs) by target "
                          "CPU, sender and the sender's stacks");
     profile_out_.write(p, 1);
