@@ -18,7 +18,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from memlat_test import (Failure, FtraceOracle, MemoryCgroup, PerfStat, Test, TestFile, Tool,  # noqa: E402
-                         Workload, build_dir, own_name, pprof_raw,
+                         Workload, build_dir, own_name, pprof_raw, run,
                          check_bad_arguments, check_help, log, main,
                          oracle_durations_ns, read_file, scenario, skip, write_file,
                          check_refused_unprivileged, shared_bad_arguments)
@@ -215,6 +215,10 @@ def _(t: Test):
         rows = last_rows(t, table)
         folded = folded_lines(t, read_file(folded_path), "--folded-file")
         samples, names = pprof_raw(t, pprof_path)
+        # pprof names the source lines itself from the mappings' files where they have debug
+        # information (the workloads are built with -g): the profile's mappings must be right.
+        lines = run(["go", "tool", "pprof", "-symbolize=force", "-lines", "-top", pprof_path],
+                    timeout=120)
     finally:
         for path in (folded_path, pprof_path):
             with contextlib.suppress(FileNotFoundError):
@@ -253,6 +257,8 @@ def _(t: Test):
                  if any("mmap_pass" in names.get(loc, "") for loc in s["locations"])]
     t.check_ge("--pprof: of those, time with mmap_pass among the user frames (>= 95%)",
                0.95 * framed_ns, sum(s["values"][1] for s in with_user))
+    t.check_in("go tool pprof -symbolize=force -lines: the workload's source lines",
+               "file_reader.cpp:", lines.stdout, "its -top")
     t.check_in("--folded-file: kernel frames marked _[k]", "try_to_free_mem_cgroup_pages_[k]",
                " ".join(f[-1] for f, _ in folded), "innermost frames")
     # --folded --folded-counts: stall counts on stdout, the cause then the process as roots.
