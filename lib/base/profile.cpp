@@ -12,6 +12,16 @@ namespace memlat::profile {
 
 namespace {
 
+// A frame's name as one folded frame: ';' would split it, a line break the line.
+std::string escaped(std::string name) {
+    for (char &c : name)
+        if (c == ';')
+            c = ':';
+        else if (c == '\n' || c == '\r')
+            c = ' ';
+    return name;
+}
+
 std::string frame_name(const Profile &profile, const Frame &frame) {
     std::string name;
     if (!frame.function.empty()) {
@@ -22,22 +32,9 @@ std::string frame_name(const Profile &profile, const Frame &frame) {
     } else {
         name = fmt::format("{:#x}", frame.address);
     }
-    for (char &c : name)
-        if (c == ';')
-            c = ':';
-        else if (c == '\n' || c == '\r')
-            c = ' ';
+    name = escaped(std::move(name));
     if (frame.kernel)
         name += "_[k]";
-    return name;
-}
-
-std::string root_name(std::string name) {
-    for (char &c : name)
-        if (c == ';')
-            c = ':';
-        else if (c == '\n' || c == '\r')
-            c = ' ';
     return name;
 }
 
@@ -109,7 +106,7 @@ std::string folded(const Profile &profile, size_t value) {
             continue;
         std::string line;
         for (const std::string &root : s.roots)
-            line += (line.empty() ? "" : ";") + root_name(root);
+            line += (line.empty() ? "" : ";") + escaped(root);
         for (auto f = s.frames.rbegin(); f != s.frames.rend(); ++f)
             line += (line.empty() ? "" : ";") + frame_name(profile, *f);
         stacks[line] += s.values[value];

@@ -37,12 +37,15 @@ void ProfileOutputs::open(const ProfileOutputOptions &options, const CommonOptio
 }
 
 void ProfileOutputs::write(const profile::Profile &profile, size_t folded_value) {
-    if (options_.folded) {
-        fmt::print("{}", profile::folded(profile, folded_value));
-        flush_output();
+    if (options_.folded || folded_.is_open()) {
+        const std::string folded = profile::folded(profile, folded_value);
+        if (options_.folded) {
+            fmt::print("{}", folded);
+            flush_output();
+        }
+        if (folded_.is_open())
+            folded_.write_and_close(folded);
     }
-    if (folded_.is_open())
-        folded_.write_and_close(profile::folded(profile, folded_value));
     if (pprof_.is_open())
         pprof_.write_and_close(profile::gzip(profile::encode_pprof(profile)));
 }

@@ -1,7 +1,7 @@
-// The profile outputs a tool with stacks offers (memstall, tlbflush): --folded (folded stacks on
-// stdout at the end, instead of the tool's own output), --folded-file FILE and --pprof FILE.
-// Files are opened when the options are checked: a path that cannot be written is a usage
-// error before anything is loaded.
+// The profile outputs the tools with stacks offer (memstall, tlbflush, compactsnoop): --folded
+// (folded stacks on stdout at the end, instead of the tool's own output), --folded-file FILE and
+// --pprof FILE. Files are opened when the options are checked: a path that cannot be written is a
+// usage error before anything is loaded.
 #pragma once
 
 #include <string>

@@ -1,7 +1,6 @@
 #include "prometheus/exporter.h"
 
 #include <cerrno>
-#include <charconv>
 #include <csignal>
 #include <cstring>
 #include <fmt/format.h>
@@ -23,6 +22,7 @@
 
 #include "base/capabilities.h"
 #include "base/errors.h"
+#include "base/parsing.h"
 #include "cli/run_loop.h"
 #include "prometheus/tls_stream.h"
 
@@ -183,9 +183,8 @@ class Exporter::Server {
                 return;
             }
             res.version(11);
-            res.result(http::status::bad_request);
-            res.set(http::field::content_type, "text/plain; charset=utf-8");
-            res.body() = fmt::format("Bad request: {}\n", error.message());
+            plain(res, http::status::bad_request,
+                  fmt::format("Bad request: {}\n", error.message()));
         } else if (respond(c)) {
             return; // a profile: answered when its seconds are over
         }
@@ -253,10 +252,12 @@ class Exporter::Server {
                 continue;
             const std::string_view value = param.substr(8);
             int parsed = 0;
-            const auto [end, error] =
-                std::from_chars(value.data(), value.data() + value.size(), parsed);
-            if (error != std::errc() || end != value.data() + value.size() || parsed < 1 ||
-                parsed > Exporter::max_profile_seconds)
+            try {
+                parsed = parse_number<int>(value, "seconds");
+            } catch (const UsageError &) {
+                parsed = 0; // refused below, with the limit
+            }
+            if (parsed < 1 || parsed > Exporter::max_profile_seconds)
                 return fmt::format("seconds must be a whole number from 1 to {} (the limit of "
                                    "one profile's time); got '{}'",
                                    Exporter::max_profile_seconds, value);
@@ -295,15 +296,15 @@ class Exporter::Server {
         c->answering = true; // never closed to make room: it has sent its request
         c->deadline = profile_ends_ + kProfileBuildTime + kResponseTime;
         profile_timer_.expires_after(std::chrono::seconds(n));
-        profile_timer_.async_wait([this, c, &source, n](boost::system::error_code error) {
+        profile_timer_.async_wait([this, c, &source](boost::system::error_code error) {
             if (error)
                 return;
             if (profile_worker_.joinable())
                 profile_worker_.join();
-            profile_worker_ = std::thread([this, c, &source, n] {
+            profile_worker_ = std::thread([this, c, &source] {
                 std::string body, failure;
                 try {
-                    body = source.end(n);
+                    body = source.end();
                 } catch (const std::exception &e) {
                     failure = e.what();
                 }
@@ -342,10 +343,8 @@ class Exporter::Server {
             return false;
         }
         if (req.method() != http::verb::get) {
-            res.result(http::status::method_not_allowed);
             res.set(http::field::allow, "GET");
-            res.set(http::field::content_type, "text/plain; charset=utf-8");
-            res.body() = "Only GET is served.\n";
+            plain(res, http::status::method_not_allowed, "Only GET is served.\n");
             return false;
         }
         std::string_view target = req.target();
@@ -364,9 +363,8 @@ class Exporter::Server {
                 res.body() = exposition.render(format);
                 res.set(http::field::content_type, prometheus::content_type(format));
             } catch (const std::exception &e) {
-                res.result(http::status::internal_server_error);
-                res.set(http::field::content_type, "text/plain; charset=utf-8");
-                res.body() = fmt::format("{}: cannot read the counters: {}\n", tool_, e.what());
+                plain(res, http::status::internal_server_error,
+                      fmt::format("{}: cannot read the counters: {}\n", tool_, e.what()));
             }
         } else if (target == "/") {
             res.set(http::field::content_type, "text/html; charset=utf-8");
@@ -376,9 +374,7 @@ class Exporter::Server {
                             "<a href=\"/metrics\">/metrics</a></p>{1}</body></html>\n",
                             tool_, profile_links());
         } else {
-            res.result(http::status::not_found);
-            res.set(http::field::content_type, "text/plain; charset=utf-8");
-            res.body() = "Not found: the metrics are at /metrics\n";
+            plain(res, http::status::not_found, "Not found: the metrics are at /metrics\n");
         }
         return false;
     }

@@ -55,10 +55,10 @@ class ProfileSource {
     virtual ~ProfileSource() = default;
     // Begins counting; on the server's thread, so quick.
     virtual void begin() = 0;
-    // Ends counting and returns the profile as pprof's gzip-compressed profile.proto, for
-    // the `seconds` since begin(). On a thread of its own (symbolizing takes time); an
-    // exception answers 500 with its message.
-    virtual std::string end(int seconds) = 0;
+    // Ends counting and returns the profile since begin() as pprof's gzip-compressed
+    // profile.proto. On a thread of its own (symbolizing takes time); an exception answers
+    // 500 with its message.
+    virtual std::string end() = 0;
 };
 // The profiles an exporter serves, by NAME.
 using ProfileSources = std::vector<std::pair<std::string, ProfileSource *>>;

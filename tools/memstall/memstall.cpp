@@ -147,7 +147,7 @@ class Memstall final : public Tool<memstall_bpf, Options>, public ProfileSource 
     ProfileSource *profile_source() override { return o_.serve_profiles ? this : nullptr; }
     // /debug/pprof/memstall: the stacks of the stalls that end between the two.
     void begin() override;
-    std::string end(int seconds) override;
+    std::string end() override;
 
     // memstall_source.h's, for memlat top.
     memstall::Snapshot take_snapshot();
@@ -165,17 +165,18 @@ class Memstall final : public Tool<memstall_bpf, Options>, public ProfileSource 
     void describe_causes(const std::vector<Probe> &probes) const;
     void print_interval(memstall_bpf &skel);
     void print_stacks(memstall_bpf &skel);
-    // The stacks counted since load (or since the last clear_stacks()), as a profile.
-    profile::Profile stall_profile(StackSymbolizer &symbolizer, int64_t time_nanos,
-                                   int64_t duration_nanos);
+    // The stacks counted since load (or since begin() cleared them), as the profile of the
+    // time since `began`.
+    profile::Profile stall_profile(StackSymbolizer &symbolizer,
+                                   std::chrono::system_clock::time_point began);
     void write_profiles();
     bool profiles_wanted() const { return o_.profile.wanted(); }
     ProfileOutputs profile_out_;
     // --profiles: the kernel's descriptions of addresses, loaded while the capabilities to
     // load them are there (the server drops them); none before Linux 5.16.
     std::optional<KernelSymbols> profile_symbols_;
-    int64_t profile_begin_unix_ns_ = 0;
-    int64_t start_unix_ns_ = 0;
+    std::chrono::system_clock::time_point profile_began_; // begin()
+    std::chrono::system_clock::time_point started_;       // tracing began (trace())
 
     std::optional<memstall::Metrics> metrics_; // --prometheus
     memstall::Counts counts_;
@@ -621,8 +622,8 @@ void Memstall::print_stacks(memstall_bpf &skel) {
         fmt::print("{}", memstall::stacks_text(stacks));
 }
 
-profile::Profile Memstall::stall_profile(StackSymbolizer &symbolizer, int64_t time_nanos,
-                                         int64_t duration_nanos) {
+profile::Profile Memstall::stall_profile(StackSymbolizer &symbolizer,
+                                         std::chrono::system_clock::time_point began) {
     StackProfileBuilder builder(symbolizer, {{"stalls", "count"}, {"stall_time", "nanoseconds"}},
                                 1);
     const auto paths = cgroup_paths(memcg_on_v1_);
@@ -642,47 +643,38 @@ profile::Profile Memstall::stall_profile(StackSymbolizer &symbolizer, int64_t ti
                     {static_cast<int64_t>(value.stalls), static_cast<int64_t>(value.total_ns)},
                     std::move(labels));
     }
-    profile::Profile p = builder.take(time_nanos, duration_nanos);
+    profile::Profile p = builder.take(began);
     p.comments.push_back("memlat memstall: wall time of memory stalls ended in the profile, by "
                          "cause (label cause), process and stack");
     return p;
 }
 
-int64_t unix_time_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
-
 void Memstall::begin() {
-    // What the last profile left, and stacks no stall refers to any more.
+    // What the last profile left (and what a program still running when it ended added),
+    // and stacks no stall refers to any more.
     clear_map<memstall_stack_key>(skel().maps.stack_totals);
     clear_map<uint32_t>(skel().maps.stack_traces);
-    profile_begin_unix_ns_ = unix_time_ns();
+    profile_began_ = std::chrono::system_clock::now();
     __atomic_store_n(&skel().bss->stacks_paused, 0, __ATOMIC_RELEASE);
 }
 
-std::string Memstall::end(int seconds) {
+std::string Memstall::end() {
     __atomic_store_n(&skel().bss->stacks_paused, 1, __ATOMIC_RELEASE);
     // Kernel frames as the kernel describes them; without that (before 5.16) they cannot be
     // told from the BPF machinery and are left out: an empty table says so.
     const KernelSymbols none;
     StackSymbolizer symbolizer(skel().maps.stack_traces,
                                profile_symbols_ ? &*profile_symbols_ : &none);
-    profile::Profile p =
-        stall_profile(symbolizer, profile_begin_unix_ns_, int64_t{seconds} * 1'000'000'000);
+    profile::Profile p = stall_profile(symbolizer, profile_began_);
     if (!profile_symbols_)
         p.comments.push_back("kernel frames left out: the kernel cannot describe addresses to "
                              "this exporter (Linux 5.16 or later can)");
-    clear_map<memstall_stack_key>(skel().maps.stack_totals);
-    clear_map<uint32_t>(skel().maps.stack_traces);
     return profile::gzip(profile::encode_pprof(p));
 }
 
 void Memstall::write_profiles() {
     StackSymbolizer symbolizer(skel().maps.stack_traces);
-    const profile::Profile p =
-        stall_profile(symbolizer, start_unix_ns_, unix_time_ns() - start_unix_ns_);
+    const profile::Profile p = stall_profile(symbolizer, started_);
     profile_out_.write(p, o_.folded_counts ? 0 : 1);
     if (skel().bss->table_full != 0)
         fmt::print(stderr,
@@ -792,7 +784,7 @@ int Memstall::trace() {
     announce_tracing("Tracing memory stalls...");
     fflush(stdout);
     last_print_ = std::chrono::steady_clock::now();
-    start_unix_ns_ = unix_time_ns();
+    started_ = std::chrono::system_clock::now();
     const bool done = trace_until_stopped(o_.common, nullptr, [&] { print_interval(*skel); });
     if (!done && !profile_out_.replaces_output())
         print_interval(*skel);
@@ -817,7 +809,8 @@ void add_counting_options(CommandLine &cli, Options &o) {
     cli.flag(0, "profiles",
              "With --prometheus: also serve stall profiles at /debug/pprof/memstall?seconds=N "
              "(pprof, the stacks of the stalls that end in the N seconds after the request; "
-             "N 1-300, default 30; one at a time); holds a table of 4096 stacks, 1 KB each",
+             "N 1-300, default 30; one at a time); holds a table of 4096 stacks (--max-entries), "
+             "1 KB each",
              o.serve_profiles);
 }
 
