@@ -575,6 +575,10 @@ def _lingering_workload(t: Test, b: Block, label: str, done: str
             rows[0]["causes"] if rows else {})
 
 
+# Ten scheduler ticks at Debian's CONFIG_HZ=250 (every kernel of the matrix).
+_TEN_TICKS_NS = 10 * 4_000_000
+
+
 @checker("memstall.compact")
 def compact(t: Test, b: Block) -> None:
     pid, stats, vmstat, causes = _lingering_workload(t, b, "frag", "thp_kb=")
@@ -608,15 +612,22 @@ def compact(t: Test, b: Block) -> None:
     # reset), and delay accounting's clock: local_clock(), each CPU's own, which in this guest
     # (TSC marked unstable) may be a tick apart from the other CPU's when the attempt ends on
     # another CPU than it began (not measured separately). Asserted: within [30%, 105%], the
-    # lower bound only when every attempt compacted a zone (as many windows as attempts).
+    # lower bound only when every attempt compacted a zone (as many windows as attempts) and
+    # delay accounting's total is at least 10 ticks (40 ms at Debian's HZ=250): the costs
+    # outside the windows are per attempt, not in proportion (a CI run on 7.3 had 3.65 ms of
+    # delay accounting against 0.82 ms of windows, a difference under one tick).
     t.check_le("compaction time <= taskstats' (+5%: the two clocks)",
                1.05 * stats["compact_delay_total"], got["ns"])
-    if len(windows) >= stats["compact_count"]:
-        t.check_ge("compaction time >= 30% of taskstats'", 0.3 * stats["compact_delay_total"],
-                   got["ns"])
-    else:
+    if len(windows) < stats["compact_count"]:
         log(f"  not compared with 30% of taskstats' time: {len(windows)} windows for "
             f"{stats['compact_count']} attempts, some of which compacted no zone")
+    elif stats["compact_delay_total"] < _TEN_TICKS_NS:
+        log(f"  not compared with 30% of taskstats' time: "
+            f"{stats['compact_delay_total'] / 1e6:.2f} ms is under 10 ticks, where the costs "
+            "outside the windows and the clocks' tick can outweigh the windows")
+    else:
+        t.check_ge("compaction time >= 30% of taskstats'", 0.3 * stats["compact_delay_total"],
+                   got["ns"])
 
 
 @checker("memstall.direct")
