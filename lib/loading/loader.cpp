@@ -284,4 +284,20 @@ void report_skipped_runs(std::string_view tool, bpf_object *obj, std::string_vie
                    tool, misses, what);
 }
 
+OwnedFd enable_bpf_run_stats() {
+    const int fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+    if (fd >= 0)
+        return OwnedFd(fd);
+    if (fd == -EPERM)
+        throw RuntimeError("--bpf-stats: the kernel refused BPF_ENABLE_STATS (EPERM): turning "
+                           "on the run statistics of BPF programs needs CAP_SYS_ADMIN; run "
+                           "with it, or leave --bpf-stats out (kernel.bpf_stats_enabled=1 "
+                           "gives the same numbers, for every process)");
+    if (fd == -EINVAL)
+        throw RuntimeError("--bpf-stats: this kernel has no BPF_ENABLE_STATS (Linux 5.8 and "
+                           "later); set kernel.bpf_stats_enabled=1 instead while you need the "
+                           "numbers");
+    throw RuntimeError(fmt::format("--bpf-stats: BPF_ENABLE_STATS failed: {}", error_text(fd)));
+}
+
 } // namespace memlat

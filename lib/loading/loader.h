@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/errors.h"
+#include "base/files.h"
 #include "base/verbosity.h"
 #include "kernel/hooks.h"
 #include "kernel/tasks.h"
@@ -190,5 +191,12 @@ uint64_t recursion_misses(bpf_object *obj);
 // Tells on stderr how many program runs the kernel skipped because another BPF program was
 // running on the same CPU (bpf_prog_info.recursion_misses): those `what` were not counted.
 void report_skipped_runs(std::string_view tool, bpf_object *obj, std::string_view what);
+
+// BPF_ENABLE_STATS (Linux 5.8): the kernel times every BPF program's runs (run_time_ns,
+// run_cnt of bpf_prog_info) while the returned descriptor is open, without touching
+// kernel.bpf_stats_enabled, which other tools read and set. Every BPF program on the host pays
+// two clock reads per run meanwhile. A RuntimeError saying what to do when the kernel refuses
+// (it needs CAP_SYS_ADMIN).
+OwnedFd enable_bpf_run_stats();
 
 } // namespace memlat

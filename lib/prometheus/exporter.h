@@ -30,12 +30,15 @@ struct PrometheusOptions {
     size_t max_series = 1000;            // --max-series
     bool max_series_given = false;       // a usage error without --prometheus
     std::optional<WebConfig> web;        // --web.config.file: TLS, basic auth
+    bool bpf_stats = false;              // --bpf-stats: BPF_ENABLE_STATS while serving
     bool on() const { return listen.has_value(); }
     bool label(std::string_view name) const;
 };
 
-// Adds --prometheus [ADDR:]PORT and --web.config.file FILE.
+// Adds --prometheus [ADDR:]PORT, --web.config.file FILE and --bpf-stats.
 void add_listen_option(CommandLine &cli, PrometheusOptions &options);
+// Adds --bpf-stats: the run time and runs of the tools' BPF programs, exported.
+void add_bpf_stats_option(CommandLine &cli, bool &bpf_stats);
 // Adds --web.config.file FILE (TLS and basic authentication, web_config.h) to `web`.
 void add_web_config_option(CommandLine &cli, std::optional<WebConfig> &web);
 // Adds --prometheus-labels (from `allowed`, e.g. {"comm"}) and --max-series: what a tool's

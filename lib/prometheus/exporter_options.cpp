@@ -22,6 +22,15 @@ void add_listen_option(CommandLine &cli, PrometheusOptions &options) {
         "them; runs until SIGTERM or Ctrl-C",
         [&options](const std::string &text) { options.listen = parse_listen_address(text); });
     add_web_config_option(cli, options.web);
+    add_bpf_stats_option(cli, options.bpf_stats);
+}
+
+void add_bpf_stats_option(CommandLine &cli, bool &bpf_stats) {
+    cli.flag(0, "bpf-stats",
+             "With --prometheus: also export the run time and runs of the BPF programs; "
+             "meanwhile the kernel times every BPF program of the host (two clock reads per "
+             "run), without kernel.bpf_stats_enabled; needs CAP_SYS_ADMIN",
+             bpf_stats);
 }
 
 void add_web_config_option(CommandLine &cli, std::optional<WebConfig> &web) {
@@ -77,6 +86,8 @@ void check_prometheus_options(const PrometheusOptions &options, const CommonOpti
                              "--prometheus-labels)");
         if (options.web)
             throw UsageError("--web.config.file goes with --prometheus");
+        if (options.bpf_stats)
+            throw UsageError("--bpf-stats goes with --prometheus (it exports the numbers)");
         require_stdout();
         return;
     }

@@ -40,11 +40,16 @@ class CountingSide {
 };
 
 // One scrape of a tool: its families (collect), then its loss and self metrics (labelled by
-// tool when out.set_tool() was called: `memlat exporter`).
-void write_tool_metrics(prometheus::Exposition &out, CountingSide &tool);
+// tool when out.set_tool() was called: `memlat exporter`): its maps' memory, its programs'
+// run statistics (when `run_stats_held`, or kernel.bpf_stats_enabled), and the time this
+// took (memlat_scrape_duration_seconds).
+void write_tool_metrics(prometheus::Exposition &out, CountingSide &tool, bool run_stats_held);
 
-// Serves /metrics until stopped: memlat_build_info, then write_tool_metrics(). Returns the
-// tool's exit status.
+// What serves the metrics, about itself: memlat_build_info{tool} and the process_* families.
+void write_server_metrics(prometheus::Exposition &out, std::string_view tool);
+
+// Serves /metrics until stopped: write_server_metrics(), then write_tool_metrics(), with the
+// programs' run statistics when prom.bpf_stats. Returns the tool's exit status.
 int serve_tool_metrics(std::string_view tool, const PrometheusOptions &prom,
                        const CommonOptions &common, CountingSide &side);
 

@@ -303,7 +303,8 @@ void build_info(Exposition &out, std::string_view tool) {
     out.sample({{"tool", std::string(tool)}, {"version", MEMLAT_VERSION}}, 1);
 }
 
-void self_metrics(Exposition &out, const std::vector<Probe> &probes, bpf_object *obj) {
+void self_metrics(Exposition &out, const std::vector<Probe> &probes, bpf_object *obj,
+                  bool run_stats_held) {
     out.family("memlat_probe", Type::Info,
                "The hook the loader chose for each probe on this kernel (none: not attached)");
     for (const auto &p : probes)
@@ -332,19 +333,24 @@ void self_metrics(Exposition &out, const std::vector<Probe> &probes, bpf_object 
     for (const auto &p : progs)
         out.sample(out.with_tool({{"program", p.name}}),
                    static_cast<double>(p.info.recursion_misses));
-    // The kernel counts run time only while kernel.bpf_stats_enabled is on (it costs a clock
-    // read per run); without it the numbers would be stale zeros, so they are left out.
-    auto stats = read_text_file("/proc/sys/kernel/bpf_stats_enabled");
-    if (!stats || !stats->starts_with('1'))
-        return;
+    // The kernel counts run time only while someone holds BPF_ENABLE_STATS (--bpf-stats) or
+    // kernel.bpf_stats_enabled is on (it costs two clock reads per run); without either the
+    // numbers would be stale, so they are left out.
+    if (!run_stats_held) {
+        auto stats = read_text_file("/proc/sys/kernel/bpf_stats_enabled");
+        if (!stats || !stats->starts_with('1'))
+            return;
+    }
     out.family("memlat_bpf_program_run_seconds", Type::Counter,
-               "Time the tool's BPF programs ran (while kernel.bpf_stats_enabled is on)",
+               "Time the tool's BPF programs ran (while --bpf-stats or "
+               "kernel.bpf_stats_enabled has the kernel time them)",
                "seconds");
     for (const auto &p : progs)
         out.sample(out.with_tool({{"program", p.name}}),
                    static_cast<double>(p.info.run_time_ns) / 1e9);
     out.family("memlat_bpf_program_runs", Type::Counter,
-               "Runs of the tool's BPF programs (while kernel.bpf_stats_enabled is on)");
+               "Runs of the tool's BPF programs (while --bpf-stats or kernel.bpf_stats_enabled "
+               "has the kernel time them)");
     for (const auto &p : progs)
         out.sample(out.with_tool({{"program", p.name}}), static_cast<double>(p.info.run_cnt));
 }

@@ -140,9 +140,11 @@ void write_counter_families(Exposition &out,
 void build_info(Exposition &out, std::string_view tool);
 // The metrics every tool exports about itself: memlat_probe_info{probe, hook} for the hook
 // the loader chose for each probe, recursion misses of the tool's BPF programs, and, when
-// kernel.bpf_stats_enabled is on, their run time and run count
+// the kernel times them (`run_stats_held`: this process holds BPF_ENABLE_STATS, or
+// kernel.bpf_stats_enabled is on), their run time and run count
 // (memlat_bpf_program_run_seconds_total, memlat_bpf_program_runs_total{program}).
-void self_metrics(Exposition &out, const std::vector<Probe> &probes, bpf_object *obj);
+void self_metrics(Exposition &out, const std::vector<Probe> &probes, bpf_object *obj,
+                  bool run_stats_held);
 // memlat_lost_events_total and memlat_table_full_total (events a BPF table had no room for);
 // for the tools that time a begin and an end, memlat_unpaired_ends_total (ends whose begin
 // was not seen, so not timed).

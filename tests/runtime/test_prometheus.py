@@ -880,11 +880,183 @@ def _(t: Test):
     section = page[page.find("\n## Metrics") + 1:]
     end = section.find("\n## ")
     section = section[:end if end > 0 else len(section)]
-    documented = set(re.findall(r"`(memlat_[a-z0-9_]+)", section))
+    documented = set(re.findall(r"`((?:memlat|process)_[a-z0-9_]+)", section))
     t.check_eq("exported metrics missing from docs/exporter.md's metric table", [],
                sorted(typed - documented))
     t.check_eq("docs/exporter.md metrics no exporter exposes (other than those this kernel "
                f"cannot show: {CONDITIONAL})", [], sorted(documented - typed - set(CONDITIONAL)))
+
+
+# ---------------------------------------------------------------- its own cost
+
+STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
+
+
+def bpf_ids(pid: int, key: str) -> set[int]:
+    """The ids of the BPF maps (key "map_id") or programs ("prog_id": a program's descriptor,
+    or a link's) the process holds, from its descriptors' fdinfo."""
+    ids = set()
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                for line in f:
+                    if line.startswith(key + ":"):
+                        ids.add(int(line.split()[1]))
+        except OSError:
+            pass  # closed meanwhile
+    return ids
+
+
+def bpftool_json(*args: str) -> list:
+    res = run(["bpftool", "-j", *args])
+    if res.rc != 0:
+        raise Failure(f"bpftool {' '.join(args)}: {res.stderr.strip()[:300]}")
+    return json.loads(res.stdout)
+
+
+def program_stats(ids: set[int]) -> tuple[int, int]:
+    """bpftool's run count and run time (ns) of the programs `ids`, summed."""
+    progs = [p for p in bpftool_json("prog", "show") if p["id"] in ids]
+    return (sum(p.get("run_cnt", 0) for p in progs), sum(p.get("run_time_ns", 0) for p in progs))
+
+
+def sample_sum(text: str, name: str) -> float:
+    return sum(float(m.group(1)) for m in
+               re.finditer(rf"^{name}(?:\{{[^}}]*\}})? (\S+)$", text, re.M))
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time of the process's live threads from their schedstat (ns, the scheduler's own
+    clock; /proc/PID/stat's ticks are what the exporter reads)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass
+    return total / 1e9
+
+
+def mapped_bytes(pid: int) -> tuple[int, int]:
+    """The process's resident bytes as its page tables show them (Rss of smaps_rollup, a walk
+    of every mapping) and the size of its mappings (/proc/PID/maps, summed); the exporter reads
+    the kernel's counters of both in /proc/self/status."""
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("Rss:"))
+    size = 0
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            if line.rstrip().endswith("[vsyscall]"):
+                continue  # the gate page: in every process's maps, not its own memory
+            start, end = line.split()[0].split("-")
+            size += int(end, 16) - int(start, 16)
+    return rss, size
+
+
+@both_servings("own_cost")
+def _(t: Test, serving: Serving):
+    """What memlat costs, as it exports it: the process_* families against /proc/PID/status,
+    schedstat and limits; its BPF maps' memory against bpftool's memlock of the maps its
+    descriptors hold (exact); with --bpf-stats, its programs' runs and run time between
+    bpftool's before and after the scrape, counted while kernel.bpf_stats_enabled stays 0,
+    and no longer counted once it has stopped."""
+    with open(STATS_SYSCTL) as f:
+        sysctl = f.read().strip()
+    started = time.time()
+    server = (serving.tool("memstall", exporter_args_extra=("--bpf-stats",)) if serving.exporter
+              else Tool("memstall", "--prometheus", "127.0.0.1:0", "--bpf-stats"))
+    with server as tool:
+        port = exporter_port(tool)
+        ready = time.time()
+        pid = tool.proc.pid
+        prog_ids, map_ids = bpf_ids(pid, "prog_id"), bpf_ids(pid, "map_id")
+        t.require(len(prog_ids) > 0 and len(map_ids) > 0, "the server holds BPF programs and maps",
+                  "> 0 each", f"{len(prog_ids)} programs, {len(map_ids)} maps")
+        time.sleep(1)  # memstall's sched_switch program runs meanwhile
+        # The first scrape maps the server thread's malloc arena (64 MiB of address space) and
+        # touches memory the server had not used: the measured scrape is the second.
+        t.require(http_get(f"http://127.0.0.1:{port}/metrics")[0] == 200, "a first scrape")
+        fds_idle = len(os.listdir(f"/proc/{pid}/fd"))
+        cpu_before, runs_before = cpu_seconds(pid), program_stats(prog_ids)
+        rss_before, size_before = mapped_bytes(pid)
+        status, _, text = http_get(f"http://127.0.0.1:{port}/metrics")
+        cpu_after, runs_after = cpu_seconds(pid), program_stats(prog_ids)
+        rss_after, size_after = mapped_bytes(pid)
+        with open(STATS_SYSCTL) as f:
+            sysctl_serving = f.read().strip()
+        with open(f"/proc/{pid}/limits") as f:
+            nofile = next(line.split()[3] for line in f if line.startswith("Max open files"))
+        memlock = sum(m.get("bytes_memlock", 0) for m in bpftool_json("map", "show")
+                      if m["id"] in map_ids)
+    res = tool.stop()
+    t.check_eq("exit status after SIGINT", 0, res.rc)
+    t.require(status == 200, "GET /metrics", "200", status)
+
+    values = {}
+    for name in ("process_cpu_seconds_total", "process_resident_memory_bytes",
+                 "process_virtual_memory_bytes", "process_start_time_seconds",
+                 "process_open_fds", "process_max_fds"):
+        m = re.search(rf"^{name} (\S+)$", text, re.M)
+        t.require(m is not None, f"{name} exported", "one sample", m.group(0) if m else "none")
+        values[name] = float(m.group(1))
+    value = values.__getitem__
+
+    # /proc/PID/stat counts user and system time in ticks of 10 ms (USER_HZ), each rounded
+    # down; no thread of the server has exited (the time of one would be in stat only).
+    t.check(cpu_before - 0.02 <= value("process_cpu_seconds_total") <= cpu_after + 0.02,
+            "process_cpu_seconds_total vs the threads' schedstat around the scrape (+/- 2 "
+            "ticks of 10 ms: stat rounds user and system time down)", f"[{cpu_before:.3f}, {cpu_after:.3f}]",
+            value("process_cpu_seconds_total"))
+    # Read before and after the scrape; pages of its buffers may be freed meanwhile.
+    for name, before, after, slack in (
+            ("process_resident_memory_bytes", rss_before, rss_after, 64 << 10),
+            ("process_virtual_memory_bytes", size_before, size_after, 0)):
+        t.check(before - slack <= value(name) <= after + slack,
+                f"{name} between the page tables' count before and after the scrape (smaps_rollup "
+                f"Rss, /proc/PID/maps; +/- {slack >> 10} KiB)",
+                f"[{before}, {after}]", value(name))
+    # btime is whole seconds (rounded down), so the start time is up to 1 s early.
+    t.check(started - 1.05 <= value("process_start_time_seconds") <= ready + 0.05,
+            "process_start_time_seconds between the test's clock before the start and once "
+            "it served (-1 s: /proc/stat's btime is whole seconds)", f"[{started - 1.05:.2f}, "
+            f"{ready:.2f}]", value("process_start_time_seconds"))
+    # Counted while idle; the scrape holds its connection's socket too.
+    t.check(fds_idle <= value("process_open_fds") <= fds_idle + 1,
+            "process_open_fds vs /proc/PID/fd before the scrape (+1: the scrape's socket)",
+            f"[{fds_idle}, {fds_idle + 1}]", value("process_open_fds"))
+    t.check_eq("process_max_fds vs /proc/PID/limits", float(nofile), value("process_max_fds"))
+    t.check_eq("memlat_bpf_map_memory_bytes, summed, vs bpftool's memlock of the maps the "
+               "server holds (exact)", float(memlock),
+               sample_sum(text, "memlat_bpf_map_memory_bytes"))
+    # Programs held by the server but not by memstall (the exporter's other tools) count too:
+    # both sides sum the same set.
+    runs = sample_sum(text, "memlat_bpf_program_runs_total")
+    run_ns = sample_sum(text, "memlat_bpf_program_run_seconds_total") * 1e9
+    t.check(runs_before[0] <= runs <= runs_after[0], "memlat_bpf_program_runs_total, summed, "
+            "between bpftool's run_cnt before and after the scrape",
+            f"[{runs_before[0]}, {runs_after[0]}]", runs)
+    # The exposition rounds seconds to 9 significant digits at most: 1 ns per program.
+    t.check(runs_before[1] - len(prog_ids) <= run_ns <= runs_after[1] + len(prog_ids),
+            "memlat_bpf_program_run_seconds_total, summed, between bpftool's run_time_ns "
+            "before and after", f"[{runs_before[1]}, {runs_after[1]}] ns", run_ns)
+    t.check_eq("kernel.bpf_stats_enabled while serving with --bpf-stats: unchanged", sysctl,
+               sysctl_serving)
+    if sysctl != "0":
+        log(f"  kernel.bpf_stats_enabled is {sysctl} here: whether --bpf-stats alone turns "
+            "the counting on, and off at the end, is not seen")
+        return
+    t.check_ge("runs counted with kernel.bpf_stats_enabled=0 (BPF_ENABLE_STATS held)", 1,
+               runs_before[0])
+    # Once the server has stopped, nothing times BPF programs: a tool started now has zero
+    # run time after a second of sched_switch runs.
+    with Tool("memstall", "--prometheus", "127.0.0.1:0") as after:
+        exporter_port(after)
+        time.sleep(1)
+        later = program_stats(bpf_ids(after.proc.pid, "prog_id"))
+    after.stop()
+    t.check_eq("run time counted after the server stopped (bpftool's run_time_ns of a new "
+               "tool's programs)", 0, later[1])
 
 
 # ---------------------------------------------------------------- operations
@@ -898,7 +1070,8 @@ def _(t: Test):
                       (["--prometheus", "127.0.0.1:0", "--prometheus-labels", "inode"],
                        "an unknown label"),
                       (["--prometheus", "127.0.0.1:0", "-j"], "-j with --prometheus"),
-                      (["--prometheus", "127.0.0.1:0", "--max-series", "0"], "a zero cap")):
+                      (["--prometheus", "127.0.0.1:0", "--max-series", "0"], "a zero cap"),
+                      (["--bpf-stats"], "--bpf-stats without --prometheus")):
         res = run([os.path.join(os.environ.get("MEMLAT_BUILD_DIR", "build"), "drsnoop"), *args])
         t.check_eq(f"drsnoop {' '.join(args)} ({why}): usage error exit status", 2, res.rc)
         t.check(res.stderr.startswith("drsnoop: "), f"{why}: one clear message",
@@ -1281,6 +1454,13 @@ def _(t: Test):
     res = tool.stop()
     t.check_eq("exit status after SIGINT", 0, res.rc)
     t.check_in("stderr names the capability", "tlbflush does not run: missing CAP_SYSLOG",
+               res.stderr, "stderr")
+    # --bpf-stats needs CAP_SYS_ADMIN (BPF_ENABLE_STATS): refused before serving, named.
+    res = run(setpriv_command(["bpf", "perfmon"]) + [
+        os.path.join(os.environ.get("MEMLAT_BUILD_DIR", "build"), "memlat"), "exporter",
+        "--tools", "memstall", "--bpf-stats", "--web.listen-address", "127.0.0.1:0"])
+    t.check_eq("--bpf-stats without CAP_SYS_ADMIN: exit status 1", 1, res.rc)
+    t.check_in("--bpf-stats without CAP_SYS_ADMIN: the message names it", "CAP_SYS_ADMIN",
                res.stderr, "stderr")
 
 

@@ -5,6 +5,7 @@
 #include <array>
 
 #include "prometheus/exporter.h"
+#include "prometheus/process_metrics.h"
 #include "prometheus/prometheus.h"
 
 using namespace memlat;
@@ -268,4 +269,36 @@ TEST(Prometheus, AToolsOwnExpositionHasNoToolLabel) {
     series_dropped_metric(e, 5);
     EXPECT_TRUE(contains(e.render(Format::Text), "memlat_series_dropped_total 5\n"));
     EXPECT_FALSE(contains(e.render(Format::Text), "tool="));
+}
+
+// /proc/PID/stat of a task named "a) b (c", whose name holds the separators, from Linux 6.18:
+// utime 250, stime 50 ticks, starttime 12345 ticks after boot.
+TEST(ProcessUsage, FieldsCountedFromTheLastParenthesis) {
+    const std::string stat_line =
+        "4242 (a) b (c) S 1 4242 4242 0 -1 4194560 1220 0 0 0 250 50 0 0 20 0 3 0 12345 "
+        "80678912 900 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 "
+        "0 0 0 0\n";
+    const std::string status = "Name:\ta) b (c\nVmPeak:\t   80000 kB\nVmSize:\t   78788 kB\n"
+                               "VmRSS:\t    3680 kB\nRssAnon:\t    1000 kB\n";
+    const std::string proc_stat = "cpu  1 2 3\nintr 5\nctxt 99\nbtime 1795900000\nprocesses 9\n";
+    const auto usage = parse_process_usage(stat_line, status, proc_stat, 100);
+    ASSERT_TRUE(usage.has_value());
+    EXPECT_DOUBLE_EQ(3.0, usage->cpu_seconds);
+    EXPECT_DOUBLE_EQ(3680.0 * 1024, usage->resident_bytes);
+    EXPECT_DOUBLE_EQ(78788.0 * 1024, usage->virtual_bytes);
+    EXPECT_DOUBLE_EQ(1795900000.0 + 123.45, usage->start_time_seconds);
+}
+
+TEST(ProcessUsage, TextsThatAreNotTheKernelsAreRefused) {
+    const std::string status = "VmSize:\t1 kB\nVmRSS:\t1 kB\n";
+    const std::string proc_stat = "btime 1\n";
+    EXPECT_FALSE(parse_process_usage("4242 no parenthesis 1 2 3", status, proc_stat, 100));
+    EXPECT_FALSE(parse_process_usage("4242 (short) S 1 2", status, proc_stat, 100));
+    const std::string full = "1 (x) S" + std::string(60, ' ') + "\n";
+    EXPECT_FALSE(parse_process_usage(full, status, proc_stat, 100));
+    const std::string line = "1 (x) S 0 0 0 0 0 0 0 0 0 0 1 1 0 0 0 0 1 0 7 0 0\n";
+    EXPECT_TRUE(parse_process_usage(line, status, proc_stat, 100));
+    EXPECT_FALSE(parse_process_usage(line, "VmRSS:\t1 kB\n", proc_stat, 100));
+    EXPECT_FALSE(parse_process_usage(line, status, "cpu 1 2\n", 100));
+    EXPECT_FALSE(parse_process_usage(line, status, proc_stat, 0));
 }

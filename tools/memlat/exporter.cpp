@@ -14,6 +14,7 @@
 #include "cli/options.h"
 #include "cli/run_loop.h"
 #include "loading/fallback.h"
+#include "loading/loader.h"
 #include "prometheus/exporter.h"
 #include "prometheus/metrics_serving.h"
 #include "prometheus/prometheus.h"
@@ -108,8 +109,8 @@ std::vector<ToolState> choose(std::vector<ToolState> all, const std::string &lis
 
 // One scrape: what serves, which tools run, then each running tool's families. A tool whose
 // counters cannot be read at this scrape is down for it, and its families are left out.
-void collect(prometheus::Exposition &out, std::vector<ToolState> &tools) {
-    prometheus::build_info(out, "exporter");
+void collect(prometheus::Exposition &out, std::vector<ToolState> &tools, bool run_stats_held) {
+    write_server_metrics(out, "exporter");
     std::vector<prometheus::Exposition> parts;
     std::vector<std::string> errors;
     for (auto &t : tools) {
@@ -119,7 +120,7 @@ void collect(prometheus::Exposition &out, std::vector<ToolState> &tools) {
         prometheus::Exposition part;
         part.set_tool(t.entry->name);
         try {
-            write_tool_metrics(part, *t.side);
+            write_tool_metrics(part, *t.side, run_stats_held);
             parts.push_back(std::move(part));
         } catch (const std::exception &e) {
             errors.back() = one_line(fmt::format("cannot read the counters: {}", e.what()));
@@ -158,6 +159,8 @@ int run_exporter(int argc, char **argv) {
     cli.alias("prometheus"); // the tools' name for it
     std::optional<WebConfig> web;
     add_web_config_option(cli, web); // as node_exporter's
+    bool bpf_stats = false;
+    add_bpf_stats_option(cli, bpf_stats);
     add_run_options(cli, common);
     for (const ToolEntry *entry : tool_entries()) {
         if (entry->exporter_part == nullptr)
@@ -204,8 +207,11 @@ int run_exporter(int argc, char **argv) {
         if (t.side != nullptr && t.side->profile_source() != nullptr)
             profiles.emplace_back(t.entry->name, t.side->profile_source());
     install_stop_signals();
+    // While capabilities are held: BPF_ENABLE_STATS needs CAP_SYS_ADMIN.
+    const OwnedFd run_stats = bpf_stats ? enable_bpf_run_stats() : OwnedFd{};
     Exporter exporter(
-        where, "exporter", [&tools](prometheus::Exposition &out) { collect(out, tools); },
+        where, "exporter",
+        [&tools, bpf_stats](prometheus::Exposition &out) { collect(out, tools, bpf_stats); },
         web.value_or(WebConfig{}), std::move(profiles));
     serve_until_stopped(command_name, exporter, common, sleep_for);
     return 0;

@@ -1,0 +1,39 @@
+// What memlat costs the host it watches, as Prometheus families: the standard process_*
+// families of Prometheus' client libraries (the names dashboards and alerts already know) and
+// the kernel memory of each tool's BPF maps, which RSS does not show.
+#pragma once
+
+#include <bpf/libbpf.h>
+
+#include <optional>
+#include <string_view>
+
+#include "prometheus/prometheus.h"
+
+namespace memlat::prometheus {
+
+// This process as /proc tells it, in the units the families use.
+struct ProcessUsage {
+    double cpu_seconds = 0;        // user + system time
+    double resident_bytes = 0;     // RSS
+    double virtual_bytes = 0;      // address space
+    double start_time_seconds = 0; // since the Unix epoch
+};
+
+// ProcessUsage from the texts of /proc/PID/stat (CPU and start times), /proc/PID/status
+// (VmRSS, VmSize) and /proc/stat (btime: the boot time), with the clock ticks per second
+// (sysconf(_SC_CLK_TCK)); nullopt when a text is not what the kernel writes.
+std::optional<ProcessUsage> parse_process_usage(std::string_view pid_stat,
+                                                std::string_view pid_status, std::string_view stat,
+                                                long ticks_per_second);
+
+// process_cpu_seconds_total, process_resident_memory_bytes, process_virtual_memory_bytes,
+// process_virtual_memory_max_bytes, process_start_time_seconds, process_open_fds and
+// process_max_fds of this process. A family whose source cannot be read is left out.
+void process_metrics(Exposition &out);
+
+// memlat_bpf_map_memory_bytes{map}: the memory the kernel accounts to each of `obj`'s maps
+// (the memlock of its fdinfo), labelled by tool when one is set.
+void map_memory_metrics(Exposition &out, bpf_object *obj);
+
+} // namespace memlat::prometheus
