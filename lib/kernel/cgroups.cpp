@@ -125,6 +125,38 @@ std::map<uint64_t, std::string> cgroup_paths(bool v1_memory) {
     return out;
 }
 
+std::map<uint64_t, std::string> CgroupPathCache::paths_of(std::span<const uint64_t> ids) {
+    std::map<uint64_t, std::string> out;
+    std::set<uint64_t> missing;
+    bool walked = false;
+    for (const uint64_t id : std::set<uint64_t>(ids.begin(), ids.end())) {
+        auto known = known_.find(id);
+        // A directory's id changes when it is removed and made again: then it is another
+        // cgroup, and this one is gone.
+        if (known != known_.end() && directory_cgroup_id(known->second) != id) {
+            known_.erase(known);
+            known = known_.end();
+        }
+        if (known == known_.end() && !walked && !missing_.contains(id)) {
+            known_ = cgroup_paths(v1_memory_);
+            walked = true;
+            ++walks_;
+            known = known_.find(id);
+        }
+        if (known != known_.end())
+            out.emplace(id, known->second);
+        else
+            missing.insert(id);
+    }
+    missing_ = std::move(missing);
+    return out;
+}
+
+bool CgroupPathCache::exists(const std::string &path) {
+    struct stat st {};
+    return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 CgroupTarget resolve_cgroup(const std::string &path) {
     char real[PATH_MAX];
     struct stat st {};

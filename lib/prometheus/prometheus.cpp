@@ -270,14 +270,16 @@ void BoundedCounters::end() {
     std::erase_if(entries_, [](const auto &kv) { return !kv.second.seen; });
 }
 
-void BoundedCounters::remove_removed_cgroups(const std::map<uint64_t, std::string> &cgroup_paths) {
+void BoundedCounters::remove_removed_cgroups(
+    const std::map<uint64_t, std::string> &cgroup_paths,
+    const std::function<bool(const std::string &)> &exists) {
     std::set<std::string> live;
     for (const auto &[id, path] : cgroup_paths)
         live.insert(path);
     auto removed = [&](const Labels &l) {
         for (const auto &[name, value] : l)
             if (name == "cgroup")
-                return value != "other" && !live.contains(value);
+                return value != "other" && !live.contains(value) && !(exists && exists(value));
         return false;
     };
     std::erase_if(series_, [&](const auto &kv) { return removed(kv.first); });

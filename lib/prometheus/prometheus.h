@@ -7,6 +7,7 @@
 #include <bpf/libbpf.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -107,9 +108,12 @@ class BoundedCounters {
     void end();
 
     // Removes the series whose "cgroup" label names a cgroup that is gone: none of
-    // `cgroup_paths` (cgroup_paths(): the live cgroups by id). Their counts stay in the
-    // totals; "other" stays. The slots they held become free for new label sets.
-    void remove_removed_cgroups(const std::map<uint64_t, std::string> &cgroup_paths);
+    // `cgroup_paths` (live cgroups by id: those of this read's entries) and, when given, not
+    // `exists` either (CgroupPathCache::exists: a cgroup whose entries are gone may live).
+    // Their counts stay in the totals; "other" stays. The slots they held become free for
+    // new label sets.
+    void remove_removed_cgroups(const std::map<uint64_t, std::string> &cgroup_paths,
+                                const std::function<bool(const std::string &)> &exists = {});
 
     // Series, by labels, with their totals ("other" included once it has counts).
     const std::map<Labels, std::vector<double>> &series() const { return series_; }

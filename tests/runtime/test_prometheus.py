@@ -477,6 +477,16 @@ def _(t: Test, serving: Serving):
                 host = prom.value('memlat_memstall_stalls_total{cause="memcg"}', t1)
                 thrash_measured = prom.value('memlat_memstall_cause_measured{cause="thrash"}',
                                              t1)
+                # The reader exits and its thread's entries go: the series stays, its cgroup
+                # lives. The cgroup goes: so does the series, at the next scrape.
+                reader.kill()
+                reader.proc.wait(10)
+                prom.wait_scrape()
+                kept = prom.value(f"memlat_memstall_cgroup_stalls_total{sel}", prom.wait_scrape())
+                remove_cgroup_dir(cg.path)
+                prom.wait_scrape()
+                gone = prom.query(f'memlat_memstall_cgroup_stalls_total{{cgroup="{cg.path}"}}',
+                                  prom.wait_scrape())
                 check_exposition(t, port, "memstall")
                 check_no_capabilities(t, tool, "memstall")
         check_stopped(t, tool, "memstall")
@@ -502,6 +512,10 @@ def _(t: Test, serving: Serving):
     t.check_le("... and at most 10 us a window + 1 ms more", 10e-6 * windows + 1e-3, gap)
     t.check_ge("memlat_memstall_stalls_total{cause=memcg} (machine-wide) >= the cgroup's",
                stalls, host)
+    t.check_eq("the cgroup's memcg stalls once the reader has exited (the cgroup lives)", stalls,
+               kept)
+    t.check_eq("series of the cgroup once it is removed", [],
+               [r["metric"] for r in gone])
     # Thrashing is told apart where PSI marks the stalls, as nobody too (the kernel names the
     # frames where kallsyms hides the addresses).
     psi = os.path.exists("/proc/pressure/memory")

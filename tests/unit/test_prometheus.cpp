@@ -166,6 +166,21 @@ TEST(Prometheus, BoundedCountersDropRemovedCgroups) {
     EXPECT_EQ(g.series().count({{"cgroup", "/d"}}), 1u);
 }
 
+// memstall's series outlive their threads' entries: a cgroup this read's entries do not name
+// keeps its series while `exists` says its directory is there.
+TEST(Prometheus, BoundedCountersKeepCgroupsThatExist) {
+    const std::array<double, 1> one{1};
+    BoundedCounters g(1, 10, {"cgroup"});
+    g.begin();
+    for (const char *path : {"/a", "/b", "/c"})
+        g.update(path, {{"cgroup", path}}, one);
+    g.end();
+    g.remove_removed_cgroups({{7, "/a"}}, [](const std::string &path) { return path == "/b"; });
+    EXPECT_EQ(g.series().count({{"cgroup", "/a"}}), 1u);
+    EXPECT_EQ(g.series().count({{"cgroup", "/b"}}), 1u);
+    EXPECT_EQ(g.series().count({{"cgroup", "/c"}}), 0u);
+}
+
 TEST(Prometheus, CounterFamiliesOnePerValueWithTheNamesUnit) {
     BoundedCounters c(3, 10, {"comm"});
     const std::array<double, 3> values{4, 0.5, 8192};

@@ -126,6 +126,7 @@ class Drsnoop final : public Tool<drsnoop_bpf, Options> {
     bool kinds_explicit_ = false;
     std::optional<CgroupTarget> cgroup_;
     bool memcg_on_v1_ = memory_controller_on_v1();
+    CgroupPathCache cgroup_cache_{memcg_on_v1_}; // --prometheus-labels cgroup
     // mm_vmscan_*_reclaim_begin's argument order (gfp first on 7.x), when recognized.
     std::optional<bool> reclaim_gfp_first_;
     std::string reclaim_why_;
@@ -465,9 +466,12 @@ CountedLosses Drsnoop::collect(prometheus::Exposition &out) {
     }
     if (o_.prom.label("cgroup")) {
         counts.cgroups = read_hash_map<drsnoop_cgroup_key, drsnoop_totals>(skel.maps.cgroup_totals);
-        // Listed after the table was read: a cgroup it has and this does not was removed,
-        // and its entry goes too.
-        counts.cgroup_paths = cgroup_paths(memcg_on_v1_);
+        // Looked up after the table was read: a cgroup it has and this does not was
+        // removed, and its entry goes too.
+        std::vector<uint64_t> ids;
+        for (const auto &[key, t] : counts.cgroups)
+            ids.push_back(key.cgroup_id);
+        counts.cgroup_paths = cgroup_cache_.paths_of(ids);
         for (const auto &[key, t] : counts.cgroups)
             if (!counts.cgroup_paths.contains(key.cgroup_id))
                 bpf_map__delete_elem(skel.maps.cgroup_totals, &key, sizeof(key), 0);

@@ -182,6 +182,7 @@ class Memstall final : public Tool<memstall_bpf, Options>, public ProfileSource 
     memstall::Counts counts_;
     std::optional<CgroupTarget> cgroup_;
     bool memcg_on_v1_ = memory_controller_on_v1();
+    CgroupPathCache cgroup_cache_{memcg_on_v1_}; // --prometheus-labels cgroup
     bool has_memstall_flag_ = false;
     bool has_thrashing_flag_ = false;
     // Delay accounting on at start (kernel.task_delayacct): the kernel sets in_thrashing only
@@ -689,7 +690,11 @@ CountedLosses Memstall::collect(prometheus::Exposition &out) {
     std::copy(std::begin(skel.bss->totals), std::end(skel.bss->totals), counts.totals.begin());
     if (o_.prom.label("cgroup")) {
         counts.threads = read_hash_map<memstall_key, memstall_value>(skel.maps.stalls);
-        counts.cgroup_paths = cgroup_paths(memcg_on_v1_);
+        std::vector<uint64_t> ids;
+        for (const auto &[key, value] : counts.threads)
+            ids.push_back(value.cgroup_id);
+        counts.cgroup_paths = cgroup_cache_.paths_of(ids);
+        counts.cgroup_exists = &CgroupPathCache::exists;
     }
     metrics_->collect(counts, out);
     // Threads that are gone stall no more: their counts are in the series now, their

@@ -52,7 +52,10 @@ void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
         by_cgroup_counts_.update(fmt::format("{}/{}", key.tid, key.cause), l, values);
     }
     by_cgroup_counts_.end();
-    by_cgroup_counts_.remove_removed_cgroups(c.cgroup_paths);
+    if (c.cgroup_exists != nullptr)
+        by_cgroup_counts_.remove_removed_cgroups(c.cgroup_paths, c.cgroup_exists);
+    else
+        by_cgroup_counts_.remove_removed_cgroups(c.cgroup_paths);
     const std::array<std::pair<const char *, const char *>, 2> families{{
         {"memlat_memstall_cgroup_stalls", "Memory stalls by cause and the thread's memory cgroup"},
         {"memlat_memstall_cgroup_stall_seconds",

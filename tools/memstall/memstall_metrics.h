@@ -21,9 +21,12 @@ struct Counts {
     std::array<bool, MEMSTALL_CAUSES> causes{};
     std::array<memstall_totals, MEMSTALL_CAUSES> totals{};
     // With --prometheus-labels cgroup: the per-thread table ((tid, cause) -> value, which
-    // names the thread's cgroup), and the cgroups that exist now, by id.
+    // names the thread's cgroup), the cgroups of its entries that exist now, by id, and
+    // whether the cgroup of a path exists (a series' cgroup whose threads are gone; none:
+    // such a series goes).
     std::vector<std::pair<memstall_key, memstall_value>> threads;
     std::map<uint64_t, std::string> cgroup_paths;
+    bool (*cgroup_exists)(const std::string &path) = nullptr;
 };
 
 class Metrics {
