@@ -807,6 +807,37 @@ def _(t: Test):
     check_stopped(t, tool, "tlbflush")
 
 
+READERS, SMALL_TABLE = 12, 4
+
+
+@both_servings("drsnoop_many_processes")
+def _(t: Test, serving: Serving):
+    """More stalled processes, one after another, than drsnoop's tables have entries
+    (--max-entries 4): without --prometheus-labels comm nothing keeps a per-process entry, so
+    nothing is lost to a full table however many processes come and go (a soak under process
+    churn once counted 2 million stalls as not counted), and every stall is in the total."""
+    with MemoryCgroup("prom_many", LIMIT) as cg, TestFile(LIMIT * 2, "prom_many", cold=True) as f:
+        args = ("-k", "memcg", "--max-entries", str(SMALL_TABLE))
+        with serving.tool("drsnoop", *args) as tool:
+            port = exporter_port(tool)
+            for _ in range(READERS):
+                run_workload("file_reader", "--file", f.path, "--cgroup", cg.path)
+            time.sleep(0.3)
+            status, _, text = http_get(f"http://127.0.0.1:{port}/metrics")
+        res = tool.stop()
+    t.check_eq("exit status after SIGINT", 0, res.rc)
+    t.require(status == 200, "GET /metrics", "200", status)
+    own = serving.own("drsnoop")
+    full = re.search(rf"^memlat_table_full_total{re.escape(own)} (\S+)$", text, re.M)
+    stalls = re.search(r'^memlat_reclaim_stalls_total\{kind="memcg"\} (\S+)$', text, re.M)
+    t.require(full is not None and stalls is not None, "the loss and stall counters exported",
+              "both", f"{full and full.group(0)}, {stalls and stalls.group(0)}")
+    t.check_ge(f"memcg reclaim stalls of {READERS} readers, one after another (at least one "
+               "each)", READERS, float(stalls.group(1)))
+    t.check_eq(f"memlat_table_full_total after {READERS} stalled processes (--max-entries "
+               f"{SMALL_TABLE})", 0.0, float(full.group(1)))
+
+
 # ---------------------------------------------------------------- names: dashboard, docs
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -53,6 +53,7 @@ const volatile bool hist_mode = false;
 const volatile bool hist_per_process = false;
 const volatile __u32 nr_nodes = 1;
 const volatile bool count_cgroups = false;
+const volatile bool count_processes = true; /* the per-process summaries */
 const volatile __u64 wakeup_bytes = 16 * 1024;
 
 __u64 hist[DRSNOOP_KINDS][MEMLAT_HIST_SLOTS] = {};
@@ -342,7 +343,8 @@ static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed) {
     if (count_cgroups)
         add_cgroup_totals(cgid, kind, lat, nr_reclaimed);
     pid_tgid = task_pid_tgid(me);
-    add_summary(pid_tgid, kind, lat, nr_reclaimed);
+    if (count_processes)
+        add_summary(pid_tgid, kind, lat, nr_reclaimed);
     if (hist_mode)
         add_hist(pid_tgid, kind, lat);
     if (!trace_events)

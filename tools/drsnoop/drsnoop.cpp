@@ -218,7 +218,13 @@ void Drsnoop::configure(drsnoop_bpf &skel) const {
     ro->count_cgroups = o_.prom.label("cgroup");
     bpf_map__set_max_entries(skel.maps.cgroup_totals,
                              o_.prom.label("cgroup") ? o_.common.entries(16384) : 1);
-    bpf_map__set_max_entries(skel.maps.summaries, o_.common.entries(8192));
+    // The per-process summary: the text modes' summary at exit, and --prometheus-labels comm.
+    // Without them nothing reads or empties it: a long run would fill it with exited
+    // processes and count every later stall as not counted (a soak under process churn
+    // reached 2 million).
+    const bool count_processes = !o_.prom.on() || o_.prom.label("comm");
+    ro->count_processes = count_processes;
+    bpf_map__set_max_entries(skel.maps.summaries, count_processes ? o_.common.entries(8192) : 1);
     bpf_map__set_max_entries(skel.maps.proc_hists,
                              o_.hist && o_.per_process ? o_.common.entries(8192) : 1);
     ro->wakeup_bytes = o_.events.wakeup_bytes;
