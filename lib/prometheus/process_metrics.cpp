@@ -96,15 +96,34 @@ std::optional<ProcessUsage> parse_process_usage(std::string_view pid_stat,
                         *boot + *start / ticks};
 }
 
-void process_metrics(Exposition &out) {
+std::optional<ProcessUsage> own_process_usage() {
     const auto pid_stat = read_text_file("/proc/self/stat");
     const auto pid_status = read_text_file("/proc/self/status");
     const auto stat = read_text_file("/proc/stat");
-    const auto usage =
-        pid_stat && pid_status && stat
-            ? parse_process_usage(*pid_stat, *pid_status, *stat, sysconf(_SC_CLK_TCK))
-            : std::nullopt;
-    if (usage) {
+    if (!pid_stat || !pid_status || !stat)
+        return std::nullopt;
+    return parse_process_usage(*pid_stat, *pid_status, *stat, sysconf(_SC_CLK_TCK));
+}
+
+std::optional<double> map_memory_bytes(const bpf_map *map) {
+    const int fd = bpf_map__fd(map);
+    if (fd < 0)
+        return std::nullopt; // not created: a map of a program that was not loaded
+    const auto info = read_text_file(fmt::format("/proc/self/fdinfo/{}", fd));
+    return info ? keyed_value(*info, "memlock:") : std::nullopt;
+}
+
+double object_map_memory_bytes(const bpf_object *obj) {
+    double total = 0;
+    const bpf_map *map = nullptr;
+    bpf_object__for_each_map(map, obj) {
+        total += map_memory_bytes(map).value_or(0);
+    }
+    return total;
+}
+
+void process_metrics(Exposition &out) {
+    if (const auto usage = own_process_usage()) {
         out.family("process_cpu_seconds", Type::Counter,
                    "CPU time this process has used, user and system", "seconds");
         out.sample({}, usage->cpu_seconds);
@@ -139,13 +158,9 @@ void map_memory_metrics(Exposition &out, bpf_object *obj) {
                "Kernel memory of the tool's BPF maps, which its RSS does not show (memlock in "
                "the map's fdinfo)",
                "bytes");
-    bpf_map *map = nullptr;
+    const bpf_map *map = nullptr;
     bpf_object__for_each_map(map, obj) {
-        const int fd = bpf_map__fd(map);
-        if (fd < 0)
-            continue; // not created: a map of a program that was not loaded
-        const auto info = read_text_file(fmt::format("/proc/self/fdinfo/{}", fd));
-        if (const auto bytes = info ? keyed_value(*info, "memlock:") : std::nullopt)
+        if (const auto bytes = map_memory_bytes(map))
             out.sample(out.with_tool({{"map", bpf_map__name(map)}}), *bytes);
     }
 }

@@ -32,8 +32,16 @@ std::optional<ProcessUsage> parse_process_usage(std::string_view pid_stat,
 // process_max_fds of this process. A family whose source cannot be read is left out.
 void process_metrics(Exposition &out);
 
-// memlat_bpf_map_memory_bytes{map}: the memory the kernel accounts to each of `obj`'s maps
-// (the memlock of its fdinfo), labelled by tool when one is set.
+// The memory the kernel accounts to a created map (the memlock of its fdinfo), or nullopt.
+std::optional<double> map_memory_bytes(const bpf_map *map);
+// The sum over `obj`'s created maps.
+double object_map_memory_bytes(const bpf_object *obj);
+
+// This process's usage now (parse_process_usage() of /proc/self), or nullopt.
+std::optional<ProcessUsage> own_process_usage();
+
+// memlat_bpf_map_memory_bytes{map}: map_memory_bytes() of each of `obj`'s maps, labelled by
+// tool when one is set.
 void map_memory_metrics(Exposition &out, bpf_object *obj);
 
 } // namespace memlat::prometheus

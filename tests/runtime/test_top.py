@@ -117,6 +117,46 @@ def _(t: Test):
     t.check_ge("the host's reclaim stalls include the cgroup's", stalls, host)
 
 
+@scenario("top_own_cost")
+def _(t: Test):
+    """What `memtop -j 1` says it costs, in every interval: its RSS between the page tables'
+    counts (smaps_rollup) sampled while it ran, its BPF maps' memory equal to bpftool's memlock
+    of the maps it holds, and its CPU, summed over the intervals, within the CPU its threads
+    used (schedstat) by the last one."""
+    from test_prometheus import bpf_ids, bpftool_json, cpu_seconds, mapped_bytes
+    with Tool("memtop", "-j", "1") as top:
+        pid = top.proc.pid
+        rss = []
+        deadline = time.monotonic() + 4.5
+        while time.monotonic() < deadline:
+            rss.append(mapped_bytes(pid)[0])
+            time.sleep(0.1)
+        map_ids = bpf_ids(pid, "map_id")
+        memlock = sum(m.get("bytes_memlock", 0) for m in bpftool_json("map", "show")
+                      if m["id"] in map_ids)
+        used = cpu_seconds(pid)
+        printed = len([line for line in top._out.lines if line.startswith("{")])
+    res = top.result
+    t.check_eq("memtop -j 1: exit status after SIGINT", 0, res.rc)
+    lines = [j for j in res.json_lines() if "cgroups" in j]
+    t.require(len(lines) >= 3, "intervals printed", ">= 3", len(lines))
+    selfs = [j["self"] for j in lines]
+    t.require(all(s is not None for s in selfs), "\"self\" in every interval", "an object each",
+              selfs)
+    # The last interval (cut short by SIGINT) may come after the last sample.
+    low, high = min(rss) - (64 << 10), max(rss) + (64 << 10)
+    t.check(all(low <= s["rss_bytes"] <= high for s in selfs[:-1]),
+            "rss_bytes of every interval within smaps_rollup's Rss sampled meanwhile (+/- 64 "
+            "KiB: the sampling is 0.1 s apart)", f"[{low}, {high}]",
+            [s["rss_bytes"] for s in selfs])
+    t.check_eq("bpf_map_bytes vs bpftool's memlock of the maps it holds (exact)",
+               float(memlock), selfs[-1]["bpf_map_bytes"])
+    spent = sum(s["cpu_share"] * j["interval_s"] for s, j in zip(selfs[:printed], lines))
+    t.check(0 < spent <= used + 0.001, "CPU of the intervals printed, summed, within what its "
+            "threads had used by then (schedstat; +1 ms: getrusage's microseconds)",
+            f"(0, {used:.4f}] s", f"{spent:.4f} s")
+
+
 class ScreenTool:
     """memtop in a tmux pane of ROWS x COLUMNS (a real terminal emulator, on a server of its own),
     as a user drives it: keys sent with send-keys, the screen read with capture-pane. The
@@ -398,7 +438,8 @@ def _(t: Test):
     t.check_eq("memtop -b 1 2: exit status", 0, res.rc)
     t.check_eq("memtop -b 1 2: headers", 2, res.stdout.count("memlat top - "))
     t.check_eq("memtop -b 1 2: table headings", 2, res.stdout.count("CGROUP "))
-    for part in ("Mem: ", "PSI memory: ", "Stalled (ms): direct ", "Per second: reclaim "):
+    for part in ("Mem: ", "PSI memory: ", "Stalled (ms): direct ", "Per second: reclaim ",
+                 "memlat top itself: "):
         t.check_in(f"memtop -b: the header's line {part.strip()}", part, res.stdout, "stdout")
 
 

@@ -1,6 +1,8 @@
 // memlat top's views (tools/memlat/top_format.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "memlat/top_format.h"
 
 using namespace memlat;
@@ -103,6 +105,14 @@ TEST(TopFormat, HeaderSaysWhatIsNotMeasured) {
     EXPECT_NE(std::string::npos, text.find("reclaim 100 direct (5.0 stalls)"));
     EXPECT_NE(std::string::npos, text.find("compaction 0.5 stalls"));
     EXPECT_NE(std::string::npos, text.find("refaults 15"));
+    EXPECT_NE(std::string::npos, text.find("memlat top itself: not read"));
+    host.self = SelfCost{0.0125, 2.5 * (1 << 20), 3 << 20};
+    const std::string with_self = header_text(host, {}, "12:00:00");
+    EXPECT_NE(std::string::npos,
+              with_self.find("memlat top itself: 1.25% of a CPU, 2.5M RSS, 3.0M of BPF maps\n"))
+        << with_self;
+    EXPECT_EQ(header_lines,
+              static_cast<size_t>(std::count(with_self.begin(), with_self.end(), '\n')));
 }
 
 TEST(TopFormat, Json) {
@@ -123,6 +133,9 @@ TEST(TopFormat, Json) {
     EXPECT_EQ(4096, j["cgroups"][0]["max_bytes"]);
     EXPECT_TRUE(j["cgroups"][0]["high_bytes"].is_null());
     EXPECT_EQ("why", j["unmeasured_causes"]["other"]);
+    EXPECT_TRUE(j["self"].is_null());
+    host.self = SelfCost{0.5, 4096, 8192};
+    EXPECT_EQ(8192, snapshot_json(host, {}, {}, "12:00:00")["self"]["bpf_map_bytes"]);
 }
 
 TEST(TopFormat, SortByTheChosenColumn) {

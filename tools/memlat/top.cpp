@@ -7,6 +7,7 @@
 // a column the user picks, filtered, a cgroup opened into its processes and a process into its
 // threads, held, with a help page. -b prints text rows per interval for a pipe, -j JSON lines.
 // Still to come (issue 30): stacks under a process, record and replay.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +30,7 @@
 #include "kernel/memory_state.h"
 #include "memlat/top_format.h"
 #include "memstall/memstall_source.h"
+#include "prometheus/process_metrics.h"
 
 namespace memlat {
 
@@ -125,6 +127,15 @@ constexpr const char *help_text[] = {
     "Columns: memlat top -h. Causes: memstall -h.",
 };
 
+// User and system CPU time of this process so far, in seconds.
+double own_cpu_seconds() {
+    rusage usage{};
+    if (getrusage(RUSAGE_SELF, &usage) != 0)
+        return 0;
+    auto seconds = [](const timeval &t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 class Top {
   public:
     Top(const TopOptions &o, std::unique_ptr<memstall::StallSource> source, FullScreen *screen)
@@ -196,6 +207,7 @@ class Top {
     std::map<uint64_t, std::pair<uint64_t, uint64_t>> psi_before_;
     uint64_t refreshes_ = 0;
     std::chrono::steady_clock::time_point last_;
+    double cpu_before_ = own_cpu_seconds(); // at the last refresh
 };
 
 void Top::rescan_cgroups() {
@@ -281,6 +293,14 @@ void Top::refresh() {
     host_before_ = host.now;
     host.stalls = top::total_stalls(stalled);
     host.cgroups_stalled = stalled.size();
+    // Its own cost: CPU from getrusage (microseconds; /proc/self/stat counts 10 ms ticks, too
+    // coarse for a 1 s interval), RSS, and the BPF maps' memory.
+    if (const auto usage = prometheus::own_process_usage()) {
+        const double cpu = own_cpu_seconds();
+        host.self = top::SelfCost{(cpu - cpu_before_) / host.interval_s, usage->resident_bytes,
+                                  source_->map_memory_bytes()};
+        cpu_before_ = cpu;
+    }
 
     // A cgroup id not seen before is a cgroup made since: look at the hierarchy again. -a
     // lists every cgroup, so it also looks every few intervals for new idle ones (the walk
@@ -354,8 +374,8 @@ void Top::print_lines() const {
 
 // The rows of the table that fit under the header and above the status line.
 size_t Top::table_rows() const {
-    // header_text()'s 5 lines (and the full-table warning), the table's heading, the status.
-    const size_t around = 5 + (source_->table_full() != 0 ? 1 : 0) + 1 + 1;
+    // header_text()'s lines (and the full-table warning), the table's heading, the status.
+    const size_t around = top::header_lines + (source_->table_full() != 0 ? 1 : 0) + 1 + 1;
     const size_t screen_rows = screen_->size().first;
     size_t fit = screen_rows > around ? screen_rows - around : 1;
     return o_.rows != 0 ? std::min<size_t>(fit, o_.rows) : fit;

@@ -197,6 +197,13 @@ std::string header_text(const HostInterval &host, const std::map<uint32_t, std::
                  value_or_zero(vm, "workingset_refault_anon") +
                  value_or_zero(vm, "workingset_refault"),
              s));
+    if (host.self)
+        out += fmt::format("memlat top itself: {:.2f}% of a CPU, {} RSS, {} of BPF maps\n",
+                           100 * host.self->cpu_share,
+                           human_bytes(static_cast<uint64_t>(host.self->rss_bytes)),
+                           human_bytes(static_cast<uint64_t>(host.self->map_bytes)));
+    else
+        out += "memlat top itself: not read (/proc/self)\n";
     return out;
 }
 
@@ -242,6 +249,11 @@ nlohmann::json snapshot_json(const HostInterval &host, const std::vector<CgroupI
                    {"psi_full_us", optional(host.psi_full_us)},
                    {"causes", causes(host.stalls)},
                    {"cgroups_stalled", host.cgroups_stalled}};
+    json self = nullptr;
+    if (host.self)
+        self = {{"cpu_share", host.self->cpu_share},
+                {"rss_bytes", host.self->rss_bytes},
+                {"bpf_map_bytes", host.self->map_bytes}};
     json list = json::array();
     for (const auto &r : rows)
         list.push_back({{"cgroup_id", r.id},
@@ -258,11 +270,8 @@ nlohmann::json snapshot_json(const HostInterval &host, const std::vector<CgroupI
     json unmeasured_j = json::object();
     for (const auto &[cause, why] : unmeasured)
         unmeasured_j[memstall::cause_name(cause)] = why;
-    return {{"time", time},
-            {"interval_s", host.interval_s},
-            {"host", host_j},
-            {"cgroups", list},
-            {"unmeasured_causes", unmeasured_j}};
+    return {{"time", time},    {"interval_s", host.interval_s},     {"host", host_j},
+            {"cgroups", list}, {"unmeasured_causes", unmeasured_j}, {"self", self}};
 }
 
 } // namespace memlat::top

@@ -19,6 +19,13 @@ namespace memlat::top {
 
 using CauseTimes = std::array<memstall::CauseTime, MEMSTALL_CAUSES>;
 
+// What memlat top itself cost over an interval.
+struct SelfCost {
+    double cpu_share = 0; // CPU time used over the interval's length (user and system)
+    double rss_bytes = 0; // VmRSS now
+    double map_bytes = 0; // its BPF maps' kernel memory (memlock), which RSS does not show
+};
+
 // The host over one interval.
 struct HostInterval {
     double interval_s = 0;
@@ -27,6 +34,7 @@ struct HostInterval {
     std::optional<uint64_t> psi_some_us, psi_full_us; // PSI's stall time in the interval
     CauseTimes stalls{};                              // memstall's, every task
     size_t cgroups_stalled = 0;                       // memory cgroups with stall time
+    std::optional<SelfCost> self;                     // none: /proc/self could not be read
 };
 
 // One memory cgroup over the interval.
@@ -74,9 +82,10 @@ CauseTimes total_stalls(const std::vector<memstall::Row> &rows);
 // "1.5G", "812M", "64K", "0": bytes in at most four characters and a unit (powers of 1024).
 std::string human_bytes(uint64_t bytes);
 
-// The header: time and interval; memory; memstall's stall time per cause (a cause this host
-// cannot measure, `unmeasured`, shows "-") next to PSI's; the interval's reclaim, compaction,
-// migration and refault rates from /proc/vmstat.
+// The header, header_lines lines: time and interval; memory; memstall's stall time per cause
+// (a cause this host cannot measure, `unmeasured`, shows "-") next to PSI's; the interval's
+// reclaim, compaction, migration and refault rates from /proc/vmstat; what top itself costs.
+inline constexpr size_t header_lines = 6;
 std::string header_text(const HostInterval &host, const std::map<uint32_t, std::string> &unmeasured,
                         const std::string &time);
 

@@ -39,6 +39,7 @@
 #include "memstall_source.h"
 #include "prometheus/exporter.h"
 #include "prometheus/metrics_serving.h"
+#include "prometheus/process_metrics.h"
 #include "tool/tool.h"
 
 #include <bpf/btf.h>
@@ -852,6 +853,9 @@ class MemstallSource final : public memstall::StallSource {
     }
     bool memcg_on_v1() const override { return memstall_.memcg_on_v1(); }
     uint64_t table_full() const override { return memstall_.table_full(); }
+    double map_memory_bytes() const override {
+        return prometheus::object_map_memory_bytes(memstall_.object());
+    }
 
   private:
     static Options options(const CommonOptions &common) {

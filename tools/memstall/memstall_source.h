@@ -28,6 +28,8 @@ class StallSource {
     virtual bool memcg_on_v1() const = 0;
     // Stalls not counted since load: a table was full.
     virtual uint64_t table_full() const = 0;
+    // The kernel memory of its BPF maps (memlock), which the process's RSS does not show.
+    virtual double map_memory_bytes() const = 0;
 };
 
 // memstall with no filter, loaded and attached as `memstall` would be with `common`'s -v,
