@@ -441,9 +441,15 @@ void serve_until_stopped(std::string_view tool, const Exporter &exporter,
                          const std::function<void(std::chrono::milliseconds)> &wait) {
     fmt::print(stderr, "{}: serving Prometheus metrics on {}://{}/metrics\n", tool,
                exporter.tls() ? "https" : "http", exporter.bound().describe());
-    drop_capabilities();
-    verbose(common.verbosity(), "every capability dropped: the programs are attached, and "
-                                "reading their maps needs none");
+    if (const std::string kept = drop_capabilities(); kept.empty())
+        verbose(common.verbosity(), "every capability dropped: the programs are attached, and "
+                                    "reading their maps needs none");
+    else
+        verbose(common.verbosity(),
+                fmt::format("every capability dropped but {}: this kernel refuses bpf() to a "
+                            "process without it while kernel.unprivileged_bpf_disabled is set, "
+                            "and the maps are read through bpf()",
+                            kept));
     announce_tracing("Counting for Prometheus...");
     CommonOptions run = common;
     run.interval = 0;
