@@ -32,7 +32,8 @@ std::optional<ProcessUsage> parse_process_usage(std::string_view pid_stat,
 // process_max_fds of this process. A family whose source cannot be read is left out.
 void process_metrics(Exposition &out);
 
-// The memory the kernel accounts to a created map (the memlock of its fdinfo), or nullopt.
+// The memory the kernel accounts to a created map (the memlock of its fdinfo; a ring buffer's
+// data size where the kernel says 0), or nullopt.
 std::optional<double> map_memory_bytes(const bpf_map *map);
 // The sum over `obj`'s created maps.
 double object_map_memory_bytes(const bpf_object *obj);

@@ -1,7 +1,9 @@
 """Host checks of memlat exporter's VM scenario (tests/vm/scenarios/exporter.sh): one process
 with every tool on a Debian kernel, scraped once. Every tool runs (memlat_tool_up 1) but
 tlbflush on arm64, which must be down with its one-line reason while the others serve; each
-running tool exports its own families and its self metrics with its tool label."""
+running tool exports its own families and its self metrics with its tool label, and the
+exporter its own cost: the process_* families, each tool's BPF map memory, and (--bpf-stats:
+BPF_ENABLE_STATS, Linux 5.8) its programs' runs."""
 from __future__ import annotations
 
 import os
@@ -52,6 +54,21 @@ def all_tools(t: Test, b: Block) -> None:
                 "present" if found else "missing")
         t.check_in(f"{name}: its self metrics carry its tool label",
                    f'memlat_lost_events_total{{tool="{name}"}}', text, "/metrics")
+        maps = [float(m.group(1)) for m in re.finditer(
+            rf'^memlat_bpf_map_memory_bytes\{{tool="{name}",map="[^"]*"\}} (\S+)$', text, re.M)]
+        t.check(len(maps) > 0 and min(maps) > 0, f"{name}: the memory of each of its BPF maps",
+                "> 0 bytes each", maps[:6])
+        runs = [float(m.group(1)) for m in re.finditer(
+            rf'^memlat_bpf_program_runs_total\{{tool="{name}",program="[^"]*"\}} (\S+)$', text,
+            re.M)]
+        t.check(len(runs) > 0, f"{name}: its programs' runs (--bpf-stats)", "a series each",
+                f"{len(runs)} series")
+    rss = re.search(r"^process_resident_memory_bytes (\S+)$", text, re.M)
+    t.check(rss is not None and float(rss.group(1)) > 0, "process_resident_memory_bytes",
+            "> 0", rss.group(0) if rss else "missing")
+    ran = sum(float(m.group(1)) for m in re.finditer(
+        r'^memlat_bpf_program_runs_total\{[^}]*\} (\S+)$', text, re.M))
+    t.check_ge("runs of the exporter's programs, all tools (--bpf-stats counts them)", 1, ran)
     if os.access(PROMTOOL, os.X_OK):
         lint = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True,
                               text=True, timeout=30)
