@@ -27,9 +27,9 @@ void add_listen_option(CommandLine &cli, PrometheusOptions &options) {
 
 void add_bpf_stats_option(CommandLine &cli, bool &bpf_stats) {
     cli.flag(0, "bpf-stats",
-             "With --prometheus: also export the run time and runs of the BPF programs; "
-             "meanwhile the kernel times every BPF program of the host (two clock reads per "
-             "run), without kernel.bpf_stats_enabled; needs CAP_SYS_ADMIN",
+             "Also export the run time and runs of the BPF programs (a tool: with "
+             "--prometheus); meanwhile the kernel times every BPF program of the host (two "
+             "clock reads per run), without kernel.bpf_stats_enabled; needs CAP_SYS_ADMIN",
              bpf_stats);
 }
 
