@@ -164,9 +164,9 @@ OutputFile::OutputFile(const std::string &path, std::string_view option)
             fmt::format("{} {}: cannot write there: {}", option, path, strerror(errno)));
 }
 
-void OutputFile::write_and_close(std::string_view content) {
+void OutputFile::write(std::string_view content) {
     while (!content.empty()) {
-        const ssize_t n = write(fd_.get(), content.data(), content.size());
+        const ssize_t n = ::write(fd_.get(), content.data(), content.size());
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -174,6 +174,10 @@ void OutputFile::write_and_close(std::string_view content) {
                                            n < 0 ? strerror(errno) : "nothing written"));
         content.remove_prefix(static_cast<size_t>(n));
     }
+}
+
+void OutputFile::write_and_close(std::string_view content) {
+    write(content);
     if (close(fd_.release()) != 0)
         throw RuntimeError(fmt::format("cannot write {}: {}", path_, strerror(errno)));
 }

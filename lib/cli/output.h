@@ -48,7 +48,10 @@ class OutputFile {
     OutputFile(const std::string &path, std::string_view option);
     bool is_open() const { return fd_.get() >= 0; }
     const std::string &path() const { return path_; }
-    // Writes `content` whole and closes the file; a RuntimeError when it cannot (a full disk).
+    // Writes `content` whole, the file left open for more (a record written as it goes); a
+    // RuntimeError when it cannot (a full disk).
+    void write(std::string_view content);
+    // Writes `content` whole and closes the file; a RuntimeError when it cannot.
     void write_and_close(std::string_view content);
 
   private:

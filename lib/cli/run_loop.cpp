@@ -1,5 +1,6 @@
 #include "cli/run_loop.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -124,17 +125,29 @@ bool run_until_stopped(const CommonOptions &options,
                          ? start + duration_cast<clock::duration>(
                                        std::chrono::duration<double>(options.duration))
                          : clock::time_point::max();
-    const auto period =
-        duration_cast<clock::duration>(std::chrono::duration<double>(options.interval));
-    auto next = options.interval > 0 ? start + period : clock::time_point::max();
+    auto period_of = [](double seconds) {
+        return duration_cast<clock::duration>(std::chrono::duration<double>(seconds));
+    };
+    // The interval may change while this runs (memlat top's d key): the next one then ends
+    // its new length after the last, or now if that is past.
+    double interval = options.interval;
+    auto period = period_of(interval);
+    auto last = start;
+    auto next = interval > 0 ? start + period : clock::time_point::max();
     uint64_t printed = 0;
     // Waits are capped so that a missed wakeup can never hold output back for long.
     constexpr milliseconds max_wait(100);
     while (!stop_requested()) {
         auto now = clock::now();
+        if (options.interval != interval && options.interval > 0) {
+            interval = options.interval;
+            period = period_of(interval);
+            next = std::max(last + period, now);
+        }
         if (now >= next) {
             on_interval();
             flush_output();
+            last = next;
             next += period;
             if (options.count > 0 && ++printed >= options.count)
                 return true;

@@ -34,7 +34,9 @@ void announce_tracing(std::string_view what);
 // Runs until a stop signal, the -d duration, or COUNT intervals. `wait(timeout)` blocks for at
 // most `timeout` (e.g. polling a ring buffer); `on_interval()` prints one interval and is
 // called every INTERVAL seconds when an interval was given. Returns true when it ended because
-// COUNT intervals were printed (nothing is left to print), false otherwise.
+// COUNT intervals were printed (nothing is left to print), false otherwise. The interval may
+// change while it runs (`options.interval`, which memlat top's d key sets): the next interval
+// then ends the new length after the last.
 bool run_until_stopped(const CommonOptions &options,
                        const std::function<void(std::chrono::milliseconds)> &wait,
                        const std::function<void()> &on_interval);

@@ -1,5 +1,6 @@
 #include "kernel/memory_state.h"
 
+#include <algorithm>
 #include <charconv>
 #include <system_error>
 #include <vector>
@@ -128,6 +129,29 @@ std::map<std::string, uint64_t> parse_key_values(std::string_view text) {
     return out;
 }
 
+std::optional<uint64_t> parse_interrupt_row(std::string_view text, std::string_view name) {
+    for (std::string_view line; next_line(text, line);) {
+        while (line.starts_with(' '))
+            line.remove_prefix(1);
+        if (!line.starts_with(name) || line.substr(name.size(), 1) != ":")
+            continue;
+        line.remove_prefix(name.size() + 1);
+        // One count per CPU, then the row's description ("TLB shootdowns").
+        uint64_t sum = 0;
+        while (true) {
+            while (line.starts_with(' '))
+                line.remove_prefix(1);
+            const size_t end = std::min(line.find(' '), line.size());
+            const auto count = number<uint64_t>(line.substr(0, end));
+            if (end == 0 || !count)
+                return sum;
+            sum += *count;
+            line.remove_prefix(end);
+        }
+    }
+    return std::nullopt;
+}
+
 HostMemory read_host_memory() {
     HostMemory out;
     if (auto text = read_text_file("/proc/meminfo"))
@@ -137,6 +161,8 @@ HostMemory read_host_memory() {
     // Reading it fails with EOPNOTSUPP when the kernel was booted with psi=0.
     if (auto text = read_text_file("/proc/pressure/memory"))
         out.pressure = parse_pressure(*text);
+    if (auto text = read_text_file("/proc/interrupts"))
+        out.tlb_shootdowns = parse_interrupt_row(*text, "TLB");
     return out;
 }
 

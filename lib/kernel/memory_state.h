@@ -37,11 +37,16 @@ std::map<std::string, uint64_t> parse_meminfo(std::string_view text);
 // "name value" lines: /proc/vmstat, memory.stat, memory.events, memory.oom_control.
 std::map<std::string, uint64_t> parse_key_values(std::string_view text);
 
+// The sum over the CPUs of the /proc/interrupts row `name` ("TLB": the TLB-shootdown IPIs
+// the CPUs handled since boot); nullopt where there is no such row (TLB: not x86).
+std::optional<uint64_t> parse_interrupt_row(std::string_view text, std::string_view name);
+
 // The host's memory as its files say it, at one moment.
 struct HostMemory {
     std::map<std::string, uint64_t> meminfo; // bytes (parse_meminfo)
     std::map<std::string, uint64_t> vmstat;  // counters since boot, pages or events
     std::optional<PressureFile> pressure;    // nullopt: no PSI (CONFIG_PSI off, psi=0)
+    std::optional<uint64_t> tlb_shootdowns;  // /proc/interrupts' TLB row, every CPU
 };
 
 HostMemory read_host_memory();

@@ -3,6 +3,8 @@
 its rows per memory cgroup against delay accounting and the cgroup's own files."""
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import shutil
@@ -15,9 +17,10 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from memlat_test import (MemoryCgroup, Test, TestFile, Tool, Workload,  # noqa: E402
-                         binary, check_bad_arguments, check_help, log, main, read_file, run,
-                         scenario, skip)
+from memlat_test import (TRACEFS, FtraceOracle, MemoryCgroup, Test, TestFile,  # noqa: E402
+                         Tool, Workload, binary, check_bad_arguments, check_help, log, main,
+                         read_file, require_shootdown_ipis, run, run_workload, scenario, skip,
+                         tlb_interrupts)
 
 LIMIT = 32 << 20
 FILE_SIZE = 128 << 20
@@ -60,7 +63,7 @@ def _(t: Test):
             Workload("file_reader", "--file", f.path, held=True) as idle:
         # Held at the door for the whole test (never released): a task that never stalls.
         idle_cg.add(idle.pid)
-        with Tool("memtop", "-j", "-a", "-r", "100000", "1") as top:
+        with Tool("memtop", "-j", "-a", "--rows", "100000", "1") as top:
             reader.release()
             done = reader.wait_done(60)
             # A whole interval after the reader's last stall, and the one cut short by SIGINT.
@@ -115,6 +118,168 @@ def _(t: Test):
                busiest["cgroups"][0]["cgroup"])
     host = sum(cause_sum([j["host"]], "memcg", "direct")[0] for j in lines)
     t.check_ge("the host's reclaim stalls include the cgroup's", stalls, host)
+
+
+def record_lines(path: str) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@contextlib.contextmanager
+def recorded_stalls(tmp: str):
+    """A record of `memtop -b -o` while a reader in a 32 MiB memory cgroup reads a cold 128 MiB
+    file 24 times (a few seconds, intervals of 0.5 s): yields (the record's path, the live -b
+    output, the cgroup, the reader's pid)."""
+    path = os.path.join(tmp, "record.json")
+    with MemoryCgroup("top_record", LIMIT) as cg, \
+            TestFile(FILE_SIZE, "top_record", cold=True) as f, \
+            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--passes", "24",
+                     "--linger", held=True) as reader:
+        with Tool("memtop", "-b", "-o", path, "0.5") as top:
+            reader.release()
+            reader.wait_done(60)
+            time.sleep(0.8)
+        yield path, top.result, cg, reader.pid
+
+
+@scenario("top_record_replay")
+def _(t: Test):
+    """-o records every interval while -b prints them live; -r replays the record: -b prints
+    exactly what the live run printed (every interval, byte for byte), COUNT stops it, -j gives
+    the recorded rows. The record's stalls per thread: the reader's pid, its cgroup's id (the
+    directory's inode), and per cgroup and interval they add up to the cgroup's row."""
+    with tempfile.TemporaryDirectory(prefix="memlat_top_record_") as tmp, \
+            recorded_stalls(tmp) as (path, live, cg, reader_pid):
+        t.check_eq("memtop -b -o: exit status after SIGINT", 0, live.rc)
+        lines = record_lines(path)
+        t.check_eq("intervals recorded vs printed live", live.stdout.count("memlat top - "),
+                   len(lines))
+        replay = run([binary("memtop"), "-r", path, "-b"], timeout=30)
+        t.check_eq("memtop -r -b: exit status", 0, replay.rc)
+        differ = next((i for i, (a, b) in enumerate(zip(live.stdout, replay.stdout)) if a != b),
+                      min(len(live.stdout), len(replay.stdout)))
+        t.check(replay.stdout == live.stdout, "memtop -r -b prints what the live -b printed",
+                f"{len(live.stdout)} bytes as live",
+                f"{len(replay.stdout)} bytes, first difference at {differ}")
+        two = run([binary("memtop"), "-r", path, "-b", "1", "2"], timeout=30)
+        t.check_eq("memtop -r -b 1 2: two intervals", 2, two.stdout.count("memlat top - "))
+        as_json = run([binary("memtop"), "-r", path, "-j", "--rows", "100000"], timeout=30)
+        replayed = [json.loads(x) for x in as_json.stdout.splitlines() if x.strip()]
+        t.check_eq("memtop -r -j: the recorded rows, interval by interval",
+                   [line["cgroups"] for line in lines], [j["cgroups"] for j in replayed])
+        cgroup_id = os.stat(cg.path).st_ino
+        mine = [th for line in lines for th in line["threads"] if th["pid"] == reader_pid]
+        t.check_ge("the reader's stalls in the record's threads", 1, len(mine))
+        t.check_eq("the reader's threads' cgroup: its directory's inode",
+                   {cgroup_id}, {th["cgroup_id"] for th in mine})
+        t.check_in("the reader's stalls: memcg reclaim", "memcg", {th["cause"] for th in mine},
+                   "causes")
+        mismatched = []
+        for i, line in enumerate(lines):
+            for row in line["cgroups"]:
+                ns = sum(th["ns"] for th in line["threads"] if th["cgroup_id"] == row["cgroup_id"])
+                if ns != row["stall_ns"]:
+                    mismatched.append((i, row["cgroup"], row["stall_ns"], ns))
+        t.check_eq("per interval and cgroup: the threads' stall time = the row's", [],
+                   mismatched)
+
+
+@scenario("top_screen_replay")
+def _(t: Test):
+    """-r on the screen: the record's first interval at once (REPLAY 1 of N); t and T step to
+    the next and the previous; in the reader's busiest interval its cgroup is the first row,
+    and Enter opens it into the recorded processes (the reader's pid); d sets the interval,
+    and at 0.2 s the replay reaches its end by itself; q exits 0, the terminal as it was."""
+    with tempfile.TemporaryDirectory(prefix="memlat_top_replay_") as tmp, \
+            recorded_stalls(tmp) as (path, live, cg, reader_pid):
+        lines = record_lines(path)
+        name = os.path.basename(cg.path)
+        busiest = max(range(len(lines)), key=lambda i: sum(
+            r["stall_ns"] for r in lines[i]["cgroups"] if r["cgroup"].endswith(name)))
+        n = len(lines)
+        screen = ScreenTool("-r", path, "3600")
+        try:
+            first = screen.wait_screen(lambda sc: f"REPLAY 1 of {n}" in status_line(sc), 10)
+            t.require(first is not None, "the record's first interval at once", f"REPLAY 1 of {n}",
+                      screen.screen()[-1:] + [screen.file("err")[-300:]])
+            t.check_eq("the header: the recorded interval's time",
+                       lines[0]["time"], first[0].split()[3])
+            at = first
+            for i in range(busiest):
+                at = screen.press("t", until=lambda sc, i=i: f"REPLAY {i + 2} of {n}"
+                                  in status_line(sc))
+            t.require(at is not None, f"t {busiest} times: interval {busiest + 1}",
+                      f"REPLAY {busiest + 1} of {n}", status_line(screen.screen()))
+            t.check_in("the reader's cgroup first in its busiest interval", name,
+                       (table_lines(at) or [""])[0], "first row")
+            opened = screen.press("Home", "Enter", until=lambda sc: any(
+                ln.startswith("Processes of ") for ln in sc))
+            t.require(opened is not None, "Enter: the recorded processes", "Processes of ...",
+                      screen.screen()[:10])
+            pids = {int(ln.split()[0]) for ln in opened if re.match(r"\d+ ", ln)}
+            t.check_in("the reader's pid among the recorded processes", reader_pid, pids, "pids")
+            screen.press("Escape", until=lambda sc: any(ln.startswith("CGROUP ") for ln in sc))
+            if busiest > 0:
+                back = screen.press("T", until=lambda sc: f"REPLAY {busiest} of {n}"
+                                    in status_line(sc))
+                t.check(back is not None, "T: the previous interval", f"REPLAY {busiest} of {n}",
+                        status_line(back or screen.screen()))
+            screen.press("d")
+            screen.press("-l", "0.2")
+            changed = screen.press("Enter", until=lambda sc: "interval 0.2 s" in status_line(sc))
+            t.check(changed is not None, "d 0.2 Enter: the status line says the new interval",
+                    "interval 0.2 s", status_line(changed or screen.screen()))
+            end = screen.wait_screen(lambda sc: f"REPLAY {n} of {n}, the end" in status_line(sc),
+                                     timeout=0.2 * n + 5)
+            t.check(end is not None, "at 0.2 s a step, the replay reaches its end by itself",
+                    f"REPLAY {n} of {n}, the end", status_line(screen.screen()))
+            t.check_eq("the last screen: the record's last interval", lines[-1]["time"],
+                       screen.screen()[0].split()[3])
+            screen.press("q")
+            t.check_eq("q: exit status", 0, screen.wait_exit())
+            t.check_eq("the terminal's settings given back (stty -g)",
+                       screen.file("stty.before"), screen.file("stty.after"))
+        finally:
+            screen.close()
+
+
+@scenario("top_tlb_shootdowns")
+def _(t: Test):
+    """The header's TLB shootdowns (`-j`: host.tlb_shootdowns), summed over the intervals of a
+    run in which tlb_workload flushes the TLB of a thread on another CPU, against ftrace's
+    count of flush_tlb_func run by the CPUs' IPI handlers (csd:csd_function_entry with a csd,
+    Linux 6.3+) from the moment memtop was ready to the moment it had exited."""
+    if not os.path.isdir(os.path.join(TRACEFS, "events", "csd", "csd_function_entry")):
+        skip("no csd tracepoints (Linux 6.3 and later): the oracle counts the flush callbacks")
+    before = tlb_interrupts()
+    with FtraceOracle(["csd/csd_function_entry"], 0, buffer_kb=16384, clock="mono",
+                      filters={"csd/csd_function_entry": "common_pid >= 0"}) as oracle:
+        with Tool("memtop", "-j", "1") as top:
+            start = time.monotonic()
+            wl = run_workload("tlb_workload", "--seconds", "3", "--main-cpu", "0",
+                              "--worker-cpu", "1")
+        end = time.monotonic()
+        events = oracle.stop()["csd_function_entry"]
+    after = tlb_interrupts()
+    require_shootdown_ipis(t, "TLB IPIs during the workload (/proc/interrupts, all CPUs)", 1000,
+                           sum(after) - sum(before))
+    res = top.result
+    t.check_eq("memtop -j: exit status after SIGINT", 0, res.rc)
+    lines = [j for j in res.json_lines() if "host" in j]
+    shown = sum(j["host"]["tlb_shootdowns"] or 0 for j in lines)
+    # The sender runs flush_tlb_func on its own CPU too, traced with no csd: not an IPI.
+    flushes = sum(1 for e in events if e.get("func", "").startswith("flush_tlb_func")
+                  and e.get("csd", "").strip(",") != "0000000000000000"
+                  and start <= float(e["_ts"]) <= end)
+    log(f"tlb_workload pid {wl['pid']}: {wl['iterations']} munmaps; memtop: {shown} TLB "
+        f"shootdowns over {len(lines)} intervals; ftrace: {flushes} flush_tlb_func IPI callbacks; "
+        f"paths {sorted({j['host']['remote_flush_path'] for j in lines})}")
+    t.check_ge("TLB shootdowns the workload caused (ftrace)", 1000, flushes)
+    # memtop's intervals begin before it is ready and end before it exits; the oracle's window
+    # is from ready to exit: the two differ by the flushes of the rest of the machine in those
+    # moments, about 15 a second on this idle host.
+    t.check_close("memtop's TLB shootdowns vs ftrace's IPI flush callbacks", flushes, shown,
+                  rel_tol=0.01, abs_tol=100)
 
 
 @scenario("top_own_cost")
@@ -224,7 +389,8 @@ class ScreenTool:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             rc = self.file("rc").strip()
-            if rc:
+            # The shell writes the settings after the status: both, for the checks after.
+            if rc and self.file("stty.after"):
                 self.exited = True
                 return int(rc)
             time.sleep(0.1)
@@ -253,6 +419,29 @@ def table_lines(screen: list[str]) -> list[str]:
     return []
 
 
+@contextlib.contextmanager
+def stalled_screen(t: Test, label: str, *args: str):
+    """memtop ARGS in tmux while a reader in a 32 MiB memory cgroup stalls in reclaim, from the
+    moment the reader's cgroup is the first row: yields (screen, cgroup, reader, the screen)."""
+    with MemoryCgroup(label, LIMIT) as cg, \
+            TestFile(FILE_SIZE, label, cold=True) as f, \
+            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--passes", "1000",
+                     held=True) as reader:
+        screen = ScreenTool(*args)
+        try:
+            t.require(screen.wait_ready(), f"memtop {' '.join(args)} in tmux: ready",
+                      "memlat: ready", screen.file("err")[-300:])
+            reader.release()
+            name = os.path.basename(cg.path)
+            first = screen.wait_screen(lambda sc: any(name in ln for ln in table_lines(sc)[:1]),
+                                       timeout=15)
+            t.require(first is not None, "the reader's cgroup drawn as the first row", name,
+                      screen.screen())
+            yield screen, cg, reader, first
+        finally:
+            screen.close()
+
+
 @scenario("top_screen_keys")
 def _(t: Test):
     """The screen as a user drives it in a terminal (tmux), while a reader in a 32 MiB memory
@@ -265,144 +454,176 @@ def _(t: Test):
     stays) and space again goes on; a terminal made too small says so, and the table comes back
     at the old size; q quits with status 0, leaves the alternate screen and gives the terminal
     back as it was (stty -g before and after)."""
-    with MemoryCgroup("top_screen", LIMIT) as cg, \
-            TestFile(FILE_SIZE, "top_screen", cold=True) as f, \
-            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--passes", "1000",
-                     held=True) as reader:
-        screen = ScreenTool("1")
-        try:
-            t.require(screen.wait_ready(), "memtop in tmux: ready", "memlat: ready",
-                      screen.file("err")[-300:])
-            reader.release()
-            name = os.path.basename(cg.path)
-            first = screen.wait_screen(lambda sc: any(name in ln for ln in table_lines(sc)[:1]),
-                                       timeout=15)
-            t.require(first is not None, "the reader's cgroup drawn as the first row", name,
-                      screen.screen())
-            t.check_in("the status line: selection and sort column", "1 of ",
-                       status_line(first), "status line")
-            t.check_in("the status line names the sorted column", "sort: STALL%",
-                       status_line(first), "status line")
-            helped = screen.press("h", until=lambda sc: "memlat top: keys" in sc[0])
-            t.check(helped is not None, "h: the page of keys", "memlat top: keys",
-                    "drawn" if helped else screen.screen()[:2])
-            back = screen.press("x", until=lambda sc: any(ln.startswith("CGROUP ") for ln in sc))
-            t.check(back is not None, "any key leaves the page of keys", "the table",
-                    "drawn" if back else screen.screen()[:2])
-            usage = screen.press(">", until=lambda sc: "sort: USAGE" in status_line(sc))
-            t.check(usage is not None, "> sorts by the next column", "sort: USAGE",
-                    status_line(usage or screen.screen()))
-            stall = screen.press("<", until=lambda sc: "sort: STALL%" in status_line(sc))
-            t.check(stall is not None, "< sorts by the column before", "sort: STALL%",
-                    status_line(stall or screen.screen()))
-            # The reader's cgroup is the busiest: Home selects it, Enter opens it. A screen
-            # with a process row (a pid first) is waited for: an interval in which the reader
-            # stalled.
-            opened = screen.press(
-                "Home", "Enter", until=lambda sc: any(ln.startswith("Processes of ") for ln in sc)
-                and any(re.match(r"\d+ ", ln) for ln in sc), timeout=10)
-            t.require(opened is not None, "Enter: the selected cgroup's processes",
-                      "Processes of ... with a row",
-                      [ln for ln in opened if re.match(r"\d+ ", ln)] if opened
-                      else screen.screen())
-            heading = next(ln for ln in opened if ln.startswith("Processes of "))
-            t.check_in("the opened cgroup is the reader's", name, heading, "heading")
-            pids = {int(ln.split()[0]) for ln in opened if re.match(r"\d+ ", ln)}
-            members = {int(p) for p in read_file(os.path.join(cg.path, "cgroup.procs")).split()}
-            log(f"processes shown {sorted(pids)}; cgroup.procs {sorted(members)}")
-            t.check_in("the reader's pid among the processes shown", reader.pid, pids, "pids")
-            t.check_eq("processes shown outside the cgroup's cgroup.procs", set(),
-                       pids - members)
-            # Enter on the selected process: its threads, whose ids are the process's own.
-            threads = screen.press(
-                "Enter", until=lambda sc: any(ln.startswith("Threads of process ") for ln in sc)
-                and any(re.match(r"\d+ ", ln) for ln in sc), timeout=10)
-            t.require(threads is not None, "Enter on a process: its threads",
-                      "Threads of process ... with a row",
-                      [ln for ln in threads if re.match(r"\d+ ", ln)] if threads
-                      else screen.screen())
-            heading = next(ln for ln in threads if ln.startswith("Threads of process "))
-            shown_pid = int(heading.split()[3])
-            tids = {int(ln.split()[0]) for ln in threads if re.match(r"\d+ ", ln)}
-            own = {int(x) for x in os.listdir(f"/proc/{shown_pid}/task")}
-            log(f"threads of {shown_pid} shown {sorted(tids)}; /proc/{shown_pid}/task {sorted(own)}")
-            t.check_in("the process opened is one of the cgroup's", shown_pid, members,
-                       "cgroup.procs")
-            t.check_eq("threads shown outside /proc/PID/task", set(), tids - own)
-            t.check_in("TID column heading", "TID", " ".join(threads), "screen")
-            back_to_procs = screen.press(
-                "Escape", until=lambda sc: any(ln.startswith("Processes of ") for ln in sc))
-            t.check(back_to_procs is not None, "Esc: back to the processes", "Processes of ...",
-                    "drawn" if back_to_procs else screen.screen()[:8])
-            closed = screen.press("Escape",
-                                  until=lambda sc: any(ln.startswith("CGROUP ") for ln in sc))
-            t.check(closed is not None, "Esc: back to the cgroups", "the table",
-                    "drawn" if closed else screen.screen()[:8])
-            # / filters by a text in the path or name: one no cgroup has empties the table,
-            # the cgroup's own name brings it back, Esc drops the filter.
-            screen.press("/")
-            typed = screen.press("-l", "zz-no-such-cgroup",
-                                 until=lambda sc: "filter: zz-no-such-cgroup_" in status_line(sc))
-            t.check(typed is not None, "/: the filter typed shows in the status line",
-                    "filter: zz-no-such-cgroup_", status_line(typed or screen.screen()))
-            empty = screen.press("Enter",
-                                 until=lambda sc: any("no cgroup matches" in ln for ln in sc))
-            t.check(empty is not None, "a filter no cgroup matches: no row, and says so",
-                    "(no cgroup matches the filter ...)", status_line(empty or screen.screen()))
-            screen.press("/", *["BSpace"] * 20)
-            mine = screen.press("-l", name)
-            mine = screen.press("Enter", until=lambda sc: f"matching '{name}'" in status_line(sc))
-            t.check(mine is not None and name in (table_lines(mine) or [""])[0],
-                    "the cgroup's name as the filter: its row first", name,
-                    table_lines(mine)[:1] if mine else screen.screen()[-1:])
-            dropped = screen.press("Escape", until=lambda sc: "matching" not in status_line(sc))
-            t.check(dropped is not None, "Esc drops the filter", "no 'matching' in status",
-                    status_line(dropped or screen.screen()))
-            # Held: the header's first line (the interval's time) stays for 2.5 s of 1 s
-            # intervals; going on, it changes.
-            held = screen.press("Space", until=lambda sc: status_line(sc).startswith("PAUSED"))
-            t.check(held is not None, "space: the screen held, the status line says so",
-                    "PAUSED ...", status_line(held or screen.screen()))
-            time.sleep(2.5)
-            t.check_eq("the header while held (2.5 s of 1 s intervals)",
-                       (held or [""])[0], screen.screen()[0])
-            going = screen.press("Space", until=lambda sc: sc[0] != (held or [""])[0],
-                                 timeout=3)
-            t.check(going is not None, "space again: the next interval drawn", "a new header",
-                    (going or screen.screen())[0])
-            # Too small a terminal says so; back to the old size, the table is back.
-            screen.tmux("resize-window", "-t", "top", "-x", "50", "-y", "8")
-            small = screen.wait_screen(lambda sc: sc[:2] == ["terminal too small: 50x8",
-                                                             "memlat top needs 60x10"])
-            t.check(small is not None, "a 50x8 terminal: the screen says it is too small",
-                    "terminal too small: 50x8 / memlat top needs 60x10", screen.screen()[:2])
-            screen.tmux("resize-window", "-t", "top", "-x", str(ScreenTool.COLUMNS), "-y",
-                        str(ScreenTool.ROWS))
-            again = screen.wait_screen(lambda sc: any(ln.startswith("CGROUP ") for ln in sc))
-            t.check(again is not None, "resized back: the table again", "the table",
-                    screen.screen()[:2])
-            screen.press("q")
-            rc = screen.wait_exit()
-            t.check_eq("q: exit status", 0, rc)
-            after = screen.wait_screen(lambda sc: not any("memlat top" in ln for ln in sc), 3)
-            t.check(after is not None, "the alternate screen left at exit (the screen's text "
-                    "gone)", "no 'memlat top' on the screen", screen.screen()[:3])
-            t.check_eq("the terminal's settings given back (stty -g)",
-                       screen.file("stty.before"), screen.file("stty.after"))
-        finally:
-            screen.close()
+    with stalled_screen(t, "top_screen", "1") as (screen, cg, reader, first):
+        name = os.path.basename(cg.path)
+        t.check_in("the status line: selection and sort column", "1 of ",
+                   status_line(first), "status line")
+        t.check_in("the status line names the sorted column", "sort: STALL%",
+                   status_line(first), "status line")
+        helped = screen.press("h", until=lambda sc: "memlat top: keys" in sc[0])
+        t.check(helped is not None, "h: the page of keys", "memlat top: keys",
+                "drawn" if helped else screen.screen()[:2])
+        back = screen.press("x", until=lambda sc: any(ln.startswith("CGROUP ") for ln in sc))
+        t.check(back is not None, "any key leaves the page of keys", "the table",
+                "drawn" if back else screen.screen()[:2])
+        usage = screen.press(">", until=lambda sc: "sort: USAGE" in status_line(sc))
+        t.check(usage is not None, "> sorts by the next column", "sort: USAGE",
+                status_line(usage or screen.screen()))
+        stall = screen.press("<", until=lambda sc: "sort: STALL%" in status_line(sc))
+        t.check(stall is not None, "< sorts by the column before", "sort: STALL%",
+                status_line(stall or screen.screen()))
+        # The reader's cgroup is the busiest: Home selects it, Enter opens it. A screen
+        # with a process row (a pid first) is waited for: an interval in which the reader
+        # stalled.
+        opened = screen.press(
+            "Home", "Enter", until=lambda sc: any(ln.startswith("Processes of ") for ln in sc)
+            and any(re.match(r"\d+ ", ln) for ln in sc), timeout=10)
+        t.require(opened is not None, "Enter: the selected cgroup's processes",
+                  "Processes of ... with a row",
+                  [ln for ln in opened if re.match(r"\d+ ", ln)] if opened
+                  else screen.screen())
+        heading = next(ln for ln in opened if ln.startswith("Processes of "))
+        t.check_in("the opened cgroup is the reader's", name, heading, "heading")
+        pids = {int(ln.split()[0]) for ln in opened if re.match(r"\d+ ", ln)}
+        members = {int(p) for p in read_file(os.path.join(cg.path, "cgroup.procs")).split()}
+        log(f"processes shown {sorted(pids)}; cgroup.procs {sorted(members)}")
+        t.check_in("the reader's pid among the processes shown", reader.pid, pids, "pids")
+        t.check_eq("processes shown outside the cgroup's cgroup.procs", set(),
+                   pids - members)
+        # Enter on the selected process: its threads, whose ids are the process's own.
+        threads = screen.press(
+            "Enter", until=lambda sc: any(ln.startswith("Threads of process ") for ln in sc)
+            and any(re.match(r"\d+ ", ln) for ln in sc), timeout=10)
+        t.require(threads is not None, "Enter on a process: its threads",
+                  "Threads of process ... with a row",
+                  [ln for ln in threads if re.match(r"\d+ ", ln)] if threads
+                  else screen.screen())
+        heading = next(ln for ln in threads if ln.startswith("Threads of process "))
+        shown_pid = int(heading.split()[3])
+        tids = {int(ln.split()[0]) for ln in threads if re.match(r"\d+ ", ln)}
+        own = {int(x) for x in os.listdir(f"/proc/{shown_pid}/task")}
+        log(f"threads of {shown_pid} shown {sorted(tids)}; /proc/{shown_pid}/task {sorted(own)}")
+        t.check_in("the process opened is one of the cgroup's", shown_pid, members,
+                   "cgroup.procs")
+        t.check_eq("threads shown outside /proc/PID/task", set(), tids - own)
+        t.check_in("TID column heading", "TID", " ".join(threads), "screen")
+        t.check_in("without -s: the threads view says how to have the stacks",
+                   "(the stacks of a process: memlat top -s)", threads, "screen")
+        back_to_procs = screen.press(
+            "Escape", until=lambda sc: any(ln.startswith("Processes of ") for ln in sc))
+        t.check(back_to_procs is not None, "Esc: back to the processes", "Processes of ...",
+                "drawn" if back_to_procs else screen.screen()[:8])
+        closed = screen.press("Escape",
+                              until=lambda sc: any(ln.startswith("CGROUP ") for ln in sc))
+        t.check(closed is not None, "Esc: back to the cgroups", "the table",
+                "drawn" if closed else screen.screen()[:8])
+        # / filters by a text in the path or name: one no cgroup has empties the table,
+        # the cgroup's own name brings it back, Esc drops the filter.
+        screen.press("/")
+        typed = screen.press("-l", "zz-no-such-cgroup",
+                             until=lambda sc: "filter: zz-no-such-cgroup_" in status_line(sc))
+        t.check(typed is not None, "/: the filter typed shows in the status line",
+                "filter: zz-no-such-cgroup_", status_line(typed or screen.screen()))
+        empty = screen.press("Enter",
+                             until=lambda sc: any("no cgroup matches" in ln for ln in sc))
+        t.check(empty is not None, "a filter no cgroup matches: no row, and says so",
+                "(no cgroup matches the filter ...)", status_line(empty or screen.screen()))
+        screen.press("/", *["BSpace"] * 20)
+        mine = screen.press("-l", name)
+        mine = screen.press("Enter", until=lambda sc: f"matching '{name}'" in status_line(sc))
+        t.check(mine is not None and name in (table_lines(mine) or [""])[0],
+                "the cgroup's name as the filter: its row first", name,
+                table_lines(mine)[:1] if mine else screen.screen()[-1:])
+        dropped = screen.press("Escape", until=lambda sc: "matching" not in status_line(sc))
+        t.check(dropped is not None, "Esc drops the filter", "no 'matching' in status",
+                status_line(dropped or screen.screen()))
+        # Held: the header's first line (the interval's time) stays for 2.5 s of 1 s
+        # intervals; going on, it changes.
+        held = screen.press("Space", until=lambda sc: status_line(sc).startswith("PAUSED"))
+        t.check(held is not None, "space: the screen held, the status line says so",
+                "PAUSED ...", status_line(held or screen.screen()))
+        time.sleep(2.5)
+        t.check_eq("the header while held (2.5 s of 1 s intervals)",
+                   (held or [""])[0], screen.screen()[0])
+        going = screen.press("Space", until=lambda sc: sc[0] != (held or [""])[0],
+                             timeout=3)
+        t.check(going is not None, "space again: the next interval drawn", "a new header",
+                (going or screen.screen())[0])
+        # Too small a terminal says so; back to the old size, the table is back.
+        screen.tmux("resize-window", "-t", "top", "-x", "50", "-y", "8")
+        small = screen.wait_screen(lambda sc: sc[:2] == ["terminal too small: 50x8",
+                                                         "memlat top needs 60x10"])
+        t.check(small is not None, "a 50x8 terminal: the screen says it is too small",
+                "terminal too small: 50x8 / memlat top needs 60x10", screen.screen()[:2])
+        screen.tmux("resize-window", "-t", "top", "-x", str(ScreenTool.COLUMNS), "-y",
+                    str(ScreenTool.ROWS))
+        again = screen.wait_screen(lambda sc: any(ln.startswith("CGROUP ") for ln in sc))
+        t.check(again is not None, "resized back: the table again", "the table",
+                screen.screen()[:2])
+        screen.press("q")
+        rc = screen.wait_exit()
+        t.check_eq("q: exit status", 0, rc)
+        after = screen.wait_screen(lambda sc: not any("memlat top" in ln for ln in sc), 3)
+        t.check(after is not None, "the alternate screen left at exit (the screen's text "
+                "gone)", "no 'memlat top' on the screen", screen.screen()[:3])
+        t.check_eq("the terminal's settings given back (stty -g)",
+                   screen.file("stty.before"), screen.file("stty.after"))
+
+
+@scenario("top_screen_stacks")
+def _(t: Test):
+    """-s: under the threads of a process stalled in memcg reclaim, its stack that stalled the
+    longest per cause since start: a memcg stack of the reader's pid whose kernel frames hold
+    try_to_free_mem_cgroup_pages (the function whose reclaim the memcg window spans, as
+    memstall's own stack test has it)."""
+    with stalled_screen(t, "top_stacks", "-s", "1") as (screen, cg, reader, first):
+        screen.press("Home", "Enter", until=lambda sc: any(
+            re.match(r"\d+ ", ln) for ln in sc) and any(
+            ln.startswith("Processes of ") for ln in sc), timeout=10)
+        stacked = screen.press("Enter", until=lambda sc: any(
+            ln.startswith(f"memcg: ") and f"pid {reader.pid} " in ln for ln in sc),
+            timeout=10)
+        t.require(stacked is not None, "Enter on the reader: its memcg stack under its threads",
+                  f"memcg: N stalls, ... pid {reader.pid} (file_reader)", screen.screen())
+        heading = next(ln for ln in stacked if ln.startswith("Threads of process "))
+        t.check_eq("the threads view is the reader's", reader.pid, int(heading.split()[3]))
+        at = next(i for i, ln in enumerate(stacked) if ln.startswith("memcg: "))
+        frames = []
+        for ln in stacked[at + 1:]:
+            if not ln.startswith("    ") or ln.strip() == "--":
+                break
+            frames.append(ln.strip())
+        log(f"memcg stack's kernel frames on the screen: {frames}")
+        t.check(any(fr.startswith("try_to_free_mem_cgroup_pages") for fr in frames),
+                "the memcg stack's kernel frames", "try_to_free_mem_cgroup_pages", frames)
+        screen.press("q")
+        t.check_eq("q: exit status", 0, screen.wait_exit())
 
 
 @scenario("top_screen_sigterm")
 def _(t: Test):
-    """SIGTERM to the screen ends it as q does: exit status 0, the terminal's settings given
-    back."""
+    """d changes the interval of a live screen (the header's interval follows); SIGTERM ends
+    it as q does: exit status 0, the terminal's settings given back."""
     screen = ScreenTool("1")
     try:
         t.require(screen.wait_ready(), "memtop in tmux: ready", "memlat: ready",
                   screen.file("err")[-300:])
         drawn = screen.wait_screen(lambda sc: any(ln.startswith("CGROUP ") for ln in sc), 10)
         t.require(drawn is not None, "the screen drawn", "the table", screen.screen()[:3])
+        typing = screen.press("d", until=lambda sc: "interval in seconds: _" in status_line(sc))
+        t.check(typing is not None, "d: the interval asked for on the status line",
+                "interval in seconds: _", status_line(typing or screen.screen()))
+        screen.press("-l", "x")
+        refused = screen.press("Enter", until=lambda sc: "the interval" in status_line(sc))
+        t.check(refused is not None, "d x Enter: refused, the status line says why",
+                "... the interval ...", status_line(refused or screen.screen()))
+        screen.press("d")
+        screen.press("-l", "2")
+        screen.press("Enter")
+        # The interval that was running ends at its old length, the next one 2 s later.
+        slower = screen.wait_screen(lambda sc: " interval 2.0 s " in sc[0], timeout=6)
+        t.check(slower is not None, "d 2 Enter: the header's interval 2.0 s",
+                "interval 2.0 s", screen.screen()[0])
         os.kill(int(screen.file("pid")), signal.SIGTERM)
         t.check_eq("SIGTERM: exit status", 0, screen.wait_exit())
         t.check_eq("the terminal's settings given back (stty -g)", screen.file("stty.before"),
@@ -445,14 +666,35 @@ def _(t: Test):
 
 @scenario("top_bad_arguments")
 def _(t: Test):
-    check_help(t, "memtop", ["-b, --batch", "-a, --all", "-r, --rows", "-j, --json", "STALL%",
-                             "USAGE", "LIMIT", "EVENTS", "PSI%", "MEMLAT_DISABLE_HOOKS"])
-    check_bad_arguments(t, "memtop", [
-        (["0"], "the interval must be a positive number"),
-        (["1", "0"], "the count must be a positive number"),
-        (["-b", "-r", "x"], "-r"),
-        (["--bogus"], "unrecognized option"),
-    ])
+    check_help(t, "memtop", ["-b, --batch", "-a, --all", "--rows", "-j, --json", "-o, --output",
+                             "-r, --replay", "STALL%", "USAGE", "LIMIT", "EVENTS", "PSI%",
+                             "MEMLAT_DISABLE_HOOKS"])
+    with tempfile.TemporaryDirectory(prefix="memlat_top_bad_") as d:
+        empty = os.path.join(d, "empty.json")
+        open(empty, "w").close()
+        check_bad_arguments(t, "memtop", [
+            (["0"], "the interval must be a positive number"),
+            (["1", "0"], "the count must be a positive number"),
+            (["-b", "--rows", "x"], "--rows"),
+            (["-b", "-r", os.path.join(d, "none.json")], "cannot read it"),
+            (["-b", "-r", empty], "holds no interval"),
+            (["-b", "-r", empty, "-o", os.path.join(d, "out.json")], "not both"),
+            (["-b", "-r", empty, "-a"], "record with -a"),
+            (["-b", "-o", os.path.join(d, "no", "such", "dir.json")], "-o"),
+            (["--bogus"], "unrecognized option"),
+        ])
+        # A file that is not a record: a runtime error naming the line (empty lines count),
+        # no traceback.
+        for text, line, why in (('{"time": "12:00:00", "interval_s": 1.0}\n', 1,
+                                 "not an interval of memlat top: "),
+                                ("\nnot json\n", 2, "not JSON: ")):
+            garbage = os.path.join(d, f"garbage{line}.json")
+            with open(garbage, "w") as f:
+                f.write(text)
+            res = run([binary("memtop"), "-b", "-r", garbage], timeout=15)
+            t.check_eq(f"memtop -r (line {line}: {why.strip()}): exit status", 1, res.rc)
+            t.check_in(f"memtop -r: names the line of {why.strip()}",
+                       f"{garbage} line {line}: {why}", res.stderr, "stderr")
     # Without -b or -j the screen is drawn on a terminal: stdout here is a pipe.
     res = run([binary("memtop"), "1", "1"], timeout=15)
     t.check_eq("memtop without a terminal: exit status", 2, res.rc)

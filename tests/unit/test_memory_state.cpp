@@ -146,3 +146,16 @@ TEST(MemoryState, ACgroupThatWentHasNothing) {
     EXPECT_FALSE(m.usage_bytes);
     EXPECT_TRUE(m.events.empty());
 }
+
+TEST(MemoryState, InterruptRow) {
+    const std::string text = "            CPU0       CPU1       \n"
+                             "  0:         44          0   IO-APIC   2-edge      timer\n"
+                             " NMI:          0          0   Non-maskable interrupts\n"
+                             " TLB:       2902       2083   TLB shootdowns\n"
+                             " TRM:          0          0   Thermal event interrupts\n";
+    EXPECT_EQ(std::optional<uint64_t>(4985), parse_interrupt_row(text, "TLB"));
+    EXPECT_EQ(std::optional<uint64_t>(0), parse_interrupt_row(text, "NMI"));
+    // arm64 has no TLB row; "TL" is no row's name.
+    EXPECT_EQ(std::nullopt, parse_interrupt_row(text, "TL"));
+    EXPECT_EQ(std::nullopt, parse_interrupt_row("IPI0: 5 6 Rescheduling interrupts\n", "TLB"));
+}

@@ -115,6 +115,25 @@ TEST(TopFormat, HeaderSaysWhatIsNotMeasured) {
               static_cast<size_t>(std::count(with_self.begin(), with_self.end(), '\n')));
 }
 
+// TLB shootdowns per second where the CPUs handle them; a guest whose hypervisor flushes says
+// so rather than 0; none where there is no TLB row (arm64).
+TEST(TopFormat, HeaderTlbShootdowns) {
+    HostInterval host;
+    host.interval_s = 2;
+    EXPECT_EQ(std::string::npos, header_text(host, {}, "12:00:00").find("TLB"));
+    host.tlb_shootdowns = 3000;
+    host.remote_flushes = FlushPath::Mixed;
+    const std::string text = header_text(host, {}, "12:00:00");
+    EXPECT_NE(std::string::npos, text.find("refaults 0; TLB shootdowns 1500\n")) << text;
+    host.tlb_shootdowns = 0;
+    host.remote_flushes = FlushPath::Hypervisor;
+    EXPECT_NE(std::string::npos,
+              header_text(host, {}, "12:00:00").find("TLB shootdowns - (the hypervisor flushes)"));
+    const auto j = snapshot_json(host, {}, {}, "12:00:00");
+    EXPECT_EQ(0, j["host"]["tlb_shootdowns"]);
+    EXPECT_EQ("hypervisor", j["host"]["remote_flush_path"]);
+}
+
 TEST(TopFormat, Json) {
     HostInterval host;
     host.interval_s = 1;

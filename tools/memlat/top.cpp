@@ -6,7 +6,8 @@
 // On a terminal it is a keyboard-driven screen (cli/terminal.h, ncurses): rows to select, sorted by
 // a column the user picks, filtered, a cgroup opened into its processes and a process into its
 // threads, held, with a help page. -b prints text rows per interval for a pipe, -j JSON lines.
-// Still to come (issue 30): stacks under a process, record and replay.
+// -o records the intervals (top_record.h), which -r replays on the same screen, or as -b and -j
+// print them, without the BPF side. Still to come (issue 30): stacks under a process.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -29,6 +30,7 @@
 #include "kernel/cgroups.h"
 #include "kernel/memory_state.h"
 #include "memlat/top_format.h"
+#include "memlat/top_record.h"
 #include "memstall/memstall_source.h"
 #include "prometheus/process_metrics.h"
 
@@ -64,7 +66,14 @@ threads), Esc, Left or Backspace goes back;
 / filters the rows by a text in their path or name; n shows the paths in
 place of the names of pods, containers and units;
 space holds the screen as it is (and space again goes on; the counting goes
-on meanwhile); h or ? shows the keys; q quits.)";
+on meanwhile); d or s changes the interval; h or ? shows the keys; q quits.
+
+-o FILE records every interval, with all its rows and the stalls of each
+thread, as JSON lines (the objects of -j, docs/output.md); -r FILE replays a
+record afterwards, without privileges: on the screen (one interval per
+INTERVAL seconds; t and T step to the next and the previous, space holds),
+or with -b or -j at once. A file of -j lines replays too, without the
+processes and threads.)";
 
 constexpr const char *examples = R"(Examples:
   memlat top                the live view, every second
@@ -73,6 +82,10 @@ constexpr const char *examples = R"(Examples:
   memlat top -j -d 60 > stalls.json
                             JSON lines for a minute
   memlat top -a -b 2 1      one interval of every memory cgroup
+  memlat top -o incident.json
+                            the live view, recorded
+  memlat top -r incident.json
+                            the record replayed, with the same keys
 
 )";
 
@@ -80,8 +93,13 @@ struct TopOptions {
     CommonOptions common;
     bool batch = false;
     bool all = false;
-    uint32_t rows = 0; // 0: what fits the terminal, 20 in batch and JSON
+    uint32_t rows = 0;       // 0: what fits the terminal, 20 in batch and JSON
+    std::string record_path; // -o
+    std::string replay_path; // -r
+    bool stacks = false;     // -s
 };
+// -s: the stacks shown under a process's threads, per cause.
+constexpr size_t stacks_per_cause = 1;
 
 // Columns of a row besides the path (top_format.cpp's row_text()).
 constexpr size_t fixed_columns = 21 + 8 * MEMSTALL_CAUSES + 16;
@@ -103,7 +121,14 @@ struct View {
     bool paused = false;
     bool names = true;                 // the CGROUP column shows what the path names, if known
     std::string filter;                // rows whose path or name has it (empty: every row)
-    std::optional<std::string> typing; // the filter being typed after '/'
+    std::optional<std::string> typing; // the filter being typed after '/'...
+    std::optional<std::string> typing_interval;          // ...or the interval after 'd'
+    std::string message;                                 // said on the status line...
+    std::chrono::steady_clock::time_point message_until; // ...until then
+    void say(std::string text) {
+        message = std::move(text);
+        message_until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    }
 };
 
 constexpr const char *help_text[] = {
@@ -121,6 +146,8 @@ constexpr const char *help_text[] = {
     "                      it, Esc leaves it as it was; an empty text shows all)",
     "  n                   names (pods, containers, units) or the cgroups' paths",
     "  space               hold the screen as it is / go on (counting goes on)",
+    "  d, s                change the interval (seconds)",
+    "  t / T               replay (-r): the next / the previous interval",
     "  h, ?                this page (any key returns)",
     "  q                   quit",
     "",
@@ -138,9 +165,12 @@ double own_cpu_seconds() {
 
 class Top {
   public:
-    Top(const TopOptions &o, std::unique_ptr<memstall::StallSource> source, FullScreen *screen)
-        : o_(o), source_(std::move(source)), screen_(screen), v1_(source_->memcg_on_v1()),
-          all_(o.all) {
+    // Live: `source` is memstall's BPF side; each interval is appended to `record` (-o) unless
+    // it is null. `o.common.interval` is changed by the d key.
+    Top(TopOptions &o, std::unique_ptr<memstall::StallSource> source, FullScreen *screen,
+        OutputFile *record)
+        : o_(o), source_(std::move(source)), screen_(screen), record_(record),
+          v1_(source_->memcg_on_v1()), all_(o.all) {
         before_ = source_->take_snapshot();
         host_before_ = read_host_memory();
         rescan_cgroups();
@@ -156,6 +186,13 @@ class Top {
         if (screen_ != nullptr)
             screen_->draw({"memlat top: counting the first interval..."});
     }
+    // The replay of `recording` (-r): on the screen its first interval at once, and the next
+    // at each refresh; with -b or -j, one interval each refresh.
+    Top(TopOptions &o, const top::Recording &recording, FullScreen *screen)
+        : o_(o), screen_(screen), replay_(&recording), v1_(false), all_(false) {
+        if (screen_ != nullptr)
+            show_recorded(0);
+    }
 
     // An interval ends: its rows are read and shown.
     void refresh();
@@ -164,6 +201,11 @@ class Top {
 
   private:
     void rescan_cgroups();
+    // -r: shows the recorded interval `index` (the last when past it).
+    void show_recorded(size_t index);
+    // -o: appends the interval to the record.
+    void record(const top::HostInterval &host, std::vector<top::CgroupInterval> &rows,
+                const nlohmann::json &threads, const std::string &time);
     // A row's id, path, name and stall time; its files are read by read_files(), only for
     // the rows shown when the sort does not need them (-a with 1,000 cgroups: 5% of a core
     // reading every cgroup's files each second, bench/top_scale.py).
@@ -176,6 +218,7 @@ class Top {
     // last interval, stalled the longest first.
     std::vector<memstall::Row> stalled_in(uint64_t cgroup, std::optional<uint64_t> pid) const;
     void draw_opened(std::vector<std::string> &lines, size_t fit, std::string &status);
+    void add_stacks(std::vector<std::string> &lines, size_t fit, uint32_t pid) const;
     void move_in_processes(const Key &k);
     size_t table_rows() const;
     // The rows the filter lets through, in order.
@@ -184,9 +227,13 @@ class Top {
     void select_index(size_t index);
     bool on_typing(const Key &k);
 
-    const TopOptions &o_;
-    std::unique_ptr<memstall::StallSource> source_;
-    FullScreen *screen_; // null with -b and -j
+    TopOptions &o_;
+    std::unique_ptr<memstall::StallSource> source_; // null in a replay
+    FullScreen *screen_;                            // null with -b and -j
+    const top::Recording *replay_ = nullptr;        // -r
+    size_t replay_at_ = 0;                          // the interval of the record shown
+    bool threads_recorded_ = true;                  // whether the replay has processes
+    OutputFile *record_ = nullptr;                  // -o
     const bool v1_;
     bool all_;
     View view_;
@@ -196,6 +243,8 @@ class Top {
     top::HostInterval host_;
     std::vector<top::CgroupInterval> rows_;
     std::string time_; // when the interval ended
+    std::map<uint32_t, std::string> unmeasured_;
+    uint64_t table_full_ = 0;
     bool have_interval_ = false;
     HostMemory host_before_;
     std::map<uint64_t, std::string> dirs_; // cgroup id -> its directory
@@ -259,6 +308,14 @@ void Top::read_files(top::CgroupInterval &row) {
 }
 
 void Top::refresh() {
+    if (replay_ != nullptr) {
+        // A held screen stays on its interval; -b and -j print one after the other.
+        if (screen_ == nullptr)
+            show_recorded(have_interval_ ? replay_at_ + 1 : 0);
+        else if (!view_.paused)
+            show_recorded(replay_at_ + 1);
+        return;
+    }
     ++refreshes_;
     const auto now_time = std::chrono::steady_clock::now();
     top::HostInterval host;
@@ -269,6 +326,8 @@ void Top::refresh() {
     // goes on underneath, so the interval after the pause is whole.
     const bool shown = screen_ == nullptr || !view_.paused;
     memstall::Snapshot now = source_->take_snapshot();
+    const nlohmann::json threads =
+        record_ != nullptr ? top::threads_json(now, before_) : nlohmann::json();
     auto stalled = memstall::rows(now, before_, memstall::Grouping::Cgroup, {});
     if (screen_ != nullptr && shown) {
         interval_before_ = std::move(before_);
@@ -290,6 +349,10 @@ void Top::refresh() {
             host.psi_full_us =
                 host.now.pressure->full->total_us - host_before_.pressure->full->total_us;
     }
+    if (host.now.tlb_shootdowns && host_before_.tlb_shootdowns)
+        host.tlb_shootdowns = *host.now.tlb_shootdowns -
+                              std::min(*host.now.tlb_shootdowns, *host_before_.tlb_shootdowns);
+    host.remote_flushes = this_hypervisor().remote_flushes;
     host_before_ = host.now;
     host.stalls = top::total_stalls(stalled);
     host.cgroups_stalled = stalled.size();
@@ -330,11 +393,49 @@ void Top::refresh() {
         for (size_t i = 0; i < rows.size() && i < rows_wanted(); ++i)
             read_files(rows[i]);
     }
+    const std::string time = wall_clock_time();
+    unmeasured_ = source_->unmeasured();
+    table_full_ = source_->table_full();
+    if (record_ != nullptr) // held or not
+        record(host, rows, threads, time);
     if (!shown)
         return;
     host_ = std::move(host);
     rows_ = std::move(rows);
-    time_ = wall_clock_time();
+    time_ = time;
+    have_interval_ = true;
+    if (screen_ == nullptr)
+        print_lines();
+    else
+        draw();
+}
+
+// Every row with its files, so that the replay sorts by any column, and the stalls per thread.
+void Top::record(const top::HostInterval &host, std::vector<top::CgroupInterval> &rows,
+                 const nlohmann::json &threads, const std::string &time) {
+    for (auto &r : rows)
+        read_files(r);
+    auto j = top::snapshot_json(host, rows, unmeasured_, time);
+    j["table_full"] = table_full_;
+    j["threads"] = threads;
+    record_->write(json_text(j) + "\n");
+}
+
+void Top::show_recorded(size_t index) {
+    index = std::min(index, replay_->size() - 1);
+    if (have_interval_ && index == replay_at_)
+        return; // the end of the record: it stays
+    top::RecordedInterval interval = replay_->at(index);
+    replay_at_ = index;
+    host_ = std::move(interval.host);
+    rows_ = std::move(interval.rows);
+    top::sort_rows(rows_, view_.sort);
+    time_ = std::move(interval.time);
+    unmeasured_ = std::move(interval.unmeasured);
+    table_full_ = interval.table_full;
+    threads_recorded_ = interval.threads.has_value();
+    interval_before_.clear();
+    interval_now_ = interval.threads ? std::move(*interval.threads) : memstall::Snapshot();
     have_interval_ = true;
     if (screen_ == nullptr)
         print_lines();
@@ -352,17 +453,17 @@ size_t Top::rows_wanted() const {
 
 void Top::print_lines() const {
     const std::string &time = time_;
-    const auto &unmeasured = source_->unmeasured();
+    const auto &unmeasured = unmeasured_;
     const size_t shown = std::min<size_t>(rows_.size(), o_.rows != 0 ? o_.rows : 20);
     const std::vector<top::CgroupInterval> rows(rows_.begin(), rows_.begin() + shown);
     if (o_.common.json) {
         auto j = top::snapshot_json(host_, rows, unmeasured, time);
-        j["table_full"] = source_->table_full();
+        j["table_full"] = table_full_;
         print_json_line(j);
         return;
     }
     std::string header = top::header_text(host_, unmeasured, time);
-    if (const uint64_t lost = source_->table_full(); lost != 0)
+    if (const uint64_t lost = table_full_; lost != 0)
         header += fmt::format("{} stalls not counted so far: memstall's table was full "
                               "(--max-entries)\n",
                               lost);
@@ -375,7 +476,7 @@ void Top::print_lines() const {
 // The rows of the table that fit under the header and above the status line.
 size_t Top::table_rows() const {
     // header_text()'s lines (and the full-table warning), the table's heading, the status.
-    const size_t around = top::header_lines + (source_->table_full() != 0 ? 1 : 0) + 1 + 1;
+    const size_t around = top::header_lines + (table_full_ != 0 ? 1 : 0) + 1 + 1;
     const size_t screen_rows = screen_->size().first;
     size_t fit = screen_rows > around ? screen_rows - around : 1;
     return o_.rows != 0 ? std::min<size_t>(fit, o_.rows) : fit;
@@ -453,12 +554,39 @@ void Top::draw_opened(std::vector<std::string> &lines, size_t fit, std::string &
             line = std::string(reverse_video) + line + std::string(normal_video);
         lines.push_back(std::move(line));
     }
-    if (stalled.empty())
+    if (!threads_recorded_)
+        lines.emplace_back("(the record has no processes: -j wrote it, not -o)");
+    else if (stalled.empty())
         lines.emplace_back(view_.opened_pid
                                ? "(no thread of this process stalled in the interval)"
                                : "(no process of this cgroup stalled in the interval)");
+    if (view_.opened_pid)
+        add_stacks(lines, fit, static_cast<uint32_t>(*view_.opened_pid));
     status =
         view_.opened_pid ? "Esc back  h help  q quit" : "Enter threads  Esc back  h help  q quit";
+}
+
+// Under a process's threads, its stacks that stalled the longest per cause since top started
+// (-s), as many lines of them as fit.
+void Top::add_stacks(std::vector<std::string> &lines, size_t fit, uint32_t pid) const {
+    const auto stacks = source_ ? source_->stacks_of(pid, stacks_per_cause) : std::nullopt;
+    lines.emplace_back();
+    if (!stacks) {
+        lines.emplace_back(source_ ? "(the stacks of a process: memlat top -s)"
+                                   : "(the stacks are not recorded)");
+        return;
+    }
+    if (stacks->empty()) {
+        lines.emplace_back("(no stack of this process stalled since memlat top started)");
+        return;
+    }
+    // Above the status line.
+    const size_t last = screen_ != nullptr ? screen_->size().first - 1 : lines.size() + fit;
+    const std::string text = memstall::stacks_text(*stacks);
+    std::string_view rest = text;
+    for (std::string_view line; next_line(rest, line) && lines.size() < last;)
+        if (!line.empty() || !lines.back().empty())
+            lines.emplace_back(line);
 }
 
 // Up, Down, Home, End and Enter among a cgroup's processes.
@@ -499,8 +627,8 @@ void Top::draw() {
     const size_t path_width =
         columns > fixed_columns + min_path_width ? columns - fixed_columns : min_path_width;
     std::vector<std::string> lines;
-    std::string header = top::header_text(host_, source_->unmeasured(), time_);
-    if (const uint64_t lost = source_->table_full(); lost != 0)
+    std::string header = top::header_text(host_, unmeasured_, time_);
+    if (const uint64_t lost = table_full_; lost != 0)
         header += fmt::format("{} stalls not counted so far: memstall's table was full "
                               "(--max-entries)\n",
                               lost);
@@ -545,14 +673,26 @@ void Top::draw() {
                                       : "(no memory cgroup stalled in the interval; a: all)");
         const std::string matching =
             view_.filter.empty() ? "" : fmt::format(" matching '{}'", view_.filter);
-        status = fmt::format("{} of {}{}  Enter processes  < > sort: {}  / filter  a {}  n {}  "
-                             "h help  q quit",
-                             rows.empty() ? 0 : selected + 1, rows.size(), matching,
-                             top::sort_key_name(view_.sort), all_ ? "stalled only" : "all",
-                             view_.names ? "paths" : "names");
+        // A replay shows the rows recorded: no a key.
+        const std::string all_key =
+            replay_ != nullptr ? "" : (all_ ? "  a stalled only" : "  a all");
+        status =
+            fmt::format("{} of {}{}  Enter processes  < > sort: {}  / filter{}  n {}  "
+                        "h help  q quit",
+                        rows.empty() ? 0 : selected + 1, rows.size(), matching,
+                        top::sort_key_name(view_.sort), all_key, view_.names ? "paths" : "names");
     }
+    if (replay_ != nullptr)
+        status = fmt::format("REPLAY {} of {}{} (t/T)  ", replay_at_ + 1, replay_->size(),
+                             replay_at_ + 1 == replay_->size() ? ", the end" : "") +
+                 status;
+    if (!view_.message.empty() && std::chrono::steady_clock::now() < view_.message_until)
+        status = view_.message + "  " + status;
     if (view_.typing)
         status = fmt::format("filter: {}_  (Enter: set, Esc: leave it)", *view_.typing);
+    if (view_.typing_interval)
+        status = fmt::format("interval in seconds: {}_  (Enter: set, Esc: leave it as {:g})",
+                             *view_.typing_interval, o_.common.interval);
     if (view_.paused)
         status = "PAUSED (space: go on)  " + status;
     while (lines.size() + 1 < screen_rows)
@@ -561,21 +701,31 @@ void Top::draw() {
     screen_->draw(lines);
 }
 
-// A key while the filter is typed: true when it was taken.
+// A key while the filter or the interval is typed: true when it was taken.
 bool Top::on_typing(const Key &k) {
-    if (!view_.typing)
+    std::optional<std::string> &typing = view_.typing ? view_.typing : view_.typing_interval;
+    if (!typing)
         return false;
     if (k.special == Key::Enter) {
-        view_.filter = *view_.typing;
-        view_.typing.reset();
-        view_.first_row = 0;
+        if (view_.typing) {
+            view_.filter = *typing;
+            view_.first_row = 0;
+        } else if (!typing->empty()) {
+            try {
+                o_.common.interval = parse_seconds(*typing, "the interval", min_interval);
+                view_.say(fmt::format("interval {:g} s", o_.common.interval));
+            } catch (const UsageError &e) {
+                view_.say(e.what());
+            }
+        }
+        typing.reset();
     } else if (k.special == Key::Escape) {
-        view_.typing.reset();
+        typing.reset();
     } else if (k.special == Key::Backspace) {
-        if (!view_.typing->empty())
-            view_.typing->pop_back();
-    } else if (k.special == Key::None && k.ch >= 0x20 && k.ch < 0x7f && view_.typing->size() < 64) {
-        *view_.typing += k.ch;
+        if (!typing->empty())
+            typing->pop_back();
+    } else if (k.special == Key::None && k.ch >= 0x20 && k.ch < 0x7f && typing->size() < 64) {
+        *typing += k.ch;
     }
     return true;
 }
@@ -657,8 +807,21 @@ void Top::on_keys(const std::vector<Key> &keys) {
                 view_.paused = !view_.paused;
                 break; // shown from the next interval
             case 'a':
-                all_ = !all_;
+                if (replay_ != nullptr)
+                    view_.say("a replay shows the rows recorded");
+                else
+                    all_ = !all_;
                 break; // from the next interval
+            case 'd':
+            case 's':
+                view_.typing_interval = "";
+                break;
+            case 't':
+            case 'T':
+                if (replay_ != nullptr)
+                    show_recorded(k.ch == 't' ? replay_at_ + 1
+                                              : (replay_at_ > 0 ? replay_at_ - 1 : 0));
+                break;
             case 'n':
                 view_.names = !view_.names;
                 break;
@@ -691,6 +854,38 @@ void Top::on_keys(const std::vector<Key> &keys) {
     draw();
 }
 
+// -r: the record on the screen, one interval each INTERVAL seconds; with -b or -j, each
+// interval printed at once.
+int replay(TopOptions &o, bool full_screen) {
+    if (!o.record_path.empty())
+        throw UsageError("-r replays a record and -o writes one: not both at once");
+    if (o.all)
+        throw UsageError("-a: a replay shows the rows that were recorded (record with -a)");
+    if (o.stacks)
+        throw UsageError("-s: a record holds no stacks (they are shown live only)");
+    if (o.common.max_entries != 0)
+        throw UsageError("--max-entries sizes memstall's table: a replay loads none");
+    const top::Recording recording(o.replay_path);
+    install_stop_signals();
+    if (!full_screen) {
+        Top top(o, recording, nullptr);
+        for (size_t i = 0; i < recording.size() && (o.common.count == 0 || i < o.common.count) &&
+                           !stop_requested();
+             ++i)
+            top.refresh();
+        flush_output();
+        return 0;
+    }
+    FullScreen screen;
+    Top top(o, recording, &screen);
+    auto read_keys = [&](std::chrono::milliseconds timeout) {
+        if (auto keys = screen.read_keys(timeout); !keys.empty())
+            top.on_keys(keys);
+    };
+    run_until_stopped(o.common, read_keys, [&] { top.refresh(); });
+    return 0;
+}
+
 int run_top(int argc, char **argv) {
     TopOptions o;
     o.common.interval = 1;
@@ -699,9 +894,22 @@ int run_top(int argc, char **argv) {
     cli.flag('b', "batch", "Text rows per interval instead of the live screen (as top -b)",
              o.batch);
     cli.flag('a', "all", "A row for every memory cgroup, not only those that stalled", o.all);
-    cli.option('r', "rows", "ROWS",
+    cli.option(0, "rows", "ROWS",
                "Show at most ROWS cgroups (default: what fits the terminal; 20 with -b, -j)",
                o.rows);
+    cli.flag('s', "stacks",
+             "Under a process's threads, the kernel and user stacks that stalled it the "
+             "longest per cause since start (memstall -s: a table of 4096 stacks, and a stack "
+             "walk per stall)",
+             o.stacks);
+    cli.option('o', "output", "FILE",
+               "Record every interval in FILE (JSON lines, all the rows and the stalls of "
+               "each thread) for -r",
+               o.record_path);
+    cli.option('r', "replay", "FILE",
+               "Replay a record of -o (or of -j) instead of watching this host; needs no "
+               "privilege",
+               o.replay_path);
     cli.flag('j', "json",
              "JSON lines on stdout instead of the screen: one object per interval (schema in "
              "docs/output.md)",
@@ -715,11 +923,17 @@ int run_top(int argc, char **argv) {
         throw UsageError("stdout is not a terminal: -b prints text rows per interval (as "
                          "top -b), -j JSON lines");
     require_stdout();
-    auto source = memstall::load_stall_source(o.common);
+    if (!o.replay_path.empty())
+        return replay(o, full_screen);
+    OutputFile record;
+    if (!o.record_path.empty())
+        record = OutputFile(o.record_path, "-o");
+    OutputFile *recording = record.is_open() ? &record : nullptr;
+    auto source = memstall::load_stall_source(o.common, o.stacks);
     install_stop_signals();
     announce_tracing("Watching memory stalls per cgroup...");
     if (!full_screen) {
-        Top top(o, std::move(source), nullptr);
+        Top top(o, std::move(source), nullptr, recording);
         // Stopped by a signal or -d within an interval: its rows too, so that every stall
         // since start is in some interval of -b and -j.
         if (!run_until_stopped(o.common, sleep_for, [&] { top.refresh(); }))
@@ -728,7 +942,7 @@ int run_top(int argc, char **argv) {
         return 0;
     }
     FullScreen screen;
-    Top top(o, std::move(source), &screen);
+    Top top(o, std::move(source), &screen, recording);
     auto read_keys = [&](std::chrono::milliseconds timeout) {
         if (auto keys = screen.read_keys(timeout); !keys.empty())
             top.on_keys(keys);

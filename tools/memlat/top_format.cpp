@@ -189,7 +189,7 @@ std::string header_text(const HostInterval &host, const std::map<uint32_t, std::
     // entries (allocstall_*) and direct compactions; refaults of evicted file and anon pages.
     out += fmt::format(
         "Per second: reclaim {} direct ({} stalls) {} kswapd pages; compaction {} stalls; "
-        "migrated {} pages; refaults {}\n",
+        "migrated {} pages; refaults {}",
         rate(value_or_zero(vm, "pgsteal_direct"), s), rate(sum_prefixed(vm, "allocstall_"), s),
         rate(value_or_zero(vm, "pgsteal_kswapd"), s), rate(value_or_zero(vm, "compact_stall"), s),
         rate(value_or_zero(vm, "pgmigrate_success"), s),
@@ -197,6 +197,13 @@ std::string header_text(const HostInterval &host, const std::map<uint32_t, std::
                  value_or_zero(vm, "workingset_refault_anon") +
                  value_or_zero(vm, "workingset_refault"),
              s));
+    // A guest whose hypervisor flushes the other vCPUs' TLBs has no shootdown IPI to count
+    // (memlat tlbflush counts the requests); arm64 has none at all (broadcast TLBI).
+    if (host.remote_flushes == FlushPath::Hypervisor)
+        out += "; TLB shootdowns - (the hypervisor flushes)";
+    else if (host.tlb_shootdowns)
+        out += fmt::format("; TLB shootdowns {}", rate(*host.tlb_shootdowns, s));
+    out += "\n";
     if (host.self)
         out += fmt::format("memlat top itself: {:.2f}% of a CPU, {} RSS, {} of BPF maps\n",
                            100 * host.self->cpu_share,
@@ -248,7 +255,9 @@ nlohmann::json snapshot_json(const HostInterval &host, const std::vector<CgroupI
                    {"psi_some_us", optional(host.psi_some_us)},
                    {"psi_full_us", optional(host.psi_full_us)},
                    {"causes", causes(host.stalls)},
-                   {"cgroups_stalled", host.cgroups_stalled}};
+                   {"cgroups_stalled", host.cgroups_stalled},
+                   {"tlb_shootdowns", optional(host.tlb_shootdowns)},
+                   {"remote_flush_path", path_name(host.remote_flushes)}};
     json self = nullptr;
     if (host.self)
         self = {{"cpu_share", host.self->cpu_share},

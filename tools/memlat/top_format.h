@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernel/hypervisor.h"
 #include "kernel/memory_state.h"
 #include "memstall/memstall.h"
 #include "memstall/memstall_format.h"
@@ -34,7 +35,11 @@ struct HostInterval {
     std::optional<uint64_t> psi_some_us, psi_full_us; // PSI's stall time in the interval
     CauseTimes stalls{};                              // memstall's, every task
     size_t cgroups_stalled = 0;                       // memory cgroups with stall time
-    std::optional<SelfCost> self;                     // none: /proc/self could not be read
+    // TLB-shootdown IPIs the CPUs handled in the interval (none: no TLB row, not x86), and
+    // how this machine flushes remote TLBs: with the hypervisor's flushes it stays 0.
+    std::optional<uint64_t> tlb_shootdowns;
+    FlushPath remote_flushes = FlushPath::Unknown;
+    std::optional<SelfCost> self; // none: /proc/self could not be read
 };
 
 // One memory cgroup over the interval.
@@ -84,7 +89,8 @@ std::string human_bytes(uint64_t bytes);
 
 // The header, header_lines lines: time and interval; memory; memstall's stall time per cause
 // (a cause this host cannot measure, `unmeasured`, shows "-") next to PSI's; the interval's
-// reclaim, compaction, migration and refault rates from /proc/vmstat; what top itself costs.
+// reclaim, compaction, migration and refault rates from /proc/vmstat, and the TLB-shootdown
+// IPIs from /proc/interrupts; what top itself costs.
 inline constexpr size_t header_lines = 6;
 std::string header_text(const HostInterval &host, const std::map<uint32_t, std::string> &unmeasured,
                         const std::string &time);

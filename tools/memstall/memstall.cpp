@@ -155,6 +155,10 @@ class Memstall final : public Tool<memstall_bpf, Options>, public ProfileSource 
     const std::map<uint32_t, std::string> &unmeasured() const { return unmeasured_; }
     bool memcg_on_v1() const { return memcg_on_v1_; }
     uint64_t table_full() const { return skel().bss->table_full; }
+    // -s: the stacks that stalled the longest since load, `per_cause` of each cause, of one
+    // process or of all, symbolized.
+    std::vector<memstall::StallStack> stalled_stacks(std::optional<uint32_t> pid,
+                                                     size_t per_cause) const;
 
   private:
     int trace() override;
@@ -608,16 +612,23 @@ memstall::Snapshot Memstall::take_snapshot() {
     return now;
 }
 
-void Memstall::print_stacks(memstall_bpf &skel) {
-    StackSymbolizer symbolizer(skel.maps.stack_traces);
+std::vector<memstall::StallStack> Memstall::stalled_stacks(std::optional<uint32_t> pid,
+                                                           size_t per_cause) const {
+    StackSymbolizer symbolizer(skel().maps.stack_traces);
+    auto rows = read_hash_map<memstall_stack_key, memstall_stack_value>(skel().maps.stack_totals);
+    if (pid)
+        std::erase_if(rows, [&](const memstall::StackRow &r) { return r.first.pid != *pid; });
     std::vector<memstall::StallStack> stacks;
-    for (auto &row : memstall::most_stalled_stacks(
-             read_hash_map<memstall_stack_key, memstall_stack_value>(skel.maps.stack_totals),
-             stacks_per_cause)) {
+    for (auto &row : memstall::most_stalled_stacks(std::move(rows), per_cause)) {
         auto kernel = symbolizer.kernel(row.first.kernel_stack);
         auto user = symbolizer.user(row.first.user_stack, row.first.pid);
         stacks.push_back({row, std::move(kernel), std::move(user)});
     }
+    return stacks;
+}
+
+void Memstall::print_stacks(memstall_bpf &) {
+    const auto stacks = stalled_stacks(std::nullopt, stacks_per_cause);
     if (o_.common.json)
         print_json_line(memstall::stacks_json(stacks));
     else
@@ -843,7 +854,8 @@ CommandLine command_line(Options &o) {
 // memstall as memlat top's source of stall time: Memstall loaded with no filter.
 class MemstallSource final : public memstall::StallSource {
   public:
-    explicit MemstallSource(const CommonOptions &common) : memstall_(options(common)) {
+    MemstallSource(const CommonOptions &common, bool stacks)
+        : memstall_(options(common, stacks)), stacks_(stacks) {
         memstall_.check_options();
         memstall_.load();
     }
@@ -856,20 +868,29 @@ class MemstallSource final : public memstall::StallSource {
     double map_memory_bytes() const override {
         return prometheus::object_map_memory_bytes(memstall_.object());
     }
+    std::optional<std::vector<memstall::StallStack>> stacks_of(uint32_t pid,
+                                                               size_t per_cause) const override {
+        if (!stacks_)
+            return std::nullopt;
+        return memstall_.stalled_stacks(pid, per_cause);
+    }
 
   private:
-    static Options options(const CommonOptions &common) {
+    static Options options(const CommonOptions &common, bool stacks) {
         Options o;
         o.common = common;
+        o.stacks = stacks;
         return o;
     }
     Memstall memstall_;
+    const bool stacks_;
 };
 
 } // namespace
 
-std::unique_ptr<memstall::StallSource> memstall::load_stall_source(const CommonOptions &common) {
-    return std::make_unique<MemstallSource>(common);
+std::unique_ptr<memstall::StallSource> memstall::load_stall_source(const CommonOptions &common,
+                                                                   bool stacks) {
+    return std::make_unique<MemstallSource>(common, stacks);
 }
 
 // memlat memstall (and a link named memstall), and its part of `memlat exporter`.

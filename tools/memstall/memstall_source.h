@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "memstall_format.h"
 
@@ -30,11 +32,16 @@ class StallSource {
     virtual uint64_t table_full() const = 0;
     // The kernel memory of its BPF maps (memlock), which the process's RSS does not show.
     virtual double map_memory_bytes() const = 0;
+    // The stacks that stalled process `pid` the longest since load, `per_cause` of each
+    // cause, symbolized; nullopt when loaded without stacks.
+    virtual std::optional<std::vector<StallStack>> stacks_of(uint32_t pid,
+                                                             size_t per_cause) const = 0;
 };
 
 // memstall with no filter, loaded and attached as `memstall` would be with `common`'s -v,
-// --btf and the environment's MEMLAT_DISABLE_*. A RuntimeError (or a failed privilege check)
-// where it cannot run; stderr says once what this host cannot measure.
-std::unique_ptr<StallSource> load_stall_source(const CommonOptions &common);
+// --btf and the environment's MEMLAT_DISABLE_*, and with `stacks` as memstall -s (its stack
+// tables, and a stack walk per stall). A RuntimeError (or a failed privilege check) where it
+// cannot run; stderr says once what this host cannot measure.
+std::unique_ptr<StallSource> load_stall_source(const CommonOptions &common, bool stacks);
 
 } // namespace memlat::memstall

@@ -301,7 +301,7 @@ std::string Oomwhy::cgroup_path(uint64_t id) {
 
 void Oomwhy::load_stall_history(const Verbosity &v) {
     try {
-        stall_source_ = memstall::load_stall_source(o_.common);
+        stall_source_ = memstall::load_stall_source(o_.common, false);
     } catch (const RuntimeError &e) {
         fmt::print(stderr,
                    "{}: the lead-up's stall history is left out: memstall cannot run here: {}\n",

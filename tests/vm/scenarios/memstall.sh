@@ -118,7 +118,7 @@ memstall_high() { # NAME DISABLE
         if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" memstall -v -j -p "$VM_PID" &&
             vm_tool by_cgroup MEMLAT_DISABLE_HOOKS="$2" memstall -j -G $CG -f "$RUN/folded" &&
             vm_tool per_cgroup MEMLAT_DISABLE_HOOKS="$2" memstall -j -C &&
-            vm_tool top MEMLAT_DISABLE_HOOKS="$2" memlat top -j -a -r 1000 1; then
+            vm_tool top MEMLAT_DISABLE_HOOKS="$2" memlat top -j -a --rows 1000 1; then
             vm_release toucher
             vm_bg_wait toucher
             sleep 1

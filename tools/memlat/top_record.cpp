@@ -1,0 +1,219 @@
+#include "memlat/top_record.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "base/errors.h"
+#include "base/files.h"
+
+namespace memlat::top {
+
+namespace {
+
+using nlohmann::json;
+
+// nlohmann's message without its "[json.exception.type_error.302] " prefix.
+std::string reason(const json::exception &e) {
+    std::string_view what = e.what();
+    if (auto end = what.find("] "); what.starts_with("[json.exception") && end != what.npos)
+        what.remove_prefix(end + 2);
+    return std::string(what);
+}
+
+std::optional<uint32_t> cause_of(const std::string &name) {
+    for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause)
+        if (name == memstall::cause_name(cause))
+            return cause;
+    return std::nullopt;
+}
+
+// The readers of a field, each one function (not a get<T>() inlined at every field: that
+// cost the binary 15 KB).
+[[gnu::noinline]] const json &field(const json &j, const char *name) {
+    return j.at(name);
+}
+
+[[gnu::noinline]] uint64_t number(const json &j) {
+    return j.get<uint64_t>();
+}
+
+uint64_t number(const json &j, const char *name) {
+    return number(field(j, name));
+}
+
+[[gnu::noinline]] double real(const json &j, const char *name) {
+    return field(j, name).get<double>();
+}
+
+[[gnu::noinline]] std::string text(const json &j, const char *name) {
+    return field(j, name).get<std::string>();
+}
+
+[[gnu::noinline]] std::map<std::string, uint64_t> counters(const json &j, const char *name) {
+    std::map<std::string, uint64_t> out;
+    for (const auto &[key, value] : field(j, name).items())
+        out[key] = number(value);
+    return out;
+}
+
+std::optional<uint64_t> optional_number(const json &j, const char *name) {
+    const json &v = field(j, name);
+    if (v.is_null())
+        return std::nullopt;
+    return number(v);
+}
+
+// {"memcg": {"stalls": 3, "ns": 1200}, ...}: causes this build does not know are skipped (a
+// record of a later memlat).
+CauseTimes causes_of(const json &j) {
+    CauseTimes out{};
+    for (const auto &[name, times] : j.items())
+        if (auto cause = cause_of(name)) {
+            out[*cause].stalls = number(times, "stalls");
+            out[*cause].ns = number(times, "ns");
+        }
+    return out;
+}
+
+FlushPath flush_path_of(const std::string &name) {
+    for (FlushPath path : {FlushPath::Ipi, FlushPath::Hypervisor, FlushPath::Mixed})
+        if (name == path_name(path))
+            return path;
+    return FlushPath::Unknown;
+}
+
+CgroupInterval row_of(const json &j) {
+    CgroupInterval row;
+    row.id = number(j, "cgroup_id");
+    row.path = text(j, "cgroup");
+    if (!field(j, "name").is_null())
+        row.name = text(j, "name");
+    row.stalls = causes_of(field(j, "causes"));
+    row.memory.usage_bytes = optional_number(j, "usage_bytes");
+    row.memory.max_bytes = optional_number(j, "max_bytes");
+    row.memory.high_bytes = optional_number(j, "high_bytes");
+    row.events_since_start = counters(j, "events_since_start");
+    row.psi_some_us = optional_number(j, "psi_some_us");
+    row.files_read = true;
+    return row;
+}
+
+memstall::Snapshot threads_of(const json &j) {
+    memstall::Snapshot out;
+    for (const json &t : j) {
+        const auto cause = cause_of(text(t, "cause"));
+        if (!cause)
+            continue;
+        memstall_value v{};
+        v.stalls = number(t, "stalls");
+        v.total_ns = number(t, "ns");
+        v.max_ns = number(t, "max_ns");
+        v.cgroup_id = number(t, "cgroup_id");
+        v.pid = static_cast<uint32_t>(number(t, "pid"));
+        const std::string comm = text(t, "comm");
+        std::memcpy(v.comm, comm.data(), std::min(comm.size(), sizeof(v.comm) - 1));
+        out[{static_cast<uint32_t>(number(t, "tid")), *cause}] = v;
+    }
+    return out;
+}
+
+} // namespace
+
+json threads_json(const memstall::Snapshot &now, const memstall::Snapshot &before) {
+    json out = json::array();
+    for (const auto &[key, v] : now) {
+        const auto [tid, cause] = key;
+        if (cause >= MEMSTALL_CAUSES)
+            continue;
+        uint64_t stalls = v.stalls, ns = v.total_ns;
+        if (auto was = before.find(key); was != before.end()) {
+            stalls -= std::min<uint64_t>(stalls, was->second.stalls);
+            ns -= std::min<uint64_t>(ns, was->second.total_ns);
+        }
+        if (stalls == 0 && ns == 0)
+            continue;
+        out.push_back({{"tid", tid},
+                       {"pid", v.pid},
+                       {"comm", std::string(v.comm, strnlen(v.comm, sizeof(v.comm)))},
+                       {"cgroup_id", v.cgroup_id},
+                       {"cause", memstall::cause_name(cause)},
+                       {"stalls", stalls},
+                       {"ns", ns},
+                       {"max_ns", v.max_ns}});
+    }
+    return out;
+}
+
+RecordedInterval interval_from_json(const json &line) {
+    RecordedInterval out;
+    try {
+        out.time = text(line, "time");
+        HostInterval &host = out.host;
+        host.interval_s = real(line, "interval_s");
+        const json &h = field(line, "host");
+        host.now.meminfo = counters(h, "memory_bytes");
+        host.vmstat_delta = counters(h, "vmstat_delta");
+        host.psi_some_us = optional_number(h, "psi_some_us");
+        host.psi_full_us = optional_number(h, "psi_full_us");
+        host.stalls = causes_of(field(h, "causes"));
+        host.cgroups_stalled = number(h, "cgroups_stalled");
+        // Records before TLB shootdowns were counted have neither.
+        if (h.contains("tlb_shootdowns"))
+            host.tlb_shootdowns = optional_number(h, "tlb_shootdowns");
+        if (h.contains("remote_flush_path"))
+            host.remote_flushes = flush_path_of(text(h, "remote_flush_path"));
+        if (const json &self = field(line, "self"); !self.is_null())
+            host.self = SelfCost{real(self, "cpu_share"), real(self, "rss_bytes"),
+                                 real(self, "bpf_map_bytes")};
+        for (const json &row : field(line, "cgroups"))
+            out.rows.push_back(row_of(row));
+        for (const auto &[name, why] : field(line, "unmeasured_causes").items())
+            if (auto cause = cause_of(name))
+                out.unmeasured[*cause] = why.get<std::string>();
+        if (line.contains("table_full"))
+            out.table_full = number(line, "table_full");
+        if (line.contains("threads"))
+            out.threads = threads_of(field(line, "threads"));
+    } catch (const json::exception &e) {
+        // nlohmann's messages name the field ("key 'host' not found") or the type expected.
+        throw RuntimeError(fmt::format("not an interval of memlat top: {}", reason(e)));
+    }
+    return out;
+}
+
+Recording::Recording(const std::string &path) : path_(path) {
+    auto text = read_text_file(path);
+    if (!text)
+        throw UsageError(fmt::format("-r {}: cannot read it: {}", path, strerror(errno)));
+    text_ = std::move(*text);
+    size_t at = 0;
+    while (at < text_.size()) {
+        size_t end = text_.find('\n', at);
+        if (end == std::string::npos)
+            end = text_.size();
+        if (end > at)
+            lines_.emplace_back(at, end - at);
+        at = end + 1;
+    }
+    if (lines_.empty())
+        throw UsageError(fmt::format("-r {}: holds no interval (an empty file)", path));
+}
+
+RecordedInterval Recording::at(size_t index) const {
+    const auto [offset, length] = lines_.at(index);
+    // The line number in the file: empty lines are not intervals but count.
+    const size_t line_number =
+        1 + static_cast<size_t>(std::count(text_.begin(), text_.begin() + offset, '\n'));
+    try {
+        const json line = json::parse(std::string_view(text_).substr(offset, length));
+        return interval_from_json(line);
+    } catch (const json::exception &e) {
+        throw RuntimeError(fmt::format("{} line {}: not JSON: {}", path_, line_number, reason(e)));
+    } catch (const RuntimeError &e) {
+        throw RuntimeError(fmt::format("{} line {}: {}", path_, line_number, e.what()));
+    }
+}
+
+} // namespace memlat::top
