@@ -36,11 +36,18 @@ std::string ascii(std::string_view text) {
     return out;
 }
 
-attr_t attribute_of(std::string_view mark) {
+// The colour pairs init_pair() sets up.
+constexpr short alarm_pair = 1, warning_pair = 2;
+
+attr_t attribute_of(std::string_view mark, bool colours) {
     if (mark == reverse_video)
         return A_REVERSE;
     if (mark == bold)
         return A_BOLD;
+    if (mark == alarm_colour)
+        return colours ? COLOR_PAIR(alarm_pair) : A_BOLD;
+    if (mark == warning_colour && colours)
+        return COLOR_PAIR(warning_pair);
     return A_NORMAL;
 }
 
@@ -100,6 +107,13 @@ FullScreen::FullScreen() {
     nonl();
     keypad(stdscr, TRUE);
     curs_set(0);
+    const char *no_colour = getenv("NO_COLOR");
+    if (has_colors() && (no_colour == nullptr || *no_colour == '\0') && start_color() == OK) {
+        use_default_colors(); // the terminal's own background, not black
+        init_pair(alarm_pair, COLOR_RED, -1);
+        init_pair(warning_pair, COLOR_YELLOW, -1);
+        colours_ = true;
+    }
 }
 
 FullScreen::~FullScreen() {
@@ -137,7 +151,12 @@ void FullScreen::draw(const std::vector<std::string> &lines) const {
                 size_t n = escape_length(rest);
                 if (n == 0)
                     break;
-                attrset(attribute_of(rest.substr(0, n)));
+                // As SGR: the marks add up (a colour and reverse video), normal ends them.
+                const std::string_view mark = rest.substr(0, n);
+                if (mark == normal_video)
+                    attrset(A_NORMAL);
+                else
+                    attron(attribute_of(mark, colours_));
                 rest.remove_prefix(n);
                 continue;
             }

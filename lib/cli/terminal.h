@@ -45,6 +45,10 @@ Key key_of(int curses_key);
 inline constexpr std::string_view reverse_video = "\033[7m";
 inline constexpr std::string_view bold = "\033[1m";
 inline constexpr std::string_view normal_video = "\033[0m";
+// Colours, where the terminal has them and NO_COLOR is not set (no-color.org): red (else
+// bold) for what needs a look first, yellow (else nothing) for what is worth one.
+inline constexpr std::string_view alarm_colour = "\033[31m";
+inline constexpr std::string_view warning_colour = "\033[33m";
 
 class FullScreen {
   public:
@@ -64,6 +68,7 @@ class FullScreen {
 
   private:
     ::screen *screen_ = nullptr; // ended by the destructor
+    bool colours_ = false;
 };
 
 // `text` cut to `columns` on the terminal, style marks kept whole (and a reset added after a

@@ -366,8 +366,10 @@ class ScreenTool:
             time.sleep(0.1)
         return False
 
-    def screen(self) -> list[str]:
-        return self.tmux("capture-pane", "-p", "-t", "top").rstrip("\n").split("\n")
+    def screen(self, styled: bool = False) -> list[str]:
+        """The screen's lines; `styled`: with the SGR sequences of their colours and video."""
+        return self.tmux("capture-pane", "-p", *(["-e"] if styled else []), "-t",
+                         "top").rstrip("\n").split("\n")
 
     def wait_screen(self, until, timeout: float = 5.0) -> list[str] | None:
         """The screen once `until(lines)` holds, or None after `timeout`."""
@@ -420,14 +422,14 @@ def table_lines(screen: list[str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def stalled_screen(t: Test, label: str, *args: str):
+def stalled_screen(t: Test, label: str, *args: str, env: str = ""):
     """memtop ARGS in tmux while a reader in a 32 MiB memory cgroup stalls in reclaim, from the
     moment the reader's cgroup is the first row: yields (screen, cgroup, reader, the screen)."""
     with MemoryCgroup(label, LIMIT) as cg, \
             TestFile(FILE_SIZE, label, cold=True) as f, \
             Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--passes", "1000",
                      held=True) as reader:
-        screen = ScreenTool(*args)
+        screen = ScreenTool(*args, env=env)
         try:
             t.require(screen.wait_ready(), f"memtop {' '.join(args)} in tmux: ready",
                       "memlat: ready", screen.file("err")[-300:])
@@ -440,6 +442,20 @@ def stalled_screen(t: Test, label: str, *args: str):
             yield screen, cg, reader, first
         finally:
             screen.close()
+
+
+# An SGR sequence that sets the foreground red (31) or yellow (33), as tmux's capture-pane -e
+# writes it.
+COLOURED = re.compile(r"\x1b\[(?:[0-9;]*;)?3[13](?:;[0-9;]*)?m")
+REVERSE = re.compile(r"\x1b\[(?:[0-9;]*;)?7(?:;[0-9;]*)?m")
+
+
+def first_row_styled(screen: "ScreenTool") -> str:
+    lines = screen.screen(styled=True)
+    for i, line in enumerate(lines):
+        if re.sub(r"\x1b\[[0-9;]*m", "", line).startswith("CGROUP "):
+            return lines[i + 1] if i + 1 < len(lines) else ""
+    return ""
 
 
 @scenario("top_screen_keys")
@@ -456,6 +472,10 @@ def _(t: Test):
     back as it was (stty -g before and after)."""
     with stalled_screen(t, "top_screen", "1") as (screen, cg, reader, first):
         name = os.path.basename(cg.path)
+        styled = first_row_styled(screen)
+        t.check(COLOURED.search(styled) is not None and REVERSE.search(styled) is not None,
+                "the stalled cgroup's row: yellow or red (ESC[33m, ESC[31m), and selected",
+                "a colour and reverse video", repr(styled[:60]))
         t.check_in("the status line: selection and sort column", "1 of ",
                    status_line(first), "status line")
         t.check_in("the status line names the sorted column", "sort: STALL%",
@@ -572,11 +592,18 @@ def _(t: Test):
 
 @scenario("top_screen_stacks")
 def _(t: Test):
-    """-s: under the threads of a process stalled in memcg reclaim, its stack that stalled the
-    longest per cause since start: a memcg stack of the reader's pid whose kernel frames hold
+    """-s (and NO_COLOR=1: no colour on the screen): under the threads of a process stalled in
+    memcg reclaim, its stack that stalled the longest per cause since start: a memcg stack of
+    the reader's pid whose kernel frames hold
     try_to_free_mem_cgroup_pages (the function whose reclaim the memcg window spans, as
     memstall's own stack test has it)."""
-    with stalled_screen(t, "top_stacks", "-s", "1") as (screen, cg, reader, first):
+    with stalled_screen(t, "top_stacks", "-s", "1", env="NO_COLOR=1") as (screen, cg, reader,
+                                                                         first):
+        # NO_COLOR (no-color.org): the same screen without a colour.
+        styled = first_row_styled(screen)
+        t.check(COLOURED.search(styled) is None and REVERSE.search(styled) is not None,
+                "NO_COLOR=1: the stalled cgroup's row selected, without a colour",
+                "reverse video only", repr(styled[:60]))
         screen.press("Home", "Enter", until=lambda sc: any(
             re.match(r"\d+ ", ln) for ln in sc) and any(
             ln.startswith("Processes of ") for ln in sc), timeout=10)

@@ -67,6 +67,7 @@ threads), Esc, Left or Backspace goes back;
 place of the names of pods, containers and units;
 space holds the screen as it is (and space again goes on; the counting goes
 on meanwhile); d or s changes the interval; h or ? shows the keys; q quits.
+Rows that stalled are yellow, red from a STALL% of 10 (NO_COLOR: none).
 
 -o FILE records every interval, with all its rows and the stalls of each
 thread, as JSON lines (the objects of -j, docs/output.md); -r FILE replays a
@@ -98,6 +99,8 @@ struct TopOptions {
     std::string replay_path; // -r
     bool stacks = false;     // -s
 };
+// STALL% from which a row is drawn in red (else yellow, when it stalled at all).
+constexpr double alarm_share = 10;
 // -s: the stacks shown under a process's threads, per cause.
 constexpr size_t stacks_per_cause = 1;
 
@@ -660,10 +663,18 @@ void Top::draw() {
             if (view_.names && !shown.name.empty())
                 shown.path = shown.name;
             std::string line = top::row_text(shown, host_.interval_s, path_width);
+            // Stalled at all in yellow, a tenth of the interval or more in red; the selected
+            // row in reverse video as well.
+            const double share = memstall::share_percent(shown.stall_ns(), host_.interval_s);
+            std::string style = share >= alarm_share ? std::string(alarm_colour)
+                                : share > 0          ? std::string(warning_colour)
+                                                     : std::string();
             if (i == selected) {
                 line.resize(std::max(line.size(), columns), ' ');
-                line = std::string(reverse_video) + line + std::string(normal_video);
+                style += reverse_video;
             }
+            if (!style.empty())
+                line = style + line + std::string(normal_video);
             lines.push_back(std::move(line));
         }
         if (rows.empty())
