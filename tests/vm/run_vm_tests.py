@@ -26,6 +26,7 @@ import argparse
 import glob
 import importlib
 import os
+import re
 import shutil
 import signal
 import stat
@@ -169,8 +170,83 @@ class Cpio:
         self.f.close()
 
 
+# The terminfo entry of the terminal memlat top is given in tmux's panes (scenarios/top.sh).
+PANE_TERMINFO = ["/lib/terminfo/s/screen", "/usr/share/terminfo/s/screen"]
+C_UTF8 = "/usr/lib/locale/C.utf8"
+
+
+def in_tree(root: str, path: str) -> str | None:
+    """`path` (absolute, as the guest sees it) inside the tree `root`, its symbolic links
+    followed inside the tree; None when it is not there."""
+    at = os.path.join(root, path.lstrip("/"))
+    for _ in range(10):
+        if not os.path.islink(at):
+            return at if os.path.isfile(at) else None
+        target = os.readlink(at)
+        at = os.path.join(root, target.lstrip("/")) if target.startswith("/") else \
+            os.path.normpath(os.path.join(os.path.dirname(at), target))
+    return None
+
+
+def add_with_libraries(c: Cpio, root: str, binary: str, name: str, triplet: str) -> str | None:
+    """The ELF `binary` of tree `root` (a path as the guest sees it) as `name`, with the
+    interpreter and the shared libraries it loads, found in the tree's library directories
+    and put at their paths there. Returns what is missing, or None."""
+    todo, done = [(binary, name)], set()
+    dirs = [f"/lib/{triplet}", f"/usr/lib/{triplet}", "/lib", "/usr/lib"]
+    while todo:
+        guest_path, dest = todo.pop()
+        src = in_tree(root, guest_path)
+        if src is None:
+            return f"no {guest_path} in {root}"
+        c.copy(dest, src)
+        r = subprocess.run(["readelf", "-d", "-l", src], capture_output=True, text=True)
+        interp = re.search(r"Requesting program interpreter: ([^\]]+)\]", r.stdout)
+        wanted = [interp.group(1)] if interp else []
+        for lib in re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", r.stdout):
+            found = next((f"{d}/{lib}" for d in dirs if in_tree(root, f"{d}/{lib}")), None)
+            if found is None:
+                return f"{lib}, which {guest_path} loads, is in none of {dirs} of {root}"
+            wanted.append(found)
+        for w in wanted:
+            if w not in done:
+                done.add(w)
+                todo.append((w, w.lstrip("/")))
+    return None
+
+
+def add_tmux(c: Cpio, kernel: vmkernel.Kernel, cache: str) -> str | None:
+    """tmux as /bin/tmux with the libraries it loads, the terminfo entry of its panes and the
+    C.UTF-8 locale it needs, for memlat top's screen scenario: the machine's own for an amd64
+    guest, Debian's of the guest's suite otherwise (vmkernel.fetch_tmux). Returns why not, or
+    None."""
+    if kernel.arch == "amd64":
+        tmux = which("tmux")
+        if tmux is None:
+            return "the host has no tmux (scripts/install-deps.sh installs it)"
+        root, binary, triplet = "/", tmux, "x86_64-linux-gnu"
+    else:
+        root = vmkernel.fetch_tmux(kernel, cache, log)
+        binary, triplet = "/usr/bin/tmux", "aarch64-linux-gnu"
+    why = add_with_libraries(c, root, binary, "bin/tmux", triplet)
+    if why:
+        return why
+    # The panes' terminal, whose entry memlat top's ncurses reads (the machine's: terminfo
+    # files are the same on every architecture).
+    terminfo = next((p for p in PANE_TERMINFO if os.path.isfile(p)), None)
+    if terminfo is None:
+        return f"no terminfo entry 'screen' ({', '.join(PANE_TERMINFO)})"
+    c.copy(terminfo, terminfo, 0o644)
+    # tmux refuses to start without a UTF-8 locale; it tries C.UTF-8, glibc's compiled one.
+    ctype = in_tree(root, f"{C_UTF8}/LC_CTYPE")
+    if ctype is None:
+        return f"no {C_UTF8}/LC_CTYPE in {root} (tmux needs a UTF-8 locale)"
+    c.copy(f"{C_UTF8}/LC_CTYPE", ctype, 0o644)
+    return None
+
+
 def build_initramfs(path: str, build: str, tools: list[str], kernel: vmkernel.Kernel,
-                    busybox: str) -> list[str]:
+                    busybox: str, cache: str) -> list[str]:
     """Writes the initramfs; returns the notes about what it lacks (missing tool binaries)."""
     notes = []
     c = Cpio(path)
@@ -198,8 +274,8 @@ def build_initramfs(path: str, build: str, tools: list[str], kernel: vmkernel.Ke
         HERE, "..", "..", "tools", "*", "*.bpf.c")))
     # The multi-call binary itself too, for `memlat exporter` (scenarios/exporter.sh).
     for tool in sorted(set(all_tools) | set(tools) | {"memlat"}):
-        if tool == "exporter":
-            continue  # a scenario of the memlat binary, not a binary of its own
+        if tool in ("exporter", "top"):
+            continue  # scenarios of the memlat binary, not binaries of their own
         binary = os.path.join(build, tool)
         if os.path.isfile(binary) and is_static(binary):
             c.copy(f"memlat/{tool}", binary)
@@ -210,6 +286,10 @@ def build_initramfs(path: str, build: str, tools: list[str], kernel: vmkernel.Ke
     for wl in sorted(glob.glob(os.path.join(wl_dir, "*"))):
         if os.path.isfile(wl) and os.access(wl, os.X_OK) and is_static(wl):
             c.copy(f"memlat/{os.path.basename(wl)}", wl)
+    if "top" in tools:
+        why = add_tmux(c, kernel, cache)
+        if why:
+            notes.append(f"no tmux in the guest: {why}")
     for m in sorted(set(modules_needed(kernel) + boot_modules(kernel) + disk_modules(kernel))):
         c.copy(f"modules/{m}.ko", vmkernel.find_module(kernel, m), 0o644)
     # Loaded by init, in this order (dependencies first), before it opens the results device.
@@ -497,7 +577,7 @@ def main() -> int:
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     initrd = os.path.join(work, "initramfs.cpio")
-    notes = build_initramfs(initrd, build, only, kernel, busybox)
+    notes = build_initramfs(initrd, build, only, kernel, busybox, cache)
     for n in notes:
         log(f"vm: note: {n}")
     if not glob.glob(os.path.join(build, "tests", "vm", "*")):

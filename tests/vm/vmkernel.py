@@ -522,6 +522,39 @@ def fetch_busybox(kernel: Kernel, cache: str, log) -> str:
     return binary
 
 
+# tmux and the packages of what it loads (memlat top's screen scenario), for a guest whose
+# architecture is not the machine's; the C.UTF-8 locale (tmux needs one) is in libc-bin.
+TMUX_PACKAGES = ["tmux", "libevent-core-2.1-7", "libutempter0", "libtinfo6", "libc6", "libc-bin"]
+
+
+def fetch_tmux(kernel: Kernel, cache: str, log) -> str:
+    """A tree with Debian's tmux of the kernel's architecture and suites and the libraries it
+    loads (TMUX_PACKAGES unpacked, downloaded through the kernel's scratch apt configuration:
+    installing them would replace the machine's own); returns the tree's root."""
+    table = kernel_table()
+    suites, _ = table[kernel.key]
+    root = os.path.join(cache, "trees", f"tmux-{kernel.arch}")
+    if os.path.isfile(os.path.join(root, "usr", "bin", "tmux")):
+        return root
+    with open(os.path.join(cache, f"tmux-{kernel.arch}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.isfile(os.path.join(root, "usr", "bin", "tmux")):
+            return root
+        apt = ScratchApt(os.path.join(cache, "apt", kernel.key), suites, kernel.arch)
+        if not apt.has_lists():
+            apt.update()
+        debdir = os.path.join(cache, "debs", f"tmux-{kernel.arch}")
+        os.makedirs(debdir, exist_ok=True)
+        log(f"vm: downloading {', '.join(TMUX_PACKAGES)} ({kernel.arch}) into {debdir}")
+        debs = apt.download(TMUX_PACKAGES, debdir)
+        shutil.rmtree(root + ".tmp", ignore_errors=True)
+        for deb in debs:
+            _run(["dpkg-deb", "-x", deb, root + ".tmp"])
+        shutil.rmtree(root, ignore_errors=True)
+        os.replace(root + ".tmp", root)
+    return root
+
+
 # ---------------------------------------------------------------- modules
 
 def find_module(kernel: Kernel, name: str) -> Optional[str]:
