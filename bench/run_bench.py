@@ -553,6 +553,23 @@ def make_groups(bd, args):
         yield lambda: run_workload([os.path.join(tests, "pingpong"), "--iterations",
                                     str(args.iterations * 5)])
 
+    @contextlib.contextmanager
+    def switch_steady():
+        # The same switches while a reader in a 32 MiB memory cgroup stalls in reclaim round
+        # after round (a cold 96 MiB file read again and again): stalls are open while the
+        # machine switches, so memstall's sched_switch takes its paths for a stalled task
+        # too (issue 33: measured with stalls open, not only without).
+        try:
+            with mt.MemoryCgroup("bench_memstall", 32 << 20) as cg, \
+                    mt.TestFile(96 << 20, "bench_memstall", cold=True) as f, \
+                    background(["sh", "-c", 'echo started; exec "$0" "$@"',
+                                os.path.join(tests, "file_reader"), "--file", f.path,
+                                "--cgroup", cg.path, "--passes", "1000000"]):
+                yield lambda: run_workload([os.path.join(tests, "pingpong"), "--iterations",
+                                            str(args.iterations * 5)])
+        except mt.Skip as e:
+            raise Unavailable(str(e))
+
     nodes = numa_nodes()
     return [
         Group("tlbflush", {"tlb_flush": "tlb_flush", "csd_function_entry": "csd_entry"}, [],
@@ -604,7 +621,10 @@ def make_groups(bd, args):
               [], ["-C"], None, None, switch_setup,
               f"pingpong --iterations {args.iterations * 5}: context switches of tasks in no "
               "memory stall (machine-wide hook: every switch of the machine counts); memstall "
-              "has no per-event mode: -C differs in user space only"),
+              "has no per-event mode: -C differs in user space only",
+              switch_steady, "steady state: the same pingpong while a reader in a 32 MiB "
+              "memory cgroup reads a cold 96 MiB file again and again (its reclaim stalls open "
+              "while the machine switches)"),
     ]
 
 

@@ -90,6 +90,13 @@ __u64 unmarked_sleepers = 0;
 /* Threads switched out inside a memstall or a swap-in's I/O wait and not yet seen switched in:
  * while there are none, sched_switch does not look up a task leaving the CPU outside a stall. */
 __u64 off_sleepers = 0;
+/* The same per slot of thread ids (tid % OFF_SLOTS): a task leaving the CPU outside a stall is
+ * looked up only while its slot counts an open stall. With a reader stalled in reclaim, every
+ * switch of the machine took that lookup: sched_switch +28 ns over an empty program against
+ * +13 with no stall open (bench/run_bench.py, "memstall steady"). Tasks sharing a slot cost a
+ * lookup, never a missed stall. */
+#define OFF_SLOTS 1024
+__u32 off_by_slot[OFF_SLOTS] = {};
 /* Off-CPU stalls whose switch-in no sched_switch showed (see stall_switch_in_unseen()). */
 __u64 unseen_switch_ins = 0;
 /* classify_by_name: return addresses the kernel could not name (their sleeps charged to no
@@ -686,6 +693,12 @@ static __always_inline __u64 unseen_stall_ns(struct task_struct *task, __u64 sta
     return now > start && ran < wall ? wall - ran : 0;
 }
 
+/* An off-CPU stall of thread `tid` opened (+1) or ended (-1). */
+static __always_inline void off_count(__u32 tid, int delta) {
+    __sync_fetch_and_add(&off_sleepers, delta);
+    __sync_fetch_and_add(&off_by_slot[tid & (OFF_SLOTS - 1)], delta);
+}
+
 static __noinline void stall_switch_in_unseen(struct task_struct *task, __u32 tid,
                                               struct thread_stall *state, __u64 now) {
     __u64 ns = unseen_stall_ns(task, state->off_start, state->off_runtime, now);
@@ -693,7 +706,7 @@ static __noinline void stall_switch_in_unseen(struct task_struct *task, __u32 ti
     if (ns)
         account(task, tid, state->off_cause, ns, &state->off_stacks);
     state->off_start = 0;
-    __sync_fetch_and_add(&off_sleepers, -1);
+    off_count(tid, -1);
     if (state->off_unmarked) {
         state->off_unmarked = 0;
         __sync_fetch_and_add(&unmarked_sleepers, -1);
@@ -765,7 +778,7 @@ static __always_inline void memstall_out(void *ctx, struct task_struct *prev, bo
     state->off_start = now;
     state->off_runtime = BPF_CORE_READ(prev, se.sum_exec_runtime);
     state->off_cause = cause;
-    __sync_fetch_and_add(&off_sleepers, 1);
+    off_count(tid, 1);
     if (sleep != SLEEP_MEMSTALL && !state->off_unmarked) {
         state->off_unmarked = 1;
         __sync_fetch_and_add(&unmarked_sleepers, 1);
@@ -807,7 +820,7 @@ static __noinline void thread_switched(struct task_struct *task, bool in, bool a
         if (now > state->off_start)
             account(task, tid, state->off_cause, now - state->off_start, &state->off_stacks);
         state->off_start = 0;
-        __sync_fetch_and_add(&off_sleepers, -1);
+        off_count(tid, -1);
     }
     if (state->off_unmarked) {
         state->off_unmarked = 0;
@@ -850,7 +863,7 @@ static __always_inline bool killable_sleep(struct task_struct *task) {
  * bit set until the task runs again). */
 static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
                                      struct task_struct *next, bool prev_in, bool next_in,
-                                     bool prev_io, bool next_io, bool looped) {
+                                     bool prev_io, bool next_io, bool looped, bool direct) {
     /* A task preempted on its way into an I/O sleep (io_schedule_prepare() flushes the plug
      * with in_iowait set) waits for the CPU, not for I/O. */
     bool prev_stalls = prev_in || (prev_io && !preempt);
@@ -867,9 +880,11 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
         else
             memstall_out_unrolled(ctx, prev, sleep);
     }
-    /* A task leaving the CPU outside a stall is looked up only while some thread has an
-     * off-CPU stall open (its switch-in may have gone unseen). */
-    if (dirty_sleepers || (off_sleepers && !prev_stalls))
+    /* A task leaving the CPU outside a stall is looked up only while an off-CPU stall is
+     * open in its slot (its switch-in may have gone unseen). tp_btf reads its id directly. */
+    if (dirty_sleepers ||
+        (off_sleepers && !prev_stalls &&
+         off_by_slot[(direct ? prev->pid : BPF_CORE_READ(prev, pid)) & (OFF_SLOTS - 1)]))
         thread_switched(prev, false, !preempt, prev_stalls);
     /* Without PSI a throttled task wakes without a mark: any switch-in is looked at while one
      * sleeps. */
@@ -887,9 +902,9 @@ static __always_inline int switch_btf_body(void *ctx, bool preempt, struct task_
     bool next_io = BPF_CORE_READ_BITFIELD(next, in_iowait);
 
     if (without_psi || !bpf_core_field_exists(prev->in_memstall))
-        return on_switch(ctx, preempt, prev, next, false, false, prev_io, next_io, looped);
+        return on_switch(ctx, preempt, prev, next, false, false, prev_io, next_io, looped, true);
     return on_switch(ctx, preempt, prev, next, BPF_CORE_READ_BITFIELD(prev, in_memstall),
-                     BPF_CORE_READ_BITFIELD(next, in_memstall), prev_io, next_io, looped);
+                     BPF_CORE_READ_BITFIELD(next, in_memstall), prev_io, next_io, looped, true);
 }
 
 static __always_inline int switch_raw_body(void *ctx, bool preempt, struct task_struct *prev,
@@ -898,9 +913,10 @@ static __always_inline int switch_raw_body(void *ctx, bool preempt, struct task_
     bool next_io = BPF_CORE_READ_BITFIELD_PROBED(next, in_iowait);
 
     if (without_psi || !bpf_core_field_exists(prev->in_memstall))
-        return on_switch(ctx, preempt, prev, next, false, false, prev_io, next_io, looped);
+        return on_switch(ctx, preempt, prev, next, false, false, prev_io, next_io, looped, false);
     return on_switch(ctx, preempt, prev, next, BPF_CORE_READ_BITFIELD_PROBED(prev, in_memstall),
-                     BPF_CORE_READ_BITFIELD_PROBED(next, in_memstall), prev_io, next_io, looped);
+                     BPF_CORE_READ_BITFIELD_PROBED(next, in_memstall), prev_io, next_io, looped,
+                     false);
 }
 
 SEC("tp_btf/sched_switch")
