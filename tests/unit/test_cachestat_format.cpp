@@ -50,6 +50,17 @@ TEST(CachestatFormat, UnavailableHitsPrintAsDash) {
     EXPECT_EQ(j["misses"], 16384);
 }
 
+TEST(CachestatFormat, TotalLine) {
+    EXPECT_EQ("Total over 12.0 s: HITS 150 MISSES 50 DIRTIES 3 HITRATIO 75.00% (ACCESSES 200)",
+              cachestat::total_line({200, 50, 3}, 12.04, true));
+    // Accesses not known: neither are hits nor the ratio.
+    EXPECT_EQ("Total over 1.5 s: HITS - MISSES 50 DIRTIES 0 HITRATIO - (ACCESSES -)",
+              cachestat::total_line({0, 50, 0}, 1.5, false));
+    // Nothing accessed: no ratio.
+    EXPECT_EQ("Total over 1.0 s: HITS 0 MISSES 0 DIRTIES 2 HITRATIO - (ACCESSES 0)",
+              cachestat::total_line({0, 0, 2}, 1.0, true));
+}
+
 TEST(CachestatFormat, JsonCounts) {
     auto j = cachestat::json_counts({200, 50, 3}, true);
     EXPECT_EQ(j["accesses"], 200);

@@ -594,13 +594,7 @@ void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double s
     } else {
         // To stderr, as drsnoop's and compactsnoop's: stdout carries the rows only.
         flush_output();
-        auto ratio = cachestat::hit_ratio(c);
-        fmt::print(stderr,
-                   "\nTotal over {:.1f} s: HITS {} MISSES {} DIRTIES {} HITRATIO {} (ACCESSES "
-                   "{})\n",
-                   seconds, accesses_known_ ? std::to_string(cachestat::hits(c)) : "-", c.misses,
-                   c.dirties, accesses_known_ && ratio ? fmt::format("{:.2f}%", *ratio) : "-",
-                   accesses_known_ ? std::to_string(c.accesses) : "-");
+        fmt::print(stderr, "\n{}\n", cachestat::total_line(c, seconds, accesses_known_));
         if (o_.per_process) {
             fmt::print(stderr, "{}\n", cachestat::proc_header());
             for (const auto &r : proc_rows(run, zero))

@@ -116,6 +116,15 @@ std::string line(const Counts &c, const Meminfo &m, const LineFormat &f, std::st
                              mb_text(m.cached_mb));
 }
 
+std::string total_line(const Counts &c, double seconds, bool accesses_known) {
+    const auto ratio = hit_ratio(c);
+    return fmt::format(
+        "Total over {:.1f} s: HITS {} MISSES {} DIRTIES {} HITRATIO {} (ACCESSES {})", seconds,
+        accesses_known ? std::to_string(hits(c)) : "-", c.misses, c.dirties,
+        accesses_known && ratio ? fmt::format("{:.2f}%", *ratio) : "-",
+        accesses_known ? std::to_string(c.accesses) : "-");
+}
+
 nlohmann::json json_counts(const Counts &c, bool accesses_known) {
     nlohmann::json j;
     j["accesses"] = accesses_known ? nlohmann::json(c.accesses) : nlohmann::json(nullptr);

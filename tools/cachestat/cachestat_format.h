@@ -53,6 +53,9 @@ struct LineFormat {
 std::string header(const LineFormat &f);
 std::string line(const Counts &c, const Meminfo &m, const LineFormat &f, std::string_view time);
 nlohmann::json json_counts(const Counts &c, bool accesses_known);
+// The summary's first line at the end of a run of `seconds`: "Total over 12.0 s: HITS ...",
+// "-" for what is not known (accesses without their hooks).
+std::string total_line(const Counts &c, double seconds, bool accesses_known);
 
 // ---- the per-process and per-file views: a table per interval, busiest first
 struct ProcRow {

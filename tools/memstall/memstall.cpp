@@ -598,17 +598,13 @@ void Memstall::print_interval(memstall_bpf &skel) {
 
 memstall::Snapshot Memstall::take_snapshot() {
     memstall_bpf &skel = this->skel();
+    const auto entries = read_hash_map<memstall_key, memstall_value>(skel.maps.stalls);
     memstall::Snapshot now;
-    for (const auto &[key, value] : read_hash_map<memstall_key, memstall_value>(skel.maps.stalls))
+    for (const auto &[key, value] : entries)
         now[{key.tid, key.cause}] = value;
     // Threads that are gone stall no more: their totals are in this snapshot, their entries
     // go, and the table keeps room for the threads that live.
-    for (const auto &[key, value] : now) {
-        if (task_exited(key.first)) {
-            memstall_key k{key.first, key.second};
-            bpf_map__delete_elem(skel.maps.stalls, &k, sizeof(k), 0);
-        }
-    }
+    delete_exited_tasks(skel.maps.stalls, entries, [](const memstall_key &k) { return k.tid; });
     return now;
 }
 
