@@ -157,11 +157,17 @@ void flush_output() {
     throw RuntimeError(fmt::format("cannot write the output: {}", strerror(err)));
 }
 
-OutputFile::OutputFile(const std::string &path, std::string_view option)
-    : path_(path), fd_(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) {
+OutputFile::OutputFile(const std::string &path, std::string_view option, bool truncate)
+    : path_(path),
+      fd_(open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0644)) {
     if (fd_.get() < 0)
         throw UsageError(
             fmt::format("{} {}: cannot write there: {}", option, path, strerror(errno)));
+}
+
+void OutputFile::truncate() {
+    if (ftruncate(fd_.get(), 0) != 0)
+        throw RuntimeError(fmt::format("cannot empty {}: {}", path_, strerror(errno)));
 }
 
 void OutputFile::write(std::string_view content) {

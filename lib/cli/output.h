@@ -43,9 +43,11 @@ struct OutputClosed : std::runtime_error {
 class OutputFile {
   public:
     OutputFile() = default;
-    // Creates or truncates `path`; a UsageError naming `option`, the path and the reason when
-    // it cannot.
-    OutputFile(const std::string &path, std::string_view option);
+    // Creates or truncates `path` (or leaves what it holds, `truncate` false, until
+    // truncate()); a UsageError naming `option`, the path and the reason when it cannot.
+    OutputFile(const std::string &path, std::string_view option, bool truncate = true);
+    // Empties the file: a RuntimeError when it cannot.
+    void truncate();
     bool is_open() const { return fd_.get() >= 0; }
     const std::string &path() const { return path_; }
     // Writes `content` whole, the file left open for more (a record written as it goes); a

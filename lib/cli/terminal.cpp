@@ -109,10 +109,10 @@ FullScreen::FullScreen() {
     curs_set(0);
     const char *no_colour = getenv("NO_COLOR");
     if (has_colors() && (no_colour == nullptr || *no_colour == '\0') && start_color() == OK) {
-        use_default_colors(); // the terminal's own background, not black
-        init_pair(alarm_pair, COLOR_RED, -1);
-        init_pair(warning_pair, COLOR_YELLOW, -1);
-        colours_ = true;
+        // The terminal's own background where it can keep it, else black.
+        const short background = use_default_colors() == OK ? -1 : COLOR_BLACK;
+        colours_ = init_pair(alarm_pair, COLOR_RED, background) == OK &&
+                   init_pair(warning_pair, COLOR_YELLOW, background) == OK;
     }
 }
 

@@ -338,7 +338,8 @@ class ScreenTool:
         d = self.dir
         command = " ".join([binary("memtop"), *args])
         script = (f"stty -g > {d}/stty.before; "
-                  f"sh -c 'echo $$ > {d}/pid; exec env MEMLAT_READY=1 {env} {command}' 2> {d}/err; "
+                  f"sh -c 'echo $$ > {d}/pid; "
+                  f"exec env -u NO_COLOR MEMLAT_READY=1 {env} {command}' 2> {d}/err; "
                   f"echo $? > {d}/rc; stty -g > {d}/stty.after; sleep 5")
         log(f"$ memtop {' '.join(args)}  (in a {self.ROWS}x{self.COLUMNS} tmux pane)")
         self.tmux("new-session", "-d", "-s", "top", "-x", str(self.COLUMNS), "-y",
@@ -647,7 +648,7 @@ def _(t: Test):
         screen.press("d")
         screen.press("-l", "2")
         screen.press("Enter")
-        # The interval that was running ends at its old length, the next one 2 s later.
+        # The next interval ends 2 s after the last one ended.
         slower = screen.wait_screen(lambda sc: " interval 2.0 s " in sc[0], timeout=6)
         t.check(slower is not None, "d 2 Enter: the header's interval 2.0 s",
                 "interval 2.0 s", screen.screen()[0])
@@ -710,6 +711,26 @@ def _(t: Test):
             (["-b", "-o", os.path.join(d, "no", "such", "dir.json")], "-o"),
             (["--bogus"], "unrecognized option"),
         ])
+        # -o is emptied only once memstall is loaded: a run refused its privileges (as nobody)
+        # leaves an earlier record whole.
+        kept = os.path.join(d, "kept.json")
+        with open(kept, "w") as f:
+            f.write("an earlier record\n")
+        os.chmod(d, 0o777)
+        os.chmod(kept, 0o666)
+        res = run(["runuser", "-u", "nobody", "--", binary("memtop"), "-b", "-o", kept, "1", "1"],
+                  timeout=30)
+        t.check_eq("memtop -o as nobody: exit status (no privilege to load)", 1, res.rc)
+        t.check_eq("memtop -o refused: the earlier record left whole", "an earlier record\n",
+                   read_file(kept))
+        # A record whose writer stopped in the middle of a line: the intervals before it.
+        cut = os.path.join(d, "cut.json")
+        with open(cut, "w") as f:
+            f.write('{"time": "12:00:00", "interval_s"')
+        res = run([binary("memtop"), "-b", "-r", cut], timeout=15)
+        t.check_eq("memtop -r of only part of a line: exit status", 2, res.rc)
+        t.check_in("memtop -r of only part of a line: says so", "holds no interval (only part",
+                   res.stderr, "stderr")
         # A file that is not a record: a runtime error naming the line (empty lines count),
         # no traceback.
         for text, line, why in (('{"time": "12:00:00", "interval_s": 1.0}\n', 1,

@@ -146,3 +146,22 @@ TEST(TopRecord, RecordingIndexesItsLines) {
     std::filesystem::remove(path);
     EXPECT_THROW(Recording{path}, UsageError);
 }
+
+// A record whose writer stopped while writing its last line: the intervals before it replay.
+TEST(TopRecord, ARecordCutShortKeepsItsWholeLines) {
+    auto [host, rows] = an_interval();
+    const std::string line = snapshot_json(host, rows, {}, "12:00:01").dump();
+    const std::string path =
+        (std::filesystem::temp_directory_path() / ("memlat_cut_" + std::to_string(getpid())))
+            .string();
+    ASSERT_FALSE(write_whole_file(path, line + "\n" + line + "\n" + line.substr(0, 40)));
+    const Recording rec(path);
+    EXPECT_EQ(2u, rec.size());
+    EXPECT_EQ(3u, rec.cut_short());
+    EXPECT_EQ("12:00:01", rec.at(1).time);
+    // A whole last line without its newline is an interval.
+    ASSERT_FALSE(write_whole_file(path, line + "\n" + line));
+    EXPECT_EQ(2u, Recording(path).size());
+    EXPECT_EQ(0u, Recording(path).cut_short());
+    std::filesystem::remove(path);
+}

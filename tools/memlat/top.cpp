@@ -249,6 +249,10 @@ class Top {
     std::map<uint32_t, std::string> unmeasured_;
     uint64_t table_full_ = 0;
     bool have_interval_ = false;
+    // -s: the stacks of a process, as read at a refresh: (pid, refresh) and the stacks.
+    mutable std::optional<
+        std::pair<std::pair<uint32_t, uint64_t>, std::optional<std::vector<memstall::StallStack>>>>
+        stacks_cache_;
     HostMemory host_before_;
     std::map<uint64_t, std::string> dirs_; // cgroup id -> its directory
     std::string mount_;                    // the hierarchy's root directory
@@ -572,7 +576,15 @@ void Top::draw_opened(std::vector<std::string> &lines, size_t fit, std::string &
 // Under a process's threads, its stacks that stalled the longest per cause since top started
 // (-s), as many lines of them as fit.
 void Top::add_stacks(std::vector<std::string> &lines, size_t fit, uint32_t pid) const {
-    const auto stacks = source_ ? source_->stacks_of(pid, stacks_per_cause) : std::nullopt;
+    // Above the status line: the threads may have taken every row.
+    const size_t last = screen_ != nullptr ? screen_->size().first - 1 : lines.size() + fit;
+    if (lines.size() + 2 > last)
+        return;
+    // Symbolized once an interval: the screen is drawn again at every key.
+    if (!stacks_cache_ || stacks_cache_->first != std::pair{pid, refreshes_})
+        stacks_cache_.emplace(std::pair{pid, refreshes_},
+                              source_ ? source_->stacks_of(pid, stacks_per_cause) : std::nullopt);
+    const auto &stacks = stacks_cache_->second;
     lines.emplace_back();
     if (!stacks) {
         lines.emplace_back(source_ ? "(the stacks of a process: memlat top -s)"
@@ -583,8 +595,6 @@ void Top::add_stacks(std::vector<std::string> &lines, size_t fit, uint32_t pid) 
         lines.emplace_back("(no stack of this process stalled since memlat top started)");
         return;
     }
-    // Above the status line.
-    const size_t last = screen_ != nullptr ? screen_->size().first - 1 : lines.size() + fit;
     const std::string text = memstall::stacks_text(*stacks);
     std::string_view rest = text;
     for (std::string_view line; next_line(rest, line) && lines.size() < last;)
@@ -877,6 +887,11 @@ int replay(TopOptions &o, bool full_screen) {
     if (o.common.max_entries != 0)
         throw UsageError("--max-entries sizes memstall's table: a replay loads none");
     const top::Recording recording(o.replay_path);
+    if (recording.cut_short() != 0)
+        fmt::print(stderr,
+                   "{}: {} ends in part of line {} (its writer stopped while writing it): the {} "
+                   "intervals before it are replayed\n",
+                   command_name, o.replay_path, recording.cut_short(), recording.size());
     install_stop_signals();
     if (!full_screen) {
         Top top(o, recording, nullptr);
@@ -936,11 +951,15 @@ int run_top(int argc, char **argv) {
     require_stdout();
     if (!o.replay_path.empty())
         return replay(o, full_screen);
+    // Opened before loading, so that a path it cannot write is a usage error at once, but
+    // emptied only once loaded: a run refused its privileges leaves an earlier record whole.
     OutputFile record;
     if (!o.record_path.empty())
-        record = OutputFile(o.record_path, "-o");
+        record = OutputFile(o.record_path, "-o", false);
     OutputFile *recording = record.is_open() ? &record : nullptr;
     auto source = memstall::load_stall_source(o.common, o.stacks);
+    if (recording != nullptr)
+        recording->truncate();
     install_stop_signals();
     announce_tracing("Watching memory stalls per cgroup...");
     if (!full_screen) {

@@ -188,26 +188,34 @@ Recording::Recording(const std::string &path) : path_(path) {
     if (!text)
         throw UsageError(fmt::format("-r {}: cannot read it: {}", path, strerror(errno)));
     text_ = std::move(*text);
-    size_t at = 0;
+    size_t at = 0, number = 0;
     while (at < text_.size()) {
         size_t end = text_.find('\n', at);
         if (end == std::string::npos)
             end = text_.size();
+        ++number; // empty lines are not intervals but count
         if (end > at)
-            lines_.emplace_back(at, end - at);
+            lines_.push_back({at, end - at, number});
         at = end + 1;
     }
+    // A record cut short (its writer killed, a full disk) ends in part of a line: the
+    // intervals before it are whole, and replayed.
+    if (!lines_.empty() && !text_.ends_with('\n') &&
+        json::parse(std::string_view(text_).substr(lines_.back().offset), nullptr, false)
+            .is_discarded()) {
+        cut_short_ = lines_.back().number;
+        lines_.pop_back();
+    }
     if (lines_.empty())
-        throw UsageError(fmt::format("-r {}: holds no interval (an empty file)", path));
+        throw UsageError(fmt::format("-r {}: holds no interval ({})", path,
+                                     cut_short_ ? "only part of one" : "an empty file"));
 }
 
 RecordedInterval Recording::at(size_t index) const {
-    const auto [offset, length] = lines_.at(index);
-    // The line number in the file: empty lines are not intervals but count.
-    const size_t line_number =
-        1 + static_cast<size_t>(std::count(text_.begin(), text_.begin() + offset, '\n'));
+    const Line &l = lines_.at(index);
+    const size_t line_number = l.number;
     try {
-        const json line = json::parse(std::string_view(text_).substr(offset, length));
+        const json line = json::parse(std::string_view(text_).substr(l.offset, l.length));
         return interval_from_json(line);
     } catch (const json::exception &e) {
         throw RuntimeError(fmt::format("{} line {}: not JSON: {}", path_, line_number, reason(e)));

@@ -47,11 +47,18 @@ class Recording {
     // A RuntimeError naming the file and the line when the line is not an interval.
     RecordedInterval at(size_t index) const;
     const std::string &path() const { return path_; }
+    // The number of the line left out because the record ends in part of it (its writer was
+    // killed, the disk was full), or 0.
+    size_t cut_short() const { return cut_short_; }
 
   private:
+    struct Line {
+        size_t offset, length, number; // in the text; its number in the file, from 1
+    };
     std::string path_;
     std::string text_;
-    std::vector<std::pair<size_t, size_t>> lines_; // offset and length of each non-empty line
+    std::vector<Line> lines_; // the non-empty lines
+    size_t cut_short_ = 0;
 };
 
 } // namespace memlat::top
