@@ -1,6 +1,5 @@
 #include "kernel/memory_state.h"
 
-#include <algorithm>
 #include <charconv>
 #include <system_error>
 #include <vector>
@@ -130,24 +129,21 @@ std::map<std::string, uint64_t> parse_key_values(std::string_view text) {
 }
 
 std::optional<uint64_t> parse_interrupt_row(std::string_view text, std::string_view name) {
-    for (std::string_view line; next_line(text, line);) {
-        while (line.starts_with(' '))
-            line.remove_prefix(1);
-        if (!line.starts_with(name) || line.substr(name.size(), 1) != ":")
+    std::string_view line;
+    while (next_line(text, line)) {
+        const auto w = words(line);
+        if (w.empty() || w[0].size() != name.size() + 1 || !w[0].starts_with(name) ||
+            w[0].back() != ':')
             continue;
-        line.remove_prefix(name.size() + 1);
         // One count per CPU, then the row's description ("TLB shootdowns").
         uint64_t sum = 0;
-        while (true) {
-            while (line.starts_with(' '))
-                line.remove_prefix(1);
-            const size_t end = std::min(line.find(' '), line.size());
-            const auto count = number<uint64_t>(line.substr(0, end));
-            if (end == 0 || !count)
-                return sum;
+        for (size_t i = 1; i < w.size(); ++i) {
+            const auto count = number<uint64_t>(w[i]);
+            if (!count)
+                break;
             sum += *count;
-            line.remove_prefix(end);
         }
+        return sum;
     }
     return std::nullopt;
 }

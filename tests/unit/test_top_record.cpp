@@ -56,6 +56,12 @@ std::pair<HostInterval, std::vector<CgroupInterval>> an_interval() {
     return {host, {a, b}};
 }
 
+// A file of this test's own in the temporary directory.
+std::string temp_path(const std::string &name) {
+    return (std::filesystem::temp_directory_path() / (name + "_" + std::to_string(getpid())))
+        .string();
+}
+
 } // namespace
 
 // What the screen and -b draw from a replayed interval is what they drew live.
@@ -128,9 +134,7 @@ TEST(TopRecord, WhatIsNotAnIntervalIsSaid) {
 TEST(TopRecord, RecordingIndexesItsLines) {
     auto [host, rows] = an_interval();
     const std::string line = snapshot_json(host, rows, {}, "12:00:01").dump();
-    const std::string path =
-        (std::filesystem::temp_directory_path() / ("memlat_record_" + std::to_string(getpid())))
-            .string();
+    const std::string path = temp_path("memlat_record");
     ASSERT_FALSE(write_whole_file(path, line + "\n\n" + line + "\n{\"time\": 1}\n"));
     const Recording rec(path);
     ASSERT_EQ(3u, rec.size());
@@ -151,9 +155,7 @@ TEST(TopRecord, RecordingIndexesItsLines) {
 TEST(TopRecord, ARecordCutShortKeepsItsWholeLines) {
     auto [host, rows] = an_interval();
     const std::string line = snapshot_json(host, rows, {}, "12:00:01").dump();
-    const std::string path =
-        (std::filesystem::temp_directory_path() / ("memlat_cut_" + std::to_string(getpid())))
-            .string();
+    const std::string path = temp_path("memlat_cut");
     ASSERT_FALSE(write_whole_file(path, line + "\n" + line + "\n" + line.substr(0, 40)));
     const Recording rec(path);
     EXPECT_EQ(2u, rec.size());

@@ -7,7 +7,7 @@
 // a column the user picks, filtered, a cgroup opened into its processes and a process into its
 // threads, held, with a help page. -b prints text rows per interval for a pipe, -j JSON lines.
 // -o records the intervals (top_record.h), which -r replays on the same screen, or as -b and -j
-// print them, without the BPF side. Still to come (issue 30): stacks under a process.
+// print them, without the BPF side; -s adds a process's most stalled stacks to its threads.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -221,7 +221,7 @@ class Top {
     // last interval, stalled the longest first.
     std::vector<memstall::Row> stalled_in(uint64_t cgroup, std::optional<uint64_t> pid) const;
     void draw_opened(std::vector<std::string> &lines, size_t fit, std::string &status);
-    void add_stacks(std::vector<std::string> &lines, size_t fit, uint32_t pid) const;
+    void add_stacks(std::vector<std::string> &lines, uint32_t pid) const;
     void move_in_processes(const Key &k);
     size_t table_rows() const;
     // The rows the filter lets through, in order.
@@ -568,16 +568,16 @@ void Top::draw_opened(std::vector<std::string> &lines, size_t fit, std::string &
                                ? "(no thread of this process stalled in the interval)"
                                : "(no process of this cgroup stalled in the interval)");
     if (view_.opened_pid)
-        add_stacks(lines, fit, static_cast<uint32_t>(*view_.opened_pid));
+        add_stacks(lines, static_cast<uint32_t>(*view_.opened_pid));
     status =
         view_.opened_pid ? "Esc back  h help  q quit" : "Enter threads  Esc back  h help  q quit";
 }
 
 // Under a process's threads, its stacks that stalled the longest per cause since top started
 // (-s), as many lines of them as fit.
-void Top::add_stacks(std::vector<std::string> &lines, size_t fit, uint32_t pid) const {
+void Top::add_stacks(std::vector<std::string> &lines, uint32_t pid) const {
     // Above the status line: the threads may have taken every row.
-    const size_t last = screen_ != nullptr ? screen_->size().first - 1 : lines.size() + fit;
+    const size_t last = screen_->size().first - 1;
     if (lines.size() + 2 > last)
         return;
     // Symbolized once an interval: the screen is drawn again at every key.
@@ -875,6 +875,16 @@ void Top::on_keys(const std::vector<Key> &keys) {
     draw();
 }
 
+// The screen until q, a stop signal, -d or COUNT: keys as they are pressed, and a refresh
+// each interval.
+void run_screen(const TopOptions &o, FullScreen &screen, Top &top) {
+    auto read_keys = [&](std::chrono::milliseconds timeout) {
+        if (auto keys = screen.read_keys(timeout); !keys.empty())
+            top.on_keys(keys);
+    };
+    run_until_stopped(o.common, read_keys, [&] { top.refresh(); });
+}
+
 // -r: the record on the screen, one interval each INTERVAL seconds; with -b or -j, each
 // interval printed at once.
 int replay(TopOptions &o, bool full_screen) {
@@ -904,11 +914,7 @@ int replay(TopOptions &o, bool full_screen) {
     }
     FullScreen screen;
     Top top(o, recording, &screen);
-    auto read_keys = [&](std::chrono::milliseconds timeout) {
-        if (auto keys = screen.read_keys(timeout); !keys.empty())
-            top.on_keys(keys);
-    };
-    run_until_stopped(o.common, read_keys, [&] { top.refresh(); });
+    run_screen(o, screen, top);
     return 0;
 }
 
@@ -973,11 +979,7 @@ int run_top(int argc, char **argv) {
     }
     FullScreen screen;
     Top top(o, std::move(source), &screen, recording);
-    auto read_keys = [&](std::chrono::milliseconds timeout) {
-        if (auto keys = screen.read_keys(timeout); !keys.empty())
-            top.on_keys(keys);
-    };
-    run_until_stopped(o.common, read_keys, [&] { top.refresh(); });
+    run_screen(o, screen, top);
     return 0;
 }
 

@@ -169,7 +169,7 @@ class Memstall final : public Tool<memstall_bpf, Options>, public ProfileSource 
     void configure(memstall_bpf &skel) const;
     void describe_causes(const std::vector<Probe> &probes) const;
     void print_interval(memstall_bpf &skel);
-    void print_stacks(memstall_bpf &skel);
+    void print_stacks();
     // The stacks counted since load (or since begin() cleared them), as the profile of the
     // time since `began`.
     profile::Profile stall_profile(StackSymbolizer &symbolizer,
@@ -623,7 +623,7 @@ std::vector<memstall::StallStack> Memstall::stalled_stacks(std::optional<uint32_
     return stacks;
 }
 
-void Memstall::print_stacks(memstall_bpf &) {
+void Memstall::print_stacks() {
     const auto stacks = stalled_stacks(std::nullopt, stacks_per_cause);
     if (o_.common.json)
         print_json_line(memstall::stacks_json(stacks));
@@ -802,7 +802,7 @@ int Memstall::trace() {
     if (!done && !profile_out_.replaces_output())
         print_interval(*skel);
     if (o_.stacks)
-        print_stacks(*skel);
+        print_stacks();
     if (profiles_wanted())
         write_profiles();
     return end_run("stalls", o_.common.verbosity());
