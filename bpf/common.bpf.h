@@ -3,6 +3,7 @@
 #define MEMLAT_COMMON_BPF_H
 
 #include "memlat/hist.h"
+#include "memlat/stack.h"
 
 /* errno values BPF helpers return, negated (vmlinux.h has no errno.h). */
 #ifndef E2BIG
@@ -20,6 +21,16 @@
  * other tools see, so these programs always return 1. tp_btf, raw_tp and fentry programs'
  * return values are ignored by the kernel. */
 enum { KEEP_EVENT = 1 };
+
+/* A stack trace map, `name`, of MEMLAT_STACK_DEPTH frames a stack: one entry in the object, for
+ * user space to size when it wants stacks (a map of 0 entries does not load). */
+#define MEMLAT_STACK_TRACE_MAP(name)                                                               \
+    struct {                                                                                       \
+        __uint(type, BPF_MAP_TYPE_STACK_TRACE);                                                    \
+        __uint(max_entries, 1);                                                                    \
+        __uint(key_size, sizeof(__u32));                                                           \
+        __uint(value_size, MEMLAT_STACK_DEPTH * sizeof(__u64));                                    \
+    } name SEC(".maps")
 
 /* 1 when x >> k is not zero, for x < 2^(2k): x >> k is then below 2^k, and adding 2^k - 1
  * carries into bit k exactly when it is not zero. Arithmetic, not a branch. */

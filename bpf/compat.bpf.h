@@ -134,6 +134,52 @@ static __always_inline void thread_state_exit(void *map, void *overflow) {
         __sync_fetch_and_add(&memlat_thread_entries_exit_deleted, 1);
 }
 
+/* A per-thread state map of `value_type`, `name`, and its overflow map, `name`_overflow, for
+ * thread_state() and thread_state_exit(). User space sizes both (size_thread_state_map()). */
+#define MEMLAT_THREAD_STATE_MAPS(name, value_type)                                                 \
+    struct {                                                                                       \
+        __uint(type, BPF_MAP_TYPE_HASH);                                                           \
+        __uint(max_entries, MEMLAT_THREAD_STATES);                                                 \
+        __type(key, __u32);                                                                        \
+        __type(value, value_type);                                                                 \
+    } name SEC(".maps");                                                                           \
+    struct {                                                                                       \
+        __uint(type, BPF_MAP_TYPE_LRU_HASH);                                                       \
+        __uint(max_entries, MEMLAT_THREAD_OVERFLOW);                                               \
+        __type(key, __u32);                                                                        \
+        __type(value, value_type);                                                                 \
+    } name##_overflow SEC(".maps")
+
+/* The programs that take an exiting thread's entry out of the maps that
+ * MEMLAT_THREAD_STATE_MAPS(`name`, ...) made, on sched_process_exit: thread_exit_raw on the raw
+ * tracepoint and thread_exit_tp on the classic one, whichever the tool's hook plan attaches. */
+#define MEMLAT_THREAD_EXIT_PROGRAMS(name)                                                          \
+    SEC("raw_tp/sched_process_exit")                                                               \
+    int thread_exit_raw(void *ctx) {                                                               \
+        thread_state_exit(&name, &name##_overflow);                                                \
+        return 0;                                                                                  \
+    }                                                                                              \
+    SEC("tracepoint/sched/sched_process_exit")                                                     \
+    int thread_exit_tp(void *ctx) {                                                                \
+        thread_state_exit(&name, &name##_overflow);                                                \
+        return KEEP_EVENT;                                                                         \
+    }
+
+/* A tool's event maps: `events`, a ring buffer of `ring_bytes` (user space makes it a perf event
+ * array before 5.8, and may resize it), and `event_scratch`, the per-CPU record of `record_type`
+ * that event_reserve() builds an event in when `events` is a perf event array. */
+#define MEMLAT_EVENT_MAPS(record_type, ring_bytes)                                                 \
+    struct {                                                                                       \
+        __uint(type, BPF_MAP_TYPE_RINGBUF);                                                        \
+        __uint(max_entries, ring_bytes);                                                           \
+    } events SEC(".maps");                                                                         \
+    struct {                                                                                       \
+        __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                                                   \
+        __uint(max_entries, 1);                                                                    \
+        __type(key, __u32);                                                                        \
+        __type(value, record_type);                                                                \
+    } event_scratch SEC(".maps")
+
 /* Where to write an event record of `size` bytes: a reserved ring-buffer record, or, when the
  * events map is a perf event array, this CPU's record in `scratch` (a one-entry per-CPU array
  * of the record's type), which event_submit() copies out. NULL: nothing reserved. */

@@ -67,20 +67,7 @@ struct {
 /* The read cursor of each thread (see struct cachestat_cursor), in a hash map keyed by TID
  * whose entry goes when the thread exits (compat.bpf.h): a cursor serves the thread's next
  * read. */
-struct {
-    __uint(type, BPF_MAP_TYPE_HASH);
-    __uint(max_entries, MEMLAT_THREAD_STATES);
-    __type(key, __u32);
-    __type(value, struct cachestat_cursor);
-} cursors SEC(".maps");
-
-/* The threads beyond those once `cursors` is full, an LRU map (compat.bpf.h, thread_state()). */
-struct {
-    __uint(type, BPF_MAP_TYPE_LRU_HASH);
-    __uint(max_entries, MEMLAT_THREAD_OVERFLOW);
-    __type(key, __u32);
-    __type(value, struct cachestat_cursor);
-} cursors_overflow SEC(".maps");
+MEMLAT_THREAD_STATE_MAPS(cursors, struct cachestat_cursor);
 
 /* A zeroed cursor, to create entries of the hash map from (static: not in the skeleton). */
 static const volatile struct cachestat_cursor no_cursor;
@@ -585,14 +572,4 @@ int BPF_KPROBE(page_accessed_kprobe, struct page *page) {
 }
 
 /* An exiting thread's cursor goes with it. */
-SEC("raw_tp/sched_process_exit")
-int thread_exit_raw(void *ctx) {
-    thread_state_exit(&cursors, &cursors_overflow);
-    return 0;
-}
-
-SEC("tracepoint/sched/sched_process_exit")
-int thread_exit_tp(void *ctx) {
-    thread_state_exit(&cursors, &cursors_overflow);
-    return KEEP_EVENT;
-}
+MEMLAT_THREAD_EXIT_PROGRAMS(cursors);

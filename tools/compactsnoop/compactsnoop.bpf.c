@@ -81,43 +81,14 @@ struct task_compaction {
     bool entry_pending; /* no run yet since the entry */
 };
 
-struct {
-    __uint(type, BPF_MAP_TYPE_HASH);
-    __uint(max_entries, MEMLAT_THREAD_STATES);
-    __type(key, __u32);
-    __type(value, struct task_compaction);
-} tasks SEC(".maps");
-
-/* The threads beyond those once `tasks` is full, an LRU map (compat.bpf.h, thread_state()). */
-struct {
-    __uint(type, BPF_MAP_TYPE_LRU_HASH);
-    __uint(max_entries, MEMLAT_THREAD_OVERFLOW);
-    __type(key, __u32);
-    __type(value, struct task_compaction);
-} tasks_overflow SEC(".maps");
+MEMLAT_THREAD_STATE_MAPS(tasks, struct task_compaction);
 
 /* A zeroed state, to create entries of the hash map from (static: not in the skeleton). */
 static const volatile struct task_compaction no_compaction;
 
-/* Where an event is built when the events map is a perf event array. */
-struct {
-    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-    __uint(max_entries, 1);
-    __type(key, __u32);
-    __type(value, struct compactsnoop_event);
-} event_scratch SEC(".maps");
+MEMLAT_STACK_TRACE_MAP(stacks);
 
-struct {
-    __uint(type, BPF_MAP_TYPE_STACK_TRACE);
-    __uint(max_entries, 1);
-    __uint(key_size, sizeof(__u32));
-    __uint(value_size, MEMLAT_STACK_DEPTH * sizeof(__u64));
-} stacks SEC(".maps");
-
-struct {
-    __uint(type, BPF_MAP_TYPE_RINGBUF);
-    __uint(max_entries, 256 * 1024);
-} events SEC(".maps");
+MEMLAT_EVENT_MAPS(struct compactsnoop_event, 256 * 1024);
 
 static __always_inline bool pid_selected(void) {
     return filter_pid == 0 || (bpf_get_current_pid_tgid() >> 32) == filter_pid;
@@ -565,14 +536,4 @@ int kcompactd_wake_tp(void *ctx) {
 }
 
 /* An exiting thread's entry in the per-thread hash map goes with it. */
-SEC("raw_tp/sched_process_exit")
-int thread_exit_raw(void *ctx) {
-    thread_state_exit(&tasks, &tasks_overflow);
-    return 0;
-}
-
-SEC("tracepoint/sched/sched_process_exit")
-int thread_exit_tp(void *ctx) {
-    thread_state_exit(&tasks, &tasks_overflow);
-    return KEEP_EVENT;
-}
+MEMLAT_THREAD_EXIT_PROGRAMS(tasks);

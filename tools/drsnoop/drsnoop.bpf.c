@@ -77,31 +77,10 @@ struct task_reclaim {
 };
 
 /* Per thread, until it exits (compat.bpf.h). */
-struct {
-    __uint(type, BPF_MAP_TYPE_HASH);
-    __uint(max_entries, MEMLAT_THREAD_STATES);
-    __type(key, __u32);
-    __type(value, struct task_reclaim);
-} starts SEC(".maps");
-
-/* The threads beyond those once `starts` is full, an LRU map (compat.bpf.h, thread_state()). */
-struct {
-    __uint(type, BPF_MAP_TYPE_LRU_HASH);
-    __uint(max_entries, MEMLAT_THREAD_OVERFLOW);
-    __type(key, __u32);
-    __type(value, struct task_reclaim);
-} starts_overflow SEC(".maps");
+MEMLAT_THREAD_STATE_MAPS(starts, struct task_reclaim);
 
 /* A zeroed state, to create entries of the hash map from (static: not in the skeleton). */
 static const volatile struct task_reclaim no_reclaim;
-
-/* Where an event is built when the events map is a perf event array. */
-struct {
-    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-    __uint(max_entries, 1);
-    __type(key, __u32);
-    __type(value, struct drsnoop_event);
-} event_scratch SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
@@ -125,10 +104,7 @@ struct {
     __type(value, struct drsnoop_totals);
 } cgroup_totals SEC(".maps");
 
-struct {
-    __uint(type, BPF_MAP_TYPE_RINGBUF);
-    __uint(max_entries, 256 * 1024);
-} events SEC(".maps");
+MEMLAT_EVENT_MAPS(struct drsnoop_event, 256 * 1024);
 
 static __always_inline bool cgroup_selected(struct task_struct *task) {
     return !filter_cgroup_on ||
@@ -447,14 +423,4 @@ int node_reclaim_end_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_end_temp
 }
 
 /* An exiting thread's entry in the per-thread hash map goes with it. */
-SEC("raw_tp/sched_process_exit")
-int thread_exit_raw(void *ctx) {
-    thread_state_exit(&starts, &starts_overflow);
-    return 0;
-}
-
-SEC("tracepoint/sched/sched_process_exit")
-int thread_exit_tp(void *ctx) {
-    thread_state_exit(&starts, &starts_overflow);
-    return KEEP_EVENT;
-}
+MEMLAT_THREAD_EXIT_PROGRAMS(starts);

@@ -137,12 +137,7 @@ struct {
 } stalls SEC(".maps");
 
 /* Sized by user space: one entry without --stacks. */
-struct {
-    __uint(type, BPF_MAP_TYPE_STACK_TRACE);
-    __uint(max_entries, 1);
-    __uint(key_size, sizeof(__u32));
-    __uint(value_size, MEMLAT_STACK_DEPTH * sizeof(__u64));
-} stack_traces SEC(".maps");
+MEMLAT_STACK_TRACE_MAP(stack_traces);
 
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);

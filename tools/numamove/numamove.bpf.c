@@ -63,20 +63,7 @@ struct task_migration {
     __u64 call_start;
 };
 
-struct {
-    __uint(type, BPF_MAP_TYPE_HASH);
-    __uint(max_entries, MEMLAT_THREAD_STATES);
-    __type(key, __u32);
-    __type(value, struct task_migration);
-} starts SEC(".maps");
-
-/* The threads beyond those once `starts` is full, an LRU map (compat.bpf.h, thread_state()). */
-struct {
-    __uint(type, BPF_MAP_TYPE_LRU_HASH);
-    __uint(max_entries, MEMLAT_THREAD_OVERFLOW);
-    __type(key, __u32);
-    __type(value, struct task_migration);
-} starts_overflow SEC(".maps");
+MEMLAT_THREAD_STATE_MAPS(starts, struct task_migration);
 
 /* A zeroed state, to create entries of the hash map from (static: not in the skeleton). */
 static const volatile struct task_migration no_migration;
@@ -473,14 +460,4 @@ int stick_numa_tp(struct trace_event_raw_sched_numa_pair_template *ctx) {
 }
 
 /* An exiting thread's entry in the per-thread hash map goes with it. */
-SEC("raw_tp/sched_process_exit")
-int thread_exit_raw(void *ctx) {
-    thread_state_exit(&starts, &starts_overflow);
-    return 0;
-}
-
-SEC("tracepoint/sched/sched_process_exit")
-int thread_exit_tp(void *ctx) {
-    thread_state_exit(&starts, &starts_overflow);
-    return KEEP_EVENT;
-}
+MEMLAT_THREAD_EXIT_PROGRAMS(starts);

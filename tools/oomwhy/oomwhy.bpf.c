@@ -50,19 +50,7 @@ struct task_reclaim {
     __u32 pad;
 };
 
-struct {
-    __uint(type, BPF_MAP_TYPE_HASH);
-    __uint(max_entries, MEMLAT_THREAD_STATES);
-    __type(key, __u32);
-    __type(value, struct task_reclaim);
-} starts SEC(".maps");
-
-struct {
-    __uint(type, BPF_MAP_TYPE_LRU_HASH);
-    __uint(max_entries, MEMLAT_THREAD_OVERFLOW);
-    __type(key, __u32);
-    __type(value, struct task_reclaim);
-} starts_overflow SEC(".maps");
+MEMLAT_THREAD_STATE_MAPS(starts, struct task_reclaim);
 
 static const volatile struct task_reclaim no_reclaim;
 
@@ -75,18 +63,8 @@ struct {
     __type(value, __u64);
 } victims SEC(".maps");
 
-struct {
-    __uint(type, BPF_MAP_TYPE_RINGBUF);
-    __uint(max_entries, 256 * 1024);
-} events SEC(".maps");
-
-/* The perf-buffer fall-back's record (kernels before 5.8): the largest record. */
-struct {
-    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-    __uint(max_entries, 1);
-    __type(key, __u32);
-    __type(value, struct oomwhy_kill);
-} event_scratch SEC(".maps");
+/* The perf-buffer fall-back (kernels before 5.8) builds records in the largest one's space. */
+MEMLAT_EVENT_MAPS(struct oomwhy_kill, 256 * 1024);
 
 static __always_inline struct task_reclaim *reclaim_state(bool create) {
     return thread_state(&starts, &starts_overflow, (const void *)&no_reclaim, create, &table_full);

@@ -126,12 +126,7 @@ struct {
     __type(value, struct tlbflush_culprit_value);
 } culprits SEC(".maps");
 
-struct {
-    __uint(type, BPF_MAP_TYPE_STACK_TRACE);
-    __uint(max_entries, 1);
-    __uint(key_size, sizeof(__u32));
-    __uint(value_size, MEMLAT_STACK_DEPTH * sizeof(__u64));
-} stacks SEC(".maps");
+MEMLAT_STACK_TRACE_MAP(stacks);
 
 /* -s with --culprits: the stacks of the last remote flush request sent on each CPU. The flush
  * IPIs that request then queues (csd_queue_cpu, same task, preemption off since the request)
@@ -150,18 +145,7 @@ struct {
     __type(value, struct request_stacks);
 } last_request_stacks SEC(".maps");
 
-struct {
-    __uint(type, BPF_MAP_TYPE_RINGBUF);
-    __uint(max_entries, 4096);
-} events SEC(".maps");
-
-/* Where an event is built when the events map is a perf event array (kernels before 5.8). */
-struct {
-    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-    __uint(max_entries, 1);
-    __type(key, __u32);
-    __type(value, struct tlbflush_event);
-} event_scratch SEC(".maps");
+MEMLAT_EVENT_MAPS(struct tlbflush_event, 4096);
 
 static __always_inline bool pid_selected(__u64 pid_tgid) {
     return filter_pid == 0 || (__u32)(pid_tgid >> 32) == filter_pid;
