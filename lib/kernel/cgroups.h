@@ -8,6 +8,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace memlat {
 
@@ -52,6 +53,15 @@ class CgroupPathCache {
     // The live cgroups among `ids`, by id. An id not found by a walk is not looked for again
     // at the next call (a removed cgroup's id is never given to another).
     std::map<uint64_t, std::string> paths_of(std::span<const uint64_t> ids);
+    // The same for the cgroups of a table's entries: `id_of(entry)` is an entry's cgroup id.
+    template <typename Entries, typename IdOf>
+    std::map<uint64_t, std::string> paths_of(const Entries &entries, IdOf id_of) {
+        std::vector<uint64_t> ids;
+        ids.reserve(entries.size());
+        for (const auto &entry : entries)
+            ids.push_back(id_of(entry));
+        return paths_of(ids);
+    }
     // Whether `path` is still a directory (a cgroup named by a series that stalled before).
     static bool exists(const std::string &path);
     // Walks of the hierarchy so far.

@@ -2,10 +2,9 @@
 // hook plan, its configuration of the BPF side and its views, and derives the rest from here.
 //
 //   constexpr char tool_name[] = "drsnoop";
-//   class Drsnoop final : public Tool<drsnoop_bpf, Options> {
+//   class Drsnoop final : public Tool<drsnoop_bpf, Options, tool_name> {
 //     public:
-//       explicit Drsnoop(Options o)
-//           : Tool(tool_name, std::move(o), drsnoop_bpf__open_opts, drsnoop_bpf__destroy) {}
+//       using Tool::Tool;              // Drsnoop(Options)
 //       void check_options() override; // no kernel
 //       void load() override;          // begin_load(), plan, load_skeleton(), notes
 //       CountedLosses collect(prometheus::Exposition &) override; // --prometheus, exporter
@@ -37,17 +36,16 @@
 
 namespace memlat {
 
-// A tool's class: a counting side (what --prometheus and `memlat exporter` serve) built from
-// its Options (which hold `common` and `prom`) around one skeleton of type Skel.
-template <typename Skel, typename ToolOptions>
+// A tool's class: a counting side (what --prometheus and `memlat exporter` serve) named Name,
+// built from its Options (which hold `common` and `prom`) around one skeleton of type Skel,
+// opened and destroyed through the C++ members bpftool gives a skeleton (Skel::open,
+// Skel::destroy).
+template <typename Skel, typename ToolOptions, const char *Name>
 class Tool : public CountingSide {
   public:
     using Options = ToolOptions;
-    using OpenFn = typename Loaded<Skel>::OpenFn;
-    using DestroyFn = typename Loaded<Skel>::DestroyFn;
 
-    Tool(const char *name, Options options, OpenFn open, DestroyFn destroy)
-        : o_(std::move(options)), name_(name), open_(open), destroy_(destroy) {}
+    explicit Tool(Options options) : o_(std::move(options)) {}
 
     // The steps of run() that `memlat exporter` takes too (ExporterPartOf): the checks that
     // need no kernel (a UsageError), then the load (with --prometheus: and the metrics it
@@ -88,7 +86,7 @@ class Tool : public CountingSide {
     void load_skeleton(std::vector<Probe> plan, const std::function<void(Skel &)> &configure,
                        const Verbosity &v) {
         probes_ = std::move(plan);
-        loaded_.emplace(open_, destroy_, configure, probes_, v);
+        loaded_.emplace(&Skel::open, &Skel::destroy, configure, probes_, v);
     }
 
     Skel &skel() const { return **loaded_; }
@@ -142,9 +140,7 @@ class Tool : public CountingSide {
     std::vector<Probe> probes_;
 
   private:
-    const char *name_;
-    OpenFn open_;
-    DestroyFn destroy_;
+    static constexpr const char *name_ = Name;
     std::optional<Loaded<Skel>> loaded_;
 };
 

@@ -327,10 +327,9 @@ enum class ProbeId { Misses, Dirties, Accesses };
 // The accesses' preferred family: the filemap access tracepoints (Linux 6.12).
 constexpr const char *filemap_access = "filemap_access";
 
-class Cachestat final : public Tool<cachestat_bpf, Options> {
+class Cachestat final : public Tool<cachestat_bpf, Options, tool_name> {
   public:
-    explicit Cachestat(Options options)
-        : Tool(tool_name, std::move(options), cachestat_bpf__open_opts, cachestat_bpf__destroy) {}
+    using Tool::Tool;
     void check_options() override;
     void load() override;
     CountedLosses collect(prometheus::Exposition &out) override;

@@ -116,11 +116,9 @@ std::map<int64_t, std::string> enum_names(const char *name, const char *prefix,
     }
 }
 
-class Compactsnoop final : public Tool<compactsnoop_bpf, Options> {
+class Compactsnoop final : public Tool<compactsnoop_bpf, Options, tool_name> {
   public:
-    explicit Compactsnoop(Options options)
-        : Tool(tool_name, std::move(options), compactsnoop_bpf__open_opts,
-               compactsnoop_bpf__destroy) {}
+    using Tool::Tool;
     void check_options() override;
     void load() override;
     CountedLosses collect(prometheus::Exposition &out) override;

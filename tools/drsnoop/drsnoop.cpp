@@ -103,10 +103,9 @@ struct Options {
     EventBufferSize events = default_event_buffer;
 };
 
-class Drsnoop final : public Tool<drsnoop_bpf, Options> {
+class Drsnoop final : public Tool<drsnoop_bpf, Options, tool_name> {
   public:
-    explicit Drsnoop(Options options)
-        : Tool(tool_name, std::move(options), drsnoop_bpf__open_opts, drsnoop_bpf__destroy) {}
+    using Tool::Tool;
     void check_options() override;
     void load() override;
     CountedLosses collect(prometheus::Exposition &out) override;
@@ -474,10 +473,8 @@ CountedLosses Drsnoop::collect(prometheus::Exposition &out) {
         counts.cgroups = read_hash_map<drsnoop_cgroup_key, drsnoop_totals>(skel.maps.cgroup_totals);
         // Looked up after the table was read: a cgroup it has and this does not was
         // removed, and its entry goes too.
-        std::vector<uint64_t> ids;
-        for (const auto &[key, t] : counts.cgroups)
-            ids.push_back(key.cgroup_id);
-        counts.cgroup_paths = cgroup_cache_.paths_of(ids);
+        counts.cgroup_paths = cgroup_cache_.paths_of(
+            counts.cgroups, [](const auto &entry) { return entry.first.cgroup_id; });
         for (const auto &[key, t] : counts.cgroups)
             if (!counts.cgroup_paths.contains(key.cgroup_id))
                 bpf_map__delete_elem(skel.maps.cgroup_totals, &key, sizeof(key), 0);

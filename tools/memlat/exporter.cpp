@@ -26,7 +26,7 @@ namespace {
 constexpr const char *command_name = "memlat exporter";
 
 // Where it listens without --web.listen-address: next to the ports of the tools' own
-// examples (tlbflush 9846 ... cachestat 9850).
+// examples (tlbflush 9846 ... oomwhy 9851), each its own.
 constexpr const char *default_listen = ":9845";
 
 constexpr const char *description =

@@ -138,10 +138,9 @@ struct Options {
 // --stacks: how many stacks per cause are printed at the end.
 constexpr size_t stacks_per_cause = 3;
 
-class Memstall final : public Tool<memstall_bpf, Options>, public ProfileSource {
+class Memstall final : public Tool<memstall_bpf, Options, tool_name>, public ProfileSource {
   public:
-    explicit Memstall(Options options)
-        : Tool(tool_name, std::move(options), memstall_bpf__open_opts, memstall_bpf__destroy) {}
+    using Tool::Tool;
     void check_options() override;
     void load() override;
     CountedLosses collect(prometheus::Exposition &out) override;
@@ -698,10 +697,8 @@ CountedLosses Memstall::collect(prometheus::Exposition &out) {
     std::copy(std::begin(skel.bss->totals), std::end(skel.bss->totals), counts.totals.begin());
     if (o_.prom.label("cgroup")) {
         counts.threads = read_hash_map<memstall_key, memstall_value>(skel.maps.stalls);
-        std::vector<uint64_t> ids;
-        for (const auto &[key, value] : counts.threads)
-            ids.push_back(value.cgroup_id);
-        counts.cgroup_paths = cgroup_cache_.paths_of(ids);
+        counts.cgroup_paths = cgroup_cache_.paths_of(
+            counts.threads, [](const auto &entry) { return entry.second.cgroup_id; });
         counts.cgroup_exists = &CgroupPathCache::exists;
     }
     metrics_->collect(counts, out);

@@ -109,10 +109,9 @@ enum class ProbeId { End, Start, PerCall, TaskMoves };
 // tracepoints already see.
 constexpr const char *per_call_from_tracepoints = "migrate_tracepoints";
 
-class Numamove final : public Tool<numamove_bpf, Options> {
+class Numamove final : public Tool<numamove_bpf, Options, tool_name> {
   public:
-    explicit Numamove(Options options)
-        : Tool(tool_name, std::move(options), numamove_bpf__open_opts, numamove_bpf__destroy) {}
+    using Tool::Tool;
     void check_options() override;
     void load() override;
     CountedLosses collect(prometheus::Exposition &out) override;

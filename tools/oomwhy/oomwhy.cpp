@@ -71,7 +71,7 @@ constexpr const char *examples = R"(Examples:
   oomwhy --oomkill          BCC's oomkill line only
   oomwhy --report-dir /var/log/oomwhy
                             also keep each report in a file of its own
-  oomwhy --prometheus 127.0.0.1:9850
+  oomwhy --prometheus 127.0.0.1:9851
                             serve the count of kills by constraint
 
 )";
@@ -106,10 +106,9 @@ struct Pending {
 
 uint64_t memory_node_mask();
 
-class Oomwhy final : public Tool<oomwhy_bpf, Options> {
+class Oomwhy final : public Tool<oomwhy_bpf, Options, tool_name> {
   public:
-    explicit Oomwhy(Options options)
-        : Tool(tool_name, std::move(options), oomwhy_bpf__open_opts, oomwhy_bpf__destroy) {}
+    using Tool::Tool;
     void check_options() override;
     void load() override;
     CountedLosses collect(prometheus::Exposition &out) override;

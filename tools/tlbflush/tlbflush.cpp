@@ -226,11 +226,9 @@ void add_proc_counts(tlbflush_proc_value &into, const tlbflush_proc_value &from)
     into.c.pages += from.c.pages;
 }
 
-class Tlbflush final : public Tool<tlbflush_bpf, Options> {
+class Tlbflush final : public Tool<tlbflush_bpf, Options, tool_name> {
   public:
-    explicit Tlbflush(Options options)
-        : Tool(tool_name, std::move(options), tlbflush_bpf__open_opts, tlbflush_bpf__destroy),
-          ncpus_(possible_cpus()) {}
+    explicit Tlbflush(Options options) : Tool(std::move(options)), ncpus_(possible_cpus()) {}
     void check_options() override;
     void load() override;
     CountedLosses collect(prometheus::Exposition &out) override;
