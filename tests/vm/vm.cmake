@@ -12,6 +12,7 @@ foreach(source ${memlat_vm_workloads})
     set_target_properties(vm_${workload} PROPERTIES OUTPUT_NAME ${workload}
                           RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/vm)
     target_compile_options(vm_${workload} PRIVATE -O2 -g -fno-omit-frame-pointer)
+    target_include_directories(vm_${workload} PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../workloads)
     target_link_options(vm_${workload} PRIVATE -static -pthread)
 endforeach()
 

@@ -12,14 +12,9 @@
 #include <string>
 #include <vector>
 
-namespace {
+#include "workload.h"
 
-[[noreturn]] void die(const char *what) {
-    perror(what);
-    std::exit(1);
-}
-
-} // namespace
+using workload::die;
 
 int main(int argc, char **argv) {
     std::string file;

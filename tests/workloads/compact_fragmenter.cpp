@@ -17,15 +17,14 @@
 #include <cstring>
 #include <string>
 
+#include "workload.h"
+
 namespace {
+
+using workload::die;
 
 constexpr size_t page = 4096;
 constexpr size_t huge = 2u << 20;
-
-[[noreturn]] void die(const char *what) {
-    perror(what);
-    std::exit(1);
-}
 
 // AnonHugePages of this process, in KiB.
 long anon_huge_kb() {

@@ -34,12 +34,11 @@
 #include <thread>
 #include <vector>
 
+#include "workload.h"
+
 namespace {
 
-[[noreturn]] void die(const char *what) {
-    perror(what);
-    std::exit(1);
-}
+using workload::die;
 
 void join_cgroup(const std::string &dir) {
     std::string procs = dir + "/cgroup.procs";

@@ -30,12 +30,11 @@
 #include <string>
 #include <vector>
 
+#include "workload.h"
+
 namespace {
 
-[[noreturn]] void die(const char *what) {
-    perror(what);
-    std::exit(1);
-}
+using workload::die;
 
 // Maps `size` bytes of base pages, writes a pattern, frees every other page.
 unsigned char *fragment(size_t size, size_t page, size_t &kept, size_t &freed) {

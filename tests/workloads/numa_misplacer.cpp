@@ -21,19 +21,9 @@
 #include <cstring>
 #include <string>
 
-namespace {
+#include "workload.h"
 
-void pin_to(int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    if (sched_setaffinity(0, sizeof(set), &set) != 0) {
-        perror("sched_setaffinity");
-        std::exit(1);
-    }
-}
-
-} // namespace
+using workload::pin_to;
 
 int main(int argc, char **argv) {
     int from = -1, to = -1;

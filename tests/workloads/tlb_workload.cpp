@@ -24,21 +24,15 @@
 #include <thread>
 #include <vector>
 
+#include "workload.h"
+
 namespace {
+
+using workload::pin_to;
 
 std::atomic<bool> worker_running{false};
 std::atomic<bool> stop_worker{false};
 long worker_sleep_us = 0;
-
-void pin_to(int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    if (sched_setaffinity(0, sizeof(set), &set) != 0) {
-        perror("sched_setaffinity");
-        std::exit(1);
-    }
-}
 
 void keep_touching(int cpu) {
     pin_to(cpu);

@@ -18,17 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "workload.h"
+
 namespace {
 
-void pin_to(int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    if (sched_setaffinity(0, sizeof(set), &set) != 0) {
-        perror("sched_setaffinity");
-        std::exit(1);
-    }
-}
+using workload::pin_to;
 
 int node_of_cpu(int cpu) {
     for (int node = 0; node < 64; ++node) {
