@@ -89,3 +89,15 @@ foreach(kernel ${memlat_vm_kernels})
                              FIXTURES_REQUIRED memlat_vm_kernel_${kernel})
     endforeach()
 endforeach()
+
+# vm.support_table: docs/kernels.md's table of what each tool chose, per kernel, against the
+# TOOL.choices runs of the boots above (support_table.py --check): the table is generated from
+# the VM runs (--write), and this fails when a tool's choices change and the page does not.
+if(NOT MEMLAT_BPF_ARCH STREQUAL "arm64")
+    set(memlat_vm_table_boots ${memlat_vm_kernels})
+    list(TRANSFORM memlat_vm_table_boots PREPEND vm.)
+    add_test(NAME vm.support_table
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/support_table.py
+                     --build-dir ${CMAKE_BINARY_DIR} --check ${PROJECT_SOURCE_DIR}/docs/kernels.md)
+    set_tests_properties(vm.support_table PROPERTIES LABELS vm DEPENDS "${memlat_vm_table_boots}")
+endif()

@@ -254,5 +254,17 @@ def check_choices(t: Test, b: Block) -> None:
     t.check_ge("option sets run", 1, n - 1)
 
 
-for _tool in ("tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat", "memstall"):
+def choices_tools() -> list[str]:
+    """The tools whose scenarios run TOOL.choices (a `vm_choices TOOL` line in
+    scenarios/TOOL.sh), found from the files so that the list cannot drift; sorted."""
+    scenarios = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scenarios")
+    tools = set()
+    for name in os.listdir(scenarios):
+        if name.endswith(".sh"):
+            with open(os.path.join(scenarios, name)) as f:
+                tools.update(re.findall(r"^vm_choices (\w+)", f.read(), re.M))
+    return sorted(tools)
+
+
+for _tool in choices_tools():
     checker(f"{_tool}.choices")(check_choices)

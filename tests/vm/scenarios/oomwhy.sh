@@ -107,3 +107,5 @@ if vm_have oomwhy && oomwhy_once oomwhy.mempolicy; then
     dmesg -s 1048576 > "$RUN/dmesg"
 fi
 vm_end
+
+vm_choices oomwhy ""
