@@ -33,24 +33,13 @@ import urllib.request
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from startup_memory import cpu_ns  # noqa: E402
 from top_scale import Host, bpf_of, log, status_kib  # noqa: E402
 
 EXPORTER_ARGS = ["exporter", "--memstall.prometheus-labels", "cgroup",
                  "--drsnoop.prometheus-labels", "cgroup", "--memstall.max-series", "2000",
                  "--drsnoop.max-series", "2000", "--bpf-stats",
                  "--web.listen-address", "127.0.0.1:0"]
-
-
-def cpu_ns(pid: int) -> int:
-    """CPU time of the process's live threads (schedstat: ns, the scheduler's clock)."""
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0])
-        except OSError:
-            pass
-    return total
 
 
 def node_exporter(scratch: str) -> list[str] | None:
@@ -225,6 +214,8 @@ def main() -> int:
               f"{r['rss_mib']:8.2f} {r['hwm_mib']:6.2f} {maps:>9} {r['series']:7} {bpf:>6} "
               f"{lost:>5}")
     for name in sorted({r["name"] for _, r in results}):
+        if len({n for n, r in results if r["name"] == name}) < 2:
+            continue  # a slope wants two sizes
         rows = [(n, r) for n, r in results if r["name"] == name]
         print(f"{name}: per 1,000 cgroups, scrape {slope(rows, 'scrape_ms'):+.2f} ms, CPU per "
               f"scrape {slope(rows, 'scrape_cpu_ms'):+.2f} ms, RSS "

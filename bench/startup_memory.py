@@ -44,11 +44,15 @@ def cpu_ns(pid: int) -> int:
     """CPU time the process has used (all its threads, /proc/PID/task/*/schedstat), in ns."""
     total = 0
     try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0  # gone
+    for tid in tids:
+        try:
             with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
                 total += int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        pass
+        except (OSError, ValueError, IndexError):
+            pass  # a thread that exited since the listing: its time went with it
     return total
 
 

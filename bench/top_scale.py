@@ -49,6 +49,16 @@ class Host:
         self.procs: list[subprocess.Popen] = []
         self.dirs: list[str] = []
         self.scratch = tempfile.mkdtemp(prefix="memlat_top_scale_", dir=build)
+        # Every task takes a pid: 50,000 threads do not fit Debian's default pid_max (32,768).
+        # Raised for the run only, and put back by close().
+        self.pid_max_was = None
+        with open("/proc/sys/kernel/pid_max") as f:
+            pid_max = int(f.read())
+        wanted = 2 * (cgroups + threads) + 8192
+        if wanted > pid_max:
+            self.pid_max_was = pid_max
+            with open("/proc/sys/kernel/pid_max", "w") as f:
+                f.write(str(wanted))
         os.mkdir(self.parent)
         if not self.v1:
             with open(os.path.join(self.parent, "cgroup.subtree_control"), "w") as f:
@@ -61,13 +71,19 @@ class Host:
             self.procs.append(p)
             with open(os.path.join(d, "cgroup.procs"), "w") as f:
                 f.write(str(p.pid))
-        # T idle threads in one process (64 KiB stacks: only what they touch is memory).
-        code = ("import threading,sys\nthreading.stack_size(65536)\ne=threading.Event()\n"
-                f"ts=[threading.Thread(target=e.wait,daemon=True) for _ in range({threads})]\n"
-                "[t.start() for t in ts]\nprint('ready',flush=True)\ne.wait()\n")
-        p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-        self.procs.append(p)
-        p.stdout.readline()
+        # T idle threads (64 KiB stacks: only what they touch is memory), 10,000 a process: a
+        # thread's stack and guard are two mappings, and a process may have vm.max_map_count
+        # (65,530) of them.
+        for first in range(0, threads, 10000):
+            count = min(10000, threads - first)
+            code = ("import threading,sys\nthreading.stack_size(65536)\ne=threading.Event()\n"
+                    f"ts=[threading.Thread(target=e.wait,daemon=True) for _ in range({count})]\n"
+                    "[t.start() for t in ts]\nprint('ready',flush=True)\ne.wait()\n")
+            p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+            self.procs.append(p)
+            if p.stdout.readline().strip() != "ready":
+                self.close()
+                raise RuntimeError(f"top_scale: {count} threads could not be started")
         # The reader: a 32 MiB cgroup, a 128 MiB file read over and over.
         reader_dir = os.path.join(self.parent, "reader")
         os.mkdir(reader_dir)
@@ -103,6 +119,9 @@ class Host:
         except OSError as e:
             log(f"top_scale: {self.parent} left: {e}")
         shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.pid_max_was is not None:
+            with open("/proc/sys/kernel/pid_max", "w") as f:
+                f.write(str(self.pid_max_was))
 
 
 def peers(scratch: str) -> dict[str, tuple[list[str], dict]]:
@@ -163,7 +182,9 @@ def bpf_of(pid: int) -> tuple[int, int, int]:
 
 
 def measure(name: str, argv: list[str], env: dict, seconds: float, warmup: float) -> dict:
-    socket = f"memlat_top_scale_{os.getpid()}"
+    # A server of its own per contender: one still going down (htop among 50,000 threads) must
+    # not take the next one's session with it.
+    socket = f"memlat_top_scale_{os.getpid()}_{name.replace(' ', '_')}"
     tmux = ["tmux", "-L", socket, "-f", "/dev/null"]
     envs = " ".join(f"{k}={v}" for k, v in env.items())
     pidfile = tempfile.mktemp(prefix="memlat_top_scale_pid_")

@@ -246,8 +246,9 @@ def add_tmux(c: Cpio, kernel: vmkernel.Kernel, cache: str) -> str | None:
 
 
 def build_initramfs(path: str, build: str, tools: list[str], kernel: vmkernel.Kernel,
-                    busybox: str, cache: str) -> list[str]:
-    """Writes the initramfs; returns the notes about what it lacks (missing tool binaries)."""
+                    busybox: str, cache: str, bench: str | None = None) -> list[str]:
+    """Writes the initramfs; returns the notes about what it lacks (missing tool binaries).
+    With `bench` (a guest script of bench/vm/), that script is the only scenario."""
     notes = []
     c = Cpio(path)
     for d in ("bin", "sbin", "proc", "sys", "dev", "tmp", "memlat", "modules", "scenarios",
@@ -267,15 +268,16 @@ def build_initramfs(path: str, build: str, tools: list[str], kernel: vmkernel.Ke
     c.copy("init", os.path.join(HERE, "guest", "init"))
     c.copy("lib.sh", os.path.join(HERE, "guest", "lib.sh"), 0o644)
     for tool in tools:
-        c.copy(f"scenarios/{tool}.sh", os.path.join(HERE, "scenarios", f"{tool}.sh"), 0o644)
+        c.copy(f"scenarios/{tool}.sh", bench if bench else
+               os.path.join(HERE, "scenarios", f"{tool}.sh"), 0o644)
     # Every tool built goes in (a scenario may use another tool, and a debugging session
     # any of them); the ones whose scenarios run must be there.
     all_tools = sorted(os.path.basename(p)[:-len(".bpf.c")] for p in glob.glob(os.path.join(
         HERE, "..", "..", "tools", "*", "*.bpf.c")))
     # The multi-call binary itself too, for `memlat exporter` (scenarios/exporter.sh).
     for tool in sorted(set(all_tools) | set(tools) | {"memlat"}):
-        if tool in ("exporter", "top"):
-            continue  # scenarios of the memlat binary, not binaries of their own
+        if tool in ("exporter", "top", "bench"):
+            continue  # scenarios of the memlat binary (or --bench), not binaries of their own
         binary = os.path.join(build, tool)
         if os.path.isfile(binary) and is_static(binary):
             c.copy(f"memlat/{tool}", binary)
@@ -351,8 +353,7 @@ def fentry_possible(kernel: vmkernel.Kernel) -> bool:
 
 def qemu_argv(kernel: vmkernel.Kernel, initrd: str, console: str, results: str,
               swap_disk: str, only: list[str], hide_btf: bool, psi: bool = True,
-              btf_paths_only: bool = False) -> list[str]:
-    mem = NODE_MEM_MB
+              btf_paths_only: bool = False, mem: int = NODE_MEM_MB) -> list[str]:
     arch = ARCHES[kernel.arch]
     if arch.results.startswith("hvc"):
         results_dev = ["-chardev", f"file,id=results,path={results}",
@@ -524,6 +525,12 @@ def main() -> int:
                     help="judge the last run's report again (after editing a checker), no boot")
     ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
     ap.add_argument("--keep", action="store_true", help="keep the console log on success")
+    ap.add_argument("--bench", metavar="SCRIPT",
+                    help="boot to run this guest script of bench/vm/ instead of the scenarios; "
+                         "its report is left in BUILD/vm-run/KERNEL-bench-NAME/results.log for "
+                         "the bench that asked (nothing is judged)")
+    ap.add_argument("--node-mem-mb", type=int, default=NODE_MEM_MB,
+                    help=f"memory of each of the guest's two nodes (default {NODE_MEM_MB})")
     args = ap.parse_args()
     if not args.build_dir:
         log("run_vm_tests.py: give --build-dir or set MEMLAT_BUILD_DIR")
@@ -559,6 +566,8 @@ def main() -> int:
             f"build directory of that architecture (./build.sh --arch arm64: build-arm64)")
         return 1
 
+    if args.bench:
+        return run_bench(args, build, kernel, busybox, cache)
     only = [x for x in args.tools.split(",") if x and x != "all"] or tools_in(build)
     unknown = [x for x in only if not os.path.isfile(os.path.join(HERE, "scenarios", x + ".sh"))]
     if unknown:
@@ -627,6 +636,34 @@ def report(args, results: str, console: str, only: list[str], took: float | None
         return 1
     if all(r[1] == "SKIP" for r in rows):
         return SKIP_STATUS
+    return 0
+
+
+def run_bench(args, build: str, kernel: vmkernel.Kernel, busybox: str, cache: str) -> int:
+    """--bench: one boot running the script alone; 0 when the guest finished it."""
+    name = os.path.basename(args.bench).removesuffix(".sh")
+    work = os.path.join(build, "vm-run", f"{args.kernel}-bench-{name}")
+    console, results = os.path.join(work, "console.log"), os.path.join(work, "results.log")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    initrd = os.path.join(work, "initramfs.cpio")
+    for n in build_initramfs(initrd, build, ["bench"], kernel, busybox, cache, args.bench):
+        log(f"vm: note: {n}")
+    swap_disk = os.path.join(work, "swap.img")
+    with open(swap_disk, "wb") as f:
+        f.truncate(SWAP_DISK_MB << 20)
+    argv = qemu_argv(kernel, initrd, console, results, swap_disk, ["bench"], False,
+                     mem=args.node_mem_mb)
+    log("vm: $ " + " ".join(argv))
+    rc, took = boot(argv, args.timeout, results)
+    os.remove(swap_disk)
+    with open(results, "rb") as f:
+        _, _, done = parse_report(f.read().decode(errors="replace"))
+    log(f"vm: qemu exit {rc} after {took:.1f} s; report {results}")
+    if not done:
+        with open(console, errors="replace") as f:
+            log(f"vm: the guest did not finish the bench; its console's end:\n{f.read()[-4000:]}")
+        return 1
     return 0
 
 
