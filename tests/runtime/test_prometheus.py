@@ -1005,7 +1005,8 @@ def _(t: Test, serving: Serving):
     schedstat and limits; its BPF maps' memory against bpftool's memlock of the maps its
     descriptors hold (exact); with --bpf-stats, its programs' runs and run time between
     bpftool's before and after the scrape, counted while kernel.bpf_stats_enabled stays 0,
-    and no longer counted once it has stopped."""
+    and no longer counted once it has stopped. Then the map bytes, runs and RSS again as a
+    real Prometheus stored them from one of its scrapes."""
     with open(STATS_SYSCTL) as f:
         sysctl = f.read().strip()
     started = time.time()
@@ -1034,9 +1035,32 @@ def _(t: Test, serving: Serving):
             nofile = next(line.split()[3] for line in f if line.startswith("Max open files"))
         memlock = sum(m.get("bytes_memlock", 0) for m in bpftool_json("map", "show")
                       if m["id"] in map_ids)
+        # The same families as a real Prometheus stores them: one of its scrapes that began
+        # after the first bpftool and /proc readings and had ended before the second.
+        with Prometheus(f"127.0.0.1:{port}") as prom:
+            prom_runs_before, prom_rss_before = program_stats(prog_ids)[0], mapped_bytes(pid)[0]
+            ts = prom.wait_scrape()
+            prom_runs_after, prom_rss_after = program_stats(prog_ids)[0], mapped_bytes(pid)[0]
+            stored = {expr: prom.value(expr, ts) for expr in (
+                "sum(memlat_bpf_map_memory_bytes)", "sum(memlat_bpf_program_runs_total)",
+                "process_resident_memory_bytes")}
     res = tool.stop()
     t.check_eq("exit status after SIGINT", 0, res.rc)
     t.require(status == 200, "GET /metrics", "200", status)
+    def stored_or(missing: float, expr: str) -> float:
+        return missing if stored[expr] is None else stored[expr]
+
+    t.check_eq("Prometheus's sum(memlat_bpf_map_memory_bytes) vs bpftool's memlock (exact)",
+               float(memlock), stored["sum(memlat_bpf_map_memory_bytes)"])
+    t.check(prom_runs_before <= stored_or(-1, "sum(memlat_bpf_program_runs_total)")
+            <= prom_runs_after, "Prometheus's sum(memlat_bpf_program_runs_total) between "
+            "bpftool's run_cnt before and after its scrape",
+            f"[{prom_runs_before}, {prom_runs_after}]",
+            stored["sum(memlat_bpf_program_runs_total)"])
+    t.check(prom_rss_before - (64 << 10) <= stored_or(-1, "process_resident_memory_bytes")
+            <= prom_rss_after + (64 << 10), "Prometheus's process_resident_memory_bytes between "
+            "smaps_rollup's Rss before and after its scrape (+/- 64 KiB, as above)",
+            f"[{prom_rss_before}, {prom_rss_after}]", stored["process_resident_memory_bytes"])
 
     values = {}
     for name in ("process_cpu_seconds_total", "process_resident_memory_bytes",
