@@ -462,8 +462,13 @@ def swapin(t: Test, b: Block) -> None:
     # also sleep in a memstall outside one (7.3: 245 of 256 D sleeps once).
     t.check_ge("swap-in stalls >= taskstats' I/O sleeps (less 5%)", 0.95 * oracle["count"] - 2,
                got["stalls"])
-    t.check_le("swap-in stalls <= taskstats' I/O sleeps + ftrace's preemptions (+5%)",
-               1.05 * (oracle["count"] + preempted) + 2, got["stalls"])
+    # Above, only before 5.17: since then delay accounting counts the swap-in's sleeps in
+    # io_schedule() (blkio) and no others, and a D sleep of the same swap-in outside one is
+    # not among them (7.3 once: 519 D sleeps in ftrace, 519 stalls, 481 blkio). ftrace's
+    # bound above holds on every kernel.
+    if "compact_count" not in stats:
+        t.check_le("swap-in stalls <= taskstats' I/O sleeps + ftrace's preemptions (+5%)",
+                   1.05 * (oracle["count"] + preempted) + 2, got["stalls"])
     # The time: memstall times a sleep from the switch-out to the switch-in on
     # CLOCK_MONOTONIC, delay accounting to the wake-up, since 5.14 on local_clock(): each
     # CPU's own clock, which in this guest (TSC marked unstable) is not one clock across CPUs
