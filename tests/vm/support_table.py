@@ -117,6 +117,11 @@ def main() -> int:
     if missing:
         print(f"no VM results of {', '.join(missing)} under {a.build_dir}/vm-run: the table "
               "wants every amd64 kernel's (ctest -L vm)", file=sys.stderr)
+        # Where the boots themselves were skipped (no qemu; CI sets MEMLAT_VM_REQUIRED=1 and
+        # fails them instead), the check is skipped too, never passed.
+        if a.check and os.environ.get("MEMLAT_VM_REQUIRED") != "1":
+            print("skipped: the boots did not run here", file=sys.stderr)
+            return 77
         return 1
     if a.write:
         before, _, after = documented(a.write)

@@ -22,6 +22,7 @@
 #include "workload.h"
 
 using workload::die;
+using workload::pin_to;
 
 int main(int argc, char **argv) {
     int node = 0, cpu = 0;
@@ -55,11 +56,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    if (sched_setaffinity(0, sizeof(set), &set) != 0)
-        die("sched_setaffinity");
+    pin_to(cpu);
     // Kept open to the end: the last close of a block device drops its page cache.
     int fd = -1;
     if (!fill.empty()) {
