@@ -34,13 +34,6 @@ endfunction()
 
 set(MEMLAT_BPF_CPU v3 CACHE STRING "BPF instruction set passed to clang as -mcpu")
 
-if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|amd64")
-    set(MEMLAT_BPF_ARCH x86)
-elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64")
-    set(MEMLAT_BPF_ARCH arm64)
-else()
-    set(MEMLAT_BPF_ARCH ${CMAKE_SYSTEM_PROCESSOR})
-endif()
 set(MEMLAT_VMLINUX_DIR ${PROJECT_SOURCE_DIR}/vmlinux/${MEMLAT_BPF_ARCH})
 if(NOT EXISTS ${MEMLAT_VMLINUX_DIR}/vmlinux.h)
     message(FATAL_ERROR "No ${MEMLAT_VMLINUX_DIR}/vmlinux.h; generate it with "

@@ -75,9 +75,6 @@ memlat_install_link(sbin memtop memlat local)
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION share/doc/memlat COMPONENT local)
 
 # ---- the Debian package ----
-# Debian's name of the release architecture (Release.cmake's, as uname -m prints it).
-string(REPLACE x86_64 amd64 MEMLAT_DEB_ARCH ${MEMLAT_RELEASE_ARCH})
-string(REPLACE aarch64 arm64 MEMLAT_DEB_ARCH ${MEMLAT_DEB_ARCH})
 set(MEMLAT_DEB_MAINTAINER "memlat maintainers <maintainers@users.noreply.a-seed-1d733e4b.example>"
     CACHE STRING "The Maintainer of the Debian package (and of its changelog entry)")
 # A native package (no Debian revision): the package is made from this tree, not from a

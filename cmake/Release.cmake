@@ -4,14 +4,7 @@
 # after each tool, README.md with the pages it links (docs/*.md, docs/tools/*.md) and the
 # LICENSE file when the tree has one. ./build.sh --release makes one per architecture it builds.
 
-if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|amd64")
-    set(MEMLAT_RELEASE_ARCH x86_64)
-elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64")
-    set(MEMLAT_RELEASE_ARCH aarch64)
-else()
-    set(MEMLAT_RELEASE_ARCH ${CMAKE_SYSTEM_PROCESSOR})
-endif()
-set(MEMLAT_RELEASE_NAME memlat-${PROJECT_VERSION}-${MEMLAT_RELEASE_ARCH})
+set(MEMLAT_RELEASE_NAME memlat-${PROJECT_VERSION}-${MEMLAT_ARCH})
 set(MEMLAT_TARBALL ${CMAKE_BINARY_DIR}/${MEMLAT_RELEASE_NAME}.tar.gz)
 
 set(memlat_release_docs ${PROJECT_SOURCE_DIR}/README.md)

@@ -7,7 +7,7 @@
 #         -DMEMLAT_HOST_BTFGEN=build/btfgen          # ./build.sh --arch arm64 does this
 #
 # The BPF objects are the same clang -target bpf build, with -D__TARGET_ARCH_arm64 and
-# vmlinux/arm64/vmlinux.h (cmake/BpfSkeleton.cmake picks both from CMAKE_SYSTEM_PROCESSOR);
+# vmlinux/arm64/vmlinux.h (cmake/Arch.cmake names the architecture from CMAKE_SYSTEM_PROCESSOR);
 # bpftool and btfgen run on the build machine.
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)

@@ -11,7 +11,7 @@ if(MEMLAT_TLS)
     # which is why they are not in the default build.
     set(memlat_budget 3850000)
 endif()
-set(memlat_check_binary_args --machine ${MEMLAT_RELEASE_ARCH} --max-bytes ${memlat_budget})
+set(memlat_check_binary_args --machine ${MEMLAT_ARCH} --max-bytes ${memlat_budget})
 if(CMAKE_CROSSCOMPILING)
     list(APPEND memlat_check_binary_args "--emulator=${CMAKE_CROSSCOMPILING_EMULATOR}")
 endif()

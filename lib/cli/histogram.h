@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
@@ -31,5 +32,30 @@ nlohmann::json log2_hist_json(std::span<const uint64_t> slots, std::string_view 
 
 // Sum of all slots.
 uint64_t hist_total(std::span<const uint64_t> slots);
+
+// Histograms by Key (a kind, a process, an order...) that the BPF side only ever adds to, read
+// each interval: next() gives what each key counted since the previous next(), leaving out the
+// keys that counted nothing.
+template <typename Key>
+class IntervalHists {
+  public:
+    std::map<Key, Log2Hist> next(std::map<Key, Log2Hist> now) {
+        std::map<Key, Log2Hist> counted;
+        for (const auto &[key, slots] : now) {
+            const auto it = before_.find(key);
+            const Log2Hist d = it == before_.end() ? slots : hist_since(slots, it->second);
+            if (hist_total(d) != 0)
+                counted.emplace(key, d);
+        }
+        before_ = std::move(now);
+        return counted;
+    }
+
+    // The next reading is taken whole: for tables the BPF side starts anew each interval.
+    void reset() { before_.clear(); }
+
+  private:
+    std::map<Key, Log2Hist> before_;
+};
 
 } // namespace memlat

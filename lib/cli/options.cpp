@@ -299,6 +299,13 @@ size_t parse_buffer_size(std::string_view text) {
     return bytes;
 }
 
+void add_cgroup_option(CommandLine &cli, std::string &path) {
+    cli.option('G', "cgroup", "PATH",
+               "Only tasks in this cgroup and below (a cgroup v2 directory, or one of the "
+               "cgroup v1 memory hierarchy)",
+               path);
+}
+
 void add_buffer_size_option(CommandLine &cli, EventBufferSize &buffer, std::string_view mode) {
     cli.option(0, "buffer-size", "SIZE",
                fmt::format("Bytes of the ring buffer {} pass through (default {}K): a power of "

@@ -167,6 +167,11 @@ void add_buffer_size_option(CommandLine &cli, EventBufferSize &buffer, std::stri
 // the options that have one, for the message).
 void check_buffer_size_used(const EventBufferSize &buffer, bool has_events, std::string_view modes);
 
+// -G/--cgroup PATH: only the tasks of one cgroup and its descendants (the tools that filter by
+// cgroup say the same; the tool resolves PATH, a v2 directory or one of the v1 memory
+// hierarchy, to what its BPF side compares).
+void add_cgroup_option(CommandLine &cli, std::string &path);
+
 // A UsageError when --max-entries was given to a mode that keeps none of the tables it sizes
 // (`tables` names the options that do, for the message: "-P or -f").
 void check_max_entries_used(const CommonOptions &options, bool has_table, std::string_view tables);

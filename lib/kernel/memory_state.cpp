@@ -26,6 +26,16 @@ std::vector<std::string_view> words(std::string_view line) {
     return out;
 }
 
+// The words of each line of `text`, a line after another: what every parser of a /proc or
+// cgroup file here reads.
+std::vector<std::vector<std::string_view>> word_lines(std::string_view text) {
+    std::vector<std::vector<std::string_view>> out;
+    std::string_view line;
+    while (next_line(text, line))
+        out.push_back(words(line));
+    return out;
+}
+
 template <typename Number>
 std::optional<Number> number(std::string_view text) {
     Number value{};
@@ -80,9 +90,7 @@ std::optional<std::string> file_in(const std::string &dir, const char *name) {
 
 std::optional<PressureFile> parse_pressure(std::string_view text) {
     PressureFile out;
-    std::string_view line;
-    while (next_line(text, line)) {
-        auto w = words(line);
+    for (auto &w : word_lines(text)) {
         if (w.empty())
             continue;
         if (w[0] == "some")
@@ -97,9 +105,7 @@ std::optional<PressureFile> parse_pressure(std::string_view text) {
 
 std::map<std::string, uint64_t> parse_meminfo(std::string_view text) {
     std::map<std::string, uint64_t> out;
-    std::string_view line;
-    while (next_line(text, line)) {
-        auto w = words(line);
+    for (auto &w : word_lines(text)) {
         // A node's meminfo (/sys/devices/system/node/nodeN/meminfo) names its node first:
         // "Node 0 MemTotal:  255460 kB".
         if (w.size() >= 4 && w[0] == "Node")
@@ -117,9 +123,7 @@ std::map<std::string, uint64_t> parse_meminfo(std::string_view text) {
 
 std::map<std::string, uint64_t> parse_key_values(std::string_view text) {
     std::map<std::string, uint64_t> out;
-    std::string_view line;
-    while (next_line(text, line)) {
-        auto w = words(line);
+    for (auto &w : word_lines(text)) {
         if (w.size() != 2)
             continue;
         if (auto v = number<uint64_t>(w[1]))
@@ -129,9 +133,7 @@ std::map<std::string, uint64_t> parse_key_values(std::string_view text) {
 }
 
 std::optional<uint64_t> parse_interrupt_row(std::string_view text, std::string_view name) {
-    std::string_view line;
-    while (next_line(text, line)) {
-        const auto w = words(line);
+    for (const auto &w : word_lines(text)) {
         if (w.empty() || w[0].size() != name.size() + 1 || !w[0].starts_with(name) ||
             w[0].back() != ':')
             continue;

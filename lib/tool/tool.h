@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/errors.h"
 #include "cli/multicall.h"
 #include "cli/options.h"
 #include "cli/run_loop.h"
@@ -90,6 +91,26 @@ class Tool : public CountingSide {
     }
 
     Skel &skel() const { return **loaded_; }
+
+    // For a tool that prints a line per event, or with -H histograms counted in the kernel
+    // instead (`hist`), the checks of check_options() on that choice: an interval goes with -H,
+    // --buffer-size without it. `event` names what a line is ("run", "stall").
+    void check_lines_or_histograms(bool hist, std::string_view event) const {
+        if (o_.common.interval > 0 && !hist)
+            throw UsageError(fmt::format("an interval goes with -H; without it {} prints every {}",
+                                         name_, event));
+        check_buffer_size_used(o_.events, !hist,
+                               fmt::format("the per-{} output (without -H)", event));
+    }
+
+    // The skeleton's `events` map, in configure(): --buffer-size's bytes when the run prints
+    // events (`printed`), else a page (a map cannot be empty); the batch that wakes user space
+    // (the rodata's wakeup_bytes); a perf buffer on kernels without ring buffers.
+    void configure_events(Skel &skel, bool printed) const {
+        skel.rodata->wakeup_bytes = o_.events.wakeup_bytes;
+        bpf_map__set_max_entries(skel.maps.events, printed ? o_.events.bytes : 4096);
+        use_events_map(skel.maps.events, kernel_features());
+    }
 
     // Opens `events` on the skeleton's events map for records of type Event, each passed whole
     // to `on_event` (a shorter record is not one), in a buffer of `size`; said with -v.

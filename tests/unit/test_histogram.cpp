@@ -94,5 +94,26 @@ TEST(Histogram, SinceIsTheSlotBySlotDifference) {
     EXPECT_EQ(0u, hist_total(hist_since(now, now)));
 }
 
+TEST(Histogram, IntervalHistsGiveEachKeysGrowthAndLeaveOutTheIdle) {
+    IntervalHists<int> hists;
+    Log2Hist a{}, b{};
+    a[2] = 5;
+    // The first reading is all growth; a key that never counted is left out.
+    auto first = hists.next({{1, a}, {2, b}});
+    ASSERT_EQ(1u, first.size());
+    EXPECT_EQ(5u, first.at(1)[2]);
+    // Then what each key added since: key 1 nothing (left out), key 2 three in slot 4.
+    b[4] = 3;
+    auto second = hists.next({{1, a}, {2, b}});
+    ASSERT_EQ(1u, second.size());
+    EXPECT_EQ(3u, second.at(2)[4]);
+    EXPECT_EQ(3u, hist_total(second.at(2)));
+    // After reset() a reading is taken whole again (tables the BPF side empties).
+    hists.reset();
+    auto whole = hists.next({{1, a}});
+    ASSERT_EQ(1u, whole.size());
+    EXPECT_EQ(5u, whole.at(1)[2]);
+}
+
 } // namespace
 } // namespace memlat

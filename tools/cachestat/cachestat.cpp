@@ -740,10 +740,7 @@ CountedLosses Cachestat::collect(prometheus::Exposition &out) {
 // --cachestat.NAME.
 void add_counting_options(CommandLine &cli, Options &o) {
     cli.option('p', "pid", "PID", "Only the tasks of process PID", o.pid);
-    cli.option('G', "cgroup", "PATH",
-               "Only tasks in this cgroup and below (a cgroup v2 directory, or one of the "
-               "cgroup v1 memory hierarchy)",
-               o.cgroup);
+    add_cgroup_option(cli, o.cgroup);
     add_series_options(cli, o.prom, {"comm"});
 }
 

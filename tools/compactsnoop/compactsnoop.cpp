@@ -148,7 +148,7 @@ class Compactsnoop final : public Tool<compactsnoop_bpf, Options, tool_name> {
     void write_profile(compactsnoop_bpf &skel);
     uint64_t first_ns_ = 0;
     // (kind, order row) -> slots, as last printed.
-    std::map<std::pair<uint32_t, uint32_t>, std::array<uint64_t, MEMLAT_HIST_SLOTS>> hist_before_;
+    IntervalHists<std::pair<uint32_t, uint32_t>> hists_;
     uint64_t table_full_before_ = 0; // table_full at the last interval
 };
 
@@ -222,12 +222,9 @@ void Compactsnoop::configure(compactsnoop_bpf &skel) const {
     ro->trace_events = !o_.hist;
     ro->hist_mode = o_.hist;
     bpf_map__set_max_entries(skel.maps.stacks, o_.stacks ? o_.common.entries(4096) : 1);
-    ro->wakeup_bytes = o_.events.wakeup_bytes;
-    bpf_map__set_max_entries(skel.maps.events, o_.hist ? 4096 : o_.events.bytes);
-    const auto &features = kernel_features();
-    set_compat(*ro, features);
+    configure_events(skel, !o_.hist);
+    set_compat(*ro, kernel_features());
     size_thread_state_map(skel.maps.tasks, skel.maps.tasks_overflow, o_.common.max_entries);
-    use_events_map(skel.maps.events, features);
 }
 
 std::vector<std::string> Compactsnoop::stack_frames(compactsnoop_bpf &skel, int32_t id) {
@@ -268,7 +265,7 @@ void Compactsnoop::print_event(compactsnoop_bpf &skel, const compactsnoop_event 
 }
 
 void Compactsnoop::print_histograms(compactsnoop_bpf &skel) {
-    std::map<std::pair<uint32_t, uint32_t>, std::array<uint64_t, MEMLAT_HIST_SLOTS>> now;
+    std::map<std::pair<uint32_t, uint32_t>, Log2Hist> now;
     for (uint32_t kind = 0; kind < COMPACTSNOOP_KINDS; ++kind)
         for (uint32_t row = 0; row < COMPACTSNOOP_ORDER_ROWS; ++row) {
             // Without -O the orders of a kind are summed into one histogram (row 0).
@@ -279,11 +276,7 @@ void Compactsnoop::print_histograms(compactsnoop_bpf &skel) {
     json hists = json::array();
     if (!o_.common.json && (o_.common.timestamp || o_.common.interval > 0))
         fmt::print("\n{}\n", wall_clock_time());
-    for (const auto &[key, slots] : now) {
-        auto it = hist_before_.find(key);
-        const Log2Hist d = it == hist_before_.end() ? slots : hist_since(slots, it->second);
-        if (hist_total(d) == 0)
-            continue;
+    for (const auto &[key, d] : hists_.next(std::move(now))) {
         const char *kind = compactsnoop::kind_name(key.first);
         const int order = static_cast<int>(key.second) - 1;
         if (o_.common.json) {
@@ -304,7 +297,6 @@ void Compactsnoop::print_histograms(compactsnoop_bpf &skel) {
                        key.second == COMPACTSNOOP_ORDER_ROWS - 1 ? " and above" : "");
         fmt::print("{}", render_log2_hist(d, "usecs"));
     }
-    hist_before_ = std::move(now);
     // Runs of this interval whose start had no room in the per-thread table: its histograms
     // lack them.
     const uint64_t full =
@@ -392,9 +384,7 @@ void Compactsnoop::check_options() {
     if (o_.hist && (o_.stacks || o_.extended))
         throw UsageError("-H counts in the kernel and prints no events: -e and -K go with the "
                          "per-event output");
-    if (o_.common.interval > 0 && !o_.hist)
-        throw UsageError("an interval goes with -H; without it compactsnoop prints every run");
-    check_buffer_size_used(o_.events, !o_.hist, "the per-run output (without -H)");
+    check_lines_or_histograms(o_.hist, "run");
 }
 
 void Compactsnoop::load() {

@@ -136,7 +136,7 @@ class Drsnoop final : public Tool<drsnoop_bpf, Options, tool_name> {
     drsnoop::LineFormat format_{o_.common.timestamp, o_.show_uid, o_.extended, getpagesize() / 1024,
                                 o_.tid.has_value()};
     uint64_t first_ns_ = 0;
-    std::map<std::pair<uint32_t, uint32_t>, std::array<uint64_t, MEMLAT_HIST_SLOTS>> hist_before_;
+    IntervalHists<std::pair<uint32_t, uint32_t>> hists_;
     uint64_t table_full_before_ = 0; // table_full at the last interval
     // -H -P: (pid, kind) -> the interval's histogram.
     EpochTable<drsnoop_hist_key, drsnoop_proc_hist, std::pair<uint32_t, uint32_t>> hist_table_{
@@ -226,12 +226,9 @@ void Drsnoop::configure(drsnoop_bpf &skel) const {
     bpf_map__set_max_entries(skel.maps.summaries, count_processes ? o_.common.entries(8192) : 1);
     bpf_map__set_max_entries(skel.maps.proc_hists,
                              o_.hist && o_.per_process ? o_.common.entries(8192) : 1);
-    ro->wakeup_bytes = o_.events.wakeup_bytes;
-    bpf_map__set_max_entries(skel.maps.events, o_.hist ? 4096 : o_.events.bytes);
-    const auto &features = kernel_features();
-    set_compat(*ro, features);
+    configure_events(skel, !o_.hist);
+    set_compat(*ro, kernel_features());
     size_thread_state_map(skel.maps.starts, skel.maps.starts_overflow, o_.common.max_entries);
-    use_events_map(skel.maps.events, features);
 }
 
 void Drsnoop::print_header() const {
@@ -258,11 +255,11 @@ void Drsnoop::print_event(const drsnoop_event &e) {
 void Drsnoop::print_histograms(drsnoop_bpf &skel) {
     // (pid, kind) -> slots, pid 0 for the all-process histograms; printed as the change
     // since the last print.
-    std::map<std::pair<uint32_t, uint32_t>, std::array<uint64_t, MEMLAT_HIST_SLOTS>> now;
+    std::map<std::pair<uint32_t, uint32_t>, Log2Hist> now;
     std::map<uint32_t, std::string> comms;
     if (o_.per_process) {
         // The interval's own histograms, nothing to subtract (see EpochTable).
-        hist_before_.clear();
+        hists_.reset();
         for (const auto &[k, v] :
              hist_table_.next_interval(skel.maps.proc_hists, skel.bss->hist_epoch)) {
             std::copy(std::begin(v.slots), std::end(v.slots), now[k].begin());
@@ -279,11 +276,7 @@ void Drsnoop::print_histograms(drsnoop_bpf &skel) {
         out["time"] = wall_clock_time();
     else if (o_.common.timestamp || o_.common.interval > 0)
         fmt::print("\n{}\n", wall_clock_time());
-    for (const auto &[key, slots] : now) {
-        auto it = hist_before_.find(key);
-        const Log2Hist d = it == hist_before_.end() ? slots : hist_since(slots, it->second);
-        if (hist_total(d) == 0)
-            continue;
+    for (const auto &[key, d] : hists_.next(std::move(now))) {
         const char *kind = drsnoop::kind_name(key.second);
         if (o_.common.json) {
             json h = log2_hist_json(d, "usecs");
@@ -301,7 +294,6 @@ void Drsnoop::print_histograms(drsnoop_bpf &skel) {
             fmt::print("\n{} reclaim:\n", kind);
         fmt::print("{}", render_log2_hist(d, "usecs"));
     }
-    hist_before_ = std::move(now);
     // Stalls of this interval a table had no room for (the per-process histograms, or the
     // per-thread start times): its histograms lack them.
     const uint64_t full =
@@ -400,9 +392,7 @@ void Drsnoop::check_options() {
                                         "with the per-stall output"
                                       : "-H counts in the kernel and prints no stalls: -U and -e "
                                         "go with the per-stall output");
-    if (o_.common.interval > 0 && !o_.hist)
-        throw UsageError("an interval goes with -H; without it drsnoop prints every stall");
-    check_buffer_size_used(o_.events, !o_.hist, "the per-stall output (without -H)");
+    check_lines_or_histograms(o_.hist, "stall");
 }
 
 void Drsnoop::load() {
@@ -493,10 +483,7 @@ void add_counting_options(CommandLine &cli, Options &o) {
                "Only these kinds of reclaim: direct, memcg, softlimit, node (default: all "
                "the kernel has)",
                o.kinds);
-    cli.option('G', "cgroup", "PATH",
-               "Only tasks in this cgroup and below (a cgroup v2 directory, or one of the "
-               "cgroup v1 memory hierarchy)",
-               o.cgroup);
+    add_cgroup_option(cli, o.cgroup);
     add_series_options(cli, o.prom, {"comm", "cgroup"});
 }
 

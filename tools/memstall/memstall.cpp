@@ -811,10 +811,7 @@ void add_counting_options(CommandLine &cli, Options &o) {
     cli.option('p', "pid", "PID", "Only threads of process PID (its row is shown even at 0)",
                o.pid);
     cli.option('t', "tid", "TID", "Only thread TID", o.tid);
-    cli.option('G', "cgroup", "PATH",
-               "Only tasks in this cgroup and below (a cgroup v2 directory, or one of the "
-               "cgroup v1 memory hierarchy)",
-               o.cgroup);
+    add_cgroup_option(cli, o.cgroup);
     add_series_options(cli, o.prom, {"cgroup"});
     cli.flag(0, "profiles",
              "With --prometheus: also serve stall profiles at /debug/pprof/memstall?seconds=N "

@@ -401,15 +401,12 @@ void Tlbflush::configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) c
     bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? o_.common.entries(16384) : 1);
     bpf_map__set_max_entries(skel.maps.culprits, o_.culprits ? o_.common.entries(16384) : 1);
     bpf_map__set_max_entries(skel.maps.stacks, o_.stacks ? o_.common.entries(16384) : 1);
-    ro->wakeup_bytes = o_.events.wakeup_bytes;
-    bpf_map__set_max_entries(skel.maps.events, o_.trace ? o_.events.bytes : 4096);
-    const auto &features = kernel_features();
+    configure_events(skel, o_.trace);
     if (flush_info_distance_) {
         ro->read_flush_info = true;
         ro->flush_info_from_rq = *flush_info_distance_;
     }
-    set_compat(*ro, features);
-    use_events_map(skel.maps.events, features);
+    set_compat(*ro, kernel_features());
 }
 
 Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) {
