@@ -18,39 +18,20 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <string>
+
+#include "workload.h"
+
+using workload::Option;
 
 int main(int argc, char **argv) {
     long mb = 0, passes = 1, bind_node = -1;
     bool linger = false;
     std::string cgroup, hold;
-    for (int i = 1; i < argc; i += 2) {
-        std::string opt = argv[i];
-        if (opt == "--linger") {
-            linger = true;
-            --i;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "anon_toucher: %s needs a value\n", opt.c_str());
-            return 2;
-        }
-        if (opt == "--mb") {
-            mb = atol(argv[i + 1]);
-        } else if (opt == "--passes") {
-            passes = atol(argv[i + 1]);
-        } else if (opt == "--hold") {
-            hold = argv[i + 1];
-        } else if (opt == "--bind-node") {
-            bind_node = atol(argv[i + 1]);
-        } else if (opt == "--cgroup") {
-            cgroup = argv[i + 1];
-        } else {
-            fprintf(stderr, "anon_toucher: unknown option %s\n", opt.c_str());
-            return 2;
-        }
-    }
+    workload::parse_options("anon_toucher", argc, argv,
+                            {Option("--mb", mb), Option("--cgroup", cgroup),
+                             Option("--passes", passes), Option("--hold", hold),
+                             Option("--linger", linger), Option("--bind-node", bind_node)});
     if (mb <= 0 || passes <= 0) {
         fprintf(stderr, "anon_toucher: --mb MIB (positive) is required, --passes positive\n");
         return 2;

@@ -8,38 +8,21 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "workload.h"
 
 using workload::die;
+using workload::Option;
 
 int main(int argc, char **argv) {
     std::string file;
     long mib = 16;
     bool do_fsync = false;
-    for (int i = 1; i < argc; ++i) {
-        std::string opt = argv[i];
-        if (opt == "--fsync") {
-            do_fsync = true;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "cache_writer: %s needs a value\n", opt.c_str());
-            return 2;
-        }
-        const char *val = argv[++i];
-        if (opt == "--file")
-            file = val;
-        else if (opt == "--mib")
-            mib = atol(val);
-        else {
-            fprintf(stderr, "cache_writer: unknown option %s\n", opt.c_str());
-            return 2;
-        }
-    }
+    workload::parse_options(
+        "cache_writer", argc, argv,
+        {Option("--file", file), Option("--mib", mib), Option("--fsync", do_fsync)});
     if (file.empty() || mib <= 0) {
         fprintf(stderr, "cache_writer: --file PATH and a positive --mib are required\n");
         return 2;

@@ -13,15 +13,14 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 
 #include "workload.h"
 
 namespace {
 
 using workload::die;
+using workload::Option;
 
 constexpr size_t page = 4096;
 constexpr size_t huge = 2u << 20;
@@ -45,24 +44,9 @@ long anon_huge_kb() {
 int main(int argc, char **argv) {
     size_t mib = 256, thp_mib = 0;
     double linger = -1;
-    for (int i = 1; i < argc; ++i) {
-        std::string opt = argv[i];
-        if (i + 1 >= argc) {
-            fprintf(stderr, "compact_fragmenter: %s needs a value\n", opt.c_str());
-            return 2;
-        }
-        const char *val = argv[++i];
-        if (opt == "--mib")
-            mib = strtoul(val, nullptr, 0);
-        else if (opt == "--thp-mib")
-            thp_mib = strtoul(val, nullptr, 0);
-        else if (opt == "--linger")
-            linger = atof(val);
-        else {
-            fprintf(stderr, "compact_fragmenter: unknown option %s\n", opt.c_str());
-            return 2;
-        }
-    }
+    workload::parse_options(
+        "compact_fragmenter", argc, argv,
+        {Option("--mib", mib), Option("--thp-mib", thp_mib), Option("--linger", linger)});
 
     const size_t size = mib << 20;
     auto *p = static_cast<char *>(

@@ -39,6 +39,7 @@
 namespace {
 
 using workload::die;
+using workload::Option;
 
 void join_cgroup(const std::string &dir) {
     std::string procs = dir + "/cgroup.procs";
@@ -144,50 +145,14 @@ int main(int argc, char **argv) {
     std::string file, cgroup;
     long passes = 1, offset_mb = 0, length_mb = -1, idle_threads = 0;
     bool use_mmap = false, wait = false, linger = false, hold = false, stdin_rounds = false;
-    for (int i = 1; i < argc; ++i) {
-        std::string opt = argv[i];
-        if (opt == "--mmap") {
-            use_mmap = true;
-            continue;
-        }
-        if (opt == "--wait") {
-            wait = true;
-            continue;
-        }
-        if (opt == "--stdin-rounds") {
-            stdin_rounds = true;
-            continue;
-        }
-        if (opt == "--linger") {
-            linger = true;
-            continue;
-        }
-        if (opt == "--hold") {
-            linger = hold = true;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "file_reader: %s needs a value\n", opt.c_str());
-            return 2;
-        }
-        const char *val = argv[++i];
-        if (opt == "--file")
-            file = val;
-        else if (opt == "--cgroup")
-            cgroup = val;
-        else if (opt == "--passes")
-            passes = atol(val);
-        else if (opt == "--offset-mb")
-            offset_mb = atol(val);
-        else if (opt == "--length-mb")
-            length_mb = atol(val);
-        else if (opt == "--idle-threads")
-            idle_threads = atol(val);
-        else {
-            fprintf(stderr, "file_reader: unknown option %s\n", opt.c_str());
-            return 2;
-        }
-    }
+    workload::parse_options("file_reader", argc, argv,
+                            {Option("--file", file), Option("--cgroup", cgroup),
+                             Option("--passes", passes), Option("--mmap", use_mmap),
+                             Option("--wait", wait), Option("--linger", linger),
+                             Option("--hold", hold), Option("--stdin-rounds", stdin_rounds),
+                             Option("--offset-mb", offset_mb), Option("--length-mb", length_mb),
+                             Option("--idle-threads", idle_threads)});
+    linger = linger || hold; // --hold lingers too, with the file open
     if (file.empty()) {
         fprintf(stderr, "file_reader: --file is required\n");
         return 2;

@@ -27,7 +27,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <vector>
 
 #include "workload.h"
@@ -35,6 +34,7 @@
 namespace {
 
 using workload::die;
+using workload::Option;
 
 // Maps `size` bytes of base pages, writes a pattern, frees every other page.
 unsigned char *fragment(size_t size, size_t page, size_t &kept, size_t &freed) {
@@ -96,28 +96,11 @@ void compact_memory() {
 int main(int argc, char **argv) {
     size_t mib = 128, rounds = 1, min_migrated = 0;
     bool compact = false, wait_stdin = false, stdin_rounds = false;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        if (a == "--mib" && i + 1 < argc)
-            mib = std::strtoull(argv[++i], nullptr, 10);
-        else if (a == "--rounds" && i + 1 < argc)
-            rounds = std::strtoull(argv[++i], nullptr, 10);
-        else if (a == "--min-migrated" && i + 1 < argc)
-            min_migrated = std::strtoull(argv[++i], nullptr, 10);
-        else if (a == "--compact")
-            compact = true;
-        else if (a == "--wait-stdin")
-            wait_stdin = true;
-        else if (a == "--stdin-rounds")
-            stdin_rounds = true;
-        else {
-            std::fprintf(stderr,
-                         "usage: %s [--mib N] [--compact [--rounds R] [--min-migrated P]] "
-                         "[--wait-stdin | --stdin-rounds]\n",
-                         argv[0]);
-            return 2;
-        }
-    }
+    workload::parse_options("migrate_fragmenter", argc, argv,
+                            {Option("--mib", mib), Option("--compact", compact),
+                             Option("--rounds", rounds), Option("--min-migrated", min_migrated),
+                             Option("--wait-stdin", wait_stdin),
+                             Option("--stdin-rounds", stdin_rounds)});
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     const size_t size = mib << 20;
     std::vector<unsigned char *> regions;

@@ -17,32 +17,21 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 
 #include "workload.h"
 
+using workload::Option;
 using workload::pin_to;
 
 int main(int argc, char **argv) {
     int from = -1, to = -1;
     size_t mib = 128;
     double seconds = 15;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        std::string a = argv[i];
-        if (a == "--from-cpu")
-            from = std::atoi(argv[i + 1]);
-        else if (a == "--to-cpu")
-            to = std::atoi(argv[i + 1]);
-        else if (a == "--mib")
-            mib = std::strtoull(argv[i + 1], nullptr, 10);
-        else if (a == "--seconds")
-            seconds = std::atof(argv[i + 1]);
-        else
-            from = -1;
-    }
-    if (from < 0 || to < 0 || argc % 2 == 0) {
+    workload::parse_options("numa_misplacer", argc, argv,
+                            {Option("--from-cpu", from), Option("--to-cpu", to),
+                             Option("--mib", mib), Option("--seconds", seconds)});
+    if (from < 0 || to < 0) {
         std::fprintf(stderr, "usage: %s --from-cpu A --to-cpu B [--mib N] [--seconds S]\n",
                      argv[0]);
         return 2;

@@ -8,8 +8,9 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <string>
 #include <thread>
+
+#include "workload.h"
 
 namespace {
 
@@ -27,15 +28,7 @@ void relay(int in, int out, long iterations) {
 
 int main(int argc, char **argv) {
     long iterations = 100000;
-    for (int i = 1; i < argc; ++i) {
-        std::string opt = argv[i];
-        if (opt == "--iterations" && i + 1 < argc) {
-            iterations = atol(argv[++i]);
-        } else {
-            fprintf(stderr, "usage: pingpong [--iterations N]\n");
-            return 2;
-        }
-    }
+    workload::parse_options("pingpong", argc, argv, {workload::Option("--iterations", iterations)});
     int ping[2], pong[2];
     if (pipe(ping) != 0 || pipe(pong) != 0) {
         perror("pipe");

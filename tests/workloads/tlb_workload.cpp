@@ -20,7 +20,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <thread>
 #include <vector>
 
@@ -28,6 +27,7 @@
 
 namespace {
 
+using workload::Option;
 using workload::pin_to;
 
 std::atomic<bool> worker_running{false};
@@ -64,28 +64,11 @@ int main(int argc, char **argv) {
     long iterations = 0;
     int main_cpu = 0, worker_cpu = 1;
     size_t size = 64 * 1024;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        std::string opt = argv[i];
-        const char *val = argv[i + 1];
-        if (opt == "--seconds")
-            seconds = atof(val);
-        else if (opt == "--iterations")
-            iterations = atol(val);
-        else if (opt == "--main-cpu")
-            main_cpu = atoi(val);
-        else if (opt == "--worker-cpu")
-            worker_cpu = atoi(val);
-        else if (opt == "--size")
-            size = strtoul(val, nullptr, 0);
-        else if (opt == "--linger")
-            linger = atof(val);
-        else if (opt == "--worker-sleep-us")
-            worker_sleep_us = atol(val);
-        else {
-            fprintf(stderr, "tlb_workload: unknown option %s\n", opt.c_str());
-            return 2;
-        }
-    }
+    workload::parse_options("tlb_workload", argc, argv,
+                            {Option("--seconds", seconds), Option("--iterations", iterations),
+                             Option("--main-cpu", main_cpu), Option("--worker-cpu", worker_cpu),
+                             Option("--size", size), Option("--linger", linger),
+                             Option("--worker-sleep-us", worker_sleep_us)});
     if (seconds <= 0 && iterations <= 0)
         seconds = 1;
 

@@ -14,7 +14,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -22,6 +21,7 @@
 
 namespace {
 
+using workload::Option;
 using workload::pin_to;
 
 int node_of_cpu(int cpu) {
@@ -57,22 +57,9 @@ int main(int argc, char **argv) {
     size_t mib = 64;
     int from = 0, to = 1;
     double seconds = 10;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        std::string opt = argv[i];
-        const char *val = argv[i + 1];
-        if (opt == "--mib")
-            mib = strtoul(val, nullptr, 10);
-        else if (opt == "--from-cpu")
-            from = atoi(val);
-        else if (opt == "--to-cpu")
-            to = atoi(val);
-        else if (opt == "--seconds")
-            seconds = atof(val);
-        else {
-            fprintf(stderr, "numa_toucher: unknown option %s\n", opt.c_str());
-            return 2;
-        }
-    }
+    workload::parse_options("numa_toucher", argc, argv,
+                            {Option("--mib", mib), Option("--from-cpu", from),
+                             Option("--to-cpu", to), Option("--seconds", seconds)});
     size_t size = mib << 20;
     auto *p = static_cast<char *>(
         mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));

@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "workload.h"
 
 using workload::die;
+using workload::Option;
 using workload::pin_to;
 
 int main(int argc, char **argv) {
@@ -29,33 +29,10 @@ int main(int argc, char **argv) {
     long fill_mb = 0, mb = 0;
     bool linger = false;
     std::string fill;
-    for (int i = 1; i < argc; i += 2) {
-        std::string opt = argv[i];
-        if (opt == "--linger") {
-            linger = true;
-            --i;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "reclaim_hog: %s needs a value\n", opt.c_str());
-            return 2;
-        }
-        const char *val = argv[i + 1];
-        if (opt == "--node")
-            node = atoi(val);
-        else if (opt == "--cpu")
-            cpu = atoi(val);
-        else if (opt == "--fill")
-            fill = val;
-        else if (opt == "--fill-mb")
-            fill_mb = atol(val);
-        else if (opt == "--mb")
-            mb = atol(val);
-        else {
-            fprintf(stderr, "reclaim_hog: unknown option %s\n", opt.c_str());
-            return 2;
-        }
-    }
+    workload::parse_options("reclaim_hog", argc, argv,
+                            {Option("--node", node), Option("--cpu", cpu), Option("--fill", fill),
+                             Option("--fill-mb", fill_mb), Option("--mb", mb),
+                             Option("--linger", linger)});
     pin_to(cpu);
     // Kept open to the end: the last close of a block device drops its page cache.
     int fd = -1;
