@@ -30,8 +30,11 @@ import threading
 import time
 
 sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "runtime"))
 from exporter_scale import EXPORTER_ARGS, Server  # noqa: E402
+from memlat_test import remove_dir_retrying  # noqa: E402 (the runtime tests' helpers)
 from top_scale import bpf_of, log, memory_hierarchy, status_kib  # noqa: E402
 
 
@@ -88,12 +91,7 @@ class Churn:
             os.close(fd)
             subprocess.run([self.reader, "--file", self.files[worker], "--cgroup", d,
                             "--passes", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            for _ in range(50):
-                try:
-                    os.rmdir(d)
-                    break
-                except OSError:
-                    time.sleep(0.02)
+            remove_dir_retrying(d, pause=0.02)
             with self.lock:
                 self.cgroups_made += 1
         self._paced(rate, one)

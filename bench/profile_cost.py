@@ -21,10 +21,11 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "runtime"))
+from memlat_test import remove_dir_retrying  # noqa: E402 (the runtime tests' helpers)
 from run_bench import prog_ids_of, prog_stats  # noqa: E402
 from startup_memory import cpu_ns  # noqa: E402
 
@@ -108,12 +109,7 @@ def main():
             f.write(stats_before)
         if os.path.exists(data):
             os.unlink(data)
-        for _ in range(50):
-            try:
-                os.rmdir(cgroup)
-                break
-            except OSError:
-                time.sleep(0.1)
+        remove_dir_retrying(cgroup)
     per_stall = {}
     print(f"{'variant':<28} {'stalls/round':>12} {'BPF ns/stall':>13} {'user CPU ms':>12}")
     for stacks, name in ((False, "memstall"), (True, "memstall --folded-file")):

@@ -23,6 +23,10 @@ import sys
 import tempfile
 import time
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "tests", "runtime"))
+from memlat_test import remove_dir_retrying  # noqa: E402 (the runtime tests' helpers)
+
 HZ = os.sysconf("SC_CLK_TCK")
 
 
@@ -108,12 +112,7 @@ class Host:
         for p in self.procs:
             p.wait()
         for d in reversed(self.dirs):
-            for _ in range(50):
-                try:
-                    os.rmdir(d)
-                    break
-                except OSError:
-                    time.sleep(0.1)
+            remove_dir_retrying(d)
         try:
             os.rmdir(self.parent)
         except OSError as e:

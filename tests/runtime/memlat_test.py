@@ -454,18 +454,26 @@ CGROUP_V1_MEMORY = "/sys/fs/cgroup/memory"
 CGROUP_V2_ROOT = "/sys/fs/cgroup"
 
 
-def remove_cgroup_dir(path: str) -> None:
-    """Removes the cgroup directory `path` once its last task is gone (an exiting task leaves
-    it a moment later): tries for 5 s, then says it could not."""
+def remove_dir_retrying(path: str, pause: float = 0.1) -> bool:
+    """Removes the directory `path`, which the kernel refuses to remove for a moment while it is
+    still in use (a cgroup whose last task is exiting, a tracefs instance whose trace a reader
+    still holds open): tries 50 times, `pause` seconds apart. True once it is gone."""
     for _ in range(50):
         try:
             os.rmdir(path)
-            return
+            return True
         except FileNotFoundError:
-            return
+            return True
         except OSError:
-            time.sleep(0.1)
-    log(f"note: could not remove {path}")
+            time.sleep(pause)
+    return False
+
+
+def remove_cgroup_dir(path: str) -> None:
+    """Removes the cgroup directory `path` once its last task is gone (an exiting task leaves
+    it a moment later): tries for 5 s, then says it could not."""
+    if not remove_dir_retrying(path):
+        log(f"note: could not remove {path}")
 
 
 class MemoryCgroup:
@@ -524,12 +532,7 @@ def remove_ftrace_instance(path: str, events: Sequence[str]) -> None:
             write_file(os.path.join(path, "events", e, "enable"), "0")
         except OSError:
             pass
-    for _ in range(50):
-        try:
-            os.rmdir(path)
-            return
-        except OSError:
-            time.sleep(0.1)
+    remove_dir_retrying(path)
 
 
 class FtraceOracle:
