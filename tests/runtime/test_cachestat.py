@@ -41,9 +41,10 @@ def require_page_size() -> None:
 
 # ---------------------------------------------------------------- files and workloads
 
-def data_file() -> TestFile:
-    """The file the reads are measured on: FILE_SIZE bytes in the build directory."""
-    return TestFile(FILE_SIZE, "cachestat_data")
+def data_file(cold: bool = False) -> TestFile:
+    """The file the reads are measured on: FILE_SIZE bytes in the build directory (with `cold`,
+    evicted from the page cache on entry)."""
+    return TestFile(FILE_SIZE, "cachestat_data", cold=cold)
 
 
 def written_file_path() -> str:
@@ -197,8 +198,7 @@ def check_warm(t: Test, s: dict, what: str = "warm read") -> None:
 @scenario("cachestat_cold_read", btf_file=True, unprivileged=True)
 def _(t: Test):
     require_page_size()
-    with data_file() as f:
-        f.evict()
+    with data_file(cold=True) as f:
         s = measure_read(t, f, oracle=True)
     check_cold(t, s)
 
@@ -221,8 +221,7 @@ def _(t: Test):
 @scenario("cachestat_mmap")
 def _(t: Test):
     require_page_size()
-    with data_file() as f:
-        f.evict()
+    with data_file(cold=True) as f:
         cold = measure_read(t, f, "--mmap", oracle=True)
         warm = measure_read(t, f, "--mmap", oracle=True)
     t.check_close("cold mmap read: MISSES vs the file's pages", FILE_PAGES, cold["misses"], TOL)
@@ -279,8 +278,7 @@ def _(t: Test):
 @scenario("cachestat_per_process", unprivileged=True)
 def _(t: Test):
     require_page_size()
-    with data_file() as f:
-        f.evict()
+    with data_file(cold=True) as f:
         dev, ino = f.dev_ino()
         with Reader(f.path) as cold, Reader(f.path) as warm, \
                 Tool("cachestat", "-P", "-j") as procs, Tool("cachestat", "-f", "-j") as files:
@@ -393,9 +391,8 @@ def _(t: Test):
 @scenario("cachestat_cgroup")
 def _(t: Test):
     require_page_size()
-    with data_file() as f, MemoryCgroup("cachestat_in") as cg, \
+    with data_file(cold=True) as f, MemoryCgroup("cachestat_in") as cg, \
             MemoryCgroup("cachestat_empty") as empty:
-        f.evict()
         with Reader(f.path) as reader:
             cg.add(reader.pid)
             with Tool("cachestat", "-j", "-G", cg.path) as inside, \
@@ -415,8 +412,7 @@ def _(t: Test):
 def _(t: Test):
     require_page_size()
     env = {"MEMLAT_DISABLE_HOOKS": "filemap_access"}
-    with data_file() as f:
-        f.evict()
+    with data_file(cold=True) as f:
         s = measure_read(t, f, env=env)
         err = s["_tool"].result.stderr
     t.check_in("stderr says why", "HITS and HITRATIO are unavailable", err, "stderr")
@@ -437,8 +433,7 @@ def _(t: Test):
 def fallback(t: Test, disabled: str, expect: str, dirties: bool, variant: str = ""):
     require_page_size()
     env = variant_env(variant, disabled)
-    with data_file() as f:
-        f.evict()
+    with data_file(cold=True) as f:
         cold = measure_read(t, f, env=env, tool_args=("-v",), oracle=True)
         warm = measure_read(t, f, env=env, oracle=True)
     err = cold["_tool"].result.stderr
@@ -489,8 +484,7 @@ def _(t: Test):
     """perf stat beside the classic tracepoint programs (forced): perf, counting machine-wide
     over a longer window, must count at least what an ftrace instance saw of the reader."""
     names = ["filemap/mm_filemap_add_to_page_cache", "filemap/mm_filemap_get_pages"]
-    with data_file() as f:
-        f.evict()
+    with data_file(cold=True) as f:
         with PerfStat([n.replace("/", ":") for n in names]) as perf:
             with Reader(f.path) as reader:
                 with FtraceOracle(names, reader.pid, buffer_kb=8192) as oracle, \
