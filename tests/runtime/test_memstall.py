@@ -77,6 +77,23 @@ LIMIT = 32 << 20
 FILE_SIZE = 128 << 20
 
 
+@contextlib.contextmanager
+def reader_and_idle_sibling(tag: str):
+    """With delay accounting on: a file_reader held at the door (see Workload) to read a cold
+    FILE_SIZE file twice in a memory cgroup of our own limited to LIMIT bytes (memcg limit
+    reclaim), and a sibling cgroup with the same limit whose only process, another reader, is
+    held at the door for the whole block (never released): a process that never stalls.
+    Yields (taskstats, cgroup, idle cgroup, reader, idle process)."""
+    with delay_accounting() as taskstats, \
+            MemoryCgroup(tag, LIMIT) as cg, MemoryCgroup(f"{tag}_idle", LIMIT) as idle_cg, \
+            TestFile(FILE_SIZE, f"{tag}_reclaim", cold=True) as f, \
+            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--passes", "2",
+                     "--linger", held=True) as reader, \
+            Workload("file_reader", "--file", f.path, held=True) as idle:
+        idle_cg.add(idle.pid)
+        yield taskstats, cg, idle_cg, reader, idle
+
+
 # ---------------------------------------------------------------- scenarios
 
 @scenario("memstall_memcg_vs_taskstats")
@@ -86,14 +103,7 @@ def _(t: Test):
     and the ftrace windows; a sibling cgroup with an idle process shows nothing; -p of a
     process that never stalls shows a zero row; -C charges the stalls to the reader's
     cgroup."""
-    with delay_accounting() as taskstats, \
-            MemoryCgroup("memstall", LIMIT) as cg, MemoryCgroup("memstall_idle", LIMIT) as idle_cg, \
-            TestFile(FILE_SIZE, "memstall_reclaim", cold=True) as f, \
-            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--passes", "2",
-                     "--linger", held=True) as reader, \
-            Workload("file_reader", "--file", f.path, held=True) as idle:
-        # Held at the door for the whole test (never released): a process that never stalls.
-        idle_cg.add(idle.pid)
+    with reader_and_idle_sibling("memstall") as (taskstats, cg, idle_cg, reader, idle):
         with FtraceOracle(["vmscan/mm_vmscan_memcg_reclaim_begin",
                            "vmscan/mm_vmscan_memcg_reclaim_end",
                            "vmscan/mm_vmscan_direct_reclaim_begin",

@@ -54,15 +54,8 @@ def _(t: Test):
     reclaim stalls exactly, the time as memstall's own test holds it; its limit and its
     memory.failcnt (v1) or memory.events max (v2) as the files say at the end; the sibling at
     zero in every interval; every interval sorted busiest first."""
-    from test_memstall import delay_accounting
-    with delay_accounting() as taskstats, \
-            MemoryCgroup("top", LIMIT) as cg, MemoryCgroup("top_idle", LIMIT) as idle_cg, \
-            TestFile(FILE_SIZE, "top_reclaim", cold=True) as f, \
-            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--passes", "2",
-                     "--linger", held=True) as reader, \
-            Workload("file_reader", "--file", f.path, held=True) as idle:
-        # Held at the door for the whole test (never released): a task that never stalls.
-        idle_cg.add(idle.pid)
+    from test_memstall import reader_and_idle_sibling
+    with reader_and_idle_sibling("top") as (taskstats, cg, idle_cg, reader, _):
         with Tool("memtop", "-j", "-a", "--rows", "100000", "1") as top:
             reader.release()
             done = reader.wait_done(60)
