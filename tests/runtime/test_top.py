@@ -190,8 +190,7 @@ def _(t: Test):
         busiest = max(range(len(lines)), key=lambda i: sum(
             r["stall_ns"] for r in lines[i]["cgroups"] if r["cgroup"].endswith(name)))
         n = len(lines)
-        screen = ScreenTool("-r", path, "3600")
-        try:
+        with ScreenTool("-r", path, "3600") as screen:
             first = screen.wait_screen(lambda sc: f"REPLAY 1 of {n}" in status_line(sc), 10)
             t.require(first is not None, "the record's first interval at once", f"REPLAY 1 of {n}",
                       screen.screen()[-1:] + [screen.file("err")[-300:]])
@@ -230,10 +229,7 @@ def _(t: Test):
                        screen.screen()[0].split()[3])
             screen.press("q")
             t.check_eq("q: exit status", 0, screen.wait_exit())
-            t.check_eq("the terminal's settings given back (stty -g)",
-                       screen.file("stty.before"), screen.file("stty.after"))
-        finally:
-            screen.close()
+            screen.check_terminal_settings(t)
 
 
 @scenario("top_tlb_shootdowns")
@@ -319,7 +315,8 @@ class ScreenTool:
     """memtop in a tmux pane of ROWS x COLUMNS (a real terminal emulator, on a server of its own),
     as a user drives it: keys sent with send-keys, the screen read with capture-pane. The
     shell around it records the terminal's settings before and after (stty -g), memtop's
-    exit status and pid, and stays a few seconds, so the screen after the exit can be read."""
+    exit status and pid, and stays a few seconds, so the screen after the exit can be read.
+    Closed on leaving its `with`: memtop killed if it still runs, the tmux server ended."""
     ROWS, COLUMNS = 40, 200
 
     def __init__(self, *args: str, env: str = ""):
@@ -392,6 +389,17 @@ class ScreenTool:
             time.sleep(0.1)
         return None
 
+    def check_terminal_settings(self, t: Test, how: str = "given back") -> None:
+        """The terminal's settings after memtop are those it had before (stty -g)."""
+        t.check_eq(f"the terminal's settings {how} (stty -g)", self.file("stty.before"),
+                   self.file("stty.after"))
+
+    def __enter__(self) -> "ScreenTool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def close(self) -> None:
         if not self.exited and self.file("pid").strip():
             try:
@@ -415,6 +423,19 @@ def table_lines(screen: list[str]) -> list[str]:
     return []
 
 
+def open_view(t: Test, screen: ScreenTool, what: str, heading: str,
+              *keys: str) -> tuple[list[str], str]:
+    """Presses `keys` until the screen shows a view headed by a line starting with `heading`
+    that has a row (an id first), which is required (`what`): (the screen, its heading line)."""
+    opened = screen.press(
+        *keys, until=lambda sc: any(ln.startswith(heading) for ln in sc)
+        and any(re.match(r"\d+ ", ln) for ln in sc), timeout=10)
+    t.require(opened is not None, what, f"{heading}... with a row",
+              [ln for ln in opened if re.match(r"\d+ ", ln)] if opened
+              else screen.screen())
+    return opened, next(ln for ln in opened if ln.startswith(heading))
+
+
 @contextlib.contextmanager
 def stalled_screen(t: Test, label: str, *args: str, env: str = ""):
     """memtop ARGS in tmux while a reader in a 32 MiB memory cgroup stalls in reclaim, from the
@@ -423,8 +444,7 @@ def stalled_screen(t: Test, label: str, *args: str, env: str = ""):
             TestFile(FILE_SIZE, label, cold=True) as f, \
             Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--passes", "1000",
                      held=True) as reader:
-        screen = ScreenTool(*args, env=env)
-        try:
+        with ScreenTool(*args, env=env) as screen:
             t.require(screen.wait_ready(), f"memtop {' '.join(args)} in tmux: ready",
                       "memlat: ready", screen.file("err")[-300:])
             reader.release()
@@ -434,8 +454,6 @@ def stalled_screen(t: Test, label: str, *args: str, env: str = ""):
             t.require(first is not None, "the reader's cgroup drawn as the first row", name,
                       screen.screen())
             yield screen, cg, reader, first
-        finally:
-            screen.close()
 
 
 # An SGR sequence that sets the foreground red (31) or yellow (33), as tmux's capture-pane -e
@@ -489,14 +507,8 @@ def _(t: Test):
         # The reader's cgroup is the busiest: Home selects it, Enter opens it. A screen
         # with a process row (a pid first) is waited for: an interval in which the reader
         # stalled.
-        opened = screen.press(
-            "Home", "Enter", until=lambda sc: any(ln.startswith("Processes of ") for ln in sc)
-            and any(re.match(r"\d+ ", ln) for ln in sc), timeout=10)
-        t.require(opened is not None, "Enter: the selected cgroup's processes",
-                  "Processes of ... with a row",
-                  [ln for ln in opened if re.match(r"\d+ ", ln)] if opened
-                  else screen.screen())
-        heading = next(ln for ln in opened if ln.startswith("Processes of "))
+        opened, heading = open_view(t, screen, "Enter: the selected cgroup's processes",
+                                    "Processes of ", "Home", "Enter")
         t.check_in("the opened cgroup is the reader's", name, heading, "heading")
         pids = {int(ln.split()[0]) for ln in opened if re.match(r"\d+ ", ln)}
         members = {int(p) for p in read_file(os.path.join(cg.path, "cgroup.procs")).split()}
@@ -505,14 +517,8 @@ def _(t: Test):
         t.check_eq("processes shown outside the cgroup's cgroup.procs", set(),
                    pids - members)
         # Enter on the selected process: its threads, whose ids are the process's own.
-        threads = screen.press(
-            "Enter", until=lambda sc: any(ln.startswith("Threads of process ") for ln in sc)
-            and any(re.match(r"\d+ ", ln) for ln in sc), timeout=10)
-        t.require(threads is not None, "Enter on a process: its threads",
-                  "Threads of process ... with a row",
-                  [ln for ln in threads if re.match(r"\d+ ", ln)] if threads
-                  else screen.screen())
-        heading = next(ln for ln in threads if ln.startswith("Threads of process "))
+        threads, heading = open_view(t, screen, "Enter on a process: its threads",
+                                     "Threads of process ", "Enter")
         shown_pid = int(heading.split()[3])
         tids = {int(ln.split()[0]) for ln in threads if re.match(r"\d+ ", ln)}
         own = {int(x) for x in os.listdir(f"/proc/{shown_pid}/task")}
@@ -580,8 +586,7 @@ def _(t: Test):
         after = screen.wait_screen(lambda sc: not any("memlat top" in ln for ln in sc), 3)
         t.check(after is not None, "the alternate screen left at exit (the screen's text "
                 "gone)", "no 'memlat top' on the screen", screen.screen()[:3])
-        t.check_eq("the terminal's settings given back (stty -g)",
-                   screen.file("stty.before"), screen.file("stty.after"))
+        screen.check_terminal_settings(t)
 
 
 @scenario("top_screen_stacks")
@@ -625,8 +630,7 @@ def _(t: Test):
 def _(t: Test):
     """d changes the interval of a live screen (the header's interval follows); SIGTERM ends
     it as q does: exit status 0, the terminal's settings given back."""
-    screen = ScreenTool("1")
-    try:
+    with ScreenTool("1") as screen:
         t.require(screen.wait_ready(), "memtop in tmux: ready", "memlat: ready",
                   screen.file("err")[-300:])
         drawn = screen.wait_screen(lambda sc: any(ln.startswith("CGROUP ") for ln in sc), 10)
@@ -647,28 +651,21 @@ def _(t: Test):
                 "interval 2.0 s", screen.screen()[0])
         os.kill(int(screen.file("pid")), signal.SIGTERM)
         t.check_eq("SIGTERM: exit status", 0, screen.wait_exit())
-        t.check_eq("the terminal's settings given back (stty -g)", screen.file("stty.before"),
-                   screen.file("stty.after"))
-    finally:
-        screen.close()
+        screen.check_terminal_settings(t)
 
 
 @scenario("top_screen_unknown_terminal")
 def _(t: Test):
     """A terminal type this host's terminfo does not know: exit status 1 and a message that
     says what to do, the terminal's settings untouched."""
-    screen = ScreenTool("1", env="TERM=memlat-no-such-terminal")
-    try:
+    with ScreenTool("1", env="TERM=memlat-no-such-terminal") as screen:
         rc = screen.wait_exit(30)
         t.check_eq("TERM unknown: exit status", 1, rc)
         t.check_in("TERM unknown: says which and what to do",
                    "TERM=memlat-no-such-terminal has no terminfo entry", screen.file("err"),
                    "stderr")
         t.check_in("TERM unknown: names -b", "-b", screen.file("err"), "stderr")
-        t.check_eq("the terminal's settings untouched (stty -g)", screen.file("stty.before"),
-                   screen.file("stty.after"))
-    finally:
-        screen.close()
+        screen.check_terminal_settings(t, "untouched")
 
 
 @scenario("top_batch")
