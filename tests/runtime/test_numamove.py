@@ -80,6 +80,20 @@ def fragment_and_compact() -> dict:
     return run_workload("migrate_fragmenter", *FRAGMENT, timeout=90)
 
 
+def compaction_watched(*tools: Tool) -> tuple[Windows, dict]:
+    """Fragments and compacts memory while `tools` run, with the vmstat snapshots s0..s3 taken
+    around them: (the Windows, the workload's result)."""
+    w = Windows()
+    with contextlib.ExitStack() as stack:
+        for tool in tools:
+            stack.enter_context(tool)
+        w.mark()
+        done = fragment_and_compact()
+        w.mark()
+    w.mark()
+    return w, done
+
+
 def number_list(text: str) -> list:
     """The numbers of a kernel list such as "0-3,8" (sysfs node and CPU lists)."""
     numbers = []
@@ -105,12 +119,8 @@ def node_cpus(node: int) -> list:
 
 @scenario("numamove_compaction_matches_vmstat", btf_file=True, unprivileged=True)
 def _(t: Test):
-    w = Windows()
-    with Tool("numamove", "-r", "-j") as tool:
-        w.mark()
-        done = fragment_and_compact()
-        w.mark()
-    w.mark()
+    tool = Tool("numamove", "-r", "-j")
+    w, done = compaction_watched(tool)
     log(f"workload pid {done['pid']} fragmented and compacted memory {done['iterations']} time(s)")
     res = tool.result
     t.check_eq("numamove exit status", 0, res.rc)
@@ -192,19 +202,12 @@ def _(t: Test):
 @variant_scenarios("numamove_fallbacks_agree")
 def _(t: Test, variant: str):
     # Each hook path, also with the old kernels' fall-backs forced (FEATURE_VARIANTS).
-    w = Windows()
     variants = (("tp_btf", variant_env(variant)), ("raw_tp", variant_env(variant, "tp_btf")),
                 ("tracepoint", variant_env(variant, "tp_btf,raw_tp")))
     if variant == "no_kernel_btf":
         variants = variants[1:]  # no tp_btf without the kernel's BTF
     tools = [Tool("numamove", "-r", "-j", "-v", env=env) for _, env in variants]
-    with contextlib.ExitStack() as stack:
-        for tool in tools:
-            stack.enter_context(tool)
-        w.mark()
-        fragment_and_compact()
-        w.mark()
-    w.mark()
+    w, _ = compaction_watched(*tools)
     for (hook, env), tool in zip(variants, tools):
         res = tool.result
         t.check_eq(f"{hook}: exit status", 0, res.rc)
@@ -251,13 +254,8 @@ def _(t: Test):
     # from its entry (fentry or kprobe). This kernel refuses fentry and has no kprobes, as a
     # kernel without either would: the counts must stay exact, the times absent, and the tool
     # must say so once on stderr.
-    w = Windows()
-    with Tool("numamove", "-r", "-j", "-v",
-              env={"MEMLAT_DISABLE_HOOKS": "migrate_pages_start"}) as tool:
-        w.mark()
-        fragment_and_compact()
-        w.mark()
-    w.mark()
+    tool = Tool("numamove", "-r", "-j", "-v", env={"MEMLAT_DISABLE_HOOKS": "migrate_pages_start"})
+    w, _ = compaction_watched(tool)
     res = tool.result
     t.check_eq("exit status", 0, res.rc)
     t.check_in("-v: the start tracepoints disabled", "migrate_pages_start/tp_btf: disabled "
@@ -280,14 +278,10 @@ def _(t: Test):
 @scenario("numamove_default_view")
 def _(t: Test):
     nodes = numa_nodes()
-    w = Windows()
-    with Tool("numamove", "-v", "1", "3", wait_exit=True) as text, \
-            Tool("numamove", "-j", "1", "3", wait_exit=True) as js, \
-            Tool("numamove", "-c", "-v", "-H", "1", "3", wait_exit=True) as per_call:
-        w.mark()
-        fragment_and_compact()
-        w.mark()
-    w.mark()
+    text = Tool("numamove", "-v", "1", "3", wait_exit=True)
+    js = Tool("numamove", "-j", "1", "3", wait_exit=True)
+    per_call = Tool("numamove", "-c", "-v", "-H", "1", "3", wait_exit=True)
+    w, _ = compaction_watched(text, js, per_call)
     res = text.result
     t.check_eq("exit status after COUNT intervals", 0, res.rc)
     lines = res.stdout.splitlines()
