@@ -23,6 +23,8 @@ class GfpNames {
     std::string decode(uint64_t flags) const;
     // Where the bit numbers came from, for -v.
     const std::string &source() const { return source_; }
+    // Bit number -> flag name: the names decode() gives the bits no composite covers.
+    const std::map<int, std::string> &bits() const { return bits_; }
 
   private:
     uint64_t mask_of(std::string_view name) const;
