@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "compactsnoop/compactsnoop_format.h"
@@ -49,8 +51,31 @@ compactsnoop_event sample() {
     return e;
 }
 
+// Whether `text` has `part`; the message shows the text either way.
+testing::AssertionResult contains(const std::string &text, std::string_view part) {
+    if (text.find(part) == std::string::npos)
+        return testing::AssertionFailure() << "no \"" << part << "\" in:\n" << text;
+    return testing::AssertionSuccess() << "\"" << part << "\" in:\n" << text;
+}
+
 // Free blocks per order 0..10 of a zone with nothing of order 3 or above.
 const std::vector<uint64_t> small_blocks{10, 5, 2, 0, 0, 0, 0, 0, 0, 0, 0};
+
+// sample() asking for order 3 in the zone of small_blocks (28 free pages), with its watermarks
+// as the run's beginning saw them.
+compactsnoop_event sample_with_zone_state(uint64_t wmark_min, uint64_t wmark_low,
+                                          uint64_t wmark_high) {
+    auto e = sample();
+    e.flags |= COMPACTSNOOP_HAVE_ZONE_STATE;
+    e.nr_orders = 11;
+    std::copy(small_blocks.begin(), small_blocks.end(), e.nr_free);
+    e.order = 3;
+    e.free_pages = 28;
+    e.wmark_min = wmark_min;
+    e.wmark_low = wmark_low;
+    e.wmark_high = wmark_high;
+    return e;
+}
 
 } // namespace
 
@@ -134,15 +159,7 @@ TEST(CompactsnoopFormat, ManualRunWithTimestamp) {
 }
 
 TEST(CompactsnoopFormat, ExtendedColumns) {
-    auto e = sample();
-    e.flags |= COMPACTSNOOP_HAVE_ZONE_STATE;
-    e.nr_orders = 11;
-    std::copy(small_blocks.begin(), small_blocks.end(), e.nr_free);
-    e.order = 3;
-    e.wmark_min = 8997;
-    e.wmark_low = 11246;
-    e.wmark_high = 13495;
-    e.free_pages = 28;
+    const auto e = sample_with_zone_state(8997, 11246, 13495);
     LineFormat f{false, true};
     EXPECT_EQ(header(f), "COMM             PID     NODE ZONE     ORDER MODE       FRAGIDX      "
                          "MIN      LOW     HIGH     FREE   LAT(ms) STATUS           KIND      "
@@ -175,24 +192,17 @@ TEST(CompactsnoopFormat, UnknownValuesPrintAsNumbers) {
     e.nid = -1;
     LineFormat f;
     auto text = line(e, 0, f, names());
-    EXPECT_NE(text.find("       - 7 "), std::string::npos) << text;
-    EXPECT_NE(text.find(" 42"), std::string::npos) << text;
+    EXPECT_TRUE(contains(text, "       - 7 "));
+    EXPECT_TRUE(contains(text, " 42"));
     e.zone = -1;
     EXPECT_TRUE(json_event(e, 0, f, names(), gfp())["zone"].is_null());
 }
 
 TEST(CompactsnoopFormat, JsonCarriesEveryField) {
-    auto e = sample();
-    e.flags |= COMPACTSNOOP_HAVE_ZONE_STATE | COMPACTSNOOP_HAVE_ENTRY;
+    auto e = sample_with_zone_state(1, 2, 3);
+    e.flags |= COMPACTSNOOP_HAVE_ENTRY;
     e.prio = 1;
     e.whole_zone = 1;
-    e.nr_orders = 11;
-    std::copy(small_blocks.begin(), small_blocks.end(), e.nr_free);
-    e.order = 3;
-    e.free_pages = 28;
-    e.wmark_min = 1;
-    e.wmark_low = 2;
-    e.wmark_high = 3;
     e.wmark_boost = 1;
     auto j = json_event(e, 0.5, LineFormat{false, true}, names(), gfp());
     EXPECT_EQ(j["comm"], "postgres");
@@ -257,26 +267,22 @@ TEST(CompactsnoopSummary, RowsByKindAndStatusWithAnAllRowWhereAKindHasSeveral) {
     c.deferred[COMPACTSNOOP_DIRECT] = 2;
     c.kcompactd_wakes = 9;
     const std::string text = summary_text(c, summary_names());
-    EXPECT_NE(text.find("direct     success                 2        3.000      2.000         40"
-                        "        1\n"),
-              std::string::npos)
-        << text;
+    EXPECT_TRUE(contains(text,
+                         "direct     success                 2        3.000      2.000         40"
+                         "        1\n"));
     // The direct kind had two statuses: their sums, and the longest run of either.
-    EXPECT_NE(text.find("direct     (all)                   3        3.500      2.000         48"
-                        "        1\n"),
-              std::string::npos)
-        << text;
+    EXPECT_TRUE(contains(text,
+                         "direct     (all)                   3        3.500      2.000         48"
+                         "        1\n"));
     // The last status slot collects what the tool has no slot for.
-    EXPECT_NE(text.find("kcompactd  other                   4"), std::string::npos) << text;
-    EXPECT_EQ(text.find("kcompactd  (all)"), std::string::npos) << text;
-    EXPECT_NE(text.find("Direct-compaction entries: 7 (3 ran compaction in a zone); zones skipped "
-                        "as deferred: 2\n"),
-              std::string::npos)
-        << text;
-    EXPECT_NE(text.find("kcompactd wake-ups: 9;"), std::string::npos) << text;
-    EXPECT_EQ(text.find("(none)"), std::string::npos) << text;
-    EXPECT_EQ(text.find("not counted"), std::string::npos) << text;
-    EXPECT_EQ(text.find("Lost"), std::string::npos) << text;
+    EXPECT_TRUE(contains(text, "kcompactd  other                   4"));
+    EXPECT_FALSE(contains(text, "kcompactd  (all)"));
+    EXPECT_TRUE(contains(text, "Direct-compaction entries: 7 (3 ran compaction in a zone); "
+                               "zones skipped as deferred: 2\n"));
+    EXPECT_TRUE(contains(text, "kcompactd wake-ups: 9;"));
+    // Runs to show, and nothing lost or left out.
+    for (const char *part : {"(none)", "not counted", "Lost"})
+        EXPECT_FALSE(contains(text, part));
 }
 
 TEST(CompactsnoopSummary, NothingRunLossesAndKindsNotTraced) {
@@ -287,16 +293,13 @@ TEST(CompactsnoopSummary, NothingRunLossesAndKindsNotTraced) {
     c.events_name = "perf buffers";
     c.table_full = 3;
     const std::string text = summary_text(c, summary_names());
-    EXPECT_NE(text.find("(none)\n"), std::string::npos) << text;
+    EXPECT_TRUE(contains(text, "(none)\n"));
     // Neither the direct nor the kcompactd line: those kinds were not traced.
-    EXPECT_EQ(text.find("Direct-compaction entries"), std::string::npos) << text;
-    EXPECT_EQ(text.find("kcompactd wake-ups"), std::string::npos) << text;
-    EXPECT_NE(text.find("\n2 runs not counted: their begin was not seen"), std::string::npos)
-        << text;
-    EXPECT_NE(text.find("\nLost 5 events: the perf buffers was full"), std::string::npos) << text;
-    EXPECT_NE(text.find("\n3 runs not counted: per-thread state could not be allocated"),
-              std::string::npos)
-        << text;
+    EXPECT_FALSE(contains(text, "Direct-compaction entries"));
+    EXPECT_FALSE(contains(text, "kcompactd wake-ups"));
+    EXPECT_TRUE(contains(text, "\n2 runs not counted: their begin was not seen"));
+    EXPECT_TRUE(contains(text, "\nLost 5 events: the perf buffers was full"));
+    EXPECT_TRUE(contains(text, "\n3 runs not counted: per-thread state could not be allocated"));
 }
 
 TEST(CompactsnoopSummary, JsonHasEveryRowAndCounter) {

@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <initializer_list>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kernel/memory_state.h"
 
@@ -81,18 +84,23 @@ TEST(MemoryState, Limits) {
 
 namespace {
 
-// A directory of files laid out as a cgroup's, removed at the end.
+// A directory of files laid out as a cgroup's, {name, text} each, removed at the end.
 class FakeCgroup {
   public:
-    FakeCgroup() {
+    FakeCgroup(std::initializer_list<std::pair<std::string, std::string>> files) {
         char templ[] = "/tmp/memlat_memory_state_XXXXXX";
         dir_ = mkdtemp(templ);
+        for (const auto &[name, text] : files)
+            write(name, text);
     }
     ~FakeCgroup() {
         for (const auto &f : files_)
             unlink((dir_ + "/" + f).c_str());
         rmdir(dir_.c_str());
     }
+    const std::string &dir() const { return dir_; }
+
+  private:
     void write(const std::string &name, const std::string &text) {
         FILE *f = fopen((dir_ + "/" + name).c_str(), "w");
         ASSERT_NE(nullptr, f);
@@ -100,9 +108,6 @@ class FakeCgroup {
         fclose(f);
         files_.push_back(name);
     }
-    const std::string &dir() const { return dir_; }
-
-  private:
     std::string dir_;
     std::vector<std::string> files_;
 };
@@ -110,13 +115,14 @@ class FakeCgroup {
 } // namespace
 
 TEST(MemoryState, CgroupV2) {
-    FakeCgroup cg;
-    cg.write("memory.current", "30408704\n");
-    cg.write("memory.max", "33554432\n");
-    cg.write("memory.high", "max\n");
-    cg.write("memory.events", "low 0\nhigh 0\nmax 3889\noom 0\noom_kill 0\n");
-    cg.write("memory.pressure", "some avg10=3.00 avg60=1.00 avg300=0.20 total=123\n"
-                                "full avg10=2.00 avg60=1.00 avg300=0.10 total=100\n");
+    const FakeCgroup cg{
+        {"memory.current", "30408704\n"},
+        {"memory.max", "33554432\n"},
+        {"memory.high", "max\n"},
+        {"memory.events", "low 0\nhigh 0\nmax 3889\noom 0\noom_kill 0\n"},
+        {"memory.pressure", "some avg10=3.00 avg60=1.00 avg300=0.20 total=123\n"
+                            "full avg10=2.00 avg60=1.00 avg300=0.10 total=100\n"},
+    };
     auto m = read_cgroup_memory(cg.dir(), false);
     EXPECT_EQ(30408704u, m.usage_bytes);
     EXPECT_EQ(33554432u, m.max_bytes);
@@ -127,11 +133,12 @@ TEST(MemoryState, CgroupV2) {
 }
 
 TEST(MemoryState, CgroupV1) {
-    FakeCgroup cg;
-    cg.write("memory.usage_in_bytes", "1048576\n");
-    cg.write("memory.limit_in_bytes", "9223372036854771712\n");
-    cg.write("memory.failcnt", "17\n");
-    cg.write("memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n");
+    const FakeCgroup cg{
+        {"memory.usage_in_bytes", "1048576\n"},
+        {"memory.limit_in_bytes", "9223372036854771712\n"},
+        {"memory.failcnt", "17\n"},
+        {"memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n"},
+    };
     auto m = read_cgroup_memory(cg.dir(), true);
     EXPECT_EQ(1048576u, m.usage_bytes);
     EXPECT_FALSE(m.max_bytes);

@@ -4,22 +4,26 @@
 #include <fmt/format.h>
 
 #include "memstall/memstall_format.h"
+#include "memstall_entry.h"
 
 using namespace memlat;
 using memstall::Grouping;
 
 namespace {
 
-memstall_value value(uint32_t pid, const char *comm, uint64_t cgroup, uint64_t stalls,
-                     uint64_t ns) {
-    memstall_value v{};
-    v.pid = pid;
-    v.cgroup_id = cgroup;
-    v.stalls = stalls;
-    v.total_ns = ns;
-    v.max_ns = ns;
-    std::strncpy(v.comm, comm, sizeof(v.comm) - 1);
-    return v;
+// The two snapshots of an interval: process 10's thread 10 stalled in memcg reclaim 3 times for
+// 4 ms in it, process 20's thread 20 on dirty pages 3 times for 30 ms (its first stalls). The
+// tests add process 10's other threads.
+struct Interval {
+    memstall::Snapshot before, now;
+};
+
+Interval reader_and_writer() {
+    Interval i;
+    i.before[{10, MEMSTALL_MEMCG_RECLAIM}] = memstall_entry(10, "reader", 7, 5, 5'000'000);
+    i.now[{10, MEMSTALL_MEMCG_RECLAIM}] = memstall_entry(10, "reader", 7, 8, 9'000'000);
+    i.now[{20, MEMSTALL_DIRTY}] = memstall_entry(20, "writer", 8, 3, 30'000'000);
+    return i;
 }
 
 } // namespace
@@ -32,14 +36,11 @@ TEST(MemstallFormat, CauseNames) {
 }
 
 TEST(MemstallFormat, RowsAreIntervalDeltasPerProcessLargestFirst) {
-    memstall::Snapshot before, now;
-    // Process 10: two threads; process 20: one, stalled more in this interval.
-    before[{10, MEMSTALL_MEMCG_RECLAIM}] = value(10, "reader", 7, 5, 5'000'000);
-    now[{10, MEMSTALL_MEMCG_RECLAIM}] = value(10, "reader", 7, 8, 9'000'000);
-    now[{11, MEMSTALL_THRASHING}] = value(10, "reader", 7, 2, 1'000'000);
-    now[{20, MEMSTALL_DIRTY}] = value(20, "writer", 8, 3, 30'000'000);
+    auto [before, now] = reader_and_writer();
+    // Process 10's second thread; process 20, with one, still stalled more in this interval.
+    now[{11, MEMSTALL_THRASHING}] = memstall_entry(10, "reader", 7, 2, 1'000'000);
     // A thread in `before` only (its entry was removed): it adds nothing.
-    before[{12, MEMSTALL_OTHER}] = value(10, "reader", 7, 1, 1);
+    before[{12, MEMSTALL_OTHER}] = memstall_entry(10, "reader", 7, 1, 1);
     const auto rows = memstall::rows(now, before, Grouping::Process, {});
     ASSERT_EQ(rows.size(), 2u);
     EXPECT_EQ(rows[0].id, 20u);
@@ -53,12 +54,9 @@ TEST(MemstallFormat, RowsAreIntervalDeltasPerProcessLargestFirst) {
 }
 
 TEST(MemstallFormat, RowsPerThreadOfOneProcess) {
-    memstall::Snapshot before, now;
+    auto [before, now] = reader_and_writer();
     // Process 10's threads 10 and 11 (each named by its own comm), process 20's thread 20.
-    before[{10, MEMSTALL_MEMCG_RECLAIM}] = value(10, "reader", 7, 5, 5'000'000);
-    now[{10, MEMSTALL_MEMCG_RECLAIM}] = value(10, "reader", 7, 8, 9'000'000);
-    now[{11, MEMSTALL_THRASHING}] = value(10, "worker", 7, 2, 6'000'000);
-    now[{20, MEMSTALL_DIRTY}] = value(20, "writer", 8, 3, 30'000'000);
+    now[{11, MEMSTALL_THRASHING}] = memstall_entry(10, "worker", 7, 2, 6'000'000);
     const auto rows = memstall::rows(now, before, Grouping::Thread, {});
     ASSERT_EQ(rows.size(), 3u);
     EXPECT_EQ(rows[1].id, 11u);
@@ -72,9 +70,9 @@ TEST(MemstallFormat, RowsPerThreadOfOneProcess) {
 
 TEST(MemstallFormat, RowsPerCgroupNamedByPath) {
     memstall::Snapshot now;
-    now[{10, MEMSTALL_MEMCG_RECLAIM}] = value(10, "a", 7, 1, 100);
-    now[{20, MEMSTALL_MEMCG_RECLAIM}] = value(20, "b", 7, 1, 200);
-    now[{30, MEMSTALL_OTHER}] = value(30, "c", 9, 1, 50);
+    now[{10, MEMSTALL_MEMCG_RECLAIM}] = memstall_entry(10, "a", 7, 1, 100);
+    now[{20, MEMSTALL_MEMCG_RECLAIM}] = memstall_entry(20, "b", 7, 1, 200);
+    now[{30, MEMSTALL_OTHER}] = memstall_entry(30, "c", 9, 1, 50);
     const auto rows = memstall::rows(now, {}, Grouping::Cgroup, {{7, "/sys/fs/cgroup/db"}});
     ASSERT_EQ(rows.size(), 2u);
     EXPECT_EQ(rows[0].name, "/sys/fs/cgroup/db");
@@ -112,7 +110,7 @@ TEST(MemstallMetrics, CausesAndCgroupsKeepCountingAfterThreadsGo) {
     counts.causes[MEMSTALL_MEMCG_RECLAIM] = true;
     counts.totals[MEMSTALL_MEMCG_RECLAIM] = {5, 2'000'000'000};
     counts.cgroup_paths = {{7, "/sys/fs/cgroup/db"}};
-    counts.threads = {{{10, MEMSTALL_MEMCG_RECLAIM}, value(10, "a", 7, 5, 2'000'000'000)}};
+    counts.threads = {{{10, MEMSTALL_MEMCG_RECLAIM}, memstall_entry(10, "a", 7, 5, 2'000'000'000)}};
     {
         prometheus::Exposition out;
         metrics.collect(counts, out);

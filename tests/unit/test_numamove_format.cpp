@@ -10,22 +10,27 @@ using numamove::ParamKind;
 namespace {
 
 numamove_count sample_count() {
-    numamove_count c{};
-    c.calls = 290;
-    c.succeeded = 31356;
-    c.failed = 34;
-    c.thp_succeeded = 2;
-    c.thp_failed = 1;
-    c.thp_split = 3;
-    c.large_split = 4;
-    c.paired = 289;
-    c.total_ns = 61'997'025;
-    return c;
+    return {.calls = 290,
+            .succeeded = 31356,
+            .failed = 34,
+            .thp_succeeded = 2,
+            .thp_failed = 1,
+            .thp_split = 3,
+            .large_split = 4,
+            .paired = 289,
+            .total_ns = 61'997'025};
 }
 
 bool have_kernel_btf() {
     return access("/sys/kernel/btf/vmlinux", R_OK) == 0;
 }
+
+// mm_migrate_pages's arguments in Linux 6.18: __data, six counts (the last the large folios
+// split), the migrate mode, and the reason as an int.
+const std::vector<ParamKind> linux_6_18{
+    ParamKind::Pointer,      ParamKind::UnsignedLong, ParamKind::UnsignedLong,
+    ParamKind::UnsignedLong, ParamKind::UnsignedLong, ParamKind::UnsignedLong,
+    ParamKind::UnsignedLong, ParamKind::MigrateMode,  ParamKind::Int};
 
 } // namespace
 
@@ -71,11 +76,7 @@ TEST(NumamoveReasons, FromTheRunningKernel) {
 
 TEST(NumamoveLayout, Linux6_18WithLargeFolioSplit) {
     std::string why;
-    auto l = numamove::migrate_pages_layout(
-        {ParamKind::Pointer, ParamKind::UnsignedLong, ParamKind::UnsignedLong,
-         ParamKind::UnsignedLong, ParamKind::UnsignedLong, ParamKind::UnsignedLong,
-         ParamKind::UnsignedLong, ParamKind::MigrateMode, ParamKind::Int},
-        why);
+    auto l = numamove::migrate_pages_layout(linux_6_18, why);
     ASSERT_TRUE(l) << why;
     EXPECT_EQ(l->succeeded, 0);
     EXPECT_EQ(l->failed, 1);
@@ -218,12 +219,8 @@ TEST(NumamoveFormat, ProcessTable) {
 
 TEST(NumamoveFormat, IntervalsAreDifferences) {
     auto a = sample_count();
-    numamove_count b{};
-    b.calls = 90;
-    b.succeeded = 1356;
-    b.failed = 4;
-    b.paired = 89;
-    b.total_ns = 1'997'025;
+    const numamove_count b{
+        .calls = 90, .succeeded = 1356, .failed = 4, .paired = 89, .total_ns = 1'997'025};
     auto d = numamove::minus(a, b);
     EXPECT_EQ(d.calls, 200u);
     EXPECT_EQ(d.succeeded, 30000u);
@@ -235,12 +232,11 @@ TEST(NumamoveFormat, IntervalsAreDifferences) {
 }
 
 TEST(NumamoveLayout, Linux7_3ReasonIsAnEnum) {
+    // 6.18's arguments, but for the reason's type: enum migrate_reason.
+    auto params = linux_6_18;
+    params.back() = ParamKind::MigrateReason;
     std::string why;
-    auto l = numamove::migrate_pages_layout(
-        {ParamKind::Pointer, ParamKind::UnsignedLong, ParamKind::UnsignedLong,
-         ParamKind::UnsignedLong, ParamKind::UnsignedLong, ParamKind::UnsignedLong,
-         ParamKind::UnsignedLong, ParamKind::MigrateMode, ParamKind::MigrateReason},
-        why);
+    auto l = numamove::migrate_pages_layout(params, why);
     ASSERT_TRUE(l) << why;
     EXPECT_EQ(l->mode, 6);
     EXPECT_EQ(l->reason, 7);

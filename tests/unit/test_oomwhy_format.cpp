@@ -5,6 +5,7 @@
 #include <cstring>
 #include <deque>
 
+#include "memstall_entry.h"
 #include "oomwhy/oomwhy_format.h"
 
 using namespace memlat;
@@ -168,25 +169,11 @@ TEST(OomwhyFormat, ReportJson) {
     EXPECT_EQ(40960u, old["victim"]["anon_rss_kb"]);
 }
 
-namespace {
-
-memstall_value stall_value(uint64_t ns, uint64_t cgroup, uint32_t pid, const char *comm) {
-    memstall_value v{};
-    v.stalls = 1;
-    v.total_ns = ns;
-    v.cgroup_id = cgroup;
-    v.pid = pid;
-    std::strncpy(v.comm, comm, sizeof(v.comm) - 1);
-    return v;
-}
-
-} // namespace
-
 TEST(OomwhyFormat, StallsBetweenSnapshots) {
-    memstall::Snapshot before{{{7, MEMSTALL_MEMCG_RECLAIM}, stall_value(100, 11, 7, "a")}};
-    memstall::Snapshot now{{{7, MEMSTALL_MEMCG_RECLAIM}, stall_value(350, 11, 7, "a")},
-                           {{7, MEMSTALL_DIRTY}, stall_value(40, 11, 7, "a")},
-                           {{9, MEMSTALL_DIRECT_RECLAIM}, stall_value(500, 12, 8, "b")}};
+    memstall::Snapshot before{{{7, MEMSTALL_MEMCG_RECLAIM}, memstall_entry(7, "a", 11, 1, 100)}};
+    memstall::Snapshot now{{{7, MEMSTALL_MEMCG_RECLAIM}, memstall_entry(7, "a", 11, 1, 350)},
+                           {{7, MEMSTALL_DIRTY}, memstall_entry(7, "a", 11, 1, 40)},
+                           {{9, MEMSTALL_DIRECT_RECLAIM}, memstall_entry(8, "b", 12, 1, 500)}};
     auto threads = stalled_between(now, before);
     ASSERT_EQ(2u, threads.size());
     EXPECT_EQ(7u, threads[0].tid);

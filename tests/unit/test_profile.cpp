@@ -121,21 +121,16 @@ TEST(Profile, GzipRoundTrip) {
 TEST(Profile, PprofMessages) {
     const auto top = fields(profile::encode_pprof(two_stacks()));
     std::vector<std::string> strings;
-    std::vector<std::vector<Field>> samples, locations, functions, mappings;
+    // Profile's repeated messages, by field number: 2 sample, 3 mapping, 4 location, 5 function.
+    std::map<uint32_t, std::vector<std::vector<Field>>> messages;
     uint64_t default_type = 0, period = 0;
     for (const auto &f : top) {
         switch (f.number) {
         case 2:
-            samples.push_back(fields(f.bytes));
-            break;
         case 3:
-            mappings.push_back(fields(f.bytes));
-            break;
         case 4:
-            locations.push_back(fields(f.bytes));
-            break;
         case 5:
-            functions.push_back(fields(f.bytes));
+            messages[f.number].push_back(fields(f.bytes));
             break;
         case 6:
             strings.push_back(f.bytes);
@@ -148,6 +143,8 @@ TEST(Profile, PprofMessages) {
             break;
         }
     }
+    const auto &samples = messages[2], &mappings = messages[3], &locations = messages[4],
+               &functions = messages[5];
     ASSERT_FALSE(strings.empty());
     EXPECT_EQ(strings[0], "");
     ASSERT_LT(default_type, strings.size());

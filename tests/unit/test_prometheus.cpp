@@ -148,14 +148,26 @@ TEST(Prometheus, BoundedCountersCapSeries) {
     EXPECT_EQ(c.series().at({{"kind", "memcg"}, {"comm", "p0"}})[0], 2);
 }
 
-TEST(Prometheus, BoundedCountersDropRemovedCgroups) {
+namespace {
+
+// Per-cgroup series capped at `max_series`, after one read with an entry (a count of 1) for
+// each of the cgroups /a, /b and /c, in that order: with a cap of 2, /c's goes to "other".
+BoundedCounters cgroups_read(size_t max_series) {
     const std::array<double, 1> one{1};
-    // A removed cgroup's series frees its slot; "other" and the live ones stay.
-    BoundedCounters g(1, 2, {"cgroup"});
+    BoundedCounters g(1, max_series, {"cgroup"});
     g.begin();
     for (const char *path : {"/a", "/b", "/c"})
         g.update(path, {{"cgroup", path}}, one);
     g.end();
+    return g;
+}
+
+} // namespace
+
+TEST(Prometheus, BoundedCountersDropRemovedCgroups) {
+    const std::array<double, 1> one{1};
+    // A removed cgroup's series frees its slot; "other" and the live ones stay.
+    auto g = cgroups_read(2);
     g.remove_removed_cgroups({{7, "/a"}});
     EXPECT_EQ(g.series().count({{"cgroup", "/b"}}), 0u);
     EXPECT_EQ(g.series().count({{"cgroup", "/a"}}), 1u);
@@ -169,12 +181,7 @@ TEST(Prometheus, BoundedCountersDropRemovedCgroups) {
 // memstall's series outlive their threads' entries: a cgroup this read's entries do not name
 // keeps its series while `exists` says its directory is there.
 TEST(Prometheus, BoundedCountersKeepCgroupsThatExist) {
-    const std::array<double, 1> one{1};
-    BoundedCounters g(1, 10, {"cgroup"});
-    g.begin();
-    for (const char *path : {"/a", "/b", "/c"})
-        g.update(path, {{"cgroup", path}}, one);
-    g.end();
+    auto g = cgroups_read(10);
     g.remove_removed_cgroups({{7, "/a"}}, [](const std::string &path) { return path == "/b"; });
     EXPECT_EQ(g.series().count({{"cgroup", "/a"}}), 1u);
     EXPECT_EQ(g.series().count({{"cgroup", "/b"}}), 1u);

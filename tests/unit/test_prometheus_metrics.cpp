@@ -24,6 +24,14 @@ PrometheusOptions options(std::vector<std::string> labels, size_t max_series = 1
     return o;
 }
 
+// The text exposition of one collect() of `counts`: what a scrape then shows.
+template <typename Metrics, typename Counts>
+std::string scrape(Metrics &m, const Counts &counts) {
+    Exposition out;
+    m.collect(counts, out);
+    return out.render(Format::Text);
+}
+
 drsnoop_summary summary(uint64_t stalls, const char *comm) {
     drsnoop_summary s{};
     s.stalls = stalls;
@@ -41,9 +49,7 @@ TEST(PrometheusMetrics, DrsnoopKindsHistogramAndBytes) {
     c.kinds[DRSNOOP_MEMCG] = true;
     c.totals[DRSNOOP_MEMCG] = {3, 30000, 10, 0};
     c.hist_us[DRSNOOP_MEMCG][3] = 3; // 8-15 us
-    Exposition out;
-    m.collect(c, out);
-    const auto text = out.render(Format::Text);
+    const auto text = scrape(m, c);
     EXPECT_TRUE(contains(text, "memlat_reclaim_stalls_total{kind=\"memcg\"} 3\n")) << text;
     EXPECT_FALSE(contains(text, "kind=\"direct\"")); // not traced: no series
     EXPECT_TRUE(
@@ -60,9 +66,7 @@ TEST(PrometheusMetrics, DrsnoopPerTaskUnderTheCap) {
     c.kinds[DRSNOOP_MEMCG] = true;
     c.summaries = {{{10, DRSNOOP_MEMCG}, summary(2, "postgres")},
                    {{11, DRSNOOP_MEMCG}, summary(5, "backup")}};
-    Exposition out;
-    m.collect(c, out);
-    const auto text = out.render(Format::Text);
+    const auto text = scrape(m, c);
     // Entries are read in key order: pid 10 gets the one series, pid 11 goes to "other".
     EXPECT_TRUE(contains(text, "memlat_reclaim_task_stalls_total{kind=\"memcg\",cgroup=\"/sys/fs/"
                                "cgroup/db\",comm=\"postgres\"} 2\n"))
@@ -79,9 +83,7 @@ TEST(PrometheusMetrics, DrsnoopCgroupSeriesGoWithTheCgroup) {
     c.kinds[DRSNOOP_MEMCG] = true;
     c.cgroups = {{{7, DRSNOOP_MEMCG, 0}, {4, 4000, 8, 0}}};
     c.cgroup_paths = {{7, "/sys/fs/cgroup/p/a"}};
-    Exposition first;
-    m.collect(c, first);
-    const auto text = first.render(Format::Text);
+    const auto text = scrape(m, c);
     EXPECT_TRUE(contains(text, "memlat_reclaim_cgroup_stalls_total{kind=\"memcg\",cgroup=\"/sys/fs/"
                                "cgroup/p/a\"} 4\n"))
         << text;
@@ -89,9 +91,7 @@ TEST(PrometheusMetrics, DrsnoopCgroupSeriesGoWithTheCgroup) {
     EXPECT_TRUE(contains(text, "memlat_reclaim_stalls_total{kind=\"memcg\"} 0\n"));
     c.cgroups.clear();
     c.cgroup_paths.clear(); // the cgroup was removed
-    Exposition second;
-    m.collect(c, second);
-    EXPECT_FALSE(contains(second.render(Format::Text), "/sys/fs/cgroup/p/a"));
+    EXPECT_FALSE(contains(scrape(m, c), "/sys/fs/cgroup/p/a"));
 }
 
 TEST(PrometheusMetrics, TlbflushRemoteSeriesFromTheStart) {
@@ -106,9 +106,7 @@ TEST(PrometheusMetrics, TlbflushRemoteSeriesFromTheStart) {
     c.by_cpu.resize(2);
     c.by_cpu[1][1].count = 7;
     c.by_cpu[1][0].count = 3;
-    Exposition out;
-    m.collect(c, out);
-    const auto text = out.render(Format::Text);
+    const auto text = scrape(m, c);
     EXPECT_TRUE(contains(
         text, "memlat_tlb_remote_shootdowns_total{cpu=\"0\",reason=\"remote_shootdown\"} 0\n"))
         << text;
@@ -125,9 +123,7 @@ TEST(PrometheusMetrics, TlbflushRemoteSeriesFromTheStart) {
 
     // With them, the flush IPIs handled: the TLB row, by CPU.
     c.flush_ipis = {2, 9};
-    Exposition with_csd;
-    m.collect(c, with_csd);
-    const auto csd = with_csd.render(Format::Text);
+    const auto csd = scrape(m, c);
     EXPECT_TRUE(contains(csd, "memlat_tlb_remote_shootdowns_total{cpu=\"0\"} 2\n")) << csd;
     EXPECT_TRUE(contains(csd, "memlat_tlb_remote_shootdowns_total{cpu=\"1\"} 9\n"));
     EXPECT_TRUE(contains(csd, "what /proc/interrupts counts in its TLB row"));

@@ -35,6 +35,21 @@ tlbflush::ViewFormat view() {
     return f;
 }
 
+// A view's text and the JSON it writes into an empty object, from the same rows.
+struct Rendered {
+    std::string text;
+    json out;
+};
+
+template <typename Rows>
+Rendered render(std::string (*text)(const Rows &, const tlbflush::ViewFormat &),
+                void (*write_json)(const Rows &, const tlbflush::ViewFormat &, json &),
+                const Rows &rows, const tlbflush::ViewFormat &f) {
+    Rendered r{text(rows, f), json::object()};
+    write_json(rows, f, r.out);
+    return r;
+}
+
 tlbflush_count count(uint64_t n, uint64_t full, uint64_t pages) {
     return {n, full, pages, 0};
 }
@@ -109,15 +124,13 @@ TEST(TlbflushCounts, WithoutCsdTheRemoteFlushesTracedStandIn) {
     const auto f = view();
     const auto t = tlbflush::counts_since(now, before, f);
     EXPECT_FALSE(t.ipis_counted);
-    const std::string text = tlbflush::counts_text(t, f);
+    auto [text, out] = render(tlbflush::counts_text, tlbflush::counts_json, t, f);
     EXPECT_NE(std::string::npos,
               text.find("\nRemote flushes traced (remote_shootdown + remote_wrong_cpu; without "
                         "the csd tracepoints of Linux 6.3+ the IPIs that found a CPU lazy or up "
                         "to date are not seen: fewer than the /proc/interrupts TLB row):\n"
                         "  CPU 1            32\n"));
     EXPECT_EQ(std::string::npos, text.find("Remote shootdowns received"));
-    json out = json::object();
-    tlbflush::counts_json(t, f, out);
     EXPECT_TRUE(out["remote_shootdowns"].is_null());
     EXPECT_EQ(json::parse(R"({"1": 32})"), out["remote_flushes_traced"]);
 }
@@ -131,11 +144,10 @@ TEST(TlbflushCounts, ReasonsWithoutARemoteOneAskForNoIpiCount) {
     const auto t = tlbflush::counts_since(now, before, f);
     EXPECT_TRUE(t.received.empty());
     EXPECT_TRUE(t.requested.empty());
+    auto [text, out] = render(tlbflush::counts_text, tlbflush::counts_json, t, f);
     EXPECT_EQ("CPU  REASON                      COUNT       FULL        PAGES\n"
               "0    local_mm_shootdown             50          2          500\n",
-              tlbflush::counts_text(t, f));
-    json out = json::object();
-    tlbflush::counts_json(t, f, out);
+              text);
     EXPECT_EQ(json::object(), out["remote_shootdowns"]);
     EXPECT_TRUE(out["flush_requests"].is_null());
 }
@@ -150,6 +162,7 @@ TEST(TlbflushCounts, PerProcessRowsBusiestFirstWithPidAndComm) {
     now.comms[{200, 1, 1}] = "tlb_workload";
     now.flush_ipis = {0, 9};
     const auto t = tlbflush::counts_since(now, Snapshot{}, f);
+    auto [text, out] = render(tlbflush::counts_text, tlbflush::counts_json, t, f);
     EXPECT_EQ("PID      COMM             CPU  REASON                      COUNT       FULL        "
               "PAGES\n"
               "200      tlb_workload     1    remote_shootdown                9          1        "
@@ -159,9 +172,7 @@ TEST(TlbflushCounts, PerProcessRowsBusiestFirstWithPidAndComm) {
               "\n"
               "Remote shootdowns received (flush IPIs handled: the /proc/interrupts TLB row):\n"
               "  CPU 1             9\n",
-              tlbflush::counts_text(t, f));
-    json out = json::object();
-    tlbflush::counts_json(t, f, out);
+              text);
     EXPECT_EQ(200, out["counts"][0]["pid"]);
     EXPECT_EQ("tlb_workload", out["counts"][0]["comm"]);
     EXPECT_EQ("small", out["counts"][1]["comm"]);
@@ -204,14 +215,13 @@ TEST(TlbflushCulprits, WithoutCsdTheIpisAreUnknown) {
     auto f = view();
     f.culprit_ipis_counted = false;
     const auto rows = tlbflush::culprits_since(culprits_now(), culprits_before());
+    auto [text, out] = render(tlbflush::culprits_text, tlbflush::culprits_json, rows, f);
     EXPECT_EQ("\nRemote flush requests by sender (the IPIs each sent are not known without "
               "the csd tracepoints of Linux 6.3+):\n"
               "PID      TID      COMM             TARGET_CPU   REQUESTS       IPIS\n"
               "300      301      tlb_workload              1        120          -\n"
               "400      400      gmake                   any          3          -\n",
-              tlbflush::culprits_text(rows, f));
-    json out = json::object();
-    tlbflush::culprits_json(rows, f, out);
+              text);
     EXPECT_TRUE(out["culprits"][0]["count"].is_null());
     EXPECT_EQ(120, out["culprits"][0]["requests"]);
 }
@@ -224,6 +234,7 @@ TEST(TlbflushCulprits, StacksUnderEachSender) {
     rows[0].user_stack = {"munmap+0x7 [libc.so.6]"};
     rows[1].kernel_stack = {"[stack lost]"};
     rows[1].user_stack = {"[no user stack]"};
+    auto [text, out] = render(tlbflush::culprits_text, tlbflush::culprits_json, rows, f);
     EXPECT_EQ("\nRemote flush requests and shootdown IPIs by sender:\n"
               "PID      TID      COMM             TARGET_CPU   REQUESTS       IPIS\n"
               "300      301      tlb_workload              1        120        100\n"
@@ -237,9 +248,7 @@ TEST(TlbflushCulprits, StacksUnderEachSender) {
               "    --\n"
               "    [no user stack]\n"
               "\n",
-              tlbflush::culprits_text(rows, f));
-    json out = json::object();
-    tlbflush::culprits_json(rows, f, out);
+              text);
     EXPECT_EQ(json::parse(R"([
         {"pid": 300, "tid": 301, "comm": "tlb_workload", "target_cpu": 1, "count": 100,
          "requests": 120, "kernel_stack": ["flush_tlb_mm_range+0x1c3", "__x64_sys_munmap+0x17"],
@@ -288,6 +297,7 @@ TEST(TlbflushLatency, HandlerAndCallbackHistogramsPerVictimCpu) {
     const auto rows = tlbflush::latency_since(latency(2), latency(1));
     ASSERT_EQ(1u, rows.size());
     EXPECT_EQ(1u, rows[0].cpu);
+    auto [text, out] = render(tlbflush::latency_text, tlbflush::latency_json, rows, view());
     EXPECT_EQ(std::string("\nCPU 1: IPI handler, entry to exit, in the 4 runs that flushed the "
                           "TLB (1 with several flushes, counted once)\n") +
                   hist_of_4 +
@@ -299,9 +309,7 @@ TEST(TlbflushLatency, HandlerAndCallbackHistogramsPerVictimCpu) {
                   "****|\n"
                   "\nCPU 1: TLB flush callbacks run without an IPI handler (idle loop): 1, in "
                   "no histogram\n",
-              tlbflush::latency_text(rows, view()));
-    json out = json::object();
-    tlbflush::latency_json(rows, view(), out);
+              text);
     EXPECT_EQ(4, out["handler_latency"]["1"]["total"]);
     EXPECT_EQ("nsecs", out["handler_latency"]["1"]["unit"]);
     EXPECT_EQ(5, out["callback_latency"]["1"]["total"]);
@@ -320,17 +328,16 @@ TEST(TlbflushLatency, WithoutCsdOnlyTheHandlerIsTimed) {
     now.ipi_counts[1].shared_runs = 0;
     now.ipi_counts[1].without_ipi = 0;
     const auto rows = tlbflush::latency_since(now, Snapshot{});
+    auto [text, out] = render(tlbflush::latency_text, tlbflush::latency_json, rows, f);
     EXPECT_EQ(std::string("\nCPU 1: IPI handler, entry to exit, in the 4 runs that flushed the "
                           "TLB\n") +
                   hist_of_4,
-              tlbflush::latency_text(rows, f));
+              text);
     now.ipi_counts[1].without_ipi = 2;
     EXPECT_NE(std::string::npos,
               tlbflush::latency_text(tlbflush::latency_since(now, Snapshot{}), f)
                   .find("\nCPU 1: TLB flush remote flushes without an IPI handler (idle loop): 2, "
                         "in no histogram\n"));
-    json out = json::object();
-    tlbflush::latency_json(rows, f, out);
     EXPECT_TRUE(out["callback_latency"].is_null());
     EXPECT_TRUE(out["tlb_ipis"]["1"]["callbacks"].is_null());
 }
@@ -338,9 +345,8 @@ TEST(TlbflushLatency, WithoutCsdOnlyTheHandlerIsTimed) {
 TEST(TlbflushLatency, NoRunsNoRowsButTheJsonKeysStay) {
     const auto rows = tlbflush::latency_since(latency(1), latency(1));
     EXPECT_TRUE(rows.empty());
-    EXPECT_EQ("", tlbflush::latency_text(rows, view()));
-    json out = json::object();
-    tlbflush::latency_json(rows, view(), out);
+    auto [text, out] = render(tlbflush::latency_text, tlbflush::latency_json, rows, view());
+    EXPECT_EQ("", text);
     EXPECT_EQ(json::parse(R"({"handler_latency": {}, "callback_latency": {}, "tlb_ipis": {},
                               "latency": {}})"),
               out);
@@ -498,9 +504,7 @@ TEST(TlbflushPath, JsonOfTheIntervalNamesIt) {
     // counts_now(): 60 requests named CPU 1, which handled 45 IPIs, since the start.
     t.path = tlbflush::path_of(counts_now(), f, FlushPath::Mixed);
     EXPECT_EQ(FlushPath::Mixed, t.path);
-    json out = json::object();
-    tlbflush::counts_json(t, f, out);
+    auto [text, out] = render(tlbflush::counts_text, tlbflush::counts_json, t, f);
     EXPECT_EQ("mixed", out["remote_flush_path"]);
-    EXPECT_NE(std::string::npos, tlbflush::counts_text(t, f).find(
-                                     "delivered here by shootdown IPI or by the hypervisor"));
+    EXPECT_NE(std::string::npos, text.find("delivered here by shootdown IPI or by the hypervisor"));
 }
