@@ -160,6 +160,23 @@ def check_manual_runs(t: Test, what: str, events: list, oracle: dict, zones: set
                     oracle_durations_ns(oracle["mm_compaction_begin"], ends))
 
 
+def check_compact_control(t: Test, hook: str, events: list, stderr: str) -> bool:
+    """What -e shows of the manual runs' struct compact_control through HOOK: their MODE
+    (sync) and whole_zone where the hook reads the struct (tp_btf, raw_tp); where it does not
+    (the classic tracepoints, which do not carry it), no zone state, and -v saying so. Whether
+    HOOK reads the struct. Also used by the VM checker."""
+    if hook in ("tp_btf", "raw_tp"):
+        t.check_eq(f"{hook}: MODE read from struct compact_control", {"sync"},
+                   {e["mode"] for e in events})
+        t.check_eq(f"{hook}: whole_zone read from struct compact_control", {True},
+                   {e["whole_zone"] for e in events})
+        return True
+    t.check_in(f"{hook}: -v says what the fall-back cannot show",
+               "the classic tracepoints carry no struct compact_control", stderr, "stderr")
+    t.check_eq(f"{hook}: no zone state with -e", {None}, {e["free_pages"] for e in events})
+    return False
+
+
 def summary_of(result: Result) -> dict:
     return [j for j in result.json_lines() if "summary" in j][0]
 
@@ -294,17 +311,7 @@ def _(t: Test, variant: str):
                    f"{hook}", res.stderr, "stderr")
         events = snoop_events(t, res)
         check_manual_runs(t, hook, events, trace, zones)
-        if hook == "raw_tp":
-            t.check_eq("raw_tp: MODE read from struct compact_control", {"sync"},
-                       {e["mode"] for e in events})
-            t.check_eq("raw_tp: whole_zone read from struct compact_control", {True},
-                       {e["whole_zone"] for e in events})
-        else:
-            t.check_in("tracepoint: -v says what the fall-back cannot show",
-                       "the classic tracepoints carry no struct compact_control", res.stderr,
-                       "stderr")
-            t.check_eq("tracepoint: no zone state with -e", {None},
-                       {e["free_pages"] for e in events})
+        check_compact_control(t, hook, events, res.stderr)
         state = check_variant_chosen(t, variant, res.stderr, events=True)
         # -p selects this process, whose one thread ran every compaction: one entry, kept
         # while the thread lives (it still does).

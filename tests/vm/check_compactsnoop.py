@@ -6,15 +6,17 @@ from __future__ import annotations
 import re
 
 from memlat_test import Test, log, skip
-from test_compactsnoop import boost_limits, check_zone_state, parse_zoneinfo
-from vmcheck import Block, checker, show_hooks, vmstat_delta
+from test_compactsnoop import (boost_limits, check_compact_control, check_zone_state,
+                               parse_zoneinfo)
+from vmcheck import Block, check_hook, checker, oracle_trace, stopped_tool, vmstat_delta
 
 
-def ftrace(text: str) -> dict:
-    """{event: [dict of its fields, ...]} in trace order."""
+def ftrace(t: Test, b: Block) -> dict:
+    """The guest's ftrace instance ("ftrace", checked to have lost nothing) as {event: [dict
+    of its fields, ...]} in trace order."""
     out: dict[str, list[dict]] = {"mm_compaction_end": [], "mm_compaction_migratepages": [],
                                   "mm_compaction_try_to_compact_pages": []}
-    for line in text.splitlines():
+    for line in oracle_trace(t, b).splitlines():
         m = re.search(r" (mm_compaction_\w+): (.*)$", line)
         if m and m.group(1) in out:
             out[m.group(1)].append(dict(re.findall(r"(\w+)=(\S+)", m.group(2))))
@@ -46,8 +48,7 @@ def expected_hook(b: Block) -> str:
 @checker("compactsnoop.manual")
 def manual(t: Test, b: Block) -> None:
     hook = expected_hook(b)
-    res = b.tool("tool")
-    show_hooks(res.stderr)
+    res = stopped_tool(t, b, "compactsnoop")
     writer = b.tool("writer")
     pid = int(b.meta["writer_pid"])
     frag = b.file("frag.out")
@@ -56,13 +57,8 @@ def manual(t: Test, b: Block) -> None:
               frag.strip() or b.files.get("frag.err", "").strip()[:200])
     holes = int(m.group(2))
     t.check_eq("writer (echo 1 > /proc/sys/vm/compact_memory) exit status", 0, writer.rc)
-    t.check_eq("compactsnoop exit status after SIGINT", 0, res.rc)
-    t.check_in(f"-v: mm_compaction_begin/end use {hook}",
-               f"compaction:mm_compaction_begin/end: using {hook}", res.stderr, "stderr")
-    trace_text = b.file("ftrace")
-    t.check("LOST" not in trace_text, "the ftrace oracle lost nothing", "no LOST",
-            "LOST" if "LOST" in trace_text else "none")
-    oracle = ftrace(trace_text)
+    check_hook(t, res.stderr, "compaction:mm_compaction_begin/end", hook)
+    oracle = ftrace(t, b)
     ends = oracle["mm_compaction_end"]
     mig = oracle["mm_compaction_migratepages"]
     zones = parse_zoneinfo(b.file("zoneinfo"))
@@ -119,20 +115,10 @@ def manual(t: Test, b: Block) -> None:
     t.check_ge("/proc/vmstat compact_migrate_scanned delta (compaction ran)", 1,
                d["compact_migrate_scanned"])
 
-    if hook in ("tp_btf", "raw_tp"):
-        t.check_eq("MODE read from struct compact_control", {"sync"},
-                   {e["mode"] for e in events})
-        t.check_eq("whole_zone read from struct compact_control", {True},
-                   {e["whole_zone"] for e in events})
+    if check_compact_control(t, hook, events, res.stderr):
         check_zone_state(t, events, zones,
                          *boost_limits(b.file("zoneinfo"), b.files.get("boost_factor"),
                                        b.files.get("pagetypeinfo")))
-    else:
-        t.check_in("-v says what the tracepoint fall-back cannot show",
-                   "the classic tracepoints carry no struct compact_control", res.stderr,
-                   "stderr")
-        t.check_eq("no zone state with -e on the fall-back", {None},
-                   {e["free_pages"] for e in events})
 
     rows = [s for s in summary["summary"] if s["kind"] == "manual"]
     t.check_eq("summary runs (kind manual)", len(events), sum(s["runs"] for s in rows))
@@ -144,8 +130,7 @@ def manual(t: Test, b: Block) -> None:
 @checker("compactsnoop.direct")
 def direct(t: Test, b: Block) -> None:
     hook = expected_hook(b)
-    res = b.tool("tool")
-    show_hooks(res.stderr)
+    res = stopped_tool(t, b, "compactsnoop")
     frag = b.tool("frag")
     m = re.search(r"pid=(\d+) iterations=(\d+) thp_kb=(-?\d+)", frag.stdout)
     t.require(frag.rc == 0 and m is not None, "compact_fragmenter ran",
@@ -153,13 +138,8 @@ def direct(t: Test, b: Block) -> None:
               f"exit {frag.rc}: {frag.stdout.strip()!r} {frag.stderr.strip()[:200]!r}")
     frag_pid, thp_kb = int(m.group(1)), int(m.group(3))
     t.check_eq("the fragmenter's PID (held before it ran)", int(b.meta["frag_pid"]), frag_pid)
-    t.check_eq("compactsnoop exit status after SIGINT", 0, res.rc)
-    t.check_in(f"-v: mm_compaction_begin/end use {hook}",
-               f"compaction:mm_compaction_begin/end: using {hook}", res.stderr, "stderr")
-    trace_text = b.file("ftrace")
-    t.check("LOST" not in trace_text, "the ftrace oracle lost nothing", "no LOST",
-            "LOST" if "LOST" in trace_text else "none")
-    oracle = ftrace(trace_text)
+    check_hook(t, res.stderr, "compaction:mm_compaction_begin/end", hook)
+    oracle = ftrace(t, b)
     ends, mig, tries = (oracle["mm_compaction_end"], oracle["mm_compaction_migratepages"],
                         oracle["mm_compaction_try_to_compact_pages"])
     d = vmstat_delta(b, "vmstat.before", "vmstat.after", "compact_stall", "compact_fail",

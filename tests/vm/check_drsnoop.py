@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from memlat_test import Test, log
-from vmcheck import Block, checker, show_hooks, vmstat_delta
+from vmcheck import Block, check_hook, checker, oracle_trace, stopped_tool, vmstat_delta
 
 
 def _events(t: Test, res) -> tuple[list[dict], list[dict]]:
@@ -18,18 +18,13 @@ def _events(t: Test, res) -> tuple[list[dict], list[dict]]:
 
 @checker("drsnoop.memcg")
 def memcg(t: Test, b: Block) -> None:
-    res = b.tool("tool")
-    show_hooks(res.stderr)
+    res = stopped_tool(t, b, "drsnoop")
     reader = b.tool("reader")
     pid = int(b.meta["reader_pid"])
     t.check_eq("reader (dd in the memory cgroup) exit status", 0, reader.rc)
-    t.check_eq("drsnoop exit status after SIGINT", 0, res.rc)
-    t.check_in(f"-v: the vmscan tracepoints use {b.variant}",
-               f"vmscan:mm_vmscan_memcg_reclaim_begin/end: using {b.variant}", res.stderr,
-               "stderr")
-    oracle = [int(m) for m in re.findall(r"nr_reclaimed=(\d+)", b.file("ftrace"))]
-    t.check("LOST" not in b.file("ftrace"), "the ftrace oracle lost nothing", "no LOST",
-            "LOST" if "LOST" in b.file("ftrace") else "none")
+    check_hook(t, res.stderr, "vmscan:mm_vmscan_memcg_reclaim_begin/end", b.variant)
+    trace = oracle_trace(t, b)
+    oracle = [int(m) for m in re.findall(r"nr_reclaimed=(\d+)", trace)]
     events, summary = _events(t, res)
     log(f"  reader pid {pid}: drsnoop {len(events)} stalls, {sum(e['pages'] for e in events)} "
         f"pages; ftrace {len(oracle)} stalls, {sum(oracle)} pages")
@@ -42,8 +37,7 @@ def memcg(t: Test, b: Block) -> None:
     # The arguments of each begin (tp_btf and raw_tp read them by position; 7.3 put gfp
     # first): the same order and flags as ftrace's, stall by stall (flags as sets: ftrace and
     # drsnoop name the same bits in different orders).
-    begins = re.findall(r"mm_vmscan_memcg_reclaim_begin: order=(\d+) gfp_flags=(\S+)",
-                        b.file("ftrace"))
+    begins = re.findall(r"mm_vmscan_memcg_reclaim_begin: order=(\d+) gfp_flags=(\S+)", trace)
     t.require(len(begins) == len(events), "begins in the ftrace oracle, one per stall",
               len(events), len(begins))
     wrong = [(i, (int(o), g), (e["order"], e["gfp"])) for i, ((o, g), e) in
@@ -63,10 +57,8 @@ PAGES_TOL = 0.10
 
 @checker("drsnoop.direct")
 def direct(t: Test, b: Block) -> None:
-    res = b.tool("tool")
-    show_hooks(res.stderr)
+    res = stopped_tool(t, b, "drsnoop")
     t.check_eq("reclaim_hog exit status", 0, b.tool("hog").rc)
-    t.check_eq("drsnoop exit status after SIGINT", 0, res.rc)
     d = vmstat_delta(b, "vmstat.before", "vmstat.after", "allocstall_*", "pgsteal_direct",
                      "pgsteal_kswapd")
     events, summary = _events(t, res)

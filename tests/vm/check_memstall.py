@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import re
 
-from memlat_test import Skip, Test, log
-from vmcheck import Block, checker, required, show_hooks
+from memlat_test import Result, Skip, Test, log
+from vmcheck import Block, check_hook, checker, oracle_trace, required, stopped_tool
 
 
 # memory.high throttling runs on every kernel of the matrix, with PSI or without (the throttle
@@ -45,10 +45,8 @@ _WINDOW_EVENT = re.compile(r" (\d+\.\d+): mm_\w+_(begin|end):")
 def _windows_ns(t: Test, b: Block) -> list[int]:
     """The workload's begin/end windows in the guest's ftrace instance (the "windows" file),
     in ns (the trace prints microseconds): each end with the begin before it."""
-    text = b.file("windows")
-    t.check("LOST" not in text, "the ftrace oracle lost nothing", "no LOST", "see trace")
     out, begin = [], None
-    for m in _WINDOW_EVENT.finditer(text):
+    for m in _WINDOW_EVENT.finditer(oracle_trace(t, b, "windows")):
         if m.group(2) == "begin":
             begin = float(m.group(1))
         elif begin is not None:
@@ -84,21 +82,29 @@ def _clock_rate(b: Block) -> float | None:
     return (after["cpu_clk"] - before["cpu_clk"]) / (after["ktime"] - before["ktime"])
 
 
-@checker("memstall.high")
-def high(t: Test, b: Block) -> None:
-    res = b.tool("tool")
-    show_hooks(res.stderr)
-    pid = int(b.meta["toucher_pid"])
-    t.check_eq("anon_toucher exit status", 0, b.tool("toucher").rc)
-    t.check_eq("memstall exit status after SIGINT", 0, res.rc)
-    # stack_loop/: the first choices of each kind, where the kernel has bpf_loop() (5.17).
-    t.check(re.search(r"sched:sched_switch: using (stack_loop/)?" + b.variant, res.stderr),
-                      f"-v: sched_switch uses {b.variant}", b.variant, "see stderr")
-    t.check_in("-v: memory.high sleeps are told apart", "high:    off-CPU time", res.stderr,
-               "stderr")
+def _table(t: Test, res: Result) -> dict:
+    """memstall -j's table: one JSON line, printed at the end (no interval given)."""
     lines = [j for j in res.json_lines() if "processes" in j]
     t.require(len(lines) == 1, "one JSON line at the end", "1", len(lines))
-    rows = [r for r in lines[0]["processes"] if r["pid"] == pid]
+    return lines[0]
+
+
+def _check_switch_hook(t: Test, b: Block, res: Result) -> None:
+    """The hook of sched_switch, whose programs time the off-CPU stalls: the variant's.
+    stack_loop/: the first choices of each kind, where the kernel has bpf_loop() (5.17)."""
+    check_hook(t, res.stderr, "sched:sched_switch", b.variant, "stack_loop")
+
+
+@checker("memstall.high")
+def high(t: Test, b: Block) -> None:
+    res = stopped_tool(t, b, "memstall")
+    pid = int(b.meta["toucher_pid"])
+    t.check_eq("anon_toucher exit status", 0, b.tool("toucher").rc)
+    _check_switch_hook(t, b, res)
+    t.check_in("-v: memory.high sleeps are told apart", "high:    off-CPU time", res.stderr,
+               "stderr")
+    table = _table(t, res)
+    rows = [r for r in table["processes"] if r["pid"] == pid]
     t.require(len(rows) == 1, "a row for the toucher", "1", len(rows))
     causes = rows[0]["causes"]
     high_events = _events_high(b.file("events.after")) - _events_high(b.file("events.before"))
@@ -109,8 +115,7 @@ def high(t: Test, b: Block) -> None:
     # Each throttle is one sleep (schedule_timeout_killable(), a D sleep in the trace): the
     # toucher's D sleeps in an ftrace instance of its switches. With PSI memstall also counts
     # the toucher's preemptions inside the throttle (a memstall), as PSI does.
-    trace = b.file("ftrace")
-    t.check("LOST" not in trace, "the ftrace oracle lost nothing", "no LOST", "see trace")
+    trace = oracle_trace(t, b)
     sleeps = _uninterruptible_sleeps(trace, pid)
     preempted = _preemptions(trace, pid)
     slept_ns = sum(i - o for o, _, i in sleeps) * 1e9
@@ -164,7 +169,7 @@ def high(t: Test, b: Block) -> None:
     _check_top(t, b, pid, high, long_sleeps, len(sleeps), preempted, psi)
     if not psi:
         # Without PSI no other memstall is seen, and the JSON says so.
-        unmeasured = lines[0].get("unmeasured_causes", {})
+        unmeasured = table.get("unmeasured_causes", {})
         t.check("other" in unmeasured and "high" not in unmeasured,
                 "-j: unmeasured_causes has other, not high", "other, not high",
                 sorted(unmeasured))
@@ -277,26 +282,21 @@ def _check_top(t: Test, b: Block, pid: int, high: dict, long_sleeps: int, sleeps
 
 @checker("memstall.dirty")
 def dirty(t: Test, b: Block) -> None:
-    res = b.tool("tool")
-    show_hooks(res.stderr)
+    res = stopped_tool(t, b, "memstall")
     pid = int(b.meta["writer_pid"])
     t.check_eq("dd exit status", 0, b.tool("writer").rc)
-    t.check_eq("memstall exit status after SIGINT", 0, res.rc)
     # raw_tp comes first (it reads no typed argument): the tp_btf variant disables raw_tp to
     # run the tp_btf programs (whose argument index differs before 5.18 too).
-    t.check(re.search(r"writeback:balance_dirty_pages: using (dirty/)?" + b.variant, res.stderr),
-            f"-v: balance_dirty_pages uses {b.variant}", b.variant, "see stderr")
-    trace = b.file("ftrace")
-    t.check("LOST" not in trace, "the ftrace oracle lost nothing", "no LOST", "see trace")
+    check_hook(t, res.stderr, "writeback:balance_dirty_pages", b.variant, "dirty")
+    trace = oracle_trace(t, b)
     pauses = [int(p) for p in re.findall(r" pause=(-?\d+)", trace) if int(p) > 0]
-    lines = [j for j in res.json_lines() if "processes" in j]
-    t.require(len(lines) == 1, "one JSON line at the end", "1", len(lines))
-    rows = [r for r in lines[0]["processes"] if r["pid"] == pid]
+    table = _table(t, res)
+    rows = [r for r in table["processes"] if r["pid"] == pid]
     dirty = rows[0]["causes"].get("dirty", {"stalls": 0, "ns": 0}) if rows else {"stalls": 0,
                                                                                   "ns": 0}
     log(f"  writer pid {pid}: ftrace {len(pauses)} pauses of {sum(pauses)} ms planned; "
         f"memstall {dirty}; switch-ins no sched_switch showed: "
-        f"{lines[0].get('unseen_switch_ins')}")
+        f"{table.get('unseen_switch_ins')}")
     if not pauses:
         # Writeback to a ram disk is a copy: in 2 of 14 runs the writer never got ahead.
         raise Skip("the writer was never paused (the ram disk's writeback kept up)")
@@ -386,15 +386,12 @@ def _disk_scenario(t: Test, b: Block, who: str, done: str, cause: str, says: str
     sched_switch's hook and that -v tells CAUSE apart (SAYS); returns (pid, memstall's
     result, the workload's taskstats delta and version, /proc/vmstat's before and after,
     memstall's row for it)."""
-    res = b.tool("tool")
-    show_hooks(res.stderr)
+    res = stopped_tool(t, b, "memstall")
     pid = int(b.meta[f"{who}_pid"])
     t.require(b.meta.get("swapdisk") == "ok", "the disk (/dev/vda) was there", "ok",
               b.meta.get("swapdisk"))
     t.check_in(f"the {who} finished its work", done, b.tool(who).stdout, "its stdout")
-    t.check_eq("memstall exit status after SIGINT", 0, res.rc)
-    t.check(re.search(r"sched:sched_switch: using (stack_loop/)?" + b.variant, res.stderr),
-            f"-v: sched_switch uses {b.variant}", b.variant, "see stderr")
+    _check_switch_hook(t, b, res)
     t.check_in(f"-v: {cause} is told apart", says, res.stderr, "stderr")
     runs = [b.tool(label) for label in ("stats.before", "stats.after")]
     for run in runs:
@@ -403,9 +400,7 @@ def _disk_scenario(t: Test, b: Block, who: str, done: str, cause: str, says: str
     before, after = (_taskstats(run.stdout) for run in runs)
     stats = {k: after[k] - before[k] for k in after if k != "version"}
     vmstat = (_vmstat(b.file("vmstat.before")), _vmstat(b.file("vmstat.after")))
-    lines = [j for j in res.json_lines() if "processes" in j]
-    t.require(len(lines) == 1, "one JSON line at the end", "1", len(lines))
-    rows = [r for r in lines[0]["processes"] if r["pid"] == pid]
+    rows = [r for r in _table(t, res)["processes"] if r["pid"] == pid]
     t.require(len(rows) == 1, f"a row for the {who}", "1", len(rows))
     return pid, res, stats, after["version"], vmstat, rows[0]
 
@@ -417,8 +412,7 @@ def swapin(t: Test, b: Block) -> None:
     moved = {k: vm_after.get(k, 0) - vm_before.get(k, 0) for k in
              ("pswpin", "pswpout", "workingset_refault_anon", "workingset_restore_anon")}
     psi_us = _pressure_delta_us(b)
-    trace = b.file("ftrace")
-    t.check("LOST" not in trace, "the ftrace oracle lost nothing", "no LOST", "see trace")
+    trace = oracle_trace(t, b)
     sleeps = _uninterruptible_sleeps(trace, pid)
     slept_ns = sum(i - o for o, _, i in sleeps) * 1e9
     until_woken_ns = sum(w - o for o, w, _ in sleeps if w is not None) * 1e9
@@ -563,18 +557,14 @@ def _lingering_workload(t: Test, b: Block, label: str, done: str
     """A scenario whose workload (LABEL, its pid in meta LABEL_pid) lingers after its work so
     that taskstats read it: its pid, its delay accounting, how /proc/vmstat moved, and its
     causes in memstall's last JSON line."""
-    res = b.tool("tool")
-    show_hooks(res.stderr)
+    res = stopped_tool(t, b, "memstall")
     pid = int(b.meta[f"{label}_pid"])
     t.check_in(f"{label} finished its work", done, b.tool(label).stdout, "its stdout")
-    t.check_eq("memstall exit status after SIGINT", 0, res.rc)
     stats_run = b.tool("stats")
     t.require(stats_run.rc == 0, f"taskstats read the {label}'s delay accounting", "0",
               f"{stats_run.rc}: {stats_run.stderr.strip()}")
     vm_before, vm_after = _vmstat(b.file("vmstat.before")), _vmstat(b.file("vmstat.after"))
-    lines = [j for j in res.json_lines() if "processes" in j]
-    t.require(len(lines) == 1, "one JSON line at the end", "1", len(lines))
-    rows = [r for r in lines[0]["processes"] if r["pid"] == pid]
+    rows = [r for r in _table(t, res)["processes"] if r["pid"] == pid]
     return (pid, _taskstats(stats_run.stdout),
             {k: v - vm_before.get(k, 0) for k, v in vm_after.items()},
             rows[0]["causes"] if rows else {})

@@ -233,6 +233,35 @@ def show_hooks(stderr: str) -> None:
         log(f"  -v: {line}")
 
 
+def stopped_tool(t: Test, b: Block, tool: str) -> Result:
+    """The scenario's run of TOOL (label "tool"), stopped by SIGINT once its workload was done:
+    its -v hook lines logged, and its exit status checked."""
+    res = b.tool("tool")
+    show_hooks(res.stderr)
+    t.check_eq(f"{tool} exit status after SIGINT", 0, res.rc)
+    return res
+
+
+def check_hook(t: Test, stderr: str, probe: str, hook: str, group: str = "") -> None:
+    """-v says that PROBE uses HOOK ("PROBE: using HOOK"), or "using GROUP/HOOK" with GROUP
+    given: the group of programs the tool chose, which some name (memstall's stack_loop/)."""
+    said = f"{probe}: using " + (f"[{group}/]" if group else "") + hook
+    pattern = (re.escape(f"{probe}: using ") + (f"({re.escape(group)}/)?" if group else "") +
+               re.escape(hook))
+    ok = re.search(pattern, stderr) is not None
+    t.check(ok, f"-v: {probe} uses {hook}", repr(said),
+            "present" if ok else "absent (see the -v lines above)")
+
+
+def oracle_trace(t: Test, b: Block, name: str = "ftrace") -> str:
+    """The text of the guest's ftrace instance kept as file NAME, which must have lost no
+    events: a trace that lost some (ftrace marks each stretch "LOST") is no oracle."""
+    text = b.file(name)
+    t.check("LOST" not in text, "the ftrace oracle lost nothing", "no LOST",
+            "LOST" if "LOST" in text else "none")
+    return text
+
+
 # ---------------------------------------------------------------- TOOL.choices (every tool)
 
 def check_choices(t: Test, b: Block) -> None:
