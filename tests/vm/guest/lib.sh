@@ -16,6 +16,14 @@
 #   vm_held LABEL PROG ARGS... / vm_release LABEL
 #                            start a command held at the door: its PID ($VM_PID, LABEL.pid)
 #                            exists for a tool's -p or a filter; it exec()s on release
+#   vm_watch LABEL [VAR=VALUE ...] PROG ARGS...
+#                            the tool (vm_tool tool) watching held command LABEL run to its end
+#   vm_ftrace INSTANCE KB [CLOCK] / vm_ftrace_events INSTANCE FILTER SYSTEM/EVENT...
+#   / vm_ftrace_keep INSTANCE LABEL
+#                            an ftrace instance of the scenario's (an oracle), its events, and
+#                            its trace sent back as LABEL
+#   vm_thp_always / vm_thp_restore
+#                            THP faults that compact directly (false, with a skip, without THP)
 #   vm_ramdisk               /dev/ram0 and ram1 (brd, 1 GiB each, sparse: reading it makes clean page
 #                            cache without using memory for the data; there is no disk)
 #   vm_swapdisk              /dev/vda made a swap area (virtio-blk, a sparse file on the host:
@@ -174,6 +182,71 @@ vm_held() {
 }
 
 vm_release() { : > "$RUN/$1.go"; }
+
+# The tool (label tool, started with ARGS) watching the held command LABEL from its release,
+# once the tool is ready, to its end, and a second more; then the tool is stopped and LABEL
+# reaped (killed after 5 s when it was never released: the tool was not ready).
+vm_watch() { # LABEL [VAR=VALUE ...] PROG ARGS...
+    watched=$1
+    shift
+    if vm_tool tool "$@"; then
+        vm_release "$watched"
+        vm_bg_wait "$watched"
+        sleep 1
+    fi
+    vm_stop tool
+    vm_bg_wait "$watched" 5
+}
+
+# An ftrace instance of the scenario's own, an oracle to compare a tool with: vm_ftrace makes
+# it, with KB of buffer a CPU and the trace clock CLOCK (e.g. mono, CLOCK_MONOTONIC as the
+# tools' timestamps; else ftrace's local clock); vm_ftrace_events traces each SYSTEM/EVENT
+# there through FILTER (e.g. "common_pid == $VM_PID"); vm_ftrace_keep stops them, keeps the
+# trace as LABEL and removes the instance.
+vm_ftrace() { # INSTANCE KB [CLOCK]
+    inst=/sys/kernel/tracing/instances/$1
+    mkdir -p "$inst"
+    echo "$2" > "$inst/buffer_size_kb"
+    if [ -n "$3" ]; then echo "$3" > "$inst/trace_clock"; fi
+}
+
+vm_ftrace_events() { # INSTANCE FILTER SYSTEM/EVENT...
+    inst=/sys/kernel/tracing/instances/$1
+    filter=$2
+    shift 2
+    for event in "$@"; do
+        echo "$filter" > "$inst/events/$event/filter"
+        echo 1 > "$inst/events/$event/enable"
+    done
+}
+
+vm_ftrace_keep() { # INSTANCE LABEL
+    inst=/sys/kernel/tracing/instances/$1
+    echo 0 > "$inst/events/enable"
+    cat "$inst/trace" > "$RUN/$2"
+    rmdir "$inst"
+}
+
+# Transparent huge pages with defrag=always, so that a THP fault that finds no free huge page
+# compacts directly, and enabled for MADV_HUGEPAGE at least; false, with a skip, when the
+# kernel has none. vm_thp_restore puts back the settings it found ($VM_THP_DEFRAG,
+# $VM_THP_ENABLED).
+VM_THP=/sys/kernel/mm/transparent_hugepage
+vm_thp_always() {
+    if [ ! -f $VM_THP/defrag ]; then
+        vm_skip "no transparent huge pages in the guest kernel ($VM_THP/defrag)"
+        return 1
+    fi
+    VM_THP_DEFRAG=$(sed 's/.*\[\(.*\)\].*/\1/' $VM_THP/defrag)
+    VM_THP_ENABLED=$(sed 's/.*\[\(.*\)\].*/\1/' $VM_THP/enabled)
+    echo always > $VM_THP/defrag
+    if [ "$VM_THP_ENABLED" = never ]; then echo madvise > $VM_THP/enabled; fi
+}
+
+vm_thp_restore() {
+    echo "$VM_THP_DEFRAG" > $VM_THP/defrag
+    echo "$VM_THP_ENABLED" > $VM_THP/enabled
+}
 
 vm_ramdisk() {
     [ -b /dev/ram0 ] && return 0

@@ -15,8 +15,9 @@
 
 FRAG_PCT=50
 THP_PCT=55
-THP=/sys/kernel/mm/transparent_hugepage
-INST=/sys/kernel/tracing/instances/memlat_compactsnoop
+INST=memlat_compactsnoop
+MANUAL_EVENTS="compaction/mm_compaction_end compaction/mm_compaction_migratepages"
+DIRECT_EVENTS="$MANUAL_EVENTS compaction/mm_compaction_try_to_compact_pages"
 
 avail_mb() { awk '/MemAvailable/ {print int($2 / 1024)}' /proc/meminfo; }
 
@@ -58,12 +59,9 @@ compactsnoop_manual() { # NAME DISABLE
         if frag_start --mib "$frag_mb"; then
             vm_held writer sh -c "echo 1 > /proc/sys/vm/compact_memory"
             vm_meta writer_pid "$VM_PID"
-            mkdir -p $INST
-            echo 4096 > $INST/buffer_size_kb
-            for e in mm_compaction_end mm_compaction_migratepages; do
-                echo "common_pid == $VM_PID" > $INST/events/compaction/"$e"/filter
-                echo 1 > $INST/events/compaction/"$e"/enable
-            done
+            vm_ftrace $INST 4096
+            # shellcheck disable=SC2086
+            vm_ftrace_events $INST "common_pid == $VM_PID" $MANUAL_EVENTS
             if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" compactsnoop -v -j -e -p "$VM_PID"; then
                 vm_snap vmstat.before /proc/vmstat
                 vm_meta write_start "$(vm_now)"
@@ -79,11 +77,7 @@ compactsnoop_manual() { # NAME DISABLE
             vm_stop tool
             vm_release writer
             vm_bg_wait writer 30
-            for e in mm_compaction_end mm_compaction_migratepages; do
-                echo 0 > $INST/events/compaction/"$e"/enable
-            done
-            cat $INST/trace > "$RUN/ftrace"
-            rmdir $INST
+            vm_ftrace_keep $INST ftrace
         fi
         frag_stop
         [ -n "$proactive_old" ] && echo "$proactive_old" > $PROACTIVE
@@ -99,29 +93,18 @@ compactsnoop_manual compactsnoop.manual.tracepoint tp_btf,raw_tp
 # the machine has less than 512 MiB (hugepage_init()); the scenario turns it on and back off.
 compactsnoop_direct() { # NAME DISABLE
     vm_begin "$1"
-    if ! vm_have compactsnoop || ! vm_btf_for "${1##*.}"; then
-        :
-    elif [ ! -f $THP/defrag ]; then
-        vm_skip "no transparent huge pages in the guest kernel ($THP/defrag)"
-    else
-        old_defrag=$(sed 's/.*\[\(.*\)\].*/\1/' $THP/defrag)
-        old_enabled=$(sed 's/.*\[\(.*\)\].*/\1/' $THP/enabled)
-        vm_meta old_defrag "$old_defrag"
-        vm_meta old_enabled "$old_enabled"
-        echo always > $THP/defrag
-        [ "$old_enabled" = never ] && echo madvise > $THP/enabled
+    if vm_have compactsnoop && vm_btf_for "${1##*.}" && vm_thp_always; then
+        vm_meta old_defrag "$VM_THP_DEFRAG"
+        vm_meta old_enabled "$VM_THP_ENABLED"
         avail=$(avail_mb)
         vm_meta frag_mb $((avail * FRAG_PCT / 100))
         vm_meta thp_mb $((avail * THP_PCT / 100))
         vm_held frag compact_fragmenter --mib $((avail * FRAG_PCT / 100)) \
             --thp-mib $((avail * THP_PCT / 100)) --linger 0
         vm_meta frag_pid "$VM_PID"
-        mkdir -p $INST
-        echo 4096 > $INST/buffer_size_kb
-        for e in $DIRECT_EVENTS; do
-            echo "common_pid == $VM_PID" > $INST/events/compaction/"$e"/filter
-            echo 1 > $INST/events/compaction/"$e"/enable
-        done
+        vm_ftrace $INST 4096
+        # shellcheck disable=SC2086
+        vm_ftrace_events $INST "common_pid == $VM_PID" $DIRECT_EVENTS
         vm_snap buddyinfo.before /proc/buddyinfo
         if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" compactsnoop -v -j -k direct; then
             vm_snap vmstat.before /proc/vmstat
@@ -134,18 +117,12 @@ compactsnoop_direct() { # NAME DISABLE
         vm_snap buddyinfo.after /proc/buddyinfo
         vm_release frag
         vm_bg_wait frag
-        for e in $DIRECT_EVENTS; do
-            echo 0 > $INST/events/compaction/"$e"/enable
-        done
-        cat $INST/trace > "$RUN/ftrace"
-        rmdir $INST
-        echo "$old_defrag" > $THP/defrag
-        echo "$old_enabled" > $THP/enabled
+        vm_ftrace_keep $INST ftrace
+        vm_thp_restore
     fi
     vm_end
 }
 
-DIRECT_EVENTS="mm_compaction_end mm_compaction_migratepages mm_compaction_try_to_compact_pages"
 compactsnoop_direct compactsnoop.direct.tp_btf ""
 compactsnoop_direct compactsnoop.direct.raw_tp tp_btf
 compactsnoop_direct compactsnoop.direct.tracepoint tp_btf,raw_tp

@@ -20,24 +20,11 @@ drsnoop_memcg() { # NAME DISABLE
         vm_held reader sh -c "echo \$\$ > $CG/cgroup.procs &&
             exec dd if=/dev/ram0 of=/dev/null bs=1M count=64"
         vm_meta reader_pid "$VM_PID"
-        inst=/sys/kernel/tracing/instances/memlat_vm
-        mkdir -p $inst
-        echo 8192 > $inst/buffer_size_kb
-        for e in mm_vmscan_memcg_reclaim_begin mm_vmscan_memcg_reclaim_end; do
-            echo "common_pid == $VM_PID" > $inst/events/vmscan/$e/filter
-            echo 1 > $inst/events/vmscan/$e/enable
-        done
-        if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" drsnoop -v -j -p "$VM_PID"; then
-            vm_release reader
-            vm_bg_wait reader
-            sleep 1
-        fi
-        vm_stop tool
-        vm_bg_wait reader 5
-        echo 0 > $inst/events/vmscan/mm_vmscan_memcg_reclaim_begin/enable
-        echo 0 > $inst/events/vmscan/mm_vmscan_memcg_reclaim_end/enable
-        cat $inst/trace > "$RUN/ftrace"
-        rmdir $inst
+        vm_ftrace memlat_vm 8192
+        vm_ftrace_events memlat_vm "common_pid == $VM_PID" \
+            vmscan/mm_vmscan_memcg_reclaim_begin vmscan/mm_vmscan_memcg_reclaim_end
+        vm_watch reader MEMLAT_DISABLE_HOOKS="$2" drsnoop -v -j -p "$VM_PID"
+        vm_ftrace_keep memlat_vm ftrace
         rmdir $CG
     fi
     vm_end

@@ -43,51 +43,42 @@ memstall_clocks() { # LABEL
     head -6 $f > "$RUN/$1" 2>&1
 }
 
-# The task's switches and wake-ups, on CLOCK_MONOTONIC (memstall's clock), into $RUN/ftrace.
+# The task's switches and wake-ups, on CLOCK_MONOTONIC (memstall's clock), in ftrace
+# instance INSTANCE; vm_ftrace_keep INSTANCE ftrace sends them back.
 memstall_ftrace_on() { # INSTANCE PID
-    inst=/sys/kernel/tracing/instances/$1
-    mkdir -p $inst
-    echo 8192 > $inst/buffer_size_kb
-    echo mono > $inst/trace_clock
-    echo "prev_pid == $2 || next_pid == $2" > $inst/events/sched/sched_switch/filter
-    echo "pid == $2" > $inst/events/sched/sched_wakeup/filter
-    echo 1 > $inst/events/sched/sched_switch/enable
-    echo 1 > $inst/events/sched/sched_wakeup/enable
-}
-memstall_ftrace_off() { # INSTANCE
-    inst=/sys/kernel/tracing/instances/$1
-    echo 0 > $inst/events/sched/sched_switch/enable
-    echo 0 > $inst/events/sched/sched_wakeup/enable
-    cat $inst/trace > "$RUN/ftrace"
-    rmdir $inst
+    vm_ftrace "$1" 8192 mono
+    vm_ftrace_events "$1" "prev_pid == $2 || next_pid == $2" sched/sched_switch
+    vm_ftrace_events "$1" "pid == $2" sched/sched_wakeup
 }
 
-# The workload's own begin/end events (SYSTEM/EVENT ...) on CLOCK_MONOTONIC, into $RUN/windows:
-# the windows memstall times, each one (ftrace prints microseconds). The instance is made
+# The workload's own begin/end events on CLOCK_MONOTONIC, sent back as "windows": the windows
+# memstall times, each one (ftrace prints microseconds). The instance is made
 # (memstall_windows_prepare) before the scenario sizes its workload from the free memory: its
 # buffers are memory too (4 MiB a CPU once left 5.10's reclaim_hog to the OOM killer).
 # 256 KiB a CPU holds some 2,500 events; a trace that lost any fails its check.
 memstall_windows_prepare() { # INSTANCE
-    inst=/sys/kernel/tracing/instances/$1
-    mkdir -p $inst
-    echo 256 > $inst/buffer_size_kb
-    echo mono > $inst/trace_clock
+    vm_ftrace "$1" 256 mono
 }
-memstall_windows_on() { # INSTANCE PID EVENT...
-    inst=/sys/kernel/tracing/instances/$1
-    pid=$2
-    shift 2
-    for e in "$@"; do
-        echo "common_pid == $pid" > $inst/events/$e/filter
-        echo 1 > $inst/events/$e/enable
-    done
-}
-memstall_windows_off() { # INSTANCE EVENT...
-    inst=/sys/kernel/tracing/instances/$1
-    shift
-    for e in "$@"; do echo 0 > $inst/events/$e/enable; done
-    cat $inst/trace > "$RUN/windows"
-    rmdir $inst
+
+# The held workload LABEL ($VM_PID), which lingers after its work, watched by memstall (hook
+# paths DISABLE disabled) and by its begin/end EVENTS (one word, SYSTEM/EVENT ...) in the
+# instance of memstall_windows_prepare, from its release until it printed TEXT: /proc/vmstat
+# around that, and its delay accounting (taskstats, label stats) while it lingers.
+memstall_lingering() { # LABEL TEXT DISABLE INSTANCE EVENTS
+    # shellcheck disable=SC2086
+    vm_ftrace_events "$4" "common_pid == $VM_PID" $5
+    if vm_tool tool MEMLAT_DISABLE_HOOKS="$3" memstall -v -j -p "$VM_PID"; then
+        vm_snap vmstat.before /proc/vmstat
+        vm_release "$1"
+        memstall_wait_for "$1" "$2"
+        vm_run stats taskstats "$VM_PID"
+        vm_snap vmstat.after /proc/vmstat
+    fi
+    vm_ftrace_keep "$4" windows
+    vm_stop tool
+    kill "$VM_PID" 2>/dev/null
+    vm_release "$1"
+    vm_bg_wait "$1" 10
 }
 
 # Whether PSI runs in the guest (the checkers take the oracles it gives only then).
@@ -126,7 +117,7 @@ memstall_high() { # NAME DISABLE
         vm_stop by_cgroup
         vm_stop per_cgroup
         vm_stop top
-        memstall_ftrace_off memlat_high
+        vm_ftrace_keep memlat_high ftrace
         [ -e $CG/memory.pressure ] && vm_snap pressure.after $CG/memory.pressure
         vm_snap events.after $CG/memory.events
         memstall_clocks clocks.after
@@ -153,28 +144,14 @@ memstall_dirty() { # NAME DISABLE
         echo $((256 << 10)) > /proc/sys/vm/dirty_bytes
         vm_held writer dd if=/dev/zero of=/dev/ram1 bs=64k count=1024
         vm_meta writer_pid "$VM_PID"
-        inst=/sys/kernel/tracing/instances/memlat_vm
-        mkdir -p $inst
-        echo 8192 > $inst/buffer_size_kb
         # The pauses and the writer's switches, on memstall's clock: each pause lasts from
         # its tracepoint until the writer runs again after its sleep.
-        echo mono > $inst/trace_clock
-        echo "common_pid == $VM_PID" > $inst/events/writeback/balance_dirty_pages/filter
-        echo "prev_pid == $VM_PID || next_pid == $VM_PID" \
-            > $inst/events/sched/sched_switch/filter
-        echo 1 > $inst/events/writeback/balance_dirty_pages/enable
-        echo 1 > $inst/events/sched/sched_switch/enable
-        if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" memstall -v -j -p "$VM_PID"; then
-            vm_release writer
-            vm_bg_wait writer
-            sleep 1
-        fi
-        vm_stop tool
-        vm_bg_wait writer 5
-        echo 0 > $inst/events/writeback/balance_dirty_pages/enable
-        echo 0 > $inst/events/sched/sched_switch/enable
-        cat $inst/trace > "$RUN/ftrace"
-        rmdir $inst
+        vm_ftrace memlat_vm 8192 mono
+        vm_ftrace_events memlat_vm "common_pid == $VM_PID" writeback/balance_dirty_pages
+        vm_ftrace_events memlat_vm "prev_pid == $VM_PID || next_pid == $VM_PID" \
+            sched/sched_switch
+        vm_watch writer MEMLAT_DISABLE_HOOKS="$2" memstall -v -j -p "$VM_PID"
+        vm_ftrace_keep memlat_vm ftrace
         if [ "$old_bytes" != 0 ]; then echo "$old_bytes" > /proc/sys/vm/dirty_bytes
         else echo "$old_ratio" > /proc/sys/vm/dirty_ratio; fi
         if [ "$old_bg_bytes" != 0 ]; then echo "$old_bg_bytes" > /proc/sys/vm/dirty_background_bytes
@@ -224,7 +201,7 @@ memstall_swapin() { # NAME DISABLE
                 vm_snap vmstat.after /proc/vmstat
                 [ -e $CG/memory.pressure ] && vm_snap pressure.after $CG/memory.pressure
             fi
-            memstall_ftrace_off memlat_swapin
+            vm_ftrace_keep memlat_swapin ftrace
             vm_snap swaps /proc/swaps
             vm_stop tool
             kill "$VM_PID" 2>/dev/null
@@ -300,39 +277,17 @@ memstall_thrash() { # NAME DISABLE
 # a checkerboard over half of the available memory, then faults THP_PCT % of it as huge pages
 # with THP defrag=always, so that its page faults compact directly; it lingers after that so
 # that its delay accounting (taskstats "compact", Linux 5.17+) can be read.
-THP=/sys/kernel/mm/transparent_hugepage
 memstall_compact() { # NAME DISABLE
     vm_begin "$1"
-    if ! vm_have memstall || ! vm_btf_for "${1##*.}"; then
-        :
-    elif [ ! -f $THP/defrag ]; then
-        vm_skip "no transparent huge pages in the guest kernel ($THP/defrag)"
-    else
+    if vm_have memstall && vm_btf_for "${1##*.}" && vm_thp_always; then
         memstall_delayacct_on
-        old_defrag=$(sed 's/.*\[\(.*\)\].*/\1/' $THP/defrag)
-        old_enabled=$(sed 's/.*\[\(.*\)\].*/\1/' $THP/enabled)
-        echo always > $THP/defrag
-        [ "$old_enabled" = never ] && echo madvise > $THP/enabled
         memstall_windows_prepare memlat_compact
         avail=$(awk '/MemAvailable/ {print int($2 / 1024)}' /proc/meminfo)
         vm_held frag compact_fragmenter --mib $((avail * 50 / 100)) --thp-mib $((avail * 55 / 100))
         vm_meta frag_pid "$VM_PID"
-        windows="compaction/mm_compaction_begin compaction/mm_compaction_end"
-        memstall_windows_on memlat_compact "$VM_PID" $windows
-        if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" memstall -v -j -p "$VM_PID"; then
-            vm_snap vmstat.before /proc/vmstat
-            vm_release frag
-            memstall_wait_for frag "^pid="
-            vm_run stats taskstats "$VM_PID"
-            vm_snap vmstat.after /proc/vmstat
-        fi
-        memstall_windows_off memlat_compact $windows
-        vm_stop tool
-        kill "$VM_PID" 2>/dev/null
-        vm_release frag
-        vm_bg_wait frag 10
-        echo "$old_defrag" > $THP/defrag
-        echo "$old_enabled" > $THP/enabled
+        memstall_lingering frag "^pid=" "$2" memlat_compact \
+            "compaction/mm_compaction_begin compaction/mm_compaction_end"
+        vm_thp_restore
         memstall_delayacct_restore
     fi
     vm_end
@@ -354,20 +309,8 @@ memstall_direct() { # NAME DISABLE
         vm_held hog reclaim_hog --node 0 --cpu 0 --fill /dev/ram0 \
             --fill-mb $((node_free_mb * 3 / 4)) --mb $((node_free_mb * 8 / 10)) --linger
         vm_meta hog_pid "$VM_PID"
-        windows="vmscan/mm_vmscan_direct_reclaim_begin vmscan/mm_vmscan_direct_reclaim_end"
-        memstall_windows_on memlat_direct "$VM_PID" $windows
-        if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" memstall -v -j -p "$VM_PID"; then
-            vm_snap vmstat.before /proc/vmstat
-            vm_release hog
-            memstall_wait_for hog iterations=
-            vm_run stats taskstats "$VM_PID"
-            vm_snap vmstat.after /proc/vmstat
-        fi
-        memstall_windows_off memlat_direct $windows
-        vm_stop tool
-        kill "$VM_PID" 2>/dev/null
-        vm_release hog
-        vm_bg_wait hog 10
+        memstall_lingering hog iterations= "$2" memlat_direct \
+            "vmscan/mm_vmscan_direct_reclaim_begin vmscan/mm_vmscan_direct_reclaim_end"
         memstall_delayacct_restore
     fi
     vm_end
