@@ -68,6 +68,18 @@ std::string label_text(const Labels &labels, std::string_view extra_name = {},
 
 } // namespace
 
+Labels cgroup_filter_labels(std::string cgroup, bool per_cgroup) {
+    if (cgroup.empty() || per_cgroup)
+        return {};
+    return {{"cgroup", std::move(cgroup)}};
+}
+
+Labels labels_of(std::string name, std::string value, const Labels &common) {
+    Labels labels{{std::move(name), std::move(value)}};
+    labels.insert(labels.end(), common.begin(), common.end());
+    return labels;
+}
+
 Format negotiate(std::string_view accept) {
     return accept.find("application/openmetrics-text") != std::string_view::npos
                ? Format::OpenMetrics

@@ -24,6 +24,14 @@ namespace memlat::prometheus {
 // cut inside a UTF-8 character); the writer makes them valid UTF-8.
 using Labels = std::vector<std::pair<std::string, std::string>>;
 
+// The labels every series of a tool filtered by -G PATH carries: cgroup="PATH". None without
+// -G, nor where the series are per cgroup (`per_cgroup`): each names its own cgroup then.
+Labels cgroup_filter_labels(std::string cgroup, bool per_cgroup = false);
+
+// A series' own label `name`="value", then `common`, the labels every series of its tool
+// carries.
+Labels labels_of(std::string name, std::string value, const Labels &common);
+
 enum class Type { Counter, Gauge, Histogram, Info };
 enum class Format { Text, OpenMetrics };
 

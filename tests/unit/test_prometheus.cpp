@@ -63,6 +63,16 @@ TEST(Prometheus, NegotiatesByAccept) {
     EXPECT_TRUE(content_type(Format::OpenMetrics).starts_with("application/openmetrics-text"));
 }
 
+TEST(Prometheus, CgroupFilterLabelsAndASeriesOwnLabelFirst) {
+    EXPECT_EQ(Labels{}, cgroup_filter_labels(""));
+    EXPECT_EQ((Labels{{"cgroup", "/sys/fs/cgroup/db"}}), cgroup_filter_labels("/sys/fs/cgroup/db"));
+    // Per-cgroup series name their own cgroup: -G's path is no label of every series then.
+    EXPECT_EQ(Labels{}, cgroup_filter_labels("/sys/fs/cgroup/db", true));
+    const Labels common{{"cgroup", "/db"}, {"tool", "drsnoop"}};
+    EXPECT_EQ((Labels{{"kind", "memcg"}, {"cgroup", "/db"}, {"tool", "drsnoop"}}),
+              labels_of("kind", "memcg", common));
+}
+
 TEST(Prometheus, EscapesLabelValues) {
     EXPECT_EQ(escape_label_value("plain"), "plain");
     EXPECT_EQ(escape_label_value("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");

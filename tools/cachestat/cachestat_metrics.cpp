@@ -12,8 +12,7 @@ using prometheus::Type;
 Metrics::Metrics(const PrometheusOptions &options, std::string cgroup, bool accesses_known)
     : by_comm_(options.label("comm")), accesses_known_(accesses_known),
       by_comm_counts_(CACHESTAT_COUNTERS, options.max_series, {"comm"}) {
-    if (!cgroup.empty())
-        base_.emplace_back("cgroup", std::move(cgroup));
+    base_ = prometheus::cgroup_filter_labels(std::move(cgroup));
 }
 
 namespace {

@@ -14,16 +14,12 @@ Metrics::Metrics(const PrometheusOptions &options, std::string cgroup, long page
     : by_comm_(options.label("comm")), by_cgroup_(options.label("cgroup")), page_bytes_(page_bytes),
       by_comm_counts_(3, options.max_series, {"comm"}),
       by_cgroup_counts_(3, options.max_series, {"cgroup"}) {
-    // Per-cgroup series name their own cgroup (under -G's): the label is theirs then.
-    if (!cgroup.empty() && !by_cgroup_)
-        base_.emplace_back("cgroup", std::move(cgroup));
+    base_ = prometheus::cgroup_filter_labels(std::move(cgroup), by_cgroup_);
 }
 
 void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
     auto labels = [&](uint32_t kind) {
-        Labels l{{"kind", kind_name(kind)}};
-        l.insert(l.end(), base_.begin(), base_.end());
-        return l;
+        return prometheus::labels_of("kind", kind_name(kind), base_);
     };
     out.family("memlat_reclaim_stalls", Type::Counter,
                "Stalls of threads in memory reclaim, by kind (direct, memcg, softlimit, node)");

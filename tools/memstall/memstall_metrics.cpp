@@ -11,16 +11,12 @@ using prometheus::Type;
 
 Metrics::Metrics(const PrometheusOptions &options, std::string cgroup)
     : by_cgroup_(options.label("cgroup")), by_cgroup_counts_(2, options.max_series, {"cgroup"}) {
-    // Per-cgroup series name their own cgroup (under -G's): the label is theirs then.
-    if (!cgroup.empty() && !by_cgroup_)
-        base_.emplace_back("cgroup", std::move(cgroup));
+    base_ = prometheus::cgroup_filter_labels(std::move(cgroup), by_cgroup_);
 }
 
 void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
     auto labels = [&](uint32_t cause) {
-        Labels l{{"cause", cause_name(cause)}};
-        l.insert(l.end(), base_.begin(), base_.end());
-        return l;
+        return prometheus::labels_of("cause", cause_name(cause), base_);
     };
     out.family("memlat_memstall_stalls", Type::Counter,
                "Memory stalls of threads that ended, by cause (direct, memcg, compact, dirty, "
