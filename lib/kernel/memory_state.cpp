@@ -133,7 +133,11 @@ std::map<std::string, uint64_t> parse_key_values(std::string_view text) {
 }
 
 std::optional<uint64_t> parse_interrupt_row(std::string_view text, std::string_view name) {
-    for (const auto &w : word_lines(text)) {
+    // Line by line, up to the row: /proc/interrupts of a large host has a column per CPU and
+    // a row per interrupt, read at every interval and scrape.
+    std::string_view line;
+    while (next_line(text, line)) {
+        const auto w = words(line);
         if (w.empty() || w[0].size() != name.size() + 1 || !w[0].starts_with(name) ||
             w[0].back() != ':')
             continue;

@@ -391,13 +391,18 @@ class TestFile:
 
     def __enter__(self) -> "TestFile":
         chunk = b"\x5a" * (1 << 20)
-        with open(self.path, "wb") as f:
-            for _ in range(self.size // len(chunk)):
-                f.write(chunk)
-            f.flush()
-            os.fsync(f.fileno())
-        if self.cold:
-            self.evict()
+        try:
+            with open(self.path, "wb") as f:
+                for _ in range(self.size // len(chunk)):
+                    f.write(chunk)
+                f.flush()
+                os.fsync(f.fileno())
+            if self.cold:
+                self.evict()
+        except BaseException:
+            # (with's body never ran, so __exit__ will not: the file goes here)
+            self.__exit__(None, None, None)
+            raise
         return self
 
     def evict(self) -> None:

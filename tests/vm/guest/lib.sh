@@ -241,6 +241,7 @@ vm_thp_always() {
     VM_THP_ENABLED=$(sed 's/.*\[\(.*\)\].*/\1/' $VM_THP/enabled)
     echo always > $VM_THP/defrag
     if [ "$VM_THP_ENABLED" = never ]; then echo madvise > $VM_THP/enabled; fi
+    return 0
 }
 
 vm_thp_restore() {
