@@ -31,15 +31,10 @@ sys.path.insert(0, os.path.join(REPO, "tests", "vm"))
 sys.path.insert(0, os.path.join(REPO, "tests", "runtime"))
 sys.path.insert(0, HERE)
 from exporter_scale import slope  # noqa: E402
+from top_scale import stat_ticks  # noqa: E402
 from vmcheck import parse_report  # noqa: E402
 
 USER_HZ = 100  # /proc/PID/stat's ticks
-
-
-def ticks(stat: str) -> int:
-    """utime + stime of a /proc/PID/stat line (the fields after the command's parenthesis)."""
-    fields = stat[stat.rindex(")") + 2:].split()
-    return int(fields[11]) + int(fields[12])
 
 
 def map_bytes(fdinfo: str) -> int:
@@ -65,9 +60,9 @@ def row(block) -> dict:
     return {
         "cgroups": int(meta["cgroups"]),
         "scrape_ms": 1000 * wall / scrapes,
-        "cpu_ms": 1000 * (ticks(files["stat.after"]) - ticks(files["stat.before"]))
+        "cpu_ms": 1000 * (stat_ticks(files["stat.after"]) - stat_ticks(files["stat.before"]))
         / USER_HZ / scrapes,
-        "idle_pct": 100 * (ticks(files["stat.idle"]) - ticks(files["stat.after"])) / USER_HZ
+        "idle_pct": 100 * (stat_ticks(files["stat.idle"]) - stat_ticks(files["stat.after"])) / USER_HZ
         / idle,
         "rss_mib": int(rss.group(1)) / 1024 if rss else float("nan"),
         "maps_mib": map_bytes(files["fdinfo"]) / 2**20,

@@ -146,9 +146,16 @@ def peers(scratch: str) -> dict[str, tuple[list[str], dict]]:
             "atop": ([os.path.join(root, "usr/bin/atop"), "1"], env)}
 
 
+def stat_ticks(stat: str) -> int:
+    """utime + stime, in ticks, of a /proc/PID/stat line (the fields after the command's
+    parenthesis, which may itself hold spaces and parentheses)."""
+    fields = stat.rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
 def cpu_ticks(pid: int) -> int:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime, stime
+    with open(f"/proc/{pid}/stat") as f:
+        return stat_ticks(f.read())
 
 
 def status_kib(pid: int, key: str) -> int:
