@@ -1638,6 +1638,36 @@ _SCENARIOS: dict[str, Callable[[Test], None]] = {}
 _BTF_FILE_RUNS: list[str] = []
 
 
+def verdict(t: Test, body: Callable[[], None]) -> tuple[str, str]:
+    """Runs `body` (a scenario, or a VM checker) and judges it: ("PASS", "FAIL" or "SKIP",
+    a detail). The one judge of the host and the VM runners, so that they cannot differ:
+    - a check that failed stays failed: skip() after any failed check is a FAIL, whose
+      first failure is the reason (a precondition is measured before anything is checked);
+    - require() and harness errors (Failure) and a bug of the test (any exception) fail;
+    - a body that made no check at all fails: it proved nothing."""
+    try:
+        body()
+    except Skip as e:
+        if not t.failures:
+            log(f"skipped: {e}")
+            return "SKIP", str(e)
+        log(f"FAIL  said \"skipped: {e}\" after {len(t.failures)} failed check(s): a check "
+            "that failed is never turned into a skip")
+        t.failures.append(f"skipped after a failed check: {e}")
+    except Failure as e:
+        t.failures.append(str(e))
+        log(f"FAIL  {e}")
+    except Exception:  # a bug of the test itself: still a failure, with the traceback
+        t.failures.append("exception")
+        log("FAIL  raised:\n" + traceback.format_exc())
+    if t.failures:
+        return "FAIL", (f"{len(t.failures)} of {max(t.checks, len(t.failures))} checks failed: "
+                        f"{t.failures[0].splitlines()[0]}")
+    if t.checks == 0:
+        return "FAIL", "no check was made"
+    return "PASS", f"{t.checks} checks"
+
+
 _UNPRIVILEGED_RUNS: list[str] = []
 
 
@@ -1684,7 +1714,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     name = argv[0]
     t = Test(name + (" --btf-file" if btf_file else "") + (" --unprivileged" if unprivileged else ""))
     t0 = time.monotonic()
-    try:
+
+    def body() -> None:
         require_root()
         ensure_tracefs()
         if btf_file:
@@ -1695,24 +1726,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             _BTF_VARIANT.check(t)
         if unprivileged:
             _UNPRIVILEGED.check(t)
-    except Skip as e:
-        log(f"skipped: {e}")
-        return SKIP_STATUS
-    except Failure as e:
-        t.failures.append(str(e))
-        log(f"FAIL  {e}")
-    except Exception:  # a bug of the test itself: still a failure, with the traceback
-        t.failures.append("exception")
-        log("FAIL  the scenario raised:\n" + traceback.format_exc())
+
+    status, detail = verdict(t, body)
     took = time.monotonic() - t0
-    if t.failures:
-        log(f"\nFAIL: {name}: {len(t.failures)} of {max(t.checks, len(t.failures))} checks "
-            f"failed ({took:.1f} s):")
+    if status == "SKIP":
+        return SKIP_STATUS
+    if status == "FAIL":
+        log(f"\nFAIL: {name}: {detail} ({took:.1f} s)")
         for f in t.failures:
             log("  " + f.splitlines()[0])
-        return 1
-    if t.checks == 0:
-        log(f"\nFAIL: {name}: no check was made")
         return 1
     log(f"\nPASS: {name}: {t.checks} checks ({took:.1f} s)")
     return 0

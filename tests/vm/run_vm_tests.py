@@ -33,14 +33,13 @@ import stat
 import subprocess
 import sys
 import time
-import traceback
 
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "runtime"))
 import vmkernel  # noqa: E402
-from memlat_test import Failure, Skip, Test, log  # noqa: E402
+from memlat_test import Test, log, verdict  # noqa: E402
 from vmcheck import find_checker, parse_report, required_verdicts  # noqa: E402
 
 SKIP_STATUS = 77
@@ -471,24 +470,9 @@ def judge(blocks, facts, done: bool, only: list[str],
             continue
         b.variant = variant
         t = Test(b.name)
-        try:
-            fn(t, b)
-        except Skip as e:
-            log(f"skipped: {e}")
-            rows.append((b.name, "SKIP", str(e)))
-            continue
-        except Failure as e:
-            t.failures.append(str(e))
-            log(f"FAIL  {e}")
-        except Exception:
-            t.failures.append("exception")
-            log("FAIL  the checker raised:\n" + traceback.format_exc())
-        if t.failures or t.checks == 0:
-            ok = False
-            why = t.failures[0].splitlines()[0] if t.failures else "no check was made"
-            rows.append((b.name, "FAIL", f"{len(t.failures)} of {max(t.checks, 1)} checks: {why}"))
-        else:
-            rows.append((b.name, "PASS", f"{t.checks} checks"))
+        status, detail = verdict(t, lambda: fn(t, b))
+        ok = ok and status != "FAIL"
+        rows.append((b.name, status, detail))
     # Scenarios that must run on this kernel (vmcheck.required): a skip or none at all fails.
     checked = required_verdicts(facts, rows)
     for i, (name, status, detail) in enumerate(checked):
