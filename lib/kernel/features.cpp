@@ -39,6 +39,8 @@ void apply_disabled(KernelFeatures &f) {
             ; // read by memlat's main() (tools/memlat/main.cpp), before anything else
         else if (token == "psi")
             ; // read by memstall (feature_forced_off())
+        else if (token == "kernel_log")
+            ; // read by hypervisor_at_boot() (kernel/hypervisor.cpp)
         else
             throw UsageError(fmt::format("MEMLAT_DISABLE_FEATURES: unknown feature '{}' (known: "
                                          "{})",
@@ -90,8 +92,8 @@ void check_kernel_floor() {
 }
 
 const std::vector<std::string_view> &feature_names() {
-    static const std::vector<std::string_view> names{"task_btf", "ringbuf", "kernel_btf",
-                                                     "uffd_wp_async", "psi"};
+    static const std::vector<std::string_view> names{"task_btf",      "ringbuf", "kernel_btf",
+                                                     "uffd_wp_async", "psi",     "kernel_log"};
     return names;
 }
 

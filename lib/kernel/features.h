@@ -50,7 +50,9 @@ struct KernelFeatures {
 // The names MEMLAT_DISABLE_FEATURES accepts: task_btf, ringbuf, kernel_btf (and task_storage,
 // the name task_btf had before the tools stopped using task storage), uffd_wp_async (the
 // binary's pages mapped 64 KiB at a time, as before Linux 6.7: tools/memlat/main.cpp), psi
-// (memstall as on a kernel booted with PSI disabled: it ignores task_struct->in_memstall).
+// (memstall as on a kernel booted with PSI disabled: it ignores task_struct->in_memstall),
+// kernel_log (as on a host whose log no longer holds the boot: the hypervisor is not read
+// from it, kernel/hypervisor.h).
 const std::vector<std::string_view> &feature_names();
 
 // Whether MEMLAT_DISABLE_FEATURES names `name` (one a tool reads itself: uffd_wp_async, psi).

@@ -11,6 +11,7 @@
 
 #include "base/files.h"
 #include "base/machine.h"
+#include "kernel/features.h"
 
 namespace memlat {
 
@@ -77,8 +78,30 @@ Hypervisor xen_pv() {
                    "shootdown IPIs; tlb:tlb_flush does not see these requests"};
 }
 
+Hypervisor kvm_pv_flush() {
+    return {.name = "KVM",
+            .remote_flushes = FlushPath::Mixed,
+            .how = "shootdown IPIs to running vCPUs; KVM flushes a preempted vCPU itself when "
+                   "it next runs, without an IPI (paravirtual TLB flush)"};
+}
+
 Hypervisor by_ipis(std::string name) {
     return {.name = std::move(name), .remote_flushes = FlushPath::Ipi, .how = "shootdown IPIs"};
+}
+
+// A signature Linux decides no remote flush from: its guests flush by IPI, unless a
+// paravirtual layer that user space's CPUID does not show sits between (a PVM guest's CPUID
+// answers with the hypervisor below PVM: "bhyve bhyve " was seen), so the path is not known.
+Hypervisor unknown_layer(std::string signature) {
+    while (!signature.empty() && signature.back() == ' ')
+        signature.pop_back();
+    return {.name = signature,
+            .remote_flushes = FlushPath::Unknown,
+            .how = fmt::format("not known: CPUID names {}, whose guests flush by IPI unless a "
+                               "paravirtual layer below the kernel hides itself from CPUID (as "
+                               "PVM does); the kernel's own choice needs CAP_SYSLOG or its boot "
+                               "log to read, so the run's requests and IPIs decide",
+                               signature)};
 }
 
 bool contains(std::string_view text, std::string_view what) {
@@ -99,10 +122,7 @@ Hypervisor kvm(const std::function<CpuidRegisters(uint32_t)> &cpuid, uint32_t ba
                           (cpuid(1).ecx & cpuid1_ecx_mwait) == 0 && possible_cpus != 1;
     if (!pv_flush)
         return by_ipis("KVM");
-    return {.name = "KVM",
-            .remote_flushes = FlushPath::Mixed,
-            .how = "shootdown IPIs to running vCPUs; KVM flushes a preempted vCPU itself "
-                   "when it next runs, without an IPI (paravirtual TLB flush)"};
+    return kvm_pv_flush();
 }
 
 } // namespace
@@ -121,10 +141,7 @@ std::optional<Hypervisor> hypervisor_from_kernel_log(std::string_view log) {
     if (name == "PVM" || contains(log, "running under PVM"))
         h = pvm();
     else if (name == "KVM" && contains(log, "KVM setup pv remote TLB flush"))
-        h = {.name = "KVM",
-             .remote_flushes = FlushPath::Mixed,
-             .how = "shootdown IPIs to running vCPUs; KVM flushes a preempted vCPU itself when "
-                    "it next runs, without an IPI (paravirtual TLB flush)"};
+        h = kvm_pv_flush();
     else if (contains(name, "Hyper-V") && contains(log, "Using hypercall for remote TLB flush"))
         h = hyperv_hypercall();
     else if (contains(name, "Xen") && contains(log, "Booting paravirtualized kernel on Xen PV"))
@@ -175,15 +192,35 @@ Hypervisor hypervisor_from_cpuid(const std::function<CpuidRegisters(uint32_t)> &
             return xen_guest_type == "PV" ? xen_pv() : by_ipis("Xen");
         }
         if (!sig.empty())
-            return by_ipis(sig);
+            return unknown_layer(sig);
     }
-    return by_ipis("unknown");
+    return unknown_layer("unknown");
 }
 
-const Hypervisor &this_hypervisor() {
+std::optional<Hypervisor> hypervisor_from_flush_function(std::string_view function,
+                                                         const Hypervisor &at_boot) {
+    Hypervisor h;
+    if (function == "native_flush_tlb_multi")
+        h = by_ipis(at_boot.name);
+    else if (function == "kvm_flush_tlb_multi")
+        h = kvm_pv_flush();
+    else if (function == "pvm_flush_tlb_multi")
+        h = pvm();
+    else if (function == "hyperv_flush_tlb_multi")
+        h = hyperv_hypercall();
+    else if (function == "xen_flush_tlb_multi")
+        h = xen_pv();
+    else
+        return std::nullopt;
+    h.source = fmt::format("the kernel's remote TLB flush (flush_tlb_multi calls {})", function);
+    return h;
+}
+
+const Hypervisor &hypervisor_at_boot() {
     static const Hypervisor h = [] {
-        if (auto from_log = hypervisor_from_kernel_log(kernel_log()))
-            return *from_log;
+        if (!feature_forced_off("kernel_log"))
+            if (auto from_log = hypervisor_from_kernel_log(kernel_log()))
+                return *from_log;
 #if defined(__x86_64__) || defined(__i386__)
         auto cpuid = [](uint32_t leaf) {
             CpuidRegisters r;

@@ -55,8 +55,21 @@ std::optional<Hypervisor> hypervisor_from_kernel_log(std::string_view log);
 Hypervisor hypervisor_from_cpuid(const std::function<CpuidRegisters(uint32_t)> &cpuid,
                                  int possible_cpus, std::string_view xen_guest_type, bool nopv);
 
-// This machine's, read once: from the kernel log where it is readable (CAP_SYSLOG, or
-// kernel.dmesg_restrict=0) and still holds the boot, else from CPUID.
-const Hypervisor &this_hypervisor();
+// What the kernel installed as its remote TLB flush (pv_ops.mmu.flush_tlb_multi), named by
+// the function a flush calls: "native_flush_tlb_multi" (shootdown IPIs), "kvm_flush_tlb_multi",
+// "pvm_flush_tlb_multi", "hyperv_flush_tlb_multi", "xen_flush_tlb_multi". `at_boot` (the log's
+// or CPUID's reading) lends its name to a native flush under a hypervisor. nullopt for a name
+// not known here. The kernel's own choice, readable as long as the kernel runs: a reading that
+// neither a rotated log nor CPUID answered by an outer hypervisor can make wrong
+// (loading/flush_path.h reads it).
+std::optional<Hypervisor> hypervisor_from_flush_function(std::string_view function,
+                                                         const Hypervisor &at_boot);
+
+// This machine's as its boot said it, read once: from the kernel log where it is readable
+// (CAP_SYSLOG, or kernel.dmesg_restrict=0) and still holds the boot, else from CPUID. A PVM
+// guest's user space reads CPUID of the hypervisor below PVM ("bhyve bhyve " was seen), so
+// after the log rotated this is wrong there: loading/flush_path.h's this_hypervisor() asks the
+// kernel's installed flush first.
+const Hypervisor &hypervisor_at_boot();
 
 } // namespace memlat

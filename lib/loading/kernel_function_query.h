@@ -10,6 +10,7 @@
 #define KERNEL_FUNCTIONS_MAX 16
 #define KERNEL_FUNCTION_NAME_LEN 64
 #define KERNEL_FUNCTION_DESCRIBED_LEN 128
+#define KERNEL_FUNCTION_CODE_LEN 32
 
 struct kernel_function_query {
     char name[KERNEL_FUNCTION_NAME_LEN]; /* in: NUL-padded, or empty with an address */
@@ -17,6 +18,9 @@ struct kernel_function_query {
     __s64 err;                           /* out: bpf_kallsyms_lookup_name()'s result */
     /* out: "%pS" of the address, "name+0x0/0xSIZE": where the function ends */
     char described[KERNEL_FUNCTION_DESCRIBED_LEN];
+    /* out: the first bytes of the function's code (0 when unreadable), for what a short
+     * function calls: the paravirtual target a call site was patched to at boot */
+    __u8 code[KERNEL_FUNCTION_CODE_LEN];
 };
 
 #endif

@@ -3,7 +3,9 @@
  * that user space runs once (BPF_PROG_RUN, lib/loading/kernel_functions.cpp) instead of
  * reading /proc/kallsyms, whose 120k lines the kernel formats in tens of milliseconds.
  * bpf_kallsyms_lookup_name() (5.16) gives the address, and "%pS" (the kernel's own
- * "name+offset/size") the size; "%pS" also describes the frames of the stack views. */
+ * "name+offset/size") the size; "%pS" also describes the frames of the stack views. The
+ * first bytes of each function found are read too: what a short function calls
+ * (lib/loading/flush_path.cpp: the remote TLB flush the kernel installed at boot). */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 
@@ -32,6 +34,9 @@ int find_functions(void *ctx) {
             __u64 args[1] = {q->address};
 
             bpf_snprintf(q->described, sizeof(q->described), "%pS", args, sizeof(args));
+            /* Only for a function looked up by name: the stack views' frames need none. */
+            if (q->name[0] && bpf_probe_read_kernel(q->code, sizeof(q->code), (void *)q->address))
+                __builtin_memset(q->code, 0, sizeof(q->code));
         }
     }
     return 0;

@@ -96,6 +96,8 @@ find_kernel_functions(const std::vector<std::string> &names) {
             if (q.err == 0) {
                 f.address = q.address;
                 f.size = size_from_described(described(q), f.name).value_or(0);
+                static_assert(sizeof(q.code) == std::tuple_size_v<decltype(f.code)>);
+                std::copy(std::begin(q.code), std::end(q.code), f.code.begin());
             }
             found.push_back(std::move(f));
         }

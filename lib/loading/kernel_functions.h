@@ -4,6 +4,7 @@
 // its 120k lines. KernelSymbols::load_only() (symbols.h) asks here first.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -18,8 +19,9 @@ namespace memlat {
 
 struct KernelFunction {
     std::string name;
-    uint64_t address = 0; // 0: no such function
-    uint64_t size = 0;    // to the next symbol, as kallsyms counts it; 0 when unknown
+    uint64_t address = 0;           // 0: no such function
+    uint64_t size = 0;              // to the next symbol, as kallsyms counts it; 0 when unknown
+    std::array<uint8_t, 32> code{}; // its first bytes; zeros when the kernel would not read them
 };
 
 // One entry per name, in order. nullopt when the kernel cannot answer this way (before 5.16,

@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from memlat_test import (TRACEFS, FtraceOracle, MemoryCgroup, Test, TestFile,  # noqa: E402
                          Tool, Workload, binary, check_bad_arguments, check_help, log, main,
-                         read_file, require_shootdown_ipis, run, run_workload, scenario, skip,
+                         read_file, require_ipi_oracle, check_workload_ipis, run, run_workload, scenario, skip,
                          tlb_interrupts)
 
 LIMIT = 32 << 20
@@ -240,6 +240,7 @@ def _(t: Test):
     Linux 6.3+) from the moment memtop was ready to the moment it had exited."""
     if not os.path.isdir(os.path.join(TRACEFS, "events", "csd", "csd_function_entry")):
         skip("no csd tracepoints (Linux 6.3 and later): the oracle counts the flush callbacks")
+    require_ipi_oracle()
     before = tlb_interrupts()
     with FtraceOracle(["csd/csd_function_entry"], 0, buffer_kb=16384, clock="mono",
                       filters={"csd/csd_function_entry": "common_pid >= 0"}) as oracle:
@@ -250,7 +251,7 @@ def _(t: Test):
         end = time.monotonic()
         events = oracle.stop()["csd_function_entry"]
     after = tlb_interrupts()
-    require_shootdown_ipis(t, "TLB IPIs during the workload (/proc/interrupts, all CPUs)", 1000,
+    check_workload_ipis(t, "TLB IPIs during the workload (/proc/interrupts, all CPUs)", 1000,
                            sum(after) - sum(before))
     res = top.result
     t.check_eq("memtop -j: exit status after SIGINT", 0, res.rc)

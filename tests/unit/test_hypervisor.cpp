@@ -1,11 +1,12 @@
-// How the kernel delivers remote TLB flushes on this machine: read from its boot log, or from
-// CPUID's hypervisor leaves (lib/kernel/hypervisor.h).
+// How the kernel delivers remote TLB flushes on this machine: read from the remote flush it
+// installed (loading/flush_path.h), its boot log, or CPUID's hypervisor leaves.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <map>
 
 #include "kernel/hypervisor.h"
+#include "loading/flush_path.h"
 
 using namespace memlat;
 
@@ -103,4 +104,46 @@ TEST(HypervisorCpuid, PvmHyperVXenAndBareMetal) {
     metal.leaves[1] = {};
     EXPECT_EQ("", hypervisor_from_cpuid(metal, 2, "", false).name);
     EXPECT_EQ(FlushPath::Ipi, hypervisor_from_cpuid(metal, 2, "", false).remote_flushes);
+}
+
+TEST(HypervisorFlushFunction, TheInstalledFlushDecides) {
+    // A PVM guest whose log rotated: CPUID answered by the hypervisor below PVM.
+    Hypervisor cpuid_said{.name = "bhyve bhyve", .remote_flushes = FlushPath::Ipi};
+    const auto pvm = hypervisor_from_flush_function("pvm_flush_tlb_multi", cpuid_said);
+    ASSERT_TRUE(pvm.has_value());
+    EXPECT_EQ("PVM", pvm->name);
+    EXPECT_EQ(FlushPath::Hypervisor, pvm->remote_flushes);
+    EXPECT_NE(std::string::npos, pvm->source.find("pvm_flush_tlb_multi"));
+    const auto kvm = hypervisor_from_flush_function("kvm_flush_tlb_multi", cpuid_said);
+    EXPECT_EQ(FlushPath::Mixed, kvm->remote_flushes);
+    EXPECT_EQ("KVM", kvm->name);
+    // A native flush under a hypervisor keeps the boot's name, and says IPIs.
+    const auto native = hypervisor_from_flush_function(
+        "native_flush_tlb_multi", Hypervisor{.name = "KVM", .remote_flushes = FlushPath::Mixed});
+    EXPECT_EQ(FlushPath::Ipi, native->remote_flushes);
+    EXPECT_EQ("KVM", native->name);
+    EXPECT_FALSE(hypervisor_from_flush_function("hyperv_flush_tlb_multi", {})->requests_traced);
+    EXPECT_EQ(FlushPath::Hypervisor,
+              hypervisor_from_flush_function("xen_flush_tlb_multi", {})->remote_flushes);
+    EXPECT_FALSE(hypervisor_from_flush_function("some_other_flush_tlb_multi", {}).has_value());
+}
+
+TEST(HypervisorFlushFunction, Rel32Targets) {
+    // endbr64; call +0x10; a byte E9 inside nothing useful at the end (cut short: no target).
+    const uint8_t code[] = {0xf3, 0x0f, 0x1e, 0xfa, 0xe8, 0x10, 0x00, 0x00, 0x00, 0xc3, 0xe9, 0x01};
+    const auto targets = rel32_targets(code, 0xffffffff81000000);
+    ASSERT_EQ(1u, targets.size());
+    EXPECT_EQ(0xffffffff81000000 + 9 + 0x10, targets[0]);
+    // A backwards jump (negative displacement).
+    const uint8_t jump[] = {0xe9, 0xfb, 0xff, 0xff, 0xff};
+    EXPECT_EQ(std::vector<uint64_t>{0xffffffff81000000}, rel32_targets(jump, 0xffffffff81000000));
+}
+
+TEST(HypervisorCpuid, AnotherSignatureLeavesThePathUnknown) {
+    // A PVM guest's user space reads the hypervisor below PVM: CPUID cannot tell.
+    FakeCpuid bhyve("bhyve bhyve ", 0x40000000);
+    const auto h = hypervisor_from_cpuid(bhyve, 2, "", false);
+    EXPECT_EQ("bhyve bhyve", h.name);
+    EXPECT_EQ(FlushPath::Unknown, h.remote_flushes);
+    EXPECT_NE(std::string::npos, h.how.find("not known"));
 }

@@ -29,6 +29,7 @@
 #include "kernel/cgroup_names.h"
 #include "kernel/cgroups.h"
 #include "kernel/memory_state.h"
+#include "loading/flush_path.h"
 #include "memlat/top_format.h"
 #include "memlat/top_record.h"
 #include "memstall/memstall_source.h"

@@ -21,11 +21,11 @@
 #include "cli/profile_output.h"
 #include "cli/run_loop.h"
 #include "kernel/features.h"
-#include "kernel/hypervisor.h"
 #include "kernel/tasks.h"
 #include "kernel/types.h"
 #include "loading/epoch_table.h"
 #include "loading/events.h"
+#include "loading/flush_path.h"
 #include "loading/loader.h"
 #include "loading/stack_profile.h"
 #include "loading/stacks.h"
@@ -550,7 +550,8 @@ tlbflush::ViewFormat Tlbflush::view_format() const {
             .callbacks_timed = !marks_from_tlb_flush_,
             .reason_name = [this](int64_t r) { return reasons_.name(r); },
             .culprit_ipis_counted = !culprit_ipis_unknown_,
-            .path_evidence = path_evidence()};
+            .path_evidence = path_evidence(),
+            .cpus = cpu_mask_};
 }
 
 void Tlbflush::print_interval(tlbflush_bpf &skel, const Snapshot &now, const Snapshot &before) {

@@ -76,6 +76,9 @@ struct ViewFormat {
     // remote reasons stand in for them, no -r leaving those out. Else the path is not judged
     // from the run (path_of() keeps what the machine says).
     bool path_evidence = true;
+    // -c: the CPUs selected (empty: all). Each is shown with the shootdowns it received, 0
+    // included: a CPU that received none is an answer, not a missing line.
+    std::vector<bool> cpus;
 };
 
 // The path seen over a run: `expected` is what the machine says of itself (CPUID), `requests`
