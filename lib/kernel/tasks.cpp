@@ -39,9 +39,14 @@ void require_process(int pid, std::string_view option) {
                                      option, pid, *group, option, *group));
 }
 
-void require_thread(int tid, std::string_view option) {
-    if (!thread_group_of(tid))
+void require_thread(int tid, std::string_view option, std::optional<int> pid) {
+    const auto group = thread_group_of(tid);
+    if (!group)
         throw UsageError(fmt::format("{}: no thread with id {}", option, tid));
+    if (pid && *group != *pid)
+        throw UsageError(fmt::format("{} {} is a thread of process {}, not of -p {}: nothing "
+                                     "would match both",
+                                     option, tid, *group, *pid));
 }
 
 bool task_exited(uint32_t id) {

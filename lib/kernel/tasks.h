@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 namespace memlat {
@@ -11,8 +12,9 @@ namespace memlat {
 // UsageError that names the process it belongs to, since filtering on it would match nothing.
 void require_process(int pid, std::string_view option);
 
-// `tid` names a live thread (of any process).
-void require_thread(int tid, std::string_view option);
+// `tid` names a live thread: of any process, or of process `pid` where -p gave one too (a
+// thread of another process would match nothing, silently).
+void require_thread(int tid, std::string_view option, std::optional<int> pid = std::nullopt);
 
 // Whether the process or thread `id` has exited (kill(id, 0) says ESRCH).
 bool task_exited(uint32_t id);

@@ -1661,6 +1661,16 @@ _SCENARIOS: dict[str, Callable[[Test], None]] = {}
 _BTF_FILE_RUNS: list[str] = []
 
 
+def field(t: Test, obj: Optional[dict], key: str, where: str = "the JSON") -> float:
+    """obj[key] for a bound to compare: a field that is missing or null is a failed check and
+    NaN, which every bound then fails too, never a 0 that an upper bound lets pass."""
+    value = obj.get(key) if isinstance(obj, dict) else None
+    if value is None:
+        t.check(False, f"{where} has {key!r}", "a value", "missing or null")
+        return float("nan")
+    return value
+
+
 def verdict(t: Test, body: Callable[[], None]) -> tuple[str, str]:
     """Runs `body` (a scenario, or a VM checker) and judges it: ("PASS", "FAIL" or "SKIP",
     a detail). The one judge of the host and the VM runners, so that they cannot differ:

@@ -13,9 +13,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from memlat_test import (Test, binary, check_bad_arguments, check_help, main, run,  # noqa: E402
-                         scenario, skip)
+                         scenario, skip, source_tools)
 
-TOOLS = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat", "oomwhy"]
+TOOLS = source_tools()  # every tools/NAME/NAME.bpf.c, so that no tool is left out
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 # BPF objects a run loads, each with one parse of the BTF lent to libbpf and freed once it is
 # attached: oomwhy loads memstall's counting beside its own for its lead-up (--lead-up).

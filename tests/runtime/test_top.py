@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from memlat_test import (TRACEFS, FtraceOracle, MemoryCgroup, Test, TestFile,  # noqa: E402
                          Tool, Workload, binary, check_bad_arguments, check_help, log, main,
-                         read_file, require_ipi_oracle, check_workload_ipis, run, run_workload, scenario, skip,
+                         field, read_file, require_ipi_oracle, check_workload_ipis, run, run_workload, scenario, skip,
                          tlb_interrupts)
 
 LIMIT = 32 << 20
@@ -87,7 +87,7 @@ def _(t: Test):
                10_000 * stalls + 1_000_000, gap)
     last = mine[-1]
     t.check_eq("the cgroup's limit", LIMIT, last["max_bytes"])
-    t.check_le("the cgroup's usage <= its limit", LIMIT, last["usage_bytes"] or 0)
+    t.check_le("the cgroup's usage <= its limit", LIMIT, field(t, last, "usage_bytes"))
     # The cgroup was made before memtop started, with nothing charged to it: its limit
     # events since start are all it has.
     if cg.v1:
@@ -96,7 +96,7 @@ def _(t: Test):
         expected = int(dict(line.split() for line in events_text.splitlines())["max"])
     t.check_ge("the limit was met (the reader reclaims)", 1, expected)
     t.check_eq(f"limit events since start vs {events_file} at the end", expected,
-               last["events_since_start"].get("max", 0))
+               field(t, last["events_since_start"], "max", "events_since_start"))
     idle_rows = cgroup_rows(lines, idle_cg.path)
     t.check_eq("the idle sibling: a row in every interval (-a)", len(lines), len(idle_rows))
     t.check_eq("the idle sibling: no stall in any interval", [],

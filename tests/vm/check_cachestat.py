@@ -18,7 +18,7 @@ zap_pte_range()):
 """
 from __future__ import annotations
 
-from memlat_test import Failure, Test, log
+from memlat_test import Failure, Test, field, log
 from vmcheck import Block, checker, hook_path, show_hooks
 
 # As the host test: read-ahead may add pages past what dd asked for, and the exec and exit
@@ -62,8 +62,8 @@ def cold_warm(t: Test, b: Block) -> None:
     show_hooks(err)
     tol = f"{TOL * 100:g}% of the pages read"
     # Misses and dirties need no access hook: the same on every path.
-    t.check_close("cold: MISSES vs the pages read", pages, cold.get("misses", 0), rel_tol=TOL)
-    t.check_le("warm: MISSES", round(pages * TOL), warm.get("misses", 0), tol)
+    t.check_close("cold: MISSES vs the pages read", pages, field(t, cold, "misses", "cold"), rel_tol=TOL)
+    t.check_le("warm: MISSES", round(pages * TOL), field(t, warm, "misses", "warm"), tol)
     t.check_eq("DIRTIES of a read-only workload", (0, 0), (cold.get("dirties"),
                                                           warm.get("dirties")))
     probe = "(accesses): using "
@@ -79,11 +79,11 @@ def cold_warm(t: Test, b: Block) -> None:
     t.check_in(f"-v: accesses through the {fn}/{path} fall-back",
                f"{probe}{fn}/{path}", err, "stderr")
     # The host test's assertions (check_cold, check_warm), same tolerance.
-    t.check_close("cold: ACCESSES vs the pages read", pages, cold.get("accesses") or 0,
+    t.check_close("cold: ACCESSES vs the pages read", pages, field(t, cold, "accesses", "cold"),
                   rel_tol=TOL)
-    t.check_le("cold: HITRATIO %", 5.0, cold.get("hit_ratio_pct") or 0.0)
-    t.check_close("warm: HITS vs the pages read", pages, warm.get("hits") or 0, rel_tol=TOL)
-    t.check_ge("warm: HITRATIO %", 95.0, warm.get("hit_ratio_pct") or 0.0)
+    t.check_le("cold: HITRATIO %", 5.0, field(t, cold, "hit_ratio_pct", "cold"))
+    t.check_close("warm: HITS vs the pages read", pages, field(t, warm, "hits", "warm"), rel_tol=TOL)
+    t.check_ge("warm: HITRATIO %", 95.0, field(t, warm, "hit_ratio_pct", "warm"))
     # The ram disk alone (-f): one access per page read, cold and warm.
     cold_files, warm_files = cold.get("files", []), warm.get("files", [])
     if not cold_files:
@@ -91,6 +91,7 @@ def cold_warm(t: Test, b: Block) -> None:
     disk = max(cold_files, key=lambda f: f.get("misses", 0))
     key = (disk.get("dev"), disk.get("ino"))
     t.check_close("cold: ram disk's ACCESSES (-f) vs the pages read", pages,
-                  disk.get("accesses") or 0, rel_tol=RAMDISK_TOL)
+                  field(t, disk, "accesses", "the ram disk's -f row"), rel_tol=RAMDISK_TOL)
     t.check_close("warm: ram disk's ACCESSES (-f) vs the pages read", pages,
-                  _file_row(warm_files, key).get("accesses") or 0, rel_tol=RAMDISK_TOL)
+                  field(t, _file_row(warm_files, key), "accesses",
+                        "the ram disk's warm -f row"), rel_tol=RAMDISK_TOL)

@@ -363,7 +363,7 @@ void Drsnoop::check_options() {
     if (o_.pid)
         require_process(*o_.pid, "-p");
     if (o_.tid)
-        require_thread(*o_.tid, "-t");
+        require_thread(*o_.tid, "-t", o_.pid);
     if (o_.comm.size() >= DRSNOOP_COMM_LEN)
         throw UsageError(fmt::format("-n '{}' is longer than a task name ({} characters)", o_.comm,
                                      DRSNOOP_COMM_LEN - 1));

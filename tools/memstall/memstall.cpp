@@ -713,7 +713,7 @@ void Memstall::check_options() {
     if (o_.pid)
         require_process(*o_.pid, "-p");
     if (o_.tid)
-        require_thread(*o_.tid, "-t");
+        require_thread(*o_.tid, "-t", o_.pid);
     if (!o_.cgroup.empty())
         cgroup_ = resolve_cgroup(o_.cgroup);
     if (o_.max_rows == 0)
