@@ -191,6 +191,52 @@ def _(t: Test):
         t.check_in(f"-v says how: {line[:20]}...", line, err, "stderr")
 
 
+@scenario("memstall_tid_of_two_threads")
+def _(t: Test):
+    """-t selects one thread, not its process: a reader in a 32 MiB memory cgroup reads a cold
+    128 MiB file once in its main thread while a second thread reads it three times, so the
+    two threads stall in memcg reclaim a different number of times. The oracle is an ftrace
+    instance of the reclaim tracepoints for every thread of the process (common_pid is the
+    thread): memstall -t PID (the main thread) counts the main thread's windows exactly, -p
+    PID every thread's. A -t that filtered by process would count the second thread's too."""
+    with MemoryCgroup("memstall_tid", LIMIT) as cg, \
+            TestFile(FILE_SIZE, "memstall_tid", cold=True) as f, \
+            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--passes", "1",
+                     "--second-reader-passes", "3", held=True) as reader:
+        with FtraceOracle(["vmscan/mm_vmscan_memcg_reclaim_begin",
+                           "vmscan/mm_vmscan_memcg_reclaim_end"], reader.pid,
+                          threads=True) as oracle, \
+                Tool("memstall", "-j", "-t", str(reader.pid)) as by_tid, \
+                Tool("memstall", "-j", "-p", str(reader.pid)) as by_pid:
+            reader.release()
+            reader.wait_done(120)
+            time.sleep(0.3)
+            trace = oracle.stop()
+    begins: dict[int, list[dict]] = {}
+    ends: dict[int, list[dict]] = {}
+    for e in trace["mm_vmscan_memcg_reclaim_begin"]:
+        begins.setdefault(int(e["_tid"]), []).append(e)
+    for e in trace["mm_vmscan_memcg_reclaim_end"]:
+        ends.setdefault(int(e["_tid"]), []).append(e)
+    windows = {tid: len(oracle_durations_ns(begins[tid], ends.get(tid, []))) for tid in begins}
+    main_thread = windows.get(reader.pid, 0)
+    others = sum(n for tid, n in windows.items() if tid != reader.pid)
+    log(f"  ftrace windows by thread: {windows}")
+    # The precondition, from the oracle alone: both threads stalled, differently.
+    if main_thread < 5 or others < 5:
+        skip(f"the threads did not both stall in reclaim (ftrace windows by thread {windows})")
+    rows_t = last_rows(t, by_tid)
+    rows_p = last_rows(t, by_pid)
+    memcg_t = cause(row_of(rows_t, reader.pid), "memcg")["stalls"]
+    memcg_p = cause(row_of(rows_p, reader.pid), "memcg")["stalls"]
+    t.check_eq("-t PID: memcg stalls vs the main thread's ftrace windows (exact)", main_thread,
+               memcg_t)
+    t.check_eq("-p PID: memcg stalls vs every thread's ftrace windows (exact)",
+               main_thread + others, memcg_p)
+    t.check_eq("-t PID: processes with stalls (the main thread's process only)", [reader.pid],
+               [r["pid"] for r in rows_t if r["stall_ns"] > 0])
+
+
 def folded_lines(t: Test, text: str, what: str) -> list[tuple[list[str], int]]:
     """Folded stacks as (frames root first, value); every line must be `frames value`."""
     matches = [(line, re.fullmatch(r"(\S.*) (\d+)", line)) for line in text.splitlines()]

@@ -16,9 +16,13 @@
 // pages until the cgroup has refused one of its charges (so that each has stalled in reclaim)
 // and then sleeping until the process exits, and does the PASSES in a new thread: more threads
 // alive that have stalled than a tool's per-thread map holds, then a thread it has not seen.
+// With --second-reader-passes N a second thread reads the file N times beside the main
+// thread's PASSES (its own buffer, the same region): two threads of one process that stall
+// differently, for the tools' -t against -p.
 //
 //   file_reader --file PATH [--cgroup DIR] [--passes N] [--mmap] [--wait] [--linger|--hold]
 //               [--stdin-rounds] [--offset-mb N] [--length-mb N] [--idle-threads N]
+//               [--second-reader-passes N]
 // Prints "pid=PID iterations=PASSES bytes=B" when done.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -143,15 +147,15 @@ void start_idle_threads(const std::string &path, const std::string &cgroup, long
 
 int main(int argc, char **argv) {
     std::string file, cgroup;
-    long passes = 1, offset_mb = 0, length_mb = -1, idle_threads = 0;
+    long passes = 1, offset_mb = 0, length_mb = -1, idle_threads = 0, second_passes = 0;
     bool use_mmap = false, wait = false, linger = false, hold = false, stdin_rounds = false;
-    workload::parse_options("file_reader", argc, argv,
-                            {Option("--file", file), Option("--cgroup", cgroup),
-                             Option("--passes", passes), Option("--mmap", use_mmap),
-                             Option("--wait", wait), Option("--linger", linger),
-                             Option("--hold", hold), Option("--stdin-rounds", stdin_rounds),
-                             Option("--offset-mb", offset_mb), Option("--length-mb", length_mb),
-                             Option("--idle-threads", idle_threads)});
+    workload::parse_options(
+        "file_reader", argc, argv,
+        {Option("--file", file), Option("--cgroup", cgroup), Option("--passes", passes),
+         Option("--mmap", use_mmap), Option("--wait", wait), Option("--linger", linger),
+         Option("--hold", hold), Option("--stdin-rounds", stdin_rounds),
+         Option("--offset-mb", offset_mb), Option("--length-mb", length_mb),
+         Option("--idle-threads", idle_threads), Option("--second-reader-passes", second_passes)});
     linger = linger || hold; // --hold lingers too, with the file open
     if (file.empty()) {
         fprintf(stderr, "file_reader: --file is required\n");
@@ -207,6 +211,16 @@ int main(int argc, char **argv) {
         }
         start_idle_threads(file, cgroup, idle_threads, end);
         std::thread([&] { bytes = read_passes(); }).join();
+    } else if (second_passes > 0) {
+        unsigned long second_bytes = 0;
+        std::thread second([&] {
+            std::vector<char> own(buf.size(), 0);
+            for (long pass = 0; pass < second_passes; ++pass)
+                second_bytes += use_mmap ? mmap_pass(fd, region) : read_pass(fd, region, own);
+        });
+        bytes = read_passes();
+        second.join();
+        bytes += second_bytes;
     } else {
         bytes = read_passes();
     }
