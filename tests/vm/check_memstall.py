@@ -578,6 +578,50 @@ def _lingering_workload(t: Test, b: Block, label: str, done: str
 _TEN_TICKS_NS = 10 * 4_000_000
 
 
+# A stock Debian host: booted with psi=0 and kernel.task_delayacct=0. Only the boot with psi=0
+# runs it (vm.K.psi0), where it must run.
+required("memstall.thrash_stock", lambda facts: "psi=0" in facts.get("cmdline", "").split())
+
+
+@checker("memstall.thrash_stock")
+def thrash_stock(t: Test, b: Block) -> None:
+    """The thrashing workload where neither PSI nor delay accounting marks a memory stall:
+    memstall cannot tell THRASH or OTHER, says so once at start and in the JSON, and counts
+    nothing in their place. The oracle that thrashing happened is /proc/vmstat's workingset
+    refaults over the reads, which need neither."""
+    # The preconditions, from the guest's own files, before anything of the tool is checked.
+    t.require(b.meta.get("psi") == "off", "the boot has no PSI (psi=0)", "off", b.meta.get("psi"))
+    t.require(b.meta.get("delayacct") == "0", "delay accounting off (kernel.task_delayacct 0)",
+              "0", b.meta.get("delayacct"))
+    before, after = _vmstat(b.file("vmstat.before")), _vmstat(b.file("vmstat.after"))
+    refaults = (after.get("workingset_refault_file", 0) + after.get("workingset_refault", 0)
+                - before.get("workingset_refault_file", 0) - before.get("workingset_refault", 0))
+    log(f"  workingset refaults over the reads: {refaults}")
+    t.require(refaults >= 100, "the hot reader's pages came back as refaults (/proc/vmstat)",
+              ">= 100", refaults)
+    res = stopped_tool(t, b, "memstall")
+    pid = int(b.meta["hot_pid"])
+    said = [line for line in res.stderr.splitlines()
+            if line.startswith("memstall: not measured on this host: ")]
+    t.check_eq("stderr says once which causes are not measured", 1, len(said))
+    for cause, why in (("thrash", "kernel.task_delayacct=1"), ("other", "PSI")):
+        t.check_in(f"that line names {cause} and why", why,
+                   said[0].split(f"{cause} (", 1)[-1] if said and f"{cause} (" in said[0] else "",
+                   "the line")
+    table = _table(t, res)
+    t.check_eq("JSON unmeasured_causes", ["other", "thrash"],
+               sorted((table.get("unmeasured_causes") or {}).keys()))
+    rows = [r for r in table["processes"] if r["pid"] == pid]
+    t.require(len(rows) == 1, "a row for the hot reader (-p)", "1", len(rows))
+    causes = rows[0]["causes"]
+    log(f"  hot reader pid {pid}: memstall {causes}")
+    for cause in ("thrash", "other"):
+        t.check_eq(f"{cause}: nothing counted where it is not measured", 0,
+                   causes.get(cause, {"ns": 0})["ns"])
+    t.check_eq("stall_ns is the sum of the causes measured",
+               sum(c["ns"] for c in causes.values()), rows[0]["stall_ns"])
+
+
 @checker("memstall.compact")
 def compact(t: Test, b: Block) -> None:
     pid, stats, vmstat, causes = _lingering_workload(t, b, "frag", "thp_kb=")

@@ -76,6 +76,14 @@ frame for memstall's program instead, and before 5.17 all four count as
 OTHER. -v says which cause is measured how on this kernel. A stall is counted
 when it ends.
 
+Without PSI (a kernel booted with psi=0, as Debian's are by default) no task
+carries the memstall flag: HIGH is told by its killable sleep in the
+throttle and SWAPIN by its I/O sleep, THRASH only where delay accounting
+marks thrashing (sysctl kernel.task_delayacct=1, off by default), and OTHER
+is not measured. memstall says at start, in one line, which causes it
+cannot measure on this host; the JSON has them in "unmeasured_causes" and
+the exporter in memlat_memstall_cause_measured.
+
 STALL% is the stall time as a share of the interval's wall time; a process
 with several stalled threads can pass 100%.)";
 
