@@ -6,6 +6,8 @@ The tool's remote shootdowns on CPU 1 must match that row's delta over the tool'
 On arm64 (no shootdown IPIs) the tool must refuse in one line: tlbflush.arm64 below."""
 from __future__ import annotations
 
+import re
+
 from memlat_test import (Test, log, parse_ipi_trace, slot_quantile, slot_range,
                          slots_of_json_hist, slots_of_values)
 from vmcheck import Block, checker, interrupt_row, required, show_hooks
@@ -21,7 +23,8 @@ def _x86(facts: dict) -> bool:
 # on every x86 kernel of the matrix, hosts whose hypervisor flushes without IPIs skipping
 # them. A skip here fails the kernel's run, but that of a hook path the boot does not run
 # (vmcheck.BOOT_SKIPS).
-for _prefix in ("tlbflush.count", "tlbflush.culprits_latency", "tlbflush.latency"):
+for _prefix in ("tlbflush.count", "tlbflush.culprits_latency", "tlbflush.latency",
+                "tlbflush.path_log_cleared"):
     required(_prefix, _x86)
 MIN_IPIS = 100          # under TCG the workload makes 50-300 munmaps a second, not 20000
 # /proc/interrupts counts every TLB IPI that reaches CPU 1; tlb:tlb_flush misses those whose
@@ -80,6 +83,32 @@ def count(t: Test, b: Block) -> None:
     hook = EXPECTED_HOOK[b.variant]
     t.check_in(f"-v: tlb:tlb_flush uses {hook}", f"tlb:tlb_flush: using {hook}", res.stderr,
                "stderr")
+
+
+@checker("tlbflush.path_log_cleared")
+def path_log_cleared(t: Test, b: Block) -> None:
+    """The kernel log emptied before tlbflush started: the path it names (JSON
+    remote_flush_path) against the IPIs the guest counted (the qemu guest has no paravirtual
+    flush: every remote flush is an IPI), and from 5.16 on read from the kernel's installed
+    remote flush, which lasts as long as the kernel runs."""
+    t.check_eq("the kernel log was empty when tlbflush started", "0", b.meta.get("log_lines"))
+    res = b.tool("tool")
+    before = sum(interrupt_row(b.file("interrupts.before"), "TLB"))
+    after = sum(interrupt_row(b.file("interrupts.after"), "TLB"))
+    log(f"  TLB IPIs on all CPUs over the workload: {after - before}")
+    t.check_ge("TLB IPIs during the workload (the guest sends them)", MIN_IPIS, after - before)
+    t.check_eq("tool exit status after SIGINT", 0, res.rc)
+    objs = res.json_lines()
+    t.require(len(objs) == 1, "one final JSON object", "1", len(objs))
+    t.check_eq("remote_flush_path with the log cleared", "ipi", objs[0].get("remote_flush_path"))
+    source = re.search(r"^how remote flushes are delivered: read from (.*)$", res.stderr, re.M)
+    log(f"  read from: {source.group(1) if source else None}")
+    m = re.match(r"(\d+)\.(\d+)", b.facts.get("kernel", ""))
+    if m and (int(m.group(1)), int(m.group(2))) >= (5, 16):
+        t.check(source is not None and "flush_tlb_multi calls native_flush_tlb_multi" in
+                source.group(1), "-v: read from the kernel's installed remote flush (5.16+)",
+                "flush_tlb_multi calls native_flush_tlb_multi",
+                source.group(1) if source else "no line")
 
 
 @checker("tlbflush.culprits_latency")
