@@ -171,8 +171,15 @@ std::string no_btf_message(const BtfRequest &request, const HostIdentity &host,
         "kernel-debuginfo on RHEL, whose vmlinux is /usr/lib/debug/lib/modules/{release}/vmlinux) "
         "with pahole from dwarves:\n"
         "  pahole --btf_encode_detached={release}.btf /usr/lib/debug/boot/vmlinux-{release}\n"
-        "then pass it with --btf {release}.btf (or MEMLAT_BTF={release}.btf).",
+        "then pass it with --btf {release}.btf (or MEMLAT_BTF={release}.btf).{ignored}",
         fmt::arg("release", host.release), fmt::arg("distro", host.distro_name),
+        fmt::arg("ignored",
+                 !request.kernel_has_btf && sysfs_present
+                     ? fmt::format("\nWith kernel_btf disabled the kernel's own BTF can still be "
+                                   "given as a file: cp {} /tmp/vmlinux.btf, then --btf "
+                                   "/tmp/vmlinux.btf.",
+                                   request.sysfs_path)
+                     : ""),
         fmt::arg("sysfs", request.sysfs_path),
         fmt::arg("sysfs_state",
                  !request.kernel_has_btf && sysfs_present

@@ -151,6 +151,8 @@ TEST(KernelBtf, ErrorSaysWhenTheKernelBtfIsOnlyHidden) {
     EXPECT_NE(text.find("present, but ignored (MEMLAT_DISABLE_FEATURES=kernel_btf)"),
               std::string::npos)
         << text;
+    EXPECT_NE(text.find("the kernel's own BTF can still be given as a file: cp "),
+              std::string::npos);
 }
 
 // The index linked into this binary is tlbflush's, built from btf/kernels.txt.
