@@ -61,8 +61,20 @@ def _check_windows(t: Test, what: str, windows: list[int], got: dict) -> None:
     guest_time_tolerance_ns()."""
     log(f"  ftrace: {len(windows)} {what} windows of the workload, {sum(windows) / 1e6:.1f} ms")
     t.check_eq(f"{what} stalls vs the ftrace windows (exact)", len(windows), got["stalls"])
-    t.check_close(f"{what} time vs the ftrace windows", sum(windows), got["ns"], rel_tol=0,
-                  abs_tol=guest_time_tolerance_ns(sum(windows), len(windows)))
+    # Once a run: the first window can hold qemu's translation of memstall's programs, which
+    # TCG does when they first run, between ftrace's clock read and memstall's (7.3 in a CI
+    # simulation: a first window of 7.43 ms, the others 0.17-0.39 ms, memstall's longest stall
+    # 0.86 ms and delay accounting's total 2.2 ms against memstall's 3.4). Allowed: what the
+    # first window has over the longest of the others, at most 10 ms, and below only:
+    # memstall's time is never allowed above ftrace's by more than the tolerance.
+    first_excess = (min(10e6, max(0, windows[0] - max(windows[1:])))
+                    if len(windows) > 1 else 0)
+    tol = guest_time_tolerance_ns(sum(windows), len(windows))
+    t.check_ge(f"{what} time vs the ftrace windows, less the first window's translation",
+               sum(windows) - first_excess - tol, got["ns"],
+               f"{tol / 1e6:.2f} ms, first window {first_excess / 1e6:.2f} ms over the others")
+    t.check_le(f"{what} time vs the ftrace windows", sum(windows) + tol, got["ns"],
+               f"{tol / 1e6:.2f} ms")
 
 
 def _events_high(text: str) -> int:
