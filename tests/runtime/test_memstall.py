@@ -237,6 +237,63 @@ def _(t: Test):
                [r["pid"] for r in rows_t if r["stall_ns"] > 0])
 
 
+@scenario("memstall_rows_left_out")
+def _(t: Test):
+    """-r cuts rows, never stalls: two readers in one 32 MiB memory cgroup both stall in memcg
+    reclaim (delay accounting, the precondition); memstall -r 1 -G CGROUP lists one of them
+    and says what it left out, its rows plus left_out add up to its totals, and the totals
+    equal every row of a run without -r over the same events. In text, the line that says how
+    many rows were cut. (Against delay accounting the two readers' reclaim stalls read exact
+    in two runs and 8 of 348 short in a third: not understood yet, so not asserted here;
+    memstall_memcg_vs_taskstats holds one reader to it exactly.)"""
+    with delay_accounting() as taskstats, MemoryCgroup("memstall_rows", LIMIT) as cg, \
+            TestFile(FILE_SIZE, "memstall_rows", cold=True) as f, \
+            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--passes", "1",
+                     "--linger", held=True) as first, \
+            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--passes", "1",
+                     "--offset-mb", "64", "--linger", held=True) as second:
+        with Tool("memstall", "-j", "-r", "1", "-G", cg.path) as cut, \
+                Tool("memstall", "-j", "-G", cg.path) as whole, \
+                Tool("memstall", "-r", "1", "-G", cg.path) as text:
+            first.release()
+            second.release()
+            first.wait_done(120)
+            second.wait_done(120)
+            time.sleep(0.3)
+            episodes = {w.pid: taskstats.get(w.pid)["freepages_count"] for w in (first, second)}
+    log(f"  delay accounting's reclaim episodes by reader: {episodes}")
+    # The precondition, from the oracle: both readers reclaimed.
+    if min(episodes.values()) == 0:
+        skip(f"a reader never reclaimed (delay accounting {episodes})")
+    t.check_eq("text: exit status", 0, text.result.rc)
+    last = cut.result.json_lines()
+    t.require(cut.result.rc == 0 and len(last) >= 1, "-j -r 1: exit 0 and a JSON line", "yes",
+              f"exit {cut.result.rc}, {len(last)} lines")
+    out = last[-1]
+    rows = out.get("processes") or []
+    left = out.get("left_out") or {}
+    totals = out.get("totals") or {}
+    t.check_eq("-r 1: rows listed", 1, len(rows))
+    t.check_eq("-r 1: left_out.rows", 1, left.get("rows"))
+    reclaim = sum(totals.get(c, {}).get("stalls", 0) for c in ("memcg", "direct"))
+    log(f"  -r 1 totals' reclaim stalls {reclaim}; delay accounting {sum(episodes.values())}")
+    all_rows = (whole.result.json_lines() or [{}])[-1].get("processes") or []
+    t.check_eq("-r 1 totals' stalls per cause vs every row of the run without -r",
+               {c: v["stalls"] for c, v in totals.items()},
+               {c: sum(r["causes"].get(c, {}).get("stalls", 0) for r in all_rows)
+                for c in totals})
+    t.check_eq("the run without -r: rows with stalls (both readers)", 2,
+               sum(1 for r in all_rows if r["stall_ns"] > 0))
+    for cause, total in totals.items():
+        listed = sum(r["causes"].get(cause, {}).get("ns", 0) for r in rows)
+        t.check_eq(f"{cause}: rows + left_out == totals (ns)", total["ns"],
+                   listed + (left.get("causes") or {}).get(cause, {}).get("ns", 0))
+    more = [line for line in text.result.stdout.splitlines() if "not shown: -r 1" in line]
+    t.check_eq("text: one line says what -r left out", 1, len(more))
+    t.check_in("that line counts one process", "1 more process (", more[0] if more else "",
+               "the line")
+
+
 def folded_lines(t: Test, text: str, what: str) -> list[tuple[list[str], int]]:
     """Folded stacks as (frames root first, value); every line must be `frames value`."""
     matches = [(line, re.fullmatch(r"(\S.*) (\d+)", line)) for line in text.splitlines()]

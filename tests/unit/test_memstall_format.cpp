@@ -190,3 +190,31 @@ TEST(MemstallStacks, TextAndJson) {
     EXPECT_EQ(j["stacks"][0]["user_stack"][0], "[no user stack]");
     EXPECT_EQ(memstall::stacks_json({}), nlohmann::json({{"stacks", nlohmann::json::array()}}));
 }
+
+// -r cuts rows, never stalls: the rows shown plus what was left out add up to the totals.
+TEST(MemstallRows, RowsLeftOutAreSummed) {
+    std::vector<memstall::Row> rows(3);
+    for (size_t i = 0; i < rows.size(); ++i) {
+        rows[i].id = 100 + i;
+        rows[i].name = "reader";
+        rows[i].causes[MEMSTALL_MEMCG_RECLAIM] = {
+            .stalls = 10 - i, .ns = 1000000 * (3 - i), .max_ns = 5};
+    }
+    const auto shown = memstall::cut_rows(rows, 1);
+    ASSERT_EQ(1u, shown.rows.size());
+    EXPECT_EQ(100u, shown.rows[0].id);
+    EXPECT_EQ(2u, shown.rows_left_out);
+    EXPECT_EQ(3000000u, shown.left_out.total_ns());
+    EXPECT_EQ(6000000u, shown.totals.total_ns());
+    EXPECT_EQ(shown.totals.total_ns(), shown.rows[0].total_ns() + shown.left_out.total_ns());
+    nlohmann::json j;
+    memstall::json_totals(shown, j);
+    EXPECT_EQ(27u, j["totals"]["memcg"]["stalls"]);
+    EXPECT_EQ(2u, j["left_out"]["rows"]);
+    EXPECT_EQ(3000000u, j["left_out"]["stall_ns"]);
+    EXPECT_EQ("2 more processes (3.0 ms of stalls) not shown: -r 1",
+              memstall::left_out_line(shown, memstall::Grouping::Process));
+    const auto all = memstall::cut_rows(rows, 20);
+    EXPECT_EQ(0u, all.rows_left_out);
+    EXPECT_EQ("", memstall::left_out_line(all, memstall::Grouping::Process));
+}

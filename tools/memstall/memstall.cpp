@@ -566,12 +566,12 @@ void Memstall::print_interval(memstall_bpf &skel) {
             zero.name.pop_back();
         rows.push_back(zero);
     }
-    if (rows.size() > o_.max_rows)
-        rows.resize(o_.max_rows);
+    // Rows -r leaves out are summed, not dropped: rows + left_out = totals.
+    const memstall::ShownRows shown = memstall::cut_rows(std::move(rows), o_.max_rows);
 
     if (o_.common.json) {
         json list = json::array();
-        for (const auto &r : rows)
+        for (const auto &r : shown.rows)
             list.push_back(memstall::json_row(r, interval_s, grouping));
         json out = {{"time", wall_clock_time()},
                     {"interval_s", interval_s},
@@ -586,6 +586,7 @@ void Memstall::print_interval(memstall_bpf &skel) {
         for (const auto &[cause, why] : unmeasured_)
             unmeasured[memstall::cause_name(cause)] = why;
         out["unmeasured_causes"] = unmeasured;
+        memstall::json_totals(shown, out);
         // The interval's share of the program runs the kernel skipped: stalls not counted.
         const uint64_t skipped = recursion_misses(skel.obj);
         out[skipped_runs_field] = skipped - skipped_runs_before_;
@@ -594,8 +595,10 @@ void Memstall::print_interval(memstall_bpf &skel) {
     } else {
         fmt::print("\n{}  memory stalls over {:.1f} s\n{}\n", wall_clock_time(), interval_s,
                    memstall::header(grouping));
-        for (const auto &r : rows)
+        for (const auto &r : shown.rows)
             fmt::print("{}\n", memstall::line(r, interval_s, grouping));
+        if (const std::string more = memstall::left_out_line(shown, grouping); !more.empty())
+            fmt::print("{}\n", more);
         if (skel.bss->table_full != 0)
             fmt::print("{} stalls not counted so far: a BPF table was full (--max-entries).\n",
                        skel.bss->table_full);

@@ -67,6 +67,61 @@ std::vector<Row> rows(const Snapshot &now, const Snapshot &before, Grouping grou
     return out;
 }
 
+namespace {
+
+void add_causes(Row &into, const Row &row) {
+    for (size_t cause = 0; cause < into.causes.size(); ++cause) {
+        into.causes[cause].stalls += row.causes[cause].stalls;
+        into.causes[cause].ns += row.causes[cause].ns;
+        into.causes[cause].max_ns = std::max(into.causes[cause].max_ns, row.causes[cause].max_ns);
+    }
+}
+
+nlohmann::json causes_json(const Row &row) {
+    nlohmann::json causes = nlohmann::json::object();
+    for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause) {
+        const auto &c = row.causes[cause];
+        if (c.stalls != 0 || c.ns != 0)
+            causes[cause_name(cause)] = {{"stalls", c.stalls}, {"ns", c.ns}};
+    }
+    return causes;
+}
+
+} // namespace
+
+ShownRows cut_rows(std::vector<Row> rows, size_t max_rows) {
+    ShownRows shown;
+    for (size_t i = 0; i < rows.size(); ++i) {
+        add_causes(shown.totals, rows[i]);
+        if (i >= max_rows) {
+            add_causes(shown.left_out, rows[i]);
+            ++shown.rows_left_out;
+        }
+    }
+    if (rows.size() > max_rows)
+        rows.resize(max_rows);
+    shown.rows = std::move(rows);
+    return shown;
+}
+
+void json_totals(const ShownRows &shown, nlohmann::json &out) {
+    out["totals"] = causes_json(shown.totals);
+    out["left_out"] = {{"rows", shown.rows_left_out},
+                       {"stall_ns", shown.left_out.total_ns()},
+                       {"causes", causes_json(shown.left_out)}};
+}
+
+std::string left_out_line(const ShownRows &shown, Grouping grouping) {
+    if (shown.rows_left_out == 0)
+        return "";
+    const bool one = shown.rows_left_out == 1;
+    const char *what = grouping == Grouping::Cgroup   ? (one ? "cgroup" : "cgroups")
+                       : grouping == Grouping::Thread ? (one ? "thread" : "threads")
+                                                      : (one ? "process" : "processes");
+    return fmt::format("{} more {} ({:.1f} ms of stalls) not shown: -r {}", shown.rows_left_out,
+                       what, shown.left_out.total_ns() / 1e6, shown.rows.size());
+}
+
 std::string header(Grouping grouping) {
     std::string h =
         grouping == Grouping::Cgroup

@@ -46,6 +46,20 @@ enum class Grouping { Process, Thread, Cgroup };
 std::vector<Row> rows(const Snapshot &now, const Snapshot &before, Grouping grouping,
                       const std::map<uint64_t, std::string> &cgroup_paths);
 
+// The rows shown of an interval and what -r left out, so that the rows plus the left-out
+// sum to the totals: a JSON consumer that sums what it gets learns what it did not get.
+struct ShownRows {
+    std::vector<Row> rows; // the first `max_rows`, largest total first
+    Row left_out;          // the causes of the rows cut, summed (id 0, no name)
+    size_t rows_left_out = 0;
+    Row totals; // every row's causes, summed: rows + left_out
+};
+ShownRows cut_rows(std::vector<Row> rows, size_t max_rows);
+// JSON: {"totals": {cause: {stalls, ns}}, "left_out": {"rows", "stall_ns", "causes"}}.
+void json_totals(const ShownRows &shown, nlohmann::json &out);
+// Text: "N more processes (X ms of stalls) not shown: -r N" when -r cut rows, else "".
+std::string left_out_line(const ShownRows &shown, Grouping grouping);
+
 // The table, top style: STALL% is the stall time as a share of the interval's wall time (a
 // process with several stalled threads can pass 100%), then per cause in ms.
 std::string header(Grouping grouping);
