@@ -363,13 +363,6 @@ def remote_flush_path(t: Test) -> None:
                        len(said) - len(start))
 
 
-def read_cpu_flags() -> str:
-    for line in read_file("/proc/cpuinfo", "").splitlines():
-        if line.startswith("flags"):
-            return line.split(":", 1)[-1]
-    return ""
-
-
 @scenario("tlbflush_lazy_tlb_matches_interrupts")
 def lazy_tlb_matches_interrupts(t: Test) -> None:
     """Under stress-ng --madvise many flush IPIs find the CPU lazy or already up to date:
