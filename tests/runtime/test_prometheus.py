@@ -32,7 +32,8 @@ from typing import Optional
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memlat_test import (_BTF_VARIANT, _UNPRIVILEGED, Failure, FtraceOracle, MemoryCgroup, Test,  # noqa: E402
+from memlat_test import (_BTF_VARIANT, _UNPRIVILEGED, Failure, FtraceOracle,  # noqa: E402
+                         MemoryCgroup, Test,
                          TestFile, Tool, Workload, _kill_group, check_nothing_left, log, main,
                          oracle_durations_ns, remove_cgroup_dir,
                          require_cpus, run, run_workload, scenario, setpriv_command, skip,
@@ -1500,8 +1501,15 @@ def _(t: Test):
             lo, hi = a1 - b0, b1 - a0
 
             def increase(family: str) -> float:
+                """The family's increase between the scrapes; a series missing at either
+                is a failed check (NaN), never a 0 that the bounds below would let pass."""
                 expr = f'sum({family}{{cpu="{VICTIM}"}})'
-                return (prom.value(expr, t1) or 0.0) - (prom.value(expr, t0) or 0.0)
+                values = [prom.value(expr, at) for at in (t0, t1)]
+                if None in values:
+                    t.check(False, f"{family}{{cpu=\"{VICTIM}\"}} at both scrapes", "a value",
+                            values)
+                    return float("nan")
+                return values[1] - values[0]
             counted = increase("memlat_tlb_remote_shootdowns_total")
             # Without the csd tracepoints (as nobody: no CAP_SYSLOG to know the flush
             # callback) the family counts tlb_flush's remote reasons, which also name a CPU

@@ -19,7 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from memlat_test import (TRACEFS, FtraceOracle, MemoryCgroup, Test, TestFile,  # noqa: E402
                          Tool, Workload, binary, check_bad_arguments, check_help, log, main,
-                         field, read_file, shootdown_ipis_here, check_workload_ipis, run, run_workload, scenario, skip,
+                         field, read_file, shootdown_ipis_here, check_workload_ipis, run,
+                         run_workload, scenario, skip,
                          tlb_interrupts)
 
 LIMIT = 32 << 20

@@ -62,7 +62,8 @@ def cold_warm(t: Test, b: Block) -> None:
     show_hooks(err)
     tol = f"{TOL * 100:g}% of the pages read"
     # Misses and dirties need no access hook: the same on every path.
-    t.check_close("cold: MISSES vs the pages read", pages, field(t, cold, "misses", "cold"), rel_tol=TOL)
+    t.check_close("cold: MISSES vs the pages read", pages, field(t, cold, "misses", "cold"),
+                  rel_tol=TOL)
     t.check_le("warm: MISSES", round(pages * TOL), field(t, warm, "misses", "warm"), tol)
     t.check_eq("DIRTIES of a read-only workload", (0, 0), (cold.get("dirties"),
                                                           warm.get("dirties")))
@@ -82,7 +83,8 @@ def cold_warm(t: Test, b: Block) -> None:
     t.check_close("cold: ACCESSES vs the pages read", pages, field(t, cold, "accesses", "cold"),
                   rel_tol=TOL)
     t.check_le("cold: HITRATIO %", 5.0, field(t, cold, "hit_ratio_pct", "cold"))
-    t.check_close("warm: HITS vs the pages read", pages, field(t, warm, "hits", "warm"), rel_tol=TOL)
+    t.check_close("warm: HITS vs the pages read", pages, field(t, warm, "hits", "warm"),
+                  rel_tol=TOL)
     t.check_ge("warm: HITRATIO %", 95.0, field(t, warm, "hit_ratio_pct", "warm"))
     # The ram disk alone (-f): one access per page read, cold and warm.
     cold_files, warm_files = cold.get("files", []), warm.get("files", [])
