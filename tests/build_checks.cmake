@@ -1,15 +1,16 @@
 # Build checks (label: build): memlat, the multi-call binary, is static, within its budget
-# (issue 20 set the whole set at 2.5 MB; wave 4's budget is 3.0 MB with all it adds), of the
+# (issue 20 set the whole set at 2.5 MB; wave 4's 3.0 MB; wave 5's is 3.5 MB with all it
+# adds: lockstall, faultlat and the names of pods and units), of the
 # build's architecture, and its --help runs (a cross
 # build's through CMAKE_CROSSCOMPILING_EMULATOR, qemu-user; without one that part is skipped
 # and says so); each tool is a link to it whose --help runs; build.memlat.dispatch checks
 # memlat -h, --version and `memlat TOOL` against the links. build.tarball: the release
 # tarball holds memlat, the links, README and license. build.deb: the Debian package.
-set(memlat_budget 3000000)
+set(memlat_budget 3500000)
 if(MEMLAT_TLS)
     # -DMEMLAT_TLS=ON: mbedTLS and libxcrypt add 820 KB (README "TLS and basic authentication"),
     # which is why they are not in the default build.
-    set(memlat_budget 3850000)
+    set(memlat_budget 4350000)
 endif()
 set(memlat_check_binary_args --machine ${MEMLAT_ARCH} --max-bytes ${memlat_budget})
 if(CMAKE_CROSSCOMPILING)

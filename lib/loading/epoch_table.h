@@ -20,6 +20,19 @@ namespace memlat {
 // is done by then (tracepoint and kprobe programs run with preemption disabled, for
 // microseconds), so no count lands in an entry between its read and its delete, nor in a
 // deleted entry the map hands out again under another key.
+// How long a program that read the epoch before a flip may still be writing under it.
+inline constexpr std::chrono::milliseconds epoch_grace_period{2};
+
+// Ends an epoch: flips `epoch` (the mmap'ed .bss variable) and waits until no program can still
+// write under the old one, which it returns. EpochTable calls it; a tool whose other counters
+// go by epoch too calls it where its view keeps no table.
+inline uint32_t close_epoch(uint32_t &epoch) {
+    const uint32_t closing = std::atomic_ref<uint32_t>(epoch).load(std::memory_order_relaxed);
+    std::atomic_ref<uint32_t>(epoch).store(closing ^ 1, std::memory_order_seq_cst);
+    std::this_thread::sleep_for(epoch_grace_period);
+    return closing;
+}
+
 template <typename BpfKey, typename Value, typename Key>
 class EpochTable {
   public:
@@ -43,14 +56,13 @@ class EpochTable {
         const uint32_t closing = std::atomic_ref<uint32_t>(epoch).load(std::memory_order_relaxed);
         if (dropped_epoch_) {
             // Emptied before the programs write to it again (the flip below).
-            std::this_thread::sleep_until(began_ + grace_period);
+            std::this_thread::sleep_until(began_ + epoch_grace_period);
             for (const auto &[k, v] : read_hash_map<BpfKey, Value>(map))
                 if (k.epoch == *dropped_epoch_)
                     bpf_map__delete_elem(map, &k, sizeof(k), 0);
             dropped_epoch_.reset();
         }
-        std::atomic_ref<uint32_t>(epoch).store(closing ^ 1, std::memory_order_seq_cst);
-        std::this_thread::sleep_for(grace_period);
+        close_epoch(epoch);
         std::map<Key, Value> gained;
         for (const auto &[k, v] : read_hash_map<BpfKey, Value>(map)) {
             if (k.epoch != closing)
@@ -62,7 +74,6 @@ class EpochTable {
     }
 
   private:
-    static constexpr std::chrono::milliseconds grace_period{2};
     KeyOf key_of_;
     Add add_;
     std::optional<uint32_t> dropped_epoch_; // begin()'s epoch, until emptied

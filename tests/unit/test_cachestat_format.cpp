@@ -27,7 +27,7 @@ TEST(CachestatFormat, MeminfoBuffersAndCachedInMiB) {
 TEST(CachestatFormat, DefaultLineHasBccColumns) {
     cachestat::LineFormat f;
     EXPECT_EQ(cachestat::header(f), "    HITS   MISSES  DIRTIES HITRATIO   BUFFERS_MB  CACHED_MB");
-    EXPECT_EQ(cachestat::line({1132, 4, 7}, mem(), f, "12:00:00"),
+    EXPECT_EQ(cachestat::line({1132, 4, 7, 1128}, mem(), f, "12:00:00"),
               "    1128        4        7   99.65%          242       2660");
 }
 
@@ -52,7 +52,7 @@ TEST(CachestatFormat, UnavailableHitsPrintAsDash) {
 
 TEST(CachestatFormat, TotalLine) {
     EXPECT_EQ("Total over 12.0 s: HITS 150 MISSES 50 DIRTIES 3 HITRATIO 75.00% (ACCESSES 200)",
-              cachestat::total_line({200, 50, 3}, 12.04, true));
+              cachestat::total_line({200, 50, 3, 150}, 12.04, true));
     // Accesses not known: neither are hits nor the ratio.
     EXPECT_EQ("Total over 1.5 s: HITS - MISSES 50 DIRTIES 0 HITRATIO - (ACCESSES -)",
               cachestat::total_line({0, 50, 0}, 1.5, false));
@@ -62,7 +62,7 @@ TEST(CachestatFormat, TotalLine) {
 }
 
 TEST(CachestatFormat, JsonCounts) {
-    auto j = cachestat::json_counts({200, 50, 3}, true);
+    auto j = cachestat::json_counts({200, 50, 3, 150}, true);
     EXPECT_EQ(j["accesses"], 200);
     EXPECT_EQ(j["hits"], 150);
     EXPECT_EQ(j["misses"], 50);
@@ -72,7 +72,7 @@ TEST(CachestatFormat, JsonCounts) {
 }
 
 TEST(CachestatFormat, ProcessTable) {
-    cachestat::ProcRow r{4242, 1000, "postgres", {16384, 384, 12}};
+    cachestat::ProcRow r{4242, 1000, "postgres", {16384, 384, 12, 16000}};
     EXPECT_EQ(cachestat::proc_header(),
               "    PID    UID COMM                  HITS    MISSES   DIRTIES READ_HIT%");
     EXPECT_EQ(cachestat::proc_line(r, true),

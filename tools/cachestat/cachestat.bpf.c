@@ -7,6 +7,8 @@
  *             lack these; then fentry/kprobe on folio_mark_accessed or mark_page_accessed.
  *   misses    filemap:mm_filemap_add_to_page_cache, 1 << order pages per folio.
  *   dirties   writeback:writeback_dirty_folio (writeback_dirty_page before 5.17), in pages.
+ *   hits      accesses that no miss of the same thread in the same file accounts for
+ *             (cachestat.h: struct cachestat_match), counted at the event like the others.
  *
  * Every tracepoint has a tp_btf, a raw_tp and a classic tracepoint program; user space
  * attaches the first the kernel accepts. */
@@ -35,10 +37,13 @@ const volatile bool filter_on_v1 = false;
 const volatile bool per_process = false;
 const volatile bool per_file = false;
 const volatile __u32 page_shift = 12;
+const volatile __u32 nr_cpus = 1; /* possible CPUs: the rows of one epoch in cpu_counts */
 
-/* Per-CPU counters, one entry per possible CPU (user space sets max_entries at open and reads
- * them through a mapping of the array). In .bss, sized for 1024 CPUs, they were 64 KiB of
- * every run's memory; 128 bytes on 2 CPUs. */
+/* Per-CPU counters, one entry per possible CPU and epoch (entry epoch * nr_cpus + cpu; user
+ * space sets max_entries at open and reads them through a mapping of the array). An event
+ * counts in one epoch everywhere (the CPU's row, the process's and the file's), so that the
+ * total of an interval is the sum of its rows (struct cachestat_proc_key). In .bss, sized for
+ * 1024 CPUs, they were 64 KiB of every run's memory; 256 bytes on 2 CPUs. */
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
     __uint(map_flags, BPF_F_MMAPABLE);
@@ -48,7 +53,12 @@ struct {
 } cpu_counts SEC(".maps");
 __u64 table_full = 0;      /* per-process or per-file hash map full */
 __u32 table_epoch = 0;     /* written by user space: see struct cachestat_proc_key */
-__u64 no_task_storage = 0; /* a read's cursor could not be kept: counted without de-dup */
+__u64 no_task_storage = 0; /* a thread's state could not be kept: counted without de-dup, and
+                            * its accesses all as hits */
+/* Written by user space once the hooks are attached: a classic tracepoint names a file by
+ * (dev, ino), not by its address_space, so where one is attached every hook matches misses to
+ * accesses by (dev, ino). */
+bool match_by_inode = false;
 
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
@@ -64,13 +74,18 @@ struct {
     __type(value, struct cachestat_file_value);
 } file_counts SEC(".maps");
 
-/* The read cursor of each thread (see struct cachestat_cursor), in a hash map keyed by TID
- * whose entry goes when the thread exits (compat.bpf.h): a cursor serves the thread's next
- * read. */
-MEMLAT_THREAD_STATE_MAPS(cursors, struct cachestat_cursor);
+/* What each thread keeps between events: its read cursor and the misses and accesses not yet
+ * matched (cachestat.h), with the file row of the accesses owed. */
+struct thread {
+    struct cachestat_thread t;
+    struct cachestat_file_key owed_row;
+};
 
-/* A zeroed cursor, to create entries of the hash map from (static: not in the skeleton). */
-static const volatile struct cachestat_cursor no_cursor;
+/* In a hash map keyed by TID whose entry goes when the thread exits (compat.bpf.h). */
+MEMLAT_THREAD_STATE_MAPS(threads, struct thread);
+
+/* A zeroed state, to create entries of the hash map from (static: not in the skeleton). */
+static const volatile struct thread no_thread;
 
 /* ---------------------------------------------------------------- filters */
 
@@ -90,10 +105,9 @@ static __always_inline bool task_selected(void) {
 
 /* ---------------------------------------------------------------- counting */
 
-static __always_inline void add_proc(__u32 counter, __u64 pages) {
+static __always_inline void add_proc(__u32 counter, __u64 pages, __u32 epoch) {
     struct task_struct *me = current_task_readable();
-    struct cachestat_proc_key key = {.pid = task_pid_tgid(me) >> 32,
-                                     .epoch = *(volatile __u32 *)&table_epoch};
+    struct cachestat_proc_key key = {.pid = task_pid_tgid(me) >> 32, .epoch = epoch};
     struct cachestat_proc_value *v = bpf_map_lookup_elem(&proc_counts, &key);
 
     if (!v) {
@@ -122,11 +136,11 @@ static __always_inline void add_proc(__u32 counter, __u64 pages) {
 }
 
 static __always_inline void add_file(__u32 counter, __u64 pages,
-                                     const struct cachestat_file_key *file) {
+                                     const struct cachestat_file_key *file, __u32 epoch) {
     struct cachestat_file_key key = *file;
     struct cachestat_file_value *v;
 
-    key.epoch = *(volatile __u32 *)&table_epoch;
+    key.epoch = epoch;
     v = bpf_map_lookup_elem(&file_counts, &key);
     if (!v) {
         struct cachestat_file_value zero = {};
@@ -142,20 +156,72 @@ static __always_inline void add_file(__u32 counter, __u64 pages,
 /* Counts `pages` of one kind for the current task and, with -f, for the file `key`. The
  * caller has applied the filters. Atomic adds even on the CPU's own row: a program on another
  * tracepoint may interrupt this one on the same CPU. */
-static __always_inline void count(__u32 counter, __u64 pages,
-                                  const struct cachestat_file_key *key) {
-    __u32 cpu = bpf_get_smp_processor_id();
+static __noinline void count(__u32 counter, __u64 pages, const struct cachestat_file_key *key) {
+    __u32 epoch = *(volatile __u32 *)&table_epoch & 1;
+    __u32 index = epoch * nr_cpus + bpf_get_smp_processor_id();
     struct cachestat_cpu_counts *row;
 
     if (!pages || counter >= CACHESTAT_COUNTERS)
         return;
-    row = bpf_map_lookup_elem(&cpu_counts, &cpu);
+    row = bpf_map_lookup_elem(&cpu_counts, &index);
     if (row)
         __sync_fetch_and_add(&row->c[counter], pages);
     if (per_process)
-        add_proc(counter, pages);
+        add_proc(counter, pages, epoch);
     if (per_file)
-        add_file(counter, pages, key);
+        add_file(counter, pages, key, epoch);
+}
+
+/* ---------------------------------------------------------------- hits */
+
+static __always_inline struct thread *this_thread(bool create) {
+    return thread_state(&threads, &threads_overflow, (const void *)&no_thread, create,
+                        &no_task_storage);
+}
+
+/* Counts the thread's owed accesses that turned out to be hits, in the row they were made in. */
+static __always_inline void count_owed(struct thread *th, __u64 hits) {
+    struct cachestat_file_key row;
+
+    if (!hits)
+        return;
+    row = th->owed_row;
+    count(CACHESTAT_HITS, hits, &row);
+}
+
+/* An access of `pages` in the file whose match key is `file` (its row: `row`): counted, and
+ * its hits with it; a fault path (`defer`) leaves them owed until the thread's next event. */
+static __noinline void count_access(struct thread *th, __u64 file, __u64 pages, bool defer,
+                                    const struct cachestat_file_key *row) {
+    if (!th) {
+        count(CACHESTAT_ACCESSES, pages, row);
+        count(CACHESTAT_HITS, pages, row);
+        return;
+    }
+    count_owed(th, cachestat_settle_owed(&th->t.match));
+    if (!pages)
+        return;
+    count(CACHESTAT_ACCESSES, pages, row);
+    count(CACHESTAT_HITS, cachestat_match_access(&th->t.match, file, pages, defer), row);
+    if (defer && th->t.match.owed)
+        th->owed_row = *row;
+}
+
+static __noinline void count_miss(__u64 file, __u64 pages, const struct cachestat_file_key *row) {
+    struct thread *th = this_thread(true);
+
+    count(CACHESTAT_MISSES, pages, row);
+    if (th)
+        count_owed(th, cachestat_match_miss(&th->t.match, file, pages));
+}
+
+static __always_inline void count_dirty(__u64 file, __u64 pages,
+                                        const struct cachestat_file_key *row) {
+    struct thread *th = this_thread(false);
+
+    count(CACHESTAT_DIRTIES, pages, row);
+    if (th)
+        cachestat_match_dirty(&th->t.match, file, pages);
 }
 
 /* ---------------------------------------------------------------- kernel objects */
@@ -170,6 +236,29 @@ static __always_inline struct cachestat_file_key classic_file(__u32 dev, __u64 i
     struct cachestat_file_key key = {.ino = ino, .dev = dev};
 
     return key;
+}
+
+/* The match key (struct cachestat_match) of a file the classic way, never 0. */
+static __always_inline __u64 classic_match_key(__u32 dev, __u64 ino) {
+    __u64 key = ((__u64)dev << 32) ^ ino;
+
+    return key ? key : 1;
+}
+
+/* The match key of the file behind `mapping`: the address_space itself, or (dev, ino) where a
+ * classic tracepoint is attached (match_by_inode). */
+static __always_inline __u64 mapping_match_key(struct address_space *mapping) {
+    struct inode *host;
+    struct super_block *sb;
+
+    if (!*(volatile bool *)&match_by_inode || !mapping)
+        return (__u64)mapping;
+    host = BPF_CORE_READ(mapping, host);
+    if (!host)
+        return (__u64)mapping;
+    sb = BPF_CORE_READ(host, i_sb);
+    return classic_match_key(sb ? BPF_CORE_READ(sb, s_dev) : BPF_CORE_READ(host, i_rdev),
+                             BPF_CORE_READ(host, i_ino));
 }
 
 /* The file behind an address_space: what the filemap tracepoints print as dev and ino (with
@@ -266,12 +355,14 @@ static __always_inline __u64 folio_pages(struct folio *folio, bool loads) {
 /* ---------------------------------------------------------------- misses */
 
 static __always_inline int on_add_folio(struct folio *folio, bool loads) {
+    struct address_space *mapping;
     struct file_id f;
 
     if (!task_selected())
         return 0;
-    mapping_file(per_file ? BPF_CORE_READ(folio, mapping) : NULL, &f, false);
-    count(CACHESTAT_MISSES, folio_pages(folio, loads), &f.key);
+    mapping = BPF_CORE_READ(folio, mapping);
+    mapping_file(mapping, &f, false);
+    count_miss(mapping_match_key(mapping), folio_pages(folio, loads), &f.key);
     return 0;
 }
 
@@ -296,7 +387,7 @@ int add_tp(struct trace_event_raw_mm_filemap_op_page_cache *ctx) {
         order = ctx->order;
     struct cachestat_file_key file = classic_file(ctx->s_dev, ctx->i_ino);
 
-    count(CACHESTAT_MISSES, cachestat_order_pages(order), &file);
+    count_miss(classic_match_key(ctx->s_dev, ctx->i_ino), cachestat_order_pages(order), &file);
     return KEEP_EVENT;
 }
 
@@ -309,7 +400,7 @@ static __always_inline int on_dirty(struct folio *folio, struct address_space *m
     if (!task_selected())
         return 0;
     mapping_file(mapping, &f, false);
-    count(CACHESTAT_DIRTIES, is_folio ? folio_pages(folio, loads) : 1, &f.key);
+    count_dirty(mapping_match_key(mapping), is_folio ? folio_pages(folio, loads) : 1, &f.key);
     return 0;
 }
 
@@ -323,8 +414,9 @@ int BPF_PROG(dirty_folio_raw, struct folio *folio, struct address_space *mapping
     return on_dirty(folio, mapping, true, false);
 }
 
-/* The classic format has neither the folio's size nor the device: one page per folio, and
- * the per-file view shows device 0. */
+/* The classic format has neither the folio's size nor the device: one page per folio, the
+ * per-file view shows device 0, and the pages stay pending (no match key without the
+ * device). */
 SEC("tracepoint/writeback/writeback_dirty_folio")
 int dirty_folio_tp(struct trace_event_raw_writeback_folio_template *ctx) {
     struct cachestat_file_key file = classic_file(0, ctx->ino);
@@ -368,19 +460,19 @@ int dirty_page_tp(struct trace_event_raw_writeback_page_template *ctx) {
  * thread's cursor. */
 static __always_inline void on_read_range(__u64 key, __u64 index, __u64 last, __u64 file_pages,
                                           const struct cachestat_file_key *file) {
-    struct cachestat_cursor *cur;
-    __u64 pages;
+    struct thread *th = this_thread(true);
+    struct cachestat_cursor none = {};
 
-    cur =
-        thread_state(&cursors, &cursors_overflow, (const void *)&no_cursor, true, &no_task_storage);
-    if (cur) {
-        pages = cachestat_read_pages(cur, key, index, last, file_pages);
-    } else {
-        struct cachestat_cursor none = {};
+    count_access(th, key,
+                 cachestat_read_pages(th ? &th->t.cursor : &none, key, index, last, file_pages),
+                 false, file);
+}
 
-        pages = cachestat_read_pages(&none, key, index, last, file_pages);
-    }
-    count(CACHESTAT_ACCESSES, pages, file);
+/* A fault path's access (fault-around window or faulting page): its read-ahead comes after
+ * it. */
+static __always_inline void on_fault_access(__u64 key, __u64 pages,
+                                            const struct cachestat_file_key *file) {
+    count_access(this_thread(true), key, pages, true, file);
 }
 
 static __always_inline int on_get_pages(struct address_space *mapping, __u64 index, __u64 last) {
@@ -389,7 +481,7 @@ static __always_inline int on_get_pages(struct address_space *mapping, __u64 ind
     if (!task_selected())
         return 0;
     mapping_file(mapping, &f, true);
-    on_read_range((__u64)mapping, index, last, f.pages, &f.key);
+    on_read_range(mapping_match_key(mapping), index, last, f.pages, &f.key);
     return 0;
 }
 
@@ -402,7 +494,8 @@ static __always_inline int on_map_pages(struct address_space *mapping, __u64 ind
     if (!task_selected())
         return 0;
     mapping_file(mapping, &f, true);
-    count(CACHESTAT_ACCESSES, cachestat_read_pages(&none, 1, index, last, f.pages), &f.key);
+    on_fault_access(mapping_match_key(mapping),
+                    cachestat_read_pages(&none, 1, index, last, f.pages), &f.key);
     return 0;
 }
 
@@ -412,7 +505,7 @@ static __always_inline int on_fault(struct address_space *mapping) {
     if (!task_selected())
         return 0;
     mapping_file(mapping, &f, false);
-    count(CACHESTAT_ACCESSES, 1, &f.key);
+    on_fault_access(mapping_match_key(mapping), 1, &f.key);
     return 0;
 }
 
@@ -454,12 +547,12 @@ int BPF_PROG(fault_raw, struct address_space *mapping, unsigned long index) {
  * so a read that asks past the end of the file counts the pages it asked for. */
 SEC("tracepoint/filemap/mm_filemap_get_pages")
 int get_pages_tp(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx) {
-    __u64 key = ((__u64)ctx->s_dev << 32) ^ ctx->i_ino;
     struct cachestat_file_key file = classic_file(ctx->s_dev, ctx->i_ino);
 
     if (!task_selected())
         return KEEP_EVENT;
-    on_read_range(key ? key : 1, ctx->index, ctx->last_index, CACHESTAT_SIZE_UNKNOWN, &file);
+    on_read_range(classic_match_key(ctx->s_dev, ctx->i_ino), ctx->index, ctx->last_index,
+                  CACHESTAT_SIZE_UNKNOWN, &file);
     return KEEP_EVENT;
 }
 
@@ -470,9 +563,9 @@ int map_pages_tp(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx) {
 
     if (!task_selected())
         return KEEP_EVENT;
-    count(CACHESTAT_ACCESSES,
-          cachestat_read_pages(&none, 1, ctx->index, ctx->last_index, CACHESTAT_SIZE_UNKNOWN),
-          &file);
+    on_fault_access(
+        classic_match_key(ctx->s_dev, ctx->i_ino),
+        cachestat_read_pages(&none, 1, ctx->index, ctx->last_index, CACHESTAT_SIZE_UNKNOWN), &file);
     return KEEP_EVENT;
 }
 
@@ -481,7 +574,7 @@ int fault_tp(struct trace_event_raw_mm_filemap_fault *ctx) {
     struct cachestat_file_key file = classic_file(ctx->s_dev, ctx->i_ino);
 
     if (task_selected())
-        count(CACHESTAT_ACCESSES, 1, &file);
+        on_fault_access(classic_match_key(ctx->s_dev, ctx->i_ino), 1, &file);
     return KEEP_EVENT;
 }
 
@@ -499,7 +592,8 @@ static __always_inline int on_mark_accessed(struct folio *folio) {
     if (!mapping || ((unsigned long)mapping & 3))
         return 0;
     mapping_file(mapping, &f, false);
-    count(CACHESTAT_ACCESSES, folio_pages(folio, false), &f.key);
+    count_access(this_thread(true), mapping_match_key(mapping), folio_pages(folio, false), false,
+                 &f.key);
     return 0;
 }
 
@@ -556,7 +650,7 @@ static __always_inline int on_mark_page_accessed(struct page *page) {
     if (!mapping || ((unsigned long)mapping & 3))
         return 0;
     mapping_file(mapping, &f, false);
-    count(CACHESTAT_ACCESSES, page_pages(page), &f.key);
+    count_access(this_thread(true), mapping_match_key(mapping), page_pages(page), false, &f.key);
     return 0;
 }
 
@@ -571,5 +665,23 @@ int BPF_KPROBE(page_accessed_kprobe, struct page *page) {
     return KEEP_EVENT;
 }
 
-/* An exiting thread's cursor goes with it. */
-MEMLAT_THREAD_EXIT_PROGRAMS(cursors);
+/* An exiting thread's state goes with it; what it still owed is hits. */
+static __always_inline void on_thread_exit(void) {
+    struct thread *th = this_thread(false);
+
+    if (th)
+        count_owed(th, cachestat_settle_owed(&th->t.match));
+    thread_state_exit(&threads, &threads_overflow);
+}
+
+SEC("raw_tp/sched_process_exit")
+int thread_exit_raw(void *ctx) {
+    on_thread_exit();
+    return 0;
+}
+
+SEC("tracepoint/sched/sched_process_exit")
+int thread_exit_tp(void *ctx) {
+    on_thread_exit();
+    return KEEP_EVENT;
+}

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -62,9 +63,12 @@ Columns:
             for, clamped to the file size (the kernel reports it once per
             folio batch; cachestat counts it once per read), the fault-around
             window of each mmap fault, and one page per filemap fault.
-  HITS      ACCESSES - MISSES, 0 when negative (read-ahead may run ahead of
-            the reads within an interval). BCC: mark_page_accessed calls
-            minus mark_buffer_dirty calls, minus misses.
+  HITS      ACCESSES that no MISS accounts for: a thread's accesses are
+            matched against the pages the same thread added to the same file
+            (its read-ahead); the rest are hits, counted when they happen, so
+            the -P and -f rows add up to the total. Pages a write creates
+            and dirties are matched by nothing. BCC: mark_page_accessed calls
+            minus mark_buffer_dirty calls, minus misses, machine-wide.
   HITRATIO  HITS / ACCESSES; "-" when nothing was accessed.
   DIRTIES   pages of folios that went from clean to dirty
             (writeback_dirty_folio), on every file system. BCC: calls to
@@ -339,6 +343,7 @@ class Cachestat final : public Tool<cachestat_bpf, Options, tool_name> {
     std::vector<Probe> plan() const;
     void configure(cachestat_bpf &skel) const;
     Snapshot snapshot(cachestat_bpf &skel);
+    cachestat::Counts epoch_total(uint32_t epoch) const;
     void print_interval(const Snapshot &now, const Snapshot &before);
     void print_summary(cachestat_bpf &skel, const Snapshot &now, double seconds);
     std::vector<cachestat::ProcRow> proc_rows(const Snapshot &now, const Snapshot &before) const;
@@ -353,6 +358,12 @@ class Cachestat final : public Tool<cachestat_bpf, Options, tool_name> {
     // Text and JSON read the tables by epochs; --prometheus (cumulative counters) does not.
     bool epochs_ = false;
     bool baseline_taken_ = false;
+    // With epochs: the per-CPU counters of each epoch as last read (they only grow), what the
+    // closed epochs added since the baseline, and the epoch the baseline closed (its counts,
+    // read before the epoch opens again, are no interval's).
+    std::array<cachestat::Counts, 2> epoch_seen_{};
+    cachestat::Counts since_baseline_;
+    std::optional<uint32_t> baseline_epoch_;
     EpochTable<cachestat_proc_key, cachestat_proc_value, uint32_t> proc_table_{
         [](const cachestat_proc_key &k) { return k.pid; }, add_entry<cachestat_proc_value>};
     EpochTable<cachestat_file_key, cachestat_file_value, FileKey> file_table_{
@@ -414,25 +425,38 @@ void Cachestat::configure(cachestat_bpf &skel) const {
     ro->per_process = o_.per_process;
     ro->per_file = o_.per_file;
     ro->page_shift = __builtin_ctz(static_cast<unsigned>(getpagesize()));
-    bpf_map__set_max_entries(skel.maps.cpu_counts, static_cast<uint32_t>(ncpus_));
+    ro->nr_cpus = static_cast<uint32_t>(ncpus_);
+    bpf_map__set_max_entries(skel.maps.cpu_counts, 2 * static_cast<uint32_t>(ncpus_));
     bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? o_.common.entries(16384) : 1);
     bpf_map__set_max_entries(skel.maps.file_counts, o_.per_file ? o_.common.entries(65536) : 1);
     set_compat(*ro, kernel_features());
-    size_thread_state_map(skel.maps.cursors, skel.maps.cursors_overflow, o_.common.max_entries);
+    size_thread_state_map(skel.maps.threads, skel.maps.threads_overflow, o_.common.max_entries);
+}
+
+// The per-CPU counters of `epoch`, summed over the CPUs.
+cachestat::Counts Cachestat::epoch_total(uint32_t epoch) const {
+    cachestat::Counts total;
+    for (int cpu = 0; cpu < ncpus_; ++cpu) {
+        const auto &row = cpu_counts_.at<cachestat_cpu_counts>(epoch * ncpus_ + cpu);
+        cachestat_counts c{};
+        std::copy(std::begin(row.c), std::end(row.c), c.c);
+        total += cachestat::Counts::from(c);
+    }
+    return total;
 }
 
 Snapshot Cachestat::snapshot(cachestat_bpf &skel) {
     Snapshot s;
     const auto *bss = skel.bss;
-    for (int cpu = 0; cpu < ncpus_; ++cpu) {
-        cachestat_counts c{};
-        for (int i = 0; i < CACHESTAT_COUNTERS; ++i)
-            c.c[i] = cpu_counts_.at<cachestat_cpu_counts>(cpu).c[i];
-        s.total += cachestat::Counts::from(c);
-    }
     if (epochs_) {
         // The events before the first snapshot (the baseline) are in no interval and not in
-        // the summary.
+        // the summary. Every interval closes one epoch, of the tables and of the per-CPU
+        // counters alike: its total is the sum of its rows.
+        const uint32_t closing = skel.bss->table_epoch & 1;
+        if (baseline_epoch_) {
+            epoch_seen_[*baseline_epoch_] = epoch_total(*baseline_epoch_);
+            baseline_epoch_.reset();
+        }
         auto next = [&](auto &table, bpf_map *map, auto &totals, auto &summary, auto &rows) {
             if (!baseline_taken_) {
                 table.begin(skel.bss->table_epoch);
@@ -441,15 +465,27 @@ Snapshot Cachestat::snapshot(cachestat_bpf &skel) {
             auto gained = table.next_interval(map, skel.bss->table_epoch);
             carry(totals, gained);
             rows = totals;
-            if (baseline_taken_)
-                summary.add(gained);
+            summary.add(gained);
         };
         if (o_.per_process)
             next(proc_table_, skel.maps.proc_counts, proc_totals_, proc_summary_, s.procs);
-        if (o_.per_file)
+        else if (o_.per_file)
             next(file_table_, skel.maps.file_counts, file_totals_, file_summary_, s.files);
+        else if (baseline_taken_)
+            close_epoch(skel.bss->table_epoch);
+        else
+            std::atomic_ref<uint32_t>(skel.bss->table_epoch).store(closing ^ 1); // no wait
+        if (baseline_taken_) {
+            const auto now = epoch_total(closing);
+            since_baseline_ += now.since(epoch_seen_[closing]);
+            epoch_seen_[closing] = now;
+        } else {
+            baseline_epoch_ = closing;
+        }
+        s.total = since_baseline_;
         baseline_taken_ = true;
     } else {
+        s.total = epoch_total(0);
         if (o_.per_process)
             for (const auto &[k, v] :
                  read_hash_map<cachestat_proc_key, cachestat_proc_value>(skel.maps.proc_counts))
@@ -672,6 +708,13 @@ void Cachestat::load() {
 
     const Probe &access = *find_probe(probes_, ProbeId::Accesses);
     accesses_known_ = access.choice() != nullptr;
+    // A classic tracepoint names a file by (dev, ino) only: then every hook matches a thread's
+    // misses to its accesses that way (cachestat.bpf.c).
+    for (auto id : {ProbeId::Misses, ProbeId::Accesses}) {
+        const HookChoice *c = find_probe(probes_, id)->choice();
+        if (c && c->kind == HookKind::Tracepoint)
+            skel().bss->match_by_inode = true;
+    }
     if (!accesses_known_) {
         std::string why;
         for (const auto &[index, reason] : access.refused)
@@ -714,7 +757,7 @@ int Cachestat::trace() {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     print_summary(*skel, snapshot(*skel), seconds);
-    report_thread_state(v, skel->maps.cursors, skel->maps.cursors_overflow,
+    report_thread_state(v, skel->maps.threads, skel->maps.threads_overflow,
                         skel->bss->memlat_thread_entries_created,
                         skel->bss->memlat_thread_entries_exit_deleted);
     fflush(stdout);

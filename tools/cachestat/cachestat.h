@@ -16,13 +16,14 @@ enum cachestat_counter {
     CACHESTAT_ACCESSES = 0, /* pages looked up by reads and page faults */
     CACHESTAT_MISSES = 1,   /* pages added to the page cache */
     CACHESTAT_DIRTIES = 2,  /* pages of folios that went from clean to dirty */
-    CACHESTAT_COUNTERS = 3,
+    CACHESTAT_HITS = 3,     /* accessed pages no miss of the same thread accounts for */
+    CACHESTAT_COUNTERS = 4,
 };
 
-/* One CPU's counters (global view), or one process's or file's (per-key views). */
+/* One CPU's counters (global view), or one process's or file's (per-key views): 32 bytes, so
+ * an entry never straddles two cache lines. */
 struct cachestat_counts {
     __u64 c[CACHESTAT_COUNTERS];
-    __u64 pad; /* 32 bytes: an entry never straddles two cache lines */
 };
 
 /* The global counters of one CPU, in .bss; one cache line each. */
@@ -75,6 +76,28 @@ struct cachestat_cursor {
     __u64 last;    /* last page (inclusive) counted so far */
 };
 
+/* Hits are counted where they happen, so that the machine-wide total is the sum of the
+ * per-process and per-file rows (each event adds the same pages to all three). A thread's
+ * accesses are matched against the misses the same thread caused in the same file: the pages
+ * a read(2) adds (its read-ahead) come before the read's access event, and the accesses they
+ * match are misses, not hits. The other accesses are hits. An mmap fault reports its access
+ * before the read-ahead it starts, so a fault-path access first waits (`owed`): the thread's
+ * next miss in that file matches it, and its next access (or its exit) counts it a hit.
+ * Pages a write creates are misses no read will match: a dirtying in the file takes them off
+ * `pending` again. */
+struct cachestat_match {
+    __u64 pending;      /* misses not yet matched by an access */
+    __u64 pending_file; /* the file they were added to (a match key, as cursor.mapping) */
+    __u64 owed;         /* fault-path accesses not yet known to be hits or misses */
+    __u64 owed_file;
+};
+
+/* What one thread keeps between events. */
+struct cachestat_thread {
+    struct cachestat_cursor cursor;
+    struct cachestat_match match;
+};
+
 /* Pages of a folio of this order. */
 static inline __u64 cachestat_order_pages(__u32 order) {
     return order > CACHESTAT_MAX_ORDER ? 1 : (__u64)1 << order;
@@ -113,6 +136,61 @@ static inline __u64 cachestat_read_pages(struct cachestat_cursor *cur, __u64 map
     cur->first = first;
     cur->last = last;
     return last - first + 1;
+}
+
+/* A miss of `pages` in `file`: matches the accesses owed in that file first. Returns the owed
+ * pages that are hits after all (they were owed in another file), which the caller counts. */
+static inline __u64 cachestat_match_miss(struct cachestat_match *m, __u64 file, __u64 pages) {
+    __u64 hits = 0;
+
+    if (m->owed && m->owed_file == file) {
+        __u64 matched = m->owed < pages ? m->owed : pages;
+
+        m->owed -= matched;
+        pages -= matched;
+    } else {
+        hits = m->owed;
+        m->owed = 0;
+    }
+    if (m->pending_file != file) {
+        m->pending = 0;
+        m->pending_file = file;
+    }
+    m->pending += pages;
+    return hits;
+}
+
+/* The owed accesses, settled as hits (before any other access of the thread). */
+static inline __u64 cachestat_settle_owed(struct cachestat_match *m) {
+    __u64 owed = m->owed;
+
+    m->owed = 0;
+    return owed;
+}
+
+/* An access of `pages` in `file` (after cachestat_settle_owed()): the pages no pending miss
+ * accounts for are hits, returned; with `defer` (a fault path) they are owed instead, and 0 is
+ * returned. */
+static inline __u64 cachestat_match_access(struct cachestat_match *m, __u64 file, __u64 pages,
+                                           int defer) {
+    __u64 matched = 0;
+
+    if (m->pending_file == file)
+        matched = m->pending < pages ? m->pending : pages;
+    m->pending -= matched;
+    pages -= matched;
+    if (defer && pages) {
+        m->owed = pages;
+        m->owed_file = file;
+        return 0;
+    }
+    return pages;
+}
+
+/* Pages of `file` dirtied: misses a write created, which no read will match. */
+static inline void cachestat_match_dirty(struct cachestat_match *m, __u64 file, __u64 pages) {
+    if (m->pending_file == file)
+        m->pending -= m->pending < pages ? m->pending : pages;
 }
 
 #endif

@@ -18,6 +18,7 @@ struct Counts {
     uint64_t accesses = 0; // pages looked up by reads and faults
     uint64_t misses = 0;   // pages added to the page cache
     uint64_t dirties = 0;  // pages that went from clean to dirty
+    uint64_t hits = 0;     // accessed pages no miss of the same thread in the file accounts for
 
     static Counts from(const cachestat_counts &c);
     Counts &operator+=(const Counts &o);
@@ -27,9 +28,9 @@ struct Counts {
     bool operator==(const Counts &) const = default;
 };
 
-// HITS = ACCESSES - MISSES, clamped at 0 (BCC's formula with our definitions).
-uint64_t hits(const Counts &c);
-// HITRATIO in percent = HITS / ACCESSES * 100; none when nothing was accessed.
+// HITRATIO in percent = HITS / ACCESSES * 100, at most 100 (an mmap fault's hit is known only
+// at the thread's next event, which may fall in the next interval); none when nothing was
+// accessed.
 std::optional<double> hit_ratio(const Counts &c);
 // Pages of a folio of `order`.
 uint64_t order_pages(unsigned order);

@@ -17,12 +17,13 @@ Metrics::Metrics(const PrometheusOptions &options, std::string cgroup, bool acce
 
 namespace {
 
-// Page counts, as cachestat counts them (base pages): hits are accesses - misses, which
-// PromQL computes from the two counters (docs/tools/cachestat.md).
+// Page counts, as cachestat counts them (base pages), in the order of enum cachestat_counter.
 const std::array<std::pair<const char *, const char *>, CACHESTAT_COUNTERS> families{{
     {"memlat_page_cache_accesses", "Page-cache pages looked up by reads and page faults"},
     {"memlat_page_cache_misses", "Pages added to the page cache (misses)"},
     {"memlat_page_cache_dirties", "Page-cache pages that went from clean to dirty"},
+    {"memlat_page_cache_hits",
+     "Page-cache pages looked up that no miss of the same thread in the file accounts for"},
 }};
 
 } // namespace
@@ -31,9 +32,9 @@ void Metrics::collect(const Counts &total,
                       const std::vector<std::pair<cachestat_proc_key, cachestat_proc_value>> &procs,
                       prometheus::Exposition &out) {
     const std::array<uint64_t, CACHESTAT_COUNTERS> values{total.accesses, total.misses,
-                                                          total.dirties};
+                                                          total.dirties, total.hits};
     for (int i = 0; i < CACHESTAT_COUNTERS; ++i) {
-        if (i == CACHESTAT_ACCESSES && !accesses_known_)
+        if ((i == CACHESTAT_ACCESSES || i == CACHESTAT_HITS) && !accesses_known_)
             continue;
         out.family(families[i].first, Type::Counter, families[i].second);
         out.sample(base_, static_cast<double>(values[i]));
@@ -50,7 +51,7 @@ void Metrics::collect(const Counts &total,
         }
         by_comm_counts_.end();
         for (int i = 0; i < CACHESTAT_COUNTERS; ++i) {
-            if (i == CACHESTAT_ACCESSES && !accesses_known_)
+            if ((i == CACHESTAT_ACCESSES || i == CACHESTAT_HITS) && !accesses_known_)
                 continue;
             const std::string name =
                 fmt::format("memlat_page_cache_task_{}", std::string(families[i].first).substr(18));
