@@ -1,6 +1,7 @@
 #include "cli/output.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -166,6 +167,11 @@ OutputFile::OutputFile(const std::string &path, std::string_view option, bool tr
 }
 
 void OutputFile::truncate() {
+    // Only a regular file has contents to drop: a device or a pipe (-o /dev/stdout, a FIFO)
+    // is written as it is.
+    struct stat st {};
+    if (fstat(fd_.get(), &st) == 0 && !S_ISREG(st.st_mode))
+        return;
     if (ftruncate(fd_.get(), 0) != 0)
         throw RuntimeError(fmt::format("cannot empty {}: {}", path_, strerror(errno)));
 }

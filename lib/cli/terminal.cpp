@@ -102,6 +102,17 @@ FullScreen::FullScreen() {
                            " has no terminfo entry on this host: set TERM to one it has "
                            "(e.g. TERM=xterm), or use -b (text rows) or -j (JSON lines)");
     }
+    // A terminal that cannot move the cursor (TERM=dumb, emacs' shell) would get each screen
+    // appended to the last, unreadable.
+    const char *cup = tigetstr(const_cast<char *>("cup"));
+    if (cup == nullptr || cup == reinterpret_cast<char *>(-1)) {
+        endwin();
+        delscreen(screen_);
+        const char *term = getenv("TERM");
+        throw RuntimeError(std::string("the terminal type TERM=") + (term ? term : "(unset)") +
+                           " cannot move the cursor, which the screen needs: use a terminal "
+                           "that can (e.g. TERM=xterm), or -b (text rows) or -j (JSON lines)");
+    }
     cbreak();
     noecho();
     nonl();

@@ -195,6 +195,12 @@ class Exporter::Server {
         auto &res = c->response;
         res.keep_alive(false);
         res.prepare_payload();
+        if (c->parser.get().method() == http::verb::head) {
+            // The headers of the GET, Content-Length included, and no body (RFC 9110 9.3.2).
+            const auto length = res.body().size();
+            res.body().clear();
+            res.content_length(length);
+        }
         c->answering = true;
         c->deadline = Clock::now() + kResponseTime;
         http::async_write(c->stream, res, [this, c](boost::system::error_code, size_t) {
@@ -342,9 +348,10 @@ class Exporter::Server {
             res.body() = "Unauthorized\n";
             return false;
         }
-        if (req.method() != http::verb::get) {
-            res.set(http::field::allow, "GET");
-            plain(res, http::status::method_not_allowed, "Only GET is served.\n");
+        const bool head = req.method() == http::verb::head;
+        if (req.method() != http::verb::get && !head) {
+            res.set(http::field::allow, "GET, HEAD");
+            plain(res, http::status::method_not_allowed, "Only GET and HEAD are served.\n");
             return false;
         }
         std::string_view target = req.target();
@@ -352,9 +359,17 @@ class Exporter::Server {
         const std::string_view query =
             question == std::string_view::npos ? "" : target.substr(question + 1);
         target = target.substr(0, question);
-        for (auto &[name, source] : profiles_)
-            if (target == "/debug/pprof/" + name)
-                return begin_profile(c, *source, query);
+        for (auto &[name, source] : profiles_) {
+            if (target != "/debug/pprof/" + name)
+                continue;
+            if (head) { // a HEAD would take a profile for nothing
+                res.set(http::field::allow, "GET");
+                plain(res, http::status::method_not_allowed,
+                      "A profile is taken by GET only: HEAD would take one for nothing.\n");
+                return false;
+            }
+            return begin_profile(c, *source, query);
+        }
         if (target == "/metrics") {
             const auto format = prometheus::negotiate(req[http::field::accept]);
             try {

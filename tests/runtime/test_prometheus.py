@@ -1323,6 +1323,14 @@ def _(t: Test, serving: Serving):
                 (b"GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n", "an unknown path", 404)):
             _, response = timed_scrape(port, request)
             t.check_eq(f"{why}: status", expected, status_of(response))
+        # HEAD: the headers of the GET, its Content-Length, no body (it was a 405 before).
+        _, response = timed_scrape(port, b"HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        head, _, body = response.partition(b"\r\n\r\n")
+        t.check_eq("HEAD /metrics: status", 200, status_of(response))
+        length = re.search(rb"^content-length: *(\d+)", head, re.M | re.I)
+        t.check_ge("HEAD /metrics: Content-Length (the GET's body)", 1000,
+                   int(length.group(1)) if length else float("nan"))
+        t.check_eq("HEAD /metrics: body bytes", 0, len(body))
         took, response = timed_scrape(port)
         t.check_eq("served after all that", 200, status_of(response))
         t.check_in("...the tool's metrics", "memlat_reclaim_stall_seconds_count", response.decode("utf-8", "replace"), "response")

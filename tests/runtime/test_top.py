@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.dont_write_bytecode = True
@@ -748,16 +749,58 @@ def _(t: Test):
                    res.stderr, "stderr")
         # A file that is not a record: a runtime error naming the line (empty lines count),
         # no traceback.
-        for text, line, why in (('{"time": "12:00:00", "interval_s": 1.0}\n', 1,
-                                 "not an interval of memlat top: "),
-                                ("\nnot json\n", 2, "not JSON: ")):
-            garbage = os.path.join(d, f"garbage{line}.json")
+        # A first line that is not JSON: no record at all (a usage error, at once).
+        for text, line, rc, why in (
+                ('{"time": "12:00:00", "interval_s": 1.0}\n', 1, 1,
+                 "{} line 1: not an interval of memlat top: "),
+                ('{"time": "12:00:00", "interval_s": 1.0}\nnot json\n', 2, 1,
+                 "{} line 1: not an interval of memlat top: "),
+                ("\nnot json\n", 2, 2, "-r {} : not a record (a file that memlat top -o or -j "
+                 "wrote): line 2 is not JSON")):
+            garbage = os.path.join(d, f"garbage{line}_{rc}.json")
             with open(garbage, "w") as f:
                 f.write(text)
             res = run([binary("memtop"), "-b", "-r", garbage], timeout=15)
-            t.check_eq(f"memtop -r (line {line}: {why.strip()}): exit status", 1, res.rc)
-            t.check_in(f"memtop -r: names the line of {why.strip()}",
-                       f"{garbage} line {line}: {why}", res.stderr, "stderr")
+            t.check_eq(f"memtop -r {text!r}: exit status", rc, res.rc)
+            t.check_in(f"memtop -r {text!r}: names the line", why.format(garbage).replace(" :", ":"),
+                       res.stderr, "stderr")
+        # Files that are no record, as a new user tries them (issue 42's sweep): a device, random
+        # bytes, an endless stream without a newline (a FIFO fed from /dev/zero: read until
+        # the kernel killed the tool before), and -o onto a full device.
+        noise = os.path.join(d, "random.bin")
+        with open(noise, "wb") as f:
+            f.write(os.urandom(100000))
+        endless = os.path.join(d, "endless")
+        os.mkfifo(endless)
+
+        def feed_endless() -> None:
+            try:
+                with open(endless, "wb") as f:
+                    while True:
+                        f.write(bytes(1 << 20))
+            except (BrokenPipeError, OSError):
+                pass  # the tool stopped reading: what it should do
+        feeder = threading.Thread(target=feed_endless, daemon=True)
+        feeder.start()
+        for args, rc, says in ((["-r", "/dev/zero"], 2, "/dev/zero: a device, not a record"),
+                               (["-r", noise], 2, "not a record (a file that memlat top -o or "
+                                                  "-j wrote): line 1 is not JSON"),
+                               (["-r", endless], 2, "line 1 is longer than 64 MiB: not a record"),
+                               (["-o", "/dev/full", "1", "1"], 1,
+                                "cannot write /dev/full: No space left on device")):
+            res = run([binary("memtop"), "-b", *args], timeout=60)
+            t.check_eq(f"memtop -b {' '.join(args)}: exit status", rc, res.rc)
+            t.check_in(f"memtop -b {' '.join(args)}: says why", says, res.stderr, "stderr")
+        feeder.join(timeout=10)
+        open_still = feeder.is_alive()
+        t.check(not open_still, "the endless stream's reader closed it", "closed",
+                "still open" if open_still else "closed")
+    # A terminal that cannot move the cursor: said at once, not a screen of appended text.
+    res = run(["script", "-qec", f"env TERM=dumb {binary('memtop')} 1 1", "/dev/null"],
+              timeout=60)
+    t.check_eq("memtop on TERM=dumb: exit status", 1, res.rc)
+    t.check_in("memtop on TERM=dumb: says the terminal cannot", "TERM=dumb cannot move the cursor",
+               res.stdout, "the terminal's output")
     # Without -b or -j the screen is drawn on a terminal: stdout here is a pipe.
     res = run([binary("memtop"), "1", "1"], timeout=15)
     t.check_eq("memtop without a terminal: exit status", 2, res.rc)

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/errors.h"
 #include "base/files.h"
@@ -183,11 +186,50 @@ RecordedInterval interval_from_json(const json &line) {
     return out;
 }
 
-Recording::Recording(const std::string &path) : path_(path) {
-    auto text = read_text_file(path);
-    if (!text)
+namespace {
+
+// The longest line a record may hold: an interval of -o with every row and thread of a busy
+// host is a few MB; a file without a newline in this many bytes (/dev/zero, a binary) is no
+// record, and is not read whole into memory.
+constexpr size_t max_line_bytes = 64 << 20;
+
+// The text of the record at `path`: a regular file or a pipe (a record decompressed on the
+// fly), read until its end or its first line longer than max_line_bytes.
+std::string read_record(const std::string &path) {
+    OwnedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    struct stat st {};
+    if (fd.get() < 0 || fstat(fd.get(), &st) != 0)
         throw UsageError(fmt::format("-r {}: cannot read it: {}", path, strerror(errno)));
-    text_ = std::move(*text);
+    if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode))
+        throw UsageError(fmt::format("-r {}: {}, not a record (a file that memlat top -o or -j "
+                                     "wrote)",
+                                     path, S_ISDIR(st.st_mode) ? "a directory" : "a device"));
+    std::string text;
+    size_t line_start = 0;
+    char buf[65536];
+    for (;;) {
+        const ssize_t n = read(fd.get(), buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            throw UsageError(fmt::format("-r {}: cannot read it: {}", path, strerror(errno)));
+        if (n == 0)
+            return text;
+        text.append(buf, static_cast<size_t>(n));
+        if (const auto nl = text.rfind('\n'); nl != std::string::npos && nl >= line_start)
+            line_start = nl + 1;
+        if (text.size() - line_start > max_line_bytes)
+            throw UsageError(fmt::format("-r {}: line {} is longer than {} MiB: not a record "
+                                         "(a file that memlat top -o or -j wrote)",
+                                         path, std::count(text.begin(), text.end(), '\n') + 1,
+                                         max_line_bytes >> 20));
+    }
+}
+
+} // namespace
+
+Recording::Recording(const std::string &path) : path_(path) {
+    text_ = read_record(path);
     size_t at = 0, number = 0;
     while (at < text_.size()) {
         size_t end = text_.find('\n', at);
@@ -198,6 +240,14 @@ Recording::Recording(const std::string &path) : path_(path) {
             lines_.push_back({at, end - at, number});
         at = end + 1;
     }
+    // A file whose first line is not JSON is no record (and not one cut short).
+    if (!lines_.empty() && (lines_.size() > 1 || text_.ends_with('\n')) &&
+        json::parse(std::string_view(text_).substr(lines_[0].offset, lines_[0].length), nullptr,
+                    false)
+            .is_discarded())
+        throw UsageError(fmt::format("-r {}: not a record (a file that memlat top -o or -j "
+                                     "wrote): line {} is not JSON",
+                                     path, lines_[0].number));
     // A record cut short (its writer killed, a full disk) ends in part of a line: the
     // intervals before it are whole, and replayed.
     if (!lines_.empty() && !text_.ends_with('\n') &&
