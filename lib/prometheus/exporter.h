@@ -42,9 +42,11 @@ void add_bpf_stats_option(CommandLine &cli, bool &bpf_stats);
 // Adds --web.config.file FILE (TLS and basic authentication, web_config.h) to `web`.
 void add_web_config_option(CommandLine &cli, std::optional<WebConfig> &web);
 // Adds --prometheus-labels (from `allowed`, e.g. {"comm"}) and --max-series: what a tool's
-// metrics take, served by the tool (--prometheus) or by `memlat exporter`.
+// metrics take, served by the tool (--prometheus) or by `memlat exporter`. `capped` says what
+// --max-series bounds where it is not the labels of --prometheus-labels.
 void add_series_options(CommandLine &cli, PrometheusOptions &options,
-                        std::vector<std::string> allowed);
+                        std::vector<std::string> allowed,
+                        std::string_view capped = "the labels of --prometheus-labels");
 // A UsageError when --prometheus-labels or --max-series was given without --prometheus, or
 // --prometheus with -j or an interval (which shape the text output); a RuntimeError when the
 // tool prints and stdout is closed (require_stdout).

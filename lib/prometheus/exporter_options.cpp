@@ -42,7 +42,7 @@ void add_web_config_option(CommandLine &cli, std::optional<WebConfig> &web) {
 }
 
 void add_series_options(CommandLine &cli, PrometheusOptions &options,
-                        std::vector<std::string> allowed) {
+                        std::vector<std::string> allowed, std::string_view capped) {
     std::string names;
     for (const auto &a : allowed)
         names += (names.empty() ? "" : ", ") + a;
@@ -66,9 +66,9 @@ void add_series_options(CommandLine &cli, PrometheusOptions &options,
                        }
                    });
     cli.option(0, "max-series", "N",
-               "With --prometheus: at most N series per metric for the labels of "
-               "--prometheus-labels; counts beyond go to a series labelled \"other\" "
-               "(default 1000)",
+               fmt::format("With --prometheus: at most N series per metric for {}; counts "
+                           "beyond go to a series labelled \"other\" (default 1000)",
+                           capped),
                [&options](const std::string &text) {
                    options.max_series = parse_number<size_t>(text, "--max-series");
                    options.max_series_given = true;

@@ -81,7 +81,7 @@ def exporter_args(tool: str, args: tuple) -> list[str]:
     """TOOL's options as `memlat exporter` takes them: --TOOL.LONG_NAME."""
     out = []
     for a in args:
-        if a in LONG_NAMES[tool]:
+        if a in LONG_NAMES.get(tool, {}):
             out.append(f"--{tool}.{LONG_NAMES[tool][a]}")
         elif a.startswith("--"):
             out.append(f"--{tool}.{a[2:]}")
@@ -562,6 +562,81 @@ def _(t: Test, serving: Serving):
     t.check_le("memlat_page_cache_hits_total (cold read: misses match the reads)",
                cs.TOL * cs.FILE_PAGES, nan if hits is None else hits)
     check_stopped(t, tool, "cachestat")
+
+
+# ---------------------------------------------------------------- oomwhy
+
+OOM_KILLS = re.compile(r'^memlat_oom_kills_total\{([^}]*)\} (\S+)$', re.M)
+
+
+def oom_kill_series(text: str) -> dict[tuple, float]:
+    """memlat_oom_kills_total's samples by their labels (the tool label left out)."""
+    series = {}
+    for labels, value in OOM_KILLS.findall(text):
+        pairs = tuple(sorted((k, v) for k, v in re.findall(r'(\w+)="([^"]*)"', labels)
+                             if k != "tool"))
+        series[pairs] = float(value)
+    return series
+
+
+@both_servings("oom_kills_by_cgroup")
+def _(t: Test, serving: Serving):
+    """memlat_oom_kills_total{constraint="memcg",cgroup} against the kernel log's kills by
+    oom_memcg: a leaf cgroup whose own limit fires twice, and a parent whose limit fires for
+    its child's tasks (the label is the parent). Then --max-series 1 keeps one cgroup's series
+    and folds the other into cgroup="other", counted in memlat_series_dropped_total."""
+    import test_oomwhy as oom
+    from oom_oracle import KernelLog, hierarchy_path
+    oom.require_oom_kills_allowed()
+    with MemoryCgroup("oomlabel", limit=oom.LIMIT) as leaf, \
+            MemoryCgroup("oomlabelparent", limit=oom.LIMIT) as parent, \
+            oom.ChildCgroup(parent, "child") as child:
+        for max_series in (None, 1):
+            extra = ("--max-series", str(max_series)) if max_series else ()
+            with serving.tool("oomwhy", *extra) as tool:
+                port = exporter_port(tool)
+                klog = KernelLog()
+                try:
+                    for victim, trigger in ((leaf.path, leaf.path), (child.path, child.path),
+                                            (leaf.path, leaf.path)):
+                        oom.provoke_oom(victim, trigger)
+                    time.sleep(0.5)
+                    _, response = timed_scrape(port)
+                    kernel = klog.reports()
+                finally:
+                    klog.close()
+            what = f"--max-series {max_series}" if max_series else "default --max-series"
+            series = oom_kill_series(response.decode("utf-8", "replace"))
+            memcg = {dict(k).get("cgroup"): v for k, v in series.items()
+                     if dict(k).get("constraint") == "memcg"}
+            by_log: dict[str, int] = {}
+            for k in kernel:
+                if fired := (k.get("oom_kill") or {}).get("oom_memcg"):
+                    by_log[fired] = by_log.get(fired, 0) + 1
+            log(f"  {what}: memcg series {memcg}; the kernel log's kills by oom_memcg {by_log}")
+            t.require(len(kernel) >= 3, f"{what}: kills in the kernel log", ">= 3", len(kernel))
+            t.check_eq(f"{what}: memcg kills, all cgroups (the kernel log's)",
+                       float(sum(by_log.values())), sum(memcg.values()))
+            if max_series is None:
+                named = {hierarchy_path(c): v for c, v in memcg.items()}
+                for cg in (leaf.path, parent.path):
+                    t.check_eq(f"{what}: kills of {cg}'s limit (the kernel log's oom_memcg)",
+                               float(by_log.get(hierarchy_path(cg), 0)),
+                               named.get(hierarchy_path(cg), float("nan")))
+                t.check(hierarchy_path(child.path) not in named,
+                        f"{what}: no series for the child (its parent's limit fired)", "none",
+                        sorted(named))
+            else:
+                t.check_eq(f"{what}: cgroups with a series of their own, and other",
+                           2, len(memcg))
+                t.check_ge(f"{what}: kills folded into cgroup=\"other\"", 1,
+                           memcg.get("other", float("nan")))
+                dropped = re.search(rf"^memlat_series_dropped_total"
+                                    rf"{re.escape(serving.own('oomwhy'))} (\S+)$",
+                                    response.decode("utf-8", "replace"), re.M)
+                t.check_eq(f"{what}: memlat_series_dropped_total", 1.0,
+                           float(dropped.group(1)) if dropped else float("nan"))
+            check_stopped(t, tool, "oomwhy")
 
 
 # ---------------------------------------------------------------- compactsnoop

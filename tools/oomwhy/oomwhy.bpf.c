@@ -66,6 +66,17 @@ struct {
 /* The perf-buffer fall-back (kernels before 5.8) builds records in the largest one's space. */
 MEMLAT_EVENT_MAPS(struct oomwhy_kill, 256 * 1024);
 
+/* Without records (the exporter): memcg kills by the cgroup whose limit fired (its kernfs id;
+ * 0 when no level has a limit), which user space names. Sized by user space; a kill whose
+ * cgroup finds it full is counted in memcg_kills_unkeyed (kills_by_constraint has it). */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 1);
+    __type(key, __u64);
+    __type(value, __u64);
+} memcg_kills SEC(".maps");
+__u64 memcg_kills_unkeyed = 0;
+
 static __always_inline struct task_reclaim *reclaim_state(bool create) {
     return thread_state(&starts, &starts_overflow, (const void *)&no_reclaim, create, &table_full);
 }
@@ -361,6 +372,39 @@ static __always_inline void read_victim(struct oomwhy_kill *e, struct task_struc
     e->known |= OOMWHY_KNOWN_MEMORY;
 }
 
+/* A memcg kill without records: counted by the cgroup whose limit fired, found from the
+ * trigger's levels as the reports find it (oomwhy.h), in the per-CPU scratch record. */
+static __always_inline void count_memcg_kill(struct task_struct *me) {
+    struct oomwhy_limit_hit hit;
+    struct oomwhy_kill *e;
+    __u64 one = 1, id = 0, *n;
+    __u32 zero = 0;
+
+    e = bpf_map_lookup_elem(&event_scratch, &zero);
+    if (!e) {
+        __sync_fetch_and_add(&memcg_kills_unkeyed, 1);
+        return;
+    }
+    __builtin_memset(e, 0, sizeof(*e));
+    read_levels(e, me);
+    hit = oomwhy_limit_that_fired(e);
+    if (hit.level >= 0 && hit.level < OOMWHY_LEVELS)
+        id = e->level[hit.level].cgroup_id;
+    n = bpf_map_lookup_elem(&memcg_kills, &id);
+    if (n) {
+        __sync_fetch_and_add(n, 1);
+        return;
+    }
+    if (bpf_map_update_elem(&memcg_kills, &id, &one, BPF_NOEXIST) == 0)
+        return;
+    /* Another CPU made it meanwhile, or the map is full. */
+    n = bpf_map_lookup_elem(&memcg_kills, &id);
+    if (n)
+        __sync_fetch_and_add(n, 1);
+    else
+        __sync_fetch_and_add(&memcg_kills_unkeyed, 1);
+}
+
 /* The record of a kill: the trigger (the current task) and its lead-up, its cgroups' limits;
  * `victim` (NULL for the classic tracepoint, whose fields the caller copies). */
 static __always_inline struct oomwhy_kill *begin_kill(struct task_struct *victim) {
@@ -377,8 +421,11 @@ static __always_inline struct oomwhy_kill *begin_kill(struct task_struct *victim
     nodes = node_constraint(me, &allowed);
     constraint = kill_constraint(t, nodes);
     __sync_fetch_and_add(&kills_by_constraint[constraint & (OOMWHY_CONSTRAINTS - 1)], 1);
-    if (!emit_records)
+    if (!emit_records) {
+        if (constraint == OOMWHY_CONSTRAINT_MEMCG)
+            count_memcg_kill(me);
         return NULL;
+    }
     e = event_reserve(&events, &event_scratch, sizeof(*e));
     if (!e) {
         __sync_fetch_and_add(&dropped_events, 1);

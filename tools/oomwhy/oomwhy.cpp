@@ -130,6 +130,8 @@ class Oomwhy final : public Tool<oomwhy_bpf, Options, tool_name> {
     oomwhy::LeadUpStalls stalls_before(const oomwhy_kill &k);
 
     bool memcg_on_v1_ = memory_controller_on_v1();
+    // --prometheus: the memcg kills by cgroup, at most --max-series of them.
+    prometheus::BoundedCounters memcg_kills_{1, o_.prom.max_series, {"cgroup"}};
     bool victim_task_args_ = false; // mark_victim passes the task (tp_btf/raw_tp usable)
     std::string victim_args_why_;
     std::optional<bool> reclaim_gfp_first_; // the reclaim begin's argument order, when known
@@ -208,8 +210,10 @@ void Oomwhy::configure(oomwhy_bpf &skel) const {
     const auto &features = kernel_features();
     set_compat(*ro, features);
     size_thread_state_map(skel.maps.starts, skel.maps.starts_overflow, o_.common.max_entries);
-    if (o_.prom.on())
+    if (o_.prom.on()) {
         bpf_map__set_max_entries(skel.maps.events, 4096);
+        bpf_map__set_max_entries(skel.maps.memcg_kills, o_.common.entries(1024));
+    }
     use_events_map(skel.maps.events, features);
 }
 
@@ -570,22 +574,54 @@ int Oomwhy::trace() {
 
 CountedLosses Oomwhy::collect(prometheus::Exposition &out) {
     const oomwhy_bpf &skel = this->skel();
+    // The memcg kills by the cgroup whose limit fired. A cgroup removed before any scrape saw
+    // it cannot be named any more ("removed"); 0 is a kill where no level had a limit.
+    const std::string memcg = oomwhy::constraint_name(oomwhy::Constraint::Memcg);
+    bool reread = false;
+    memcg_kills_.begin();
+    for (const auto &[id, n] : read_hash_map<uint64_t, uint64_t>(skel.maps.memcg_kills)) {
+        std::string path = id == 0 ? "none" : cgroup_path(id);
+        if (path.empty() && !reread) {
+            reread = true;
+            paths_read_ = {};
+            path = cgroup_path(id);
+        }
+        const double count = static_cast<double>(n);
+        memcg_kills_.update(std::to_string(id),
+                            {{"constraint", memcg}, {"cgroup", path.empty() ? "removed" : path}},
+                            std::span(&count, 1));
+    }
+    memcg_kills_.end();
+    std::map<prometheus::Labels, double> by_cgroup;
+    for (const auto &[labels, values] : memcg_kills_.series())
+        by_cgroup[labels] += values[0];
+    if (const uint64_t unkeyed = skel.bss->memcg_kills_unkeyed; unkeyed != 0)
+        by_cgroup[{{"constraint", memcg}, {"cgroup", "other"}}] += static_cast<double>(unkeyed);
+
     out.family("memlat_oom_kills", prometheus::Type::Counter,
-               "OOM kills (oom:mark_victim), by constraint: memcg (a memory cgroup's limit), "
-               "global (the page allocator), cpuset or mempolicy (the allocator, limited to "
-               "some nodes), unknown (no reclaim before the kill)");
-    for (uint32_t c : {OOMWHY_CONSTRAINT_MEMCG, OOMWHY_CONSTRAINT_GLOBAL, OOMWHY_CONSTRAINT_CPUSET,
+               "OOM kills (oom:mark_victim), by constraint: memcg (a memory cgroup's limit, "
+               "by the cgroup whose limit fired), global (the page allocator), cpuset or "
+               "mempolicy (the allocator, limited to some nodes), unknown (no reclaim before "
+               "the kill)");
+    for (const auto &[labels, n] : by_cgroup)
+        out.sample(labels, n);
+    for (uint32_t c : {OOMWHY_CONSTRAINT_GLOBAL, OOMWHY_CONSTRAINT_CPUSET,
                        OOMWHY_CONSTRAINT_MEMPOLICY, OOMWHY_CONSTRAINT_UNKNOWN})
         out.sample({{"constraint", oomwhy::constraint_name(oomwhy::Constraint(c))}},
                    skel.bss->kills_by_constraint[c]);
+    prometheus::series_dropped_metric(out, memcg_kills_.dropped());
     return CountedLosses{0, skel.bss->table_full, skel.bss->unpaired_ends};
 }
 
 // The options that shape what oomwhy counts: its own, and `memlat exporter`'s --oomwhy.NAME.
-void add_counting_options(CommandLine &, Options &) {}
+void add_counting_options(CommandLine &cli, Options &o) {
+    add_series_options(cli, o.prom, {},
+                       "the cgroups of memlat_oom_kills_total{constraint=\"memcg\"}");
+}
 
 CommandLine command_line(Options &o) {
     CommandLine cli(tool_name, description, examples + environment_help(true));
+    add_counting_options(cli, o);
     cli.option(0, "report-dir", "DIR",
                "Also write each report to DIR, as oom-TIME-PID.txt and .json (written whole, "
                "then renamed), so that it outlives the container; a directory that cannot "

@@ -132,4 +132,90 @@ struct oomwhy_note {
     __u32 pid, pad;
 };
 
+/* The fired limit's search (oomwhy_limit_that_fired()): a counter within this many pages of
+ * its limit is at it. The OOM killer runs only for charges of at most 8 pages (order <=
+ * PAGE_ALLOC_COSTLY_ORDER) that reclaim left no room for (oomwhy_format.h). */
+#define OOMWHY_CHARGE_PAGES 8
+/* A limit at or above this (2^48 pages, 1 EiB) is none: PAGE_COUNTER_MAX is LONG_MAX / PAGE_SIZE.
+ */
+#define OOMWHY_NO_LIMIT (1ULL << 48)
+#define OOMWHY_NO_ROOM (~0ULL)
+
+/* How the fired level was found. */
+enum oomwhy_found_by {
+    OOMWHY_FOUND_NONE = 0,     /* no level has a limit */
+    OOMWHY_FOUND_OOM_LOCK = 1, /* the kernel's memcg OOM lock (the outermost level holding it) */
+    OOMWHY_FOUND_USAGE = 2,    /* the innermost counter within a charge of its limit */
+    OOMWHY_FOUND_NEAREST = 3,  /* none was: the counter with the least room */
+};
+
+struct oomwhy_limit_hit {
+    __s32 level;    /* index into level[]; -1: none */
+    __u32 memsw;    /* cgroup v1's memory+swap counter, else memory's */
+    __u32 found_by; /* enum oomwhy_found_by */
+};
+
+/* Pages below a limit (0 at or over it); OOMWHY_NO_ROOM when there is no limit. */
+static inline __u64 oomwhy_room(__u64 usage, __u64 max) {
+    if (max >= OOMWHY_NO_LIMIT)
+        return OOMWHY_NO_ROOM;
+    return usage >= max ? 0 : max - usage;
+}
+
+/* The memory cgroup whose limit fired for a kill, from its levels: the outermost holding the
+ * kernel's OOM lock (its counter: memory+swap on cgroup v1 if that one is at its limit), else
+ * the innermost counter within OOMWHY_CHARGE_PAGES of its limit (memory+swap first), else the
+ * one with the least room. Shared by the BPF side (the exporter's kills by cgroup) and the
+ * reports. */
+static inline struct oomwhy_limit_hit oomwhy_limit_that_fired(const struct oomwhy_kill *k) {
+    struct oomwhy_limit_hit hit = {-1, 0, OOMWHY_FOUND_NONE};
+    __u32 levels = k->levels < OOMWHY_LEVELS ? k->levels : OOMWHY_LEVELS;
+    __u64 least = OOMWHY_NO_ROOM;
+    __u32 i;
+
+    for (i = 0; i < OOMWHY_LEVELS && i < levels; i++)
+        if (k->level[i].oom_lock == 1)
+            hit.level = (__s32)i;
+    if (hit.level >= 0) {
+        const struct oomwhy_level *l = &k->level[hit.level & (OOMWHY_LEVELS - 1)];
+
+        hit.memsw = k->cgroup_v1 && oomwhy_room(l->memsw_usage, l->memsw_max) < OOMWHY_CHARGE_PAGES;
+        hit.found_by = OOMWHY_FOUND_OOM_LOCK;
+        return hit;
+    }
+    if (k->cgroup_v1)
+        for (i = 0; i < OOMWHY_LEVELS && i < levels; i++)
+            if (oomwhy_room(k->level[i].memsw_usage, k->level[i].memsw_max) < OOMWHY_CHARGE_PAGES) {
+                hit.level = (__s32)i;
+                hit.memsw = 1;
+                hit.found_by = OOMWHY_FOUND_USAGE;
+                return hit;
+            }
+    for (i = 0; i < OOMWHY_LEVELS && i < levels; i++)
+        if (oomwhy_room(k->level[i].usage, k->level[i].max) < OOMWHY_CHARGE_PAGES) {
+            hit.level = (__s32)i;
+            hit.found_by = OOMWHY_FOUND_USAGE;
+            return hit;
+        }
+    for (i = 0; i < OOMWHY_LEVELS && i < levels; i++) {
+        __u64 memsw = k->cgroup_v1 ? oomwhy_room(k->level[i].memsw_usage, k->level[i].memsw_max)
+                                   : OOMWHY_NO_ROOM;
+        __u64 memory = oomwhy_room(k->level[i].usage, k->level[i].max);
+
+        if (memsw < least) {
+            least = memsw;
+            hit.level = (__s32)i;
+            hit.memsw = 1;
+            hit.found_by = OOMWHY_FOUND_NEAREST;
+        }
+        if (memory < least) {
+            least = memory;
+            hit.level = (__s32)i;
+            hit.memsw = 0;
+            hit.found_by = OOMWHY_FOUND_NEAREST;
+        }
+    }
+    return hit;
+}
+
 #endif

@@ -236,8 +236,7 @@ Constraint constraint_of(const oomwhy_kill &k) {
 }
 
 bool is_limit(uint64_t pages) {
-    // PAGE_COUNTER_MAX is LONG_MAX / PAGE_SIZE: no limit is anywhere near 2^48 pages (1 EiB).
-    return pages < (uint64_t{1} << 48);
+    return pages < OOMWHY_NO_LIMIT;
 }
 
 const char *found_by_name(LimitHit::FoundBy how) {
@@ -253,59 +252,9 @@ const char *found_by_name(LimitHit::FoundBy how) {
     }
 }
 
-namespace {
-
-// Pages below the limit (0 at or over it); nullopt without a limit.
-std::optional<uint64_t> room(uint64_t usage, uint64_t max) {
-    if (!is_limit(max))
-        return std::nullopt;
-    return usage >= max ? 0 : max - usage;
-}
-
-// Of the levels [first, last), the innermost within `charge_pages` of a limit, memory+swap
-// first; with `nearest`, else the one with the least room.
-LimitHit by_usage(const oomwhy_kill &k, uint32_t first, uint32_t last, bool nearest) {
-    auto fits = [](std::optional<uint64_t> r) { return r && *r < charge_pages; };
-    if (k.cgroup_v1)
-        for (uint32_t i = first; i < last; ++i)
-            if (fits(room(k.level[i].memsw_usage, k.level[i].memsw_max)))
-                return {static_cast<int>(i), true, LimitHit::FoundBy::Usage};
-    for (uint32_t i = first; i < last; ++i)
-        if (fits(room(k.level[i].usage, k.level[i].max)))
-            return {static_cast<int>(i), false, LimitHit::FoundBy::Usage};
-    if (!nearest)
-        return {};
-    LimitHit best;
-    std::optional<uint64_t> least;
-    for (uint32_t i = first; i < last; ++i) {
-        const oomwhy_level &l = k.level[i];
-        for (bool memsw : {true, false}) {
-            auto r = memsw ? (k.cgroup_v1 ? room(l.memsw_usage, l.memsw_max) : std::nullopt)
-                           : room(l.usage, l.max);
-            if (r && (!least || *r < *least)) {
-                least = r;
-                best = {static_cast<int>(i), memsw, LimitHit::FoundBy::Nearest};
-            }
-        }
-    }
-    return best;
-}
-
-} // namespace
-
 LimitHit limit_that_fired(const oomwhy_kill &k) {
-    const uint32_t levels = std::min<uint32_t>(k.levels, OOMWHY_LEVELS);
-    int locked = -1;
-    for (uint32_t i = 0; i < levels; ++i)
-        if (k.level[i].oom_lock == 1)
-            locked = static_cast<int>(i);
-    if (locked >= 0) {
-        // The level is the kernel's; which of its counters, the usage says (memory unless
-        // memory+swap is the one at its limit).
-        LimitHit counter = by_usage(k, locked, locked + 1, false);
-        return {locked, counter.level == locked && counter.memsw, LimitHit::FoundBy::OomLock};
-    }
-    return by_usage(k, 0, levels, true);
+    const oomwhy_limit_hit hit = oomwhy_limit_that_fired(&k);
+    return {hit.level, hit.memsw != 0, static_cast<LimitHit::FoundBy>(hit.found_by)};
 }
 
 uint64_t domain_pages(const Report &r) {

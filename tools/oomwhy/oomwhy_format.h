@@ -47,18 +47,18 @@ Constraint constraint_of(const oomwhy_kill &k);
 // then the memory counter of each level from the task's cgroup up, and fails at the first
 // level where usage + pages > max. The OOM killer runs only for charges of at most 8 pages
 // (order <= PAGE_ALLOC_COSTLY_ORDER) after reclaim left less than that, so the level that
-// fired is the innermost with less than `charge_pages` (8) below its limit, memory+swap first
+// fired is the innermost with less than OOMWHY_CHARGE_PAGES (8) below its limit, memory+swap first
 // (FoundBy::Usage). Memory freed in between (per-CPU charge stocks drained, RCU-freed kernel
 // objects) can leave every level further from its limit at the kill: then the level nearest
 // to its limit (FoundBy::Nearest), an inference the report says.
 struct LimitHit {
+    // The values of enum oomwhy_found_by (oomwhy_limit_that_fired() decides, oomwhy.h).
     enum class FoundBy { None, OomLock, Usage, Nearest };
     int level = -1;     // index into k.level; -1: none (no level has a limit)
     bool memsw = false; // cgroup v1's memory.memsw.limit_in_bytes, else the memory limit
     FoundBy found_by = FoundBy::None;
 };
 const char *found_by_name(LimitHit::FoundBy how); // "oom_lock", "usage", "nearest", "none"
-constexpr uint64_t charge_pages = 8;
 LimitHit limit_that_fired(const oomwhy_kill &k);
 
 // A limit as cgroups show it: PAGE_COUNTER_MAX (and more) is no limit.
