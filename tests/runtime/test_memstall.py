@@ -78,17 +78,17 @@ FILE_SIZE = 128 << 20
 
 
 @contextlib.contextmanager
-def reader_and_idle_sibling(tag: str):
+def reader_and_idle_sibling(tag: str, passes: int = 2):
     """With delay accounting on: a file_reader held at the door (see Workload) to read a cold
-    FILE_SIZE file twice in a memory cgroup of our own limited to LIMIT bytes (memcg limit
+    FILE_SIZE file `passes` times (twice) in a memory cgroup of our own limited to LIMIT bytes (memcg limit
     reclaim), and a sibling cgroup with the same limit whose only process, another reader, is
     held at the door for the whole block (never released): a process that never stalls.
     Yields (taskstats, cgroup, idle cgroup, reader, idle process)."""
     with delay_accounting() as taskstats, \
             MemoryCgroup(tag, LIMIT) as cg, MemoryCgroup(f"{tag}_idle", LIMIT) as idle_cg, \
             TestFile(FILE_SIZE, f"{tag}_reclaim", cold=True) as f, \
-            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--passes", "2",
-                     "--linger", held=True) as reader, \
+            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--passes",
+                     str(passes), "--linger", held=True) as reader, \
             Workload("file_reader", "--file", f.path, held=True) as idle:
         idle_cg.add(idle.pid)
         yield taskstats, cg, idle_cg, reader, idle

@@ -345,7 +345,8 @@ class ScreenTool:
     Closed on leaving its `with`: memtop killed if it still runs, the tmux server ended."""
     ROWS, COLUMNS = 40, 200
 
-    def __init__(self, *args: str, env: str = ""):
+    def __init__(self, *args: str, env: str = "", rows: int = 0, columns: int = 0):
+        self.ROWS, self.COLUMNS = rows or self.ROWS, columns or self.COLUMNS
         if shutil.which("tmux") is None:
             skip("tmux is not installed (scripts/install-deps.sh installs it)")
         self.dir = tempfile.mkdtemp(prefix="memlat_top_screen_")
@@ -494,6 +495,115 @@ def first_row_styled(screen: "ScreenTool") -> str:
         if re.sub(r"\x1b\[[0-9;]*m", "", line).startswith("CGROUP "):
             return lines[i + 1] if i + 1 < len(lines) else ""
     return ""
+
+
+def reclaim_ms(heading: str, line: str) -> float:
+    """The MEMCG and DIRECT columns of a table `line` under `heading`, in ms (a column folded
+    into REST counts REST: it holds them then)."""
+    names = heading.split()
+    values = line.split()
+    # The path is the first field of both (no spaces in the tests' paths).
+    wanted = [c for c in ("MEMCG", "DIRECT") if c in names] + (["REST"] if "REST" in names and
+                                                                  not {"MEMCG", "DIRECT"} <=
+                                                                  set(names) else [])
+    return sum(float(values[names.index(c)]) for c in wanted)
+
+
+@scenario("top_screen_and_batch_vs_taskstats")
+def _(t: Test):
+    """The screen (tmux, 80x24: the size every terminal starts at) and -b against the oracle
+    -j is held to in top_memcg_vs_taskstats: a reader in a 32 MiB cgroup stalls in memcg
+    reclaim, and its cgroup's MEMCG + DIRECT milliseconds summed over the intervals of each
+    view match delay accounting's freepages time of its one task. At 80 columns the causes
+    that do not fit fold into REST, and EVENTS, PSI% and the status line's "q quit" stay on
+    the screen; -b -w 80 prints lines of 80 columns, -b -w 200 a CGROUP column that holds the
+    whole path."""
+    from test_memstall import reader_and_idle_sibling
+    screens: dict[str, list[str]] = {}
+    with reader_and_idle_sibling("topview", passes=16) as (taskstats, cg, idle_cg, reader, _):
+        name = os.path.basename(cg.path)
+        # -b every 0.25 s: the reads (about a second) span several of its intervals.
+        with Tool("memtop", "-b", "0.25") as batch, \
+                Tool("memtop", "-b", "-w", "200", "0.25") as wide, \
+                Tool("memtop", "-b", "-w", "80", "0.25") as narrow, \
+                ScreenTool("1", rows=24, columns=80) as screen:
+            t.require(screen.wait_ready(), "memtop in an 80x24 tmux pane: ready",
+                      "memlat: ready", screen.file("err")[-300:])
+            reader.release()
+            deadline = time.monotonic() + 60
+            done_at = None
+            # Every interval's screen, by the time in its header (intervals are a second
+            # apart: each has a second of its own), until a second after the reader's end.
+            while time.monotonic() < deadline:
+                lines = screen.screen()
+                if lines and lines[0].startswith("memlat top - "):
+                    screens[lines[0].split()[3]] = lines
+                if done_at is None and reader._pid_line.is_set():
+                    done_at = time.monotonic()
+                if done_at is not None and time.monotonic() > done_at + 2.5:
+                    break
+                time.sleep(0.1)
+            stats = taskstats.get(reader.pid)
+            screen.press("q")
+            t.check_eq("q: exit status", 0, screen.wait_exit())
+    log(f"reader pid {reader.pid}: taskstats {stats}; {len(screens)} screens captured")
+    delay_ms = stats["freepages_delay_total"] / 1e6
+    count = stats["freepages_count"]
+
+    def check_sum(what: str, values: list[float]) -> None:
+        total = sum(values)
+        # As -j in top_memcg_vs_taskstats (the tracepoints' windows hold delay accounting's,
+        # 10 us a window + 1 ms), and the 0.05 ms each interval's one decimal may round away.
+        rounding = 0.05 * len(values)
+        t.check_ge(f"{what}: reclaim ms >= taskstats freepages_delay_total - rounding",
+                   delay_ms - rounding, total)
+        t.check_le(f"{what}: reclaim ms <= freepages_delay_total + 10 us a stall + 1 ms "
+                   f"+ rounding", delay_ms + 0.01 * count + 1 + rounding, total)
+
+    t.check_ge("reclaim stalls (taskstats)", 10, count)
+    # The screen: the reader's cgroup's row in each interval's screen.
+    values, widths = [], set()
+    for time_text, lines in sorted(screens.items()):
+        heading = next((ln for ln in lines if ln.startswith("CGROUP ")), None)
+        t.require(heading is not None, f"screen {time_text}: a table heading", "CGROUP ...",
+                  lines)
+        for column in ("EVENTS", "PSI%", "STALL%"):
+            t.check_in(f"screen {time_text} at 80 columns: the {column} column", column,
+                       heading, "heading")
+        t.check(status_line(lines).rstrip().endswith("q quit"),
+                f"screen {time_text}: the status line ends in 'q quit'", "... q quit",
+                status_line(lines))
+        widths.update(len(ln.rstrip()) for ln in lines)
+        row = next((ln for ln in table_lines(lines) if name[-12:] in ln.split()[0]), None)
+        if row is not None:
+            values.append(reclaim_ms(heading, row))
+    t.check_le("the screen's widest line (80 columns)", 80, max(widths))
+    t.check_ge("screens with the reader's cgroup", 1, len(values))
+    check_sum("the screen at 80x24", values)
+
+    for tool, what in ((batch, "-b"), (wide, "-b -w 200"), (narrow, "-b -w 80")):
+        res = tool.result
+        t.check_eq(f"memtop {what}: exit status after SIGINT", 0, res.rc)
+        values = []
+        heading = ""
+        for line in res.stdout.splitlines():
+            if line.startswith("CGROUP "):
+                heading = line
+            elif heading and line.split() and line.split()[0].endswith(name[-12:]):
+                values.append(reclaim_ms(heading, line))
+        t.check_ge(f"memtop {what}: intervals with the reader's cgroup", 2, len(values))
+        check_sum(f"memtop {what}", values)
+    from oom_oracle import hierarchy_path
+    t.check(any(ln.split() and ln.split()[0] == hierarchy_path(cg.path)
+                for ln in wide.result.stdout.splitlines()),
+            "-b -w 200: the whole path in the CGROUP column", hierarchy_path(cg.path),
+            [ln.split()[0] for ln in wide.result.stdout.splitlines()
+             if name[-12:] in ln][:3])
+    narrow_lines = narrow.result.stdout.splitlines()
+    t.check_le("-b -w 80: the widest line", 80, max(len(ln) for ln in narrow_lines))
+    t.check(any("REST" in ln and "EVENTS" in ln for ln in narrow_lines),
+            "-b -w 80: causes folded into REST, EVENTS kept", "REST ... EVENTS",
+            [ln for ln in narrow_lines if ln.startswith("CGROUP")][:1])
 
 
 @scenario("top_screen_keys")
@@ -720,6 +830,8 @@ def _(t: Test):
             (["0"], "the interval must be a positive number"),
             (["1", "0"], "the count must be a positive number"),
             (["-b", "--rows", "x"], "--rows"),
+            (["-b", "-w", "10"], "-w takes 60 to 4096 columns"),
+            (["-j", "-w", "100"], "-w sets the width of -b's lines"),
             (["-b", "-r", os.path.join(d, "none.json")], "cannot read it"),
             (["-b", "-r", empty], "holds no interval"),
             (["-b", "-r", empty, "-o", os.path.join(d, "out.json")], "not both"),

@@ -61,7 +61,7 @@ TEST(TopFormat, RowText) {
     r.memory.max_bytes = 32 << 20;
     r.events_since_start = {{"max", 12}, {"high", 3}, {"oom_kill", 1}};
     r.psi_some_us = 100'000;
-    const std::string text = row_text(r, 0.5, 20);
+    const std::string text = row_text(r, 0.5, full_layout(20));
     // The path cut from the left to 20 characters.
     EXPECT_EQ("<g-unit-name.service ", text.substr(0, 21));
     EXPECT_NE(std::string::npos, text.find("   30M    32M   50.0"));
@@ -69,19 +69,71 @@ TEST(TopFormat, RowText) {
     EXPECT_NE(std::string::npos, text.find("12/3 K1"));
     // PSI: 100 ms of 500.
     EXPECT_EQ(" 20.0", text.substr(text.size() - 5));
-    EXPECT_EQ(table_heading(20).size(), text.size());
+    EXPECT_EQ(table_heading(full_layout(20)).size(), text.size());
+}
+
+// At 80 columns: EVENTS and PSI% stay, the causes with the most stall time keep a column,
+// REST sums the others, and the line is 80 wide.
+TEST(TopFormat, NarrowLineFoldsCausesIntoRest) {
+    CauseTimes weights{};
+    weights[MEMSTALL_THRASHING].ns = 900;
+    weights[MEMSTALL_DIRECT_RECLAIM].ns = 500;
+    weights[MEMSTALL_SWAPIN].ns = 100;
+    const TableLayout layout = fit_layout(80, 16, weights);
+    EXPECT_EQ((std::vector<uint32_t>{MEMSTALL_DIRECT_RECLAIM, MEMSTALL_THRASHING}), layout.causes);
+    EXPECT_TRUE(layout.rest);
+    EXPECT_EQ(80u, line_width(layout));
+    CgroupInterval r = row(7, "/a", 0);
+    r.stalls[MEMSTALL_DIRECT_RECLAIM].ns = 2'000'000;
+    r.stalls[MEMSTALL_SWAPIN].ns = 3'000'000;
+    r.stalls[MEMSTALL_MEMCG_RECLAIM].ns = 4'000'000;
+    const std::string heading = table_heading(layout), text = row_text(r, 1, layout);
+    EXPECT_EQ(80u, heading.size());
+    EXPECT_EQ(80u, text.size());
+    for (const char *column : {"DIRECT", "THRASH", "REST", "EVENTS", "PSI%"})
+        EXPECT_NE(std::string::npos, heading.find(column)) << column;
+    EXPECT_EQ(std::string::npos, heading.find("SWAPIN"));
+    // DIRECT 2.0, THRASH 0.0, REST the swap-in and memcg time: 7.0 ms.
+    EXPECT_NE(std::string::npos, text.find("     2.0     0.0     7.0 ")) << text;
+    // Wide enough for every cause: no REST, the path takes the rest.
+    const TableLayout wide = fit_layout(200, 16, weights);
+    EXPECT_FALSE(wide.rest);
+    EXPECT_EQ(size_t{MEMSTALL_CAUSES}, wide.causes.size());
+    EXPECT_EQ(200u, line_width(wide));
+    // Narrower than a 16-wide path beside REST alone: no cause column, the path at 16.
+    const TableLayout tiny = fit_layout(50, 16, weights);
+    EXPECT_TRUE(tiny.causes.empty());
+    EXPECT_EQ(16u, tiny.path_width);
+}
+
+TEST(TopFormat, StatusLineKeepsItsKeys) {
+    const std::string status =
+        "1 of 3  Enter processes  < > sort: STALL%  / filter  a all  n names  h help  q quit";
+    EXPECT_EQ(status, fit_status(status, 100));
+    const std::string fitted = fit_status(status, 60);
+    EXPECT_EQ(60u, fitted.size());
+    EXPECT_TRUE(fitted.ends_with("...  h help  q quit")) << fitted;
+    EXPECT_TRUE(fitted.starts_with("1 of 3  Enter processes")) << fitted;
+}
+
+TEST(TopFormat, FoldLinesBreaksAfterSeparators) {
+    EXPECT_EQ("Per second: reclaim 1;\n  compaction 2\n",
+              fold_lines("Per second: reclaim 1; compaction 2\n", 24));
+    EXPECT_EQ("short\n", fold_lines("short\n", 24));
+    // A line of one long word is cut where it must.
+    EXPECT_EQ("abcdefghij\n  klmnop\n", fold_lines("abcdefghijklmnop\n", 10));
 }
 
 TEST(TopFormat, LimitShowsTheLowerOfHighAndMax) {
     CgroupInterval r = row(1, "/x", 0);
     r.memory.max_bytes = 64 << 20;
     r.memory.high_bytes = 48 << 20;
-    EXPECT_NE(std::string::npos, row_text(r, 1, 8).find(" 48Mh "));
+    EXPECT_NE(std::string::npos, row_text(r, 1, full_layout(8)).find(" 48Mh "));
     r.memory.max_bytes.reset();
     r.memory.high_bytes.reset();
     r.psi_some_us.reset();
     // No limit, no PSI.
-    const std::string text = row_text(r, 1, 8);
+    const std::string text = row_text(r, 1, full_layout(8));
     EXPECT_NE(std::string::npos, text.find("      - "));
     EXPECT_EQ("     -", text.substr(text.size() - 6));
 }
@@ -177,7 +229,7 @@ TEST(TopFormat, SortByTheChosenColumn) {
     EXPECT_EQ(5u, events_total(rows[2]));
     // Every key's name is a column of the heading, so the screen can mark it.
     for (SortKey key : sort_keys)
-        EXPECT_NE(std::string::npos, table_heading(20).find(sort_key_name(key)))
+        EXPECT_NE(std::string::npos, table_heading(full_layout(20)).find(sort_key_name(key)))
             << sort_key_name(key);
 }
 

@@ -80,8 +80,8 @@ TEST(TopRecord, AnIntervalReadBackDrawsTheSame) {
               header_text(back.host, back.unmeasured, back.time));
     ASSERT_EQ(rows.size(), back.rows.size());
     for (size_t i = 0; i < rows.size(); ++i) {
-        EXPECT_EQ(row_text(rows[i], host.interval_s, 20),
-                  row_text(back.rows[i], back.host.interval_s, 20));
+        EXPECT_EQ(row_text(rows[i], host.interval_s, full_layout(20)),
+                  row_text(back.rows[i], back.host.interval_s, full_layout(20)));
         EXPECT_EQ(rows[i].name, back.rows[i].name);
         EXPECT_EQ(rows[i].id, back.rows[i].id);
     }

@@ -57,8 +57,11 @@ then /high on cgroup v2, and Kn for n OOM kills. PSI% is the cgroup's own
 memory.pressure "some" share (cgroup v2).
 
 Rows are the cgroups that stalled in the interval, busiest first (-a: every
-memory cgroup). On a terminal the screen is redrawn each interval; -b prints
-the rows as text per interval (as top -b), -j as JSON lines.
+memory cgroup). A screen too narrow for every cause (under 117 columns) gives
+the causes with the most stall time a column each and sums the others in REST;
+header lines fold; -b -w COLUMNS does the same to text rows. On a terminal
+the screen is redrawn each interval; -b prints the rows as text per interval
+(as top -b), -j as JSON lines.
 
 Keys on the screen: Up/Down (k/j), PgUp/PgDn, Home/End select a cgroup;
 Enter or Right opens it into its processes (and there a process into its
@@ -99,14 +102,13 @@ struct TopOptions {
     std::string record_path; // -o
     std::string replay_path; // -r
     bool stacks = false;     // -s
+    size_t width = 0;        // -w: -b's line width (0: every column, the path 32 wide)
 };
 // STALL% from which a row is drawn in red (else yellow, when it stalled at all).
 constexpr double alarm_share = 10;
 // -s: the stacks shown under a process's threads, per cause.
 constexpr size_t stacks_per_cause = 1;
 
-// Columns of a row besides the path (top_format.cpp's row_text()).
-constexpr size_t fixed_columns = 21 + 8 * MEMSTALL_CAUSES + 16;
 constexpr size_t min_path_width = 16, batch_path_width = 32;
 // The smallest terminal the screen is drawn on: the header and a few rows.
 constexpr size_t min_rows = 10, min_columns = 60;
@@ -225,6 +227,7 @@ class Top {
     void add_stacks(std::vector<std::string> &lines, uint32_t pid) const;
     void move_in_processes(const Key &k);
     size_t table_rows() const;
+    std::string full_header() const;
     // The rows the filter lets through, in order.
     std::vector<size_t> visible() const; // indices into rows_
     size_t selected_index() const;
@@ -245,6 +248,9 @@ class Top {
     // The last interval: its snapshots (for the processes of a cgroup), host and rows.
     memstall::Snapshot interval_before_, interval_now_;
     top::HostInterval host_;
+    // Each cause's stall time over the intervals shown: which causes keep a column of their
+    // own when the line is too narrow for all (top::fit_layout()).
+    top::CauseTimes weights_{};
     std::vector<top::CgroupInterval> rows_;
     std::string time_; // when the interval ended
     std::map<uint32_t, std::string> unmeasured_;
@@ -408,6 +414,8 @@ void Top::refresh() {
         record(host, rows, threads, time);
     if (!shown)
         return;
+    for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause)
+        weights_[cause].ns += host.stalls[cause].ns;
     host_ = std::move(host);
     rows_ = std::move(rows);
     time_ = time;
@@ -435,6 +443,8 @@ void Top::show_recorded(size_t index) {
         return; // the end of the record: it stays
     top::RecordedInterval interval = replay_->at(index);
     replay_at_ = index;
+    for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause)
+        weights_[cause].ns += interval.host.stalls[cause].ns;
     host_ = std::move(interval.host);
     rows_ = std::move(interval.rows);
     top::sort_rows(rows_, view_.sort);
@@ -470,22 +480,36 @@ void Top::print_lines() const {
         print_json_line(j);
         return;
     }
-    std::string header = top::header_text(host_, unmeasured, time);
+    const top::TableLayout layout = o_.width != 0
+                                        ? top::fit_layout(o_.width, min_path_width, weights_)
+                                        : top::full_layout(batch_path_width);
+    const std::string header = full_header();
+    fmt::print("\n{}{}\n", o_.width != 0 ? top::fold_lines(header, o_.width) : header,
+               top::table_heading(layout));
+    for (const auto &r : rows)
+        fmt::print("{}\n", top::row_text(r, host_.interval_s, layout));
+    flush_output();
+}
+
+// The header and the full-table warning, as -b prints them (the screen folds them).
+std::string Top::full_header() const {
+    std::string header = top::header_text(host_, unmeasured_, time_);
     if (const uint64_t lost = table_full_; lost != 0)
         header += fmt::format("{} stalls not counted so far: memstall's table was full "
                               "(--max-entries)\n",
                               lost);
-    fmt::print("\n{}{}\n", header, top::table_heading(batch_path_width));
-    for (const auto &r : rows)
-        fmt::print("{}\n", top::row_text(r, host_.interval_s, batch_path_width));
-    flush_output();
+    return header;
 }
 
 // The rows of the table that fit under the header and above the status line.
 size_t Top::table_rows() const {
-    // header_text()'s lines (and the full-table warning), the table's heading, the status.
-    const size_t around = top::header_lines + (table_full_ != 0 ? 1 : 0) + 1 + 1;
-    const size_t screen_rows = screen_->size().first;
+    // The header's lines as the screen folds them, the table's heading, the status.
+    const auto [screen_rows, columns] = screen_->size();
+    const std::string header = have_interval_ ? top::fold_lines(full_header(), columns) : "";
+    const size_t header_rows =
+        have_interval_ ? static_cast<size_t>(std::count(header.begin(), header.end(), '\n'))
+                       : top::header_lines;
+    const size_t around = header_rows + 1 + 1;
     size_t fit = screen_rows > around ? screen_rows - around : 1;
     return o_.rows != 0 ? std::min<size_t>(fit, o_.rows) : fit;
 }
@@ -638,14 +662,9 @@ void Top::draw() {
                        fmt::format("memlat top needs {}x{}", min_columns, min_rows), "(q quits)"});
         return;
     }
-    const size_t path_width =
-        columns > fixed_columns + min_path_width ? columns - fixed_columns : min_path_width;
+    const top::TableLayout layout = top::fit_layout(columns, min_path_width, weights_);
     std::vector<std::string> lines;
-    std::string header = top::header_text(host_, unmeasured_, time_);
-    if (const uint64_t lost = table_full_; lost != 0)
-        header += fmt::format("{} stalls not counted so far: memstall's table was full "
-                              "(--max-entries)\n",
-                              lost);
+    const std::string header = top::fold_lines(full_header(), columns);
     std::string_view rest = header;
     for (std::string_view line; next_line(rest, line);)
         lines.emplace_back(line);
@@ -655,7 +674,7 @@ void Top::draw() {
         draw_opened(lines, fit, status);
     } else {
         // The heading, the sorted column's name in bold.
-        std::string heading = top::table_heading(path_width);
+        std::string heading = top::table_heading(layout);
         const std::string key = top::sort_key_name(view_.sort);
         if (auto at = heading.find(key); at != std::string::npos)
             heading = heading.substr(0, at) + std::string(reverse_video) + key +
@@ -673,7 +692,7 @@ void Top::draw() {
             top::CgroupInterval shown = rows_[rows[i]];
             if (view_.names && !shown.name.empty())
                 shown.path = shown.name;
-            std::string line = top::row_text(shown, host_.interval_s, path_width);
+            std::string line = top::row_text(shown, host_.interval_s, layout);
             // Stalled at all in yellow, a tenth of the interval or more in red; the selected
             // row in reverse video as well.
             const double share = memstall::share_percent(shown.stall_ns(), host_.interval_s);
@@ -719,7 +738,9 @@ void Top::draw() {
         status = "PAUSED (space: go on)  " + status;
     while (lines.size() + 1 < screen_rows)
         lines.emplace_back();
-    lines.push_back(std::string(reverse_video) + status + std::string(normal_video));
+    // One column short of the width: curses does not write the last line's last cell.
+    lines.push_back(std::string(reverse_video) + top::fit_status(status, columns - 1) +
+                    std::string(normal_video));
     screen_->draw(lines);
 }
 
@@ -930,6 +951,15 @@ int run_top(int argc, char **argv) {
     cli.option(0, "rows", "ROWS",
                "Show at most ROWS cgroups (default: what fits the terminal; 20 with -b, -j)",
                o.rows);
+    cli.option('w', "width", "COLUMNS",
+               "With -b: lines COLUMNS wide, the CGROUP column taking what the others leave "
+               "(it is 32 wide otherwise, cut from the left); causes that do not fit beside a "
+               "16-wide CGROUP share the REST column, and the header folds",
+               [&o](const std::string &text) {
+                   o.width = parse_number<size_t>(text, "-w");
+                   if (o.width < 60 || o.width > 4096)
+                       throw UsageError(fmt::format("-w takes 60 to 4096 columns, not {}", text));
+               });
     cli.flag('s', "stacks",
              "Under a process's threads, the kernel and user stacks that stalled it the "
              "longest per cause since start (memstall -s: a table of 4096 stacks, and a stack "
@@ -951,6 +981,9 @@ int run_top(int argc, char **argv) {
     add_max_entries_option(cli, o.common);
     add_interval_arguments(cli, o.common, "refresh every INTERVAL seconds (default 1)");
     cli.parse(argc, argv);
+    if (o.width != 0 && !o.batch)
+        throw UsageError("-w sets the width of -b's lines: the screen takes the terminal's, "
+                         "-j has no columns");
     const bool full_screen = !o.batch && !o.common.json;
     if (full_screen && !isatty(STDOUT_FILENO))
         throw UsageError("stdout is not a terminal: -b prints text rows per interval (as "

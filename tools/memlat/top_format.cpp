@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "base/files.h"
+
 namespace memlat::top {
 
 namespace {
@@ -214,27 +216,104 @@ std::string header_text(const HostInterval &host, const std::map<uint32_t, std::
     return out;
 }
 
-std::string table_heading(size_t path_width) {
-    std::string h =
-        fmt::format("{:<{}} {:>6} {:>6} {:>6}", "CGROUP", path_width, "USAGE", "LIMIT", "STALL%");
+TableLayout full_layout(size_t path_width) {
+    TableLayout layout{path_width, {}, false};
     for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause)
+        layout.causes.push_back(cause);
+    return layout;
+}
+
+size_t line_width(const TableLayout &layout) {
+    return layout.path_width + fixed_columns +
+           cause_column_width * (layout.causes.size() + (layout.rest ? 1 : 0));
+}
+
+TableLayout fit_layout(size_t width, size_t min_path, const CauseTimes &weights) {
+    const size_t all = fixed_columns + cause_column_width * MEMSTALL_CAUSES;
+    if (width >= min_path + all)
+        return full_layout(width - all);
+    std::array<uint32_t, MEMSTALL_CAUSES> order{};
+    for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause)
+        order[cause] = cause;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](uint32_t a, uint32_t b) { return weights[a].ns > weights[b].ns; });
+    const size_t room = width > min_path + fixed_columns + cause_column_width
+                            ? width - min_path - fixed_columns - cause_column_width
+                            : 0;
+    const size_t kept = std::min<size_t>(room / cause_column_width, MEMSTALL_CAUSES - 1);
+    TableLayout layout{0, std::vector<uint32_t>(order.begin(), order.begin() + kept), true};
+    std::sort(layout.causes.begin(), layout.causes.end());
+    const size_t used = fixed_columns + cause_column_width * (kept + 1);
+    layout.path_width = width > used + min_path ? width - used : min_path;
+    return layout;
+}
+
+std::string table_heading(const TableLayout &layout) {
+    std::string h = fmt::format("{:<{}} {:>6} {:>6} {:>6}", "CGROUP", layout.path_width, "USAGE",
+                                "LIMIT", "STALL%");
+    for (uint32_t cause : layout.causes)
         h += fmt::format(" {:>7}", memstall::cause_column(cause));
+    if (layout.rest)
+        h += fmt::format(" {:>7}", "REST");
     h += fmt::format(" {:>9} {:>5}", "EVENTS", "PSI%");
     return h;
 }
 
-std::string row_text(const CgroupInterval &row, double interval_s, size_t path_width) {
+std::string row_text(const CgroupInterval &row, double interval_s, const TableLayout &layout) {
     const auto &m = row.memory;
-    std::string l = fmt::format("{:<{}} {:>6} {:>6} {:>6.1f}", cut_left(row.path, path_width),
-                                path_width, m.usage_bytes ? human_bytes(*m.usage_bytes) : "-",
-                                limit_text(m), share_percent(row.stall_ns(), interval_s));
-    for (const auto &c : row.stalls)
-        l += fmt::format(" {:>7.1f}", c.ns / 1e6);
+    std::string l =
+        fmt::format("{:<{}} {:>6} {:>6} {:>6.1f}", cut_left(row.path, layout.path_width),
+                    layout.path_width, m.usage_bytes ? human_bytes(*m.usage_bytes) : "-",
+                    limit_text(m), share_percent(row.stall_ns(), interval_s));
+    uint64_t rest_ns = row.stall_ns();
+    for (uint32_t cause : layout.causes) {
+        l += fmt::format(" {:>7.1f}", row.stalls[cause].ns / 1e6);
+        rest_ns -= row.stalls[cause].ns;
+    }
+    if (layout.rest)
+        l += fmt::format(" {:>7.1f}", rest_ns / 1e6);
     l += fmt::format(" {:>9}", events_text(row.events_since_start));
     l += row.psi_some_us
              ? fmt::format(" {:>5.1f}", share_percent(*row.psi_some_us * 1000, interval_s))
              : fmt::format(" {:>5}", "-");
     return l;
+}
+
+std::string fit_status(const std::string &status, size_t columns) {
+    if (status.size() <= columns)
+        return status;
+    const size_t keys = status.rfind("h help");
+    constexpr std::string_view cut = "...  ";
+    if (keys == std::string::npos || status.size() - keys + cut.size() >= columns)
+        return status.substr(0, columns);
+    const size_t tail = status.size() - keys;
+    return status.substr(0, columns - tail - cut.size()) + std::string(cut) + status.substr(keys);
+}
+
+std::string fold_lines(std::string_view text, size_t width) {
+    std::string out;
+    std::string_view rest = text;
+    for (std::string_view line; next_line(rest, line);) {
+        std::string_view indent;
+        while (line.size() + indent.size() > width && width > 8) {
+            const size_t room = width - indent.size();
+            size_t cut = std::string_view::npos;
+            for (std::string_view sep : {"; ", ", ", " "}) {
+                const size_t at = line.substr(0, room).rfind(sep);
+                if (at != std::string_view::npos && at > 0) {
+                    cut = at + sep.size() - 1; // the separator's mark stays, its space goes
+                    break;
+                }
+            }
+            if (cut == std::string_view::npos)
+                cut = room;
+            out += std::string(indent) + std::string(line.substr(0, cut)) + "\n";
+            line.remove_prefix(std::min(line.size(), cut + (cut < room ? 1 : 0)));
+            indent = "  ";
+        }
+        out += std::string(indent) + std::string(line) + "\n";
+    }
+    return out;
 }
 
 nlohmann::json snapshot_json(const HostInterval &host, const std::vector<CgroupInterval> &rows,

@@ -95,13 +95,42 @@ inline constexpr size_t header_lines = 6;
 std::string header_text(const HostInterval &host, const std::map<uint32_t, std::string> &unmeasured,
                         const std::string &time);
 
+// Which columns a line of some width holds: the CGROUP column's width, and the causes that
+// have a column of their own; the others (none when every cause fits) share one, REST, the
+// sum of their stall time, so that a narrow terminal folds causes and never cuts EVENTS and
+// PSI%.
+struct TableLayout {
+    size_t path_width = 32;
+    std::vector<uint32_t> causes; // in cause order
+    bool rest = false;            // a REST column for the causes without one
+};
+// Columns of a row besides the path and the causes' (USAGE LIMIT STALL%, EVENTS PSI%).
+inline constexpr size_t fixed_columns = 21 + 16;
+inline constexpr size_t cause_column_width = 8;
+// Every cause, the path `path_width` wide.
+TableLayout full_layout(size_t path_width);
+// The layout of a line `width` columns wide with a path at least `min_path` wide: every cause
+// if they fit, the path taking what is left; else as many causes as fit beside REST, those
+// with the most stall time in `weights` first (ties: cause order).
+TableLayout fit_layout(size_t width, size_t min_path, const CauseTimes &weights);
+// The width of a line of `layout`.
+size_t line_width(const TableLayout &layout);
+
 // The table: a heading, then a line per row. STALL% is memstall's stall time as a share of
 // the interval (a cgroup with several stalled tasks can pass 100%), then per cause in ms;
 // USAGE and LIMIT ("-": none; memory.high when lower than memory.max, marked "h"); EVENTS the
 // limits met since start (max, then high and oom_kill where counted); PSI% the cgroup's own
-// some share (v2). The path is cut from the left to `path_width` characters.
-std::string table_heading(size_t path_width);
-std::string row_text(const CgroupInterval &row, double interval_s, size_t path_width);
+// some share (v2). The path is cut from the left to the layout's width.
+std::string table_heading(const TableLayout &layout);
+std::string row_text(const CgroupInterval &row, double interval_s, const TableLayout &layout);
+
+// The status line cut to `columns`, its middle given up so that the keys at its end (from
+// "h help") stay on the screen.
+std::string fit_status(const std::string &status, size_t columns);
+
+// `text`'s lines folded to `width` columns: a longer line breaks after its last "; " or ", "
+// (else space) that fits, and goes on indented by two.
+std::string fold_lines(std::string_view text, size_t width);
 
 // -j: one object per interval with the host and the rows (times in ns, sizes in bytes).
 nlohmann::json snapshot_json(const HostInterval &host, const std::vector<CgroupInterval> &rows,
