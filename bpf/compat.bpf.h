@@ -150,20 +150,28 @@ static __always_inline void thread_state_exit(void *map, void *overflow) {
         __type(value, value_type);                                                                 \
     } name##_overflow SEC(".maps")
 
-/* The programs that take an exiting thread's entry out of the maps that
- * MEMLAT_THREAD_STATE_MAPS(`name`, ...) made, on sched_process_exit: thread_exit_raw on the raw
- * tracepoint and thread_exit_tp on the classic one, whichever the tool's hook plan attaches. */
-#define MEMLAT_THREAD_EXIT_PROGRAMS(name)                                                          \
+/* The programs that run `on_exit()` (a function of no arguments) when a thread exits, on
+ * sched_process_exit: thread_exit_raw on the raw tracepoint and thread_exit_tp on the classic
+ * one, whichever the tool's hook plan attaches (thread_exit_probe()). */
+#define MEMLAT_THREAD_EXIT_CALLING(on_exit)                                                        \
     SEC("raw_tp/sched_process_exit")                                                               \
     int thread_exit_raw(void *ctx) {                                                               \
-        thread_state_exit(&name, &name##_overflow);                                                \
+        on_exit();                                                                                 \
         return 0;                                                                                  \
     }                                                                                              \
     SEC("tracepoint/sched/sched_process_exit")                                                     \
     int thread_exit_tp(void *ctx) {                                                                \
-        thread_state_exit(&name, &name##_overflow);                                                \
+        on_exit();                                                                                 \
         return KEEP_EVENT;                                                                         \
     }
+
+/* The programs that take an exiting thread's entry out of the maps that
+ * MEMLAT_THREAD_STATE_MAPS(`name`, ...) made. */
+#define MEMLAT_THREAD_EXIT_PROGRAMS(name)                                                          \
+    static __always_inline void name##_thread_exit(void) {                                         \
+        thread_state_exit(&name, &name##_overflow);                                                \
+    }                                                                                              \
+    MEMLAT_THREAD_EXIT_CALLING(name##_thread_exit)
 
 /* A tool's event maps: `events`, a ring buffer of `ring_bytes` (user space makes it a perf event
  * array before 5.8, and may resize it), and `event_scratch`, the per-CPU record of `record_type`

@@ -534,8 +534,8 @@ def fallback(t: Test, disabled: str, expect: str, dirties: bool, variant: str = 
     if state is not None:  # always: a hash map on every kernel
         # The reader (one thread, the only one -p counts) kept its read cursor until it
         # exited: the thread-exit program must have removed it.
-        t.check_eq("hash map: cursors created (the reader's thread)", 1, state["created"])
-        t.check_eq("hash map: cursors removed when the reader exited", 1,
+        t.check_eq("hash map: thread states created (the reader's thread)", 1, state["created"])
+        t.check_eq("hash map: thread states removed when the reader exited", 1,
                    state["removed_at_exit"])
         t.check_eq("hash map: entries left after the reader exited", 0, state["left"])
     if dirties:

@@ -674,14 +674,4 @@ static __always_inline void on_thread_exit(void) {
     thread_state_exit(&threads, &threads_overflow);
 }
 
-SEC("raw_tp/sched_process_exit")
-int thread_exit_raw(void *ctx) {
-    on_thread_exit();
-    return 0;
-}
-
-SEC("tracepoint/sched/sched_process_exit")
-int thread_exit_tp(void *ctx) {
-    on_thread_exit();
-    return KEEP_EVENT;
-}
+MEMLAT_THREAD_EXIT_CALLING(on_thread_exit)
