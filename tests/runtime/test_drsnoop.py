@@ -15,7 +15,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memlat_test import (FtraceOracle, MemoryCgroup, PerfStat, Test, TestFile, Tool,  # noqa: E402
+from memlat_test import (field, FtraceOracle, MemoryCgroup, PerfStat, Test, TestFile, Tool,  # noqa: E402
                          binary, check_bad_arguments, check_help, check_latencies,
                          check_variant_chosen, log, main, oracle_durations_ns, read_file, run,
                          scenario, snoop_events, variant_env, variant_scenarios, Workload,
@@ -83,6 +83,13 @@ def _(t: Test, variant: str):
         t.check_eq(f"{name}: summary pages", sum(e["pages"] for e in events), mine[0]["pages"])
         t.check_close(f"{name}: summary max_ms", max(e["lat_ms"] for e in events),
                       mine[0]["max_ms"], rel_tol=1e-6)
+        last = [e for e in res.json_lines() if "summary" in e][0]
+        totals = {x["kind"]: x for x in last["totals"]}
+        t.check_eq(f"{name}: totals' memcg stalls vs the ftrace oracle (exact)",
+                   len(pages_oracle), field(t, totals.get("memcg"), "stalls", "totals"))
+        t.check_eq(f"{name}: totals' memcg pages vs the ftrace oracle (exact)",
+                   sum(pages_oracle), field(t, totals.get("memcg"), "pages", "totals"))
+        t.check_eq(f"{name}: stalls in no row", [], last["not_in_rows"])
     state = check_variant_chosen(t, variant, by_pid.result.stderr, events=True)
     # The reader's one thread made its entry at its first stall, kept it for the others, and
     # the thread-exit program removed it when the reader exited.
@@ -239,6 +246,18 @@ def _(t: Test):
                    STORM_ENTRIES, len(mine))
     t.check_ge("file_readers with a histogram over the run vs readers run (each stalls in "
                "reclaim)", round(0.9 * ran), len(pids))
+    # The exit summary keeps STORM_ENTRIES processes: the stalls of the others are in no row,
+    # and the summary says how many, so that the rows and what was left out add up.
+    last = [o for o in tool.result.json_lines() if "summary" in o][0]
+    totals = {x["kind"]: x for x in last["totals"]}
+    left = {x["kind"]: x for x in last["not_in_rows"]}
+    in_rows = sum(r["stalls"] for r in last["summary"] if r["kind"] == "memcg")
+    t.check_le("summary rows (at most --max-entries)", STORM_ENTRIES, len(last["summary"]))
+    t.check_ge("memcg stalls in no row (the table was full)", 1,
+               field(t, left.get("memcg"), "stalls", "not_in_rows"))
+    t.check_eq("memcg stalls: the rows' + those in no row = the totals",
+               field(t, totals.get("memcg"), "stalls", "totals"),
+               in_rows + field(t, left.get("memcg"), "stalls", "not_in_rows"))
 
 
 @scenario("drsnoop_extended_text")

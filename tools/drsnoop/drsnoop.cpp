@@ -7,6 +7,7 @@
 #include <csignal>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <fmt/format.h>
 #include <map>
@@ -318,6 +319,14 @@ void Drsnoop::print_summary(drsnoop_bpf &skel, const EventReader *events) {
                                                       : a.first.pid < b.first.pid;
     });
     const auto *bss = skel.bss;
+    // The stalls of each kind, counted beside the rows (the same events, past the same
+    // filters): what the rows hold less than these, a full table kept out of them.
+    std::array<drsnoop_totals, DRSNOOP_KINDS> in_rows{};
+    for (const auto &[k, s] : rows) {
+        in_rows[k.kind % DRSNOOP_KINDS].stalls += s.stalls;
+        in_rows[k.kind % DRSNOOP_KINDS].total_ns += s.total_ns;
+        in_rows[k.kind % DRSNOOP_KINDS].pages += s.pages;
+    }
     if (o_.common.json) {
         json list = json::array();
         for (const auto &[k, s] : rows)
@@ -328,7 +337,24 @@ void Drsnoop::print_summary(drsnoop_bpf &skel, const EventReader *events) {
                             {"total_ms", s.total_ns / 1e6},
                             {"max_ms", s.max_ns / 1e6},
                             {"pages", s.pages}});
+        json totals = json::array(), left_out = json::array();
+        for (uint32_t kind = 0; kind < DRSNOOP_KINDS; ++kind) {
+            const drsnoop_totals &all = bss->totals[kind], &shown = in_rows[kind];
+            if (all.stalls == 0)
+                continue;
+            totals.push_back({{"kind", drsnoop::kind_name(kind)},
+                              {"stalls", all.stalls},
+                              {"total_ms", all.total_ns / 1e6},
+                              {"pages", all.pages}});
+            if (all.stalls > shown.stalls)
+                left_out.push_back({{"kind", drsnoop::kind_name(kind)},
+                                    {"stalls", all.stalls - shown.stalls},
+                                    {"total_ms", (all.total_ns - shown.total_ns) / 1e6},
+                                    {"pages", all.pages - shown.pages}});
+        }
         print_json_line({{"summary", list},
+                         {"totals", totals},
+                         {"not_in_rows", left_out},
                          {"lost_events", lost},
                          {"table_full", bss->table_full},
                          {"unpaired_ends", bss->unpaired_ends},
@@ -347,6 +373,19 @@ void Drsnoop::print_summary(drsnoop_bpf &skel, const EventReader *events) {
         fmt::print(stderr, "{:<7} {:<16} {:<9} {:>8} {:>12.3f} {:>10.3f} {:>10}\n", k.pid,
                    std::string(s.comm, strnlen(s.comm, sizeof(s.comm))), drsnoop::kind_name(k.kind),
                    s.stalls, s.total_ns / 1e6, s.max_ns / 1e6, s.pages);
+    for (uint32_t kind = 0; kind < DRSNOOP_KINDS; ++kind) {
+        const drsnoop_totals &all = bss->totals[kind], &shown = in_rows[kind];
+        if (all.stalls == 0)
+            continue;
+        fmt::print(stderr, "{:<7} {:<16} {:<9} {:>8} {:>12.3f} {:>10} {:>10}\n", "total", "",
+                   drsnoop::kind_name(kind), all.stalls, all.total_ns / 1e6, "", all.pages);
+        if (all.stalls > shown.stalls)
+            fmt::print(stderr,
+                       "{} {} stalls ({:.3f} ms) are in no row above: the per-process table was "
+                       "full (--max-entries)\n",
+                       all.stalls - shown.stalls, drsnoop::kind_name(kind),
+                       (all.total_ns - shown.total_ns) / 1e6);
+    }
     if (lost != 0)
         fmt::print(stderr, "\nLost {} events: the {} was full (the summary still counts them).\n",
                    lost, events_name);
