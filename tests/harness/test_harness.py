@@ -91,17 +91,21 @@ class VmJudge(unittest.TestCase):
     def setUp(self):
         import vmcheck
         self.vmcheck = vmcheck
-        self.saved = list(vmcheck._CHECKERS), list(vmcheck._REQUIRED)
+        self.saved = (list(vmcheck._CHECKERS), list(vmcheck._REQUIRED),
+                      list(vmcheck._ALLOWED_SKIPS))
 
     def tearDown(self):
-        self.vmcheck._CHECKERS[:], self.vmcheck._REQUIRED[:] = self.saved
+        (self.vmcheck._CHECKERS[:], self.vmcheck._REQUIRED[:],
+         self.vmcheck._ALLOWED_SKIPS[:]) = self.saved
 
-    def judge(self, checker, guest_skip=None, required=False):
+    def judge(self, checker, guest_skip=None, required=False, allowed=None):
         import run_vm_tests
         name = "harnesstool.scenario"
         self.vmcheck.checker(name)(checker)
         if required:
             self.vmcheck.required(name, lambda facts: True)
+        if allowed:
+            self.vmcheck.allowed_skip(name, allowed, "the test's reason")
         block = self.vmcheck.Block(name + ".tp_btf")
         block.complete = True
         block.skip = guest_skip
@@ -117,8 +121,21 @@ class VmJudge(unittest.TestCase):
         self.assertEqual("FAIL", rows[0][1])
         self.assertIn("-v names the hook", rows[0][2])
 
-    def test_checker_skip_alone_is_a_skip(self):
+    def test_checker_skip_that_is_not_allowed_fails(self):
         rows, ok = self.judge(lambda t, b: skip("not on this kernel"))
+        self.assertFalse(ok)
+        self.assertEqual("FAIL", rows[0][1])
+        self.assertIn("not on this kernel", rows[0][2])
+
+    def test_allowed_skip_is_a_skip(self):
+        rows, ok = self.judge(lambda t, b: skip("not on this kernel: no swap"),
+                              allowed="not on this kernel")
+        self.assertTrue(ok)
+        self.assertEqual("SKIP", rows[0][1])
+
+    def test_boot_skip_is_a_skip(self):
+        rows, ok = self.judge(lambda t, b: t.check_eq("x", 1, 1),
+                              guest_skip="no kernel BTF: tp_btf needs it (--hide-btf)")
         self.assertTrue(ok)
         self.assertEqual("SKIP", rows[0][1])
 

@@ -134,11 +134,14 @@ def checker(prefix: str):
     return register
 
 
-# Scenarios that must run wherever `when(facts)` holds: a skip there fails the kernel's run,
-# but a skip of a hook path this boot does not run (guest/lib.sh vm_btf_for: a tp_btf path
-# without kernel BTF, a BTF-free path that the kernel's boot without BTF runs), and so does a
-# prefix none of whose scenarios ran. The paths the host test bed lacks are proven here.
+# Every scenario a kernel runs must pass on it: a skip fails the kernel's run, but a skip of a
+# hook path this boot does not run (BOOT_SKIPS; guest/lib.sh vm_btf_for: a tp_btf path without
+# kernel BTF, a BTF-free path that the kernel's boot without BTF runs) and the skips each
+# checker allows, by name and reason, with why (allowed_skip(), beside the checker). A prefix
+# registered with required() fails, too, when none of its scenarios ran where `when(facts)`
+# holds. The paths the host test bed lacks are proven here.
 _REQUIRED: list[tuple[str, Callable[[dict], bool]]] = []
+_ALLOWED_SKIPS: list[tuple[str, str, str]] = []
 BOOT_SKIPS = ("no kernel BTF: ", "run in the boot without kernel BTF: ")
 
 
@@ -146,19 +149,34 @@ def required(prefix: str, when: Callable[[dict], bool]) -> None:
     _REQUIRED.append((prefix, when))
 
 
+def allowed_skip(prefix: str, reason: str, why: str) -> None:
+    """A skip of the scenarios named `prefix` whose reason starts with `reason` does not fail
+    the run: `why` says why the kernel's support cannot be asserted there."""
+    _ALLOWED_SKIPS.append((prefix, reason, why))
+
+
+def skip_allowed(name: str, detail: str) -> Optional[str]:
+    """Why a skip of `name` for `detail` is allowed, or None."""
+    if detail.startswith(BOOT_SKIPS):
+        return "the hook path runs in the kernel's other boot"
+    for prefix, reason, why in _ALLOWED_SKIPS:
+        if _of(name, prefix) and detail.startswith(reason):
+            return why
+    return None
+
+
 def _of(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
 
 
 def required_verdicts(facts: dict, rows: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
-    """`rows` (name, PASS/FAIL/SKIP, detail) with the required scenarios' skips made failures,
-    and a failure for each required prefix no scenario ran under."""
+    """`rows` (name, PASS/FAIL/SKIP, detail) with every skip that is not allowed made a
+    failure, and a failure for each required prefix no scenario ran under."""
     out = []
     for name, status, detail in rows:
-        for prefix, when in _REQUIRED:
-            if (_of(name, prefix) and status == "SKIP" and when(facts)
-                    and not detail.startswith(BOOT_SKIPS)):
-                status, detail = "FAIL", f"skipped where it must run: {detail}"
+        if status == "SKIP" and skip_allowed(name, detail) is None:
+            status, detail = "FAIL", (f"skipped where it must run (no allowed_skip() of its "
+                                      f"checker matches): {detail}")
         out.append((name, status, detail))
     for prefix, when in _REQUIRED:
         if when(facts) and not any(_of(n, prefix) and s != "SKIP" for n, s, _ in out):
