@@ -37,6 +37,11 @@ def cgroup_rows(lines: list[dict], path: str) -> list[dict]:
     return out
 
 
+def read_vmstat() -> dict[str, int]:
+    return {k: int(v) for k, v in (line.split() for line in read_file("/proc/vmstat")
+                                   .splitlines() if len(line.split()) == 2)}
+
+
 def cause_sum(rows: list[dict], *names: str) -> tuple[int, int]:
     """(stalls, ns) of the causes `names` over `rows`."""
     stalls = ns = 0
@@ -58,12 +63,17 @@ def _(t: Test):
     zero in every interval; every interval sorted busiest first."""
     from test_memstall import reader_and_idle_sibling
     with reader_and_idle_sibling("top") as (taskstats, cg, idle_cg, reader, _):
-        with Tool("memtop", "-j", "-a", "--rows", "100000", "1") as top:
+        vmstat_before = read_vmstat()
+        with FtraceOracle(["vmscan/mm_vmscan_memcg_reclaim_end"], reader.pid) as oracle, \
+                Tool("memtop", "-j", "-a", "--rows", "100000", "1") as top:
             reader.release()
             done = reader.wait_done(60)
             # A whole interval after the reader's last stall, and the one cut short by SIGINT.
             time.sleep(1.5)
             stats = taskstats.get(reader.pid)
+            reclaimed = sum(int(e["nr_reclaimed"])
+                            for e in oracle.stop()["mm_vmscan_memcg_reclaim_end"])
+        vmstat_after = read_vmstat()
         events_file = "memory.failcnt" if cg.v1 else "memory.events"
         events_text = read_file(os.path.join(cg.path, events_file))
         log(f"reader pid {reader.pid} read {done['iterations']} passes; taskstats {stats}; "
@@ -113,6 +123,29 @@ def _(t: Test):
                busiest["cgroups"][0]["cgroup"])
     host = sum(cause_sum([j["host"]], "memcg", "direct")[0] for j in lines)
     t.check_ge("the host's reclaim stalls include the cgroup's", stalls, host)
+    # The header's memcg-limit reclaim (machine-wide) between two oracles: at least the pages
+    # the reader's own memcg reclaim freed (ftrace's nr_reclaimed: it reclaims only while
+    # memtop runs), at most what /proc/vmstat, read by the test around memtop's run, counted
+    # (every reclaim counts in pgsteal_anon/file, the global reclaimers' also in
+    # pgsteal_kswapd/_direct/...; the intervals lie inside the test's window).
+    if "pgsteal_file" in vmstat_after:
+        steal = {k: vmstat_after.get(k, 0) - vmstat_before.get(k, 0)
+                 for k in ("pgsteal_anon", "pgsteal_file", "pgsteal_kswapd", "pgsteal_direct",
+                           "pgsteal_khugepaged", "pgsteal_proactive")}
+        window = steal["pgsteal_anon"] + steal["pgsteal_file"] - sum(
+            v for k, v in steal.items() if k not in ("pgsteal_anon", "pgsteal_file"))
+        shown = sum(field(t, j["host"], "memcg_reclaim_pages", "host") for j in lines)
+        log(f"memcg-limit reclaim: {shown} pages over memtop's intervals, {window} in the "
+            f"test's window (/proc/vmstat), {reclaimed} by the reader (ftrace)")
+        t.check_ge("the reader's memcg reclaim (ftrace; it reads 4x its limit)", 1000,
+                   reclaimed)
+        t.check_le("memcg-limit reclaim over the intervals <= the test's window's", window,
+                   shown)
+        t.check_ge("memcg-limit reclaim over the intervals >= the reader's (ftrace)",
+                   reclaimed, shown)
+    else:
+        t.check_eq("-j memcg_reclaim_pages without pgsteal_anon/file (before 5.8)", None,
+                   lines[-1]["host"].get("memcg_reclaim_pages", "missing"))
 
 
 def record_lines(path: str) -> list[dict]:

@@ -106,6 +106,20 @@ TEST(TopFormat, NarrowLineFoldsCausesIntoRest) {
     EXPECT_EQ(16u, tiny.path_width);
 }
 
+// pgsteal_anon + pgsteal_file count every reclaim; the global reclaimers' counters less.
+TEST(TopFormat, MemcgReclaimFromVmstat) {
+    EXPECT_EQ(std::optional<uint64_t>(700), memcg_reclaim_pages({{"pgsteal_anon", 100},
+                                                                 {"pgsteal_file", 900},
+                                                                 {"pgsteal_kswapd", 200},
+                                                                 {"pgsteal_direct", 50},
+                                                                 {"pgsteal_khugepaged", 50}}));
+    EXPECT_EQ(std::nullopt, memcg_reclaim_pages({{"pgsteal_kswapd", 200}})); // before 5.8
+    // Counters read a moment apart: never below 0.
+    EXPECT_EQ(
+        std::optional<uint64_t>(0),
+        memcg_reclaim_pages({{"pgsteal_anon", 0}, {"pgsteal_file", 10}, {"pgsteal_kswapd", 12}}));
+}
+
 TEST(TopFormat, StatusLineKeepsItsKeys) {
     const std::string status =
         "1 of 3  Enter processes  < > sort: STALL%  / filter  a all  n names  h help  q quit";

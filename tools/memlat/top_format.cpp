@@ -153,6 +153,18 @@ std::string human_bytes(uint64_t bytes) {
                   : fmt::format("{:.0f}{}", v, units[unit]);
 }
 
+std::optional<uint64_t> memcg_reclaim_pages(const std::map<std::string, uint64_t> &vmstat_delta) {
+    if (!vmstat_delta.contains("pgsteal_file") || !vmstat_delta.contains("pgsteal_anon"))
+        return std::nullopt;
+    const uint64_t all =
+        value_or_zero(vmstat_delta, "pgsteal_anon") + value_or_zero(vmstat_delta, "pgsteal_file");
+    uint64_t global = 0;
+    for (const char *who :
+         {"pgsteal_kswapd", "pgsteal_direct", "pgsteal_khugepaged", "pgsteal_proactive"})
+        global += value_or_zero(vmstat_delta, who);
+    return all > global ? all - global : 0;
+}
+
 std::string header_text(const HostInterval &host, const std::map<uint32_t, std::string> &unmeasured,
                         const std::string &time) {
     const auto &mi = host.now.meminfo;
@@ -189,11 +201,13 @@ std::string header_text(const HostInterval &host, const std::map<uint32_t, std::
     out += "\n";
     // Pages: reclaimed directly by allocating tasks and by kswapd; stalls: direct reclaim
     // entries (allocstall_*) and direct compactions; refaults of evicted file and anon pages.
+    const auto memcg = memcg_reclaim_pages(vm);
     out += fmt::format(
-        "Per second: reclaim {} direct ({} stalls) {} kswapd pages; compaction {} stalls; "
-        "migrated {} pages; refaults {}",
+        "Per second: reclaim {} direct ({} stalls) {} kswapd {} memcg-limit pages; compaction {} "
+        "stalls; migrated {} pages; refaults {}",
         rate(value_or_zero(vm, "pgsteal_direct"), s), rate(sum_prefixed(vm, "allocstall_"), s),
-        rate(value_or_zero(vm, "pgsteal_kswapd"), s), rate(value_or_zero(vm, "compact_stall"), s),
+        rate(value_or_zero(vm, "pgsteal_kswapd"), s), memcg ? rate(*memcg, s) : "-",
+        rate(value_or_zero(vm, "compact_stall"), s),
         rate(value_or_zero(vm, "pgmigrate_success"), s),
         rate(value_or_zero(vm, "workingset_refault_file") +
                  value_or_zero(vm, "workingset_refault_anon") +
@@ -331,6 +345,7 @@ nlohmann::json snapshot_json(const HostInterval &host, const std::vector<CgroupI
     auto optional = [](const std::optional<uint64_t> &v) { return v ? json(*v) : json(nullptr); };
     json host_j = {{"memory_bytes", host.now.meminfo},
                    {"vmstat_delta", host.vmstat_delta},
+                   {"memcg_reclaim_pages", optional(memcg_reclaim_pages(host.vmstat_delta))},
                    {"psi_some_us", optional(host.psi_some_us)},
                    {"psi_full_us", optional(host.psi_full_us)},
                    {"causes", causes(host.stalls)},

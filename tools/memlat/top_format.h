@@ -78,6 +78,12 @@ inline void sort_busiest(std::vector<CgroupInterval> &rows) {
     sort_rows(rows, SortKey::Stall);
 }
 
+// Pages reclaimed for memory cgroups' limits over an interval, from /proc/vmstat's deltas: the
+// pgsteal_anon and pgsteal_file counters count every reclaim, pgsteal_kswapd, _direct,
+// _khugepaged and _proactive only the global (mm/vmscan.c: !cgroup_reclaim()), so the
+// difference is the limit reclaim. None on kernels without pgsteal_anon/file (before 5.8).
+std::optional<uint64_t> memcg_reclaim_pages(const std::map<std::string, uint64_t> &vmstat_delta);
+
 // The memory events counted since start, summed (the EVENTS column's sort key).
 uint64_t events_total(const CgroupInterval &row);
 
