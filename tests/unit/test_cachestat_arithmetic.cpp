@@ -142,6 +142,9 @@ TEST(CachestatArithmetic, CountsSinceAndSum) {
     a += b;
     EXPECT_EQ(a, (Counts{140, 25, 4, 115}));
     EXPECT_EQ(a.activity(), 169u);
+    // Hits alone (settled at a thread's exit) still make a row.
+    EXPECT_TRUE((Counts{0, 0, 0, 16}).counted_any());
+    EXPECT_FALSE((Counts{}).counted_any());
     cachestat_counts raw{};
     raw.c[CACHESTAT_ACCESSES] = 7;
     raw.c[CACHESTAT_MISSES] = 8;

@@ -508,7 +508,7 @@ std::vector<Row> active_rows(const Entries &now, const Entries &before, MakeRow 
         auto c = cachestat::Counts::from(v.counts);
         if (auto it = before.find(key); it != before.end())
             c = c.since(cachestat::Counts::from(it->second.counts));
-        if (c.activity() != 0)
+        if (c.counted_any())
             rows.push_back(make_row(key, v, c));
     }
     cachestat::sort_rows(rows);

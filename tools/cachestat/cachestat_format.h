@@ -25,6 +25,9 @@ struct Counts {
     // The change since `before`; a counter that went backwards (it cannot) gives 0.
     Counts since(const Counts &before) const;
     uint64_t activity() const { return accesses + misses + dirties; }
+    // Whether anything was counted: hits too, which a thread's exit can settle after its last
+    // access (an mmap fault's, owed until then), in an interval with nothing else of it.
+    bool counted_any() const { return activity() != 0 || hits != 0; }
     bool operator==(const Counts &) const = default;
 };
 
