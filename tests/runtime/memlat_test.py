@@ -616,7 +616,8 @@ class FtraceOracle:
     def stop(self) -> dict[str, list[dict[str, str]]]:
         """Disables the events; returns {EVENT (without SYSTEM/): [its fields as
         {name: value string}, ...]} in trace order, for every event asked for. Each event also
-        has "_ts": its timestamp in seconds (the trace clock, microseconds in the text)."""
+        has "_ts": its timestamp in seconds (the trace clock, microseconds in the text), "_tid"
+        and "_cpu", the thread and the CPU it happened on."""
         for e in self.events:
             write_file(self._control(e, "enable"), "0")
         text = read_file(os.path.join(self.path, "trace"))
@@ -625,7 +626,7 @@ class FtraceOracle:
         out: dict[str, list[dict[str, str]]] = {e.split("/")[-1]: [] for e in self.events}
         line_re = re.compile(r" (\d+\.\d+): (" + "|".join(re.escape(name) for name in out) +
                              r"): (.*)$")
-        tid_re = re.compile(r"-(\d+) +\[\d+\]")
+        tid_re = re.compile(r"-(\d+) +\[(\d+)\]")
         for line in text.splitlines():
             m = line_re.search(line)
             if m:
@@ -633,6 +634,7 @@ class FtraceOracle:
                 fields["_ts"] = m.group(1)
                 tid = tid_re.search(line)
                 fields["_tid"] = tid.group(1) if tid else ""
+                fields["_cpu"] = tid.group(2) if tid else ""
                 out[m.group(2)].append(fields)
         return out
 
