@@ -98,6 +98,8 @@ class Loaded {
     }
     Skel &operator*() const { return *skel_; }
     Skel *operator->() const { return skel_.get(); }
+    // Detaches every program, the maps kept: what they counted is final, and can be read whole.
+    void detach() { links_.clear(); }
 
   private:
     std::unique_ptr<Skel, DestroyFn> skel_;

@@ -92,6 +92,10 @@ class Tool : public CountingSide {
 
     Skel &skel() const { return **loaded_; }
 
+    // Stops the programs before the end of a run: the events and counters read after it are
+    // all there will be (a record submitted after the last read would be lost uncounted).
+    void detach_programs() { loaded_->detach(); }
+
     // For a tool that prints a line per event, or with -H histograms counted in the kernel
     // instead (`hist`), the checks of check_options() on that choice: an interval goes with -H,
     // --buffer-size without it. `event` names what a line is ("run", "stall").

@@ -438,6 +438,9 @@ def _(t: Test):
         (["--prometheus", "9999", "--report-dir", "/tmp"], "--prometheus serves counts only"),
         (["--nonsense"], "unrecognized option"),
         (["5"], "unexpected argument '5'"),
+        (["--buffer-size", "3K"], "--buffer-size 3K"),
+        (["--prometheus", "127.0.0.1:0", "--buffer-size", "4K"],
+         "--buffer-size sizes the buffer of the reports"),
     ])
     # A directory that cannot take reports is said at start; the tool runs on.
     with Tool("oomwhy", "--report-dir", "/proc/memlat-none", "-d", "1", wait_exit=True) as tool:

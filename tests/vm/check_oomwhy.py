@@ -121,9 +121,51 @@ def mempolicy(t: Test, b: Block) -> None:
         t.check_eq("pages: node 0's memory", int(b.meta["node0_kb"]) // 4, r["pages"])
 
 
+@checker("oomwhy.storm")
+def storm(t: Test, b: Block) -> None:
+    """A storm through a 4 KiB buffer that its stopped reader cannot empty: the reports and
+    the kills counted as not reported add up to the kills, which memory.events and the kernel
+    log count; the loss is said on stderr."""
+    res = b.tool("tool")
+    t.check_eq("oomwhy exit status after SIGINT", 0, res.rc)
+    summary = [r for r in res.json_lines() if r.get("type") == "summary"]
+    t.require(len(summary) == 1, "oomwhy's summary", 1, len(summary))
+    s = summary[0]
+    reports = [r for r in res.json_lines() if r.get("type") == "kill"]
+    kills = _events(b.file("events")).get("oom_kill", 0)
+    t.require(_events(b.file("events.after")).get("oom_kill") == kills,
+              "no kill after the storm (memory.events oom_kill before and after the tool "
+              "stopped)", kills, _events(b.file("events.after")).get("oom_kill"))
+    # The kernel's reports of 200 kills overflow its log buffer (the scenario's marker is gone
+    # by the end, and the oom-kill: summary lines are rate-limited): memory.events is the
+    # count; the "Killed process" lines the log still holds give the rate.
+    log_lines = [ln for ln in b.file("dmesg").splitlines()
+                 if "Killed process" in ln and "(anon_toucher)" in ln]
+    stamps = [float(m.group(1)) for ln in log_lines if (m := re.match(r"\[\s*([\d.]+)\]", ln))]
+    span = stamps[-1] - stamps[0] if len(stamps) > 1 else 0.0
+    rate = (len(stamps) - 1) / span if span else 0.0
+    log(f"  {kills} kills (memory.events); the log's last {len(stamps)} over {span:.2f} s: "
+        f"{rate:.0f} a second; oomwhy: {s}")
+    t.require(kills >= 100, "kills in the storm (memory.events oom_kill)", ">= 100", kills)
+    t.check_eq("kills seen (oom:mark_victim) = memory.events oom_kill", kills, s["kills"])
+    t.check_le("the storm's kills in the kernel log <= memory.events oom_kill", kills,
+               len(log_lines))
+    t.check_eq("reports printed = the summary's", len(reports), s["reports"])
+    t.check_ge("kills not reported (the 4 KiB buffer holds five records)", 1,
+               s["kills_not_reported"] if s.get("kills_not_reported") is not None
+               else float("nan"))
+    t.check_eq("reports + kills not reported = kills", kills,
+               s["reports"] + (s.get("kills_not_reported") or 0))
+    t.check_ge("records lost >= kill records lost", s.get("kills_not_reported") or 0,
+               s["lost_events"])
+    t.check_in("stderr says how many kills were not reported",
+               f"{s.get('kills_not_reported')} kills were not reported", res.stderr, "stderr")
+
+
 # Every kernel of the matrix runs them (cgroup v2 with the memory controller in every guest):
 # the hook paths in its two boots, global and high once, in its boot with kernel BTF.
 required("oomwhy.memcg", lambda facts: True)
 required("oomwhy.global", lambda facts: facts.get("kernel_btf") != "hidden")
 required("oomwhy.high", lambda facts: facts.get("kernel_btf") != "hidden")
 required("oomwhy.mempolicy", lambda facts: facts.get("kernel_btf") != "hidden")
+required("oomwhy.storm", lambda facts: facts.get("kernel_btf") != "hidden")

@@ -35,6 +35,7 @@ __u64 kills = 0; /* mark_victim events seen */
 /* Kills by constraint (enum oomwhy_constraint). */
 __u64 kills_by_constraint[OOMWHY_CONSTRAINTS] = {};
 __u64 dropped_events = 0; /* records the ring buffer had no room for */
+__u64 dropped_kills = 0;  /* of which kill records: kills that will not be reported */
 __u64 table_full = 0;     /* per-thread reclaim state that could not be kept */
 __u64 victims_full = 0;   /* victims whose exit could not be watched */
 /* Victims being watched (an upper bound: the LRU map may have dropped some): while 0, an
@@ -429,6 +430,7 @@ static __always_inline struct oomwhy_kill *begin_kill(struct task_struct *victim
     e = event_reserve(&events, &event_scratch, sizeof(*e));
     if (!e) {
         __sync_fetch_and_add(&dropped_events, 1);
+        __sync_fetch_and_add(&dropped_kills, 1);
         return NULL;
     }
     __builtin_memset(e, 0, sizeof(*e));

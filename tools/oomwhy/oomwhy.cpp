@@ -86,6 +86,8 @@ constexpr int max_lead_up_s = 600;
 
 struct Options {
     CommonOptions common;
+    // The records' ring buffer: a kill record is under 1 KiB, so 256 KiB holds a storm's burst.
+    EventBufferSize events{256 << 10, 4096};
     std::string report_dir;
     int lead_up_s = 30;
     bool oomkill_only = false;
@@ -210,6 +212,8 @@ void Oomwhy::configure(oomwhy_bpf &skel) const {
     const auto &features = kernel_features();
     set_compat(*ro, features);
     size_thread_state_map(skel.maps.starts, skel.maps.starts_overflow, o_.common.max_entries);
+    if (!o_.prom.on())
+        bpf_map__set_max_entries(skel.maps.events, static_cast<uint32_t>(o_.events.bytes));
     if (o_.prom.on()) {
         bpf_map__set_max_entries(skel.maps.events, 4096);
         bpf_map__set_max_entries(skel.maps.memcg_kills, o_.common.entries(1024));
@@ -221,6 +225,7 @@ void Oomwhy::check_options() {
     if (o_.oomkill_only && o_.common.json)
         throw UsageError("--oomkill prints BCC's text line; it does not go with -j");
     check_prometheus_options(o_.prom, o_.common);
+    check_buffer_size_used(o_.events, !o_.prom.on(), "the reports (without --prometheus)");
     if (o_.prom.on() && (o_.oomkill_only || !o_.report_dir.empty()))
         throw UsageError("--prometheus serves counts only: --oomkill and --report-dir go with "
                          "the reports");
@@ -550,12 +555,20 @@ int Oomwhy::trace() {
                 take_stall_second();
         },
         [] {});
+    // A kill after the last read would be counted in `kills` and neither reported nor lost.
+    detach_programs();
     events->drain();
     report_due(true);
     const uint64_t lost = events->lost(skel.bss->dropped_events);
+    // A perf buffer's losses are records of any kind; a ring buffer's failed reservations are
+    // counted by kind in the kernel.
+    const bool kills_known = events->name() == "ring buffer";
+    const uint64_t kills_lost = skel.bss->dropped_kills;
     if (lost != 0)
-        fmt::print(stderr, "{}: {} records lost ({} full): some kills were not reported.\n",
-                   tool_name, lost, events->name());
+        fmt::print(stderr, "{}: {} records lost ({} full, --buffer-size): {}.\n", tool_name, lost,
+                   events->name(),
+                   kills_known ? fmt::format("{} kills were not reported", kills_lost)
+                               : std::string("some kills may not have been reported"));
     if (skel.bss->victims_full != 0)
         fmt::print(stderr, "{}: {} victims' exits could not be watched (table full).\n", tool_name,
                    skel.bss->victims_full);
@@ -564,7 +577,8 @@ int Oomwhy::trace() {
         print_json_line({{"type", "summary"},
                          {"kills", skel.bss->kills},
                          {"reports", reports_},
-                         {"lost_records", lost},
+                         {"lost_events", lost},
+                         {"kills_not_reported", kills_known ? json(kills_lost) : json(nullptr)},
                          {"victims_not_watched", skel.bss->victims_full},
                          {"report_dir_errors", report_dir_errors_},
                          {"table_full", skel.bss->table_full},
@@ -628,6 +642,7 @@ CommandLine command_line(Options &o) {
                "take them is said at start and the reports still go to stdout",
                o.report_dir);
     cli.flag(0, "oomkill", "Print only BCC's oomkill line for each kill", o.oomkill_only);
+    add_buffer_size_option(cli, o.events, "the kill records (under 1K each)");
     cli.option(0, "lead-up", "SECONDS",
                "Keep memstall's stall time of the last SECONDS (default 30, at most 600) and "
                "report, for the OOM domain (the cgroup that fired and those below it, or the "

@@ -108,4 +108,50 @@ if vm_have oomwhy && oomwhy_once oomwhy.mempolicy; then
 fi
 vm_end
 
+# storm: 200 processes of 2 MiB each started at once in a cgroup of 8 MiB: the kernel kills all
+# but a few, hundreds a second. oomwhy's reader cannot keep up (stopped with SIGSTOP while they
+# run) and its buffer holds five kill records (--buffer-size 4K): every kill is either reported
+# or counted as not reported, against memory.events' oom_kill and the kernel log.
+STORM=/sys/fs/cgroup/memlat_oom_storm
+STORM_TASKS=200
+vm_begin oomwhy.storm
+if vm_have oomwhy && oomwhy_once oomwhy.storm; then
+    echo +memory > /sys/fs/cgroup/cgroup.subtree_control
+    mkdir -p $STORM
+    echo $((8 << 20)) > $STORM/memory.max
+    vm_meta tasks $STORM_TASKS
+    oomwhy_mark "oomwhy.storm begins"
+    if vm_tool tool oomwhy -j --buffer-size 4K; then
+        kill -STOP "$(cat "$RUN/tool.pid")"
+        i=0
+        while [ $i -lt $STORM_TASKS ]; do
+            anon_toucher --mb 2 --cgroup $STORM --linger > /dev/null 2>&1 &
+            i=$((i + 1))
+        done
+        # Until the kills stop: oom_kill unchanged for 3 s (every task started has joined the
+        # cgroup and allocated by then), 90 s at most.
+        n=0
+        still=0
+        last=-1
+        while [ $n -lt 900 ] && [ $still -lt 30 ]; do
+            kills=$(awk '/^oom_kill / {print $2}' $STORM/memory.events)
+            if [ "$kills" = "$last" ]; then still=$((still + 1)); else still=0; fi
+            last=$kills
+            usleep 100000
+            n=$((n + 1))
+        done
+        vm_meta waited_ds $n
+        kill -CONT "$(cat "$RUN/tool.pid")"
+        sleep 2
+    fi
+    vm_snap events $STORM/memory.events
+    vm_stop tool
+    vm_snap events.after $STORM/memory.events
+    dmesg -s 4194304 > "$RUN/dmesg"
+    for p in $(cat $STORM/cgroup.procs); do kill -9 "$p" 2>/dev/null; done
+    wait 2>/dev/null
+    rmdir $STORM
+fi
+vm_end
+
 vm_choices oomwhy ""
