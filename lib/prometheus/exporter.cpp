@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstring>
 #include <fmt/format.h>
+#include <future>
 #include <list>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -430,11 +431,18 @@ Exporter::Exporter(const ListenAddress &where, std::string tool, Collect collect
     sigaddset(&stop_signals, SIGINT);
     sigaddset(&stop_signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop_signals, &before);
-    thread_ = std::thread([server = server_.get()] {
+    // The server answers clients without any capability; the constructor returns once it has
+    // dropped them, so that nothing after it (the line saying where it serves) sees a thread
+    // that still holds them.
+    std::promise<void> dropped;
+    std::future<void> server_ready = dropped.get_future();
+    thread_ = std::thread([server = server_.get(), &dropped] {
         drop_capabilities();
+        dropped.set_value();
         server->serve();
     });
     pthread_sigmask(SIG_SETMASK, &before, nullptr);
+    server_ready.wait();
 }
 
 Exporter::~Exporter() {
@@ -454,9 +462,12 @@ bool Exporter::tls() const {
 void serve_until_stopped(std::string_view tool, const Exporter &exporter,
                          const CommonOptions &common,
                          const std::function<void(std::chrono::milliseconds)> &wait) {
+    // Dropped before the line that says where it serves: a client that reads that line (the
+    // tests do) finds no thread holding a capability.
+    const std::string kept = drop_capabilities();
     fmt::print(stderr, "{}: serving Prometheus metrics on {}://{}/metrics\n", tool,
                exporter.tls() ? "https" : "http", exporter.bound().describe());
-    if (const std::string kept = drop_capabilities(); kept.empty())
+    if (kept.empty())
         verbose(common.verbosity(), "every capability dropped: the programs are attached, and "
                                     "reading their maps needs none");
     else
