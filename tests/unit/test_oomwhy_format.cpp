@@ -104,6 +104,24 @@ TEST(OomwhyFormat, TheKernelsOomLockNamesTheLevel) {
     EXPECT_EQ(0, limit_that_fired(k).level);
 }
 
+// Memory freed before the kill can leave both counters of the locked level further than a
+// charge from their limits (a CI run: both 42 pages short): the one with less room, memory+swap
+// on a tie, as it is charged first.
+TEST(OomwhyFormat, LockedLevelWithBothCountersShortOfTheirLimits) {
+    oomwhy_kill k = memcg_kill();
+    k.levels = 1;
+    k.level[0] = level(11, 16342, 16384, 16342, 16384);
+    k.level[0].oom_lock = 1;
+    EXPECT_EQ(0, limit_that_fired(k).level);
+    EXPECT_EQ(LimitHit::FoundBy::OomLock, limit_that_fired(k).found_by);
+    EXPECT_TRUE(limit_that_fired(k).memsw);
+    k.level[0].usage = 16364; // memory has less room: memory's limit
+    EXPECT_FALSE(limit_that_fired(k).memsw);
+    k.level[0].memsw_max = no_limit; // no memory+swap limit: memory's
+    k.level[0].usage = 16342;
+    EXPECT_FALSE(limit_that_fired(k).memsw);
+}
+
 TEST(OomwhyFormat, MemorySwapIsChargedFirst) {
     oomwhy_kill k = memcg_kill();
     k.level[1].memsw_max = 16384; // memory+swap at the same limit as memory (cgroup v1)

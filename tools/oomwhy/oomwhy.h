@@ -178,8 +178,17 @@ static inline struct oomwhy_limit_hit oomwhy_limit_that_fired(const struct oomwh
             hit.level = (__s32)i;
     if (hit.level >= 0) {
         const struct oomwhy_level *l = &k->level[hit.level & (OOMWHY_LEVELS - 1)];
+        __u64 memsw = oomwhy_room(l->memsw_usage, l->memsw_max);
+        __u64 memory = oomwhy_room(l->usage, l->max);
 
-        hit.memsw = k->cgroup_v1 && oomwhy_room(l->memsw_usage, l->memsw_max) < OOMWHY_CHARGE_PAGES;
+        /* The level is the kernel's; its counter the one at its limit, memory+swap first
+         * (try_charge_memcg charges it first). Memory freed before the kill can leave both
+         * further than a charge from their limits: then the one with less room, memory+swap
+         * on a tie (a CI run on 6.18: both 42 pages short of equal limits, and memory's failcnt
+         * still 0: memory+swap had fired). */
+        hit.memsw =
+            k->cgroup_v1 && memsw != OOMWHY_NO_ROOM &&
+            (memsw < OOMWHY_CHARGE_PAGES || (memory >= OOMWHY_CHARGE_PAGES && memsw <= memory));
         hit.found_by = OOMWHY_FOUND_OOM_LOCK;
         return hit;
     }
