@@ -8,7 +8,15 @@ import re
 from memlat_test import Test, log, skip
 from test_compactsnoop import (boost_limits, check_compact_control, check_zone_state,
                                parse_zoneinfo)
-from vmcheck import Block, check_hook, checker, oracle_trace, stopped_tool, vmstat_delta
+from vmcheck import (Block, allowed_skip, check_hook, checker, oracle_trace, stopped_tool,
+                     vmstat_delta)
+
+# The skip that does not fail a kernel's run (every other one does: vmcheck.allowed_skip()).
+allowed_skip("compactsnoop.direct", "the guest never compacted directly: ",
+             "the fragmenter could not make the guest's memory short of free 2 MiB blocks in "
+             "that run (compact_stall +0, every THP fault served at once: a CI run on 6.12 had "
+             "89 such faults); the same programs time direct compaction in the other boots and "
+             "in memstall.compact")
 
 
 def ftrace(t: Test, b: Block) -> dict:
