@@ -360,7 +360,9 @@ static __always_inline int on_add_folio(struct folio *folio, bool loads) {
 
     if (!task_selected())
         return 0;
-    mapping = BPF_CORE_READ(folio, mapping);
+    /* Read as the page the folio begins with (the same field, at the same place): kernels
+     * before 5.16 have no struct folio, and pass a page here. */
+    mapping = BPF_CORE_READ((struct page *)folio, mapping);
     mapping_file(mapping, &f, false);
     count_miss(mapping_match_key(mapping), folio_pages(folio, loads), &f.key);
     return 0;
