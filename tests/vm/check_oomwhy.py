@@ -139,7 +139,12 @@ def storm(t: Test, b: Block) -> None:
     # The kernel's reports of 200 kills overflow its log buffer (the scenario's marker is gone
     # by the end, and the oom-kill: summary lines are rate-limited): memory.events is the
     # count; the "Killed process" lines the log still holds give the rate.
-    log_lines = [ln for ln in b.file("dmesg").splitlines()
+    # From the scenario's marker where the log still has it (arm64's larger buffer keeps the
+    # memcg scenarios' anon_toucher kills before it); the whole log where it rotated.
+    lines = b.file("dmesg").splitlines()
+    at = max((i for i, line in enumerate(lines) if f"memlat-vm: {b.name} begins" in line),
+             default=-1)
+    log_lines = [ln for ln in lines[at + 1:]
                  if "Killed process" in ln and "(anon_toucher)" in ln]
     stamps = [float(m.group(1)) for ln in log_lines if (m := re.match(r"\[\s*([\d.]+)\]", ln))]
     span = stamps[-1] - stamps[0] if len(stamps) > 1 else 0.0
