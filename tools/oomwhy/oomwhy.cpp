@@ -562,7 +562,7 @@ int Oomwhy::trace() {
     const uint64_t lost = events->lost(skel.bss->dropped_events);
     // A perf buffer's losses are records of any kind; a ring buffer's failed reservations are
     // counted by kind in the kernel.
-    const bool kills_known = events->name() == "ring buffer";
+    const bool kills_known = kernel_features().ringbuf; // the events map's kind (configure())
     const uint64_t kills_lost = skel.bss->dropped_kills;
     if (lost != 0)
         fmt::print(stderr, "{}: {} records lost ({} full, --buffer-size): {}.\n", tool_name, lost,
