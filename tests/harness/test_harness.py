@@ -150,5 +150,46 @@ class VmJudge(unittest.TestCase):
         self.assertEqual(("PASS", "1 checks"), rows[0][1:])
 
 
+class DocExamples(unittest.TestCase):
+    """test_examples.py's reading of the pages: what a capture must reproduce, and how long a
+    documented command asks to run."""
+
+    def setUp(self):
+        import test_examples
+        self.ex = test_examples
+
+    def test_headings_are_the_lines_without_numbers(self):
+        capture = ["Tracing reclaim stalls... Hit Ctrl-C to end.",
+                   "COMM             PID       LAT(ms)    PAGES",
+                   "file_reader      7209        0.292      916",
+                   "Reclaim stalls by process:",
+                   "  CPU 1          8271",
+                   "  why:     memory cgroup /sys/fs/cgroup/memory/shop",
+                   "memcg reclaim, 3 stalls:", "..."]
+        self.assertEqual(["COMM PID LAT(ms) PAGES", "Reclaim stalls by process:", "why:"],
+                         self.ex.headings(capture))
+
+    def test_a_title_is_compared_before_its_parenthesis(self):
+        kvm = "Remote flush requests naming each CPU (by shootdown IPI or by the hypervisor):"
+        pvm = "Remote flush requests naming each CPU (by the hypervisor, without IPIs):"
+        self.assertEqual(self.ex.heading_key(kvm), self.ex.heading_key(pvm))
+        self.assertNotEqual(self.ex.heading_key("CPU  REASON  COUNT"),
+                            self.ex.heading_key("CPU  REASON  TOTAL"))
+
+    def test_bounds(self):
+        bound = self.ex.bound_seconds
+        self.assertEqual(10, bound(["drsnoop", "-T", "-d", "10"]))
+        self.assertEqual(3, bound(["cachestat", "1", "3"]))
+        self.assertEqual(10, bound(["memlat", "top", "-b", "1", "10"]))
+        self.assertIsNone(bound(["memstall", "5"]))
+        self.assertIsNone(bound(["oomwhy"]))
+
+    def test_info_series_are_compared_by_name(self):
+        lines = ['memlat_tool_up{tool="oomwhy"} 1',
+                 'memlat_tlb_remote_flush_path_info{path="hypervisor",hypervisor="PVM"} 1']
+        self.assertEqual({'memlat_tool_up{tool="oomwhy"}', "memlat_tlb_remote_flush_path_info"},
+                         self.ex.series(lines))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -23,6 +23,7 @@ from memlat_test import (TRACEFS, FtraceOracle, MemoryCgroup, Test, TestFile,  #
                          field, read_file, shootdown_ipis_here, check_workload_ipis, run,
                          run_workload, scenario, skip,
                          tlb_interrupts)
+from tmux_screen import ScreenTool  # noqa: E402
 
 LIMIT = 32 << 20
 FILE_SIZE = 128 << 20
@@ -368,106 +369,6 @@ def _(t: Test):
     t.check(0 < spent <= used + 0.001, "CPU of the intervals printed, summed, within what its "
             "threads had used by then (schedstat; +1 ms: getrusage's microseconds)",
             f"(0, {used:.4f}] s", f"{spent:.4f} s")
-
-
-class ScreenTool:
-    """memtop in a tmux pane of ROWS x COLUMNS (a real terminal emulator, on a server of its own),
-    as a user drives it: keys sent with send-keys, the screen read with capture-pane. The
-    shell around it records the terminal's settings before and after (stty -g), memtop's
-    exit status and pid, and stays a few seconds, so the screen after the exit can be read.
-    Closed on leaving its `with`: memtop killed if it still runs, the tmux server ended."""
-    ROWS, COLUMNS = 40, 200
-
-    def __init__(self, *args: str, env: str = "", rows: int = 0, columns: int = 0):
-        self.ROWS, self.COLUMNS = rows or self.ROWS, columns or self.COLUMNS
-        if shutil.which("tmux") is None:
-            skip("tmux is not installed (scripts/install-deps.sh installs it)")
-        self.dir = tempfile.mkdtemp(prefix="memlat_top_screen_")
-        self.socket = f"memlat_test_{os.getpid()}"
-        self.exited = False
-        d = self.dir
-        command = " ".join([binary("memtop"), *args])
-        script = (f"stty -g > {d}/stty.before; "
-                  f"sh -c 'echo $$ > {d}/pid; "
-                  f"exec env -u NO_COLOR MEMLAT_READY=1 {env} {command}' 2> {d}/err; "
-                  f"echo $? > {d}/rc; stty -g > {d}/stty.after; sleep 5")
-        log(f"$ memtop {' '.join(args)}  (in a {self.ROWS}x{self.COLUMNS} tmux pane)")
-        self.tmux("new-session", "-d", "-s", "top", "-x", str(self.COLUMNS), "-y",
-                  str(self.ROWS), script)
-
-    def tmux(self, *args: str) -> str:
-        r = subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", *args],
-                           capture_output=True, text=True, timeout=10)
-        return r.stdout
-
-    def file(self, name: str) -> str:
-        try:
-            with open(os.path.join(self.dir, name)) as f:
-                return f.read()
-        except OSError:
-            return ""
-
-    def wait_ready(self, timeout: float = 30) -> bool:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if "memlat: ready" in self.file("err"):
-                return True
-            if self.file("rc"):
-                return False
-            time.sleep(0.1)
-        return False
-
-    def screen(self, styled: bool = False) -> list[str]:
-        """The screen's lines; `styled`: with the SGR sequences of their colours and video."""
-        return self.tmux("capture-pane", "-p", *(["-e"] if styled else []), "-t",
-                         "top").rstrip("\n").split("\n")
-
-    def wait_screen(self, until, timeout: float = 5.0) -> list[str] | None:
-        """The screen once `until(lines)` holds, or None after `timeout`."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            lines = self.screen()
-            if until(lines):
-                return lines
-            time.sleep(0.1)
-        return None
-
-    def press(self, *keys: str, until=None, timeout: float = 5.0) -> list[str] | None:
-        """Sends `keys` (tmux key names, e.g. Enter, Escape, Home, BSpace, or literal text as
-        "-l", TEXT) and waits for the screen `until` accepts."""
-        self.tmux("send-keys", "-t", "top", *keys)
-        return self.wait_screen(until, timeout) if until else None
-
-    def wait_exit(self, timeout: float = 10) -> int | None:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            rc = self.file("rc").strip()
-            # The shell writes the settings after the status: both, for the checks after.
-            if rc and self.file("stty.after"):
-                self.exited = True
-                return int(rc)
-            time.sleep(0.1)
-        return None
-
-    def check_terminal_settings(self, t: Test, how: str = "given back") -> None:
-        """The terminal's settings after memtop are those it had before (stty -g)."""
-        t.check_eq(f"the terminal's settings {how} (stty -g)", self.file("stty.before"),
-                   self.file("stty.after"))
-
-    def __enter__(self) -> "ScreenTool":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if not self.exited and self.file("pid").strip():
-            try:
-                os.kill(int(self.file("pid")), 9)
-            except (OSError, ValueError):
-                pass
-        self.tmux("kill-server")
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def status_line(screen: list[str]) -> str:
