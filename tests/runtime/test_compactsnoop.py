@@ -274,6 +274,11 @@ def _(t: Test):
     t.check_close("summary max_ms (kind manual)", max(e["lat_ms"] for e in events),
                   max(s["max_ms"] for s in manual), rel_tol=1e-6)
     t.check_eq("summary: lost events", 0, summary["lost_events"])
+    total = [k for k in summary["totals"] if k["kind"] == "manual"]
+    t.check_eq("summary totals: runs of kind manual (every status)", len(events),
+               sum(k["runs"] for k in total))
+    t.check_eq("summary totals: migrated of kind manual vs the events'",
+               sum(e["migrated"] for e in events), sum(k["migrated"] for k in total))
 
     out = text.result.stdout
     header = next((l for l in out.splitlines() if l.startswith("TIME(s)")), "")

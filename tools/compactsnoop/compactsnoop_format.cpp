@@ -197,6 +197,21 @@ std::vector<SummaryRow> summary_rows(const SummaryCounts &c) {
     return rows;
 }
 
+// Every status's runs of `kind` together.
+compactsnoop_summary kind_total(const std::vector<SummaryRow> &rows, uint32_t kind) {
+    compactsnoop_summary all{};
+    for (const auto &r : rows) {
+        if (r.kind != kind)
+            continue;
+        all.runs += r.s.runs;
+        all.total_ns += r.s.total_ns;
+        all.max_ns = std::max(all.max_ns, r.s.max_ns);
+        all.migrated += r.s.migrated;
+        all.failed += r.s.failed;
+    }
+    return all;
+}
+
 std::string summary_status(int32_t status, const Names &n) {
     return status == COMPACTSNOOP_MAX_STATUS - 1 ? std::string("other") : status_name(status, n);
 }
@@ -215,21 +230,14 @@ std::string summary_text(const SummaryCounts &c, const Names &n) {
     out += fmt::format("{:<10} {:<16} {:>8} {:>12} {:>10} {:>10} {:>8}\n", "KIND", "STATUS", "RUNS",
                        "TOTAL(ms)", "MAX(ms)", "MIGRATED", "FAILED");
     for (uint32_t kind = 0; kind < COMPACTSNOOP_KINDS; ++kind) {
-        compactsnoop_summary all{};
         int statuses = 0;
-        for (const auto &r : rows) {
-            if (r.kind != kind)
-                continue;
-            out += summary_row(kind_name(kind), summary_status(r.status, n), r.s);
-            all.runs += r.s.runs;
-            all.total_ns += r.s.total_ns;
-            all.max_ns = std::max(all.max_ns, r.s.max_ns);
-            all.migrated += r.s.migrated;
-            all.failed += r.s.failed;
-            ++statuses;
-        }
+        for (const auto &r : rows)
+            if (r.kind == kind) {
+                out += summary_row(kind_name(kind), summary_status(r.status, n), r.s);
+                ++statuses;
+            }
         if (statuses > 1)
-            out += summary_row(kind_name(kind), "(all)", all);
+            out += summary_row(kind_name(kind), "(all)", kind_total(rows, kind));
     }
     if (rows.empty())
         out += "(none)\n";
@@ -255,20 +263,30 @@ std::string summary_text(const SummaryCounts &c, const Names &n) {
 }
 
 nlohmann::json summary_json(const SummaryCounts &c, const Names &n) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto &r : summary_rows(c))
-        list.push_back({{"kind", kind_name(r.kind)},
-                        {"status", summary_status(r.status, n)},
-                        {"runs", r.s.runs},
-                        {"total_ms", r.s.total_ns / 1e6},
-                        {"max_ms", r.s.max_ns / 1e6},
-                        {"migrated", r.s.migrated},
-                        {"failed", r.s.failed}});
+    auto stats = [](nlohmann::json row, const compactsnoop_summary &s) {
+        row.update({{"runs", s.runs},
+                    {"total_ms", s.total_ns / 1e6},
+                    {"max_ms", s.max_ns / 1e6},
+                    {"migrated", s.migrated},
+                    {"failed", s.failed}});
+        return row;
+    };
+    const auto rows = summary_rows(c);
+    nlohmann::json list = nlohmann::json::array(), totals = nlohmann::json::array();
+    for (const auto &r : rows)
+        list.push_back(
+            stats({{"kind", kind_name(r.kind)}, {"status", summary_status(r.status, n)}}, r.s));
+    // Every kind's runs over its statuses: the summary is complete (a row per kind and status
+    // the kernel reported), so nothing is left out of it.
+    for (uint32_t kind = 0; kind < COMPACTSNOOP_KINDS; ++kind)
+        if (const auto all = kind_total(rows, kind); all.runs != 0)
+            totals.push_back(stats({{"kind", kind_name(kind)}}, all));
     nlohmann::json deferred = nlohmann::json::object();
     for (uint32_t kind = 0; kind < COMPACTSNOOP_KINDS; ++kind)
         if (c.deferred[kind] != 0)
             deferred[kind_name(kind)] = c.deferred[kind];
     return {{"summary", list},
+            {"totals", totals},
             {skipped_runs_field, c.skipped_runs},
             {"direct_entries", c.direct_entries},
             {"direct_entries_run", c.direct_entries_run},
