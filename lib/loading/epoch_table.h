@@ -1,10 +1,13 @@
 // A BPF hash table read one interval at a time, so that it holds one interval's keys and not
-// every key of the run (cachestat -P/-f, drsnoop -H -P under process churn).
+// every key of the run (cachestat -P/-f, drsnoop -H -P, tlbflush -P, numamove -P under
+// process churn), and the counters kept by the same epochs (EpochCounters).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <thread>
@@ -78,6 +81,48 @@ class EpochTable {
     Add add_;
     std::optional<uint32_t> dropped_epoch_; // begin()'s epoch, until emptied
     std::chrono::steady_clock::time_point began_;
+};
+
+// Counters the programs keep one set of per epoch, beside an EpochTable's entries and under
+// the same epoch read once per event (a per-CPU row, a count per reason): what the closed
+// epochs added since the baseline, so that an interval's total is the sum of its rows.
+// `Counts` only grow; it has `Counts since(const Counts &before) const` and `+=`.
+template <typename Counts>
+class EpochCounters {
+  public:
+    using Read = std::function<Counts(uint32_t epoch)>;
+    explicit EpochCounters(Read read) : read_(std::move(read)) {}
+
+    // At the baseline, before `epoch` (the .bss variable's value) is flipped: nothing counted
+    // until then is in the totals. The epoch it opens has counted nothing yet; the one it
+    // closes is read at the first close(), when its last writers are long done.
+    void begin(uint32_t epoch) { baseline_ = epoch & 1; }
+
+    // Around `close_it()`, which ends the epoch `epoch` (EpochTable::next_interval(),
+    // close_epoch(): both wait out the grace period): what that epoch added is taken in.
+    // Returns the totals since the baseline.
+    template <typename Close>
+    const Counts &close(uint32_t epoch, Close &&close_it) {
+        const uint32_t closing = epoch & 1;
+        if (baseline_) {
+            // Its writers finished an interval ago, and it opens again with this close.
+            seen_[*baseline_] = read_(*baseline_);
+            baseline_.reset();
+        }
+        close_it();
+        Counts now = read_(closing);
+        totals_ += now.since(seen_[closing]);
+        seen_[closing] = std::move(now);
+        return totals_;
+    }
+
+    const Counts &totals() const { return totals_; }
+
+  private:
+    Read read_;
+    std::array<Counts, 2> seen_{}; // each epoch's counters as last read
+    Counts totals_{};
+    std::optional<uint32_t> baseline_;
 };
 
 } // namespace memlat

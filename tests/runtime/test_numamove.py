@@ -190,6 +190,20 @@ def _(t: Test):
     t.check_eq("-P: the workload's pages succeeded vs ftrace (exact)", o_succeeded,
                sum(r["succeeded"] for r in rows))
     t.check_eq("-P: the workload's comm", {"migrate_fragmen"}, {r["comm"] for r in rows})
+    # Every process's rows of an interval add up to its totals by reason (the totals go by the
+    # table's epochs: before, a migration in flight as the interval closed made them differ by
+    # 2-4 calls), and nothing is left out of a table that never filled.
+    for n, line in enumerate(l for l in per_process.result.json_lines() if "processes" in l):
+        fields = ("calls", "succeeded", "failed")
+        summed: dict = {}
+        for r in line["processes"] + line["left_out"]:
+            summed[r["reason"]] = [a + r[f] for a, f in zip(summed.get(r["reason"], [0] * 3),
+                                                            fields)]
+        t.check_eq(f"-P interval {n}: rows + left_out vs totals (calls, succeeded, failed by "
+                   "reason)", {r["reason"]: [r[f] for f in fields] for r in line["totals"]},
+                   summed)
+        t.check_eq(f"-P interval {n}: left out with table_full {line['table_full']}",
+                   [] if line["table_full"] == 0 else "some", line["left_out"] or [])
 
     out = text.result.stdout
     t.check_in("text -P: table header", "PID      COMM             REASON              CALLS  "

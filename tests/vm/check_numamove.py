@@ -74,6 +74,19 @@ def misplaced(t: Test, b: Block) -> None:
     t.check_close("pages failed, all reasons, vs pgmigrate_fail delta", d["pgmigrate_fail"],
                   sum(r["failed"] for r in reasons.values()), rel_tol=EDGE_TOL,
                   abs_tol=EDGE_PAGES)
+    # -P (numamove.sh runs -r with it): the per-process table and the counts by reason go by
+    # the same epochs, so the rows plus left_out add up to the totals, and the workload's
+    # NUMA-balancing migrations are in its own row.
+    fields = ("calls", "succeeded", "failed")
+    summed: dict = {}
+    for r in (obj.get("processes") or []) + (obj.get("left_out") or []):
+        summed[r["reason"]] = [a + r[f] for a, f in zip(summed.get(r["reason"], [0] * 3), fields)]
+    t.check_eq("-P: rows + left_out vs totals (calls, succeeded, failed by reason)",
+               {r["reason"]: [r[f] for f in fields] for r in obj.get("totals") or []}, summed)
+    mine = sum(r["succeeded"] for r in obj.get("processes") or []
+               if r["pid"] == pid and r["reason"] == "numa_misplaced")
+    t.check_close("-P: the workload's numa_misplaced pages vs numa_pages_migrated delta",
+                  d["numa_pages_migrated"], mine, rel_tol=EDGE_TOL, abs_tol=EDGE_PAGES)
 
     calls_a = numa.get("calls", 0)
     pobj = _final(t, pc, "numamove -c")

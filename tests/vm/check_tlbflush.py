@@ -83,6 +83,22 @@ def count(t: Test, b: Block) -> None:
     hook = EXPECTED_HOOK[b.variant]
     t.check_in(f"-v: tlb:tlb_flush uses {hook}", f"tlb:tlb_flush: using {hook}", res.stderr,
                "stderr")
+    obj = res.json_lines()[0]
+    if b.variant == "raw_tp":
+        # This path runs with -P (tlbflush.sh): the CPUs' counters go by the per-process
+        # table's epochs, and the rows plus left_out add up to the totals.
+        t.require("totals" in obj, "-P: JSON totals", "present", sorted(obj))
+        def by_key(rows):
+            out = {}
+            for r in rows:
+                out[(r["cpu"], r["reason"])] = out.get((r["cpu"], r["reason"]), 0) + r["count"]
+            return out
+        rows, left = by_key(obj["counts"]), by_key(obj["left_out"])
+        t.check_eq("-P: rows + left_out vs totals, by CPU and reason", by_key(obj["totals"]),
+                   {k: rows.get(k, 0) + left.get(k, 0) for k in set(rows) | set(left)})
+        t.check(any(r.get("comm") == "tlb_workload" for r in obj["counts"]),
+                "-P: the workload has rows", "tlb_workload", sorted({r.get("comm")
+                                                                     for r in obj["counts"]}))
 
 
 @checker("tlbflush.path_log_cleared")

@@ -358,12 +358,9 @@ class Cachestat final : public Tool<cachestat_bpf, Options, tool_name> {
     // Text and JSON read the tables by epochs; --prometheus (cumulative counters) does not.
     bool epochs_ = false;
     bool baseline_taken_ = false;
-    // With epochs: the per-CPU counters of each epoch as last read (they only grow), what the
-    // closed epochs added since the baseline, and the epoch the baseline closed (its counts,
-    // read before the epoch opens again, are no interval's).
-    std::array<cachestat::Counts, 2> epoch_seen_{};
-    cachestat::Counts since_baseline_;
-    std::optional<uint32_t> baseline_epoch_;
+    // With epochs: the per-CPU counters by the tables' epochs, summed over the CPUs.
+    EpochCounters<cachestat::Counts> cpu_epochs_{
+        [this](uint32_t epoch) { return epoch_total(epoch); }};
     EpochTable<cachestat_proc_key, cachestat_proc_value, uint32_t> proc_table_{
         [](const cachestat_proc_key &k) { return k.pid; }, add_entry<cachestat_proc_value>};
     EpochTable<cachestat_file_key, cachestat_file_value, FileKey> file_table_{
@@ -453,10 +450,6 @@ Snapshot Cachestat::snapshot(cachestat_bpf &skel) {
         // the summary. Every interval closes one epoch, of the tables and of the per-CPU
         // counters alike: its total is the sum of its rows.
         const uint32_t closing = skel.bss->table_epoch & 1;
-        if (baseline_epoch_) {
-            epoch_seen_[*baseline_epoch_] = epoch_total(*baseline_epoch_);
-            baseline_epoch_.reset();
-        }
         auto next = [&](auto &table, bpf_map *map, auto &totals, auto &summary, auto &rows) {
             if (!baseline_taken_) {
                 table.begin(skel.bss->table_epoch);
@@ -467,22 +460,23 @@ Snapshot Cachestat::snapshot(cachestat_bpf &skel) {
             rows = totals;
             summary.add(gained);
         };
-        if (o_.per_process)
-            next(proc_table_, skel.maps.proc_counts, proc_totals_, proc_summary_, s.procs);
-        else if (o_.per_file)
-            next(file_table_, skel.maps.file_counts, file_totals_, file_summary_, s.files);
-        else if (baseline_taken_)
-            close_epoch(skel.bss->table_epoch);
-        else
-            std::atomic_ref<uint32_t>(skel.bss->table_epoch).store(closing ^ 1); // no wait
+        auto close_tables = [&] {
+            if (o_.per_process)
+                next(proc_table_, skel.maps.proc_counts, proc_totals_, proc_summary_, s.procs);
+            else if (o_.per_file)
+                next(file_table_, skel.maps.file_counts, file_totals_, file_summary_, s.files);
+            else if (baseline_taken_)
+                close_epoch(skel.bss->table_epoch);
+            else
+                std::atomic_ref<uint32_t>(skel.bss->table_epoch).store(closing ^ 1); // no wait
+        };
         if (baseline_taken_) {
-            const auto now = epoch_total(closing);
-            since_baseline_ += now.since(epoch_seen_[closing]);
-            epoch_seen_[closing] = now;
+            s.total = cpu_epochs_.close(closing, close_tables);
         } else {
-            baseline_epoch_ = closing;
+            cpu_epochs_.begin(closing);
+            close_tables();
+            s.total = cpu_epochs_.totals();
         }
-        s.total = since_baseline_;
         baseline_taken_ = true;
     } else {
         s.total = epoch_total(0);

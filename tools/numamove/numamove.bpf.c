@@ -44,7 +44,9 @@ const volatile __u8 arg_reason = NUMAMOVE_NO_ARG;
 
 /* Counters, read by user space through the mmap'ed .bss. Migrations run on every CPU, so the
  * adds are atomic; one migrate_pages() call costs microseconds, far more than the add. */
-struct numamove_count counts[NUMAMOVE_MAX_REASONS] = {};
+/* By epoch of the per-process table under -P (on_end()); otherwise every count is epoch 0's. */
+struct numamove_count counts[2][NUMAMOVE_MAX_REASONS] = {};
+__u32 table_epoch = 0; /* written by user space: see struct numamove_proc_key */
 __u64 hist[NUMAMOVE_MAX_REASONS][MEMLAT_HIST_SLOTS] = {};
 struct numamove_call_count call_count = {};
 __u64 call_hist[MEMLAT_HIST_SLOTS] = {};
@@ -143,8 +145,8 @@ static __always_inline void add_count(struct numamove_count *c, const struct mig
 }
 
 static __always_inline void count_per_process(__u64 pid_tgid, __u32 slot, const struct migration *m,
-                                              __u64 lat, bool paired) {
-    struct numamove_proc_key key = {.pid = pid_tgid >> 32, .reason = slot};
+                                              __u64 lat, bool paired, __u32 epoch) {
+    struct numamove_proc_key key = {.pid = pid_tgid >> 32, .reason = slot, .epoch = epoch};
     struct numamove_proc_value *v = bpf_map_lookup_elem(&proc_counts, &key);
 
     if (!v) {
@@ -161,7 +163,7 @@ static __always_inline void count_per_process(__u64 pid_tgid, __u32 slot, const 
 static __always_inline int on_end(const struct migration *m) {
     __u64 now = bpf_ktime_get_ns(), lat = 0;
     struct task_migration *state;
-    __u32 slot = reason_slot(m->reason);
+    __u32 slot = reason_slot(m->reason), epoch = 0;
     bool paired = false;
 
     if (!pid_selected())
@@ -182,11 +184,14 @@ static __always_inline int on_end(const struct migration *m) {
     }
     if (!paired)
         __sync_fetch_and_add(&unpaired_ends, 1);
-    add_count(&counts[slot], m, lat, paired);
+    /* -P: the epoch read once, for the totals and the process's row alike. */
+    if (per_process)
+        epoch = *(volatile __u32 *)&table_epoch & 1;
+    add_count(&counts[epoch][slot], m, lat, paired);
     if (hist_mode && paired)
         __sync_fetch_and_add(&hist[slot][log2_slot(lat / 1000)], 1);
     if (per_process)
-        count_per_process(bpf_get_current_pid_tgid(), slot, m, lat, paired);
+        count_per_process(bpf_get_current_pid_tgid(), slot, m, lat, paired, epoch);
     return 0;
 }
 

@@ -19,6 +19,7 @@
 #include "kernel/features.h"
 #include "kernel/tasks.h"
 #include "kernel/types.h"
+#include "loading/epoch_table.h"
 #include "loading/loader.h"
 #include "numamove.h"
 #include "numamove.skel.h"
@@ -103,6 +104,22 @@ struct Snapshot {
     uint64_t skipped_runs = 0; // recursion misses
 };
 
+// The counts by reason, as EpochCounters sums them.
+struct ReasonCounts {
+    std::array<numamove_count, NUMAMOVE_MAX_REASONS> by_reason{};
+    ReasonCounts since(const ReasonCounts &before) const {
+        ReasonCounts d;
+        for (size_t r = 0; r < by_reason.size(); ++r)
+            d.by_reason[r] = numamove::minus(by_reason[r], before.by_reason[r]);
+        return d;
+    }
+    ReasonCounts &operator+=(const ReasonCounts &more) {
+        for (size_t r = 0; r < by_reason.size(); ++r)
+            by_reason[r] = numamove::plus(by_reason[r], more.by_reason[r]);
+        return *this;
+    }
+};
+
 // The probes plan() makes, looked up by these and not by their labels.
 enum class ProbeId { End, Start, PerCall, TaskMoves };
 // -M's fall-back when fentry and kprobes are refused: the numa_misplaced calls the migrate
@@ -123,7 +140,8 @@ class Numamove final : public Tool<numamove_bpf, Options, tool_name> {
     // The whole-machine counts and histograms (no per-process table): every view and the
     // metrics start from them.
     static Snapshot totals(const numamove_bpf &skel);
-    Snapshot snapshot(numamove_bpf &skel) const;
+    Snapshot snapshot(numamove_bpf &skel);
+    void per_process_snapshot(numamove_bpf &skel, Snapshot &s);
     void print_interval(const Snapshot &now, const Snapshot &before);
     void print_default(const Snapshot &now, const Snapshot &before, json &out) const;
     // A table of rows: under -j the list `json_key` of the interval's object, else the header
@@ -137,6 +155,25 @@ class Numamove final : public Tool<numamove_bpf, Options, tool_name> {
     void print_hists(const Snapshot &now, const Snapshot &before, json &out) const;
 
     std::optional<numamove::Metrics> metrics_; // --prometheus
+    // -P: the table read by epochs (the processes of one interval), the totals of the keys
+    // active in the last one, and the counts by reason by the same epochs.
+    EpochTable<numamove_proc_key, numamove_proc_value, ProcKey> proc_table_{
+        [](const numamove_proc_key &k) {
+            return ProcKey{k.pid, k.reason};
+        },
+        [](numamove_proc_value &into, const numamove_proc_value &entry) {
+            const numamove_count before = into.c;
+            into = entry;
+            into.c = numamove::plus(into.c, before);
+        }};
+    std::map<ProcKey, numamove_proc_value> proc_totals_;
+    bool proc_table_began_ = false;
+    EpochCounters<ReasonCounts> reason_epochs_{[this](uint32_t epoch) {
+        ReasonCounts out;
+        const auto &counts = skel().bss->counts[epoch & 1];
+        std::copy(std::begin(counts), std::end(counts), out.by_reason.begin());
+        return out;
+    }};
     numamove::Counts counts_;
     numamove::ReasonNames reasons_ = numamove::ReasonNames::from_kernel();
     int64_t numa_reason_ = -1;
@@ -234,7 +271,8 @@ Snapshot Numamove::totals(const numamove_bpf &skel) {
     Snapshot s;
     const auto *bss = skel.bss;
     for (int r = 0; r < NUMAMOVE_MAX_REASONS; ++r) {
-        s.counts[r] = bss->counts[r];
+        // Both epochs: -P divides the counts between them, the totals are their sum.
+        s.counts[r] = numamove::plus(bss->counts[0][r], bss->counts[1][r]);
         std::copy(std::begin(bss->hist[r]), std::end(bss->hist[r]), s.hist[r].begin());
     }
     s.calls = bss->call_count;
@@ -243,21 +281,43 @@ Snapshot Numamove::totals(const numamove_bpf &skel) {
     return s;
 }
 
-Snapshot Numamove::snapshot(numamove_bpf &skel) const {
+Snapshot Numamove::snapshot(numamove_bpf &skel) {
     Snapshot s = totals(skel);
-    const auto *bss = skel.bss;
+    auto *bss = skel.bss;
     if (o_.per_process)
-        for (const auto &[k, v] :
-             read_hash_map<numamove_proc_key, numamove_proc_value>(skel.maps.proc_counts)) {
-            ProcKey key{k.pid, k.reason};
-            s.procs[key] = v.c;
-            s.comms[key] = std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
-        }
+        per_process_snapshot(skel, s);
     s.table_full = bss->table_full;
     s.unpaired = bss->unpaired_ends;
     s.depth_overflow = bss->depth_overflow;
     s.skipped_runs = recursion_misses(skel.obj);
     return s;
+}
+
+// -P: the interval's processes from the table's epoch that closes now, with their counts since
+// the start, and the totals by reason of the same epochs (so the rows add up to them but for
+// a full table): the table holds one interval's processes, not the run's.
+void Numamove::per_process_snapshot(numamove_bpf &skel, Snapshot &s) {
+    auto &epoch = skel.bss->table_epoch;
+    if (!proc_table_began_) {
+        reason_epochs_.begin(epoch);
+        proc_table_.begin(epoch);
+        proc_table_began_ = true;
+        s.counts = reason_epochs_.totals().by_reason;
+        return;
+    }
+    std::map<ProcKey, numamove_proc_value> active;
+    auto close_table = [&] {
+        for (const auto &[key, gained] : proc_table_.next_interval(skel.maps.proc_counts, epoch)) {
+            numamove_proc_value v = gained;
+            if (auto it = proc_totals_.find(key); it != proc_totals_.end())
+                v.c = numamove::plus(v.c, it->second.c);
+            active[key] = v;
+            s.procs[key] = v.c;
+            s.comms[key] = std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
+        }
+    };
+    s.counts = reason_epochs_.close(epoch, close_table).by_reason;
+    proc_totals_ = std::move(active);
 }
 
 void Numamove::print_default(const Snapshot &now, const Snapshot &before, json &out) const {
@@ -340,6 +400,25 @@ void Numamove::print_processes(const Snapshot &now, const Snapshot &before, json
     // Below the -r table, a blank line apart.
     print_rows(rows, "processes", (o_.reasons ? "\n" : "") + numamove::process_header(),
                numamove::process_line, numamove::process_json, out);
+    if (!o_.common.json)
+        return;
+    // The interval's totals by reason (every process's, the same epochs as the rows) and what
+    // of them no row holds (a full table), so that the rows plus left_out equal the totals.
+    std::array<numamove_count, NUMAMOVE_MAX_REASONS> in_rows{};
+    for (const auto &row : rows)
+        in_rows[row.reason] = numamove::plus(in_rows[row.reason], row.c);
+    json totals = json::array(), left_out = json::array();
+    for (int r = 0; r < NUMAMOVE_MAX_REASONS; ++r) {
+        const auto d = numamove::minus(now.counts[r], before.counts[r]);
+        if (d.calls == 0 || (!o_.reasons && r != numa_reason_))
+            continue;
+        totals.push_back(numamove::reason_json({r, d}, reasons_));
+        if (d.calls > in_rows[r].calls)
+            left_out.push_back(
+                numamove::reason_json({r, numamove::minus(d, in_rows[r])}, reasons_));
+    }
+    out["totals"] = totals;
+    out["left_out"] = left_out;
 }
 
 void Numamove::print_hists(const Snapshot &now, const Snapshot &before, json &out) const {

@@ -42,6 +42,10 @@ struct numamove_call_count {
 struct numamove_proc_key {
     __u32 pid; /* thread-group id of the task that ran migrate_pages() */
     __u32 reason;
+    /* -P's interval (table_epoch): user space reads and deletes one epoch's entries while the
+     * programs write the other's, so that an interval's rows and its totals (counts[epoch])
+     * hold the same migrations. */
+    __u32 epoch;
 };
 
 struct numamove_proc_value {

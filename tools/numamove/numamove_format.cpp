@@ -1,6 +1,7 @@
 #include "numamove_format.h"
 
 #include <fmt/format.h>
+#include <functional>
 
 #include "base/errors.h"
 
@@ -121,18 +122,32 @@ std::optional<ArgLayout> migrate_pages_layout(const std::vector<TracepointParame
     return migrate_pages_layout(kinds, why);
 }
 
-numamove_count minus(const numamove_count &a, const numamove_count &b) {
+namespace {
+
+template <typename Op>
+numamove_count combine(const numamove_count &a, const numamove_count &b) {
+    const Op op;
     numamove_count d{};
-    d.calls = a.calls - b.calls;
-    d.succeeded = a.succeeded - b.succeeded;
-    d.failed = a.failed - b.failed;
-    d.thp_succeeded = a.thp_succeeded - b.thp_succeeded;
-    d.thp_failed = a.thp_failed - b.thp_failed;
-    d.thp_split = a.thp_split - b.thp_split;
-    d.large_split = a.large_split - b.large_split;
-    d.paired = a.paired - b.paired;
-    d.total_ns = a.total_ns - b.total_ns;
+    d.calls = op(a.calls, b.calls);
+    d.succeeded = op(a.succeeded, b.succeeded);
+    d.failed = op(a.failed, b.failed);
+    d.thp_succeeded = op(a.thp_succeeded, b.thp_succeeded);
+    d.thp_failed = op(a.thp_failed, b.thp_failed);
+    d.thp_split = op(a.thp_split, b.thp_split);
+    d.large_split = op(a.large_split, b.large_split);
+    d.paired = op(a.paired, b.paired);
+    d.total_ns = op(a.total_ns, b.total_ns);
     return d;
+}
+
+} // namespace
+
+numamove_count minus(const numamove_count &a, const numamove_count &b) {
+    return combine<std::minus<uint64_t>>(a, b);
+}
+
+numamove_count plus(const numamove_count &a, const numamove_count &b) {
+    return combine<std::plus<uint64_t>>(a, b);
 }
 
 std::string default_header() {

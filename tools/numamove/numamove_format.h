@@ -66,6 +66,8 @@ std::optional<ArgLayout> migrate_pages_layout(const std::vector<TracepointParame
 
 // One interval's counts of one reason (the difference of two snapshots).
 numamove_count minus(const numamove_count &a, const numamove_count &b);
+// `a` plus `b`, field by field.
+numamove_count plus(const numamove_count &a, const numamove_count &b);
 
 // The default view, as the anchors print it: TIME NUMA_migrations NUMA_migrations_ms, with
 // the milliseconds from summed nanoseconds (three decimals, never truncated to whole ms).

@@ -64,6 +64,7 @@ const volatile __u32 nr_cpus = TLBFLUSH_MAX_CPUS;
 
 /* Counters, read by user space through the mmap'ed sections. Each CPU writes only its own row,
  * and the kernel never nests one program inside itself on a CPU, so plain adds are exact. */
+/* With -P, 2 * nr_cpus rows: one set per epoch of the per-process table (on_tlb_flush()). */
 struct tlbflush_count counts[1][TLBFLUSH_MAX_REASONS] SEC(".data.counts") = {};
 /* -L: the IPI handler's time in ns and, for the JSON "latency" of earlier versions, in us;
  * the flush callback's time in ns; and how the TLB flushes reached each CPU. */
@@ -174,11 +175,9 @@ static __always_inline void add_count(struct tlbflush_count *c, unsigned long pa
 }
 
 static __always_inline void count_per_process(__u64 pid_tgid, __u32 cpu, __u32 reason,
-                                              unsigned long pages) {
-    struct tlbflush_proc_key key = {.pid = pid_tgid >> 32,
-                                    .cpu = cpu,
-                                    .reason = reason,
-                                    .epoch = *(volatile __u32 *)&proc_epoch};
+                                              unsigned long pages, __u32 epoch) {
+    struct tlbflush_proc_key key = {
+        .pid = pid_tgid >> 32, .cpu = cpu, .reason = reason, .epoch = epoch};
     struct tlbflush_proc_value *v = bpf_map_lookup_elem(&proc_counts, &key);
 
     if (!v) {
@@ -401,7 +400,7 @@ static __always_inline void count_flush_request(void *ctx, __u32 cpu, unsigned l
 static __always_inline int on_tlb_flush(void *ctx, int reason, unsigned long pages) {
     __u32 cpu = bpf_get_smp_processor_id();
     struct task_struct *task;
-    __u32 slot;
+    __u32 slot, epoch = 0, row;
     __u64 pid_tgid;
 
     if (cpu >= nr_cpus || reason < 0)
@@ -433,9 +432,17 @@ static __always_inline int on_tlb_flush(void *ctx, int reason, unsigned long pag
     if (!pid_selected(pid_tgid))
         return 0;
 
-    add_count(&counts_of(cpu)[slot], pages, false);
+    /* -P: the CPU's counts go by epoch like the process's (rows epoch * nr_cpus + cpu), the
+     * epoch read once, so that an interval's rows add up to its totals exactly. The row is
+     * checked against the rows there are: 5.10's verifier loses the bound of the sum. */
     if (per_process)
-        count_per_process(pid_tgid, cpu, slot, pages);
+        epoch = *(volatile __u32 *)&proc_epoch & 1;
+    row = epoch ? cpu + nr_cpus : cpu;
+    if (row >= (per_process ? 2 * nr_cpus : nr_cpus))
+        return 0;
+    add_count(&counts_of(row)[slot], pages, false);
+    if (per_process)
+        count_per_process(pid_tgid, cpu, slot, pages, epoch);
     if (trace_events)
         trace_event(ctx, task, pid_tgid, cpu, reason, pages);
     return 0;

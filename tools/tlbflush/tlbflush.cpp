@@ -219,12 +219,39 @@ enum class ProbeId { TlbFlush, CsdQueue, IpiHandler, CsdFunction };
 constexpr const char *culprits_from_send_ipi = "remote_send_ipi";
 constexpr const char *marks_from_tlb_flush = "tlb_flush";
 
-// Adds `from`'s counts to `into`'s (a process's counts on one CPU for one reason).
-void add_proc_counts(tlbflush_proc_value &into, const tlbflush_proc_value &from) {
-    into.c.count += from.c.count;
-    into.c.full += from.c.full;
-    into.c.pages += from.c.pages;
+// Adds `from`'s counts to `into`'s.
+void add_count_to(tlbflush_count &into, const tlbflush_count &from) {
+    into.count += from.count;
+    into.full += from.full;
+    into.pages += from.pages;
 }
+
+tlbflush_count minus_count(const tlbflush_count &a, const tlbflush_count &b) {
+    return {a.count - b.count, a.full - b.full, a.pages - b.pages, 0};
+}
+
+// A process's counts on one CPU for one reason.
+void add_proc_counts(tlbflush_proc_value &into, const tlbflush_proc_value &from) {
+    add_count_to(into.c, from.c);
+}
+
+// The CPUs' counts by CPU and reason (pid 0), as EpochCounters sums them.
+struct CpuCounts {
+    std::map<CountKey, tlbflush_count> by_key;
+    CpuCounts since(const CpuCounts &before) const {
+        CpuCounts d;
+        for (const auto &[key, c] : by_key) {
+            const auto it = before.by_key.find(key);
+            d.by_key[key] = it == before.by_key.end() ? c : minus_count(c, it->second);
+        }
+        return d;
+    }
+    CpuCounts &operator+=(const CpuCounts &more) {
+        for (const auto &[key, c] : more.by_key)
+            add_count_to(by_key[key], c);
+        return *this;
+    }
+};
 
 class Tlbflush final : public Tool<tlbflush_bpf, Options, tool_name> {
   public:
@@ -279,6 +306,9 @@ class Tlbflush final : public Tool<tlbflush_bpf, Options, tool_name> {
         }};
     std::map<CountKey, tlbflush_proc_value> proc_totals_;
     bool proc_table_began_ = false; // the first snapshot (the baseline) began it
+    // -P: the CPUs' counts by the table's epochs (rows epoch * ncpus + cpu).
+    CpuCounts epoch_counts(uint32_t epoch);
+    EpochCounters<CpuCounts> cpu_epochs_{[this](uint32_t epoch) { return epoch_counts(epoch); }};
     uint64_t first_event_ns_ = 0;
     // The trace events' reader (-t), whose perf buffers count the records they lost.
     const EventReader *events_ = nullptr;
@@ -397,6 +427,9 @@ void Tlbflush::configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) c
     };
     for (const auto &[section, row_bytes] : per_cpu_arrays)
         size_global_array(section, ncpus_, row_bytes);
+    // -P: the CPUs' counts go by the table's epochs, a set of rows each (tlbflush.bpf.c).
+    if (o_.per_process)
+        size_global_array(skel.maps.data_counts, 2 * ncpus_, sizeof(skel.data_counts->counts[0]));
     // Size the maps for what the options use; unused ones stay at one entry.
     bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? o_.common.entries(16384) : 1);
     bpf_map__set_max_entries(skel.maps.culprits, o_.culprits ? o_.common.entries(16384) : 1);
@@ -409,26 +442,42 @@ void Tlbflush::configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) c
     set_compat(*ro, kernel_features());
 }
 
+// -P: the CPUs' counts in `epoch`'s rows, by CPU and reason.
+CpuCounts Tlbflush::epoch_counts(uint32_t epoch) {
+    const auto &counts = skel().data_counts->counts;
+    CpuCounts out;
+    for (int cpu = 0; cpu < ncpus_ && cpu < TLBFLUSH_MAX_CPUS; ++cpu)
+        for (uint32_t r = 0; r < TLBFLUSH_MAX_REASONS; ++r)
+            if (const auto &c = cpu_row(counts, epoch * ncpus_ + cpu)[r]; c.count != 0)
+                out.by_key[CountKey{0, static_cast<uint32_t>(cpu), r}] = c;
+    return out;
+}
+
 Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) {
     Snapshot s;
     const auto *bss = skel.bss;
     if (o_.per_process && !proc_table_began_) {
-        // The baseline: nothing counted before it is read.
+        // The baseline: nothing counted before it is read, in the table or on the CPUs.
+        cpu_epochs_.begin(skel.bss->proc_epoch);
         proc_table_.begin(skel.bss->proc_epoch);
         proc_table_began_ = true;
     } else if (o_.per_process) {
         // The keys active in the last interval, with their counts since the start: the
-        // table holds one interval's processes (EpochTable), their totals are kept here.
+        // table holds one interval's processes (EpochTable), their totals are kept here. The
+        // CPUs' counts go by the same epochs: the interval's total is its rows' sum.
         std::map<CountKey, tlbflush_proc_value> totals;
-        for (const auto &[key, gained] :
-             proc_table_.next_interval(skel.maps.proc_counts, skel.bss->proc_epoch)) {
-            tlbflush_proc_value v = gained;
-            if (auto it = proc_totals_.find(key); it != proc_totals_.end())
-                add_proc_counts(v, it->second);
-            totals[key] = v;
-            s.counts[key] = v.c;
-            s.comms[key] = std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
-        }
+        auto close_table = [&] {
+            for (const auto &[key, gained] :
+                 proc_table_.next_interval(skel.maps.proc_counts, skel.bss->proc_epoch)) {
+                tlbflush_proc_value v = gained;
+                if (auto it = proc_totals_.find(key); it != proc_totals_.end())
+                    add_proc_counts(v, it->second);
+                totals[key] = v;
+                s.counts[key] = v.c;
+                s.comms[key] = std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
+            }
+        };
+        s.cpu_totals = cpu_epochs_.close(skel.bss->proc_epoch, close_table).by_key;
         proc_totals_ = std::move(totals);
     } else {
         for (int cpu = 0; cpu < ncpus_ && cpu < TLBFLUSH_MAX_CPUS; ++cpu)
@@ -745,6 +794,11 @@ CountedLosses Tlbflush::collect(prometheus::Exposition &out) {
     for (size_t cpu = 0; cpu < ncpus; ++cpu)
         std::copy(std::begin(cpu_row(skel.data_counts->counts, cpu)),
                   std::end(cpu_row(skel.data_counts->counts, cpu)), c.by_cpu[cpu].begin());
+    // With the comm label (-P), the other epoch's rows too (the exporter flips none, but a
+    // count is a count wherever it lies).
+    for (size_t cpu = 0; o_.per_process && cpu < ncpus; ++cpu)
+        for (uint32_t r = 0; r < TLBFLUSH_MAX_REASONS; ++r)
+            add_count_to(c.by_cpu[cpu][r], cpu_row(skel.data_counts->counts, ncpus_ + cpu)[r]);
     if (!marks_from_tlb_flush_)
         c.flush_ipis.assign(&cpu_row(skel.data_flush_ipis->flush_ipis, 0),
                             &cpu_row(skel.data_flush_ipis->flush_ipis, 0) + ncpus);

@@ -46,6 +46,22 @@ CountTable counts_since(const Snapshot &now, const Snapshot &before, const ViewF
             (key.reason == f.remote_shootdown || key.reason == f.remote_wrong_cpu))
             t.received[key.cpu] += d.count;
     }
+    if (f.per_process) {
+        std::map<CountKey, tlbflush_count> in_rows;
+        for (const auto &r : t.rows) {
+            auto &sum = in_rows[CountKey{0, r.key.cpu, r.key.reason}];
+            sum = {sum.count + r.c.count, sum.full + r.c.full, sum.pages + r.c.pages, 0};
+        }
+        for (const auto &[key, c] : now.cpu_totals) {
+            auto it = before.cpu_totals.find(key);
+            const auto d = it == before.cpu_totals.end() ? c : minus(c, it->second);
+            if (d.count == 0)
+                continue;
+            t.totals.push_back({key, d, {}});
+            if (const auto &shown = in_rows[key]; d.count > shown.count)
+                t.left_out.push_back({key, minus(d, shown), {}});
+        }
+    }
     // -r without a remote reason asks for none of them.
     const bool remote_selected =
         ((f.reason_mask >> f.remote_shootdown) & 1) || ((f.reason_mask >> f.remote_wrong_cpu) & 1);
@@ -169,6 +185,10 @@ std::string counts_text(const CountTable &counts, const ViewFormat &f) {
         append(text, "{:<4} {:<22} {:>10} {:>10} {:>12}\n", r.key.cpu, f.reason_name(r.key.reason),
                r.c.count, r.c.full, r.c.pages);
     }
+    // -P: what the table had no room for, still counted on its CPU (it is in the totals).
+    for (const auto &r : counts.left_out)
+        append(text, "{:<8} {:<16} {:<4} {:<22} {:>10} {:>10} {:>12}\n", "-", "[table full]",
+               r.key.cpu, f.reason_name(r.key.reason), r.c.count, r.c.full, r.c.pages);
     if (!counts.received.empty()) {
         text += counts.ipis_counted
                     ? "\nRemote shootdowns received (flush IPIs handled: the /proc/interrupts "
@@ -200,18 +220,26 @@ std::string counts_text(const CountTable &counts, const ViewFormat &f) {
 
 void counts_json(const CountTable &counts, const ViewFormat &f, nlohmann::json &out) {
     using nlohmann::json;
-    json list = json::array();
-    for (const auto &r : counts.rows) {
-        json row = {{"cpu", r.key.cpu},          {"reason", f.reason_name(r.key.reason)},
-                    {"reason_id", r.key.reason}, {"count", r.c.count},
-                    {"full", r.c.full},          {"pages", r.c.pages}};
-        if (f.per_process) {
-            row["pid"] = r.key.pid;
-            row["comm"] = r.comm;
+    auto rows_json = [&](const std::vector<CountRow> &rows, bool with_process) {
+        json list = json::array();
+        for (const auto &r : rows) {
+            json row = {{"cpu", r.key.cpu},          {"reason", f.reason_name(r.key.reason)},
+                        {"reason_id", r.key.reason}, {"count", r.c.count},
+                        {"full", r.c.full},          {"pages", r.c.pages}};
+            if (with_process) {
+                row["pid"] = r.key.pid;
+                row["comm"] = r.comm;
+            }
+            list.push_back(row);
         }
-        list.push_back(row);
+        return list;
+    };
+    out["counts"] = rows_json(counts.rows, f.per_process);
+    if (f.per_process) {
+        // The rows plus left_out add up to totals, by CPU and reason.
+        out["totals"] = rows_json(counts.totals, false);
+        out["left_out"] = rows_json(counts.left_out, false);
     }
-    out["counts"] = list;
     json received = json::object();
     for (const auto &[cpu, n] : counts.received)
         received[std::to_string(cpu)] = n;

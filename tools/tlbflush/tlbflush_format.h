@@ -39,6 +39,9 @@ struct CulpritKey {
 struct Snapshot {
     std::map<CountKey, tlbflush_count> counts;
     std::map<CountKey, std::string> comms; // -P
+    // -P: the CPUs' counts since the baseline by CPU and reason (pid 0), over the same epochs
+    // as the rows, so that an interval's rows add up to them but for a full table.
+    std::map<CountKey, tlbflush_count> cpu_totals;
     std::map<CulpritKey, uint64_t> culprits;
     std::map<CulpritKey, std::string> culprit_comms;
     std::vector<Hist> handler_ns, handler_us, callback_ns; // -L, per CPU
@@ -98,6 +101,9 @@ struct CountRow {
 };
 struct CountTable {
     std::vector<CountRow> rows; // by CPU and reason, or under -P by count, largest first
+    // -P: the interval's counts by CPU and reason, and what of them no row holds (processes
+    // the table had no room for: table_full), so that rows plus left_out equal totals.
+    std::vector<CountRow> totals, left_out;
     // The flush IPIs each CPU received: counted where the kernel counts its TLB row (csd),
     // else what tlb_flush reports of them (remote_shootdown + remote_wrong_cpu).
     std::map<uint32_t, uint64_t> received;

@@ -54,7 +54,7 @@ numamove_misplaced() { # NAME DISABLE_A DISABLE_B
         # it starts and stops (BTF, its binary), and balancing migrated those pages inside
         # the tools' window but outside vmstat's (+492 pages, 6%, once on 5.10).
         sysctl -qw kernel.numa_balancing=0
-        if vm_tool tracepoints MEMLAT_DISABLE_HOOKS="$2" numamove -v -j -r 1000 &&
+        if vm_tool tracepoints MEMLAT_DISABLE_HOOKS="$2" numamove -v -j -r -P 1000 &&
             vm_tool per_call MEMLAT_DISABLE_HOOKS="$3" numamove -v -j -c 1000; then
             sysctl -qw kernel.numa_balancing=1
             vm_snap numa_balancing /proc/sys/kernel/numa_balancing

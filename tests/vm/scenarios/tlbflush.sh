@@ -53,7 +53,8 @@ tlb_count() { # NAME DISABLE ARGS...
 }
 
 tlb_count tlbflush.count.tp_btf "" -c 1 -j
-tlb_count tlbflush.count.raw_tp tp_btf -c 1 -j
+# raw_tp with -P: the per-process table and the CPUs' counters by epoch on every kernel.
+tlb_count tlbflush.count.raw_tp tp_btf -c 1 -P -j
 tlb_count tlbflush.count.tracepoint tp_btf,raw_tp -c 1 -j
 tlb_count tlbflush.culprits_latency.default "" --culprits -L -c 1 -j
 tlb_count tlbflush.culprits_latency.no_csd csd --culprits -L -c 1 -j
