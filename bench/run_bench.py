@@ -43,7 +43,7 @@ from startup_memory import cpu_ns  # CPU time of a process's threads (bench/star
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
 COMPACT_MEMORY = "/proc/sys/vm/compact_memory"
-TOOLS = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat", "memstall"]
+TOOLS = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat", "memstall", "oomwhy"]
 
 PEER_DRSNOOP = "/usr/sbin/drsnoop"  # Debian's libbpf-tools package installs it there
 _children = set()          # live Child objects, stopped on any exit path
@@ -625,13 +625,24 @@ def make_groups(bd, args):
               switch_steady, "steady state: the same pingpong while a reader in a 32 MiB "
               "memory cgroup reads a cold 96 MiB file again and again (its reclaim stalls open "
               "while the machine switches)"),
+        # oomwhy's frequent hooks are the reclaim pairs (the lead-up of a kill); its OOM
+        # tracepoints fire once a kill. One mode: it prints per kill, and none happens here.
+        Group("oomwhy",
+              {f"mm_vmscan_{k}_{e}": f"{k}_{e}"
+               for k in ("direct_reclaim", "memcg_reclaim") for e in ("begin", "end")},
+              [], None, None, None, reclaim_setup,
+              "file_reader of a cold 96 MiB file in a 32 MiB memory cgroup (memcg reclaim, "
+              "each round of which oomwhy keeps for a kill's lead-up)",
+              reclaim_steady, STEADY_NOTE + "file_reader --stdin-rounds reads the cold 96 MiB "
+              "file in the 32 MiB memory cgroup once per round"),
     ]
 
 
 def contenders_of(g, bd, bpftrace, peers, variants=(), primitives=()):
     ours = dict(ready_stream="stderr", ready_text="memlat: ready", stdout=False, settle=0.0)
     tool = os.path.join(bd, g.tool)
-    modes = [("default", g.default_args), ("trace", g.trace_args)]
+    modes = [("default", g.default_args)] + ([("trace", g.trace_args)]
+                                             if g.trace_args is not None else [])
     # Roles: "default" is the counting mode (drsnoop's and compactsnoop's is -H, their default
     # being one line per event), "trace" the per-event mode; each faces the bpftrace script
     # doing that job.

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 
-TOOLS = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat", "memstall"]
+TOOLS = ["tlbflush", "drsnoop", "compactsnoop", "numamove", "cachestat", "memstall", "oomwhy"]
 READY = b"memlat: ready"
 
 

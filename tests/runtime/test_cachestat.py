@@ -20,6 +20,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tolerances import PAGE_CACHE_PAGES  # noqa: E402
 from memlat_test import (Failure, FtraceOracle, MemoryCgroup, PerfStat, Test, TestFile,  # noqa: E402
                          Tool,
                          binary, build_dir, check_bad_arguments, check_help, process_storm,
@@ -31,7 +32,7 @@ FILE_SIZE = 64 << 20
 FILE_PAGES = FILE_SIZE // 4096
 WRITE_MIB = 16
 WRITE_PAGES = WRITE_MIB * 256
-TOL = 0.05
+TOL = PAGE_CACHE_PAGES.rel  # tolerances.py
 
 
 def require_page_size() -> None:

@@ -26,6 +26,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tolerances import ZONE_WATERMARKS  # noqa: E402
 from memlat_test import (FtraceOracle, PerfStat, Result, Test, Tool, Workload,  # noqa: E402
                          check_bad_arguments, check_help, check_latencies, check_variant_chosen,
                          log, main, oracle_durations_ns, read_file, run_workload, scenario,
@@ -115,7 +116,7 @@ def check_zone_state(t: Test, events: list, zones: dict, factor: int | None = No
         for w in ("min", "low", "high"):
             t.check_close(f"{z}: {w.upper()} less its boost vs /proc/zoneinfo's less its boost",
                           zones[z][w] - zones[z].get("boost", 0), e[f"wmark_{w}"] - boost,
-                          rel_tol=0.05)
+                          rel_tol=ZONE_WATERMARKS.rel)
         from_lists = sum(n << o for o, n in enumerate(e["nr_free"]))
         # NR_FREE_PAGES and the free lists are updated together under the zone lock; the
         # two reads are a few instructions apart.

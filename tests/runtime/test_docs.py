@@ -120,5 +120,26 @@ def _(t: Test):
                    sorted(invented))
 
 
+@scenario("docs_tolerances_quoted")
+def _(t: Test):
+    """docs/testing.md's "Tolerances" table is tests/runtime/tolerances.py's, row for row: each
+    tolerance's name, what it allows, its oracle and why."""
+    import tolerances
+    page = open(os.path.join(SOURCE_DIR, "docs", "testing.md"), encoding="utf-8").read()
+    at = page.find("\n## Tolerances")
+    t.require(at >= 0, "docs/testing.md has a \"## Tolerances\" section", "present", "absent")
+    section = page[at:page.find("\n## ", at + 1)]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = cells[1:]
+    t.check_eq("tolerances the page lists vs tolerances.py's", sorted(tolerances.TOLERANCES),
+               sorted(rows))
+    for name, tol in tolerances.TOLERANCES.items():
+        t.check_eq(f"{name}: the page's row (allowed, oracle, why)",
+                   [tol.allowed(), tol.oracle, tol.why], rows.get(name))
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -15,6 +15,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tolerances import ZONE_FREE_PAGES  # noqa: E402
 from memlat_test import (field, FtraceOracle, MemoryCgroup, PerfStat, Test, TestFile, Tool,  # noqa: E402
                          binary, check_bad_arguments, check_help, check_latencies,
                          check_variant_chosen, log, main, oracle_durations_ns, read_file, run,
@@ -284,7 +285,8 @@ def _(t: Test):
     free = [int(r[6]) for r in rows]
     # The free memory when each stall began, against the zones' free pages at the end: the
     # workload uses at most its 32 MiB limit, so they agree within a few percent.
-    t.check_close("FREE(KB) vs /proc/zoneinfo free pages", zone_free_kb, free[-1], rel_tol=0.05)
+    t.check_close("FREE(KB) vs /proc/zoneinfo free pages", zone_free_kb, free[-1],
+                  rel_tol=ZONE_FREE_PAGES.rel)
     t.check("GFP names decoded", all(r[11].startswith(("GFP_", "__GFP_")) for r in rows),
             "names like GFP_NOFS|...", rows[0][11])
     # The summary is on stderr: stdout holds the header and the rows, nothing else.

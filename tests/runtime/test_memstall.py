@@ -17,6 +17,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tolerances import (FTRACE_WINDOW_TIME, TASKSTATS_THRASHING_COUNT,  # noqa: E402
+                        TASKSTATS_THRASHING_OVER, TASKSTATS_THRASHING_UNDER)
 from memlat_test import (Failure, FtraceOracle, MemoryCgroup, PerfStat, Test, TestFile, Tool,  # noqa: E402
                          Workload, build_dir, own_name, pprof_raw, run,
                          check_bad_arguments, check_help, log, main,
@@ -155,7 +157,8 @@ def _(t: Test):
         # same tracepoints a little apart (check_latencies in memlat_test.py).
         oracle_ns = sum(windows) + sum(direct)
         t.check_close(f"{name}: reclaim time vs the ftrace windows", oracle_ns, reclaim_ns,
-                      rel_tol=0.03, abs_tol=3000 * (len(windows) + len(direct)))
+                      rel_tol=FTRACE_WINDOW_TIME.rel,
+                      abs_tol=FTRACE_WINDOW_TIME.abs * 1000 * (len(windows) + len(direct)))
         # Delay accounting's window lies inside the tracepoints' (it starts in
         # do_try_to_free_pages): never more than memstall's time. What lies between is a
         # little work per window, the programs attached after memstall's on the begin
@@ -491,11 +494,13 @@ def thrashing_vs_taskstats(t: Test, variant: str) -> None:
     # memstall's time is at most 5% over delay accounting's (the readahead sleeps) and at most
     # 10% under it.
     t.check_close("thrash stalls vs taskstats thrashing_count", stats["thrashing_count"],
-                  thrash["stalls"], rel_tol=0.1, abs_tol=2)
+                  thrash["stalls"], rel_tol=TASKSTATS_THRASHING_COUNT.rel,
+                  abs_tol=TASKSTATS_THRASHING_COUNT.abs)
     t.check_le("thrash time <= taskstats thrashing_delay_total + 5%",
-               1.05 * stats["thrashing_delay_total"], thrash["ns"])
+               (1 + TASKSTATS_THRASHING_OVER.rel) * stats["thrashing_delay_total"], thrash["ns"])
     t.check_ge("thrash time >= taskstats thrashing_delay_total - 10% (its on-CPU part)",
-               0.9 * stats["thrashing_delay_total"], thrash["ns"])
+               (1 - TASKSTATS_THRASHING_UNDER.rel) * stats["thrashing_delay_total"],
+               thrash["ns"])
     t.check_eq("no other memstall charged to the reader", 0, cause(mine, "other")["ns"])
     # --stacks, printed while the hot reader still lives (its user frames are symbolized
     # through its /proc/PID/maps and its binary's symbols; built with frame pointers, its

@@ -25,6 +25,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tolerances import FTRACE_WINDOW_TIME  # noqa: E402
 from memlat_test import (FtraceOracle, MemoryCgroup, Test, Tool, Workload, binary,  # noqa: E402
                          check_bad_arguments, check_help, log, main, read_file,
                          oracle_durations_ns, remove_cgroup_dir, scenario, skip, write_file)
@@ -360,9 +361,9 @@ def _(t: Test):
                lead["reclaim_rounds"])
     # ftrace prints microseconds (each window +/- 1 us), and the tracers see the same
     # tracepoints a little apart: 3 us a window, as memstall's tests allow.
-    slack = 3000 * max(1, len(windows))
+    slack = FTRACE_WINDOW_TIME.abs * 1000 * max(1, len(windows))
     t.check_close("reclaim time before the kill vs the ftrace windows", sum(windows),
-                  lead["reclaim_ns"], rel_tol=0.03, abs_tol=slack)
+                  lead["reclaim_ns"], rel_tol=FTRACE_WINDOW_TIME.rel, abs_tol=slack)
     # The history ends at the read: the windows that ended by then, and perhaps one that
     # ended while the table was read (the time is taken before it).
     t.check_ge("memstall's history of the trigger vs the ftrace windows to the read",

@@ -32,6 +32,7 @@ from typing import Optional
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tolerances import FTRACE_WINDOW_TIME, TLB_ROW_HOST  # noqa: E402
 from memlat_test import (_BTF_VARIANT, _UNPRIVILEGED, Failure, FtraceOracle,  # noqa: E402
                          MemoryCgroup, Test,
                          TestFile, Tool, Workload, _kill_group, check_nothing_left, log, main,
@@ -44,7 +45,7 @@ from memlat_test import (_BTF_VARIANT, _UNPRIVILEGED, Failure, FtraceOracle,  # 
 PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"
 VICTIM, SENDER = 1, 0        # as in test_tlbflush.py
-COUNT_TOL = 0.02             # tool vs /proc/interrupts, as in test_tlbflush.py
+COUNT_TOL = TLB_ROW_HOST.rel  # tool vs /proc/interrupts (tolerances.py)
 LIMIT, FILE_SIZE = 32 << 20, 128 << 20   # as in test_drsnoop.py
 
 
@@ -499,7 +500,8 @@ def _(t: Test, serving: Serving):
     # ftrace prints microseconds (+/- 1 us a window) and records the tracepoints a little
     # apart from memstall's programs (see memstall_memcg_vs_taskstats).
     t.check_close("the cgroup's memcg seconds vs the ftrace windows", sum(durations) / 1e9,
-                  seconds or 0, rel_tol=0.03, abs_tol=3e-6 * windows)
+                  seconds or 0, rel_tol=FTRACE_WINDOW_TIME.rel,
+                  abs_tol=FTRACE_WINDOW_TIME.abs * 1e-6 * windows)
     t.check_ge("memcg reclaim windows of the reader (ftrace)", 10, windows)
     t.check_eq("the cgroup's memcg stalls vs the ftrace windows (exact)", windows, stalls)
     t.check_eq("the cgroup's reclaim stalls vs taskstats freepages_count (exact)",

@@ -21,6 +21,7 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tolerances import CSD_FALLBACK, FTRACE_HANDLER_RUNS, TLB_ROW_HOST  # noqa: E402
 from memlat_test import (_UNPRIVILEGED, Failure, field, kernel_at_least,  # noqa: E402
                          FtraceOracle, IpiOracle, IpiTrace, PerfStat,
                          ProcessWatch, Result, Test, Tool, Workload, binary, bpf_ids_of,
@@ -36,7 +37,7 @@ VICTIM = 1           # the CPU the workload's IPIs hit
 SENDER = 0           # the CPU the workload's munmap loop runs on
 WORKLOAD_SECONDS = "2"
 MIN_IPIS = 1000      # the workload must produce at least this many IPIs for a test to mean anything
-COUNT_TOL = 0.02     # tool counts vs /proc/interrupts (measured: < 0.1%)
+COUNT_TOL = TLB_ROW_HOST.rel  # tool counts vs /proc/interrupts (tolerances.py)
 REMOTE_REASONS = ("remote_shootdown", "remote_wrong_cpu")
 # The flush IPIs counted from csd_function_entry against tlb_flush's remote reasons of the same
 # window: never fewer by more than this share. Measured on 6.18: 0-4 fewer in 5,000-60,000
@@ -690,7 +691,7 @@ def latency_against_oracle(t: Test, env: dict, expect: list[str], csd: bool,
     counts = obj["tlb_ipis"][str(VICTIM)]
     # The oracle's window is the workload's, inside the tool's.
     t.check_close("tool's handler runs vs the oracle's", expected=len(trace.handler_ns),
-                  actual=counts["handler_runs"], rel_tol=0.05)
+                  actual=counts["handler_runs"], rel_tol=FTRACE_HANDLER_RUNS.rel)
     # At least those ftrace saw, give or take the few runs the kernel skips when an IPI
     # interrupts the tool's own tlb_flush program (said on stderr); the tool sees more, which
     # ftrace misses (tlbflush_latency_idle).
@@ -782,10 +783,10 @@ def latency_idle(t: Test) -> None:
     t.check_ge("handler runs that flushed (the workload worked)", 100,
                counts.get("handler_runs", 0))
     t.check_close("tool's handler runs vs the oracle's", expected=len(trace.handler_ns),
-                  actual=counts.get("handler_runs", 0), rel_tol=0.05)
+                  actual=counts.get("handler_runs", 0), rel_tol=FTRACE_HANDLER_RUNS.rel)
     t.check_close("tool's callbacks timed in handlers vs the oracle's",
                   expected=len(trace.callback_ns or []), actual=counts.get("callbacks", 0),
-                  rel_tol=0.05)
+                  rel_tol=FTRACE_HANDLER_RUNS.rel)
     handler = (obj.get("handler_latency") or {}).get(str(VICTIM)) or {}
     t.check_eq("handler histogram total == handler_runs (callbacks outside handlers not in "
                "it)", counts.get("handler_runs"), handler.get("total"))
@@ -1084,9 +1085,8 @@ def perf_sees_tracepoint(t: Test) -> None:
 
 
 # Without the csd tracepoints, culprits come from tlb_flush(remote_send_ipi) on the sender and
-# latency from the call-function IPI vectors. Measured: latency total within 0.1% of the
-# remote shootdowns, workload sends within 0.5% of the interrupts delta: 5% leaves room.
-CSD_FALLBACK_TOL = 0.05
+# latency from the call-function IPI vectors (tolerances.py).
+CSD_FALLBACK_TOL = CSD_FALLBACK.rel
 
 
 @scenario("tlbflush_fallback_csd")

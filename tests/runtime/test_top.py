@@ -18,6 +18,7 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from tolerances import FTRACE_FLUSH_CALLBACKS  # noqa: E402
 from memlat_test import (TRACEFS, FtraceOracle, MemoryCgroup, Test, TestFile,  # noqa: E402
                          Tool, Workload, binary, check_bad_arguments, check_help, log, main,
                          field, read_file, shootdown_ipis_here, check_workload_ipis, run,
@@ -328,7 +329,7 @@ def _(t: Test):
     # is from ready to exit: the two differ by the flushes of the rest of the machine in those
     # moments, about 15 a second on this idle host.
     t.check_close("memtop's TLB shootdowns vs ftrace's IPI flush callbacks", flushes, shown,
-                  rel_tol=0.01, abs_tol=100)
+                  rel_tol=FTRACE_FLUSH_CALLBACKS.rel, abs_tol=FTRACE_FLUSH_CALLBACKS.abs)
 
 
 @scenario("top_own_cost")

@@ -18,15 +18,13 @@ zap_pte_range()):
 """
 from __future__ import annotations
 
+from tolerances import PAGE_CACHE_PAGES, RAMDISK_PAGES
 from memlat_test import Failure, Test, field, log
 from vmcheck import Block, checker, hook_path, show_hooks
 
-# As the host test: read-ahead may add pages past what dd asked for, and the exec and exit
-# of dd add accesses of its own program (see above).
-TOL = 0.05
-# The ram disk's own row: one count per page read, exact by the kernel source; 1% leaves
-# room for a read-ahead page found or a batch cut differently, not for a per-batch count.
-RAMDISK_TOL = 0.01
+# As the host test (tolerances.py): read-ahead, and dd's own exec and exit (see above).
+TOL = PAGE_CACHE_PAGES.rel
+RAMDISK_TOL = RAMDISK_PAGES.rel
 
 
 def _summary(t: Test, b: Block, phase: str) -> tuple[dict, str]:

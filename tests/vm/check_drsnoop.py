@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 
+from tolerances import RECLAIM_PAGES
 from memlat_test import Test, log
 from vmcheck import Block, check_hook, checker, oracle_trace, stopped_tool, vmstat_delta
 
@@ -50,9 +51,8 @@ def memcg(t: Test, b: Block) -> None:
 
 
 # nr_reclaimed at mm_vmscan_direct_reclaim_end is sc->nr_reclaimed, which adds the slab pages
-# the shrinkers freed (reclaim_state) to the LRU pages pgsteal_direct counts; the readers'
-# page cache is all LRU, so the slab share stays small. Measured on 6.1: see the report.
-PAGES_TOL = 0.10
+# the shrinkers freed (reclaim_state) to the LRU pages pgsteal_direct counts (tolerances.py).
+PAGES_TOL = RECLAIM_PAGES.rel
 
 
 @checker("drsnoop.direct")

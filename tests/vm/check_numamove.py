@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from tolerances import MIGRATION_EDGES
 from memlat_test import Test, log
 from vmcheck import Block, checker, hook_path, show_hooks, vmstat_delta
 
@@ -13,8 +14,8 @@ from vmcheck import Block, checker, hook_path, show_hooks, vmstat_delta
 # between a tool's start and the first snapshot, and between the last snapshot and the stop.
 # Measured on 6.1: +27 pages right after numa_balancing was switched on, +1 and 0 later, for
 # ~8200 migrated. Allowed: 1% of the migrations, and at least EDGE_PAGES.
-EDGE_PAGES = 4
-EDGE_TOL = 0.01
+EDGE_PAGES = MIGRATION_EDGES.abs
+EDGE_TOL = MIGRATION_EDGES.rel
 # The per-call view counts migrate_misplaced_* calls, which include those that give up before
 # migrate_pages() (page not isolated, target node short of memory): more calls than
 # numa_misplaced migrations, never fewer.
