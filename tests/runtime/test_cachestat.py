@@ -377,7 +377,12 @@ def _(t: Test):
             check_rows_add_up(t, f"{view} interval {n}", o["total"], o[rows_name])
         s = summary_of(tool, t)
         last = [j for j in tool.result.json_lines() if "summary" in j][0]
-        t.check_eq(f"{view} summary: rows left out", 0, last["rows_left_out"])
+        # left_out: what the listed rows do not hold; nothing here (no row dropped, no table
+        # full), so every count of it is 0.
+        t.check_eq(f"{view} summary: left_out (rows and counts)",
+                   {"rows": 0, **{name: 0 for name in COUNT_FIELDS}},
+                   {k: v for k, v in (last.get("left_out") or {}).items()
+                    if k == "rows" or k in COUNT_FIELDS})
         t.check_eq(f"{view} summary: table_full", 0, last["table_full"])
         check_rows_add_up(t, f"{view} summary", s, s[rows_name])
     by_pid = {r["pid"]: r for r in summary_of(procs, t)["processes"]}
@@ -442,6 +447,14 @@ def _(t: Test):
         check_rows_add_up(t, f"interval {n}", total, rows)
     t.check_ge("file_reader rows over all intervals (one per process) vs processes started",
                round(0.98 * readers), seen)
+    # The summary keeps at most --max-entries processes (twice as many were run): the rows it
+    # drops are counted in left_out, rows and counts, so that the two add up to its totals.
+    summary = summary_of(tool, t)
+    left = [j for j in tool.result.json_lines() if "summary" in j][0].get("left_out") or {}
+    t.check_ge("summary: rows left out (more processes than it keeps)", 1, left.get("rows", 0))
+    for name in COUNT_FIELDS:
+        t.check_eq(f"summary: the rows' {name} + left_out's vs the total", summary[name],
+                   sum(r[name] for r in summary["processes"]) + left.get(name, 0))
 
 
 PER_FILE_PASSES = 600

@@ -90,7 +90,7 @@ def _(t: Test, variant: str):
                    len(pages_oracle), field(t, totals.get("memcg"), "stalls", "totals"))
         t.check_eq(f"{name}: totals' memcg pages vs the ftrace oracle (exact)",
                    sum(pages_oracle), field(t, totals.get("memcg"), "pages", "totals"))
-        t.check_eq(f"{name}: stalls in no row", [], last["not_in_rows"])
+        t.check_eq(f"{name}: stalls in no row", [], last["left_out"])
     state = check_variant_chosen(t, variant, by_pid.result.stderr, events=True)
     # The reader's one thread made its entry at its first stall, kept it for the others, and
     # the thread-exit program removed it when the reader exited.
@@ -251,14 +251,14 @@ def _(t: Test):
     # and the summary says how many, so that the rows and what was left out add up.
     last = [o for o in tool.result.json_lines() if "summary" in o][0]
     totals = {x["kind"]: x for x in last["totals"]}
-    left = {x["kind"]: x for x in last["not_in_rows"]}
+    left = {x["kind"]: x for x in last["left_out"]}
     in_rows = sum(r["stalls"] for r in last["summary"] if r["kind"] == "memcg")
     t.check_le("summary rows (at most --max-entries)", STORM_ENTRIES, len(last["summary"]))
     t.check_ge("memcg stalls in no row (the table was full)", 1,
-               field(t, left.get("memcg"), "stalls", "not_in_rows"))
+               field(t, left.get("memcg"), "stalls", "left_out"))
     t.check_eq("memcg stalls: the rows' + those in no row = the totals",
                field(t, totals.get("memcg"), "stalls", "totals"),
-               in_rows + field(t, left.get("memcg"), "stalls", "not_in_rows"))
+               in_rows + field(t, left.get("memcg"), "stalls", "left_out"))
 
 
 @scenario("drsnoop_extended_text")

@@ -587,6 +587,8 @@ void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double s
     const uint64_t left_out = o_.per_process ? proc_summary_.left_out() : file_summary_.left_out();
     paths_.new_interval();
     const auto &c = now.total;
+    const auto procs = o_.per_process ? proc_rows(run, zero) : std::vector<cachestat::ProcRow>{};
+    const auto files = o_.per_file ? file_rows(run, zero) : std::vector<cachestat::FileRow>{};
     uint64_t misses_recursion = recursion_misses(skel.obj);
     if (o_.common.json) {
         json s = cachestat::json_counts(c, accesses_known_);
@@ -597,11 +599,25 @@ void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double s
         const char *rows_name = o_.per_process ? "processes" : o_.per_file ? "files" : nullptr;
         if (rows_name)
             s[rows_name] = json::parse(place);
+        // What the listed rows do not hold: the rows the summary dropped (the least active,
+        // past --max-entries) and what a full table kept out of every row, so that the rows
+        // plus left_out add up to the summary's counts.
+        cachestat::Counts in_rows;
+        for (const auto &r : procs)
+            in_rows += r.c;
+        for (const auto &r : files)
+            in_rows += r.c;
+        const auto rest = c.since(in_rows);
+        json left = {{"rows", left_out},
+                     {"accesses", rest.accesses},
+                     {"misses", rest.misses},
+                     {"dirties", rest.dirties},
+                     {"hits", rest.hits}};
         const std::string line = json_text({{"summary", s},
                                             {"table_full", now.table_full},
                                             {"no_task_storage", skel.bss->no_task_storage},
                                             {skipped_runs_field, misses_recursion},
-                                            {"rows_left_out", left_out}});
+                                            {"left_out", rows_name ? left : json(nullptr)}});
         const auto at = rows_name ? line.find(place) : std::string::npos;
         if (at == std::string::npos) {
             fmt::print("{}\n", line);
@@ -612,12 +628,10 @@ void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double s
                 fmt::print("{}{}", separator, json_text(r));
                 separator = ",";
             };
-            if (o_.per_process)
-                for (const auto &r : proc_rows(run, zero))
-                    row(cachestat::proc_json(r, accesses_known_));
-            else
-                for (const auto &r : file_rows(run, zero))
-                    row(cachestat::file_json(r, accesses_known_));
+            for (const auto &r : procs)
+                row(cachestat::proc_json(r, accesses_known_));
+            for (const auto &r : files)
+                row(cachestat::file_json(r, accesses_known_));
             fmt::print("]{}\n", line.substr(at + place.size()));
         }
     } else {
@@ -626,12 +640,12 @@ void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double s
         fmt::print(stderr, "\n{}\n", cachestat::total_line(c, seconds, accesses_known_));
         if (o_.per_process) {
             fmt::print(stderr, "{}\n", cachestat::proc_header());
-            for (const auto &r : proc_rows(run, zero))
+            for (const auto &r : procs)
                 fmt::print(stderr, "{}\n", cachestat::proc_line(r, accesses_known_));
         }
         if (o_.per_file) {
             fmt::print(stderr, "{}\n", cachestat::file_header());
-            for (const auto &r : file_rows(run, zero))
+            for (const auto &r : files)
                 fmt::print(stderr, "{}\n", cachestat::file_line(r, accesses_known_));
         }
     }

@@ -354,7 +354,7 @@ void Drsnoop::print_summary(drsnoop_bpf &skel, const EventReader *events) {
         }
         print_json_line({{"summary", list},
                          {"totals", totals},
-                         {"not_in_rows", left_out},
+                         {"left_out", left_out},
                          {"lost_events", lost},
                          {"table_full", bss->table_full},
                          {"unpaired_ends", bss->unpaired_ends},
