@@ -5,13 +5,16 @@
 // throttled; over its memory.max with swap, the second and later passes swap pages back in.
 //
 //   anon_toucher --mb MIB [--cgroup DIR] [--passes PASSES] [--hold FILE] [--linger]
-//                [--bind-node NODE]
+//                [--bind-node NODE] [--start FIFO]
 // With --hold it prints "first pass done" after the first pass and waits until FILE exists
 // (a test then changes the cgroup's limit, or reads the delay accounting in between). Prints
 // "pid=PID iterations=PASSES" when done; with --linger it then waits to be killed, so that its
 // delay accounting can still be read. With --bind-node its memory policy binds it to NODE
 // (set_mempolicy MPOL_BIND), as `numactl --membind` would: more than the node holds then
-// ends in an OOM kill the kernel calls CONSTRAINT_MEMORY_POLICY (oomwhy's VM test).
+// ends in an OOM kill the kernel calls CONSTRAINT_MEMORY_POLICY (oomwhy's VM test). With
+// --start it first waits, before joining the cgroup, until the named pipe FIFO is opened for
+// writing: many touchers started ahead then allocate at once (oomwhy's storm of kills).
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -27,14 +30,24 @@ using workload::Option;
 int main(int argc, char **argv) {
     long mb = 0, passes = 1, bind_node = -1;
     bool linger = false;
-    std::string cgroup, hold;
+    std::string cgroup, hold, start;
     workload::parse_options("anon_toucher", argc, argv,
                             {Option("--mb", mb), Option("--cgroup", cgroup),
                              Option("--passes", passes), Option("--hold", hold),
-                             Option("--linger", linger), Option("--bind-node", bind_node)});
+                             Option("--linger", linger), Option("--bind-node", bind_node),
+                             Option("--start", start)});
     if (mb <= 0 || passes <= 0) {
         fprintf(stderr, "anon_toucher: --mb MIB (positive) is required, --passes positive\n");
         return 2;
+    }
+    if (!start.empty()) {
+        // Blocks until a writer opens the pipe: every waiter is released by the one open.
+        const int fd = open(start.c_str(), O_RDONLY);
+        if (fd < 0) {
+            perror(start.c_str());
+            return 1;
+        }
+        close(fd);
     }
     if (!cgroup.empty()) {
         std::string procs = cgroup + "/cgroup.procs";
