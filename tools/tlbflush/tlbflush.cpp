@@ -219,20 +219,9 @@ enum class ProbeId { TlbFlush, CsdQueue, IpiHandler, CsdFunction };
 constexpr const char *culprits_from_send_ipi = "remote_send_ipi";
 constexpr const char *marks_from_tlb_flush = "tlb_flush";
 
-// Adds `from`'s counts to `into`'s.
-void add_count_to(tlbflush_count &into, const tlbflush_count &from) {
-    into.count += from.count;
-    into.full += from.full;
-    into.pages += from.pages;
-}
-
-tlbflush_count minus_count(const tlbflush_count &a, const tlbflush_count &b) {
-    return {a.count - b.count, a.full - b.full, a.pages - b.pages, 0};
-}
-
 // A process's counts on one CPU for one reason.
 void add_proc_counts(tlbflush_proc_value &into, const tlbflush_proc_value &from) {
-    add_count_to(into.c, from.c);
+    into.c = tlbflush::plus(into.c, from.c);
 }
 
 // The CPUs' counts by CPU and reason (pid 0), as EpochCounters sums them.
@@ -242,13 +231,13 @@ struct CpuCounts {
         CpuCounts d;
         for (const auto &[key, c] : by_key) {
             const auto it = before.by_key.find(key);
-            d.by_key[key] = it == before.by_key.end() ? c : minus_count(c, it->second);
+            d.by_key[key] = it == before.by_key.end() ? c : tlbflush::minus(c, it->second);
         }
         return d;
     }
     CpuCounts &operator+=(const CpuCounts &more) {
         for (const auto &[key, c] : more.by_key)
-            add_count_to(by_key[key], c);
+            by_key[key] = tlbflush::plus(by_key[key], c);
         return *this;
     }
 };
@@ -798,7 +787,8 @@ CountedLosses Tlbflush::collect(prometheus::Exposition &out) {
     // count is a count wherever it lies).
     for (size_t cpu = 0; o_.per_process && cpu < ncpus; ++cpu)
         for (uint32_t r = 0; r < TLBFLUSH_MAX_REASONS; ++r)
-            add_count_to(c.by_cpu[cpu][r], cpu_row(skel.data_counts->counts, ncpus_ + cpu)[r]);
+            c.by_cpu[cpu][r] = tlbflush::plus(c.by_cpu[cpu][r],
+                                              cpu_row(skel.data_counts->counts, ncpus_ + cpu)[r]);
     if (!marks_from_tlb_flush_)
         c.flush_ipis.assign(&cpu_row(skel.data_flush_ipis->flush_ipis, 0),
                             &cpu_row(skel.data_flush_ipis->flush_ipis, 0) + ncpus);

@@ -21,16 +21,20 @@ std::string comm_of(const tlbflush_event &e) {
     return std::string(e.comm, strnlen(e.comm, sizeof(e.comm)));
 }
 
-tlbflush_count minus(const tlbflush_count &a, const tlbflush_count &b) {
-    return {a.count - b.count, a.full - b.full, a.pages - b.pages, 0};
-}
-
 template <typename... Args>
 void append(std::string &text, fmt::format_string<Args...> format, Args &&...args) {
     fmt::format_to(std::back_inserter(text), format, std::forward<Args>(args)...);
 }
 
 } // namespace
+
+tlbflush_count minus(const tlbflush_count &a, const tlbflush_count &b) {
+    return {a.count - b.count, a.full - b.full, a.pages - b.pages, 0};
+}
+
+tlbflush_count plus(const tlbflush_count &a, const tlbflush_count &b) {
+    return {a.count + b.count, a.full + b.full, a.pages + b.pages, 0};
+}
 
 CountTable counts_since(const Snapshot &now, const Snapshot &before, const ViewFormat &f) {
     CountTable t;
@@ -50,7 +54,7 @@ CountTable counts_since(const Snapshot &now, const Snapshot &before, const ViewF
         std::map<CountKey, tlbflush_count> in_rows;
         for (const auto &r : t.rows) {
             auto &sum = in_rows[CountKey{0, r.key.cpu, r.key.reason}];
-            sum = {sum.count + r.c.count, sum.full + r.c.full, sum.pages + r.c.pages, 0};
+            sum = plus(sum, r.c);
         }
         for (const auto &[key, c] : now.cpu_totals) {
             auto it = before.cpu_totals.find(key);

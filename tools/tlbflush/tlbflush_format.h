@@ -117,6 +117,9 @@ struct CountTable {
     FlushPath path = FlushPath::Unknown;
 };
 CountTable counts_since(const Snapshot &now, const Snapshot &before, const ViewFormat &f);
+// Counts field by field: one interval's (a - b), two sets together (a + b).
+tlbflush_count minus(const tlbflush_count &a, const tlbflush_count &b);
+tlbflush_count plus(const tlbflush_count &a, const tlbflush_count &b);
 // The path over everything counted in `now` (since the start), given the expected one.
 FlushPath path_of(const Snapshot &now, const ViewFormat &f, FlushPath expected);
 // The same rule on the run's totals, for a caller without a Snapshot (the metrics): the
