@@ -241,7 +241,9 @@ def main() -> int:
     host = Host(build, args.cgroups, args.threads)
     rows = []
     try:
+        # --no-page-cache: what cachestat's programs (HIT%) add, on every read of the host.
         contenders = [("memlat top", [memtop, "1"], {}),
+                      ("memlat top --no-page-cache", [memtop, "--no-page-cache", "1"], {}),
                       ("memlat top -a", [memtop, "-a", "1"], {})]
         if not args.no_peers:
             contenders += [(n, a, e) for n, (a, e) in peers(host.scratch).items()]
@@ -256,12 +258,12 @@ def main() -> int:
         host.close()
     print(f"\n{args.cgroups} memory cgroups, {args.threads} idle threads, refresh every "
           f"1 s, {args.seconds:.0f} s each, {os.cpu_count()} CPUs, Linux {os.uname().release}")
-    print(f"{'':16} {'CPU % of a core':>16} {'BPF in kernel %':>16} {'RSS MiB':>8} "
+    print(f"{'':26} {'CPU % of a core':>16} {'BPF in kernel %':>16} {'RSS MiB':>8} "
           f"{'peak MiB':>9} {'BPF maps MiB':>13}")
     for r in rows:
         bpf = f"{r['bpf_pct']:.3f}" if r["map_bytes"] else "-"
         maps = f"{r['map_bytes'] / 2**20:.2f}" if r["map_bytes"] else "-"
-        print(f"{r['name']:16} {r['cpu_pct']:16.2f} {bpf:>16} {r['rss_kib'] / 1024:8.2f} "
+        print(f"{r['name']:26} {r['cpu_pct']:16.2f} {bpf:>16} {r['rss_kib'] / 1024:8.2f} "
               f"{r['hwm_kib'] / 1024:9.2f} {maps:>13}")
     return 0
 

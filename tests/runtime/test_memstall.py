@@ -22,7 +22,7 @@ from tolerances import (FTRACE_WINDOW_TIME, TASKSTATS_THRASHING_COUNT,  # noqa: 
 from memlat_test import (Failure, FtraceOracle, MemoryCgroup, PerfStat, Test, TestFile, Tool,  # noqa: E402
                          Workload, build_dir, own_name, pprof_raw, run,
                          check_bad_arguments, check_help, log, main,
-                         oracle_durations_ns, read_file, scenario, skip, write_file,
+                         field, oracle_durations_ns, read_file, scenario, skip, write_file,
                          check_refused_unprivileged, shared_bad_arguments)
 
 
@@ -149,6 +149,11 @@ def _(t: Test):
                    stats["freepages_count"], reclaim_stalls)
         t.check_eq(f"{name}: stall_ns is the sum of the causes",
                    sum(c["ns"] for c in mine["causes"].values()), mine["stall_ns"])
+        freed = sum(int(e["nr_reclaimed"]) for e in trace["mm_vmscan_memcg_reclaim_end"] +
+                    trace["mm_vmscan_direct_reclaim_end"])
+        t.check_eq(f"{name}: reclaimed pages vs ftrace's nr_reclaimed (exact)", freed,
+                   field(t, memcg, "reclaimed_pages", "memcg") +
+                   cause(mine, "direct").get("reclaimed_pages", 0))
         log(f"  {name}: causes of the reader: {mine['causes']}")
         reclaim_ns_of[name] = reclaim_ns
         if name == "-t":

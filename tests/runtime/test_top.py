@@ -18,7 +18,8 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tolerances import FTRACE_FLUSH_CALLBACKS  # noqa: E402
+from tolerances import (FTRACE_FLUSH_CALLBACKS, PAGE_CACHE_PAGES,  # noqa: E402
+                        TOP_RATE_INTERVALS)
 from memlat_test import (TRACEFS, FtraceOracle, MemoryCgroup, Test, TestFile,  # noqa: E402
                          Tool, Workload, binary, check_bad_arguments, check_help, log, main,
                          field, read_file, shootdown_ipis_here, check_workload_ipis, run,
@@ -66,15 +67,18 @@ def _(t: Test):
     from test_memstall import reader_and_idle_sibling
     with reader_and_idle_sibling("top") as (taskstats, cg, idle_cg, reader, _):
         vmstat_before = read_vmstat()
-        with FtraceOracle(["vmscan/mm_vmscan_memcg_reclaim_end"], reader.pid) as oracle, \
+        with FtraceOracle(["vmscan/mm_vmscan_memcg_reclaim_end",
+                           "vmscan/mm_vmscan_direct_reclaim_end"], reader.pid) as oracle, \
                 Tool("memtop", "-j", "-a", "--rows", "100000", "1") as top:
             reader.release()
             done = reader.wait_done(60)
             # A whole interval after the reader's last stall, and the one cut short by SIGINT.
             time.sleep(1.5)
             stats = taskstats.get(reader.pid)
-            reclaimed = sum(int(e["nr_reclaimed"])
-                            for e in oracle.stop()["mm_vmscan_memcg_reclaim_end"])
+            ends = oracle.stop()
+            reclaimed = sum(int(e["nr_reclaimed"]) for e in ends["mm_vmscan_memcg_reclaim_end"])
+            reclaimed_direct = sum(int(e["nr_reclaimed"])
+                                   for e in ends.get("mm_vmscan_direct_reclaim_end", []))
         vmstat_after = read_vmstat()
         events_file = "memory.failcnt" if cg.v1 else "memory.events"
         events_text = read_file(os.path.join(cg.path, events_file))
@@ -99,6 +103,16 @@ def _(t: Test):
     t.check_ge("reclaim time >= taskstats freepages_delay_total", 0, gap)
     t.check_le("reclaim time - freepages_delay_total <= 10 us per window + 1 ms",
                10_000 * stalls + 1_000_000, gap)
+    # The pages its reclaim freed: the reader is the cgroup's one task, and each of its
+    # reclaim windows ends in the tracepoint whose nr_reclaimed memstall adds.
+    shown_pages = sum(field(t, r, "reclaimed_pages", "cgroup row") for r in mine)
+    log(f"reader's cgroup: {shown_pages} pages reclaimed; ftrace: {reclaimed} memcg, "
+        f"{reclaimed_direct} direct")
+    t.check_eq("reclaimed pages vs ftrace nr_reclaimed of the reader (exact: one task)",
+               reclaimed + reclaimed_direct, shown_pages)
+    t.check_eq("reclaimed pages = the reclaim causes' (memcg + direct)", shown_pages,
+               sum(r["causes"].get(c, {}).get("reclaimed_pages", 0)
+                   for r in mine for c in ("memcg", "direct")))
     last = mine[-1]
     t.check_eq("the cgroup's limit", LIMIT, last["max_bytes"])
     t.check_le("the cgroup's usage <= its limit", LIMIT, field(t, last, "usage_bytes"))
@@ -148,6 +162,78 @@ def _(t: Test):
     else:
         t.check_eq("-j memcg_reclaim_pages without pgsteal_anon/file (before 5.8)", None,
                    lines[-1]["host"].get("memcg_reclaim_pages", "missing"))
+
+
+@scenario("top_page_cache_vs_ftrace")
+def _(t: Test):
+    """A reader in a memory cgroup of its own reads a cold 16 MiB file three times while
+    `memtop -j -a 1` watches, beside an empty sibling cgroup. The reader's cgroup's page-cache
+    counts, summed over the intervals: its misses exactly the pages ftrace saw added for the
+    reader, its accesses three times the file's pages, its hits the accesses the misses do not
+    account for (within the tolerance cachestat's own tests allow); the sibling at zero; the
+    host's counts at least the cgroup's; -b's HIT% column the ratio of the same counts."""
+    added_event = "filemap/mm_filemap_add_to_page_cache"
+    if not os.path.exists(os.path.join(TRACEFS, "events/filemap/mm_filemap_get_pages")):
+        skip("this kernel has no filemap:mm_filemap_get_pages tracepoint (Linux 6.12): top "
+             "counts page-cache accesses only with fentry or kprobes, which this host may "
+             "refuse")
+    page = os.sysconf("SC_PAGE_SIZE")
+    size = 16 << 20
+    pages, passes = size // page, 3
+    with MemoryCgroup("top_cache") as cg, MemoryCgroup("top_cache_empty") as empty, \
+            TestFile(size, "top_cache", cold=True) as f, \
+            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--passes",
+                     str(passes), held=True) as reader:
+        with FtraceOracle([added_event], reader.pid, buffer_kb=8192) as oracle, \
+                Tool("memtop", "-j", "-a", "--rows", "100000", "1") as top, \
+                Tool("memtop", "-b", "-a", "1") as batch:
+            reader.release()
+            reader.wait_done(60)
+            time.sleep(1.5)
+            events = oracle.stop()["mm_filemap_add_to_page_cache"]
+    t.check_eq("memtop -j: exit status after SIGINT", 0, top.result.rc)
+    orders = [int(field(t, e, "order", "mm_filemap_add_to_page_cache")) for e in events]
+    added = sum(1 << o for o in orders)
+    lines = [j for j in top.result.json_lines() if "cgroups" in j]
+    mine = cgroup_rows(lines, cg.path)
+    t.require(len(mine) == len(lines) >= 2, "a row for the reader's cgroup in every interval",
+              len(lines), len(mine))
+    total = {k: sum(field(t, field(t, r, "page_cache", "row"), k, "page_cache") for r in mine)
+             for k in ("accesses", "hits", "misses", "dirties")}
+    log(f"reader's cgroup over {len(lines)} intervals: {total}; ftrace: {added} pages added "
+        f"for the reader; it read {passes} x {pages} pages")
+    t.check_ge("pages added for the reader (ftrace; the file was cold)", pages // 2, added)
+    t.check_eq("misses vs the pages ftrace saw added for the reader (exact: one task)", added,
+               total["misses"])
+    t.check_close("accesses vs the pages the reader read", passes * pages, total["accesses"],
+                  rel_tol=PAGE_CACHE_PAGES.rel)
+    t.check_close("hits vs the pages read less those added", passes * pages - added,
+                  total["hits"], rel_tol=PAGE_CACHE_PAGES.rel)
+    t.check_eq("dirties (a reader)", 0, total["dirties"])
+    empty_rows = cgroup_rows(lines, empty.path)
+    t.check_eq("the empty sibling: a row in every interval (-a)", len(lines), len(empty_rows))
+    t.check_eq("the empty sibling: no page-cache access", [],
+               [r["page_cache"] for r in empty_rows if r["page_cache"]["accesses"] != 0])
+    host = {k: sum(field(t, j["host"]["page_cache"], k, "host page_cache") for j in lines)
+            for k in ("accesses", "hits", "misses")}
+    for k, v in host.items():
+        t.check_ge(f"the host's {k} include the cgroup's", total[k], v)
+    # -b: the reader's row's HIT% in the interval where it read the most, against the counts
+    # -j gave for the same cgroup over the run (the ratio of a whole run lies between the
+    # intervals' ratios; one decimal printed).
+    heading, ratios = "", []
+    for line in batch.result.stdout.splitlines():
+        if line.startswith("CGROUP "):
+            heading = line
+        elif heading and line.split() and line.split()[0].endswith(os.path.basename(cg.path)):
+            value = line.split()[heading.split().index("HIT%")]
+            if value != "-":
+                ratios.append(float(value))
+    t.require(ratios, "-b: a HIT% for the reader's cgroup", "a number", ratios)
+    whole = 100.0 * total["hits"] / total["accesses"]
+    t.check(min(ratios) - 0.05 <= whole <= max(ratios) + 0.05,
+            "-b: the run's hit ratio lies between the intervals' HIT%", f"{whole:.1f}",
+            ratios)
 
 
 def record_lines(path: str) -> list[dict]:
@@ -458,7 +544,9 @@ def _(t: Test):
     with reader_and_idle_sibling("topview", passes=16) as (taskstats, cg, idle_cg, reader, _):
         name = os.path.basename(cg.path)
         # -b every 0.25 s: the reads (about a second) span several of its intervals.
-        with Tool("memtop", "-b", "0.25") as batch, \
+        with FtraceOracle(["vmscan/mm_vmscan_memcg_reclaim_end",
+                           "vmscan/mm_vmscan_direct_reclaim_end"], reader.pid) as oracle, \
+                Tool("memtop", "-b", "0.25") as batch, \
                 Tool("memtop", "-b", "-w", "200", "0.25") as wide, \
                 Tool("memtop", "-b", "-w", "80", "0.25") as narrow, \
                 ScreenTool("1", rows=24, columns=80) as screen:
@@ -479,6 +567,8 @@ def _(t: Test):
                     break
                 time.sleep(0.1)
             stats = taskstats.get(reader.pid)
+            reclaimed = sum(int(e["nr_reclaimed"]) for ends in oracle.stop().values()
+                            for e in ends)
             screen.press("q")
             t.check_eq("q: exit status", 0, screen.wait_exit())
     log(f"reader pid {reader.pid}: taskstats {stats}; {len(screens)} screens captured")
@@ -519,15 +609,29 @@ def _(t: Test):
     for tool, what in ((batch, "-b"), (wide, "-b -w 200"), (narrow, "-b -w 80")):
         res = tool.result
         t.check_eq(f"memtop {what}: exit status after SIGINT", 0, res.rc)
-        values = []
+        values, rates = [], []
         heading = ""
         for line in res.stdout.splitlines():
             if line.startswith("CGROUP "):
                 heading = line
             elif heading and line.split() and line.split()[0].endswith(name[-12:]):
                 values.append(reclaim_ms(heading, line))
+                if "RECL/s" in heading:
+                    rates.append(float(line.split()[heading.split().index("RECL/s")]))
         t.check_ge(f"memtop {what}: intervals with the reader's cgroup", 2, len(values))
         check_sum(f"memtop {what}", values)
+        if "RECL/s" in heading:
+            # RECL/s per interval, times the interval asked for, against the pages the
+            # reader's reclaim windows freed.
+            pages = sum(rates) * 0.25
+            log(f"memtop {what}: RECL/s x 0.25 s summed: {pages:.0f} pages; ftrace "
+                f"nr_reclaimed {reclaimed}")
+            t.check_close(f"memtop {what}: RECL/s x interval vs ftrace nr_reclaimed", reclaimed,
+                          pages, rel_tol=TOP_RATE_INTERVALS.rel,
+                          abs_tol=TOP_RATE_INTERVALS.abs * len(rates))
+        else:
+            t.check_eq(f"memtop {what}: RECL/s only where two causes fit beside it",
+                       "-w 80", what[-5:])
     from oom_oracle import hierarchy_path
     t.check(any(ln.split() and ln.split()[0] == hierarchy_path(cg.path)
                 for ln in wide.result.stdout.splitlines()),

@@ -198,7 +198,7 @@ TEST(MemstallRows, RowsLeftOutAreSummed) {
         rows[i].id = 100 + i;
         rows[i].name = "reader";
         rows[i].causes[MEMSTALL_MEMCG_RECLAIM] = {
-            .stalls = 10 - i, .ns = 1000000 * (3 - i), .max_ns = 5};
+            .stalls = 10 - i, .ns = 1000000 * (3 - i), .max_ns = 5, .reclaimed_pages = 100 + i};
     }
     const auto shown = memstall::cut_rows(rows, 1);
     ASSERT_EQ(1u, shown.rows.size());
@@ -210,6 +210,8 @@ TEST(MemstallRows, RowsLeftOutAreSummed) {
     nlohmann::json j;
     memstall::json_totals(shown, j);
     EXPECT_EQ(27u, j["totals"]["memcg"]["stalls"]);
+    EXPECT_EQ(303u, j["totals"]["memcg"]["reclaimed_pages"]);
+    EXPECT_EQ(203u, j["left_out"]["causes"]["memcg"]["reclaimed_pages"]);
     EXPECT_EQ(2u, j["left_out"]["rows"]);
     EXPECT_EQ(3000000u, j["left_out"]["stall_ns"]);
     EXPECT_EQ("2 more processes (3.0 ms of stalls) not shown: -r 1",

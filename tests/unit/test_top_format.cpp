@@ -100,10 +100,74 @@ TEST(TopFormat, NarrowLineFoldsCausesIntoRest) {
     EXPECT_FALSE(wide.rest);
     EXPECT_EQ(size_t{MEMSTALL_CAUSES}, wide.causes.size());
     EXPECT_EQ(200u, line_width(wide));
+    EXPECT_TRUE(wide.reclaim);
     // Narrower than a 16-wide path beside REST alone: no cause column, the path at 16.
     const TableLayout tiny = fit_layout(50, 16, weights);
     EXPECT_TRUE(tiny.causes.empty());
+    EXPECT_FALSE(tiny.reclaim);
     EXPECT_EQ(16u, tiny.path_width);
+    // 80 columns hold two causes and no RECL/s; it comes before a third cause.
+    EXPECT_FALSE(layout.reclaim);
+    const TableLayout room_for_three = fit_layout(88, 16, weights);
+    EXPECT_TRUE(room_for_three.reclaim);
+    EXPECT_EQ(2u, room_for_three.causes.size());
+    EXPECT_EQ(88u, line_width(room_for_three));
+    EXPECT_EQ(88u, table_heading(room_for_three).size());
+    EXPECT_FALSE(room_for_three.hits);
+    const TableLayout room_for_four = fit_layout(96, 16, weights);
+    EXPECT_TRUE(room_for_four.reclaim && room_for_four.hits);
+    EXPECT_EQ(2u, room_for_four.causes.size());
+    EXPECT_EQ(96u, line_width(room_for_four));
+}
+
+// HIT%: the cgroup's hits over its accesses; "-" where none were counted. The header's Mem
+// line: the host's accesses per second and hit ratio, or its misses where accesses are not
+// counted; nothing without cachestat's programs.
+TEST(TopFormat, PageCacheHitRatio) {
+    CgroupInterval r = row(7, "/a", 0);
+    const TableLayout layout = full_layout(10);
+    const size_t column = table_heading(layout).find("    HIT%");
+    ASSERT_NE(std::string::npos, column);
+    EXPECT_EQ("       -", row_text(r, 1, layout).substr(column, 8));
+    r.page_cache = PageCache{{.accesses = 400, .misses = 100, .hits = 300}, true};
+    EXPECT_EQ("    75.0", row_text(r, 1, layout).substr(column, 8));
+    r.page_cache->accesses_known = false;
+    EXPECT_EQ("       -", row_text(r, 1, layout).substr(column, 8));
+
+    HostInterval host;
+    host.interval_s = 2;
+    EXPECT_EQ(std::string::npos, header_text(host, {}, "t").find("page cache"));
+    host.page_cache = PageCache{{.accesses = 4000, .misses = 1000, .hits = 3000}, true};
+    EXPECT_NE(std::string::npos,
+              header_text(host, {}, "t").find("; page cache 2000 pages/s, hit 75.0%\n"))
+        << header_text(host, {}, "t");
+    host.page_cache->accesses_known = false;
+    EXPECT_NE(std::string::npos,
+              header_text(host, {}, "t").find("; page cache 500 misses/s (accesses not counted"));
+    const auto j = snapshot_json(host, {r}, {}, "t");
+    EXPECT_TRUE(j["host"]["page_cache"]["accesses"].is_null());
+    EXPECT_EQ(1000u, j["host"]["page_cache"]["misses"]);
+    EXPECT_EQ(100u, j["cgroups"][0]["page_cache"]["misses"]);
+}
+
+// RECL/s: the pages the cgroup's direct and limit reclaim freed, per second; the JSON row has
+// them too, and each reclaim cause's share.
+TEST(TopFormat, ReclaimedPagesPerSecond) {
+    CgroupInterval r = row(7, "/a", 0);
+    r.stalls[MEMSTALL_MEMCG_RECLAIM] = {.stalls = 3, .ns = 9000, .reclaimed_pages = 3000};
+    r.stalls[MEMSTALL_DIRECT_RECLAIM] = {.stalls = 1, .ns = 10, .reclaimed_pages = 32};
+    r.stalls[MEMSTALL_SWAPIN] = {.stalls = 1, .ns = 10};
+    const TableLayout layout = full_layout(10);
+    const std::string heading = table_heading(layout), text = row_text(r, 2, layout);
+    const size_t column = heading.find(" RECL/s");
+    ASSERT_NE(std::string::npos, column);
+    EXPECT_EQ("   1516", text.substr(column, 7)) << text;
+    HostInterval host;
+    host.interval_s = 2;
+    const auto j = snapshot_json(host, {r}, {}, "12:00:00");
+    EXPECT_EQ(3032u, j["cgroups"][0]["reclaimed_pages"]);
+    EXPECT_EQ(3000u, j["cgroups"][0]["causes"]["memcg"]["reclaimed_pages"]);
+    EXPECT_FALSE(j["cgroups"][0]["causes"]["swapin"].contains("reclaimed_pages"));
 }
 
 // pgsteal_anon + pgsteal_file count every reclaim; the global reclaimers' counters less.

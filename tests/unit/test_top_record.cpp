@@ -38,16 +38,18 @@ std::pair<HostInterval, std::vector<CgroupInterval>> an_interval() {
     host.tlb_shootdowns = 77;
     host.remote_flushes = FlushPath::Mixed;
     host.self = SelfCost{0.0013, 1.5 * (1 << 20), 2621440};
+    host.page_cache = PageCache{{.accesses = 900, .misses = 90, .dirties = 9, .hits = 810}, true};
     CgroupInterval a;
     a.id = 42;
     a.path = "/kubepods/pod1";
     a.name = "pod1";
-    a.stalls[MEMSTALL_MEMCG_RECLAIM] = {3, 9000, 0};
+    a.stalls[MEMSTALL_MEMCG_RECLAIM] = {3, 9000, 0, 1234};
     a.memory.usage_bytes = 30 << 20;
     a.memory.max_bytes = 32 << 20;
     a.memory.high_bytes = 31 << 20;
     a.events_since_start = {{"max", 12}, {"oom_kill", 1}};
     a.psi_some_us = 700;
+    a.page_cache = PageCache{{.accesses = 100, .misses = 50, .hits = 50}, true};
     a.files_read = true;
     CgroupInterval b;
     b.id = 7;
@@ -85,6 +87,17 @@ TEST(TopRecord, AnIntervalReadBackDrawsTheSame) {
         EXPECT_EQ(rows[i].name, back.rows[i].name);
         EXPECT_EQ(rows[i].id, back.rows[i].id);
     }
+    ASSERT_TRUE(back.host.page_cache.has_value());
+    EXPECT_EQ(host.page_cache->counts, back.host.page_cache->counts);
+    EXPECT_FALSE(back.rows[1].page_cache.has_value());
+    // A record made before the page cache was counted: none, and HIT% "-".
+    auto old = j;
+    old["host"].erase("page_cache");
+    for (auto &row : old["cgroups"])
+        row.erase("page_cache");
+    const RecordedInterval before_counting = interval_from_json(old);
+    EXPECT_FALSE(before_counting.host.page_cache.has_value());
+    EXPECT_FALSE(before_counting.rows[0].page_cache.has_value());
 }
 
 // The threads of an interval: what it added, per thread and cause; entries that did not move
@@ -94,6 +107,7 @@ TEST(TopRecord, ThreadsAreTheIntervalsStalls) {
                               {{101, MEMSTALL_DIRTY}, value(1, 300, 100, 42, "reader")}};
     memstall::Snapshot now = before;
     now[{100, MEMSTALL_MEMCG_RECLAIM}] = value(5, 9000, 100, 42, "reader");
+    now[{100, MEMSTALL_MEMCG_RECLAIM}].reclaimed_pages = 96;
     now[{200, MEMSTALL_THRASHING}] = value(1, 700, 200, 7, "new");
     const auto j = threads_json(now, before);
     ASSERT_EQ(2u, j.size()); // 101 did not move
@@ -102,6 +116,8 @@ TEST(TopRecord, ThreadsAreTheIntervalsStalls) {
     EXPECT_EQ(3, j[0]["stalls"]);
     EXPECT_EQ(4000, j[0]["ns"]);
     EXPECT_EQ("reader", j[0]["comm"]);
+    EXPECT_EQ(96, j[0]["reclaimed_pages"]);
+    EXPECT_FALSE(j[1].contains("reclaimed_pages")); // thrashing frees nothing
     EXPECT_EQ(700, j[1]["ns"]);
 
     auto [host, rows] = an_interval();
@@ -113,6 +129,7 @@ TEST(TopRecord, ThreadsAreTheIntervalsStalls) {
               memstall::rows(*back.threads, {}, memstall::Grouping::Process, {})[0].total_ns());
     const auto threads = memstall::rows(*back.threads, {}, memstall::Grouping::Thread, {});
     ASSERT_EQ(2u, threads.size());
+    EXPECT_EQ(96u, threads[0].causes[MEMSTALL_MEMCG_RECLAIM].reclaimed_pages);
     EXPECT_EQ("reader", threads[0].name);
 }
 

@@ -1,5 +1,6 @@
 """Host checks of memlat top's VM scenario (tests/vm/scenarios/top.sh): the screen in a tmux
-pane on a Debian kernel with cgroup v2, as the host's top_screen_keys drives it."""
+pane on a Debian kernel with cgroup v2, as the host's top_screen_keys drives it, with memstall's
+and cachestat's programs loaded."""
 from __future__ import annotations
 
 import re
@@ -34,6 +35,13 @@ def screen(t: Test, b: Block) -> None:
             processes[:300])
     toucher = int(b.meta["toucher_pid"])
     t.check(toucher in pids, "the toucher's pid among its processes", toucher, sorted(pids))
+    heading = next((ln for ln in table.split("\n") if ln.startswith("CGROUP ")), "")
+    for column in ("RECL/s", "HIT%"):
+        t.check_in(f"the {column} column at 200 columns", column, heading, "heading")
+    # cachestat's programs loaded beside memstall's on this kernel: no line saying otherwise.
+    err = b.files.get("top.err", "")
+    t.check("no page-cache columns" not in err, "cachestat's programs loaded (HIT%)",
+            "no 'no page-cache columns' line", err[-400:])
     t.check_eq("q: exit status", "0", b.file("top.rc").strip())
     after = b.file("screen.after")
     t.check("memlat top" not in after, "the alternate screen left at exit",

@@ -36,6 +36,8 @@ const volatile __s32 filter_cgroup_level = 0;
 const volatile bool filter_on_v1 = false;
 const volatile bool per_process = false;
 const volatile bool per_file = false;
+const volatile bool per_cgroup = false; /* memlat top's page-cache columns */
+const volatile bool memcg_on_v1 = false;
 const volatile __u32 page_shift = 12;
 const volatile __u32 nr_cpus = 1; /* possible CPUs: the rows of one epoch in cpu_counts */
 
@@ -73,6 +75,15 @@ struct {
     __type(key, struct cachestat_file_key);
     __type(value, struct cachestat_file_value);
 } file_counts SEC(".maps");
+
+/* Per memory cgroup (the task's memory cgroup on v1), since load: memlat top diffs two reads,
+ * so there is no epoch. An entry stays when its cgroup goes (user space deletes it). */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 1);
+    __type(key, __u64);
+    __type(value, struct cachestat_counts);
+} cgroup_counts SEC(".maps");
 
 /* What each thread keeps between events: its read cursor and the misses and accesses not yet
  * matched (cachestat.h), with the file row of the accesses owed. */
@@ -153,6 +164,20 @@ static __always_inline void add_file(__u32 counter, __u64 pages,
     v->last_pid = bpf_get_current_pid_tgid() >> 32;
 }
 
+static __always_inline void add_cgroup(__u32 counter, __u64 pages) {
+    __u64 id = cgroup_id(task_cgroup(current_task(), memcg_on_v1));
+    struct cachestat_counts *v = bpf_map_lookup_elem(&cgroup_counts, &id);
+
+    if (!v) {
+        static const struct cachestat_counts zero;
+
+        v = map_insert_lookup(&cgroup_counts, &id, (const void *)&zero, &table_full);
+        if (!v)
+            return;
+    }
+    __sync_fetch_and_add(&v->c[counter], pages);
+}
+
 /* Counts `pages` of one kind for the current task and, with -f, for the file `key`. The
  * caller has applied the filters. Atomic adds even on the CPU's own row: a program on another
  * tracepoint may interrupt this one on the same CPU. */
@@ -170,6 +195,8 @@ static __noinline void count(__u32 counter, __u64 pages, const struct cachestat_
         add_proc(counter, pages, epoch);
     if (per_file)
         add_file(counter, pages, key, epoch);
+    if (per_cgroup)
+        add_cgroup(counter, pages);
 }
 
 /* ---------------------------------------------------------------- hits */

@@ -24,6 +24,7 @@
 #include "cachestat.skel.h"
 #include "cachestat_format.h"
 #include "cachestat_metrics.h"
+#include "cachestat_source.h"
 #include "kernel/cgroups.h"
 #include <linux/capability.h>
 
@@ -40,6 +41,7 @@
 #include "loading/loader.h"
 #include "prometheus/exporter.h"
 #include "prometheus/metrics_serving.h"
+#include "prometheus/process_metrics.h"
 #include "tool/tool.h"
 
 using namespace memlat;
@@ -116,6 +118,7 @@ struct Options {
     std::string cgroup;
     bool per_process = false;
     bool per_file = false;
+    bool per_cgroup = false; // memlat top's source (cachestat_source.h): no option of its own
     PrometheusOptions prom;
 };
 
@@ -337,6 +340,12 @@ class Cachestat final : public Tool<cachestat_bpf, Options, tool_name> {
     void check_options() override;
     void load() override;
     CountedLosses collect(prometheus::Exposition &out) override;
+    // With per_cgroup: the counters since load (cachestat_source.h).
+    cachestat::CgroupSnapshot cgroup_snapshot();
+    bool accesses_known() const { return accesses_known_; }
+    void forget_cgroup(uint64_t id) const {
+        bpf_map__delete_elem(skel().maps.cgroup_counts, &id, sizeof(id), 0);
+    }
 
   private:
     int trace() override;
@@ -426,6 +435,9 @@ void Cachestat::configure(cachestat_bpf &skel) const {
     bpf_map__set_max_entries(skel.maps.cpu_counts, 2 * static_cast<uint32_t>(ncpus_));
     bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? o_.common.entries(16384) : 1);
     bpf_map__set_max_entries(skel.maps.file_counts, o_.per_file ? o_.common.entries(65536) : 1);
+    ro->per_cgroup = o_.per_cgroup;
+    ro->memcg_on_v1 = o_.per_cgroup && memory_controller_on_v1();
+    bpf_map__set_max_entries(skel.maps.cgroup_counts, o_.per_cgroup ? o_.common.entries(4096) : 1);
     set_compat(*ro, kernel_features());
     size_thread_state_map(skel.maps.threads, skel.maps.threads_overflow, o_.common.max_entries);
 }
@@ -490,6 +502,16 @@ Snapshot Cachestat::snapshot(cachestat_bpf &skel) {
                 s.files[FileKey{k.dev, k.ino, k.generation}] = v;
     }
     s.table_full = bss->table_full;
+    return s;
+}
+
+cachestat::CgroupSnapshot Cachestat::cgroup_snapshot() {
+    cachestat::CgroupSnapshot s;
+    s.total = epoch_total(0);
+    for (const auto &[id, counts] :
+         read_hash_map<uint64_t, cachestat_counts>(skel().maps.cgroup_counts))
+        s.cgroups[id] = cachestat::Counts::from(counts);
+    s.table_full = skel().bss->table_full;
     return s;
 }
 
@@ -811,7 +833,36 @@ CommandLine command_line(Options &o) {
     return cli;
 }
 
+// cachestat as memlat top's source of page-cache counts: Cachestat loaded with no filter, per
+// memory cgroup.
+class CachestatSource final : public cachestat::CacheSource {
+  public:
+    explicit CachestatSource(const CommonOptions &common) : cachestat_(options(common)) {
+        cachestat_.check_options();
+        cachestat_.load();
+    }
+    cachestat::CgroupSnapshot take_snapshot() override { return cachestat_.cgroup_snapshot(); }
+    bool accesses_known() const override { return cachestat_.accesses_known(); }
+    void forget(uint64_t cgroup_id) override { cachestat_.forget_cgroup(cgroup_id); }
+    double map_memory_bytes() const override {
+        return prometheus::object_map_memory_bytes(cachestat_.object());
+    }
+
+  private:
+    static Options options(const CommonOptions &common) {
+        Options o;
+        o.common = common;
+        o.per_cgroup = true;
+        return o;
+    }
+    Cachestat cachestat_;
+};
+
 } // namespace
+
+std::unique_ptr<cachestat::CacheSource> cachestat::load_cache_source(const CommonOptions &common) {
+    return std::make_unique<CachestatSource>(common);
+}
 
 // memlat cachestat (and a link named cachestat), and its part of `memlat exporter`.
 extern const ToolEntry memlat_tool_cachestat =

@@ -21,6 +21,7 @@
 
 #include "base/errors.h"
 #include "base/files.h"
+#include "cachestat/cachestat_source.h"
 #include "cli/multicall.h"
 #include "cli/options.h"
 #include "cli/output.h"
@@ -54,12 +55,18 @@ memory.current and memory.max (cgroup v2; memory.high instead when lower,
 marked h) or memory.usage_in_bytes and memory.limit_in_bytes (v1); EVENTS
 counts the limit being met since top started: max (v1: memory.failcnt),
 then /high on cgroup v2, and Kn for n OOM kills. PSI% is the cgroup's own
-memory.pressure "some" share (cgroup v2).
+memory.pressure "some" share (cgroup v2). RECL/s is the pages the cgroup's
+own tasks freed per second in direct and limit reclaim (kswapd's are in the
+header's rates only). HIT% is the share of its tasks' page-cache accesses
+that hit, as cachestat counts them (cachestat -h), and the header's Mem line
+gives the host's; its programs run on every read and page fault of the host
+(--no-page-cache leaves them off).
 
 Rows are the cgroups that stalled in the interval, busiest first (-a: every
-memory cgroup). A screen too narrow for every cause (under 117 columns) gives
+memory cgroup). A screen too narrow for every cause (under 133 columns) gives
 the causes with the most stall time a column each and sums the others in REST;
-header lines fold; -b -w COLUMNS does the same to text rows. On a terminal
+RECL/s and HIT% come after two causes (88 and 96 columns); header lines fold;
+-b -w COLUMNS does the same to text rows. On a terminal
 the screen is redrawn each interval; -b prints the rows as text per interval
 (as top -b), -j as JSON lines.
 
@@ -103,6 +110,7 @@ struct TopOptions {
     std::string replay_path; // -r
     bool stacks = false;     // -s
     size_t width = 0;        // -w: -b's line width (0: every column, the path 32 wide)
+    bool page_cache = true;  // --no-page-cache: none
 };
 // STALL% from which a row is drawn in red (else yellow, when it stalled at all).
 constexpr double alarm_share = 10;
@@ -173,11 +181,14 @@ class Top {
   public:
     // Live: `source` is memstall's BPF side; each interval is appended to `record` (-o) unless
     // it is null. `o.common.interval` is changed by the d key.
-    Top(TopOptions &o, std::unique_ptr<memstall::StallSource> source, FullScreen *screen,
-        OutputFile *record)
-        : o_(o), source_(std::move(source)), screen_(screen), record_(record),
-          v1_(source_->memcg_on_v1()), all_(o.all) {
+    // `cache`: cachestat's, or null (not loaded: no page-cache columns).
+    Top(TopOptions &o, std::unique_ptr<memstall::StallSource> source,
+        std::unique_ptr<cachestat::CacheSource> cache, FullScreen *screen, OutputFile *record)
+        : o_(o), source_(std::move(source)), cache_(std::move(cache)), screen_(screen),
+          record_(record), v1_(source_->memcg_on_v1()), all_(o.all) {
         before_ = source_->take_snapshot();
+        if (cache_)
+            cache_before_ = cache_->take_snapshot();
         host_before_ = read_host_memory();
         rescan_cgroups();
         // The events and PSI of every cgroup now: what they reach is counted from here. A
@@ -207,6 +218,9 @@ class Top {
 
   private:
     void rescan_cgroups();
+    // The interval's page-cache counts of the host and per cgroup (none without cachestat's).
+    void count_page_cache(top::HostInterval &host,
+                          std::map<uint64_t, cachestat::Counts> &per_cgroup);
     // -r: shows the recorded interval `index` (the last when past it).
     void show_recorded(size_t index);
     // -o: appends the interval to the record.
@@ -236,11 +250,13 @@ class Top {
 
     TopOptions &o_;
     std::unique_ptr<memstall::StallSource> source_; // null in a replay
-    FullScreen *screen_;                            // null with -b and -j
-    const top::Recording *replay_ = nullptr;        // -r
-    size_t replay_at_ = 0;                          // the interval of the record shown
-    bool threads_recorded_ = true;                  // whether the replay has processes
-    OutputFile *record_ = nullptr;                  // -o
+    std::unique_ptr<cachestat::CacheSource> cache_; // null in a replay or --no-page-cache
+    cachestat::CgroupSnapshot cache_before_;
+    FullScreen *screen_;                     // null with -b and -j
+    const top::Recording *replay_ = nullptr; // -r
+    size_t replay_at_ = 0;                   // the interval of the record shown
+    bool threads_recorded_ = true;           // whether the replay has processes
+    OutputFile *record_ = nullptr;           // -o
     const bool v1_;
     bool all_;
     View view_;
@@ -279,6 +295,32 @@ void Top::rescan_cgroups() {
     for (const auto &[id, dir] : dirs_)
         if (mount_.empty() || dir.size() < mount_.size())
             mount_ = dir;
+}
+
+void Top::count_page_cache(top::HostInterval &host,
+                           std::map<uint64_t, cachestat::Counts> &per_cgroup) {
+    if (!cache_)
+        return;
+    cachestat::CgroupSnapshot now = cache_->take_snapshot();
+    const bool accesses = cache_->accesses_known();
+    host.page_cache = top::PageCache{now.total.since(cache_before_.total), accesses};
+    // A cgroup id not in the tree is one made since the last walk, or one that is gone: walk
+    // it again, and forget those still missing.
+    if (std::any_of(now.cgroups.begin(), now.cgroups.end(),
+                    [&](const auto &entry) { return !dirs_.contains(entry.first); }))
+        rescan_cgroups();
+    for (auto it = now.cgroups.begin(); it != now.cgroups.end();) {
+        auto was = cache_before_.cgroups.find(it->first);
+        per_cgroup[it->first] =
+            was == cache_before_.cgroups.end() ? it->second : it->second.since(was->second);
+        if (dirs_.contains(it->first)) {
+            ++it;
+        } else {
+            cache_->forget(it->first);
+            it = now.cgroups.erase(it);
+        }
+    }
+    cache_before_ = std::move(now);
 }
 
 top::CgroupInterval Top::cgroup_row(uint64_t id, const top::CauseTimes &stalls) {
@@ -374,8 +416,9 @@ void Top::refresh() {
     // coarse for a 1 s interval), RSS, and the BPF maps' memory.
     if (const auto usage = prometheus::own_process_usage()) {
         const double cpu = own_cpu_seconds();
-        host.self = top::SelfCost{(cpu - cpu_before_) / host.interval_s, usage->resident_bytes,
-                                  source_->map_memory_bytes()};
+        host.self =
+            top::SelfCost{(cpu - cpu_before_) / host.interval_s, usage->resident_bytes,
+                          source_->map_memory_bytes() + (cache_ ? cache_->map_memory_bytes() : 0)};
         cpu_before_ = cpu;
     }
 
@@ -386,6 +429,8 @@ void Top::refresh() {
         std::any_of(stalled.begin(), stalled.end(),
                     [&](const memstall::Row &r) { return !dirs_.contains(r.id); }))
         rescan_cgroups();
+    std::map<uint64_t, cachestat::Counts> cache_of;
+    count_page_cache(host, cache_of);
     std::vector<top::CgroupInterval> rows;
     std::map<uint64_t, top::CauseTimes> stalls_of;
     for (const auto &r : stalled)
@@ -397,6 +442,13 @@ void Top::refresh() {
         for (const auto &[id, causes] : stalls_of)
             rows.push_back(cgroup_row(id, causes));
     }
+    if (host.page_cache)
+        for (auto &r : rows) {
+            auto counts = cache_of.find(r.id);
+            r.page_cache =
+                top::PageCache{counts != cache_of.end() ? counts->second : cachestat::Counts{},
+                               host.page_cache->accesses_known};
+        }
     // The files of the rows to be shown, or of all when the sort needs them.
     if (top::sort_needs_files(view_.sort)) {
         for (auto &r : rows)
@@ -907,6 +959,24 @@ void run_screen(const TopOptions &o, FullScreen &screen, Top &top) {
     run_until_stopped(o.common, read_keys, [&] { top.refresh(); });
 }
 
+// cachestat's counting per memory cgroup, or null where it cannot load: then the screen goes
+// on without the page-cache columns, and says why once.
+std::unique_ptr<cachestat::CacheSource> load_page_cache(const CommonOptions &common) {
+    try {
+        auto cache = cachestat::load_cache_source(common);
+        if (!cache->accesses_known())
+            fmt::print(stderr,
+                       "{}: HIT% shows - : this kernel counts no page-cache accesses "
+                       "(cachestat -h says why)\n",
+                       command_name);
+        return cache;
+    } catch (const RuntimeError &e) {
+        fmt::print(stderr, "{}: no page-cache columns (HIT%, the header's hit ratio): {}\n",
+                   command_name, e.what());
+        return nullptr;
+    }
+}
+
 // -r: the record on the screen, one interval each INTERVAL seconds; with -b or -j, each
 // interval printed at once.
 int replay(TopOptions &o, bool full_screen) {
@@ -965,6 +1035,10 @@ int run_top(int argc, char **argv) {
              "longest per cause since start (memstall -s: a table of 4096 stacks, and a stack "
              "walk per stall)",
              o.stacks);
+    cli.flag(0, "no-page-cache",
+             "Count no page-cache accesses (HIT% and the header's hit ratio show nothing): "
+             "cachestat's programs then stay off every read and page fault of the host",
+             [&o] { o.page_cache = false; });
     cli.option('o', "output", "FILE",
                "Record every interval in FILE (JSON lines, all the rows and the stalls of "
                "each thread) for -r",
@@ -998,12 +1072,13 @@ int run_top(int argc, char **argv) {
         record = OutputFile(o.record_path, "-o", false);
     OutputFile *recording = record.is_open() ? &record : nullptr;
     auto source = memstall::load_stall_source(o.common, o.stacks);
+    auto cache = o.page_cache ? load_page_cache(o.common) : nullptr;
     if (recording != nullptr)
         recording->truncate();
     install_stop_signals();
     announce_tracing("Watching memory stalls per cgroup...");
     if (!full_screen) {
-        Top top(o, std::move(source), nullptr, recording);
+        Top top(o, std::move(source), std::move(cache), nullptr, recording);
         // Stopped by a signal or -d within an interval: its rows too, so that every stall
         // since start is in some interval of -b and -j.
         if (!run_until_stopped(o.common, sleep_for, [&] { top.refresh(); }))
@@ -1012,7 +1087,7 @@ int run_top(int argc, char **argv) {
         return 0;
     }
     FullScreen screen;
-    Top top(o, std::move(source), &screen, recording);
+    Top top(o, std::move(source), std::move(cache), &screen, recording);
     run_screen(o, screen, top);
     return 0;
 }

@@ -30,6 +30,14 @@ std::string rate(uint64_t count, double interval_s) {
     return r >= 10 || r == 0 ? fmt::format("{:.0f}", r) : fmt::format("{:.1f}", r);
 }
 
+// HIT%: "-" without accesses counted in the interval.
+std::string hit_percent(const std::optional<PageCache> &cache) {
+    if (!cache || !cache->accesses_known)
+        return "-";
+    const auto ratio = cachestat::hit_ratio(cache->counts);
+    return ratio ? fmt::format("{:.1f}", *ratio) : "-";
+}
+
 std::string cut_left(const std::string &text, size_t width) {
     if (text.size() <= width)
         return text;
@@ -183,6 +191,12 @@ std::string header_text(const HostInterval &host, const std::map<uint32_t, std::
         out += fmt::format("; swap {} of {} used",
                            human_bytes(swap_total - value_or_zero(mi, "SwapFree")),
                            human_bytes(swap_total));
+    if (const auto &cache = host.page_cache; cache && cache->accesses_known)
+        out += fmt::format("; page cache {} pages/s, hit {}%", rate(cache->counts.accesses, s),
+                           hit_percent(cache));
+    else if (cache)
+        out += fmt::format("; page cache {} misses/s (accesses not counted here)",
+                           rate(cache->counts.misses, s));
     out += "\n";
     if (host.psi_some_us)
         out += fmt::format("PSI memory: some {:.1f}%, full {:.1f}% of the interval\n",
@@ -231,33 +245,43 @@ std::string header_text(const HostInterval &host, const std::map<uint32_t, std::
 }
 
 TableLayout full_layout(size_t path_width) {
-    TableLayout layout{path_width, {}, false};
+    TableLayout layout{path_width, {}, false, true, true};
     for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause)
         layout.causes.push_back(cause);
     return layout;
 }
 
 size_t line_width(const TableLayout &layout) {
-    return layout.path_width + fixed_columns +
-           cause_column_width * (layout.causes.size() + (layout.rest ? 1 : 0));
+    const size_t columns = layout.causes.size() + (layout.rest ? 1 : 0) + (layout.reclaim ? 1 : 0) +
+                           (layout.hits ? 1 : 0);
+    return layout.path_width + fixed_columns + cause_column_width * columns;
 }
 
 TableLayout fit_layout(size_t width, size_t min_path, const CauseTimes &weights) {
-    const size_t all = fixed_columns + cause_column_width * MEMSTALL_CAUSES;
-    if (width >= min_path + all)
-        return full_layout(width - all);
+    const TableLayout full = full_layout(min_path);
+    if (width >= line_width(full))
+        return full_layout(width - (line_width(full) - min_path));
     std::array<uint32_t, MEMSTALL_CAUSES> order{};
     for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause)
         order[cause] = cause;
     std::stable_sort(order.begin(), order.end(),
                      [&](uint32_t a, uint32_t b) { return weights[a].ns > weights[b].ns; });
+    // Beside REST: two causes first, then RECL/s and HIT%, then more causes, as many as fit.
     const size_t room = width > min_path + fixed_columns + cause_column_width
                             ? width - min_path - fixed_columns - cause_column_width
                             : 0;
-    const size_t kept = std::min<size_t>(room / cause_column_width, MEMSTALL_CAUSES - 1);
-    TableLayout layout{0, std::vector<uint32_t>(order.begin(), order.begin() + kept), true};
+    size_t slots = room / cause_column_width;
+    size_t kept = std::min<size_t>(slots, 2);
+    slots -= kept;
+    const bool reclaim = slots > 0;
+    slots -= reclaim ? 1 : 0;
+    const bool hits = slots > 0;
+    slots -= hits ? 1 : 0;
+    kept = std::min<size_t>(kept + slots, MEMSTALL_CAUSES - 1);
+    TableLayout layout{0, std::vector<uint32_t>(order.begin(), order.begin() + kept), true, reclaim,
+                       hits};
     std::sort(layout.causes.begin(), layout.causes.end());
-    const size_t used = fixed_columns + cause_column_width * (kept + 1);
+    const size_t used = line_width(layout);
     layout.path_width = width > used + min_path ? width - used : min_path;
     return layout;
 }
@@ -269,6 +293,10 @@ std::string table_heading(const TableLayout &layout) {
         h += fmt::format(" {:>7}", memstall::cause_column(cause));
     if (layout.rest)
         h += fmt::format(" {:>7}", "REST");
+    if (layout.reclaim)
+        h += fmt::format(" {:>7}", "RECL/s");
+    if (layout.hits)
+        h += fmt::format(" {:>7}", "HIT%");
     h += fmt::format(" {:>9} {:>5}", "EVENTS", "PSI%");
     return h;
 }
@@ -286,6 +314,10 @@ std::string row_text(const CgroupInterval &row, double interval_s, const TableLa
     }
     if (layout.rest)
         l += fmt::format(" {:>7.1f}", rest_ns / 1e6);
+    if (layout.reclaim)
+        l += fmt::format(" {:>7}", rate(memstall::reclaimed_pages(row.stalls), interval_s));
+    if (layout.hits)
+        l += fmt::format(" {:>7}", hit_percent(row.page_cache));
     l += fmt::format(" {:>9}", events_text(row.events_since_start));
     l += row.psi_some_us
              ? fmt::format(" {:>5.1f}", share_percent(*row.psi_some_us * 1000, interval_s))
@@ -334,15 +366,11 @@ nlohmann::json snapshot_json(const HostInterval &host, const std::vector<CgroupI
                              const std::map<uint32_t, std::string> &unmeasured,
                              const std::string &time) {
     using nlohmann::json;
-    auto causes = [](const CauseTimes &stalls) {
-        json out = json::object();
-        for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause)
-            if (stalls[cause].stalls != 0 || stalls[cause].ns != 0)
-                out[memstall::cause_name(cause)] = {{"stalls", stalls[cause].stalls},
-                                                    {"ns", stalls[cause].ns}};
-        return out;
-    };
+    auto causes = [](const CauseTimes &stalls) { return memstall::causes_json(stalls); };
     auto optional = [](const std::optional<uint64_t> &v) { return v ? json(*v) : json(nullptr); };
+    auto page_cache = [](const std::optional<PageCache> &cache) {
+        return cache ? cachestat::json_counts(cache->counts, cache->accesses_known) : json(nullptr);
+    };
     json host_j = {{"memory_bytes", host.now.meminfo},
                    {"vmstat_delta", host.vmstat_delta},
                    {"memcg_reclaim_pages", optional(memcg_reclaim_pages(host.vmstat_delta))},
@@ -351,7 +379,8 @@ nlohmann::json snapshot_json(const HostInterval &host, const std::vector<CgroupI
                    {"causes", causes(host.stalls)},
                    {"cgroups_stalled", host.cgroups_stalled},
                    {"tlb_shootdowns", optional(host.tlb_shootdowns)},
-                   {"remote_flush_path", path_name(host.remote_flushes)}};
+                   {"remote_flush_path", path_name(host.remote_flushes)},
+                   {"page_cache", page_cache(host.page_cache)}};
     json self = nullptr;
     if (host.self)
         self = {{"cpu_share", host.self->cpu_share},
@@ -365,11 +394,13 @@ nlohmann::json snapshot_json(const HostInterval &host, const std::vector<CgroupI
                         {"stall_ns", r.stall_ns()},
                         {"stall_pct", share_percent(r.stall_ns(), host.interval_s)},
                         {"causes", causes(r.stalls)},
+                        {"reclaimed_pages", memstall::reclaimed_pages(r.stalls)},
                         {"usage_bytes", optional(r.memory.usage_bytes)},
                         {"max_bytes", optional(r.memory.max_bytes)},
                         {"high_bytes", optional(r.memory.high_bytes)},
                         {"events_since_start", r.events_since_start},
-                        {"psi_some_us", optional(r.psi_some_us)}});
+                        {"psi_some_us", optional(r.psi_some_us)},
+                        {"page_cache", page_cache(r.page_cache)}});
     json unmeasured_j = json::object();
     for (const auto &[cause, why] : unmeasured)
         unmeasured_j[memstall::cause_name(cause)] = why;

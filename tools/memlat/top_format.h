@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cachestat/cachestat_format.h"
 #include "kernel/hypervisor.h"
 #include "kernel/memory_state.h"
 #include "memstall/memstall.h"
@@ -18,13 +19,19 @@
 
 namespace memlat::top {
 
-using CauseTimes = std::array<memstall::CauseTime, MEMSTALL_CAUSES>;
+using memstall::CauseTimes;
 
 // What memlat top itself cost over an interval.
 struct SelfCost {
     double cpu_share = 0; // CPU time used over the interval's length (user and system)
     double rss_bytes = 0; // VmRSS now
     double map_bytes = 0; // its BPF maps' kernel memory (memlock), which RSS does not show
+};
+
+// Page-cache use over an interval, in pages (cachestat's counts).
+struct PageCache {
+    cachestat::Counts counts;
+    bool accesses_known = true; // else this kernel counts no accesses, and so no hits
 };
 
 // The host over one interval.
@@ -40,6 +47,8 @@ struct HostInterval {
     std::optional<uint64_t> tlb_shootdowns;
     FlushPath remote_flushes = FlushPath::Unknown;
     std::optional<SelfCost> self; // none: /proc/self could not be read
+    // Every task's; none when top counts none (cachestat's programs did not load).
+    std::optional<PageCache> page_cache;
 };
 
 // One memory cgroup over the interval.
@@ -54,6 +63,7 @@ struct CgroupInterval {
     // first seen, if later): the limits met while watching.
     std::map<std::string, uint64_t> events_since_start;
     std::optional<uint64_t> psi_some_us; // memory.pressure's some total, in the interval
+    std::optional<PageCache> page_cache; // its tasks', as the host's
     uint64_t stall_ns() const;
 };
 
@@ -109,21 +119,28 @@ struct TableLayout {
     size_t path_width = 32;
     std::vector<uint32_t> causes; // in cause order
     bool rest = false;            // a REST column for the causes without one
+    bool reclaim = true;          // RECL/s: the pages its reclaim stalls freed, per second
+    bool hits = true;             // HIT%: its page-cache hits as a share of its accesses
 };
-// Columns of a row besides the path and the causes' (USAGE LIMIT STALL%, EVENTS PSI%).
+// Columns of a row besides the path, the causes', RECL/s and HIT% (USAGE LIMIT STALL%, EVENTS
+// PSI%).
 inline constexpr size_t fixed_columns = 21 + 16;
+// Each cause's column, REST, RECL/s and HIT%.
 inline constexpr size_t cause_column_width = 8;
 // Every cause, the path `path_width` wide.
 TableLayout full_layout(size_t path_width);
 // The layout of a line `width` columns wide with a path at least `min_path` wide: every cause
-// if they fit, the path taking what is left; else as many causes as fit beside REST, those
-// with the most stall time in `weights` first (ties: cause order).
+// RECL/s and HIT% if they fit, the path taking what is left; else REST, then two causes,
+// RECL/s, HIT% and as many causes as still fit, those with the most stall time in `weights` first
+// (ties: cause order).
 TableLayout fit_layout(size_t width, size_t min_path, const CauseTimes &weights);
 // The width of a line of `layout`.
 size_t line_width(const TableLayout &layout);
 
 // The table: a heading, then a line per row. STALL% is memstall's stall time as a share of
 // the interval (a cgroup with several stalled tasks can pass 100%), then per cause in ms;
+// RECL/s the pages its tasks' direct and limit reclaim freed, per second; HIT% their page-cache
+// hits as a share of their accesses ("-": none, or not counted);
 // USAGE and LIMIT ("-": none; memory.high when lower than memory.max, marked "h"); EVENTS the
 // limits met since start (max, then high and oom_kill where counted); PSI% the cgroup's own
 // some share (v2). The path is cut from the left to the layout's width.

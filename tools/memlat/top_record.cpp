@@ -76,8 +76,28 @@ CauseTimes causes_of(const json &j) {
         if (auto cause = cause_of(name)) {
             out[*cause].stalls = number(times, "stalls");
             out[*cause].ns = number(times, "ns");
+            // Records before reclaimed pages were counted have none.
+            if (times.contains("reclaimed_pages"))
+                out[*cause].reclaimed_pages = number(times, "reclaimed_pages");
         }
     return out;
+}
+
+// {"accesses", "hits", "misses", "dirties", ...} (cachestat::json_counts()), or null: none.
+// Records before top counted the page cache have no member, which reads as none.
+std::optional<PageCache> page_cache_of(const json &j) {
+    if (!j.contains("page_cache") || j["page_cache"].is_null())
+        return std::nullopt;
+    const json &c = j["page_cache"];
+    PageCache cache;
+    cache.accesses_known = !field(c, "accesses").is_null();
+    if (cache.accesses_known) {
+        cache.counts.accesses = number(c, "accesses");
+        cache.counts.hits = number(c, "hits");
+    }
+    cache.counts.misses = number(c, "misses");
+    cache.counts.dirties = number(c, "dirties");
+    return cache;
 }
 
 FlushPath flush_path_of(const std::string &name) {
@@ -99,6 +119,7 @@ CgroupInterval row_of(const json &j) {
     row.memory.high_bytes = optional_number(j, "high_bytes");
     row.events_since_start = counters(j, "events_since_start");
     row.psi_some_us = optional_number(j, "psi_some_us");
+    row.page_cache = page_cache_of(j);
     row.files_read = true;
     return row;
 }
@@ -113,6 +134,8 @@ memstall::Snapshot threads_of(const json &j) {
         v.stalls = number(t, "stalls");
         v.total_ns = number(t, "ns");
         v.max_ns = number(t, "max_ns");
+        if (t.contains("reclaimed_pages"))
+            v.reclaimed_pages = number(t, "reclaimed_pages");
         v.cgroup_id = number(t, "cgroup_id");
         v.pid = static_cast<uint32_t>(number(t, "pid"));
         const std::string comm = text(t, "comm");
@@ -130,21 +153,25 @@ json threads_json(const memstall::Snapshot &now, const memstall::Snapshot &befor
         const auto [tid, cause] = key;
         if (cause >= MEMSTALL_CAUSES)
             continue;
-        uint64_t stalls = v.stalls, ns = v.total_ns;
+        uint64_t stalls = v.stalls, ns = v.total_ns, pages = v.reclaimed_pages;
         if (auto was = before.find(key); was != before.end()) {
             stalls -= std::min<uint64_t>(stalls, was->second.stalls);
             ns -= std::min<uint64_t>(ns, was->second.total_ns);
+            pages -= std::min<uint64_t>(pages, was->second.reclaimed_pages);
         }
         if (stalls == 0 && ns == 0)
             continue;
-        out.push_back({{"tid", tid},
+        json thread = {{"tid", tid},
                        {"pid", v.pid},
                        {"comm", std::string(v.comm, strnlen(v.comm, sizeof(v.comm)))},
                        {"cgroup_id", v.cgroup_id},
                        {"cause", memstall::cause_name(cause)},
                        {"stalls", stalls},
                        {"ns", ns},
-                       {"max_ns", v.max_ns}});
+                       {"max_ns", v.max_ns}};
+        if (memstall::frees_pages(cause))
+            thread["reclaimed_pages"] = pages;
+        out.push_back(std::move(thread));
     }
     return out;
 }
@@ -167,6 +194,7 @@ RecordedInterval interval_from_json(const json &line) {
             host.tlb_shootdowns = optional_number(h, "tlb_shootdowns");
         if (h.contains("remote_flush_path"))
             host.remote_flushes = flush_path_of(text(h, "remote_flush_path"));
+        host.page_cache = page_cache_of(h);
         if (const json &self = field(line, "self"); !self.is_null())
             host.self = SelfCost{real(self, "cpu_share"), real(self, "rss_bytes"),
                                  real(self, "bpf_map_bytes")};

@@ -191,12 +191,16 @@ static __noinline void account_stacks(struct task_struct *task, __u32 cause, __u
 /* Adds one stall of `ns` to the cause's total and the thread's. A global subprogram, so that
  * the verifier checks it once rather than again at every call site and path of every program
  * that ends a stall (in sched_switch's program that was 1481 of 4595 instructions verified).
- * Its arguments are therefore plain numbers: the task's address (task_address()) and the
- * stall's two stack ids, kernel's in the high half. It returns 0: a global subprogram returns
- * a number. */
-__noinline int account_stall(__u64 task_address, __u32 tid, __u32 cause, __u64 ns, __u64 stacks) {
+ * Its arguments are therefore plain numbers (five at most): the task's address
+ * (task_address()), the thread id and cause in one (tid_cause()), the stall's two stack ids,
+ * kernel's in the high half, and the pages a reclaim window freed. It returns 0: a global
+ * subprogram returns a number. */
+__noinline int account_stall(__u64 task_address, __u64 tid_cause, __u64 ns, __u64 stacks,
+                             __u64 pages) {
     struct task_struct *task = (struct task_struct *)task_address;
-    struct memstall_key key = {.tid = tid, .cause = cause & (MEMSTALL_CAUSES - 1)};
+    const __u32 cause = (__u32)tid_cause;
+    struct memstall_key key = {.tid = (__u32)(tid_cause >> 32),
+                               .cause = cause & (MEMSTALL_CAUSES - 1)};
     struct memstall_value *v = bpf_map_lookup_elem(&stalls, &key);
 
     __sync_fetch_and_add(&totals[cause & (MEMSTALL_CAUSES - 1)].stalls, 1);
@@ -213,6 +217,8 @@ __noinline int account_stall(__u64 task_address, __u32 tid, __u32 cause, __u64 n
     }
     __sync_fetch_and_add(&v->stalls, 1);
     __sync_fetch_and_add(&v->total_ns, ns);
+    if (pages)
+        __sync_fetch_and_add(&v->reclaimed_pages, pages);
     if (ns > v->max_ns)
         v->max_ns = ns; /* a rare lost race only understates the maximum */
     if (collect_stacks && !stacks_paused)
@@ -229,6 +235,11 @@ static __always_inline __u64 task_address(struct task_struct *task) {
     return address;
 }
 
+/* The thread and the cause in one number, as account_stall() takes them. */
+static __always_inline __u64 tid_cause(__u32 tid, __u32 cause) {
+    return (__u64)tid << 32 | cause;
+}
+
 /* The stall's two stack ids in one number, as account_stall() takes them. */
 static __always_inline __u64 packed_stacks(const struct stall_stacks *stacks) {
     return (__u64)(__u32)stacks->kernel << 32 | (__u32)stacks->user;
@@ -236,7 +247,7 @@ static __always_inline __u64 packed_stacks(const struct stall_stacks *stacks) {
 
 static __always_inline void account(struct task_struct *task, __u32 tid, __u32 cause, __u64 ns,
                                     struct stall_stacks *stacks) {
-    account_stall(task_address(task), tid, cause, ns, packed_stacks(stacks));
+    account_stall(task_address(task), tid_cause(tid, cause), ns, packed_stacks(stacks), 0);
 }
 
 static __always_inline struct thread_stall *thread_get(__u32 tid, bool create) {
@@ -281,7 +292,8 @@ static __always_inline int window_begin(void *ctx, __u32 window) {
     return 0;
 }
 
-static __always_inline int window_end(void *ctx, __u32 window) {
+/* A window's end; `pages`: what a reclaim window freed (its tracepoint's nr_reclaimed). */
+static __always_inline int window_end_freed(void *ctx, __u32 window, __u64 pages) {
     __u64 now = bpf_ktime_get_ns(), start;
     __u32 tid = (__u32)bpf_get_current_pid_tgid();
     struct thread_stall *state;
@@ -312,8 +324,13 @@ static __always_inline int window_end(void *ctx, __u32 window) {
 
     /* bpf_get_current_task() gives a number already: no copy through a helper (at every
      * window's end). */
-    account_stall(bpf_get_current_task(), tid, window, now - start, packed_stacks(&stacks));
+    account_stall(bpf_get_current_task(), tid_cause(tid, window), now - start,
+                  packed_stacks(&stacks), pages);
     return 0;
+}
+
+static __always_inline int window_end(void *ctx, __u32 window) {
+    return window_end_freed(ctx, window, 0);
 }
 
 /* Three ways into each tracepoint; user space attaches the first the kernel accepts. None
@@ -333,13 +350,29 @@ static __always_inline int window_end(void *ctx, __u32 window) {
         return KEEP_EVENT;                                                                         \
     }
 
+/* A reclaim window's end reads one argument, the pages it freed: nr_reclaimed, the first on
+ * every kernel (mm_vmscan_direct_reclaim_end_template since 2.6.36). */
+#define RECLAIM_END_PROGRAMS(name, tracepoint, window)                                             \
+    SEC("tp_btf/" #tracepoint)                                                                     \
+    int BPF_PROG(name##_btf, unsigned long nr_reclaimed) {                                         \
+        return window_end_freed(ctx, window, nr_reclaimed);                                        \
+    }                                                                                              \
+    SEC("raw_tp/" #tracepoint)                                                                     \
+    int BPF_PROG(name##_raw, unsigned long nr_reclaimed) {                                         \
+        return window_end_freed(ctx, window, nr_reclaimed);                                        \
+    }                                                                                              \
+    SEC("tracepoint/vmscan/" #tracepoint)                                                          \
+    int name##_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_end_template *ctx) {             \
+        window_end_freed(ctx, window, ctx->nr_reclaimed);                                          \
+        return KEEP_EVENT;                                                                         \
+    }
+
 WINDOW_PROGRAMS(direct_begin, vmscan, mm_vmscan_direct_reclaim_begin, window_begin,
                 MEMSTALL_DIRECT_RECLAIM)
-WINDOW_PROGRAMS(direct_end, vmscan, mm_vmscan_direct_reclaim_end, window_end,
-                MEMSTALL_DIRECT_RECLAIM)
+RECLAIM_END_PROGRAMS(direct_end, mm_vmscan_direct_reclaim_end, MEMSTALL_DIRECT_RECLAIM)
 WINDOW_PROGRAMS(memcg_begin, vmscan, mm_vmscan_memcg_reclaim_begin, window_begin,
                 MEMSTALL_MEMCG_RECLAIM)
-WINDOW_PROGRAMS(memcg_end, vmscan, mm_vmscan_memcg_reclaim_end, window_end, MEMSTALL_MEMCG_RECLAIM)
+RECLAIM_END_PROGRAMS(memcg_end, mm_vmscan_memcg_reclaim_end, MEMSTALL_MEMCG_RECLAIM)
 WINDOW_PROGRAMS(compact_begin, compaction, mm_compaction_begin, window_begin, MEMSTALL_COMPACTION)
 WINDOW_PROGRAMS(compact_end, compaction, mm_compaction_end, window_end, MEMSTALL_COMPACTION)
 

@@ -61,6 +61,9 @@ struct memstall_value {
     __u64 stalls;   /* windows or off-CPU intervals ended */
     __u64 total_ns; /* their wall time */
     __u64 max_ns;
+    /* Pages the stalls freed: the nr_reclaimed of direct and memory-cgroup reclaim windows
+     * (0 for the other causes). */
+    __u64 reclaimed_pages;
     __u64 cgroup_id; /* the thread's memory cgroup when the entry was made */
     __u32 pid;       /* its process */
     __u32 pad;

@@ -22,12 +22,53 @@ const char *cause_name(uint32_t cause) {
     return cause < MEMSTALL_CAUSES ? names[cause] : "unknown";
 }
 
+bool frees_pages(uint32_t cause) {
+    return cause == MEMSTALL_DIRECT_RECLAIM || cause == MEMSTALL_MEMCG_RECLAIM;
+}
+
+uint64_t reclaimed_pages(const CauseTimes &causes) {
+    return causes[MEMSTALL_DIRECT_RECLAIM].reclaimed_pages +
+           causes[MEMSTALL_MEMCG_RECLAIM].reclaimed_pages;
+}
+
+nlohmann::json causes_json(const CauseTimes &causes, bool max) {
+    nlohmann::json out = nlohmann::json::object();
+    for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause) {
+        const auto &c = causes[cause];
+        if (c.stalls == 0 && c.ns == 0)
+            continue;
+        nlohmann::json &j = out[cause_name(cause)];
+        j = {{"stalls", c.stalls}, {"ns", c.ns}};
+        if (max)
+            j["max_ns"] = c.max_ns;
+        if (frees_pages(cause))
+            j["reclaimed_pages"] = c.reclaimed_pages;
+    }
+    return out;
+}
+
 uint64_t Row::total_ns() const {
     uint64_t sum = 0;
     for (const auto &c : causes)
         sum += c.ns;
     return sum;
 }
+
+namespace {
+
+void add_cause(CauseTime &into, const CauseTime &c) {
+    into.stalls += c.stalls;
+    into.ns += c.ns;
+    into.max_ns = std::max(into.max_ns, c.max_ns);
+    into.reclaimed_pages += c.reclaimed_pages;
+}
+
+void add_causes(Row &into, const Row &row) {
+    for (size_t cause = 0; cause < into.causes.size(); ++cause)
+        add_cause(into.causes[cause], row.causes[cause]);
+}
+
+} // namespace
 
 std::vector<Row> rows(const Snapshot &now, const Snapshot &before, Grouping grouping,
                       const std::map<uint64_t, std::string> &cgroup_paths) {
@@ -36,10 +77,12 @@ std::vector<Row> rows(const Snapshot &now, const Snapshot &before, Grouping grou
         const uint32_t cause = key.second;
         if (cause >= MEMSTALL_CAUSES)
             continue;
-        CauseTime delta{v.stalls, v.total_ns, v.max_ns};
+        CauseTime delta{v.stalls, v.total_ns, v.max_ns, v.reclaimed_pages};
         if (auto it = before.find(key); it != before.end()) {
             delta.stalls -= std::min<uint64_t>(delta.stalls, it->second.stalls);
             delta.ns -= std::min<uint64_t>(delta.ns, it->second.total_ns);
+            delta.reclaimed_pages -=
+                std::min<uint64_t>(delta.reclaimed_pages, it->second.reclaimed_pages);
         }
         const uint64_t id = grouping == Grouping::Process  ? v.pid
                             : grouping == Grouping::Thread ? key.first
@@ -54,10 +97,7 @@ std::vector<Row> rows(const Snapshot &now, const Snapshot &before, Grouping grou
                 row.name = path != cgroup_paths.end() ? path->second : fmt::format("{}", id);
             }
         }
-        auto &c = row.causes[cause];
-        c.stalls += delta.stalls;
-        c.ns += delta.ns;
-        c.max_ns = std::max<uint64_t>(c.max_ns, delta.max_ns);
+        add_cause(row.causes[cause], delta);
     }
     std::vector<Row> out;
     for (auto &[id, row] : by_id)
@@ -66,28 +106,6 @@ std::vector<Row> rows(const Snapshot &now, const Snapshot &before, Grouping grou
                      [](const Row &a, const Row &b) { return a.total_ns() > b.total_ns(); });
     return out;
 }
-
-namespace {
-
-void add_causes(Row &into, const Row &row) {
-    for (size_t cause = 0; cause < into.causes.size(); ++cause) {
-        into.causes[cause].stalls += row.causes[cause].stalls;
-        into.causes[cause].ns += row.causes[cause].ns;
-        into.causes[cause].max_ns = std::max(into.causes[cause].max_ns, row.causes[cause].max_ns);
-    }
-}
-
-nlohmann::json causes_json(const Row &row) {
-    nlohmann::json causes = nlohmann::json::object();
-    for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause) {
-        const auto &c = row.causes[cause];
-        if (c.stalls != 0 || c.ns != 0)
-            causes[cause_name(cause)] = {{"stalls", c.stalls}, {"ns", c.ns}};
-    }
-    return causes;
-}
-
-} // namespace
 
 ShownRows cut_rows(std::vector<Row> rows, size_t max_rows) {
     ShownRows shown;
@@ -105,10 +123,10 @@ ShownRows cut_rows(std::vector<Row> rows, size_t max_rows) {
 }
 
 void json_totals(const ShownRows &shown, nlohmann::json &out) {
-    out["totals"] = causes_json(shown.totals);
+    out["totals"] = causes_json(shown.totals.causes);
     out["left_out"] = {{"rows", shown.rows_left_out},
                        {"stall_ns", shown.left_out.total_ns()},
-                       {"causes", causes_json(shown.left_out)}};
+                       {"causes", causes_json(shown.left_out.causes)}};
 }
 
 std::string left_out_line(const ShownRows &shown, Grouping grouping) {
@@ -154,14 +172,7 @@ nlohmann::json json_row(const Row &row, double interval_s, Grouping grouping) {
     }
     j["stall_ns"] = row.total_ns();
     j["stall_pct"] = share_percent(row.total_ns(), interval_s);
-    nlohmann::json causes = nlohmann::json::object();
-    for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause) {
-        const auto &c = row.causes[cause];
-        if (c.stalls == 0 && c.ns == 0)
-            continue;
-        causes[cause_name(cause)] = {{"stalls", c.stalls}, {"ns", c.ns}, {"max_ns", c.max_ns}};
-    }
-    j["causes"] = causes;
+    j["causes"] = causes_json(row.causes, true);
     return j;
 }
 

@@ -26,14 +26,25 @@ using Snapshot = std::map<std::pair<uint32_t, uint32_t>, memstall_value>; // (ti
 struct CauseTime {
     uint64_t stalls = 0;
     uint64_t ns = 0;
-    uint64_t max_ns = 0; // the largest single stall since load (not per interval)
+    uint64_t max_ns = 0;          // the largest single stall since load (not per interval)
+    uint64_t reclaimed_pages = 0; // what the stalls freed (the reclaim causes only)
 };
+using CauseTimes = std::array<CauseTime, MEMSTALL_CAUSES>;
+
+// Whether the cause's stalls free pages (direct and memory-cgroup reclaim): their JSON carries
+// "reclaimed_pages".
+bool frees_pages(uint32_t cause);
+// The pages the reclaim causes freed.
+uint64_t reclaimed_pages(const CauseTimes &causes);
+// {cause: {"stalls", "ns"[, "reclaimed_pages"]}} for the causes with a stall; with `max`,
+// "max_ns" too.
+nlohmann::json causes_json(const CauseTimes &causes, bool max = false);
 
 // One row of the table: a process (pid, comm) or a memory cgroup (cgroup_id, its path).
 struct Row {
     uint64_t id = 0;  // pid, tid, or cgroup id with -C
     std::string name; // comm, or the cgroup's path
-    std::array<CauseTime, MEMSTALL_CAUSES> causes{};
+    CauseTimes causes{};
     uint64_t total_ns() const;
 };
 
@@ -55,7 +66,7 @@ struct ShownRows {
     Row totals; // every row's causes, summed: rows + left_out
 };
 ShownRows cut_rows(std::vector<Row> rows, size_t max_rows);
-// JSON: {"totals": {cause: {stalls, ns}}, "left_out": {"rows", "stall_ns", "causes"}}.
+// JSON: {"totals": causes_json(), "left_out": {"rows", "stall_ns", "causes"}}.
 void json_totals(const ShownRows &shown, nlohmann::json &out);
 // Text: "N more processes (X ms of stalls) not shown: -r N" when -r cut rows, else "".
 std::string left_out_line(const ShownRows &shown, Grouping grouping);
