@@ -190,19 +190,26 @@ static __always_inline void thread_state_exit(void *map, void *overflow) {
 
 /* Where to write an event record of `size` bytes: a reserved ring-buffer record, or, when the
  * events map is a perf event array, this CPU's record in `scratch` (a one-entry per-CPU array
- * of the record's type), which event_submit() copies out. NULL: nothing reserved. */
-static __always_inline void *event_reserve(void *events, void *scratch, __u64 size) {
+ * of the record's type), which event_submit() copies out. NULL: nothing reserved, the record
+ * counted in *dropped (the ring buffer was full). */
+static __always_inline void *event_reserve(void *events, void *scratch, __u64 size,
+                                           __u64 *dropped) {
     __u32 zero = 0;
+    void *record;
 
     if (memlat_ringbuf)
-        return bpf_ringbuf_reserve(events, size, 0);
-    return bpf_map_lookup_elem(scratch, &zero);
+        record = bpf_ringbuf_reserve(events, size, 0);
+    else
+        record = bpf_map_lookup_elem(scratch, &zero);
+    if (!record)
+        __sync_fetch_and_add(dropped, 1);
+    return record;
 }
 
 /* Hands a record from event_reserve() to user space. The ring buffer wakes it only in batches
  * (submit_batched()); the perf buffer's wake-up watermark, set by user space, does the same. A
  * perf-buffer record the kernel could not write is counted in *dropped, as a failed ring-buffer
- * reservation is by the caller. */
+ * reservation is by event_reserve(). */
 static __always_inline void event_submit(void *ctx, void *events, void *record, __u64 size,
                                          __u64 batch_bytes, __u64 *dropped) {
     if (memlat_ringbuf) {

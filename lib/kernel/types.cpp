@@ -188,4 +188,20 @@ std::optional<bool> reclaim_begin_gfp_first(std::string_view tracepoint, std::st
     return std::nullopt;
 }
 
+std::optional<int> dirty_pause_position() {
+    // (..., period, pause, start_time): the pause is always the second to last.
+    const auto params = tracepoint_parameters("balance_dirty_pages");
+    if (params.size() == 8 || params.size() == 12)
+        return static_cast<int>(params.size()) - 2;
+    return std::nullopt;
+}
+
+std::string reclaim_begin_order_text(const std::optional<bool> &gfp_first, const std::string &why) {
+    if (!gfp_first)
+        return "mm_vmscan_*_reclaim_begin's arguments not recognized (" + why +
+               "): the classic tracepoints read them by name";
+    return *gfp_first ? "mm_vmscan_*_reclaim_begin pass (gfp_t, int order): 7.x's order"
+                      : "mm_vmscan_*_reclaim_begin pass (int order, gfp_t)";
+}
+
 } // namespace memlat

@@ -47,5 +47,11 @@ std::optional<std::vector<TracepointParameter>> tracepoint_prototype(std::string
 // order, struct mem_cgroup *) on 7.3. tp_btf and raw_tp see the arguments by position only.
 // nullopt, with `why`, when the BTF has no prototype or one of neither shape.
 std::optional<bool> reclaim_begin_gfp_first(std::string_view tracepoint, std::string &why);
+// The position of writeback:balance_dirty_pages's pause among its arguments (tp_btf, raw_tp):
+// the second to last of 12 up to 5.17, of 8 from 5.18 (struct dirty_throttle_control in place
+// of five numbers); nullopt when the BTF has neither prototype.
+std::optional<int> dirty_pause_position();
+// What -v says of it: the order read, or why the classic tracepoints read them by name.
+std::string reclaim_begin_order_text(const std::optional<bool> &gfp_first, const std::string &why);
 
 } // namespace memlat

@@ -569,7 +569,7 @@ def thrash(t: Test, b: Block) -> None:
     t.check_le("memstall's total for the reader <= its cgroup's PSI some total (+3%)",
                1.03 * psi_ns, row["stall_ns"])
     # OTHER: a task preempted inside memstall's own begin or end program of a reclaim
-    # window (in a memstall, outside the window: 7.3's --stacks show memcg_begin_btf reading
+    # window (in a memstall, outside the window: 7.3's --stacks show memcg_reclaim_begin_btf reading
     # the guest's slow HPET clock) sleeps in no function memstall knows. Seen on 7.3 only,
     # 0.7-5.4% of the reader's total in this guest.
     t.check_le("what is counted as other (<= 10% of the reader's total)",

@@ -326,12 +326,11 @@ static __always_inline int end_run(void *ctx, int status) {
     if (!trace_events)
         return 0;
 
-    struct compactsnoop_event *e = event_reserve(&events, &event_scratch, sizeof(*e));
+    struct compactsnoop_event *e =
+        event_reserve(&events, &event_scratch, sizeof(*e), &dropped_events);
 
-    if (!e) {
-        __sync_fetch_and_add(&dropped_events, 1);
+    if (!e)
         return 0;
-    }
     me = current_task_readable();
     pid_tgid = task_pid_tgid(me);
     e->ts_ns = now;

@@ -11,6 +11,7 @@
 #include "common.bpf.h"
 #include "compat.bpf.h"
 #include "drsnoop.h"
+#include "kernel_args.bpf.h"
 
 /* Array indexes are masked with KINDS - 1 (the verifier needs a bound it can see). */
 _Static_assert((DRSNOOP_KINDS & (DRSNOOP_KINDS - 1)) == 0, "DRSNOOP_KINDS must be a power of two");
@@ -42,10 +43,6 @@ const volatile __s32 filter_cgroup_level = 0;
 /* Which cgroup a task is in, for -G and the CGROUP column: the memory controller's cgroup on
  * a cgroup v1 hierarchy, else the task's cgroup v2 cgroup. */
 const volatile bool memcg_on_v1 = false;
-/* mm_vmscan_{direct,memcg,memcg_softlimit}_reclaim_begin pass (gfp_t, int order, memcg) on
- * 7.x, (int order, gfp_t) before: tp_btf and raw_tp read them by position (user space reads
- * the prototype and uses the classic tracepoint when it recognizes neither). */
-const volatile bool reclaim_gfp_first = false;
 const volatile bool filter_on_v1 = false;
 const volatile bool extended = false;
 const volatile bool trace_events = true;
@@ -326,12 +323,10 @@ static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed) {
     if (!trace_events)
         return 0;
 
-    struct drsnoop_event *e = event_reserve(&events, &event_scratch, sizeof(*e));
+    struct drsnoop_event *e = event_reserve(&events, &event_scratch, sizeof(*e), &dropped_events);
 
-    if (!e) {
-        __sync_fetch_and_add(&dropped_events, 1);
+    if (!e)
         return 0;
-    }
     e->ts_ns = now;
     e->lat_ns = lat;
     e->nr_reclaimed = nr_reclaimed;
@@ -349,45 +344,15 @@ static __always_inline int on_end(void *ctx, __u32 kind, __u64 nr_reclaimed) {
     return 0;
 }
 
-/* A reclaim begin's first two arguments, in the kernel's order. */
-static __always_inline int on_begin_args(__u32 kind, __u64 first, __u64 second) {
-    if (reclaim_gfp_first)
-        return on_begin(kind, (int)second, first, -1);
-    return on_begin(kind, (int)first, second, -1);
+/* The reclaim begins and ends of the three kinds whose begins carry order and gfp, three ways
+ * in each (kernel_args.bpf.h); node reclaim's, below, carry its node first. */
+static __always_inline void on_reclaim_begin(__u32 kind, int order, gfp_t gfp) {
+    on_begin(kind, order, gfp, -1);
 }
 
-/* Three ways into each tracepoint; user space attaches the first the kernel accepts. */
-#define RECLAIM_PAIR(name, kind)                                                                   \
-    SEC("tp_btf/mm_vmscan_" #name "_begin")                                                        \
-    int BPF_PROG(name##_begin_btf, __u64 first, __u64 second) {                                    \
-        return on_begin_args(kind, first, second);                                                 \
-    }                                                                                              \
-    SEC("tp_btf/mm_vmscan_" #name "_end")                                                          \
-    int BPF_PROG(name##_end_btf, unsigned long nr_reclaimed) {                                     \
-        return on_end(ctx, kind, nr_reclaimed);                                                    \
-    }                                                                                              \
-    SEC("raw_tp/mm_vmscan_" #name "_begin")                                                        \
-    int BPF_PROG(name##_begin_raw, __u64 first, __u64 second) {                                    \
-        return on_begin_args(kind, first, second);                                                 \
-    }                                                                                              \
-    SEC("raw_tp/mm_vmscan_" #name "_end")                                                          \
-    int BPF_PROG(name##_end_raw, unsigned long nr_reclaimed) {                                     \
-        return on_end(ctx, kind, nr_reclaimed);                                                    \
-    }                                                                                              \
-    SEC("tracepoint/vmscan/mm_vmscan_" #name "_begin")                                             \
-    int name##_begin_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_begin_template *ctx) {     \
-        on_begin(kind, ctx->order, ctx->gfp_flags, -1);                                            \
-        return KEEP_EVENT;                                                                         \
-    }                                                                                              \
-    SEC("tracepoint/vmscan/mm_vmscan_" #name "_end")                                               \
-    int name##_end_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_end_template *ctx) {         \
-        on_end(ctx, kind, ctx->nr_reclaimed);                                                      \
-        return KEEP_EVENT;                                                                         \
-    }
-
-RECLAIM_PAIR(direct_reclaim, DRSNOOP_DIRECT)
-RECLAIM_PAIR(memcg_reclaim, DRSNOOP_MEMCG)
-RECLAIM_PAIR(memcg_softlimit_reclaim, DRSNOOP_SOFTLIMIT)
+MEMLAT_RECLAIM_PROGRAMS(direct_reclaim, DRSNOOP_DIRECT, on_reclaim_begin, on_end)
+MEMLAT_RECLAIM_PROGRAMS(memcg_reclaim, DRSNOOP_MEMCG, on_reclaim_begin, on_end)
+MEMLAT_RECLAIM_PROGRAMS(memcg_softlimit_reclaim, DRSNOOP_SOFTLIMIT, on_reclaim_begin, on_end)
 
 /* Node reclaim's begin carries the node id first. */
 SEC("tp_btf/mm_vmscan_node_reclaim_begin")

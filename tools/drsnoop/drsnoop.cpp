@@ -437,10 +437,7 @@ void Drsnoop::check_options() {
 void Drsnoop::load() {
     const Verbosity v = begin_load();
     reclaim_gfp_first_ = reclaim_begin_gfp_first("mm_vmscan_direct_reclaim_begin", reclaim_why_);
-    if (reclaim_gfp_first_)
-        verbose(v, *reclaim_gfp_first_
-                       ? "mm_vmscan_*_reclaim_begin pass (gfp_t, int order): 7.x's order"
-                       : "mm_vmscan_*_reclaim_begin pass (int order, gfp_t)");
+    verbose(v, reclaim_begin_order_text(reclaim_gfp_first_, reclaim_why_));
     describe_features(v, kernel_features());
     verbose(v,
             fmt::format("CGROUP is the task's {}",

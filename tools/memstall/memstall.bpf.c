@@ -25,6 +25,7 @@
 
 #include "cgroup.bpf.h"
 #include "common.bpf.h"
+#include "kernel_args.bpf.h"
 #include "memlat/stack.h"
 #include "memstall.h"
 
@@ -350,29 +351,17 @@ static __always_inline int window_end(void *ctx, __u32 window) {
         return KEEP_EVENT;                                                                         \
     }
 
-/* A reclaim window's end reads one argument, the pages it freed: nr_reclaimed, the first on
- * every kernel (mm_vmscan_direct_reclaim_end_template since 2.6.36). */
-#define RECLAIM_END_PROGRAMS(name, tracepoint, window)                                             \
-    SEC("tp_btf/" #tracepoint)                                                                     \
-    int BPF_PROG(name##_btf, unsigned long nr_reclaimed) {                                         \
-        return window_end_freed(ctx, window, nr_reclaimed);                                        \
-    }                                                                                              \
-    SEC("raw_tp/" #tracepoint)                                                                     \
-    int BPF_PROG(name##_raw, unsigned long nr_reclaimed) {                                         \
-        return window_end_freed(ctx, window, nr_reclaimed);                                        \
-    }                                                                                              \
-    SEC("tracepoint/vmscan/" #tracepoint)                                                          \
-    int name##_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_end_template *ctx) {             \
-        window_end_freed(ctx, window, ctx->nr_reclaimed);                                          \
-        return KEEP_EVENT;                                                                         \
-    }
+/* A reclaim window's end: the pages it freed, kernel_args.bpf.h's nr_reclaimed. */
+static __always_inline void reclaim_end(void *ctx, __u32 window, __u64 nr_reclaimed) {
+    window_end_freed(ctx, window, nr_reclaimed);
+}
 
-WINDOW_PROGRAMS(direct_begin, vmscan, mm_vmscan_direct_reclaim_begin, window_begin,
+WINDOW_PROGRAMS(direct_reclaim_begin, vmscan, mm_vmscan_direct_reclaim_begin, window_begin,
                 MEMSTALL_DIRECT_RECLAIM)
-RECLAIM_END_PROGRAMS(direct_end, mm_vmscan_direct_reclaim_end, MEMSTALL_DIRECT_RECLAIM)
-WINDOW_PROGRAMS(memcg_begin, vmscan, mm_vmscan_memcg_reclaim_begin, window_begin,
+MEMLAT_RECLAIM_END_PROGRAMS(direct_reclaim, MEMSTALL_DIRECT_RECLAIM, reclaim_end)
+WINDOW_PROGRAMS(memcg_reclaim_begin, vmscan, mm_vmscan_memcg_reclaim_begin, window_begin,
                 MEMSTALL_MEMCG_RECLAIM)
-RECLAIM_END_PROGRAMS(memcg_end, mm_vmscan_memcg_reclaim_end, MEMSTALL_MEMCG_RECLAIM)
+MEMLAT_RECLAIM_END_PROGRAMS(memcg_reclaim, MEMSTALL_MEMCG_RECLAIM, reclaim_end)
 WINDOW_PROGRAMS(compact_begin, compaction, mm_compaction_begin, window_begin, MEMSTALL_COMPACTION)
 WINDOW_PROGRAMS(compact_end, compaction, mm_compaction_end, window_end, MEMSTALL_COMPACTION)
 
@@ -417,27 +406,15 @@ static __always_inline int dirty_pause(void *ctx, long pause) {
     return 0;
 }
 
-/* The raw tracepoint's arguments were regrouped in 5.18 (dirty_throttle_control instead of
- * five numbers); `pause` is the second to last either way. User space plans the program that
- * fits the kernel's prototype: a context read past the arguments would not load. */
+/* The pause's position: kernel_args.bpf.h (dirty_pause_arg). */
 SEC("tp_btf/balance_dirty_pages")
-int dirty_btf(unsigned long long *ctx) {
-    return dirty_pause(ctx, (long)ctx[6]);
+int dirty_btf(void *ctx) {
+    return dirty_pause(ctx, (long)tracepoint_arg(ctx, dirty_pause_arg));
 }
 
 SEC("raw_tp/balance_dirty_pages")
-int dirty_raw(unsigned long long *ctx) {
-    return dirty_pause(ctx, (long)ctx[6]);
-}
-
-SEC("tp_btf/balance_dirty_pages")
-int dirty_old_btf(unsigned long long *ctx) {
-    return dirty_pause(ctx, (long)ctx[10]);
-}
-
-SEC("raw_tp/balance_dirty_pages")
-int dirty_old_raw(unsigned long long *ctx) {
-    return dirty_pause(ctx, (long)ctx[10]);
+int dirty_raw(void *ctx) {
+    return dirty_pause(ctx, (long)tracepoint_arg(ctx, dirty_pause_arg));
 }
 
 /* The classic tracepoint has the pause in milliseconds; only its sign matters here. */

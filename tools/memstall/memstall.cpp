@@ -206,7 +206,8 @@ class Memstall final : public Tool<memstall_bpf, Options, tool_name>, public Pro
     std::string no_psi_reason() const;
     std::string thrashing_unmarked_reason() const;
     bool psi_enabled_ = true;
-    int dirty_pause_arg_ = -1; // -1: no balance_dirty_pages prototype that memstall knows
+    // None: no balance_dirty_pages prototype that memstall knows (kernel_args.bpf.h).
+    std::optional<int> dirty_pause_arg_;
     std::vector<memstall_range> ranges_;
     std::vector<std::string> ranges_found_, ranges_missing_;
     std::string ranges_unavailable_; // why there are none at all
@@ -322,21 +323,18 @@ std::vector<Probe> Memstall::plan() const {
     // test can force their classic tracepoints (MEMLAT_DISABLE_HOOKS=window/raw_tp,...) while
     // sched_switch, which has none, keeps its hook.
     std::vector<Probe> probes;
-    probes.push_back(window(ProbeId::Direct, "direct", "vmscan", "mm_vmscan_direct_reclaim_begin",
-                            "mm_vmscan_direct_reclaim_end", true));
-    probes.push_back(window(ProbeId::Memcg, "memcg", "vmscan", "mm_vmscan_memcg_reclaim_begin",
-                            "mm_vmscan_memcg_reclaim_end", false));
+    probes.push_back(window(ProbeId::Direct, "direct_reclaim", "vmscan",
+                            "mm_vmscan_direct_reclaim_begin", "mm_vmscan_direct_reclaim_end",
+                            true));
+    probes.push_back(window(ProbeId::Memcg, "memcg_reclaim", "vmscan",
+                            "mm_vmscan_memcg_reclaim_begin", "mm_vmscan_memcg_reclaim_end", false));
     probes.push_back(window(ProbeId::Compaction, "compact", "compaction", "mm_compaction_begin",
                             "mm_compaction_end", false));
-    // The raw tracepoint's pause argument is found by position (two prototypes, 5.18 changed
-    // it), the classic tracepoint's field by name.
-    auto unless_pause_at = [&](int position) -> std::string {
-        if (dirty_pause_arg_ == position)
-            return "";
-        return dirty_pause_arg_ < 0 ? "the kernel's BTF has no balance_dirty_pages prototype "
-                                      "memstall knows"
-                                    : "another prototype of balance_dirty_pages";
-    };
+    // The raw tracepoint's pause argument is found by position (kernel_args.bpf.h: two
+    // prototypes, 5.18 changed it), the classic tracepoint's field by name.
+    const std::string pause_unknown =
+        dirty_pause_arg_ ? ""
+                         : "the kernel's BTF has no balance_dirty_pages prototype memstall knows";
     probes.emplace_back(
         ProbeId::Dirty, "writeback:balance_dirty_pages",
         "It needs the writeback:balance_dirty_pages tracepoint.",
@@ -344,19 +342,11 @@ std::vector<Probe> Memstall::plan() const {
             {.kind = HookKind::RawTp,
              .programs = {"dirty_raw"},
              .family = "dirty",
-             .unavailable = unless_pause_at(6)},
-            {.kind = HookKind::RawTp,
-             .programs = {"dirty_old_raw"},
-             .family = "dirty",
-             .unavailable = unless_pause_at(10)},
+             .unavailable = pause_unknown},
             {.kind = HookKind::TpBtf,
              .programs = {"dirty_btf"},
              .family = "dirty",
-             .unavailable = unless_pause_at(6)},
-            {.kind = HookKind::TpBtf,
-             .programs = {"dirty_old_btf"},
-             .family = "dirty",
-             .unavailable = unless_pause_at(10)},
+             .unavailable = pause_unknown},
             {.kind = HookKind::Tracepoint, .programs = {"dirty_tp"}, .family = "dirty"},
         },
         false);
@@ -387,6 +377,8 @@ void Memstall::configure(memstall_bpf &skel) const {
     ro->filter_tid = o_.tid.value_or(0);
     set_cgroup_filter(*ro, cgroup_);
     ro->memcg_on_v1 = memcg_on_v1_;
+    if (dirty_pause_arg_)
+        ro->dirty_pause_arg = static_cast<uint8_t>(*dirty_pause_arg_);
     std::copy(ranges_.begin(), ranges_.end(), skel.bss->ranges);
     ro->nr_ranges = ranges_.size();
     ro->nr_swapin_ranges = std::count_if(ranges_.begin(), ranges_.end(),
@@ -754,10 +746,7 @@ void Memstall::load() {
     delayacct_on_ =
         read_text_file("/proc/sys/kernel/task_delayacct").value_or("0").starts_with('1');
     resolve_ranges();
-    const auto dirty_params = tracepoint_parameters("balance_dirty_pages");
-    // (..., period, pause, start_time): the pause is always the second to last.
-    if (dirty_params.size() == 8 || dirty_params.size() == 12)
-        dirty_pause_arg_ = static_cast<int>(dirty_params.size()) - 2;
+    dirty_pause_arg_ = dirty_pause_position();
     // With PSI built in but disabled (CONFIG_PSI_DEFAULT_DISABLED, as Debian builds it, or
     // psi=0) the kernel never sets in_memstall, and /proc/pressure does not exist.
     psi_enabled_ = access("/proc/pressure/memory", F_OK) == 0 && !feature_forced_off("psi");

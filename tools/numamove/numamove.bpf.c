@@ -11,6 +11,7 @@
 
 #include "common.bpf.h"
 #include "compat.bpf.h"
+#include "kernel_args.bpf.h"
 #include "numamove.h"
 
 /* Array indexes are masked with SIZE - 1 (the verifier needs a bound it can see). */
@@ -195,53 +196,15 @@ static __always_inline int on_end(const struct migration *m) {
     return 0;
 }
 
-/* The n-th argument of a tp_btf/raw_tp program. `n` comes from read-only data, so the
- * verifier knows it and follows only its case: the others, which may lie beyond the
- * arguments this kernel's tracepoint has, are never checked. Each case loads with inline
- * assembly at a constant offset: written in C, clang merges the cases into one load from
- * ctx + 8 * n, which the verifier refuses (no access to ctx at a computed offset). */
-#define CTX_LOAD(ctx, off)                                                                         \
-    ({                                                                                             \
-        __u64 __v;                                                                                 \
-        asm volatile("%0 = *(u64 *)(%1 + " #off ")" : "=r"(__v) : "r"(ctx));                       \
-        __v;                                                                                       \
-    })
-
-static __always_inline __u64 arg_at(__u64 *ctx, __u8 n) {
-    switch (n) {
-    case 0:
-        return CTX_LOAD(ctx, 0);
-    case 1:
-        return CTX_LOAD(ctx, 8);
-    case 2:
-        return CTX_LOAD(ctx, 16);
-    case 3:
-        return CTX_LOAD(ctx, 24);
-    case 4:
-        return CTX_LOAD(ctx, 32);
-    case 5:
-        return CTX_LOAD(ctx, 40);
-    case 6:
-        return CTX_LOAD(ctx, 48);
-    case 7:
-        return CTX_LOAD(ctx, 56);
-    case 8:
-        return CTX_LOAD(ctx, 64);
-    case 9:
-        return CTX_LOAD(ctx, 72);
-    }
-    return 0;
-}
-
 static __always_inline int on_end_args(__u64 *ctx) {
     struct migration m = {
-        .succeeded = arg_at(ctx, arg_succeeded),
-        .failed = arg_at(ctx, arg_failed),
-        .thp_succeeded = arg_at(ctx, arg_thp_succeeded),
-        .thp_failed = arg_at(ctx, arg_thp_failed),
-        .thp_split = arg_at(ctx, arg_thp_split),
-        .large_split = arg_at(ctx, arg_large_split),
-        .reason = (int)arg_at(ctx, arg_reason),
+        .succeeded = tracepoint_arg(ctx, arg_succeeded),
+        .failed = tracepoint_arg(ctx, arg_failed),
+        .thp_succeeded = tracepoint_arg(ctx, arg_thp_succeeded),
+        .thp_failed = tracepoint_arg(ctx, arg_thp_failed),
+        .thp_split = tracepoint_arg(ctx, arg_thp_split),
+        .large_split = tracepoint_arg(ctx, arg_large_split),
+        .reason = (int)tracepoint_arg(ctx, arg_reason),
     };
 
     return on_end(&m);

@@ -13,6 +13,7 @@
 #include "cgroup.bpf.h"
 #include "common.bpf.h"
 #include "compat.bpf.h"
+#include "kernel_args.bpf.h"
 #include "oomwhy.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -21,9 +22,6 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile bool memcg_on_v1 = false; /* the memory controller is mounted as cgroup v1 */
 /* Records to user space (off in `memlat exporter`, which reads the counters only). */
 const volatile bool emit_records = true;
-/* mm_vmscan_*_reclaim_begin passes (gfp_t, int order, memcg) on 7.x, (int order, gfp_t)
- * before: tp_btf and raw_tp read them by position (user space reads the prototype). */
-const volatile bool reclaim_gfp_first = false;
 /* The nodes with memory (node_states[N_MEMORY], of the first 64), from user space: a policy
  * or cpuset that allows fewer constrains an allocation. */
 const volatile __u64 memory_nodes = 1;
@@ -108,15 +106,7 @@ static __always_inline void on_reclaim_begin(__u32 kind, int order, __u64 gfp) {
     t->begin_ns = now;
 }
 
-/* The first two arguments of a reclaim begin, in the kernel's order. */
-static __always_inline void on_reclaim_begin_args(__u32 kind, __u64 first, __u64 second) {
-    if (reclaim_gfp_first)
-        on_reclaim_begin(kind, (int)second, first);
-    else
-        on_reclaim_begin(kind, (int)first, second);
-}
-
-static __always_inline void on_reclaim_end(__u64 reclaimed) {
+static __always_inline void on_reclaim_end(void *ctx, __u32 kind, __u64 reclaimed) {
     struct task_reclaim *t = reclaim_state(false);
     __u64 now = bpf_ktime_get_ns();
 
@@ -157,40 +147,9 @@ static __always_inline void on_compact_retry(int retries) {
         t->r.compact_retries = retries;
 }
 
-#define RECLAIM_PAIR(name, kind)                                                                   \
-    SEC("tp_btf/mm_vmscan_" #name "_begin")                                                        \
-    int BPF_PROG(name##_begin_btf, __u64 first, __u64 second) {                                    \
-        on_reclaim_begin_args(kind, first, second);                                                \
-        return 0;                                                                                  \
-    }                                                                                              \
-    SEC("tp_btf/mm_vmscan_" #name "_end")                                                          \
-    int BPF_PROG(name##_end_btf, unsigned long nr_reclaimed) {                                     \
-        on_reclaim_end(nr_reclaimed);                                                              \
-        return 0;                                                                                  \
-    }                                                                                              \
-    SEC("raw_tp/mm_vmscan_" #name "_begin")                                                        \
-    int BPF_PROG(name##_begin_raw, __u64 first, __u64 second) {                                    \
-        on_reclaim_begin_args(kind, first, second);                                                \
-        return 0;                                                                                  \
-    }                                                                                              \
-    SEC("raw_tp/mm_vmscan_" #name "_end")                                                          \
-    int BPF_PROG(name##_end_raw, unsigned long nr_reclaimed) {                                     \
-        on_reclaim_end(nr_reclaimed);                                                              \
-        return 0;                                                                                  \
-    }                                                                                              \
-    SEC("tracepoint/vmscan/mm_vmscan_" #name "_begin")                                             \
-    int name##_begin_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_begin_template *ctx) {     \
-        on_reclaim_begin(kind, ctx->order, ctx->gfp_flags);                                        \
-        return KEEP_EVENT;                                                                         \
-    }                                                                                              \
-    SEC("tracepoint/vmscan/mm_vmscan_" #name "_end")                                               \
-    int name##_end_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_end_template *ctx) {         \
-        on_reclaim_end(ctx->nr_reclaimed);                                                         \
-        return KEEP_EVENT;                                                                         \
-    }
-
-RECLAIM_PAIR(direct_reclaim, OOMWHY_RECLAIM_DIRECT)
-RECLAIM_PAIR(memcg_reclaim, OOMWHY_RECLAIM_MEMCG)
+/* Three ways into each reclaim begin and end (kernel_args.bpf.h). */
+MEMLAT_RECLAIM_PROGRAMS(direct_reclaim, OOMWHY_RECLAIM_DIRECT, on_reclaim_begin, on_reclaim_end)
+MEMLAT_RECLAIM_PROGRAMS(memcg_reclaim, OOMWHY_RECLAIM_MEMCG, on_reclaim_begin, on_reclaim_end)
 
 /* Rare (only when reclaim fails to make progress): classic tracepoints, read by name. */
 SEC("tracepoint/oom/reclaim_retry_zone")
@@ -427,9 +386,8 @@ static __always_inline struct oomwhy_kill *begin_kill(struct task_struct *victim
             count_memcg_kill(me);
         return NULL;
     }
-    e = event_reserve(&events, &event_scratch, sizeof(*e));
+    e = event_reserve(&events, &event_scratch, sizeof(*e), &dropped_events);
     if (!e) {
-        __sync_fetch_and_add(&dropped_events, 1);
         __sync_fetch_and_add(&dropped_kills, 1);
         return NULL;
     }
@@ -520,11 +478,9 @@ static __always_inline void note(void *ctx, __u32 type, __u32 step, __u32 pid) {
 
     if (!emit_records)
         return;
-    n = event_reserve(&events, &event_scratch, sizeof(*n));
-    if (!n) {
-        __sync_fetch_and_add(&dropped_events, 1);
+    n = event_reserve(&events, &event_scratch, sizeof(*n), &dropped_events);
+    if (!n)
         return;
-    }
     n->type = type;
     n->step = step;
     n->ts_ns = bpf_ktime_get_ns();

@@ -264,13 +264,7 @@ void Oomwhy::load() {
     verbose(v,
             fmt::format("Memory cgroups: {}", memcg_on_v1_ ? "cgroup v1 hierarchy" : "cgroup v2"));
     reclaim_gfp_first_ = reclaim_begin_gfp_first("mm_vmscan_direct_reclaim_begin", reclaim_why_);
-    if (reclaim_gfp_first_)
-        verbose(v, *reclaim_gfp_first_
-                       ? "mm_vmscan_*_reclaim_begin pass (gfp_t, int order): 7.x's order"
-                       : "mm_vmscan_*_reclaim_begin pass (int order, gfp_t)");
-    else
-        verbose(v, "mm_vmscan_*_reclaim_begin's arguments not recognized (" + reclaim_why_ +
-                       "): the classic tracepoints read them by name");
+    verbose(v, reclaim_begin_order_text(reclaim_gfp_first_, reclaim_why_));
     describe_features(v, kernel_features());
     load_skeleton(
         plan(), [&](oomwhy_bpf &s) { configure(s); }, v);

@@ -229,12 +229,10 @@ static __always_inline void count_culprit(struct tlbflush_culprit_key *key, bool
 
 static __always_inline void trace_event(void *ctx, struct task_struct *task, __u64 pid_tgid,
                                         __u32 cpu, int reason, unsigned long pages) {
-    struct tlbflush_event *e = event_reserve(&events, &event_scratch, sizeof(*e));
+    struct tlbflush_event *e = event_reserve(&events, &event_scratch, sizeof(*e), &dropped_events);
 
-    if (!e) {
-        __sync_fetch_and_add(&dropped_events, 1);
+    if (!e)
         return;
-    }
     e->ts_ns = bpf_ktime_get_ns();
     e->pages = pages;
     e->cpu = cpu;
