@@ -28,7 +28,18 @@ std::optional<std::string> read_text_file(const std::string &path) {
     return text;
 }
 
-// Takes the next line (without its newline) off the front of `text`; false at the end.
+std::optional<std::string> read_file_prefix(const std::string &path, size_t count) {
+    OwnedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0)
+        return std::nullopt;
+    std::string bytes(count, '\0');
+    const ssize_t n = read(fd.get(), bytes.data(), count);
+    if (n < 0)
+        return std::nullopt;
+    bytes.resize(static_cast<size_t>(n));
+    return bytes;
+}
+
 std::optional<std::string> write_whole_file(const std::string &path, std::string_view content) {
     OwnedFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (fd.get() < 0)

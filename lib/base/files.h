@@ -18,6 +18,10 @@ std::optional<std::string> read_text_file(const std::string &path);
 // short write included), nullopt when it did not.
 std::optional<std::string> write_whole_file(const std::string &path, std::string_view content);
 
+// The first `count` bytes of the file (fewer where it is shorter), or nullopt when it cannot
+// be read.
+std::optional<std::string> read_file_prefix(const std::string &path, size_t count);
+
 // Takes the next line (without its newline) off the front of `text`; false at the end.
 bool next_line(std::string_view &text, std::string_view &line);
 

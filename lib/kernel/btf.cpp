@@ -57,6 +57,14 @@ std::string btf_error(const std::string &path, int err) {
                          err >= __LIBBPF_ERRNO__START;
     if (err == ENOENT && access(path.c_str(), F_OK) != 0)
         return fmt::format("Cannot read BTF from {}: no such file", path);
+    // Raw BTF that libbpf's checks refuse: a type naming one that does not exist, a string
+    // past the string section, or a kind this libbpf does not know (a newer kernel's).
+    const auto magic = read_file_prefix(path, 2); // raw BTF's, in either byte order
+    if (err == EINVAL && (magic == "\x9f\xeb" || magic == "\xeb\x9f"))
+        return fmt::format("Cannot read BTF from {}: it is BTF, but libbpf {}.{} refuses it (a "
+                           "type that names a type or string that does not exist, or a kind "
+                           "this libbpf does not know)",
+                           path, libbpf_major_version(), libbpf_minor_version());
     return fmt::format("Cannot read BTF from {}: {}", path,
                        not_btf ? "it is not a BTF file (raw BTF, or an ELF vmlinux with a .BTF "
                                  "section)"
@@ -310,6 +318,11 @@ const btf &KernelBtf::types() {
             std::string message = btf_error(choice_.path, err);
             if (given)
                 message += fmt::format(" (given with {})", origin_note(choice_.origin));
+            else
+                message += fmt::format(
+                    ". The kernel publishes its BTF whether or not it can use it: give this "
+                    "kernel's BTF as a file (pahole --btf_encode_detached=FILE on its vmlinux "
+                    "with debug information), with --btf FILE or MEMLAT_BTF=FILE");
             throw RuntimeError(message);
         }
         std::unique_ptr<btf, BtfFree> owned(parsed);

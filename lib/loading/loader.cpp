@@ -152,12 +152,11 @@ void check_environment(std::string_view tool) {
             "missing {}: loading BPF programs needs root, or the capabilities CAP_BPF and "
             "CAP_PERFMON. Run {} with sudo, or grant them (docs/least-privilege.md).",
             missing, tool));
-    // Chooses the BTF (or explains that there is none) and reads any other than the
-    // kernel's own now, so that a bad --btf file is reported as such and not as a failure deep
-    // inside libbpf. The kernel's own is read only if user space needs it.
-    KernelBtf &btf = kernel_btf();
-    if (btf.choice().origin != BtfChoice::Origin::Kernel)
-        btf.types();
+    // Chooses the BTF (or explains that there is none) and reads it now, so that a bad --btf
+    // file, or a kernel's own BTF libbpf refuses, is reported as such and not as the kernel
+    // refusing the object. Every object relocates against it: this is the parse libbpf is
+    // lent (KernelBtf), not another.
+    kernel_btf().types();
 }
 
 std::string libbpf_btf_path() {

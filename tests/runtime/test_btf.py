@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 import platform
 import shutil
+import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memlat_test import (Test, binary, check_bad_arguments, check_help, main, run,  # noqa: E402
+from memlat_test import (Failure, Test, binary, check_bad_arguments, check_help, main, run,  # noqa: E402
                          scenario, skip, source_tools)
 
 TOOLS = source_tools()  # every tools/NAME/NAME.bpf.c, so that no tool is left out
@@ -111,6 +112,84 @@ def libbpf_leaves_sysfs(t: Test) -> None:
         t.check_eq(f"{tool}: opens of the --btf file (one parse a BPF object, shared with "
                    "libbpf)", OBJECTS.get(tool, 1),
                    sum(f'"{copy}"' in line for line in res.stderr.splitlines()))
+
+
+# Bytes after each btf_type of a kind (include/uapi/linux/btf.h), by kind; vlen: its count.
+KIND_EXTRA = {1: lambda v: 4, 2: lambda v: 0, 3: lambda v: 12, 4: lambda v: 12 * v,
+              5: lambda v: 12 * v, 6: lambda v: 8 * v, 7: lambda v: 0, 8: lambda v: 0,
+              9: lambda v: 0, 10: lambda v: 0, 11: lambda v: 0, 12: lambda v: 0,
+              13: lambda v: 8 * v, 14: lambda v: 4, 15: lambda v: 12 * v, 16: lambda v: 0,
+              17: lambda v: 4, 18: lambda v: 0, 19: lambda v: 12 * v}
+UNKNOWN_KIND = 30
+
+
+def broken_btf(good: bytes) -> dict[str, bytes]:
+    """Two copies of a raw BTF that libbpf must refuse: one whose struct task_struct's member
+    `pid` names a type past the last, one with a type of a kind no libbpf knows appended."""
+    hdr_len, type_off, type_len, str_off, str_len = struct.unpack_from("<IIIII", good, 4)
+    strings = good[hdr_len + str_off:hdr_len + str_off + str_len]
+
+    def name(off: int) -> bytes:
+        return strings[off:strings.index(b"\0", off)]
+
+    bad_ref = bytearray(good)
+    pos, end, found = hdr_len + type_off, hdr_len + type_off + type_len, False
+    while pos < end and not found:
+        name_off, info, _ = struct.unpack_from("<III", good, pos)
+        kind, vlen = (info >> 24) & 0x1f, info & 0xffff
+        members = pos + 12
+        if kind == 4 and name(name_off) == b"task_struct":
+            for i in range(vlen):
+                if name(struct.unpack_from("<I", good, members + 12 * i)[0]) == b"pid":
+                    struct.pack_into("<I", bad_ref, members + 12 * i + 4, 0x7fffff0)
+                    found = True
+                    break
+        pos = members + KIND_EXTRA[kind](vlen)
+    if not found:
+        raise Failure("no struct task_struct with a member pid in the kernel's BTF")
+    new_kind = bytearray(good)
+    at = hdr_len + type_off + type_len
+    new_kind[at:at] = struct.pack("<III", 0, UNKNOWN_KIND << 24, 0)
+    struct.pack_into("<I", new_kind, 12, type_len + 12)
+    if str_off >= type_off + type_len:
+        struct.pack_into("<I", new_kind, 16, str_off + 12)
+    return {"a member naming a missing type": bytes(bad_ref),
+            f"a type of kind {UNKNOWN_KIND}": bytes(new_kind)}
+
+
+@scenario("btf_kernel_corrupt")
+def kernel_corrupt(t: Test) -> None:
+    """A kernel publishes /sys/kernel/btf/vmlinux whether or not it can use it. Each tool
+    started where that file is broken BTF (a private mount namespace, a copy bound over it)
+    exits 1 saying so, and never crashes: a build with libbpf's check of the kernel's BTF
+    skipped (cmake/libbpf/0004) died of SIGSEGV here. The same files given with --btf are
+    refused the same way."""
+    sysfs = "/sys/kernel/btf/vmlinux"
+    if not os.access(sysfs, os.R_OK):
+        skip("the kernel has no /sys/kernel/btf/vmlinux")
+    if shutil.which("unshare") is None:
+        skip("unshare (util-linux) is not installed")
+    with open(sysfs, "rb") as f:
+        good = f.read()
+    scratch = os.path.join(os.environ["MEMLAT_BUILD_DIR"], "runtime-btf")
+    os.makedirs(scratch, exist_ok=True)
+    for what, data in broken_btf(good).items():
+        path = os.path.join(scratch, "broken-" + what.split()[-1] + ".btf")
+        with open(path, "wb") as f:
+            f.write(data)
+        for tool in TOOLS:
+            res = run(["unshare", "-m", "sh", "-c",
+                       f'mount --bind "$1" {sysfs} && exec "$2" -d 1', "sh", path,
+                       binary(tool)])
+            t.check_eq(f"{tool}, {sysfs} with {what}: exit status (1, no signal)", 1, res.rc)
+            t.check_in(f"{tool}, {sysfs} with {what}: the message",
+                       f"{tool}: Cannot read BTF from {sysfs}: it is BTF, but libbpf",
+                       res.stderr, "stderr")
+            given = run([binary(tool), "--btf", path, "-d", "1"])
+            t.check_eq(f"{tool} --btf with {what}: exit status", 1, given.rc)
+            t.check_in(f"{tool} --btf with {what}: the message",
+                       f"Cannot read BTF from {path}: it is BTF, but libbpf", given.stderr,
+                       "stderr")
 
 
 def libbpf_linked_dynamically(tool: str) -> bool:
