@@ -6,9 +6,12 @@
 //     public:
 //       using Tool::Tool;              // Drsnoop(Options)
 //       void check_options() override; // no kernel
-//       void load() override;          // begin_load(), plan, load_skeleton(), notes
 //       CountedLosses collect(prometheus::Exposition &) override; // --prometheus, exporter
 //     private:
+//       void prepare(const Verbosity &) override;   // what it reads of the kernel first
+//       std::vector<Probe> plan() const override;   // its probes and their hook choices
+//       void configure(drsnoop_bpf &) override;     // rodata and map sizes, before load
+//       void loaded(const Verbosity &) override;    // what it got: notes, metrics
 //       int trace() override;          // per event or per interval until stopped
 //   };
 //   void add_counting_options(CommandLine &, Options &); // what the exporter takes too
@@ -52,7 +55,23 @@ class Tool : public CountingSide {
     // need no kernel (a UsageError), then the load (with --prometheus: and the metrics it
     // serves; a RuntimeError when the tool cannot run here).
     virtual void check_options() = 0;
-    virtual void load() = 0;
+
+    // The load, one sequence for every tool: privileges, a BTF and the memlock limit
+    // (check_environment()); what the tool reads of the kernel before it plans (prepare());
+    // the kernel's features, said with -v; the skeleton opened, configured (configure()),
+    // loaded and attached with plan()'s choices, falling back as the kernel refuses
+    // (Loaded); then what the tool says of what it got, and its metrics (loaded()).
+    void load() {
+        check_environment(name_);
+        const Verbosity v = o_.common.verbosity();
+        raise_memlock_limit(v);
+        prepare(v);
+        describe_features(v, kernel_features());
+        probes_ = plan();
+        loaded_.emplace(
+            &Skel::open, &Skel::destroy, [this](Skel &s) { configure(s); }, probes_, v);
+        loaded(v);
+    }
 
     // The tool's own run: checks, load, then its metrics served (--prometheus) or its
     // output (trace()) until stopped. Returns the exit status.
@@ -69,26 +88,19 @@ class Tool : public CountingSide {
     bpf_object *object() const final { return skel().obj; }
 
   protected:
+    // The steps of load() that are the tool's own. Before the plan: what it reads of the
+    // kernel (argument orders, names from the BTF, symbols) and says with -v.
+    virtual void prepare(const Verbosity &) {}
+    // Its probes, each with its hook choices in the order to try them.
+    virtual std::vector<Probe> plan() const = 0;
+    // The open skeleton before each load attempt: read-only data, map sizes.
+    virtual void configure(Skel &skel) = 0;
+    // Once attached (probes_ holds the choices made): what a probe's choice lost, said once,
+    // and with --prometheus the metrics it serves.
+    virtual void loaded(const Verbosity &) {}
+
     // What the tool prints until stopped (a signal, -d, the interval count), and its summary.
     virtual int trace() = 0;
-
-    // The start of every load(): privileges and a BTF to use (check_environment()), and the
-    // memlock limit. Returns the run's verbosity.
-    Verbosity begin_load() {
-        check_environment(name_);
-        Verbosity v = o_.common.verbosity();
-        raise_memlock_limit(v);
-        return v;
-    }
-
-    // Opens the skeleton, calls `configure` on it, loads and attaches the programs of `plan`'s
-    // current choices, falling back as the kernel refuses (Loaded); the probes() of the tool
-    // from then on.
-    void load_skeleton(std::vector<Probe> plan, const std::function<void(Skel &)> &configure,
-                       const Verbosity &v) {
-        probes_ = std::move(plan);
-        loaded_.emplace(&Skel::open, &Skel::destroy, configure, probes_, v);
-    }
 
     Skel &skel() const { return **loaded_; }
 

@@ -338,7 +338,6 @@ class Cachestat final : public Tool<cachestat_bpf, Options, tool_name> {
   public:
     using Tool::Tool;
     void check_options() override;
-    void load() override;
     CountedLosses collect(prometheus::Exposition &out) override;
     // With per_cgroup: the counters since load (cachestat_source.h).
     cachestat::CgroupSnapshot cgroup_snapshot();
@@ -349,8 +348,10 @@ class Cachestat final : public Tool<cachestat_bpf, Options, tool_name> {
 
   private:
     int trace() override;
-    std::vector<Probe> plan() const;
-    void configure(cachestat_bpf &skel) const;
+    void prepare(const Verbosity &v) override;
+    std::vector<Probe> plan() const override;
+    void configure(cachestat_bpf &skel) override;
+    void loaded(const Verbosity &v) override;
     Snapshot snapshot(cachestat_bpf &skel);
     cachestat::Counts epoch_total(uint32_t epoch) const;
     void print_interval(const Snapshot &now, const Snapshot &before);
@@ -424,7 +425,7 @@ std::vector<Probe> Cachestat::plan() const {
     return probes;
 }
 
-void Cachestat::configure(cachestat_bpf &skel) const {
+void Cachestat::configure(cachestat_bpf &skel) {
     auto *ro = skel.rodata;
     ro->filter_pid = o_.pid.value_or(0);
     set_cgroup_filter(*ro, cgroup_);
@@ -711,8 +712,7 @@ void Cachestat::check_options() {
         cgroup_ = resolve_cgroup(o_.cgroup);
 }
 
-void Cachestat::load() {
-    check_environment(tool_name);
+void Cachestat::prepare(const Verbosity &) {
     if (o_.per_file) {
         // Other users' /proc/PID/fd directories are theirs alone (CAP_DAC_READ_SEARCH), and
         // their links and maps are read under ptrace's rules (CAP_SYS_PTRACE).
@@ -728,12 +728,9 @@ void Cachestat::load() {
                        "counts are complete\n",
                        tool_name, missing);
     }
-    auto v = o_.common.verbosity();
-    raise_memlock_limit(v);
+}
 
-    describe_features(v, kernel_features());
-    load_skeleton(
-        plan(), [&](cachestat_bpf &s) { configure(s); }, v);
+void Cachestat::loaded(const Verbosity &) {
     cpu_counts_ = MappedArray(skel().maps.cpu_counts);
 
     const Probe &access = *find_probe(probes_, ProbeId::Accesses);

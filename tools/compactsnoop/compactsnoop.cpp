@@ -120,13 +120,14 @@ class Compactsnoop final : public Tool<compactsnoop_bpf, Options, tool_name> {
   public:
     using Tool::Tool;
     void check_options() override;
-    void load() override;
     CountedLosses collect(prometheus::Exposition &out) override;
 
   private:
     int trace() override;
-    std::vector<Probe> plan() const;
-    void configure(compactsnoop_bpf &skel) const;
+    void prepare(const Verbosity &v) override;
+    std::vector<Probe> plan() const override;
+    void configure(compactsnoop_bpf &skel) override;
+    void loaded(const Verbosity &v) override;
     void print_event(compactsnoop_bpf &skel, const compactsnoop_event &e);
     std::vector<std::string> stack_frames(compactsnoop_bpf &skel, int32_t id);
     void print_histograms(compactsnoop_bpf &skel);
@@ -213,7 +214,7 @@ std::vector<Probe> Compactsnoop::plan() const {
     return probes;
 }
 
-void Compactsnoop::configure(compactsnoop_bpf &skel) const {
+void Compactsnoop::configure(compactsnoop_bpf &skel) {
     auto *ro = skel.rodata;
     ro->filter_pid = o_.pid.value_or(0);
     ro->kind_mask = kind_mask_;
@@ -387,8 +388,7 @@ void Compactsnoop::check_options() {
     check_lines_or_histograms(o_.hist, "run");
 }
 
-void Compactsnoop::load() {
-    const Verbosity v = begin_load();
+void Compactsnoop::prepare(const Verbosity &v) {
     names_.zones = enum_names("zone_type", "ZONE_", missing_enums_);
     names_.statuses = enum_names("compact_result", "COMPACT_", missing_enums_);
     names_.modes = enum_names("migrate_mode", "MIGRATE_", missing_enums_);
@@ -406,10 +406,9 @@ void Compactsnoop::load() {
                        "only with it, so -K prints the stacks as addresses\n",
                        tool_name);
     }
+}
 
-    describe_features(v, kernel_features());
-    load_skeleton(
-        plan(), [&](compactsnoop_bpf &s) { configure(s); }, v);
+void Compactsnoop::loaded(const Verbosity &) {
     if (find_probe(probes_, ProbeId::Runs)->choice()->kind == HookKind::Tracepoint && o_.extended)
         fmt::print(stderr,
                    "{}: only classic tracepoints are available here: -e shows no "

@@ -108,13 +108,14 @@ class Drsnoop final : public Tool<drsnoop_bpf, Options, tool_name> {
   public:
     using Tool::Tool;
     void check_options() override;
-    void load() override;
     CountedLosses collect(prometheus::Exposition &out) override;
 
   private:
     int trace() override;
-    std::vector<Probe> plan() const;
-    void configure(drsnoop_bpf &skel) const;
+    void prepare(const Verbosity &v) override;
+    std::vector<Probe> plan() const override;
+    void configure(drsnoop_bpf &skel) override;
+    void loaded(const Verbosity &v) override;
     void print_header() const;
     void print_event(const drsnoop_event &e);
     void print_histograms(drsnoop_bpf &skel);
@@ -197,7 +198,11 @@ std::vector<Probe> Drsnoop::plan() const {
     return probes;
 }
 
-void Drsnoop::configure(drsnoop_bpf &skel) const {
+void Drsnoop::configure(drsnoop_bpf &skel) {
+    // The GFP names are read from the BTF once the object is open: the inflated object is not
+    // held beside libbpf's BTF index.
+    if (!gfp_)
+        gfp_ = GfpNames::from_kernel();
     auto *ro = skel.rodata;
     ro->filter_pid = o_.pid.value_or(0);
     ro->filter_tid = o_.tid.value_or(0);
@@ -434,23 +439,15 @@ void Drsnoop::check_options() {
     check_lines_or_histograms(o_.hist, "stall");
 }
 
-void Drsnoop::load() {
-    const Verbosity v = begin_load();
+void Drsnoop::prepare(const Verbosity &v) {
     reclaim_gfp_first_ = reclaim_begin_gfp_first("mm_vmscan_direct_reclaim_begin", reclaim_why_);
     verbose(v, reclaim_begin_order_text(reclaim_gfp_first_, reclaim_why_));
-    describe_features(v, kernel_features());
     verbose(v,
             fmt::format("CGROUP is the task's {}",
                         memcg_on_v1_ ? "memory cgroup (cgroup v1 hierarchy)" : "cgroup v2 cgroup"));
+}
 
-    load_skeleton(
-        plan(),
-        [&](drsnoop_bpf &s) {
-            if (!gfp_)
-                gfp_ = GfpNames::from_kernel();
-            configure(s);
-        },
-        v);
+void Drsnoop::loaded(const Verbosity &v) {
     verbose(v, fmt::format("GFP flag names from {}", gfp_->source()));
     if (!o_.prom.on())
         return;

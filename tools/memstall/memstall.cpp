@@ -150,7 +150,6 @@ class Memstall final : public Tool<memstall_bpf, Options, tool_name>, public Pro
   public:
     using Tool::Tool;
     void check_options() override;
-    void load() override;
     CountedLosses collect(prometheus::Exposition &out) override;
     ProfileSource *profile_source() override { return o_.serve_profiles ? this : nullptr; }
     // /debug/pprof/memstall: the stacks of the stalls that end between the two.
@@ -172,8 +171,10 @@ class Memstall final : public Tool<memstall_bpf, Options, tool_name>, public Pro
     void resolve_ranges();
     // The functions of a frame-classified cause found in kallsyms.
     std::vector<std::string> functions_found(uint32_t cause) const;
-    std::vector<Probe> plan() const;
-    void configure(memstall_bpf &skel) const;
+    void prepare(const Verbosity &v) override;
+    std::vector<Probe> plan() const override;
+    void configure(memstall_bpf &skel) override;
+    void loaded(const Verbosity &v) override;
     void describe_causes(const std::vector<Probe> &probes) const;
     void print_interval(memstall_bpf &skel);
     void print_stacks();
@@ -371,7 +372,7 @@ std::vector<Probe> Memstall::plan() const {
     return probes;
 }
 
-void Memstall::configure(memstall_bpf &skel) const {
+void Memstall::configure(memstall_bpf &skel) {
     auto *ro = skel.rodata;
     ro->filter_pid = o_.pid.value_or(0);
     ro->filter_tid = o_.tid.value_or(0);
@@ -738,9 +739,7 @@ void Memstall::check_options() {
     profile_out_.open(o_.profile, o_.common);
 }
 
-void Memstall::load() {
-    const Verbosity v = begin_load();
-    describe_features(v, kernel_features());
+void Memstall::prepare(const Verbosity &v) {
     has_memstall_flag_ = task_struct_has("in_memstall");
     has_thrashing_flag_ = task_struct_has("in_thrashing");
     delayacct_on_ =
@@ -755,9 +754,9 @@ void Memstall::load() {
     verbose(v,
             fmt::format("CGROUP is the task's {}",
                         memcg_on_v1_ ? "memory cgroup (cgroup v1 hierarchy)" : "cgroup v2 cgroup"));
+}
 
-    load_skeleton(
-        plan(), [&](memstall_bpf &s) { configure(s); }, v);
+void Memstall::loaded(const Verbosity &) {
     describe_causes(probes_);
     find_unmeasured();
     // What this host cannot measure, said once (without PSI, Debian's default, or without

@@ -130,13 +130,14 @@ class Numamove final : public Tool<numamove_bpf, Options, tool_name> {
   public:
     using Tool::Tool;
     void check_options() override;
-    void load() override;
     CountedLosses collect(prometheus::Exposition &out) override;
 
   private:
     int trace() override;
-    std::vector<Probe> plan() const;
-    void configure(numamove_bpf &skel) const;
+    void prepare(const Verbosity &v) override;
+    std::vector<Probe> plan() const override;
+    void configure(numamove_bpf &skel) override;
+    void loaded(const Verbosity &v) override;
     // The whole-machine counts and histograms (no per-process table): every view and the
     // metrics start from them.
     static Snapshot totals(const numamove_bpf &skel);
@@ -248,7 +249,7 @@ std::vector<Probe> Numamove::plan() const {
     return probes;
 }
 
-void Numamove::configure(numamove_bpf &skel) const {
+void Numamove::configure(numamove_bpf &skel) {
     auto *ro = skel.rodata;
     ro->filter_pid = static_cast<uint32_t>(o_.pid.value_or(0));
     ro->per_process = o_.per_process;
@@ -506,8 +507,7 @@ void Numamove::check_options() {
     check_max_entries_used(o_.common, o_.per_process, "-P (or --prometheus-labels comm)");
 }
 
-void Numamove::load() {
-    const Verbosity v = begin_load();
+void Numamove::prepare(const Verbosity &v) {
     if (reasons_.fallback())
         verbose(v, "The kernel's BTF has no enum migrate_reason: reason names are those of "
                    "Linux 6.18 and may be wrong here");
@@ -527,10 +527,9 @@ void Numamove::load() {
         verbose(v, fmt::format("mm_migrate_pages arguments not recognized ({}): tp_btf and "
                                "raw_tp not tried; the classic tracepoint reads them by name",
                                layout_why_));
+}
 
-    describe_features(v, kernel_features());
-    load_skeleton(
-        plan(), [&](numamove_bpf &s) { configure(s); }, v);
+void Numamove::loaded(const Verbosity &) {
     const auto &probes = probes_;
     if (const Probe *per_call = find_probe(probes, ProbeId::PerCall)) {
         per_call_view_ = !per_call->uses_family(per_call_from_tracepoints);

@@ -112,13 +112,14 @@ class Oomwhy final : public Tool<oomwhy_bpf, Options, tool_name> {
   public:
     using Tool::Tool;
     void check_options() override;
-    void load() override;
     CountedLosses collect(prometheus::Exposition &out) override;
 
   private:
     int trace() override;
-    std::vector<Probe> plan() const;
-    void configure(oomwhy_bpf &skel) const;
+    void prepare(const Verbosity &v) override;
+    std::vector<Probe> plan() const override;
+    void configure(oomwhy_bpf &skel) override;
+    void loaded(const Verbosity &v) override;
     void on_record(const void *data, size_t size);
     void on_note(const oomwhy_note &n);
     // Reports the kills whose victim exited or whose second is over (all with `all`).
@@ -202,7 +203,7 @@ std::vector<Probe> Oomwhy::plan() const {
     return probes;
 }
 
-void Oomwhy::configure(oomwhy_bpf &skel) const {
+void Oomwhy::configure(oomwhy_bpf &skel) {
     auto *ro = skel.rodata;
     ro->memcg_on_v1 = memcg_on_v1_;
     ro->emit_records = !o_.prom.on();
@@ -248,8 +249,7 @@ void Oomwhy::check_options() {
                o_.report_dir, why);
 }
 
-void Oomwhy::load() {
-    const Verbosity v = begin_load();
+void Oomwhy::prepare(const Verbosity &v) {
     if (auto prototype = tracepoint_prototype("mark_victim", victim_args_why_)) {
         // void *__data, then the task on 5.10.y and 6.1+ (pid only before).
         victim_task_args_ =
@@ -265,9 +265,9 @@ void Oomwhy::load() {
             fmt::format("Memory cgroups: {}", memcg_on_v1_ ? "cgroup v1 hierarchy" : "cgroup v2"));
     reclaim_gfp_first_ = reclaim_begin_gfp_first("mm_vmscan_direct_reclaim_begin", reclaim_why_);
     verbose(v, reclaim_begin_order_text(reclaim_gfp_first_, reclaim_why_));
-    describe_features(v, kernel_features());
-    load_skeleton(
-        plan(), [&](oomwhy_bpf &s) { configure(s); }, v);
+}
+
+void Oomwhy::loaded(const Verbosity &v) {
     const auto &probes = probes_;
     const Probe *direct = find_probe(probes, ProbeId::DirectReclaim);
     const Probe *memcg = find_probe(probes, ProbeId::MemcgReclaim);

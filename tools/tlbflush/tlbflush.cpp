@@ -246,13 +246,14 @@ class Tlbflush final : public Tool<tlbflush_bpf, Options, tool_name> {
   public:
     explicit Tlbflush(Options options) : Tool(std::move(options)), ncpus_(possible_cpus()) {}
     void check_options() override;
-    void load() override;
     CountedLosses collect(prometheus::Exposition &out) override;
 
   private:
     int trace() override;
-    std::vector<Probe> plan(const KernelSymbols *ksyms) const;
-    void configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) const;
+    void prepare(const Verbosity &v) override;
+    std::vector<Probe> plan() const override;
+    void configure(tlbflush_bpf &skel) override;
+    void loaded(const Verbosity &v) override;
     Snapshot snapshot(tlbflush_bpf &skel);
     void print_interval(tlbflush_bpf &skel, const Snapshot &now, const Snapshot &before);
     tlbflush::ViewFormat view_format() const;
@@ -314,7 +315,8 @@ std::optional<int64_t> flush_info_from_runqueue() {
     return static_cast<int64_t>(*info) - static_cast<int64_t>(*rq);
 }
 
-std::vector<Probe> Tlbflush::plan(const KernelSymbols *ksyms) const {
+std::vector<Probe> Tlbflush::plan() const {
+    const KernelSymbols *ksyms = &*ksyms_;
     std::string no_symbol;
     if (ksyms == nullptr || ksyms->addresses_hidden())
         no_symbol = "/proc/kallsyms hides the address of the TLB-flush IPI callback "
@@ -375,7 +377,8 @@ std::vector<Probe> Tlbflush::plan(const KernelSymbols *ksyms) const {
     return probes;
 }
 
-void Tlbflush::configure(tlbflush_bpf &skel, const std::vector<Probe> &probes) const {
+void Tlbflush::configure(tlbflush_bpf &skel) {
+    const std::vector<Probe> &probes = probes_;
     auto *ro = skel.rodata;
     if (!cpu_mask_.empty()) {
         ro->filter_cpus = true;
@@ -670,8 +673,7 @@ void Tlbflush::check_options() {
                            "-P, --culprits or -s (or --prometheus-labels comm)");
 }
 
-void Tlbflush::load() {
-    const Verbosity v = begin_load();
+void Tlbflush::prepare(const Verbosity &) {
     // The flush IPIs' callback in every mode, and with -s what symbolizes the stacks.
     ksyms_ = o_.stacks ? KernelSymbols::for_stacks({"flush_tlb_func", "flush_tlb_func_remote"})
                        : KernelSymbols::load_only({"flush_tlb_func", "flush_tlb_func_remote"});
@@ -684,10 +686,10 @@ void Tlbflush::load() {
 
     if (o_.stacks)
         note_user_frames_need_ptrace(tool_name, "-s");
-    describe_features(v, kernel_features());
     flush_info_distance_ = flush_info_from_runqueue();
-    load_skeleton(
-        plan(&*ksyms_), [&](tlbflush_bpf &s) { configure(s, probes_); }, v);
+}
+
+void Tlbflush::loaded(const Verbosity &v) {
     const auto &probes = probes_;
     const Probe *csd_queue = find_probe(probes, ProbeId::CsdQueue);
     const Probe *csd_function = find_probe(probes, ProbeId::CsdFunction);
