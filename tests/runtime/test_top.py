@@ -855,6 +855,13 @@ def _(t: Test):
     for part in ("Mem: ", "PSI memory: ", "Stalled (ms): direct ", "Per second: reclaim ",
                  "memlat top itself: "):
         t.check_in(f"memtop -b: the header's line {part.strip()}", part, res.stdout, "stdout")
+    # --max-entries sizes the tables of both BPF sides top loads (memstall's per thread,
+    # cachestat's per cgroup); neither refuses it.
+    with Tool("memtop", "-b", "--max-entries", "8192", "1", "1", wait_exit=True) as sized:
+        pass
+    t.check_eq("memtop -b --max-entries 8192 1 1: exit status", 0, sized.result.rc)
+    t.check_in("memtop --max-entries: the page cache still counted", "; page cache ",
+               sized.result.stdout, "stdout")
 
 
 @scenario("top_bad_arguments")

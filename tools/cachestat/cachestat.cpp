@@ -706,7 +706,7 @@ void Cachestat::check_options() {
                              "output (per-task counts: --prometheus-labels comm)");
         o_.per_process = o_.prom.label("comm"); // per-task series need the per-process table
     }
-    check_max_entries_used(o_.common, o_.per_process || o_.per_file,
+    check_max_entries_used(o_.common, o_.per_process || o_.per_file || o_.per_cgroup,
                            "-P or -f (or --prometheus-labels comm)");
     if (!o_.cgroup.empty())
         cgroup_ = resolve_cgroup(o_.cgroup);
