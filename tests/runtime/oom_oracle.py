@@ -15,6 +15,7 @@ The header (the first four) is rate-limited by the kernel (10 in 5 s); the last 
 import errno
 import os
 import re
+import time
 
 from memlat_test import CGROUP_V1_MEMORY, CGROUP_V2_ROOT, Test, log, skip
 
@@ -85,6 +86,48 @@ class KernelLog:
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+# mm/oom_kill.c's oom_rs: the headers of at most 10 reports in a window of 5 s
+# (DEFAULT_RATELIMIT_INTERVAL, _BURST); a window starts at the first report after the last
+# one ended.
+OOM_HEADER_WINDOW_S = 5.0
+
+
+def wait_for_whole_oom_reports() -> float:
+    """Waits until the kernel will print the next kills' reports whole (the oom-kill: line
+    with oom_memcg is in the rate-limited header): until a header window has passed since the
+    last kill in the kernel log, which ends any window that kill was in. A test that provokes
+    several kills after others (the suite runs OOM tests back to back) needs it: 10 kills in 5 s
+    leave the next ones without their oom_memcg. Returns the seconds waited."""
+    last_us = None
+    try:
+        fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return 0.0  # KernelLog() says why it cannot be the oracle
+    try:
+        while True:
+            try:
+                record = os.read(fd, 8192).decode(errors="replace")
+            except OSError as e:
+                if e.errno == errno.EAGAIN:
+                    break
+                if e.errno == errno.EPIPE:
+                    continue
+                raise
+            header, _, text = record.partition(";")
+            if "Killed process" in text or text.startswith("oom-kill:"):
+                last_us = int(header.split(",")[2])
+    finally:
+        os.close(fd)
+    if last_us is None:
+        return 0.0
+    # The log's times are the kernel's monotonic clock, as CLOCK_MONOTONIC is; a margin for
+    # the two being read a little apart.
+    wait = last_us / 1e6 + OOM_HEADER_WINDOW_S + 0.2 - time.clock_gettime(time.CLOCK_MONOTONIC)
+    if wait > 0:
+        time.sleep(wait)
+    return max(wait, 0.0)
 
 
 def hierarchy_path(path: str) -> str:

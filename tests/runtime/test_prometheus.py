@@ -588,13 +588,17 @@ def _(t: Test, serving: Serving):
     its child's tasks (the label is the parent). Then --max-series 1 keeps one cgroup's series
     and folds the other into cgroup="other", counted in memlat_series_dropped_total."""
     import test_oomwhy as oom
-    from oom_oracle import KernelLog, hierarchy_path
+    from oom_oracle import KernelLog, hierarchy_path, wait_for_whole_oom_reports
     oom.require_oom_kills_allowed()
     with MemoryCgroup("oomlabel", limit=oom.LIMIT) as leaf, \
             MemoryCgroup("oomlabelparent", limit=oom.LIMIT) as parent, \
             oom.ChildCgroup(parent, "child") as child:
         for max_series in (None, 1):
             extra = ("--max-series", str(max_series)) if max_series else ()
+            # Three kills whose oom_memcg the oracle reads: not in a header window the kills
+            # before (this scenario's other serving, the other OOM tests) have used up.
+            if waited := wait_for_whole_oom_reports():
+                log(f"  waited {waited:.1f} s for the kernel's OOM report headers")
             with serving.tool("oomwhy", *extra) as tool:
                 port = exporter_port(tool)
                 klog = KernelLog()
