@@ -59,8 +59,8 @@ std::string btf_error(const std::string &path, int err) {
         return fmt::format("Cannot read BTF from {}: no such file", path);
     // Raw BTF that libbpf's checks refuse: a type naming one that does not exist, a string
     // past the string section, or a kind this libbpf does not know (a newer kernel's).
-    const auto magic = read_file_prefix(path, 2); // raw BTF's, in either byte order
-    if (err == EINVAL && (magic == "\x9f\xeb" || magic == "\xeb\x9f"))
+    const auto magic = err == EINVAL ? read_file_prefix(path, 2) : std::nullopt; // raw BTF's
+    if (magic == "\x9f\xeb" || magic == "\xeb\x9f") // in either byte order
         return fmt::format("Cannot read BTF from {}: it is BTF, but libbpf {}.{} refuses it (a "
                            "type that names a type or string that does not exist, or a kind "
                            "this libbpf does not know)",

@@ -366,7 +366,6 @@ nlohmann::json snapshot_json(const HostInterval &host, const std::vector<CgroupI
                              const std::map<uint32_t, std::string> &unmeasured,
                              const std::string &time) {
     using nlohmann::json;
-    auto causes = [](const CauseTimes &stalls) { return memstall::causes_json(stalls); };
     auto optional = [](const std::optional<uint64_t> &v) { return v ? json(*v) : json(nullptr); };
     auto page_cache = [](const std::optional<PageCache> &cache) {
         return cache ? cachestat::json_counts(cache->counts, cache->accesses_known) : json(nullptr);
@@ -376,7 +375,7 @@ nlohmann::json snapshot_json(const HostInterval &host, const std::vector<CgroupI
                    {"memcg_reclaim_pages", optional(memcg_reclaim_pages(host.vmstat_delta))},
                    {"psi_some_us", optional(host.psi_some_us)},
                    {"psi_full_us", optional(host.psi_full_us)},
-                   {"causes", causes(host.stalls)},
+                   {"causes", memstall::causes_json(host.stalls)},
                    {"cgroups_stalled", host.cgroups_stalled},
                    {"tlb_shootdowns", optional(host.tlb_shootdowns)},
                    {"remote_flush_path", path_name(host.remote_flushes)},
@@ -393,7 +392,7 @@ nlohmann::json snapshot_json(const HostInterval &host, const std::vector<CgroupI
                         {"name", r.name.empty() ? json(nullptr) : json(r.name)},
                         {"stall_ns", r.stall_ns()},
                         {"stall_pct", share_percent(r.stall_ns(), host.interval_s)},
-                        {"causes", causes(r.stalls)},
+                        {"causes", memstall::causes_json(r.stalls)},
                         {"reclaimed_pages", memstall::reclaimed_pages(r.stalls)},
                         {"usage_bytes", optional(r.memory.usage_bytes)},
                         {"max_bytes", optional(r.memory.max_bytes)},

@@ -351,17 +351,12 @@ static __always_inline int window_end(void *ctx, __u32 window) {
         return KEEP_EVENT;                                                                         \
     }
 
-/* A reclaim window's end: the pages it freed, kernel_args.bpf.h's nr_reclaimed. */
-static __always_inline void reclaim_end(void *ctx, __u32 window, __u64 nr_reclaimed) {
-    window_end_freed(ctx, window, nr_reclaimed);
-}
-
 WINDOW_PROGRAMS(direct_reclaim_begin, vmscan, mm_vmscan_direct_reclaim_begin, window_begin,
                 MEMSTALL_DIRECT_RECLAIM)
-MEMLAT_RECLAIM_END_PROGRAMS(direct_reclaim, MEMSTALL_DIRECT_RECLAIM, reclaim_end)
+MEMLAT_RECLAIM_END_PROGRAMS(direct_reclaim, MEMSTALL_DIRECT_RECLAIM, window_end_freed)
 WINDOW_PROGRAMS(memcg_reclaim_begin, vmscan, mm_vmscan_memcg_reclaim_begin, window_begin,
                 MEMSTALL_MEMCG_RECLAIM)
-MEMLAT_RECLAIM_END_PROGRAMS(memcg_reclaim, MEMSTALL_MEMCG_RECLAIM, reclaim_end)
+MEMLAT_RECLAIM_END_PROGRAMS(memcg_reclaim, MEMSTALL_MEMCG_RECLAIM, window_end_freed)
 WINDOW_PROGRAMS(compact_begin, compaction, mm_compaction_begin, window_begin, MEMSTALL_COMPACTION)
 WINDOW_PROGRAMS(compact_end, compaction, mm_compaction_end, window_end, MEMSTALL_COMPACTION)
 
