@@ -53,6 +53,26 @@ def oom_reports(messages: list[str]) -> list[dict]:
     return reports
 
 
+def kmsg_records(fd: int) -> tuple[list[tuple[int, str]], bool]:
+    """The records of /dev/kmsg open at `fd` (non-blocking) from its position on: (the
+    kernel's monotonic time in us, the message's first line) each, and whether records were
+    overwritten before they were read."""
+    out, overrun = [], False
+    while True:
+        try:
+            record = os.read(fd, 8192).decode(errors="replace")
+        except OSError as e:
+            if e.errno == errno.EAGAIN:
+                break
+            if e.errno == errno.EPIPE:  # overwritten before we read it
+                overrun = True
+                continue
+            raise
+        header, _, text = record.partition(";")
+        out.append((int(header.split(",")[2]), text.split("\n", 1)[0]))
+    return out, overrun
+
+
 class KernelLog:
     """The kernel log's records written since this object was made (/dev/kmsg opened and
     moved to its end)."""
@@ -66,20 +86,9 @@ class KernelLog:
         self.overrun = False
 
     def messages(self) -> list[str]:
-        out = []
-        while True:
-            try:
-                record = os.read(self.fd, 8192).decode(errors="replace")
-            except OSError as e:
-                if e.errno == errno.EAGAIN:
-                    break
-                if e.errno == errno.EPIPE:  # overwritten before we read it
-                    self.overrun = True
-                    continue
-                raise
-            _, _, text = record.partition(";")
-            out.append(text.split("\n", 1)[0])
-        return out
+        records, overrun = kmsg_records(self.fd)
+        self.overrun |= overrun
+        return [text for _, text in records]
 
     def reports(self) -> list[dict]:
         return oom_reports(self.messages())
@@ -100,26 +109,17 @@ def wait_for_whole_oom_reports() -> float:
     last kill in the kernel log, which ends any window that kill was in. A test that provokes
     several kills after others (the suite runs OOM tests back to back) needs it: 10 kills in 5 s
     leave the next ones without their oom_memcg. Returns the seconds waited."""
-    last_us = None
     try:
         fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return 0.0  # KernelLog() says why it cannot be the oracle
     try:
-        while True:
-            try:
-                record = os.read(fd, 8192).decode(errors="replace")
-            except OSError as e:
-                if e.errno == errno.EAGAIN:
-                    break
-                if e.errno == errno.EPIPE:
-                    continue
-                raise
-            header, _, text = record.partition(";")
-            if "Killed process" in text or text.startswith("oom-kill:"):
-                last_us = int(header.split(",")[2])
+        records, _ = kmsg_records(fd)
     finally:
         os.close(fd)
+    kills = [us for us, text in records
+             if "Killed process" in text or text.startswith("oom-kill:")]
+    last_us = max(kills, default=None)
     if last_us is None:
         return 0.0
     # The log's times are the kernel's monotonic clock, as CLOCK_MONOTONIC is; a margin for
