@@ -236,6 +236,39 @@ def _(t: Test):
             ratios)
 
 
+@scenario("top_page_cache_table_full")
+def _(t: Test):
+    """--max-entries 1 leaves cachestat's table of cgroups room for one: a reader in a cgroup
+    of its own and this test (in another) read files, so one of them finds it full. The events
+    it kept out are counted and said: -j's host page_cache.table_full, and -b's header line;
+    the rows' accesses stay within the host's."""
+    with MemoryCgroup("top_cache_full") as cg, \
+            TestFile(4 << 20, "top_cache_full", cold=True) as f, \
+            TestFile(4 << 20, "top_cache_full_here", cold=True) as here, \
+            Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--passes", "2",
+                     held=True) as reader:
+        with Tool("memtop", "-j", "-a", "--max-entries", "1", "1") as top, \
+                Tool("memtop", "-b", "--max-entries", "1", "1") as batch:
+            reader.release()
+            reader.wait_done(60)
+            with open(here.path, "rb") as mine:
+                while mine.read(1 << 20):
+                    pass
+            time.sleep(1.5)
+    lines = [j for j in top.result.json_lines() if "cgroups" in j]
+    t.require(len(lines) >= 2, "memtop -j intervals", ">= 2", len(lines))
+    full = field(t, field(t, lines[-1]["host"], "page_cache", "host"), "table_full", "page_cache")
+    t.check_ge("page-cache events kept out of the cgroups' rows (table_full)", 1, full)
+    for i, j in enumerate(lines):
+        host = j["host"]["page_cache"]["accesses"]
+        rows = sum(r["page_cache"]["accesses"] for r in j["cgroups"])
+        if rows > host:
+            t.check_le(f"interval {i + 1}: the rows' accesses within the host's", host, rows)
+    t.check_in("memtop -b: the header says so",
+               "page-cache events in no cgroup's HIT% so far: cachestat's table of cgroups "
+               "was full (--max-entries)", batch.result.stdout, "stdout")
+
+
 def record_lines(path: str) -> list[dict]:
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]

@@ -148,6 +148,8 @@ TEST(TopFormat, PageCacheHitRatio) {
     EXPECT_TRUE(j["host"]["page_cache"]["accesses"].is_null());
     EXPECT_EQ(1000u, j["host"]["page_cache"]["misses"]);
     EXPECT_EQ(100u, j["cgroups"][0]["page_cache"]["misses"]);
+    EXPECT_EQ(0u, j["host"]["page_cache"]["table_full"]);
+    EXPECT_FALSE(j["cgroups"][0]["page_cache"].contains("table_full")); // the host's only
 }
 
 // RECL/s: the pages the cgroup's direct and limit reclaim freed, per second; the JSON row has

@@ -38,7 +38,8 @@ std::pair<HostInterval, std::vector<CgroupInterval>> an_interval() {
     host.tlb_shootdowns = 77;
     host.remote_flushes = FlushPath::Mixed;
     host.self = SelfCost{0.0013, 1.5 * (1 << 20), 2621440};
-    host.page_cache = PageCache{{.accesses = 900, .misses = 90, .dirties = 9, .hits = 810}, true};
+    host.page_cache =
+        PageCache{{.accesses = 900, .misses = 90, .dirties = 9, .hits = 810}, true, 3};
     CgroupInterval a;
     a.id = 42;
     a.path = "/kubepods/pod1";
@@ -89,6 +90,7 @@ TEST(TopRecord, AnIntervalReadBackDrawsTheSame) {
     }
     ASSERT_TRUE(back.host.page_cache.has_value());
     EXPECT_EQ(host.page_cache->counts, back.host.page_cache->counts);
+    EXPECT_EQ(3u, back.host.page_cache->table_full);
     EXPECT_FALSE(back.rows[1].page_cache.has_value());
     // A record made before the page cache was counted: none, and HIT% "-".
     auto old = j;

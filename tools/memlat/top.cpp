@@ -303,7 +303,8 @@ void Top::count_page_cache(top::HostInterval &host,
         return;
     cachestat::CgroupSnapshot now = cache_->take_snapshot();
     const bool accesses = cache_->accesses_known();
-    host.page_cache = top::PageCache{now.total.since(cache_before_.total), accesses};
+    host.page_cache =
+        top::PageCache{now.total.since(cache_before_.total), accesses, now.table_full};
     // A cgroup id not in the tree is one made since the last walk, or one that is gone: walk
     // it again, and forget those still missing.
     if (std::any_of(now.cgroups.begin(), now.cgroups.end(),
@@ -550,6 +551,10 @@ std::string Top::full_header() const {
         header += fmt::format("{} stalls not counted so far: memstall's table was full "
                               "(--max-entries)\n",
                               lost);
+    if (host_.page_cache && host_.page_cache->table_full != 0)
+        header += fmt::format("{} page-cache events in no cgroup's HIT% so far: cachestat's "
+                              "table of cgroups was full (--max-entries)\n",
+                              host_.page_cache->table_full);
     return header;
 }
 

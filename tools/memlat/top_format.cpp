@@ -380,6 +380,8 @@ nlohmann::json snapshot_json(const HostInterval &host, const std::vector<CgroupI
                    {"tlb_shootdowns", optional(host.tlb_shootdowns)},
                    {"remote_flush_path", path_name(host.remote_flushes)},
                    {"page_cache", page_cache(host.page_cache)}};
+    if (host.page_cache)
+        host_j["page_cache"]["table_full"] = host.page_cache->table_full;
     json self = nullptr;
     if (host.self)
         self = {{"cpu_share", host.self->cpu_share},

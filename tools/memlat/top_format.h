@@ -32,6 +32,9 @@ struct SelfCost {
 struct PageCache {
     cachestat::Counts counts;
     bool accesses_known = true; // else this kernel counts no accesses, and so no hits
+    // The host's only: events since start counted machine-wide but in no cgroup's row, the
+    // per-cgroup table being full (--max-entries).
+    uint64_t table_full = 0;
 };
 
 // The host over one interval.

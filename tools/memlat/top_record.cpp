@@ -97,6 +97,8 @@ std::optional<PageCache> page_cache_of(const json &j) {
     }
     cache.counts.misses = number(c, "misses");
     cache.counts.dirties = number(c, "dirties");
+    if (c.contains("table_full"))
+        cache.table_full = number(c, "table_full");
     return cache;
 }
 
