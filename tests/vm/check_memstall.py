@@ -517,9 +517,13 @@ def thrash(t: Test, b: Block) -> None:
         for st in j.get("stacks", []):
             if st["pid"] == pid and st["cause"] in ("other", "thrash"):
                 log(f"  stack {st['cause']} {st['ns'] / 1e6:.1f} ms: {st['kernel_stack'][:12]}")
+    rounds = b.meta.get("round", "1")
+    log(f"  round {rounds} of at most 3 (a round is repeated while taskstats counts no "
+        f"thrashing)")
     if stats["thrashing_count"] == 0:
-        raise Skip("the kernel counted no thrashing for the hot reader (taskstats "
-                   "thrashing_count 0): its refaulting pages did not come back as workingset")
+        raise Skip(f"in {rounds} round(s) the kernel counted no thrashing for the hot reader "
+                   "(taskstats thrashing_count 0): its refaulting pages did not come back as "
+                   "workingset")
     # Delay accounting counts each wait for a workingset page (in folio_wait_bit_common /
     # wait_on_page_bit_common), memstall each sleep there: a wait whose page is unlocked
     # before the task sleeps is delay accounting's only (arm64 6.1 in CI: 329 of 371 and 280
@@ -570,10 +574,18 @@ def thrash(t: Test, b: Block) -> None:
                1.03 * psi_ns, row["stall_ns"])
     # OTHER: a task preempted inside memstall's own begin or end program of a reclaim
     # window (in a memstall, outside the window: 7.3's --stacks show memcg_reclaim_begin_btf reading
-    # the guest's slow HPET clock) sleeps in no function memstall knows. Seen on 7.3 only,
-    # 0.7-5.4% of the reader's total in this guest.
-    t.check_le("what is counted as other (<= 10% of the reader's total)",
-               0.1 * row["stall_ns"], causes.get("other", {}).get("ns", 0))
+    # the guest's slow HPET clock, and memcg_reclaim_end_raw in bpf_get_stackid, which -s
+    # calls once the window is closed) sleeps in no function memstall knows. Seen on 7.3
+    # only. It comes per reclaim window, not per stall time, and the reader's total varies
+    # 50-fold between runs (177 ms with 94 windows, 9.7 s with 4,756): 0.7-6.5% of the total
+    # in long runs, 13.5% in that short one (24 ms). So at most a quarter of the total, and
+    # at most one preemption in each window's begin and end program (+ the thrash stalls, in
+    # whose readahead a task may be preempted as well).
+    other = causes.get("other", {"stalls": 0, "ns": 0})
+    t.check_le("what is counted as other (<= 25% of the reader's total)",
+               0.25 * row["stall_ns"], other["ns"])
+    t.check_le("other stalls <= 2 per memcg reclaim window + the thrash stalls",
+               2 * causes.get("memcg", {}).get("stalls", 0) + got["stalls"], other["stalls"])
 
 
 def _lingering_workload(t: Test, b: Block, label: str, done: str
