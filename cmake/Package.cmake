@@ -10,8 +10,8 @@
 #                                      links), share/doc/memlat/examples/*.env (contrib/systemd's
 #                                      templates of /etc/memlat/, which nothing installs by itself)
 #   share/man/man8/memlat.8.gz         docs/memlat.8
-# `cmake --install` adds (component "local") sbin/TOOL -> memlat for each tool, sbin/memtop, and
-# the LICENSE.
+# `cmake --install` adds (component "local") sbin/LINK -> memlat for each entry's bare link
+# (the tools' names, memtop; tools/NAME/tool.cmake), and the LICENSE.
 # The package has instead (component "debian", left out of a plain install):
 #   sbin/memlat-TOOL -> memlat         the tools' names on Debian: bookworm's libbpf-tools owns
 #                                      /usr/sbin/drsnoop, cachestat and numamove (apt-file),
@@ -19,7 +19,8 @@
 #   libexec/memlat/TOOL -> memlat      the plain names, off PATH: PATH=/usr/libexec/memlat:$PATH
 #                                      runs BCC's command lines unchanged
 #   share/man/man8/memlat-TOOL.8.gz -> memlat.8.gz
-#   sbin/memlat-top, share/man/man8/memlat-top.8.gz: memlat top, named as the tools are
+#   (for every entry of the registry: memlat-top, memlat-exporter too; libexec/ only for the
+#   tools whose bare link is their name)
 #   share/doc/memlat/copyright, changelog.gz, share/lintian/overrides/memlat (contrib/debian)
 # build.deb and runtime.deb_install (tests/) check the package; docs/building.md, "Installing" is the
 # user's side of this.
@@ -68,10 +69,9 @@ add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/memlat.8.gz
 add_custom_target(memlat_man ALL DEPENDS ${CMAKE_BINARY_DIR}/memlat.8.gz)
 install(FILES ${CMAKE_BINARY_DIR}/memlat.8.gz DESTINATION share/man/man8 COMPONENT memlat)
 
-foreach(tool ${MEMLAT_TOOLS})
-    memlat_install_link(sbin ${tool} memlat local)
+foreach(link ${MEMLAT_TOOL_LINKS})
+    memlat_install_link(sbin ${link} memlat local)
 endforeach()
-memlat_install_link(sbin memtop memlat local)
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION share/doc/memlat COMPONENT local)
 
 # ---- the Debian package ----
@@ -81,14 +81,15 @@ set(MEMLAT_DEB_MAINTAINER "memlat maintainers <maintainers@users.noreply.a-seed-
 # released source with Debian's changes on top.
 set(MEMLAT_DEB ${CMAKE_BINARY_DIR}/memlat_${PROJECT_VERSION}_${MEMLAT_DEB_ARCH}.deb)
 
+# Every entry as memlat-NAME (memlat top as memlat-top: a bare memtop is left to the local
+# install); the BCC names (an entry whose link is its name) also under libexec/memlat.
 foreach(tool ${MEMLAT_TOOLS})
     memlat_install_link(sbin memlat-${tool} memlat debian EXCLUDE_FROM_ALL)
-    memlat_install_link(libexec/memlat ${tool} ../../sbin/memlat debian EXCLUDE_FROM_ALL)
     memlat_install_link(share/man/man8 memlat-${tool}.8.gz memlat.8.gz debian EXCLUDE_FROM_ALL)
+    if(${tool} IN_LIST MEMLAT_TOOL_LINKS)
+        memlat_install_link(libexec/memlat ${tool} ../../sbin/memlat debian EXCLUDE_FROM_ALL)
+    endif()
 endforeach()
-# memlat top as memlat-top, named as the tools are (a bare memtop is left to the local install).
-memlat_install_link(sbin memlat-top memlat debian EXCLUDE_FROM_ALL)
-memlat_install_link(share/man/man8 memlat-top.8.gz memlat.8.gz debian EXCLUDE_FROM_ALL)
 # Debian's changelog of a native package: one entry for this version, dated now (or
 # SOURCE_DATE_EPOCH), compressed without a time stamp as Debian policy wants it.
 string(TIMESTAMP memlat_deb_date "%a, %d %b %Y %H:%M:%S +0000" UTC)

@@ -17,8 +17,8 @@ file(GLOB memlat_release_pages CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md
 file(GLOB memlat_release_tool_pages CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/tools/*.md)
 set(stage ${CMAKE_BINARY_DIR}/release/${MEMLAT_RELEASE_NAME})
 set(memlat_release_links "")
-foreach(tool ${MEMLAT_TOOLS})
-    list(APPEND memlat_release_links COMMAND ${CMAKE_COMMAND} -E create_symlink memlat ${stage}/${tool})
+foreach(link ${MEMLAT_TOOL_LINKS})
+    list(APPEND memlat_release_links COMMAND ${CMAKE_COMMAND} -E create_symlink memlat ${stage}/${link})
 endforeach()
 
 add_custom_command(

@@ -20,23 +20,23 @@ add_test(NAME build.memlat.static_and_help
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/runtime/check_binary.py
                  ${memlat_check_binary_args} $<TARGET_FILE:memlat> ${MEMLAT_STATIC})
 set_tests_properties(build.memlat.static_and_help PROPERTIES LABELS build SKIP_RETURN_CODE 77)
-foreach(tool ${MEMLAT_TOOLS})
-    add_test(NAME build.${tool}.static_and_help
+foreach(link ${MEMLAT_TOOL_LINKS})
+    add_test(NAME build.${link}.static_and_help
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/runtime/check_binary.py
-                     ${memlat_check_binary_args} --link-to memlat ${CMAKE_BINARY_DIR}/${tool}
+                     ${memlat_check_binary_args} --link-to memlat ${CMAKE_BINARY_DIR}/${link}
                      ${MEMLAT_STATIC})
-    set_tests_properties(build.${tool}.static_and_help PROPERTIES LABELS build
+    set_tests_properties(build.${link}.static_and_help PROPERTIES LABELS build
                          SKIP_RETURN_CODE 77)
 endforeach()
 if(NOT CMAKE_CROSSCOMPILING)
     add_test(NAME build.memlat.dispatch
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/runtime/check_multicall.py
-                     ${CMAKE_BINARY_DIR} ${MEMLAT_TOOLS})
+                     ${CMAKE_BINARY_DIR} ${MEMLAT_TOOL_AND_LINK})
     set_tests_properties(build.memlat.dispatch PROPERTIES LABELS build)
 endif()
 add_test(NAME build.tarball
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/runtime/check_tarball.py
-                 ${CMAKE_COMMAND} ${CMAKE_BINARY_DIR} ${MEMLAT_TARBALL} ${MEMLAT_TOOLS})
+                 ${CMAKE_COMMAND} ${CMAKE_BINARY_DIR} ${MEMLAT_TARBALL} ${MEMLAT_TOOL_LINKS})
 # Both run the build (a target of their own): never at the same time.
 set_tests_properties(build.tarball PROPERTIES LABELS build RESOURCE_LOCK memlat_build_tree)
 # build.deb: the Debian package of this build's architecture (cmake/Package.cmake): its control
@@ -44,7 +44,7 @@ set_tests_properties(build.tarball PROPERTIES LABELS build RESOURCE_LOCK memlat_
 add_test(NAME build.deb
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/runtime/check_deb.py
                  ${CMAKE_COMMAND} ${CMAKE_BINARY_DIR} ${MEMLAT_DEB} ${PROJECT_VERSION}
-                 ${MEMLAT_DEB_ARCH} ${MEMLAT_TOOLS})
+                 ${MEMLAT_DEB_ARCH} ${MEMLAT_TOOL_AND_LINK})
 set_tests_properties(build.deb PROPERTIES LABELS build TIMEOUT 900 RESOURCE_LOCK memlat_build_tree)
 # build.common_layers: lib/ stays layered (no unit includes a layer above its own or needs a
 # header of a unit that needs its own) and no file there grows past 500 lines

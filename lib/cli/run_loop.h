@@ -16,6 +16,13 @@ namespace memlat {
 // UsageError -> 2 (with a hint to -h), RuntimeError -> 1.
 int run_tool(std::string_view tool, const std::function<int()> &body);
 
+// The main() of an entry whose run is `run(argc, argv)`, named `Name` in its messages:
+// run_tool() around it (an entry's `main` in cli/multicall.h).
+template <const char *Name, int (*run)(int, char **)>
+int entry_main(int argc, char **argv) {
+    return run_tool(Name, [&] { return run(argc, argv); });
+}
+
 // A RuntimeError when the tool was started with stdout closed: for every mode that prints
 // (check_prometheus_options calls it when --prometheus is not given).
 void require_stdout();

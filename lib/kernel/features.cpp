@@ -36,7 +36,7 @@ void apply_disabled(KernelFeatures &f) {
         else if (token == "kernel_btf")
             f.kernel_btf = false;
         else if (token == "uffd_wp_async")
-            ; // read by memlat's main() (tools/memlat/main.cpp), before anything else
+            ; // read by memlat's main() (tools/main.cpp), before anything else
         else if (token == "psi")
             ; // read by memstall (feature_forced_off())
         else if (token == "kernel_log")

@@ -49,7 +49,7 @@ struct KernelFeatures {
 
 // The names MEMLAT_DISABLE_FEATURES accepts: task_btf, ringbuf, kernel_btf (and task_storage,
 // the name task_btf had before the tools stopped using task storage), uffd_wp_async (the
-// binary's pages mapped 64 KiB at a time, as before Linux 6.7: tools/memlat/main.cpp), psi
+// binary's pages mapped 64 KiB at a time, as before Linux 6.7: tools/main.cpp), psi
 // (memstall as on a kernel booted with PSI disabled: it ignores task_struct->in_memstall),
 // kernel_log (as on a host whose log no longer holds the boot: the hypervisor is not read
 // from it, kernel/hypervisor.h).

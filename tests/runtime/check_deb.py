@@ -44,8 +44,11 @@ def installed_unit_text(unit: str) -> str:
         return f.read().replace("/usr/local/", "/usr/")
 
 
-def expected_contents(tools: list[str]) -> tuple[set[str], dict[str, str]]:
-    """The package's files and its links (path -> target), paths without the leading '/'."""
+def expected_contents(entries: dict[str, str]) -> tuple[set[str], dict[str, str]]:
+    """The package's files and its links (path -> target), paths without the leading '/', for
+    the registry's ENTRIES (name -> its bare link, "" for none; tools/NAME/tool.cmake): every
+    entry as memlat-NAME with its manual page; the BCC names (a link named as the entry) also
+    under libexec/memlat."""
     files = {"usr/sbin/memlat", "usr/share/memlat/grafana/memlat.json",
              "usr/share/doc/memlat/README.md", "usr/share/doc/memlat/copyright",
              "usr/share/doc/memlat/changelog.gz", "usr/share/lintian/overrides/memlat",
@@ -56,11 +59,16 @@ def expected_contents(tools: list[str]) -> tuple[set[str], dict[str, str]]:
                   for page in os.listdir(os.path.join(SOURCE, folder)) if page.endswith(".md")}
     files |= {f"usr/share/doc/memlat/examples/{e}"
               for e in os.listdir(os.path.join(SOURCE, "contrib", "systemd")) if e.endswith(".env")}
-    links = {f"usr/sbin/memlat-{t}": "memlat" for t in tools}
-    links |= {f"usr/libexec/memlat/{t}": "../../sbin/memlat" for t in tools}
-    links |= {f"usr/share/man/man8/memlat-{t}.8.gz": "memlat.8.gz" for t in tools}
-    links |= {"usr/sbin/memlat-top": "memlat", "usr/share/man/man8/memlat-top.8.gz": "memlat.8.gz"}
+    links = {f"usr/sbin/memlat-{t}": "memlat" for t in entries}
+    links |= {f"usr/libexec/memlat/{t}": "../../sbin/memlat"
+              for t, link in entries.items() if link == t}
+    links |= {f"usr/share/man/man8/memlat-{t}.8.gz": "memlat.8.gz" for t in entries}
     return files, links
+
+
+def parse_entries(words: list[str]) -> dict[str, str]:
+    """NAME=LINK words (CMakeLists.txt's MEMLAT_TOOL_AND_LINK) as name -> link."""
+    return dict(w.split("=", 1) for w in words)
 
 
 def run(argv: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
@@ -100,7 +108,8 @@ def control(deb: str) -> dict[str, str]:
     return fields
 
 
-def check_package(deb: str, build: str, version: str, arch: str, tools: list[str]) -> list[str]:
+def check_package(deb: str, build: str, version: str, arch: str,
+                  tools: dict[str, str]) -> list[str]:
     failures = []
     name = f"memlat_{version}_{arch}.deb"
     if os.path.basename(deb) != name or not os.path.isfile(deb):
@@ -170,7 +179,9 @@ def check_package(deb: str, build: str, version: str, arch: str, tools: list[str
         if os.path.isfile(manual):
             with gzip.open(manual, "rt") as f:
                 page = f.read().splitlines()
-            missing = [t for t in tools if f".B {t}" not in page]
+            # Each entry under the name its link or `memlat NAME` runs it by.
+            missing = [t for t, link in tools.items()
+                       if f".B {link}" not in page and f".B memlat {t}" not in page]
             if missing:
                 failures.append(f"the manual page memlat.8 has no entry for {missing}")
 
@@ -188,7 +199,8 @@ def check_package(deb: str, build: str, version: str, arch: str, tools: list[str
 
 
 def main() -> int:
-    cmake, build, deb, version, arch, tools = (*sys.argv[1:6], sys.argv[6:])
+    cmake, build, deb, version, arch = sys.argv[1:6]
+    tools = parse_entries(sys.argv[6:])
     for program in ("dpkg-deb", "lintian"):
         if run(["which", program]).returncode != 0:
             print(f"FAIL: {program} is not installed (scripts/install-deps.sh installs it)")

@@ -4,7 +4,8 @@
 memlat-TOOL (the Debian package's name) give the same output and exit status (help, a usage
 error); an unknown tool or no tool is a usage error.
 
-usage: check_multicall.py BUILD_DIR TOOL..."""
+usage: check_multicall.py BUILD_DIR NAME=LINK...  (the registry's entries; LINK, the bare link
+in BUILD that runs it, may be empty)"""
 import os
 import subprocess
 import sys
@@ -16,7 +17,9 @@ def run(argv: list[str]) -> subprocess.CompletedProcess:
 
 
 def main() -> int:
-    build, tools = sys.argv[1], sys.argv[2:]
+    build = sys.argv[1]
+    entries = dict(word.split("=", 1) for word in sys.argv[2:])
+    tools = list(entries)
     memlat = os.path.join(build, "memlat")
     failures = []
 
@@ -49,7 +52,8 @@ def main() -> int:
         os.symlink(os.path.abspath(memlat), prefixed)
         for args in (["-h"], ["--no-such-option"], ["-p", "x"]):
             via_memlat = run([memlat, tool, *args])
-            for link in (os.path.join(build, tool), prefixed):
+            bare = [os.path.join(build, entries[tool])] if entries[tool] else []
+            for link in bare + [prefixed]:
                 via_link = run([link, *args])
                 for what in ("returncode", "stdout", "stderr"):
                     if getattr(via_link, what) != getattr(via_memlat, what):
@@ -57,7 +61,7 @@ def main() -> int:
                                         f"{tool} {' '.join(args)} differ in {what}:\n"
                                         f"{getattr(via_link, what)!r}\n"
                                         f"{getattr(via_memlat, what)!r}")
-        if not via_link.stderr.startswith(f"{tool}: "):
+        if not via_link.stderr.startswith((f"{tool}: ", f"memlat {tool}: ")):
             failures.append(f"{tool} -p x: the usage error names the tool: {via_link.stderr!r}")
 
     prefixed_links.cleanup()

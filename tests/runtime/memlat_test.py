@@ -80,6 +80,24 @@ def source_tools() -> list[str]:
                   if os.path.isfile(os.path.join(tools_dir, n, f"{n}.bpf.c")))
 
 
+def source_entries() -> dict[str, str]:
+    """Every entry of the registry in this tree, as CMakeLists.txt finds them: each
+    tools/NAME/ with a NAME.cpp, with the bare link that runs it (tool.cmake's tool_link:
+    NAME unless it says otherwise; "" for none)."""
+    tools_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")
+    entries = {}
+    for name in sorted(os.listdir(tools_dir)):
+        if not os.path.isfile(os.path.join(tools_dir, name, f"{name}.cpp")):
+            continue
+        entries[name] = name
+        settings = os.path.join(tools_dir, name, "tool.cmake")
+        if os.path.isfile(settings):
+            with open(settings) as f:
+                if m := re.search(r'^set\(tool_link\s+"?([^")]*)"?\)', f.read(), re.M):
+                    entries[name] = m.group(1)
+    return entries
+
+
 def binary(name: str) -> str:
     """Path of a tool (BUILD/name) or a test workload (BUILD/tests/name); fails if absent."""
     for sub in ("", "tests"):

@@ -419,7 +419,7 @@ def binary_mappings(pid: int) -> list[tuple[int, str]]:
 @scenario("numamove_binary_pages_mapped_singly")
 def _(t: Test):
     # memlat turns the kernel's 64 KiB fault-around off for its own code and read-only data
-    # (tools/memlat/main.cpp): those mappings carry userfaultfd's write-protect flag ("uw" in
+    # (tools/main.cpp): those mappings carry userfaultfd's write-protect flag ("uw" in
     # smaps) and hold only the pages the tool touched, fewer than with
     # MEMLAT_DISABLE_FEATURES=uffd_wp_async, which plays a kernel before 6.7.
     release = tuple(int(x) for x in re.findall(r"\d+", os.uname().release)[:2])

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "memlat/top_format.h"
+#include "top/top_format.h"
 
 using namespace memlat;
 using namespace memlat::top;

@@ -7,7 +7,7 @@
 
 #include "base/errors.h"
 #include "base/files.h"
-#include "memlat/top_record.h"
+#include "top/top_record.h"
 
 using namespace memlat;
 using namespace memlat::top;

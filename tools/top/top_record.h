@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "memlat/top_format.h"
 #include "memstall/memstall_format.h"
+#include "top/top_format.h"
 
 namespace memlat::top {
 

@@ -1,4 +1,4 @@
-#include "memlat/top_record.h"
+#include "top/top_record.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -1,4 +1,4 @@
-#include "memlat/top_format.h"
+#include "top/top_format.h"
 
 #include <algorithm>
 #include <fmt/format.h>

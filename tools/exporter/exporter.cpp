@@ -23,7 +23,7 @@ namespace memlat {
 
 namespace {
 
-constexpr const char *command_name = "memlat exporter";
+constexpr char command_name[] = "memlat exporter";
 
 // Where it listens without --web.listen-address: next to the ports of the tools' own
 // examples (tlbflush 9846 ... oomwhy 9851), each its own.
@@ -219,8 +219,10 @@ int run_exporter(int argc, char **argv) {
 
 } // namespace
 
-int exporter_main(int argc, char **argv) {
-    return run_tool(command_name, [&] { return run_exporter(argc, argv); });
-}
-
 } // namespace memlat
+
+// memlat exporter (and a link named memlat-exporter).
+extern const memlat::ToolEntry memlat_tool_exporter = {
+    "exporter", "every tool's counters and histograms for Prometheus, one process, one port",
+    memlat::entry_main<memlat::command_name, memlat::run_exporter>, nullptr,
+    memlat::ToolKind::Fleet};

@@ -4,20 +4,25 @@
 // the Debian package installs those, since Debian's libbpf-tools owns /usr/sbin/drsnoop,
 // cachestat and numamove (docs/building.md, "Installing"). `memlat exporter` serves every tool's
 // counters to Prometheus from one process; `memlat top` (or a link named memtop) is the live
-// view of memory stalls per cgroup.
+// view of memory stalls per cgroup. Each is an entry of the registry (cli/multicall.h), listed
+// by the build from the folders of tools/: nothing here names one.
 #include <cstdio>
 #include <cstring>
 #include <fmt/format.h>
 #include <malloc.h>
 #include <string_view>
+#include <utility>
 
 #include "base/binary_pages.h"
 #include "cli/multicall.h"
 
 namespace {
 
+using memlat::RegisteredTool;
 using memlat::ToolEntry;
+using memlat::ToolKind;
 
+// The entry that `memlat NAME` runs.
 const ToolEntry *find_tool(std::string_view name) {
     for (const ToolEntry *tool : memlat::tool_entries())
         if (name == tool->name)
@@ -25,17 +30,28 @@ const ToolEntry *find_tool(std::string_view name) {
     return nullptr;
 }
 
+// The entry a link named `invoked` runs: its own link's name, or memlat-NAME.
+const ToolEntry *linked_tool(std::string_view invoked) {
+    for (const RegisteredTool &tool : memlat::registered_tools())
+        if (!tool.link.empty() && invoked == tool.link)
+            return tool.entry;
+    constexpr std::string_view prefix = "memlat-";
+    return invoked.starts_with(prefix) ? find_tool(invoked.substr(prefix.size())) : nullptr;
+}
+
 void usage(FILE *out) {
     fmt::print(out, "Usage: memlat TOOL [OPTION...]\n"
                     "   or: TOOL [OPTION...]  (through a link named TOOL or memlat-TOOL)\n"
-                    "Where Linux memory management stalls programs, traced with BPF.\n\n"
-                    "Tools:\n");
-    for (const ToolEntry *tool : memlat::tool_entries())
-        fmt::print(out, "  {:<14}{}\n", tool->name, tool->summary);
-    fmt::print(out, "\nLive view:\n  {:<14}{}\n", "top",
-               "which memory cgroups stall now, by what, with their memory and limits");
-    fmt::print(out, "\nFleet mode:\n  {:<14}{}\n", "exporter",
-               "every tool's counters and histograms for Prometheus, one process, one port");
+                    "Where Linux memory management stalls programs, traced with BPF.\n");
+    constexpr std::pair<ToolKind, const char *> sections[] = {{ToolKind::Tracer, "Tools"},
+                                                              {ToolKind::LiveView, "Live view"},
+                                                              {ToolKind::Fleet, "Fleet mode"}};
+    for (const auto &[kind, title] : sections) {
+        fmt::print(out, "\n{}:\n", title);
+        for (const ToolEntry *tool : memlat::tool_entries())
+            if (tool->kind == kind)
+                fmt::print(out, "  {:<14}{}\n", tool->name, tool->summary);
+    }
     fmt::print(out, "\n'memlat TOOL -h' shows a tool's options.\n"
                     "  -h, --help     Show this list and exit\n"
                     "  -V, --version  Print the version and exit\n");
@@ -54,15 +70,8 @@ int main(int argc, char **argv) {
     // A link named after a tool runs that tool.
     const char *slash = argc > 0 ? strrchr(argv[0], '/') : nullptr;
     const std::string_view invoked = argc > 0 ? (slash ? slash + 1 : argv[0]) : "memlat";
-    std::string_view linked = invoked;
-    if (linked.starts_with("memlat-"))
-        linked.remove_prefix(std::string_view("memlat-").size());
-    if (const ToolEntry *tool = find_tool(linked))
+    if (const ToolEntry *tool = linked_tool(invoked))
         return tool->main(argc, argv);
-    // memtop (the build's and a local install's link) or memlat-top (the Debian package's,
-    // named as its tools are); never a bare "top", which is procps's.
-    if (linked == "memtop" || invoked == "memlat-top")
-        return memlat::top_main(argc, argv);
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -78,10 +87,6 @@ int main(int argc, char **argv) {
     }
     if (const ToolEntry *tool = find_tool(first))
         return tool->main(argc - 1, argv + 1);
-    if (first == "exporter")
-        return memlat::exporter_main(argc - 1, argv + 1);
-    if (first == "top")
-        return memlat::top_main(argc - 1, argv + 1);
     std::string names;
     for (const ToolEntry *tool : memlat::tool_entries())
         names += (names.empty() ? "" : ", ") + std::string(tool->name);
