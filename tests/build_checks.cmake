@@ -53,3 +53,9 @@ add_test(NAME build.common_layers
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/build/check_layers.py
                  ${PROJECT_SOURCE_DIR}/lib)
 set_tests_properties(build.common_layers PROPERTIES LABELS build)
+# build.tool_folders: the same 500 lines in tools/, and no tool folder includes another's
+# header; what breaks either today is listed in the check with its reason, and may only shrink.
+add_test(NAME build.tool_folders
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/build/check_tools.py
+                 ${PROJECT_SOURCE_DIR}/tools)
+set_tests_properties(build.tool_folders PROPERTIES LABELS build)

@@ -1,23 +1,14 @@
 // cachestat: page-cache hits, misses and dirties, counted in pages, per interval; machine-wide,
 // per process (-P) or per file (-f).
-#include <dirent.h>
-#include <fcntl.h>
-#include <linux/fs.h>
-#include <sys/ioctl.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <climits>
 #include <csignal>
 #include <fmt/format.h>
 #include <map>
 #include <optional>
-#include <set>
 #include <type_traits>
 
 #include "cachestat.h"
@@ -36,6 +27,7 @@
 #include "cli/output.h"
 #include "cli/run_loop.h"
 #include "kernel/features.h"
+#include "kernel/file_paths.h"
 #include "kernel/tasks.h"
 #include "loading/epoch_table.h"
 #include "loading/loader.h"
@@ -124,12 +116,7 @@ struct Options {
 
 // A file as the BPF side keys it: a new file that reuses a freed inode number is a new key
 // (its generation differs) where the hook can see the inode.
-struct FileKey {
-    uint32_t dev;
-    uint64_t ino;
-    uint32_t generation;
-    auto operator<=>(const FileKey &) const = default;
-};
+using FileKey = FileIdentity;
 
 struct Snapshot {
     cachestat::Counts total;
@@ -207,123 +194,6 @@ class SummaryRows {
     uint64_t left_out_ = 0; // rows dropped (a key dropped twice counts twice)
 };
 
-// Paths of files, from the fds and mappings of the processes that used them (the BPF side
-// keeps the last one per file). A path is checked before it is trusted: the inode number of
-// a deleted file is often handed to the next file created at once, so a name found for
-// (dev, ino) may belong to another file, and a name kept from an earlier interval may have
-// been deleted or renamed since.
-class PathFinder {
-  public:
-    std::optional<std::string> find(const FileKey &key, uint32_t pid) {
-        if (auto it = known_.find(key); it != known_.end()) {
-            if (auto still = recheck(key, it->second))
-                return still;
-            known_.erase(it);
-        }
-        if (pid == 0 || key.dev == 0)
-            return std::nullopt;
-        if (!scanned_.contains(pid)) {
-            scanned_.insert(pid);
-            scan(pid);
-        }
-        auto [first, last] = candidates_.equal_range({key.dev, key.ino});
-        for (auto it = first; it != last; ++it) {
-            if (!same_generation(it->second.link, key.generation))
-                continue;
-            known_[key] = it->second.path;
-            return it->second.path;
-        }
-        return std::nullopt;
-    }
-    // The processes' fds and mappings change between intervals: look again.
-    void new_interval() {
-        scanned_.clear();
-        candidates_.clear();
-    }
-
-  private:
-    struct Candidate {
-        std::string path; // as the process sees it
-        std::string link; // /proc/PID/fd/N or /proc/PID/map_files/RANGE: the file itself
-    };
-
-    static uint32_t kernel_dev(dev_t dev) { return (major(dev) << 20) | minor(dev); }
-
-    // The name kept for `key` if it still names that file; " (deleted)" appended once the
-    // name is gone (the interval still counts what the file did before); nothing when the
-    // name now belongs to another file.
-    static std::optional<std::string> recheck(const FileKey &key, const std::string &path) {
-        constexpr std::string_view deleted = " (deleted)";
-        if (path.ends_with(deleted))
-            return path;
-        struct stat st {};
-        if (stat(path.c_str(), &st) != 0)
-            return errno == ENOENT ? std::optional(path + std::string(deleted)) : std::nullopt;
-        if (kernel_dev(st.st_dev) != key.dev || st.st_ino != key.ino)
-            return std::nullopt;
-        return path;
-    }
-
-    // Whether the file behind `link` has inode generation `generation`, where the file
-    // system tells (FS_IOC_GETVERSION: ext2/3/4, btrfs...). Where it does not (tmpfs, or
-    // the hook gave no generation) the (dev, ino) match has to do.
-    static bool same_generation(const std::string &link, uint32_t generation) {
-        if (generation == 0)
-            return true;
-        const int fd = open(link.c_str(), O_RDONLY | O_NOATIME | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-        if (fd < 0)
-            return true;
-        int version = 0;
-        const bool told = ioctl(fd, FS_IOC_GETVERSION, &version) == 0;
-        close(fd);
-        return !told || static_cast<uint32_t>(version) == generation;
-    }
-
-    void scan(uint32_t pid) {
-        std::string fd_dir = fmt::format("/proc/{}/fd", pid);
-        if (DIR *dir = opendir(fd_dir.c_str())) {
-            while (dirent *e = readdir(dir)) {
-                if (e->d_name[0] == '.')
-                    continue;
-                std::string link = fd_dir + "/" + e->d_name;
-                struct stat st {};
-                if (stat(link.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-                    continue;
-                char target[PATH_MAX];
-                ssize_t n = readlink(link.c_str(), target, sizeof(target) - 1);
-                if (n > 0)
-                    candidates_.emplace(std::pair{kernel_dev(st.st_dev), uint64_t(st.st_ino)},
-                                        Candidate{std::string(target, n), link});
-            }
-            closedir(dir);
-        }
-        // address perms offset major:minor inode path (major and minor in hex)
-        auto maps = read_text_file(fmt::format("/proc/{}/maps", pid));
-        if (!maps)
-            return;
-        std::string_view rest = *maps, line;
-        while (next_line(rest, line)) {
-            unsigned long long inode = 0;
-            unsigned maj = 0, min = 0;
-            int range_end = 0, path_at = 0;
-            std::string text(line);
-            if (sscanf(text.c_str(), "%*s%n %*s %*s %x:%x %llu %n", &range_end, &maj, &min, &inode,
-                       &path_at) < 3 ||
-                inode == 0 || path_at <= 0 || static_cast<size_t>(path_at) >= text.size() ||
-                text[path_at] != '/')
-                continue;
-            candidates_.emplace(
-                std::pair{(maj << 20) | min, uint64_t(inode)},
-                Candidate{text.substr(path_at),
-                          fmt::format("/proc/{}/map_files/{}", pid, text.substr(0, range_end))});
-        }
-    }
-
-    std::map<FileKey, std::string> known_; // names found, rechecked before each use
-    std::multimap<std::pair<uint32_t, uint64_t>, Candidate> candidates_; // this interval's
-    std::set<uint32_t> scanned_;
-};
-
 cachestat::Meminfo meminfo() {
     auto text = read_text_file("/proc/meminfo");
     return text ? cachestat::parse_meminfo(*text) : cachestat::Meminfo{};
@@ -363,7 +233,7 @@ class Cachestat final : public Tool<cachestat_bpf, Options, tool_name> {
     std::optional<cachestat::Metrics> metrics_; // --prometheus
     std::optional<CgroupTarget> cgroup_;
     bool accesses_known_ = true;
-    PathFinder paths_;
+    FilePaths paths_;
     int ncpus_ = possible_cpus();
     // Text and JSON read the tables by epochs; --prometheus (cumulative counters) does not.
     bool epochs_ = false;

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""The tools' folders keep to the rules lib/ keeps (docs/developing.md, "Layout"): no file in
+tools/ grows past 500 lines, and no tool folder includes a header of another. The files and
+includes that break a rule today are listed below, each with the size it may not pass and
+the reason it is still here: the list may only shrink. An entry that no longer breaks its
+rule fails too, so that it is taken off. Prints what is wrong, exits 1; else 0.
+
+usage: check_tools.py TOOLS_DIR"""
+import re
+import sys
+from pathlib import Path
+
+MAX_LINES = 500
+SOURCES = (".cpp", ".h", ".c")
+
+# One file a line: its path under tools/, the lines it may not pass, why it is longer than
+# MAX_LINES.
+TOO_LONG_TABLE = """
+cachestat/cachestat.cpp          737  the snapshot and its summary rows beside the tool: to split
+cachestat/cachestat.bpf.c        706  three hook families for each of four events
+compactsnoop/compactsnoop.cpp    510  the plan and the views' adapters: to split
+compactsnoop/compactsnoop.bpf.c  538  compact_control read three ways (5.10-7.x)
+drsnoop/drsnoop.cpp              549  the plan and the views' adapters: to split
+memstall/memstall.cpp            889  plan, BTF and kallsyms probing, profiles: to split
+memstall/memstall.bpf.c          977  four windows, dirty pauses, off-CPU causes, stacks
+numamove/numamove.cpp            660  the plan and the per-reason tables: to split
+oomwhy/oomwhy.cpp                663  the kill's lead-up from several sources: to split
+oomwhy/oomwhy_format.cpp         530  the analysis of the limit that fired beside its text
+oomwhy/oomwhy.bpf.c              527  victim, trigger and lead-up programs, per kernel
+tlbflush/tlbflush.cpp            898  plan, hypervisor notes, views and metrics: to split
+tlbflush/tlbflush.bpf.c          672  flush reasons, IPIs and handlers, per architecture
+"""
+
+# One include a line: the tool folder, the header of another folder, why. memstall's stall
+# counting and cachestat's per-cgroup counts are used by the live view and by oomwhy's
+# lead-up, and are to move to lib/.
+CROSS_INCLUDES_TABLE = """
+oomwhy  memstall/memstall_format.h    the stall model (CauseTimes) of the lead-up
+oomwhy  memstall/memstall_source.h    memstall loaded as the lead-up's source
+top     memstall/memstall.h           memstall's ABI values in top's rows
+top     memstall/memstall_format.h    the stall model and the process table
+top     memstall/memstall_source.h    memstall loaded as top's source
+top     cachestat/cachestat_format.h  cachestat's counts in top's rows
+top     cachestat/cachestat_source.h  cachestat loaded as top's source
+"""
+
+TOO_LONG = {path: (int(ceiling), why) for path, ceiling, why in
+            (line.split(None, 2) for line in TOO_LONG_TABLE.strip().splitlines())}
+CROSS_INCLUDES = {(folder, header): why for folder, header, why in
+                  (line.split(None, 2) for line in CROSS_INCLUDES_TABLE.strip().splitlines())}
+
+
+def main(tools: Path) -> int:
+    failures = []
+    folders = {p.name for p in tools.iterdir() if p.is_dir()}
+    seen_long, seen_cross = set(), set()
+    for path in sorted(tools.rglob("*")):
+        if path.suffix not in SOURCES or not path.is_file():
+            continue
+        name = path.relative_to(tools).as_posix()
+        text = path.read_text()
+        lines = text.count("\n")
+        if name in TOO_LONG:
+            seen_long.add(name)
+            ceiling, why = TOO_LONG[name]
+            if lines > ceiling:
+                failures.append(f"{name}: {lines} lines, past the {ceiling} it is allowed ({why})")
+            elif lines <= MAX_LINES:
+                failures.append(f"{name}: {lines} lines now: take it off TOO_LONG")
+        elif lines > MAX_LINES:
+            failures.append(f"{name}: {lines} lines (at most {MAX_LINES}: split it by concern)")
+        folder = name.split("/", 1)[0] if "/" in name else None
+        for header in re.findall(r'^#include "([^"]+)"', text, re.M):
+            other = header.split("/", 1)[0]
+            if folder is None or "/" not in header or other not in folders or other == folder:
+                continue
+            seen_cross.add((folder, header))
+            if (folder, header) not in CROSS_INCLUDES:
+                failures.append(f"{name} includes {header}: a tool folder includes no other's "
+                                f"(what two tools need lives in lib/)")
+    for name in sorted(set(TOO_LONG) - seen_long):
+        failures.append(f"TOO_LONG names {name}, which is not there")
+    for folder, header in sorted(set(CROSS_INCLUDES) - seen_cross):
+        failures.append(f"CROSS_INCLUDES names {folder} -> {header}, which no file includes now")
+    for failure in failures:
+        print(failure)
+    print(f"{len(TOO_LONG)} files allowed past {MAX_LINES} lines, {len(CROSS_INCLUDES)} "
+          f"includes across tool folders, each with its reason in {Path(__file__).name}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1])))
