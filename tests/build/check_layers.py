@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 MAX_LINES = 500
-LAYERS = ["base", "kernel", "loading", "cli", "prometheus", "tool"]
+LAYERS = ["base", "kernel", "loading", "cli", "prometheus", "tool", "sources"]
 
 
 def main(lib: Path) -> int:

@@ -31,17 +31,9 @@ tlbflush/tlbflush.cpp            898  plan, hypervisor notes, views and metrics:
 tlbflush/tlbflush.bpf.c          672  flush reasons, IPIs and handlers, per architecture
 """
 
-# One include a line: the tool folder, the header of another folder, why. memstall's stall
-# counting and cachestat's per-cgroup counts are used by the live view and by oomwhy's
-# lead-up, and are to move to lib/.
+# One include a line: the tool folder, the header of another folder, why. (None today: what
+# two tools use of one, such as memstall's stall counting, is in lib/sources/.)
 CROSS_INCLUDES_TABLE = """
-oomwhy  memstall/memstall_format.h    the stall model (CauseTimes) of the lead-up
-oomwhy  memstall/memstall_source.h    memstall loaded as the lead-up's source
-top     memstall/memstall.h           memstall's ABI values in top's rows
-top     memstall/memstall_format.h    the stall model and the process table
-top     memstall/memstall_source.h    memstall loaded as top's source
-top     cachestat/cachestat_format.h  cachestat's counts in top's rows
-top     cachestat/cachestat_source.h  cachestat loaded as top's source
 """
 
 TOO_LONG = {path: (int(ceiling), why) for path, ceiling, why in

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "memstall/memstall.h"
+#include "memlat/memstall.h"
 
 // `stalls` stalls of `ns` in all (the longest of them `ns` too), of a thread of process `pid`.
 inline memstall_value memstall_entry(uint32_t pid, const char *comm, uint64_t cgroup,

@@ -4,6 +4,7 @@
 
 using namespace memlat;
 using cachestat::Counts;
+using cachestat::counts_of;
 
 // A read(2) of 8 cold pages: its read-ahead adds 32 (misses first), the access matches 8 of
 // them; the next read of 8 matches 8 more; a read of another file is all hits.
@@ -150,5 +151,5 @@ TEST(CachestatArithmetic, CountsSinceAndSum) {
     raw.c[CACHESTAT_MISSES] = 8;
     raw.c[CACHESTAT_DIRTIES] = 9;
     raw.c[CACHESTAT_HITS] = 6;
-    EXPECT_EQ(Counts::from(raw), (Counts{7, 8, 9, 6}));
+    EXPECT_EQ(counts_of(raw), (Counts{7, 8, 9, 6}));
 }

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <fmt/format.h>
 
-#include "memstall/memstall_format.h"
+#include "sources/stalls.h"
 #include "memstall_entry.h"
 
 using namespace memlat;

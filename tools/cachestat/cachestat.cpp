@@ -15,8 +15,8 @@
 #include "cachestat.skel.h"
 #include "cachestat_format.h"
 #include "cachestat_metrics.h"
-#include "cachestat_source.h"
 #include "kernel/cgroups.h"
+#include "sources/page_cache.h"
 #include <linux/capability.h>
 
 #include "base/capabilities.h"
@@ -110,7 +110,7 @@ struct Options {
     std::string cgroup;
     bool per_process = false;
     bool per_file = false;
-    bool per_cgroup = false; // memlat top's source (cachestat_source.h): no option of its own
+    bool per_cgroup = false; // memlat top's source (sources/page_cache.h): no option of its own
     PrometheusOptions prom;
 };
 
@@ -181,7 +181,7 @@ class SummaryRows {
             return;
         std::vector<std::pair<uint64_t, Key>> by_activity;
         for (const auto &[k, v] : rows_)
-            by_activity.emplace_back(cachestat::Counts::from(v.counts).activity(), k);
+            by_activity.emplace_back(cachestat::counts_of(v.counts).activity(), k);
         std::nth_element(by_activity.begin(), by_activity.begin() + limit_, by_activity.end(),
                          [](const auto &a, const auto &b) { return a.first > b.first; });
         for (auto it = by_activity.begin() + limit_; it != by_activity.end(); ++it)
@@ -209,7 +209,7 @@ class Cachestat final : public Tool<cachestat_bpf, Options, tool_name> {
     using Tool::Tool;
     void check_options() override;
     CountedLosses collect(prometheus::Exposition &out) override;
-    // With per_cgroup: the counters since load (cachestat_source.h).
+    // With per_cgroup: the counters since load (sources/page_cache.h).
     cachestat::CgroupSnapshot cgroup_snapshot();
     bool accesses_known() const { return accesses_known_; }
     void forget_cgroup(uint64_t id) const {
@@ -320,7 +320,7 @@ cachestat::Counts Cachestat::epoch_total(uint32_t epoch) const {
         const auto &row = cpu_counts_.at<cachestat_cpu_counts>(epoch * ncpus_ + cpu);
         cachestat_counts c{};
         std::copy(std::begin(row.c), std::end(row.c), c.c);
-        total += cachestat::Counts::from(c);
+        total += cachestat::counts_of(c);
     }
     return total;
 }
@@ -381,7 +381,7 @@ cachestat::CgroupSnapshot Cachestat::cgroup_snapshot() {
     s.total = epoch_total(0);
     for (const auto &[id, counts] :
          read_hash_map<uint64_t, cachestat_counts>(skel().maps.cgroup_counts))
-        s.cgroups[id] = cachestat::Counts::from(counts);
+        s.cgroups[id] = cachestat::counts_of(counts);
     s.table_full = skel().bss->table_full;
     return s;
 }
@@ -392,9 +392,9 @@ template <typename Row, typename Entries, typename MakeRow>
 std::vector<Row> active_rows(const Entries &now, const Entries &before, MakeRow make_row) {
     std::vector<Row> rows;
     for (const auto &[key, v] : now) {
-        auto c = cachestat::Counts::from(v.counts);
+        auto c = cachestat::counts_of(v.counts);
         if (auto it = before.find(key); it != before.end())
-            c = c.since(cachestat::Counts::from(it->second.counts));
+            c = c.since(cachestat::counts_of(it->second.counts));
         if (c.counted_any())
             rows.push_back(make_row(key, v, c));
     }

@@ -25,35 +25,11 @@ std::string mb_text(const std::optional<double> &mb) {
     return mb ? fmt::format("{:.0f}", *mb) : "-";
 }
 
-nlohmann::json optional_json(const std::optional<double> &v) {
-    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-}
-
 } // namespace
 
-Counts Counts::from(const cachestat_counts &c) {
+Counts counts_of(const cachestat_counts &c) {
     return {c.c[CACHESTAT_ACCESSES], c.c[CACHESTAT_MISSES], c.c[CACHESTAT_DIRTIES],
             c.c[CACHESTAT_HITS]};
-}
-
-Counts &Counts::operator+=(const Counts &o) {
-    accesses += o.accesses;
-    misses += o.misses;
-    dirties += o.dirties;
-    hits += o.hits;
-    return *this;
-}
-
-Counts Counts::since(const Counts &before) const {
-    auto minus = [](uint64_t a, uint64_t b) { return a > b ? a - b : 0; };
-    return {minus(accesses, before.accesses), minus(misses, before.misses),
-            minus(dirties, before.dirties), minus(hits, before.hits)};
-}
-
-std::optional<double> hit_ratio(const Counts &c) {
-    if (c.accesses == 0)
-        return std::nullopt;
-    return std::min(100.0, 100.0 * static_cast<double>(c.hits) / static_cast<double>(c.accesses));
 }
 
 uint64_t order_pages(unsigned order) {
@@ -121,16 +97,6 @@ std::string total_line(const Counts &c, double seconds, bool accesses_known) {
         accesses_known ? std::to_string(c.hits) : "-", c.misses, c.dirties,
         accesses_known && ratio ? fmt::format("{:.2f}%", *ratio) : "-",
         accesses_known ? std::to_string(c.accesses) : "-");
-}
-
-nlohmann::json json_counts(const Counts &c, bool accesses_known) {
-    nlohmann::json j;
-    j["accesses"] = accesses_known ? nlohmann::json(c.accesses) : nlohmann::json(nullptr);
-    j["hits"] = accesses_known ? nlohmann::json(c.hits) : nlohmann::json(nullptr);
-    j["misses"] = c.misses;
-    j["dirties"] = c.dirties;
-    j["hit_ratio_pct"] = accesses_known ? optional_json(hit_ratio(c)) : nlohmann::json(nullptr);
-    return j;
 }
 
 // ---- per-process and per-file views

@@ -1,4 +1,6 @@
 // cachestat's arithmetic and output lines, apart from the tool so the unit tests can check them.
+// The counts themselves (Counts, the hit ratio, their JSON) are sources/page_cache.h's: memlat
+// top shows them too.
 #pragma once
 
 #include <cstdint>
@@ -9,32 +11,12 @@
 #include <vector>
 
 #include "cachestat.h"
+#include "sources/page_cache.h"
 
 namespace memlat::cachestat {
 
-// Pages counted over some window. `accesses` is meaningless when access counting is
-// unavailable on the running kernel; the formatting then prints HITS and HITRATIO as "-".
-struct Counts {
-    uint64_t accesses = 0; // pages looked up by reads and faults
-    uint64_t misses = 0;   // pages added to the page cache
-    uint64_t dirties = 0;  // pages that went from clean to dirty
-    uint64_t hits = 0;     // accessed pages no miss of the same thread in the file accounts for
-
-    static Counts from(const cachestat_counts &c);
-    Counts &operator+=(const Counts &o);
-    // The change since `before`; a counter that went backwards (it cannot) gives 0.
-    Counts since(const Counts &before) const;
-    uint64_t activity() const { return accesses + misses + dirties; }
-    // Whether anything was counted: hits too, which a thread's exit can settle after its last
-    // access (an mmap fault's, owed until then), in an interval with nothing else of it.
-    bool counted_any() const { return activity() != 0 || hits != 0; }
-    bool operator==(const Counts &) const = default;
-};
-
-// HITRATIO in percent = HITS / ACCESSES * 100, at most 100 (an mmap fault's hit is known only
-// at the thread's next event, which may fall in the next interval); none when nothing was
-// accessed.
-std::optional<double> hit_ratio(const Counts &c);
+// The counts of one entry of the BPF side's tables.
+Counts counts_of(const cachestat_counts &c);
 // Pages of a folio of `order`.
 uint64_t order_pages(unsigned order);
 
@@ -56,7 +38,6 @@ struct LineFormat {
 };
 std::string header(const LineFormat &f);
 std::string line(const Counts &c, const Meminfo &m, const LineFormat &f, std::string_view time);
-nlohmann::json json_counts(const Counts &c, bool accesses_known);
 // The summary's first line at the end of a run of `seconds`: "Total over 12.0 s: HITS ...",
 // "-" for what is not known (accesses without their hooks).
 std::string total_line(const Counts &c, double seconds, bool accesses_known);

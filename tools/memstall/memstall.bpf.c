@@ -27,7 +27,7 @@
 #include "common.bpf.h"
 #include "kernel_args.bpf.h"
 #include "memlat/stack.h"
-#include "memstall.h"
+#include "memlat/memstall.h"
 
 _Static_assert((MEMSTALL_CAUSES & (MEMSTALL_CAUSES - 1)) == 0,
                "MEMSTALL_CAUSES must be a power of two");

@@ -32,11 +32,11 @@
 #include "loading/stack_profile.h"
 #include "loading/stacks.h"
 #include "loading/symbols.h"
-#include "memstall.h"
+#include "memlat/memstall.h"
 #include "memstall.skel.h"
-#include "memstall_format.h"
+#include "sources/stalls.h"
 #include "memstall_metrics.h"
-#include "memstall_source.h"
+#include "sources/stall_source.h"
 #include "prometheus/exporter.h"
 #include "prometheus/metrics_serving.h"
 #include "prometheus/process_metrics.h"
@@ -156,7 +156,7 @@ class Memstall final : public Tool<memstall_bpf, Options, tool_name>, public Pro
     void begin() override;
     std::string end() override;
 
-    // memstall_source.h's, for memlat top.
+    // sources/stall_source.h's, for memlat top.
     memstall::Snapshot take_snapshot();
     const std::map<uint32_t, std::string> &unmeasured() const { return unmeasured_; }
     bool memcg_on_v1() const { return memcg_on_v1_; }

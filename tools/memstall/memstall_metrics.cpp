@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "memstall_format.h"
+#include "sources/stalls.h"
 
 namespace memlat::memstall {
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "memstall.h"
+#include "memlat/memstall.h"
 #include "prometheus/exporter.h"
 #include "prometheus/prometheus.h"
 

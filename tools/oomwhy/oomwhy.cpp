@@ -30,7 +30,7 @@
 #include "kernel/types.h"
 #include "loading/events.h"
 #include "loading/loader.h"
-#include "memstall/memstall_source.h"
+#include "sources/stall_source.h"
 #include "oomwhy.h"
 #include "oomwhy.skel.h"
 #include "oomwhy_format.h"

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "kernel/gfp.h"
-#include "memstall/memstall_format.h"
+#include "sources/stalls.h"
 #include "oomwhy.h"
 
 namespace memlat::oomwhy {

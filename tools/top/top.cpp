@@ -1,6 +1,6 @@
 // memlat top: which memory cgroups are stalled on memory right now, by what, next to their
 // memory, limits, limit events and PSI, and the host's; refreshed every INTERVAL seconds.
-// The stall time is memstall's (its BPF side loaded with no filter, memstall_source.h); the
+// The stall time is memstall's (its BPF side loaded with no filter, sources/stall_source.h); the
 // rest is what the kernel's files say (kernel/memory_state.h), read only for the rows shown.
 // This file is its manual: the options, and the run that loads the sources and hands them to
 // the live view (top_live.h: the intervals in top_live.cpp, the screen and its keys in

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "cachestat/cachestat_format.h"
+#include "sources/page_cache.h"
 #include "kernel/hypervisor.h"
 #include "kernel/memory_state.h"
-#include "memstall/memstall.h"
-#include "memstall/memstall_format.h"
+#include "memlat/memstall.h"
+#include "sources/stalls.h"
 
 namespace memlat::top {
 

@@ -13,12 +13,12 @@
 #include <utility>
 #include <vector>
 
-#include "cachestat/cachestat_source.h"
+#include "sources/page_cache.h"
 #include "cli/options.h"
 #include "cli/output.h"
 #include "cli/terminal.h"
 #include "kernel/memory_state.h"
-#include "memstall/memstall_source.h"
+#include "sources/stall_source.h"
 #include "top/top_format.h"
 #include "top/top_record.h"
 

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "memstall/memstall_format.h"
+#include "sources/stalls.h"
 #include "top/top_format.h"
 
 namespace memlat::top {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "memstall_format.h"
+#include "sources/stalls.h"
 
 namespace memlat {
 struct CommonOptions;

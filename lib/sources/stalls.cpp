@@ -1,4 +1,4 @@
-#include "memstall_format.h"
+#include "sources/stalls.h"
 
 #include <algorithm>
 #include <cstring>

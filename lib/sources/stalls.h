@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "memstall.h"
+#include "memlat/memstall.h"
 
 namespace memlat::memstall {
 
