@@ -1,6 +1,9 @@
 #include "kernel/memory_state.h"
 
+#include <unistd.h>
+
 #include <charconv>
+#include <fmt/format.h>
 #include <system_error>
 #include <vector>
 
@@ -212,6 +215,27 @@ CgroupMemory read_cgroup_memory(const std::string &dir, bool v1) {
     if (auto text = file_in(dir, "memory.pressure"))
         out.pressure = parse_pressure(*text);
     return out;
+}
+
+uint64_t oom_domain_memory_pages(uint64_t nodes) {
+    auto meminfo = [](const std::string &path) {
+        return parse_meminfo(read_text_file(path).value_or(""));
+    };
+    auto host = meminfo("/proc/meminfo");
+    uint64_t bytes = host["SwapTotal"];
+    if (nodes == 0)
+        bytes += host["MemTotal"];
+    for (unsigned n = 0; n < 64; ++n)
+        if (nodes >> n & 1)
+            bytes += meminfo(fmt::format("/sys/devices/system/node/node{}/meminfo", n))["MemTotal"];
+    return bytes / static_cast<uint64_t>(getpagesize());
+}
+
+std::string read_loadavg() {
+    std::string text = read_text_file("/proc/loadavg").value_or("");
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+        text.pop_back();
+    return text;
 }
 
 } // namespace memlat

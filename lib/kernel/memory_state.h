@@ -73,4 +73,12 @@ std::optional<uint64_t> parse_limit(std::string_view text);
 // field empty.
 CgroupMemory read_cgroup_memory(const std::string &dir, bool v1);
 
+// The OOM domain's memory in pages, as the kernel's OOM killer counts totalpages: MemTotal of
+// the NUMA nodes in the mask `nodes` (a node-constrained OOM), or of the host when `nodes` is
+// 0, and SwapTotal.
+uint64_t oom_domain_memory_pages(uint64_t nodes);
+
+// /proc/loadavg's line, without its newline ("" where it cannot be read).
+std::string read_loadavg();
+
 } // namespace memlat

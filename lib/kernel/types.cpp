@@ -204,4 +204,22 @@ std::string reclaim_begin_order_text(const std::optional<bool> &gfp_first, const
                       : "mm_vmscan_*_reclaim_begin pass (int order, gfp_t)";
 }
 
+bool kernel_struct_has(std::string_view name, std::string_view member) {
+    const btf *types = nullptr;
+    try {
+        types = &kernel_btf().types();
+    } catch (const RuntimeError &) {
+        return false;
+    }
+    const int id = btf__find_by_name_kind(types, std::string(name).c_str(), BTF_KIND_STRUCT);
+    if (id < 0)
+        return false;
+    const btf_type *t = btf__type_by_id(types, id);
+    const btf_member *m = btf_members(t);
+    for (int i = 0; i < btf_vlen(t); ++i)
+        if (std::string_view(btf__name_by_offset(types, m[i].name_off)) == member)
+            return true;
+    return false;
+}
+
 } // namespace memlat

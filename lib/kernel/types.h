@@ -18,6 +18,11 @@ namespace memlat {
 std::map<int64_t, std::string> kernel_enum_names(std::string_view enum_name,
                                                  std::string_view prefix);
 
+// Whether the kernel's struct `name` (in the running kernel's BTF) has the member `member`:
+// task_struct's in_memstall (PSI, CONFIG_PSI, Linux 4.20) and in_thrashing (delay accounting,
+// CONFIG_TASK_DELAY_ACCT, 6.1), which memstall reads. False without the kernel's BTF.
+bool kernel_struct_has(std::string_view name, std::string_view member);
+
 // The offset of a per-CPU variable in the kernel's per-CPU section, from the run's BTF
 // (DATASEC .data..percpu, which pahole writes for per-CPU variables): two such offsets give
 // the distance between the variables on any CPU. nullopt when the BTF has no such variable

@@ -15,14 +15,20 @@
 //       int trace() override;          // per event or per interval until stopped
 //   };
 //   void add_counting_options(CommandLine &, Options &); // what the exporter takes too
-//   CommandLine command_line(Options &);                 // -h and every option
+//   void add_own_options(CommandLine &, Options &);      // the rest of its own options
+//   constexpr ToolManual manual{summary, description, examples, ...}; // its words
 //   extern const ToolEntry memlat_tool_drsnoop =
-//       tool_entry<Drsnoop, tool_name, command_line, add_counting_options>("its line in -h");
+//       tool_entry<Drsnoop, tool_name, manual, add_own_options, add_counting_options>();
+//
+// The options every tool shares (-v, -j, -T, the interval, --btf, --max-entries,
+// --buffer-size, --prometheus, ...) and the Environment part of -h are added here, from the
+// manual's words: a tool declares only its own.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -181,32 +187,72 @@ class Tool : public CountingSide {
     std::optional<Loaded<Skel>> loaded_;
 };
 
-// What a tool's entry is made of: its class T, its name, the function that makes its command
-// line (its -h and every option) and the one that adds the options `memlat exporter` takes.
-template <typename T>
-using CommandLineOf = CommandLine (*)(typename T::Options &);
+// A tool's words, as its -h and `memlat -h` show them: what its file opens with.
+struct ToolManual {
+    const char *summary;     // its line in `memlat -h`
+    const char *description; // -h's text above the options
+    const char *examples;    // -h's text below them, before the Environment part made here
+    // MEMLAT_DISABLE_HOOKS' words: the hook kinds (and families) its probes have.
+    std::span<const std::string_view> hook_kinds = tracepoint_hook_kinds;
+    // Whether its BPF side adapts to older kernels (MEMLAT_DISABLE_FEATURES is listed).
+    bool disable_features = true;
+    // Whether it prints per interval ([interval [count]]) or per event only.
+    bool periodic = true;
+    const char *timestamp_help = nullptr; // -T's words (null: "Print a wall-clock time")
+    const char *event_lines = nullptr;    // --buffer-size's words: what passes the buffer
+};
+
+// What a tool's entry is made of: its class T, its name, its manual, the function that adds
+// its own options and the one that adds those `memlat exporter` takes too.
 template <typename T>
 using CountingOptionsOf = void (*)(CommandLine &, typename T::Options &);
+template <typename T>
+using OwnOptionsOf = void (*)(CommandLine &, typename T::Options &);
+
+// Tool T's command line: its -h (the manual's words) and every option, its own and the
+// shared ones.
+template <typename T, const char *Name, const ToolManual &manual, OwnOptionsOf<T> add_own_options,
+          CountingOptionsOf<T> add_counting_options>
+CommandLine tool_command_line(typename T::Options &options) {
+    CommandLine cli(Name, manual.description,
+                    manual.examples + environment_help(manual.disable_features, manual.hook_kinds));
+    add_counting_options(cli, options);
+    add_own_options(cli, options);
+    if (manual.timestamp_help != nullptr)
+        add_common_options(cli, options.common, manual.periodic, manual.timestamp_help);
+    else
+        add_common_options(cli, options.common, manual.periodic);
+    if constexpr (requires { options.events; }) {
+        static_assert(manual.event_lines != nullptr,
+                      "a tool with per-event output says what passes its buffer");
+        add_buffer_size_option(cli, options.events, manual.event_lines);
+    }
+    add_listen_option(cli, options.prom);
+    return cli;
+}
 
 // The main() of tool T in the multi-call binary: its command line, then T(options).run().
-template <typename T, const char *Name, CommandLineOf<T> command_line>
+template <typename T, const char *Name, const ToolManual &manual, OwnOptionsOf<T> add_own_options,
+          CountingOptionsOf<T> add_counting_options>
 int tool_main(int argc, char **argv) {
     return run_tool(Name, [&] {
         typename T::Options options;
-        CommandLine cli = command_line(options);
+        CommandLine cli =
+            tool_command_line<T, Name, manual, add_own_options, add_counting_options>(options);
         cli.parse(argc, argv);
         return T(std::move(options)).run();
     });
 }
 
-// Tool T's entry in the multi-call binary (`memlat NAME`, a link named NAME, `summary` in
-// `memlat -h`) and in `memlat exporter` (its counting options under --NAME., then its
-// counting side).
-template <typename T, const char *Name, CommandLineOf<T> command_line,
+// Tool T's entry in the multi-call binary (`memlat NAME`, a link named NAME, the manual's
+// summary in `memlat -h`) and in `memlat exporter` (its counting options under --NAME., then
+// its counting side).
+template <typename T, const char *Name, const ToolManual &manual, OwnOptionsOf<T> add_own_options,
           CountingOptionsOf<T> add_counting_options>
-ToolEntry tool_entry(const char *summary) {
+ToolEntry tool_entry() {
     return ToolEntry{
-        Name, summary, tool_main<T, Name, command_line>, []() -> std::unique_ptr<ExporterPart> {
+        Name, manual.summary, tool_main<T, Name, manual, add_own_options, add_counting_options>,
+        []() -> std::unique_ptr<ExporterPart> {
             return std::make_unique<ExporterPartOf<T, typename T::Options>>(add_counting_options);
         }};
 }

@@ -3,8 +3,8 @@
 #include <cstring>
 #include <fmt/format.h>
 
-#include "sources/stalls.h"
 #include "memstall_entry.h"
+#include "sources/stalls.h"
 
 using namespace memlat;
 using memstall::Grouping;

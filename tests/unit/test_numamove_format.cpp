@@ -241,3 +241,29 @@ TEST(NumamoveLayout, Linux7_3ReasonIsAnEnum) {
     EXPECT_EQ(l->mode, 6);
     EXPECT_EQ(l->reason, 7);
 }
+
+// -P -j: the rows plus left_out sum to the totals; without -r only NUMA balancing's reason.
+TEST(NumamoveFormat, TotalsAndWhatNoRowHolds) {
+    auto names = numamove::ReasonNames::builtin();
+    std::array<numamove_count, NUMAMOVE_MAX_REASONS> interval{};
+    interval[0] = {.calls = 10, .succeeded = 100};
+    interval[5] = {.calls = 7, .succeeded = 70};
+    const std::vector<numamove::ProcessRow> rows{{1, "a", 5, {.calls = 4, .succeeded = 40}},
+                                                 {2, "b", 5, {.calls = 3, .succeeded = 30}},
+                                                 {3, "c", 0, {.calls = 6, .succeeded = 60}}};
+    nlohmann::json all;
+    numamove::json_totals(interval, rows, std::nullopt, names, all);
+    ASSERT_EQ(all["totals"].size(), 2u);
+    EXPECT_EQ(all["totals"][0]["reason"], "compaction");
+    EXPECT_EQ(all["totals"][0]["calls"], 10);
+    // compaction's rows hold 6 of 10 calls; numa_misplaced's rows all 7.
+    ASSERT_EQ(all["left_out"].size(), 1u);
+    EXPECT_EQ(all["left_out"][0]["reason"], "compaction");
+    EXPECT_EQ(all["left_out"][0]["calls"], 4);
+    EXPECT_EQ(all["left_out"][0]["succeeded"], 40);
+    nlohmann::json numa;
+    numamove::json_totals(interval, rows, 5, names, numa);
+    ASSERT_EQ(numa["totals"].size(), 1u);
+    EXPECT_EQ(numa["totals"][0]["reason"], "numa_misplaced");
+    EXPECT_TRUE(numa["left_out"].empty());
+}

@@ -9,12 +9,12 @@
 #include <fmt/format.h>
 #include <map>
 #include <optional>
-#include <type_traits>
 
 #include "cachestat.h"
 #include "cachestat.skel.h"
 #include "cachestat_format.h"
 #include "cachestat_metrics.h"
+#include "cachestat_totals.h"
 #include "kernel/cgroups.h"
 #include "sources/page_cache.h"
 #include <linux/capability.h>
@@ -117,6 +117,9 @@ struct Options {
 // A file as the BPF side keys it: a new file that reuses a freed inode number is a new key
 // (its generation differs) where the hook can see the inode.
 using FileKey = FileIdentity;
+using cachestat::add_entry;
+using cachestat::carry;
+using cachestat::SummaryRows;
 
 struct Snapshot {
     cachestat::Counts total;
@@ -124,74 +127,6 @@ struct Snapshot {
     std::map<uint32_t, cachestat_proc_value> procs;
     std::map<FileKey, cachestat_file_value> files;
     uint64_t table_full = 0;
-};
-
-// Adds what `now` counted beyond `seen` (nullptr: nothing seen) to `into`, whose other fields
-// (name, user, last process) become `now`'s.
-template <typename Value>
-void add_gain(Value &into, const Value &now, const std::type_identity_t<Value> *seen) {
-    Value v = now;
-    for (int i = 0; i < CACHESTAT_COUNTERS; ++i)
-        v.counts.c[i] = into.counts.c[i] + now.counts.c[i] - (seen ? seen->counts.c[i] : 0);
-    into = v;
-}
-
-template <typename Value>
-void add_entry(Value &into, const Value &entry) {
-    add_gain(into, entry, nullptr);
-}
-
-// `totals` becomes the keys of `gained` with their run totals: the snapshot's cumulative view,
-// without the keys idle for an interval (their BPF entries are gone too).
-template <typename Key, typename Value>
-void carry(std::map<Key, Value> &totals, const std::map<Key, Value> &gained) {
-    std::map<Key, Value> next;
-    for (const auto &[k, g] : gained) {
-        auto it = totals.find(k);
-        Value v = it == totals.end() ? Value{} : it->second;
-        add_gain(v, g, nullptr);
-        next[k] = v;
-    }
-    totals = std::move(next);
-}
-
-// The exit summary's rows: each key's run total, at most `limit` of them. Beyond twice that
-// the least active go (their counts stay in the summary's totals line), so that a run over
-// millions of short-lived processes holds a bounded table.
-template <typename Key, typename Value>
-class SummaryRows {
-  public:
-    explicit SummaryRows(size_t limit) : limit_(limit) {}
-    void add(const std::map<Key, Value> &gained) {
-        for (const auto &[k, g] : gained)
-            add_gain(rows_[k], g, nullptr);
-        if (rows_.size() > 2 * limit_)
-            keep_most_active();
-    }
-    // The rows to print: the `limit` most active.
-    const std::map<Key, Value> &rows() {
-        keep_most_active();
-        return rows_;
-    }
-    uint64_t left_out() const { return left_out_; }
-
-  private:
-    void keep_most_active() {
-        if (rows_.size() <= limit_)
-            return;
-        std::vector<std::pair<uint64_t, Key>> by_activity;
-        for (const auto &[k, v] : rows_)
-            by_activity.emplace_back(cachestat::counts_of(v.counts).activity(), k);
-        std::nth_element(by_activity.begin(), by_activity.begin() + limit_, by_activity.end(),
-                         [](const auto &a, const auto &b) { return a.first > b.first; });
-        for (auto it = by_activity.begin() + limit_; it != by_activity.end(); ++it)
-            rows_.erase(it->second);
-        left_out_ += by_activity.size() - limit_;
-    }
-
-    size_t limit_;
-    std::map<Key, Value> rows_;
-    uint64_t left_out_ = 0; // rows dropped (a key dropped twice counts twice)
 };
 
 cachestat::Meminfo meminfo() {
@@ -684,9 +619,7 @@ void add_counting_options(CommandLine &cli, Options &o) {
     add_series_options(cli, o.prom, {"comm"});
 }
 
-CommandLine command_line(Options &o) {
-    CommandLine cli(tool_name, description, examples + environment_help(true, hook_kinds));
-    add_counting_options(cli, o);
+void add_own_options(CommandLine &cli, Options &o) {
     cli.flag('P', "per-process",
              "A table per interval: PID UID COMM HITS MISSES DIRTIES READ_HIT%, busiest "
              "first (BCC's cachetop is cachestat -P 5: docs/bcc.md)",
@@ -695,9 +628,6 @@ CommandLine command_line(Options &o) {
              "A table per interval: DEV INO HITS MISSES DIRTIES HITRATIO PATH, busiest "
              "first",
              o.per_file);
-    add_common_options(cli, o.common, true, "Start each line with a TIME column (HH:MM:SS)");
-    add_listen_option(cli, o.prom);
-    return cli;
 }
 
 // cachestat as memlat top's source of page-cache counts: Cachestat loaded with no filter, per
@@ -725,6 +655,14 @@ class CachestatSource final : public cachestat::CacheSource {
     Cachestat cachestat_;
 };
 
+constexpr ToolManual manual{
+    .summary = "page-cache hits, misses and dirtied pages: machine-wide, per process or per file",
+    .description = description,
+    .examples = examples,
+    .hook_kinds = hook_kinds,
+    .timestamp_help = "Start each line with a TIME column (HH:MM:SS)",
+};
+
 } // namespace
 
 std::unique_ptr<cachestat::CacheSource> cachestat::load_cache_source(const CommonOptions &common) {
@@ -733,5 +671,4 @@ std::unique_ptr<cachestat::CacheSource> cachestat::load_cache_source(const Commo
 
 // memlat cachestat (and a link named cachestat), and its part of `memlat exporter`.
 extern const ToolEntry memlat_tool_cachestat =
-    tool_entry<Cachestat, tool_name, command_line, add_counting_options>(
-        "page-cache hits, misses and dirtied pages: machine-wide, per process or per file");
+    tool_entry<Cachestat, tool_name, manual, add_own_options, add_counting_options>();

@@ -475,9 +475,7 @@ void add_counting_options(CommandLine &cli, Options &o) {
     add_series_options(cli, o.prom, {});
 }
 
-CommandLine command_line(Options &o) {
-    CommandLine cli(tool_name, description, examples + environment_help(true));
-    add_counting_options(cli, o);
+void add_own_options(CommandLine &cli, Options &o) {
     cli.flag('e', "extended",
              "Add FRAGIDX (fragmentation index for ORDER), MIN LOW HIGH (watermarks), FREE "
              "(free pages) of the zone when the run began, and MIGRATED FAILED pages",
@@ -494,17 +492,19 @@ CommandLine command_line(Options &o) {
              "in the kernel; printed every INTERVAL or at the end",
              o.hist);
     cli.flag('O', "per-order", "With -H: one histogram per kind and order", o.per_order);
-    add_common_options(
-        cli, o.common, true,
-        "Add a TIME(s) column: seconds since the first run began; with -j a wall_time field");
-    add_buffer_size_option(cli, o.events, "the per-run lines");
-    add_listen_option(cli, o.prom);
-    return cli;
 }
+
+constexpr ToolManual manual{
+    .summary = "memory compaction runs, their time, result and pages moved",
+    .description = description,
+    .examples = examples,
+    .timestamp_help =
+        "Add a TIME(s) column: seconds since the first run began; with -j a wall_time field",
+    .event_lines = "the per-run lines",
+};
 
 } // namespace
 
 // memlat compactsnoop (and a link named compactsnoop), and its part of `memlat exporter`.
 extern const ToolEntry memlat_tool_compactsnoop =
-    tool_entry<Compactsnoop, tool_name, command_line, add_counting_options>(
-        "memory compaction runs, their time, result and pages moved");
+    tool_entry<Compactsnoop, tool_name, manual, add_own_options, add_counting_options>();

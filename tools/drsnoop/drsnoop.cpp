@@ -520,9 +520,7 @@ void add_counting_options(CommandLine &cli, Options &o) {
     add_series_options(cli, o.prom, {"comm", "cgroup"});
 }
 
-CommandLine command_line(Options &o) {
-    CommandLine cli(tool_name, description, examples + environment_help(true));
-    add_counting_options(cli, o);
+void add_own_options(CommandLine &cli, Options &o) {
     cli.flag('U', "print-uid", "Add a UID column", o.show_uid);
     cli.flag('e', "extended",
              "Add FREE(KB) (free memory when the stall began; BCC's -v column), TID, "
@@ -533,17 +531,19 @@ CommandLine command_line(Options &o) {
              "counted in the kernel; printed every INTERVAL or at the end",
              o.hist);
     cli.flag('P', "per-process", "With -H: one histogram per process and kind", o.per_process);
-    add_common_options(cli, o.common, true,
-                       "Add a TIME(s) column: seconds since the first stall began, as BCC's "
-                       "drsnoop; with -j a wall_time field");
-    add_buffer_size_option(cli, o.events, "the per-stall lines");
-    add_listen_option(cli, o.prom);
-    return cli;
 }
+
+constexpr ToolManual manual{
+    .summary = "threads stalled in direct, memory-cgroup and node reclaim: per stall or histograms",
+    .description = description,
+    .examples = examples,
+    .timestamp_help = "Add a TIME(s) column: seconds since the first stall began, as BCC's "
+                      "drsnoop; with -j a wall_time field",
+    .event_lines = "the per-stall lines",
+};
 
 } // namespace
 
 // memlat drsnoop (and a link named drsnoop), and its part of `memlat exporter`.
 extern const ToolEntry memlat_tool_drsnoop =
-    tool_entry<Drsnoop, tool_name, command_line, add_counting_options>(
-        "threads stalled in direct, memory-cgroup and node reclaim: per stall or histograms");
+    tool_entry<Drsnoop, tool_name, manual, add_own_options, add_counting_options>();

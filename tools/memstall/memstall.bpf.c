@@ -26,8 +26,8 @@
 #include "cgroup.bpf.h"
 #include "common.bpf.h"
 #include "kernel_args.bpf.h"
-#include "memlat/stack.h"
 #include "memlat/memstall.h"
+#include "memlat/stack.h"
 
 _Static_assert((MEMSTALL_CAUSES & (MEMSTALL_CAUSES - 1)) == 0,
                "MEMSTALL_CAUSES must be a power of two");

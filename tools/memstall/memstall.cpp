@@ -22,7 +22,6 @@
 #include "cli/output.h"
 #include "cli/profile_output.h"
 #include "cli/run_loop.h"
-#include "kernel/btf.h"
 #include "kernel/cgroups.h"
 #include "kernel/features.h"
 #include "kernel/tasks.h"
@@ -34,15 +33,13 @@
 #include "loading/symbols.h"
 #include "memlat/memstall.h"
 #include "memstall.skel.h"
-#include "sources/stalls.h"
 #include "memstall_metrics.h"
-#include "sources/stall_source.h"
 #include "prometheus/exporter.h"
 #include "prometheus/metrics_serving.h"
 #include "prometheus/process_metrics.h"
+#include "sources/stall_source.h"
+#include "sources/stalls.h"
 #include "tool/tool.h"
-
-#include <bpf/btf.h>
 
 using namespace memlat;
 using nlohmann::json;
@@ -223,26 +220,6 @@ class Memstall final : public Tool<memstall_bpf, Options, tool_name>, public Pro
     uint64_t skipped_runs_before_ = 0; // recursion misses printed so far (-j)
     std::chrono::steady_clock::time_point last_print_ = std::chrono::steady_clock::now();
 };
-
-// Whether the kernel's task_struct has the member `name`: PSI's in_memstall flag (CONFIG_PSI,
-// Linux 4.20), delay accounting's in_thrashing (CONFIG_TASK_DELAY_ACCT, 6.1).
-bool task_struct_has(std::string_view name) {
-    const btf *types = nullptr;
-    try {
-        types = &kernel_btf().types();
-    } catch (const RuntimeError &) {
-        return false;
-    }
-    const int id = btf__find_by_name_kind(types, "task_struct", BTF_KIND_STRUCT);
-    if (id < 0)
-        return false;
-    const btf_type *t = btf__type_by_id(types, id);
-    const btf_member *m = btf_members(t);
-    for (int i = 0; i < btf_vlen(t); ++i)
-        if (std::string_view(btf__name_by_offset(types, m[i].name_off)) == name)
-            return true;
-    return false;
-}
 
 std::vector<std::string> Memstall::functions_found(uint32_t cause) const {
     std::vector<std::string> found;
@@ -740,8 +717,8 @@ void Memstall::check_options() {
 }
 
 void Memstall::prepare(const Verbosity &v) {
-    has_memstall_flag_ = task_struct_has("in_memstall");
-    has_thrashing_flag_ = task_struct_has("in_thrashing");
+    has_memstall_flag_ = kernel_struct_has("task_struct", "in_memstall");
+    has_thrashing_flag_ = kernel_struct_has("task_struct", "in_thrashing");
     delayacct_on_ =
         read_text_file("/proc/sys/kernel/task_delayacct").value_or("0").starts_with('1');
     resolve_ranges();
@@ -820,9 +797,7 @@ void add_counting_options(CommandLine &cli, Options &o) {
              o.serve_profiles);
 }
 
-CommandLine command_line(Options &o) {
-    CommandLine cli(tool_name, description, examples + environment_help(false));
-    add_counting_options(cli, o);
+void add_own_options(CommandLine &cli, Options &o) {
     cli.flag('C', "cgroups", "One row per memory cgroup instead of per process", o.per_cgroup);
     cli.flag('s', "stacks",
              "At the end, the kernel and user stacks that stalled the longest, per cause "
@@ -835,9 +810,6 @@ CommandLine command_line(Options &o) {
                         "stalls and stall_time in ns, labels cause, pid, comm, cgroup");
     cli.flag(0, "folded-counts", "Folded stacks count stalls instead of their nanoseconds",
              o.folded_counts);
-    add_common_options(cli, o.common, true);
-    add_listen_option(cli, o.prom);
-    return cli;
 }
 
 // memstall as memlat top's source of stall time: Memstall loaded with no filter.
@@ -875,6 +847,14 @@ class MemstallSource final : public memstall::StallSource {
     const bool stacks_;
 };
 
+constexpr ToolManual manual{
+    .summary = "stall time by cause (reclaim, compaction, dirty pages, swap-in, memory.high, "
+               "refaults) per process or cgroup, and its stacks as flame graphs and pprof",
+    .description = description,
+    .examples = examples,
+    .disable_features = false,
+};
+
 } // namespace
 
 std::unique_ptr<memstall::StallSource> memstall::load_stall_source(const CommonOptions &common,
@@ -884,6 +864,4 @@ std::unique_ptr<memstall::StallSource> memstall::load_stall_source(const CommonO
 
 // memlat memstall (and a link named memstall), and its part of `memlat exporter`.
 extern const ToolEntry memlat_tool_memstall =
-    tool_entry<Memstall, tool_name, command_line, add_counting_options>(
-        "stall time by cause (reclaim, compaction, dirty pages, swap-in, memory.high, "
-        "refaults) per process or cgroup, and its stacks as flame graphs and pprof");
+    tool_entry<Memstall, tool_name, manual, add_own_options, add_counting_options>();

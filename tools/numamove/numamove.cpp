@@ -403,23 +403,11 @@ void Numamove::print_processes(const Snapshot &now, const Snapshot &before, json
                numamove::process_line, numamove::process_json, out);
     if (!o_.common.json)
         return;
-    // The interval's totals by reason (every process's, the same epochs as the rows) and what
-    // of them no row holds (a full table), so that the rows plus left_out equal the totals.
-    std::array<numamove_count, NUMAMOVE_MAX_REASONS> in_rows{};
-    for (const auto &row : rows)
-        in_rows[row.reason] = numamove::plus(in_rows[row.reason], row.c);
-    json totals = json::array(), left_out = json::array();
-    for (int r = 0; r < NUMAMOVE_MAX_REASONS; ++r) {
-        const auto d = numamove::minus(now.counts[r], before.counts[r]);
-        if (d.calls == 0 || (!o_.reasons && r != numa_reason_))
-            continue;
-        totals.push_back(numamove::reason_json({r, d}, reasons_));
-        if (d.calls > in_rows[r].calls)
-            left_out.push_back(
-                numamove::reason_json({r, numamove::minus(d, in_rows[r])}, reasons_));
-    }
-    out["totals"] = totals;
-    out["left_out"] = left_out;
+    std::array<numamove_count, NUMAMOVE_MAX_REASONS> interval{};
+    for (int r = 0; r < NUMAMOVE_MAX_REASONS; ++r)
+        interval[r] = numamove::minus(now.counts[r], before.counts[r]);
+    numamove::json_totals(interval, rows, o_.reasons ? std::nullopt : std::optional(numa_reason_),
+                          reasons_, out);
 }
 
 void Numamove::print_hists(const Snapshot &now, const Snapshot &before, json &out) const {
@@ -625,9 +613,7 @@ void add_counting_options(CommandLine &cli, Options &o) {
     add_series_options(cli, o.prom, {"comm"});
 }
 
-CommandLine command_line(Options &o) {
-    CommandLine cli(tool_name, description, examples + environment_help(true, hook_kinds));
-    add_counting_options(cli, o);
+void add_own_options(CommandLine &cli, Options &o) {
     cli.flag('r', "reasons",
              "A table per interval of every migration by reason (numa_misplaced, "
              "compaction, syscall, mempolicy_mbind, demotion, ...): calls, pages "
@@ -645,16 +631,19 @@ CommandLine command_line(Options &o) {
              "Add columns with NUMA balancing's task moves, swaps and sticks "
              "(sched_move_numa, sched_swap_numa, sched_stick_numa)",
              o.task_moves);
-    add_common_options(
-        cli, o.common, true,
-        "Accepted for compatibility: every line already starts with its time (HH:MM:SS)");
-    add_listen_option(cli, o.prom);
-    return cli;
 }
+
+constexpr ToolManual manual{
+    .summary = "page migrations (NUMA balancing and every other reason) and their time",
+    .description = description,
+    .examples = examples,
+    .hook_kinds = hook_kinds,
+    .timestamp_help =
+        "Accepted for compatibility: every line already starts with its time (HH:MM:SS)",
+};
 
 } // namespace
 
 // memlat numamove (and a link named numamove), and its part of `memlat exporter`.
 extern const ToolEntry memlat_tool_numamove =
-    tool_entry<Numamove, tool_name, command_line, add_counting_options>(
-        "page migrations (NUMA balancing and every other reason) and their time");
+    tool_entry<Numamove, tool_name, manual, add_own_options, add_counting_options>();

@@ -224,4 +224,23 @@ nlohmann::json process_json(const ProcessRow &row, const ReasonNames &names) {
     return j;
 }
 
+void json_totals(const std::array<numamove_count, NUMAMOVE_MAX_REASONS> &interval,
+                 const std::vector<ProcessRow> &rows, std::optional<int> only_reason,
+                 const ReasonNames &names, nlohmann::json &out) {
+    std::array<numamove_count, NUMAMOVE_MAX_REASONS> in_rows{};
+    for (const auto &row : rows)
+        in_rows[row.reason] = plus(in_rows[row.reason], row.c);
+    nlohmann::json totals = nlohmann::json::array(), left_out = nlohmann::json::array();
+    for (int r = 0; r < NUMAMOVE_MAX_REASONS; ++r) {
+        const numamove_count &d = interval[r];
+        if (d.calls == 0 || (only_reason && r != *only_reason))
+            continue;
+        totals.push_back(reason_json({r, d}, names));
+        if (d.calls > in_rows[r].calls)
+            left_out.push_back(reason_json({r, minus(d, in_rows[r])}, names));
+    }
+    out["totals"] = totals;
+    out["left_out"] = left_out;
+}
+
 } // namespace memlat::numamove

@@ -2,6 +2,7 @@
 // names, the layout of mm_migrate_pages' tp_btf arguments, and the output lines.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -93,5 +94,12 @@ struct ProcessRow {
 std::string process_header();
 std::string process_line(const ProcessRow &row, const ReasonNames &names);
 nlohmann::json process_json(const ProcessRow &row, const ReasonNames &names);
+// -P -j: the interval's totals by reason (`interval`: every process's, counted over the same
+// epochs as the rows; `only_reason`: without -r, NUMA balancing's alone) as out["totals"],
+// and what of them no row holds (a full table) as out["left_out"], so that the rows plus
+// left_out equal the totals.
+void json_totals(const std::array<numamove_count, NUMAMOVE_MAX_REASONS> &interval,
+                 const std::vector<ProcessRow> &rows, std::optional<int> only_reason,
+                 const ReasonNames &names, nlohmann::json &out);
 
 } // namespace memlat::numamove

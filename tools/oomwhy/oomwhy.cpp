@@ -30,12 +30,12 @@
 #include "kernel/types.h"
 #include "loading/events.h"
 #include "loading/loader.h"
-#include "sources/stall_source.h"
 #include "oomwhy.h"
 #include "oomwhy.skel.h"
 #include "oomwhy_format.h"
 #include "prometheus/exporter.h"
 #include "prometheus/metrics_serving.h"
+#include "sources/stall_source.h"
 #include "tool/tool.h"
 
 using namespace memlat;
@@ -378,29 +378,6 @@ uint64_t memory_node_mask() {
     return mask != 0 ? mask : 1;
 }
 
-std::string loadavg_now() {
-    std::string text = read_text_file("/proc/loadavg").value_or("");
-    while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
-        text.pop_back();
-    return text;
-}
-
-// The OOM domain's memory in pages, as oomkill's totalpages: MemTotal of the nodes in `nodes`
-// (a node-constrained OOM), or of the host when `nodes` is 0, and SwapTotal.
-uint64_t domain_memory_pages(uint64_t nodes) {
-    auto meminfo = [](const std::string &path) {
-        return parse_meminfo(read_text_file(path).value_or(""));
-    };
-    auto host = meminfo("/proc/meminfo");
-    uint64_t bytes = host["SwapTotal"];
-    if (nodes == 0)
-        bytes += host["MemTotal"];
-    for (unsigned n = 0; n < 64; ++n)
-        if (nodes >> n & 1)
-            bytes += meminfo(fmt::format("/sys/devices/system/node/node{}/meminfo", n))["MemTotal"];
-    return bytes / static_cast<uint64_t>(getpagesize());
-}
-
 void Oomwhy::on_record(const void *data, size_t size) {
     uint32_t type = 0;
     if (size < sizeof(type))
@@ -411,7 +388,7 @@ void Oomwhy::on_record(const void *data, size_t size) {
         std::memcpy(&p.kill, data, sizeof(p.kill));
         p.due = std::chrono::steady_clock::now() + report_wait;
         p.time = wall_clock_time();
-        p.loadavg = loadavg_now();
+        p.loadavg = read_loadavg();
         // Resolved now, while the victim's cgroup still exists.
         cgroup_path(p.kill.victim_cgroup_id);
         if (stall_source_)
@@ -491,9 +468,9 @@ void Oomwhy::report(const Pending &p) {
                      .time = p.time,
                      .loadavg = p.loadavg,
                      .page_kb = static_cast<uint64_t>(getpagesize()) / 1024,
-                     .global_pages = domain_memory_pages(0),
+                     .global_pages = oom_domain_memory_pages(0),
                      .constrained_pages = p.kill.node_constraint != OOMWHY_NODES_ANY
-                                              ? domain_memory_pages(p.kill.allowed_nodes)
+                                              ? oom_domain_memory_pages(p.kill.allowed_nodes)
                                               : 0,
                      .stalls = p.stalls ? &*p.stalls : nullptr};
     const std::string text = oomwhy::report_text(r, gfp_);
@@ -627,16 +604,13 @@ void add_counting_options(CommandLine &cli, Options &o) {
                        "the cgroups of memlat_oom_kills_total{constraint=\"memcg\"}");
 }
 
-CommandLine command_line(Options &o) {
-    CommandLine cli(tool_name, description, examples + environment_help(true));
-    add_counting_options(cli, o);
+void add_own_options(CommandLine &cli, Options &o) {
     cli.option(0, "report-dir", "DIR",
                "Also write each report to DIR, as oom-TIME-PID.txt and .json (written whole, "
                "then renamed), so that it outlives the container; a directory that cannot "
                "take them is said at start and the reports still go to stdout",
                o.report_dir);
     cli.flag(0, "oomkill", "Print only BCC's oomkill line for each kill", o.oomkill_only);
-    add_buffer_size_option(cli, o.events, "the kill records (under 1K each)");
     cli.option(0, "lead-up", "SECONDS",
                "Keep memstall's stall time of the last SECONDS (default 30, at most 600) and "
                "report, for the OOM domain (the cgroup that fired and those below it, or the "
@@ -649,15 +623,19 @@ CommandLine command_line(Options &o) {
                        throw UsageError(fmt::format("--lead-up takes 0 to {} seconds, not {}",
                                                     max_lead_up_s, text));
                });
-    add_common_options(cli, o.common, false,
-                       "Accepted for compatibility: every report starts with its time");
-    add_listen_option(cli, o.prom);
-    return cli;
 }
+
+constexpr ToolManual manual{
+    .summary = "every OOM kill explained: the limit that fired, the trigger, the lead-up",
+    .description = description,
+    .examples = examples,
+    .periodic = false,
+    .timestamp_help = "Accepted for compatibility: every report starts with its time",
+    .event_lines = "the kill records (under 1K each)",
+};
 
 } // namespace
 
 // memlat oomwhy (and a link named oomwhy), and its part of `memlat exporter`.
 extern const ToolEntry memlat_tool_oomwhy =
-    tool_entry<Oomwhy, tool_name, command_line, add_counting_options>(
-        "every OOM kill explained: the limit that fired, the trigger, the lead-up");
+    tool_entry<Oomwhy, tool_name, manual, add_own_options, add_counting_options>();

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "kernel/gfp.h"
-#include "sources/stalls.h"
 #include "oomwhy.h"
+#include "sources/stalls.h"
 
 namespace memlat::oomwhy {
 

@@ -7,6 +7,7 @@
 #include <csignal>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <charconv>
 #include <fmt/format.h>
@@ -132,14 +133,11 @@ constexpr const char *examples = R"(Examples:
                             serve the counts and the -L histograms to
                             Prometheus at http://HOST:9846/metrics
 
-Environment:
-  MEMLAT_READY=1            print "memlat: ready" on stderr once tracing runs
-  MEMLAT_DISABLE_HOOKS=LIST never try these hook kinds or families
-                            (tp_btf, raw_tp, tracepoint, csd, irq_vectors)
-  MEMLAT_DISABLE_FEATURES=LIST
-                            act as on an older kernel: task_btf (5.11),
-                            ringbuf (5.8), kernel_btf, uffd_wp_async (6.7);
-                            -v shows the choice)";
+)";
+
+// MEMLAT_DISABLE_HOOKS in --help: the hook kinds and families of its probes.
+constexpr std::array<std::string_view, 2> hook_kinds{
+    "never try these hook kinds or families", "(tp_btf, raw_tp, tracepoint, csd, irq_vectors)"};
 
 struct Options {
     CommonOptions common;
@@ -869,9 +867,7 @@ void add_counting_options(CommandLine &cli, Options &o) {
     add_series_options(cli, o.prom, {"comm"});
 }
 
-CommandLine command_line(Options &o) {
-    CommandLine cli(tool_name, description, examples);
-    add_counting_options(cli, o);
+void add_own_options(CommandLine &cli, Options &o) {
     cli.flag('P', "per-process", "Break the counts down by process (PID and COMM) too",
              o.per_process);
     add_profile_options(cli, o.profile, 0, "the senders' stacks (as -s)",
@@ -883,16 +879,20 @@ CommandLine command_line(Options &o) {
              "most frequent first",
              o.stacks);
     cli.flag('t', "trace", "One line per flush: TIME CPU PID COMM REASON PAGES", o.trace);
-    add_common_options(cli, o.common, true,
-                       "A wall-clock time (HH:MM:SS) on each interval, and on each -t line");
-    add_buffer_size_option(cli, o.events, "-t's lines");
-    add_listen_option(cli, o.prom);
-    return cli;
 }
+
+constexpr ToolManual manual{
+    .summary =
+        "TLB flushes by CPU and reason, who sends shootdown IPIs, how long victims handle them",
+    .description = description,
+    .examples = examples,
+    .hook_kinds = hook_kinds,
+    .timestamp_help = "A wall-clock time (HH:MM:SS) on each interval, and on each -t line",
+    .event_lines = "-t's lines",
+};
 
 } // namespace
 
 // memlat tlbflush (and a link named tlbflush), and its part of `memlat exporter`.
 extern const ToolEntry memlat_tool_tlbflush =
-    tool_entry<Tlbflush, tool_name, command_line, add_counting_options>(
-        "TLB flushes by CPU and reason, who sends shootdown IPIs, how long victims handle them");
+    tool_entry<Tlbflush, tool_name, manual, add_own_options, add_counting_options>();

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "sources/page_cache.h"
 #include "kernel/hypervisor.h"
 #include "kernel/memory_state.h"
 #include "memlat/memstall.h"
+#include "sources/page_cache.h"
 #include "sources/stalls.h"
 
 namespace memlat::top {

@@ -13,11 +13,11 @@
 #include <utility>
 #include <vector>
 
-#include "sources/page_cache.h"
 #include "cli/options.h"
 #include "cli/output.h"
 #include "cli/terminal.h"
 #include "kernel/memory_state.h"
+#include "sources/page_cache.h"
 #include "sources/stall_source.h"
 #include "top/top_format.h"
 #include "top/top_record.h"
