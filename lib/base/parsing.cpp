@@ -52,4 +52,39 @@ std::vector<std::string> environment_list(const char *name) {
     return items;
 }
 
+namespace {
+
+int parse_cpu(std::string_view text, std::string_view list, int ncpus) {
+    int cpu = -1;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), cpu);
+    if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || cpu < 0)
+        throw UsageError(fmt::format("'{}' in CPU list '{}' is not a CPU number", text, list));
+    if (cpu >= ncpus)
+        throw UsageError(fmt::format("CPU {} in '{}' does not exist: this machine has CPUs 0-{}",
+                                     cpu, list, ncpus - 1));
+    return cpu;
+}
+
+} // namespace
+
+std::vector<bool> parse_cpu_list(std::string_view list, int ncpus) {
+    if (list.starts_with('-'))
+        throw UsageError(fmt::format("'{}' is not a CPU list (e.g. 11 or 0,2-5); did an option "
+                                     "take the place of the list?",
+                                     list));
+    std::vector<bool> mask(ncpus, false);
+    for (const auto &item : split_list(list, "CPU list")) {
+        std::string_view range(item);
+        auto dash = range.find('-');
+        int first = parse_cpu(range.substr(0, dash), list, ncpus);
+        int last =
+            dash == std::string_view::npos ? first : parse_cpu(range.substr(dash + 1), list, ncpus);
+        if (last < first)
+            throw UsageError(fmt::format("range '{}' in CPU list '{}' runs backwards", item, list));
+        for (int cpu = first; cpu <= last; ++cpu)
+            mask[cpu] = true;
+    }
+    return mask;
+}
+
 } // namespace memlat

@@ -40,4 +40,8 @@ uint32_t parse_kind_list(std::string_view list, uint32_t count,
 // MEMLAT_DISABLE_FEATURES), empty items skipped; nothing when it is not set.
 std::vector<std::string> environment_list(const char *name);
 
+// "11", "0,2-5": the selected CPUs as a mask of `ncpus` entries. Throws UsageError naming the
+// bad part (not a number, reversed range, CPU beyond the machine's).
+std::vector<bool> parse_cpu_list(std::string_view list, int ncpus);
+
 } // namespace memlat

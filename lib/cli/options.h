@@ -176,8 +176,4 @@ void add_cgroup_option(CommandLine &cli, std::string &path);
 // (`tables` names the options that do, for the message: "-P or -f").
 void check_max_entries_used(const CommonOptions &options, bool has_table, std::string_view tables);
 
-// "11", "0,2-5": the selected CPUs as a mask of `ncpus` entries. Throws UsageError naming the
-// bad part (not a number, reversed range, CPU beyond the machine's).
-std::vector<bool> parse_cpu_list(std::string_view list, int ncpus);
-
 } // namespace memlat

@@ -145,8 +145,37 @@ std::string json_text(const nlohmann::json &object) {
     return mended.dump();
 }
 
+WallStamp wall_stamp() {
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    tm utc{};
+    gmtime_r(&now.tv_sec, &utc);
+    char date[32];
+    strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &utc);
+    const long ms = now.tv_nsec / 1'000'000;
+    return {fmt::format("{}.{:03}Z", date, ms), int64_t{now.tv_sec} * 1000 + ms};
+}
+
+void add_wall_stamp(nlohmann::json &object) {
+    WallStamp stamp = wall_stamp();
+    object["timestamp"] = std::move(stamp.timestamp);
+    object["epoch_ms"] = stamp.epoch_ms;
+}
+
+std::string stamped_json_text(const nlohmann::json &object) {
+    std::string text = json_text(object);
+    if (!object.is_object() || object.contains("timestamp"))
+        return text;
+    const WallStamp stamp = wall_stamp();
+    // Spliced in before the closing brace: the object is not copied for two members.
+    text.insert(text.size() - 1,
+                fmt::format("{}\"timestamp\":\"{}\",\"epoch_ms\":{}", object.empty() ? "" : ",",
+                            stamp.timestamp, stamp.epoch_ms));
+    return text;
+}
+
 void print_json_line(const nlohmann::json &object) {
-    fmt::print("{}\n", json_text(object));
+    fmt::print("{}\n", stamped_json_text(object));
 }
 
 void flush_output() {

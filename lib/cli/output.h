@@ -2,6 +2,7 @@
 // wall-clock time, and flushing that tells a closed pipe from a failed write.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -14,11 +15,25 @@ namespace memlat {
 // "HH:MM:SS" in local time.
 std::string wall_clock_time();
 
-// Writes one JSON object as one line on stdout. Strings that are not valid UTF-8 (task names
-// and file names are bytes; the kernel cuts a task name at 15 bytes, sometimes inside a
-// character) are written with each invalid byte replaced by U+FFFD, and an object member NAME
-// holding such a string gets a sibling NAME_hex with its exact bytes in lowercase hex, so
-// nothing is lost and every JSON parser accepts the line.
+// When a JSON line was written, as every line carries it (docs/output.md, "Fields every line
+// has"): "timestamp", ISO 8601 in UTC to the millisecond ("2026-12-06T07:40:01.123Z"), and
+// "epoch_ms", the same instant in milliseconds since 1970-01-01 UTC.
+struct WallStamp {
+    std::string timestamp;
+    int64_t epoch_ms;
+};
+WallStamp wall_stamp();
+// Adds wall_stamp()'s members to `object`: for an object written in two places at once.
+void add_wall_stamp(nlohmann::json &object);
+// json_text(object) with the members of wall_stamp() added, unless `object` is not an object
+// or has a "timestamp" already (a replayed record keeps the one it was written with).
+std::string stamped_json_text(const nlohmann::json &object);
+
+// Writes one JSON object as one line on stdout, stamped (stamped_json_text()). Strings that are not
+// valid UTF-8 (task names and file names are bytes; the kernel cuts a task name at 15 bytes,
+// sometimes inside a character) are written with each invalid byte replaced by U+FFFD, and an
+// object member NAME holding such a string gets a sibling NAME_hex with its exact bytes in
+// lowercase hex, so nothing is lost and every JSON parser accepts the line.
 void print_json_line(const nlohmann::json &object);
 // The text print_json_line() writes, without the newline: for a line written in parts.
 std::string json_text(const nlohmann::json &object);

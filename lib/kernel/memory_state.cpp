@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <charconv>
 #include <fmt/format.h>
 #include <system_error>
 #include <vector>
 
 #include "base/files.h"
+#include "base/parsing.h"
 
 namespace memlat {
 
@@ -236,6 +238,22 @@ std::string read_loadavg() {
     while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
         text.pop_back();
     return text;
+}
+
+uint64_t memory_node_mask() {
+    std::string text = read_text_file("/sys/devices/system/node/has_memory").value_or("");
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
+        text.pop_back();
+    uint64_t mask = 0;
+    try {
+        // The kernel's node lists have the syntax of CPU lists.
+        const std::vector<bool> nodes = parse_cpu_list(text, 64);
+        for (unsigned n = 0; n < nodes.size(); ++n)
+            mask |= uint64_t{nodes[n]} << n;
+    } catch (const UsageError &) {
+        // Not a list (or a node past the 64th): as if one node.
+    }
+    return mask != 0 ? mask : 1;
 }
 
 } // namespace memlat

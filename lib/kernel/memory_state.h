@@ -81,4 +81,8 @@ uint64_t oom_domain_memory_pages(uint64_t nodes);
 // /proc/loadavg's line, without its newline ("" where it cannot be read).
 std::string read_loadavg();
 
+// The nodes with memory (/sys/devices/system/node/has_memory: "0-1", "0,2"), of the first
+// 64; node 0 alone where the file is missing or unreadable (a kernel without NUMA).
+uint64_t memory_node_mask();
+
 } // namespace memlat

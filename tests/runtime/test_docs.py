@@ -6,14 +6,18 @@ renamed or removed, nor invent one). The metric table of docs/exporter.md is che
 what the exporters serve by test_prometheus.py's prometheus_metric_names."""
 from __future__ import annotations
 
+import calendar
 import difflib
+import json
 import os
 import re
 import sys
+import tempfile
+import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memlat_test import Test, binary, main, run, scenario, source_tools  # noqa: E402
+from memlat_test import Test, binary, log, main, run, scenario, source_tools  # noqa: E402
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = source_tools()  # every tool has a page
@@ -139,6 +143,114 @@ def _(t: Test):
     for name, tol in tolerances.TOLERANCES.items():
         t.check_eq(f"{name}: the page's row (allowed, oracle, why)",
                    [tol.allowed(), tol.oracle, tol.why], rows.get(name))
+
+
+TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
+         "object": (dict,), "array": (list,)}
+ISO_UTC_MS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d{3})Z$")
+
+
+def vocabulary(section: str) -> dict[str, str]:
+    """The keys of the table under docs/output.md's heading SECTION, with their types."""
+    page = open(os.path.join(SOURCE_DIR, "docs", "output.md"), encoding="utf-8").read()
+    at = page.find(f"\n### {section}\n")
+    if at < 0:
+        return {}
+    text = page[at + 1:page.find("\n#", at + 1)]
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = cells[1]
+    return rows
+
+
+def json_objects(t: Test, what: str, stdout: str) -> list[dict]:
+    objects = []
+    for number, line in enumerate(stdout.splitlines(), 1):
+        try:
+            objects.append(json.loads(line))
+        except ValueError as e:
+            t.check(False, f"{what}: line {number} is JSON", "an object", f"{e}: {line[:200]}")
+    return objects
+
+
+def check_stamp(t: Test, what: str, obj: dict, rules: dict[str, str],
+                window: tuple[float, float] | None) -> bool:
+    """OBJ has every key of RULES with its type, its timestamp is ISO 8601 UTC to the
+    millisecond, epoch_ms is the same instant, and (WINDOW: seconds since the epoch) it falls
+    in the run. True when all hold."""
+    ok = True
+    for key, kind in rules.items():
+        if not isinstance(obj.get(key), TYPES[kind]) or isinstance(obj.get(key), bool) != \
+                (kind == "boolean"):
+            ok = t.check(False, f"{what}: \"{key}\" is a {kind}", kind,
+                         f"{obj.get(key)!r} in {json.dumps(obj)[:200]}") and ok
+    m = ISO_UTC_MS.match(str(obj.get("timestamp")))
+    if not m or not isinstance(obj.get("epoch_ms"), int):
+        return t.check(False, f"{what}: timestamp in ISO 8601 UTC with milliseconds",
+                       "2026-12-06T07:40:01.123Z", obj.get("timestamp")) and False
+    seconds = calendar.timegm(time.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S"))
+    same = seconds * 1000 + int(m.group(2)) == obj["epoch_ms"]
+    ok = t.check(same, f"{what}: epoch_ms is the timestamp's instant", obj["timestamp"],
+                 obj["epoch_ms"]) and ok
+    if window is not None:
+        # The tool's clock and this test's are the same wall clock: the line was written
+        # between the start of the command and its end.
+        inside = window[0] - 0.001 <= obj["epoch_ms"] / 1000 <= window[1] + 0.001
+        ok = t.check(inside, f"{what}: written during the run", f"in {window}",
+                     obj["epoch_ms"] / 1000) and ok
+    return ok
+
+
+@scenario("docs_json_vocabulary")
+def _(t: Test):
+    """Every JSON line of every tool carries the fields docs/output.md's "Fields every line
+    has" lists, with their types: each tool with -j for about a second (the event tools also
+    with -H intervals), memlat top's -j, its -o record and a replay of that record, which
+    keeps the record's own time stamps."""
+    rules = vocabulary("Fields every line has")
+    t.require(rules.get("timestamp") == "string" and rules.get("epoch_ms") == "integer",
+              "docs/output.md's \"Fields every line has\" table lists timestamp and epoch_ms",
+              "timestamp string, epoch_ms integer", rules)
+    t.check(all(kind in TYPES for kind in rules.values()), "the table's types are JSON's",
+            sorted(TYPES), sorted(set(rules.values())))
+    runs = {tool: [["-j", "-d", "1.2", "0.5"]] for tool in TOOLS + ["top"]}
+    runs["oomwhy"] = [["-j", "-d", "1"]]
+    for tool in ("drsnoop", "compactsnoop"):  # events and a summary; -H intervals
+        runs[tool] = [["-j", "-d", "1"], ["-j", "-H", "-d", "1.2", "0.5"]]
+    for tool, argvs in runs.items():
+        for args in argvs:
+            what = f"memlat {tool} {' '.join(args)}"
+            start = time.time()
+            res = run([binary("memlat"), tool, *args], timeout=60)
+            window = (start, time.time())
+            if not t.check(res.rc == 0, f"{what}: exit status", "0",
+                           f"{res.rc}: {res.stderr[-300:]}"):
+                continue
+            objects = json_objects(t, what, res.stdout)
+            t.check(len(objects) >= 1, f"{what}: printed JSON lines", ">= 1", len(objects))
+            stamped = sum(check_stamp(t, what, o, rules, window) for o in objects)
+            log(f"{what}: {len(objects)} lines, {stamped} as docs/output.md says")
+    with tempfile.TemporaryDirectory() as tmp:
+        record = os.path.join(tmp, "record.json")
+        start = time.time()
+        res = run([binary("memlat"), "top", "-b", "-o", record, "-d", "1.2", "0.5"], timeout=60)
+        window = (start, time.time())
+        t.require(res.rc == 0, "memlat top -o: exit status", "0", f"{res.rc}: {res.stderr[-300:]}")
+        with open(record, encoding="utf-8") as f:
+            recorded = json_objects(t, "memlat top -o's record", f.read())
+        t.check(len(recorded) >= 2, "memlat top -o: intervals recorded", ">= 2", len(recorded))
+        for obj in recorded:
+            check_stamp(t, "memlat top -o's record", obj, rules, window)
+        replay = run([binary("memlat"), "top", "-r", record, "-j", "--rows", "100000"],
+                     timeout=60)
+        t.require(replay.rc == 0, "memlat top -r RECORD -j: exit status", "0",
+                  f"{replay.rc}: {replay.stderr[-300:]}")
+        replayed = json_objects(t, "memlat top -r", replay.stdout)
+        t.check_eq("memlat top -r -j: the record's time stamps, line for line",
+                   [(o.get("timestamp"), o.get("epoch_ms")) for o in recorded],
+                   [(o.get("timestamp"), o.get("epoch_ms")) for o in replayed])
 
 
 if __name__ == "__main__":

@@ -117,9 +117,6 @@ struct Options {
 // A file as the BPF side keys it: a new file that reuses a freed inode number is a new key
 // (its generation differs) where the hook can see the inode.
 using FileKey = FileIdentity;
-using cachestat::add_entry;
-using cachestat::carry;
-using cachestat::SummaryRows;
 
 struct Snapshot {
     cachestat::Counts total;
@@ -177,16 +174,17 @@ class Cachestat final : public Tool<cachestat_bpf, Options, tool_name> {
     EpochCounters<cachestat::Counts> cpu_epochs_{
         [this](uint32_t epoch) { return epoch_total(epoch); }};
     EpochTable<cachestat_proc_key, cachestat_proc_value, uint32_t> proc_table_{
-        [](const cachestat_proc_key &k) { return k.pid; }, add_entry<cachestat_proc_value>};
+        [](const cachestat_proc_key &k) { return k.pid; },
+        cachestat::add_entry<cachestat_proc_value>};
     EpochTable<cachestat_file_key, cachestat_file_value, FileKey> file_table_{
         [](const cachestat_file_key &k) {
             return FileKey{k.dev, k.ino, k.generation};
         },
-        add_entry<cachestat_file_value>};
+        cachestat::add_entry<cachestat_file_value>};
     std::map<uint32_t, cachestat_proc_value> proc_totals_;
     std::map<FileKey, cachestat_file_value> file_totals_;
-    SummaryRows<uint32_t, cachestat_proc_value> proc_summary_{o_.common.entries(16384)};
-    SummaryRows<FileKey, cachestat_file_value> file_summary_{o_.common.entries(65536)};
+    cachestat::SummaryRows<uint32_t, cachestat_proc_value> proc_summary_{o_.common.entries(16384)};
+    cachestat::SummaryRows<FileKey, cachestat_file_value> file_summary_{o_.common.entries(65536)};
 };
 
 std::vector<Probe> Cachestat::plan() const {
@@ -274,7 +272,7 @@ Snapshot Cachestat::snapshot(cachestat_bpf &skel) {
                 return;
             }
             auto gained = table.next_interval(map, skel.bss->table_epoch);
-            carry(totals, gained);
+            cachestat::carry(totals, gained);
             rows = totals;
             summary.add(gained);
         };
@@ -441,11 +439,12 @@ void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double s
                      {"misses", rest.misses},
                      {"dirties", rest.dirties},
                      {"hits", rest.hits}};
-        const std::string line = json_text({{"summary", s},
-                                            {"table_full", now.table_full},
-                                            {"no_task_storage", skel.bss->no_task_storage},
-                                            {skipped_runs_field, misses_recursion},
-                                            {"left_out", rows_name ? left : json(nullptr)}});
+        const std::string line =
+            stamped_json_text({{"summary", s},
+                               {"table_full", now.table_full},
+                               {"no_task_storage", skel.bss->no_task_storage},
+                               {skipped_runs_field, misses_recursion},
+                               {"left_out", rows_name ? left : json(nullptr)}});
         const auto at = rows_name ? line.find(place) : std::string::npos;
         if (at == std::string::npos) {
             fmt::print("{}\n", line);

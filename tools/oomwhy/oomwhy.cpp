@@ -106,8 +106,6 @@ struct Pending {
     std::string loadavg;
 };
 
-uint64_t memory_node_mask();
-
 class Oomwhy final : public Tool<oomwhy_bpf, Options, tool_name> {
   public:
     using Tool::Tool;
@@ -360,24 +358,6 @@ oomwhy::LeadUpStalls Oomwhy::stalls_before(const oomwhy_kill &k) {
     return oomwhy::lead_up_stalls(stall_history_, k.ts_ns, domain, in_domain);
 }
 
-// The nodes with memory (/sys/devices/system/node/has_memory: "0-1", "0,2"), of the first
-// 64; node 0 alone where the file is missing or unreadable (a kernel without NUMA).
-uint64_t memory_node_mask() {
-    std::string text = read_text_file("/sys/devices/system/node/has_memory").value_or("");
-    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
-        text.pop_back();
-    uint64_t mask = 0;
-    try {
-        // The kernel's node lists have the syntax of CPU lists.
-        const std::vector<bool> nodes = parse_cpu_list(text, 64);
-        for (unsigned n = 0; n < nodes.size(); ++n)
-            mask |= uint64_t{nodes[n]} << n;
-    } catch (const UsageError &) {
-        // Not a list (or a node past the 64th): as if one node.
-    }
-    return mask != 0 ? mask : 1;
-}
-
 void Oomwhy::on_record(const void *data, size_t size) {
     uint32_t type = 0;
     if (size < sizeof(type))
@@ -474,7 +454,8 @@ void Oomwhy::report(const Pending &p) {
                                               : 0,
                      .stalls = p.stalls ? &*p.stalls : nullptr};
     const std::string text = oomwhy::report_text(r, gfp_);
-    const json object = oomwhy::report_json(r, gfp_);
+    json object = oomwhy::report_json(r, gfp_);
+    add_wall_stamp(object); // the same in stdout's line and in --report-dir's file
     if (o_.common.json)
         print_json_line(object);
     else if (o_.oomkill_only)

@@ -251,7 +251,7 @@ void Top::record(const top::HostInterval &host, std::vector<top::CgroupInterval>
     auto j = top::snapshot_json(host, rows, unmeasured_, time);
     j["table_full"] = table_full_;
     j["threads"] = threads;
-    record_->write(json_text(j) + "\n");
+    record_->write(stamped_json_text(j) + "\n");
 }
 
 void Top::show_recorded(size_t index) {
@@ -266,6 +266,7 @@ void Top::show_recorded(size_t index) {
     rows_ = std::move(interval.rows);
     top::sort_rows(rows_, view_.sort);
     time_ = std::move(interval.time);
+    recorded_stamp_.emplace(std::move(interval.timestamp), std::move(interval.epoch_ms));
     unmeasured_ = std::move(interval.unmeasured);
     table_full_ = interval.table_full;
     threads_recorded_ = interval.threads.has_value();
@@ -294,6 +295,10 @@ void Top::print_lines() const {
     if (o_.common.json) {
         auto j = top::snapshot_json(host_, rows, unmeasured, time);
         j["table_full"] = table_full_;
+        if (recorded_stamp_) {
+            j["timestamp"] = recorded_stamp_->first;
+            j["epoch_ms"] = recorded_stamp_->second;
+        }
         print_json_line(j);
         return;
     }

@@ -137,6 +137,9 @@ class Top {
     top::CauseTimes weights_{};
     std::vector<top::CgroupInterval> rows_;
     std::string time_; // when the interval ended
+    // -r: when the replayed line was written (null in an older record), which -j prints in
+    // place of the time of the replay.
+    std::optional<std::pair<nlohmann::json, nlohmann::json>> recorded_stamp_;
     std::map<uint32_t, std::string> unmeasured_;
     uint64_t table_full_ = 0;
     bool have_interval_ = false;

@@ -182,6 +182,8 @@ RecordedInterval interval_from_json(const json &line) {
     RecordedInterval out;
     try {
         out.time = text(line, "time");
+        out.timestamp = line.value("timestamp", json());
+        out.epoch_ms = line.value("epoch_ms", json());
         HostInterval &host = out.host;
         host.interval_s = real(line, "interval_s");
         const json &h = field(line, "host");

@@ -21,6 +21,8 @@ namespace memlat::top {
 // One interval read back.
 struct RecordedInterval {
     std::string time;
+    // When the line was written ("timestamp", "epoch_ms"): null in a record older than them.
+    nlohmann::json timestamp, epoch_ms;
     HostInterval host;
     std::vector<CgroupInterval> rows; // every row the line holds, with its files
     std::map<uint32_t, std::string> unmeasured;
