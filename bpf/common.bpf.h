@@ -70,6 +70,9 @@ static __always_inline __u32 log2_slot(__u64 v) {
  * a helper call: on a kernel with retpolines and return thunks a call and return cost tens of
  * ns each, several per event (bench/). A macro: a function cannot take a field name. */
 #define KERNEL_FIELD(loads, ptr, field) ((loads) ? (ptr)->field : BPF_CORE_READ(ptr, field))
+/* The same for a bit field: a load and a mask, or probe reads. */
+#define KERNEL_BITFIELD(loads, ptr, field)                                                         \
+    ((loads) ? BPF_CORE_READ_BITFIELD(ptr, field) : BPF_CORE_READ_BITFIELD_PROBED(ptr, field))
 
 /* Whether bit `bit` is set in a bitmap of 64-bit words held in read-only data. */
 static __always_inline bool bitmap_test(const volatile __u64 *map, __u32 words, __u32 bit) {
@@ -91,6 +94,21 @@ static __always_inline void *map_insert_lookup(void *map, const void *key, const
     }
     return bpf_map_lookup_elem(map, key);
 }
+
+/* The entry of `key` in the per-process table `map` (values of `value_type`, with a `comm`),
+ * made with the current task's name at the key's first event; NULL when the table is full
+ * (counted in *full). A macro, not a function: the zero value (a whole histogram for some
+ * tables) is built only when the lookup misses, and the name goes to `comm` in any value. */
+#define MEMLAT_PROCESS_ENTRY(map, key, value_type, full)                                           \
+    ({                                                                                             \
+        value_type *__entry = bpf_map_lookup_elem(map, key);                                       \
+        if (!__entry) {                                                                            \
+            value_type __zero = {};                                                                \
+            bpf_get_current_comm(__zero.comm, sizeof(__zero.comm));                                \
+            __entry = map_insert_lookup(map, key, &__zero, full);                                  \
+        }                                                                                          \
+        __entry;                                                                                   \
+    })
 
 /* Row `cpu` of `array`, a global array declared with one row of `row_bytes` and sized at open
  * for every possible CPU (user space's size_global_array()), through a pointer the compiler

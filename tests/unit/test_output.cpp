@@ -56,5 +56,26 @@ TEST(JsonLine, ValidNamesGetNoHexField) {
     testing::internal::CaptureStdout();
     print_json_line({{"comm", "\xc3\xa9t\xc3\xa9"}});
     auto parsed = nlohmann::json::parse(testing::internal::GetCapturedStdout());
-    EXPECT_EQ(parsed, (nlohmann::json{{"comm", "\xc3\xa9t\xc3\xa9"}}));
+    // The name as it is, no comm_hex; and the line's time stamp (wall_stamp()).
+    EXPECT_EQ(parsed["comm"], "\xc3\xa9t\xc3\xa9");
+    EXPECT_FALSE(parsed.contains("comm_hex"));
+    EXPECT_TRUE(parsed["timestamp"].is_string());
+    EXPECT_TRUE(parsed["epoch_ms"].is_number_integer());
+    EXPECT_EQ(parsed.size(), 3u);
+}
+
+TEST(JsonLine, StampedOnceAndKeptWhenGiven) {
+    const auto stamped = nlohmann::json::parse(stamped_json_text(nlohmann::json::object()));
+    EXPECT_EQ(stamped.size(), 2u);
+    const WallStamp stamp = wall_stamp();
+    // ISO 8601 in UTC to the millisecond, and the same instant in epoch_ms.
+    ASSERT_EQ(stamp.timestamp.size(), 24u);
+    EXPECT_EQ(stamp.timestamp[10], 'T');
+    EXPECT_EQ(stamp.timestamp.back(), 'Z');
+    EXPECT_EQ(std::stoi(stamp.timestamp.substr(20, 3)), stamp.epoch_ms % 1000);
+    // A replayed record's own stamp (or its null) is kept.
+    const nlohmann::json replayed = {{"timestamp", nullptr}, {"epoch_ms", nullptr}, {"a", 1}};
+    EXPECT_EQ(nlohmann::json::parse(stamped_json_text(replayed)), replayed);
+    // Not an object: nothing to add to.
+    EXPECT_EQ(stamped_json_text(nlohmann::json::array({1, 2})), "[1,2]");
 }

@@ -224,16 +224,11 @@ static __always_inline int on_begin(__u32 kind, int order, __u64 gfp, int nid) {
 
 static __always_inline void add_summary(__u64 pid_tgid, __u32 kind, __u64 lat, __u64 pages) {
     struct drsnoop_proc_key key = {.pid = pid_tgid >> 32, .kind = kind};
-    struct drsnoop_summary *s = bpf_map_lookup_elem(&summaries, &key);
+    struct drsnoop_summary *s =
+        MEMLAT_PROCESS_ENTRY(&summaries, &key, struct drsnoop_summary, &table_full);
 
-    if (!s) {
-        struct drsnoop_summary zero = {};
-
-        bpf_get_current_comm(zero.comm, sizeof(zero.comm));
-        s = map_insert_lookup(&summaries, &key, &zero, &table_full);
-        if (!s)
-            return;
-    }
+    if (!s)
+        return;
     __sync_fetch_and_add(&s->stalls, 1);
     __sync_fetch_and_add(&s->total_ns, lat);
     __sync_fetch_and_add(&s->pages, pages);
@@ -250,16 +245,11 @@ static __always_inline void add_hist(__u64 pid_tgid, __u32 kind, __u64 lat) {
     }
     struct drsnoop_hist_key key = {
         .pid = pid_tgid >> 32, .kind = kind, .epoch = *(volatile __u32 *)&hist_epoch};
-    struct drsnoop_proc_hist *h = bpf_map_lookup_elem(&proc_hists, &key);
+    struct drsnoop_proc_hist *h =
+        MEMLAT_PROCESS_ENTRY(&proc_hists, &key, struct drsnoop_proc_hist, &table_full);
 
-    if (!h) {
-        struct drsnoop_proc_hist zero = {};
-
-        bpf_get_current_comm(zero.comm, sizeof(zero.comm));
-        h = map_insert_lookup(&proc_hists, &key, &zero, &table_full);
-        if (!h)
-            return;
-    }
+    if (!h)
+        return;
     __sync_fetch_and_add(&h->slots[slot], 1);
 }
 

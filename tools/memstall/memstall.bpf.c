@@ -896,49 +896,37 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 /* The hot path. in_memstall (CONFIG_PSI) and in_iowait are bit fields: a load and a mask
  * each, direct where tp_btf's task pointers allow it, through probe reads on raw_tp. Without
  * in_memstall, or without_psi, the I/O sleeps (and without_psi the killable ones) are told. */
-static __always_inline int switch_btf_body(void *ctx, bool preempt, struct task_struct *prev,
-                                           struct task_struct *next, bool looped) {
-    bool prev_io = BPF_CORE_READ_BITFIELD(prev, in_iowait);
-    bool next_io = BPF_CORE_READ_BITFIELD(next, in_iowait);
+static __always_inline int switch_body(void *ctx, bool preempt, struct task_struct *prev,
+                                       struct task_struct *next, bool looped, bool direct) {
+    bool prev_io = KERNEL_BITFIELD(direct, prev, in_iowait);
+    bool next_io = KERNEL_BITFIELD(direct, next, in_iowait);
 
     if (without_psi || !bpf_core_field_exists(prev->in_memstall))
-        return on_switch(ctx, preempt, prev, next, false, false, prev_io, next_io, looped, true);
-    return on_switch(ctx, preempt, prev, next, BPF_CORE_READ_BITFIELD(prev, in_memstall),
-                     BPF_CORE_READ_BITFIELD(next, in_memstall), prev_io, next_io, looped, true);
-}
-
-static __always_inline int switch_raw_body(void *ctx, bool preempt, struct task_struct *prev,
-                                           struct task_struct *next, bool looped) {
-    bool prev_io = BPF_CORE_READ_BITFIELD_PROBED(prev, in_iowait);
-    bool next_io = BPF_CORE_READ_BITFIELD_PROBED(next, in_iowait);
-
-    if (without_psi || !bpf_core_field_exists(prev->in_memstall))
-        return on_switch(ctx, preempt, prev, next, false, false, prev_io, next_io, looped, false);
-    return on_switch(ctx, preempt, prev, next, BPF_CORE_READ_BITFIELD_PROBED(prev, in_memstall),
-                     BPF_CORE_READ_BITFIELD_PROBED(next, in_memstall), prev_io, next_io, looped,
-                     false);
+        return on_switch(ctx, preempt, prev, next, false, false, prev_io, next_io, looped, direct);
+    return on_switch(ctx, preempt, prev, next, KERNEL_BITFIELD(direct, prev, in_memstall),
+                     KERNEL_BITFIELD(direct, next, in_memstall), prev_io, next_io, looped, direct);
 }
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next) {
-    return switch_btf_body(ctx, preempt, prev, next, true);
+    return switch_body(ctx, preempt, prev, next, true, true);
 }
 
 SEC("raw_tp/sched_switch")
 int BPF_PROG(switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next) {
-    return switch_raw_body(ctx, preempt, prev, next, true);
+    return switch_body(ctx, preempt, prev, next, true, false);
 }
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(switch_unrolled_btf, bool preempt, struct task_struct *prev,
              struct task_struct *next) {
-    return switch_btf_body(ctx, preempt, prev, next, false);
+    return switch_body(ctx, preempt, prev, next, false, true);
 }
 
 SEC("raw_tp/sched_switch")
 int BPF_PROG(switch_unrolled_raw, bool preempt, struct task_struct *prev,
              struct task_struct *next) {
-    return switch_raw_body(ctx, preempt, prev, next, false);
+    return switch_body(ctx, preempt, prev, next, false, false);
 }
 
 /* What an exiting thread left open goes with it. */

@@ -148,16 +148,11 @@ static __always_inline void add_count(struct numamove_count *c, const struct mig
 static __always_inline void count_per_process(__u64 pid_tgid, __u32 slot, const struct migration *m,
                                               __u64 lat, bool paired, __u32 epoch) {
     struct numamove_proc_key key = {.pid = pid_tgid >> 32, .reason = slot, .epoch = epoch};
-    struct numamove_proc_value *v = bpf_map_lookup_elem(&proc_counts, &key);
+    struct numamove_proc_value *v =
+        MEMLAT_PROCESS_ENTRY(&proc_counts, &key, struct numamove_proc_value, &table_full);
 
-    if (!v) {
-        struct numamove_proc_value zero = {};
-
-        bpf_get_current_comm(zero.comm, sizeof(zero.comm));
-        v = map_insert_lookup(&proc_counts, &key, &zero, &table_full);
-        if (!v)
-            return;
-    }
+    if (!v)
+        return;
     add_count(&v->c, m, lat, paired);
 }
 

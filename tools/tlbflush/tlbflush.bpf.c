@@ -178,16 +178,11 @@ static __always_inline void count_per_process(__u64 pid_tgid, __u32 cpu, __u32 r
                                               unsigned long pages, __u32 epoch) {
     struct tlbflush_proc_key key = {
         .pid = pid_tgid >> 32, .cpu = cpu, .reason = reason, .epoch = epoch};
-    struct tlbflush_proc_value *v = bpf_map_lookup_elem(&proc_counts, &key);
+    struct tlbflush_proc_value *v =
+        MEMLAT_PROCESS_ENTRY(&proc_counts, &key, struct tlbflush_proc_value, &table_full);
 
-    if (!v) {
-        struct tlbflush_proc_value zero = {};
-
-        bpf_get_current_comm(zero.comm, sizeof(zero.comm));
-        v = map_insert_lookup(&proc_counts, &key, &zero, &table_full);
-        if (!v)
-            return;
-    }
+    if (!v)
+        return;
     add_count(&v->c, pages, true);
 }
 
@@ -211,16 +206,11 @@ static __always_inline struct tlbflush_culprit_key culprit_of(void *ctx, __u64 p
 /* Counts one flush IPI queued (`request` false) or one flush request (true) of the sender in
  * `key` for its target CPU. */
 static __always_inline void count_culprit(struct tlbflush_culprit_key *key, bool request) {
-    struct tlbflush_culprit_value *v = bpf_map_lookup_elem(&culprits, key);
+    struct tlbflush_culprit_value *v =
+        MEMLAT_PROCESS_ENTRY(&culprits, key, struct tlbflush_culprit_value, &table_full);
 
-    if (!v) {
-        struct tlbflush_culprit_value zero = {};
-
-        bpf_get_current_comm(zero.comm, sizeof(zero.comm));
-        v = map_insert_lookup(&culprits, key, &zero, &table_full);
-        if (!v)
-            return;
-    }
+    if (!v)
+        return;
     if (request)
         __sync_fetch_and_add(&v->requests, 1);
     else
