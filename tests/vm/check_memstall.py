@@ -317,9 +317,12 @@ def dirty(t: Test, b: Block) -> None:
     log(f"  writer pid {pid}: ftrace {len(pauses)} pauses of {sum(pauses)} ms planned; "
         f"memstall {dirty}; switch-ins no sched_switch showed: "
         f"{table.get('unseen_switch_ins')}")
+    rounds = b.meta.get("round", "1")
+    log(f"  round {rounds} of at most 3 (a round is repeated while the writer is never paused)")
     if not pauses:
         # Writeback to a ram disk is a copy: in 2 of 14 runs the writer never got ahead.
-        raise Skip("the writer was never paused (the ram disk's writeback kept up)")
+        raise Skip(f"in {rounds} round(s) the writer was never paused (the ram disk's "
+                   "writeback kept up)")
     # Exact on the host and mostly here, but on 7.3 memstall has missed whole pauses a few
     # times: 173 of 174, 34 of 35 and 182 of 185 (before a fix of unslept pauses), and 53 of
     # 55 in a run that also logged recursion_misses 0 and table_full 0, its time short by
