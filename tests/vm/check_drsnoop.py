@@ -58,6 +58,11 @@ PAGES_TOL = RECLAIM_PAGES.rel
 @checker("drsnoop.direct")
 def direct(t: Test, b: Block) -> None:
     res = stopped_tool(t, b, "drsnoop")
+    log(f"  round {b.meta.get('round', '1')} of at most 3 (a round is repeated while the hog "
+        "stalled fewer than 5 times in direct reclaim)")
+    for line in b.files.get("hog.err", "").splitlines():
+        if "kswapd" in line:
+            log(f"  {line}")
     t.check_eq("reclaim_hog exit status", 0, b.tool("hog").rc)
     d = vmstat_delta(b, "vmstat.before", "vmstat.after", "allocstall_*", "pgsteal_direct",
                      "pgsteal_kswapd")

@@ -312,6 +312,31 @@ vm_end() {
     VM_SCENARIO=""
 }
 
+# A scenario whose workload may give nothing to measure in a run (a writer the ram disk's
+# writeback kept up with, refaults that did not come back as workingset, an allocator that
+# kswapd kept ahead of): BODY NAME ARGS... runs in a fresh block up to three times while
+# MEASURED NAME ARGS... (reading $RUN) says the round had nothing; a round that failed before
+# its workload ran is judged, not repeated (MEASURED returns true then). The checker logs the
+# round (meta round). Only the last round is reported: a check that failed in a round with
+# something to measure is never repeated away.
+vm_rounds() { # MEASURED BODY NAME ARGS...
+    measured=$1
+    body=$2
+    shift 2
+    round=1
+    while :; do
+        vm_begin "$1"
+        vm_meta round "$round"
+        "$body" "$@"
+        if [ $round -lt 3 ] && ! "$measured" "$@"; then
+            round=$((round + 1))
+            continue
+        fi
+        break
+    done
+    vm_end
+}
+
 vm_done() { vm_emit "@@vm done"; }
 
 # Whether this boot runs the scenario's hook path (HOOKPATH: the scenario name's last part,

@@ -40,29 +40,6 @@ memstall_wait_for() { # LABEL TEXT
     done
 }
 
-# A scenario whose workload may give nothing to measure in a run (a writer the ram disk's
-# writeback kept up with, refaults that did not come back as workingset): BODY NAME ARGS...
-# runs in a fresh block up to three times while MEASURED NAME ARGS... (reading $RUN) says the
-# round had nothing; a round that failed before its workload ran is judged, not repeated (the
-# MEASURED functions return true then). The checker logs the round (meta round).
-memstall_rounds() { # MEASURED BODY NAME ARGS...
-    measured=$1
-    body=$2
-    shift 2
-    round=1
-    while :; do
-        vm_begin "$1"
-        vm_meta round "$round"
-        "$body" "$@"
-        if [ $round -lt 3 ] && ! "$measured" "$@"; then
-            round=$((round + 1))
-            continue
-        fi
-        break
-    done
-    vm_end
-}
-
 # The scheduler's clocks now (ktime, sched_clk, cpu_clk): PSI times stalls with cpu_clock(),
 # memstall with CLOCK_MONOTONIC (ktime). Two of these let the checker measure how far apart
 # they run in this guest.
@@ -163,7 +140,7 @@ memstall_high() { # NAME DISABLE
 # balance_dirty_pages events with a positive pause. raw_tp is tried first; the tp_btf variant
 # disables it to run the tp_btf programs.
 memstall_dirty() { # NAME DISABLE
-    memstall_rounds memstall_paused memstall_dirty_round "$@"
+    vm_rounds memstall_paused memstall_dirty_round "$@"
 }
 
 # False only when the round's trace was kept and shows no pause of the writer: writeback to a
@@ -272,7 +249,7 @@ memstall_swapin() { # NAME DISABLE
 # run (7.3's multi-gen LRU counted 3, 1 and once 0 thrashing waits in CI; the host test
 # saw none in 3 of 7 runs): with delay accounting on, up to three rounds.
 memstall_thrash() { # NAME DISABLE [stock]
-    memstall_rounds memstall_thrashed memstall_thrash_round "$@"
+    vm_rounds memstall_thrashed memstall_thrash_round "$@"
 }
 
 # False only when the round's taskstats were read and its thrashing_count did not move (and
