@@ -18,8 +18,10 @@ endforeach()
 
 # Per kernel K of tests/vm/kernels.txt: vm.kernel.K fetches and unpacks it once into the
 # machine-wide cache (a fixture), vm.K boots one guest that runs every tool's scenarios
-# (tests/vm/scenarios/*.sh), each reported as PASS/FAIL/SKIP on its own line. They keep both
-# CPUs busy: RUN_SERIAL, and CI runs them after the other tests (ctest -LE vm, then -L vm).
+# (tests/vm/scenarios/*.sh), each reported as PASS/FAIL/SKIP on its own line. A guest runs
+# on one host CPU (TCG, thread=single), so CI runs the boots two at a time on its two CPUs
+# (ctest -L vm -j2, after the other tests): 2,237 s one at a time in the last CI run. COST
+# (the seconds one took there) makes ctest start the longest first.
 # Timeouts: one boot with every tool took 100-170 s per kernel on this 2-CPU machine under
 # other builds' load (README.md has the measurements); 720 s is about 4x the slowest. 5.10
 # gets no less although it fails fast today: with the old-kernel fall-backs it runs as 6.1.
@@ -29,6 +31,13 @@ set(memlat_vm_timeout_5.10 720)
 set(memlat_vm_timeout_6.1 720)
 set(memlat_vm_timeout_6.12 720)
 set(memlat_vm_timeout_newest 720)
+set(memlat_vm_cost_5.10 330)
+set(memlat_vm_cost_6.1 330)
+set(memlat_vm_cost_6.12 455)
+set(memlat_vm_cost_newest 520)
+set(memlat_vm_cost_arm64.6.1 565)
+set(memlat_vm_cost_nobtf 240)
+set(memlat_vm_cost_psi0 125)
 # An arm64 build (the cross build, build-arm64/) boots its binaries on Debian's arm64 kernel
 # under qemu-system-aarch64 (ctest vm.arm64.6.1) instead. One boot took 137-198 s; 900 s
 # leaves room for a machine much busier than that.
@@ -52,8 +61,8 @@ foreach(kernel ${memlat_vm_kernels})
     add_test(NAME vm.kernel.${kernel}
              COMMAND ${Python3_EXECUTABLE} ${memlat_vm_runner} --build-dir ${CMAKE_BINARY_DIR}
                      --kernel ${kernel} --prepare)
-    set_tests_properties(vm.kernel.${kernel} PROPERTIES LABELS vm RUN_SERIAL TRUE
-                         SKIP_RETURN_CODE 77 TIMEOUT 1800
+    set_tests_properties(vm.kernel.${kernel} PROPERTIES LABELS vm SKIP_RETURN_CODE 77
+                         TIMEOUT 1800
                          FIXTURES_SETUP memlat_vm_kernel_${kernel})
     set(variants "")
     if(MEMLAT_VM_NOBTF AND kernel IN_LIST memlat_vm_nobtf_kernels)
@@ -84,8 +93,12 @@ foreach(kernel ${memlat_vm_kernels})
         # ctest's own timeout is above the runner's, so that the runner kills the guest and
         # still prints what the guest reported.
         math(EXPR ctest_timeout "${memlat_vm_timeout_${kernel}} + 120")
-        set_tests_properties(${name} PROPERTIES LABELS vm RUN_SERIAL TRUE SKIP_RETURN_CODE 77
-                             TIMEOUT ${ctest_timeout}
+        set(cost ${memlat_vm_cost_${kernel}})
+        if(variant)
+            set(cost ${memlat_vm_cost_${variant}})
+        endif()
+        set_tests_properties(${name} PROPERTIES LABELS vm SKIP_RETURN_CODE 77 COST ${cost}
+                             PROCESSORS 1 TIMEOUT ${ctest_timeout}
                              FIXTURES_REQUIRED memlat_vm_kernel_${kernel})
     endforeach()
 endforeach()
