@@ -38,8 +38,9 @@ drsnoop_direct_round() { # NAME
     if vm_have drsnoop && vm_ramdisk; then
         echo 1 > /proc/sys/vm/drop_caches
         # reclaim_hog fills node 0's page cache from the ram disk, then, bound to node 0 and
-        # running SCHED_FIFO on its only CPU (where kswapd0 must run), touches more anonymous
-        # memory than node 0 has free: the allocations reclaim the cache themselves.
+        # running on its only CPU (where kswapd0 must run, made SCHED_IDLE meanwhile), touches
+        # more anonymous memory than node 0 has free: the allocations reclaim the cache
+        # themselves.
         node_free_mb=$(awk '/MemFree/ {print int($4 / 1024)}' \
             /sys/devices/system/node/node0/meminfo)
         fill_mb=$((node_free_mb * 3 / 4))

@@ -327,10 +327,10 @@ memstall_compact() { # NAME DISABLE
 }
 
 # direct: global direct reclaim, as drsnoop's direct scenario makes it (reclaim_hog: bound
-# to node 0, SCHED_FIFO on CPU 0 where kswapd0 must run, touching more than node 0 has free
-# after filling it with the ram disk's page cache); it lingers after that so that its delay
-# accounting ("freepages") can be read. On one CPU, so delay accounting's per-CPU clock is
-# one clock here.
+# to node 0, on CPU 0 where kswapd0 must run and is SCHED_IDLE meanwhile, touching more than
+# node 0 has free after filling it with the ram disk's page cache); it lingers after that so
+# that its delay accounting ("freepages") can be read. On one CPU, so delay accounting's
+# per-CPU clock is one clock here.
 memstall_direct() { # NAME DISABLE
     vm_begin "$1"
     if vm_have memstall && vm_btf_for "${1##*.}" && vm_ramdisk; then
