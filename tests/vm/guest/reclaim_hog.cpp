@@ -24,6 +24,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -58,12 +59,16 @@ pid_t find_kswapd(int node) {
     return found;
 }
 
-// kswapd at SCHED_IDLE for as long as this lives, then back to the policy it had.
+// kswapd at SCHED_IDLE for as long as this lives, then back to the policy it had. A guard
+// process restores it too when the hog dies first (the OOM killer's SIGKILL runs no
+// destructor, and an idle kswapd would then skew every later scenario of the boot): it waits
+// for the end of a pipe only the hog holds open.
 class IdleWhileTouching {
   public:
     explicit IdleWhileTouching(pid_t pid) : pid_(pid), policy_(sched_getscheduler(pid)) {
         if (policy_ < 0 || sched_getparam(pid_, &param_) != 0)
             die("sched_getscheduler(kswapd)");
+        start_guard();
         const sched_param idle{};
         if (sched_setscheduler(pid_, SCHED_IDLE, &idle) != 0)
             die("sched_setscheduler(kswapd, SCHED_IDLE)");
@@ -71,14 +76,43 @@ class IdleWhileTouching {
     IdleWhileTouching(const IdleWhileTouching &) = delete;
     IdleWhileTouching &operator=(const IdleWhileTouching &) = delete;
     ~IdleWhileTouching() {
-        if (sched_setscheduler(pid_, policy_, &param_) != 0)
+        if (!restore())
             perror("sched_setscheduler(kswapd, restore)");
+        close(guard_); // the guard restores once more (the same policy) and exits
     }
 
   private:
+    bool restore() const { return sched_setscheduler(pid_, policy_, &param_) == 0; }
+
+    void start_guard() {
+        int ends[2];
+        if (pipe(ends) != 0)
+            die("pipe");
+        const pid_t guard = fork();
+        if (guard < 0)
+            die("fork");
+        if (guard == 0) {
+            close(ends[1]);
+            // Off the hog's output, which the scenario reads to its end.
+            const int null = open("/dev/null", O_RDWR);
+            dup2(null, STDOUT_FILENO);
+            dup2(null, STDERR_FILENO);
+            char byte;
+            ssize_t n;
+            do
+                n = read(ends[0], &byte, 1);
+            while (n > 0 || (n < 0 && errno == EINTR));
+            restore();
+            _exit(0);
+        }
+        close(ends[0]);
+        guard_ = ends[1];
+    }
+
     pid_t pid_;
     int policy_;
     sched_param param_{};
+    int guard_ = -1;
 };
 
 // "kswapdN pid=P cpus=LIST utime+stime=T ticks" for the scenario's log: where it may run and
