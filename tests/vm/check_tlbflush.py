@@ -167,8 +167,13 @@ def culprits_latency(t: Test, b: Block) -> None:
         f"{sum(c[field] or 0 for c in cul)}")
     t.check_ge(f"workload's culprit count vs CPU{VICTIM} /proc/interrupts delta {delta}",
                round(min((1 - tol) * delta, delta - COUNT_ABS), 1), ours, f"{(1 - tol) * 100:g}% of the delta")
-    t.check_le("workload's culprit count vs its munmaps", round(wl["iterations"] * 1.01 + 10),
-               ours, "one IPI per munmap with 2 CPUs")
+    # One IPI per munmap with 2 CPUs, 1% over; the fallback's REQUESTS also count requests
+    # that sent no IPI (CPU 1 lazy) and the workload's own start and exit: 5% over (5.10
+    # without BTF, CI 2026-12-06: 737 requests for 719 munmaps, 724 IPIs; other boots within
+    # 1% + 10).
+    over = tol if field == "requests" else 0.01
+    t.check_le("workload's culprit count vs its munmaps", round(wl["iterations"] * (1 + over) + 10),
+               ours, f"one IPI per munmap with 2 CPUs, +{over * 100:g}% + 10")
 
 
 # The VM's handler times are noisy (TCG, a host CPU shared with other work): the rule
