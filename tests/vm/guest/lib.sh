@@ -337,6 +337,22 @@ vm_rounds() { # MEASURED BODY NAME ARGS...
     vm_end
 }
 
+# reclaim_hog's sizes on node 0 (guest/reclaim_hog.cpp), in VM_HOG_FILL_MB and VM_HOG_MB, as
+# meta fill_mb and hog_mb: it fills 3/4 of what the node has free with the ram disk's page
+# cache, then touches 7/10 of it, more than is left, so that its allocations reclaim. 7/10:
+# with 9/10 the OOM killer took the SCHED_FIFO hog in 2 of 3 runs on 5.10 (too little
+# reclaimable cache above the watermarks once the hog's own pages counted); 8/10 held until
+# the hog stopped being SCHED_FIFO (whose allocations may dip below the min watermark) and
+# kswapd stopped helping: CI then killed it once on 5.10 with 136 of 136 MiB touched.
+vm_hog_sizes() {
+    node_free_mb=$(awk '/MemFree/ {print int($4 / 1024)}' \
+        /sys/devices/system/node/node0/meminfo)
+    VM_HOG_FILL_MB=$((node_free_mb * 3 / 4))
+    VM_HOG_MB=$((node_free_mb * 7 / 10))
+    vm_meta fill_mb "$VM_HOG_FILL_MB"
+    vm_meta hog_mb "$VM_HOG_MB"
+}
+
 vm_done() { vm_emit "@@vm done"; }
 
 # Whether this boot runs the scenario's hook path (HOOKPATH: the scenario name's last part,

@@ -41,22 +41,12 @@ drsnoop_direct_round() { # NAME
         # running on its only CPU (where kswapd0 must run, made SCHED_IDLE meanwhile), touches
         # more anonymous memory than node 0 has free: the allocations reclaim the cache
         # themselves.
-        node_free_mb=$(awk '/MemFree/ {print int($4 / 1024)}' \
-            /sys/devices/system/node/node0/meminfo)
-        fill_mb=$((node_free_mb * 3 / 4))
-        # 7/10: with 9/10 the OOM killer took the SCHED_FIFO hog in 2 of 3 runs on 5.10 (the
-        # node kept too little reclaimable cache above the watermarks once the hog's own pages
-        # counted); 8/10 then did, until the hog stopped being SCHED_FIFO (whose allocations
-        # may dip below the min watermark) and kswapd stopped helping: CI killed it once on
-        # 5.10 with 136 of 170 MiB touched.
-        hog_mb=$((node_free_mb * 7 / 10))
-        vm_meta hog_mb "$hog_mb"
-        vm_meta fill_mb "$fill_mb"
+        vm_hog_sizes
         vm_snap node0.start /sys/devices/system/node/node0/meminfo
         if vm_tool tool drsnoop -v -j -k direct; then
             vm_snap vmstat.before /proc/vmstat
-            vm_run hog reclaim_hog --node 0 --cpu 0 --fill /dev/ram0 --fill-mb "$fill_mb" \
-                --mb "$hog_mb"
+            vm_run hog reclaim_hog --node 0 --cpu 0 --fill /dev/ram0 \
+                --fill-mb "$VM_HOG_FILL_MB" --mb "$VM_HOG_MB"
             vm_snap vmstat.after /proc/vmstat
             vm_snap node0.after /sys/devices/system/node/node0/meminfo
         fi
@@ -66,8 +56,9 @@ drsnoop_direct_round() { # NAME
 }
 
 # Whether the round's hog stalled in direct reclaim as often as the checker needs (5:
-# allocstall_* moved by that much): on 7.3 kswapd0 still took most of the reclaim in some runs
-# (8 direct stalls against 26,560 pages stolen by kswapd), and one CI run had none.
+# allocstall_* moved by that much): on 7.3 the SCHED_FIFO hog left most of the reclaim to
+# kswapd0 (8 direct stalls against 26,560 pages stolen by kswapd; none in one CI run), and a
+# workload can only make a stall likely, never certain.
 drsnoop_direct_stalled() { # NAME
     [ -s "$RUN/vmstat.after" ] || return 0
     awk '/^allocstall_/ {n[FILENAME] += $2}

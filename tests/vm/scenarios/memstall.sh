@@ -332,20 +332,19 @@ memstall_compact() { # NAME DISABLE
 }
 
 # direct: global direct reclaim, as drsnoop's direct scenario makes it (reclaim_hog: bound
-# to node 0, on CPU 0 where kswapd0 must run and is SCHED_IDLE meanwhile, touching 7/10 of
-# what node 0 had free, more than it has once the ram disk's page cache filled it; drsnoop's
-# scenario says why 7/10); it lingers after that so that its delay accounting ("freepages")
-# can be read. On one CPU, so delay accounting's per-CPU clock is one clock here.
+# to node 0, on CPU 0 where kswapd0 must run and is SCHED_IDLE meanwhile, touching more than
+# node 0 has once the ram disk's page cache filled it: vm_hog_sizes); it lingers after that
+# so that its delay accounting ("freepages") can be read. On one CPU, so delay accounting's
+# per-CPU clock is one clock here.
 memstall_direct() { # NAME DISABLE
     vm_begin "$1"
     if vm_have memstall && vm_btf_for "${1##*.}" && vm_ramdisk; then
         memstall_delayacct_on
         echo 1 > /proc/sys/vm/drop_caches
         memstall_windows_prepare memlat_direct
-        node_free_mb=$(awk '/MemFree/ {print int($4 / 1024)}' \
-            /sys/devices/system/node/node0/meminfo)
+        vm_hog_sizes
         vm_held hog reclaim_hog --node 0 --cpu 0 --fill /dev/ram0 \
-            --fill-mb $((node_free_mb * 3 / 4)) --mb $((node_free_mb * 7 / 10)) --linger
+            --fill-mb "$VM_HOG_FILL_MB" --mb "$VM_HOG_MB" --linger
         vm_meta hog_pid "$VM_PID"
         memstall_lingering hog iterations= "$2" memlat_direct \
             "vmscan/mm_vmscan_direct_reclaim_begin vmscan/mm_vmscan_direct_reclaim_end"
