@@ -562,13 +562,17 @@ def _thrash_vs_waits(t: Test, stats: dict[str, int], got: dict, psi: bool) -> No
     """The thrash stalls against delay accounting's thrashing waits."""
     # Delay accounting counts each wait for a workingset page (in folio_wait_bit_common /
     # wait_on_page_bit_common), memstall each sleep there: a wait whose page is unlocked
-    # before the task sleeps is delay accounting's only (arm64 6.1 in CI: 329 of 371 and 280
-    # of 322). memstall counts more, as PSI does: sleeps and preemptions inside read_pages()
-    # while it reads workingset pages ahead (PSI's memstall there; not delay accounting's),
-    # which the multi-gen LRU of 6.12 and 7.3 makes common (7.3: 13 against 3, 11 against 1;
-    # 5.10: 46/45, 30/24; 6.1: 106/102, 18/15; 6.12: 16/10, 11/10).
-    t.check_ge("thrash stalls >= 75% of taskstats thrashing_count (waits without a sleep)",
-               0.75 * stats["thrashing_count"] - 2, got["stalls"])
+    # before the task sleeps is delay accounting's only. On arm64 6.1 (emulated: its CPU is
+    # slow against its disk, so more reads finish before the waiter sleeps) CI saw 329 of
+    # 371, 280 of 322, 271 of 364 and once 177 of 280 (63%). memstall counts more, as PSI
+    # does: sleeps and preemptions inside read_pages() while it reads workingset pages ahead
+    # (PSI's memstall there; not delay accounting's), which the multi-gen LRU of 6.12 and 7.3
+    # makes common (7.3: 13 against 3, 11 against 1; 5.10: 46/45, 30/24; 6.1: 106/102, 18/15;
+    # 6.12: 16/10, 11/10). So 55%: below the 63% seen, and above half of any ratio up to
+    # 1.1, so where the counts are near each other (5.10, 6.1, arm64) a memstall that counted
+    # half of its thrash sleeps still fails.
+    t.check_ge("thrash stalls >= 55% of taskstats thrashing_count (waits without a sleep)",
+               0.55 * stats["thrashing_count"] - 2, got["stalls"])
     # Delay accounting times each of those waits on the CPU too, memstall the sleeps: in this
     # emulated guest the CPU part is large (io_schedule() first submits the plugged read to
     # the emulated disk, inside delay accounting's window, up to 2 ms a wait): 0.40-0.92 of
