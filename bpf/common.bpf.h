@@ -22,16 +22,6 @@
  * return values are ignored by the kernel. */
 enum { KEEP_EVENT = 1 };
 
-/* A stack trace map, `name`, of MEMLAT_STACK_DEPTH frames a stack: one entry in the object, for
- * user space to size when it wants stacks (a map of 0 entries does not load). */
-#define MEMLAT_STACK_TRACE_MAP(name)                                                               \
-    struct {                                                                                       \
-        __uint(type, BPF_MAP_TYPE_STACK_TRACE);                                                    \
-        __uint(max_entries, 1);                                                                    \
-        __uint(key_size, sizeof(__u32));                                                           \
-        __uint(value_size, MEMLAT_STACK_DEPTH * sizeof(__u64));                                    \
-    } name SEC(".maps")
-
 /* 1 when x >> k is not zero, for x < 2^(2k): x >> k is then below 2^k, and adding 2^k - 1
  * carries into bit k exactly when it is not zero. Arithmetic, not a branch. */
 static __always_inline __u64 any_above(__u64 x, __u32 k) {

@@ -10,4 +10,10 @@
  * no user registers), kept as the stack id by the BPF side. */
 #define MEMLAT_STACK_NO_USER (-14)
 
+/* bpf_get_stackid()'s answers when its map has no room for a stack: the bucket the stack's hash
+ * picks holds another one (-EEXIST), or every entry is taken (-ENOMEM). The BPF side counts them
+ * (stacks.bpf.h) and keeps the answer as the stack id, which user space prints as lost. */
+#define MEMLAT_STACK_NO_ROOM (-17)
+#define MEMLAT_STACK_MAP_FULL (-12)
+
 #endif

@@ -32,8 +32,7 @@ void StackProfileBuilder::add(std::vector<std::string> roots, int32_t kernel_sta
     // Innermost first: the kernel's frames, then the user's.
     const auto kernel = symbolizer_.kernel_frames(kernel_stack);
     if (kernel.empty())
-        sample.frames.push_back(
-            lost(kernel_stack == -1 ? "[kernel stack not taken]" : "[kernel stack lost]"));
+        sample.frames.push_back(lost(lost_stack_text("kernel ", kernel_stack)));
     if (!kernel.empty() && !kernel_mapping_) {
         kernel_mapping_ = profile_.mappings.size();
         profile_.mappings.push_back({0, 0, 0, "[kernel.kallsyms]", true});
@@ -46,8 +45,7 @@ void StackProfileBuilder::add(std::vector<std::string> roots, int32_t kernel_sta
     if (user_stack != MEMLAT_STACK_NO_USER) {
         const auto user = symbolizer_.user_frames(user_stack, pid);
         if (user.empty())
-            sample.frames.push_back(
-                lost(user_stack == -1 ? "[user stack not taken]" : "[user stack lost]"));
+            sample.frames.push_back(lost(lost_stack_text("user ", user_stack)));
         for (const auto &f : user) {
             profile::Frame frame{f.address, described_function(f.text), std::nullopt, false};
             if (const auto *m = symbolizer_.process(pid).mapping_of(f.address)) {

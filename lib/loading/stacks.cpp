@@ -45,10 +45,10 @@ std::vector<DescribedFrame> StackSymbolizer::kernel_frames(int32_t id) {
 
 namespace {
 
-// The frames' descriptions, or "[stack lost]" for none.
-std::vector<std::string> texts_of(std::vector<DescribedFrame> frames) {
+// The frames' descriptions of stack `id`, or why it has none.
+std::vector<std::string> texts_of(std::vector<DescribedFrame> frames, int32_t id) {
     if (frames.empty())
-        return {"[stack lost]"};
+        return {lost_stack_text("", id)};
     std::vector<std::string> texts;
     for (auto &f : frames)
         texts.push_back(std::move(f.text));
@@ -58,7 +58,7 @@ std::vector<std::string> texts_of(std::vector<DescribedFrame> frames) {
 } // namespace
 
 std::vector<std::string> StackSymbolizer::kernel(int32_t id) {
-    return texts_of(kernel_frames(id));
+    return texts_of(kernel_frames(id), id);
 }
 
 ProcessSymbols &StackSymbolizer::process(uint32_t pid) {
@@ -77,7 +77,23 @@ std::vector<DescribedFrame> StackSymbolizer::user_frames(int32_t id, uint32_t pi
 std::vector<std::string> StackSymbolizer::user(int32_t id, uint32_t pid) {
     if (id == MEMLAT_STACK_NO_USER)
         return {"[no user stack]"};
-    return texts_of(user_frames(id, pid));
+    return texts_of(user_frames(id, pid), id);
+}
+
+std::string lost_stack_text(std::string_view kind, int32_t id) {
+    if (id == -1)
+        return fmt::format("[{}stack not taken]", kind);
+    if (id == MEMLAT_STACK_NO_ROOM || id == MEMLAT_STACK_MAP_FULL)
+        return fmt::format("[{}stack lost: no room in the stack map]", kind);
+    return fmt::format("[{}stack lost]", kind);
+}
+
+void note_stacks_lost(const char *tool, uint64_t lost, uint32_t map_entries) {
+    if (lost != 0)
+        fmt::print(stderr,
+                   "{}: {} stacks lost: no room for them in the stack map of {} entries (a "
+                   "stack's slot held another one); --max-entries makes it larger\n",
+                   tool, lost, map_entries);
 }
 
 void note_user_frames_need_ptrace(const char *tool, const char *option) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "loading/symbols.h"
@@ -46,6 +47,15 @@ class StackSymbolizer {
     bool kernel_symbols_tried_ = false;
     std::map<uint32_t, ProcessSymbols> processes_;
 };
+
+// What a row prints for stack `id` that has no frames: "[KINDstack not taken]" (-1),
+// "[KINDstack lost: no room in the stack map]" (MEMLAT_STACK_NO_ROOM, MEMLAT_STACK_MAP_FULL),
+// else "[KINDstack lost]"; `kind` is "", "kernel " or "user ".
+std::string lost_stack_text(std::string_view kind, int32_t id);
+
+// Says on stderr how many stacks the BPF side had no room for (stacks.bpf.h's stacks_lost) in
+// its map of `map_entries`, and what makes room; nothing when none was lost.
+void note_stacks_lost(const char *tool, uint64_t lost, uint32_t map_entries);
 
 // A tool's stack option without CAP_SYS_PTRACE: says on stderr that other users' user frames
 // lose their names (their libraries are read through /proc/PID/root, ptrace's rules).

@@ -610,6 +610,50 @@ def stacks(t: Test) -> None:
     t.check_ge("--pprof: the workload's requests sent through a *munmap* frame (>= 95%: a "
                "stack the kernel's table could not keep has none)",
                0.95 * sum(s["values"][1] for s in mine), through_munmap)
+    # A stack the map had no room for is counted, and its rows say so: never more requests
+    # under such a stack than stacks the tool counted lost.
+    no_room = sum(c["requests"] for c in all_rows
+                  if NO_ROOM in (c.get("kernel_stack") or []) + (c.get("user_stack") or []))
+    t.check_le("requests under a stack with no room <= stacks_lost", obj.get("stacks_lost", -1),
+               no_room)
+
+
+NO_ROOM = "[stack lost: no room in the stack map]"
+
+
+@scenario("tlbflush_stacks_no_room")
+def _(t: Test) -> None:
+    """-s with a stack map of one entry (--max-entries 1): a request needs two stacks (kernel
+    and user), so every row shows at least one as lost for want of room (bpf_get_stackid()
+    -EEXIST or -ENOMEM), the JSON counts every one of them, and stderr says what to do. Only
+    the workload's requests to CPU 1 (-p, -c); rows the culprit table of one entry has no room
+    for are counted in table_full."""
+    require_cpus(SENDER, VICTIM)
+    with Workload("tlb_workload", *workload_args(), held=True) as wl:
+        with Tool("tlbflush", "-p", str(wl.pid), "--culprits", "-s", "-c", str(VICTIM), "-j",
+                  "--max-entries", "1") as tool:
+            wl.release()
+            info = wl.wait_done(60)
+            res = tool.stop()
+    t.check_eq("tool exit status after SIGINT", 0, res.rc)
+    obj = final_object(t, res)
+    rows = obj.get("culprits", [])
+    t.require(bool(rows), "culprit rows", ">= 1", len(rows))
+    t.check_ge("the workload's requests, in rows or table_full", MIN_IPIS,
+               sum(c["requests"] for c in rows) + obj.get("table_full", 0))
+
+    def lost_in(row: dict) -> int:
+        return [row.get("kernel_stack"), row.get("user_stack")].count([NO_ROOM])
+
+    t.check_eq("rows with both stacks kept in a map of one entry", [],
+               [(c["kernel_stack"], c["user_stack"]) for c in rows if lost_in(c) == 0])
+    t.check_ge("stacks_lost >= the rows' requests times their stacks lost",
+               sum(c["requests"] * lost_in(c) for c in rows), obj.get("stacks_lost", -1))
+    t.check_in("stderr: how many stacks found no room, and --max-entries",
+               "stacks lost: no room for them in the stack map of 1 entries", res.stderr,
+               "stderr")
+    log(f"  workload pid {info['pid']}: {info['iterations']} munmaps; {len(rows)} rows, "
+        f"table_full {obj.get('table_full')}, stacks_lost {obj.get('stacks_lost')}")
 
 
 # ---------------------------------------------------------------- 4. latency

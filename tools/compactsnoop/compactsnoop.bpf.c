@@ -18,6 +18,7 @@
 #include "common.bpf.h"
 #include "compactsnoop.h"
 #include "compat.bpf.h"
+#include "stacks.bpf.h"
 
 /* Array indexes are masked with KINDS - 1 (the verifier needs a bound it can see). */
 _Static_assert((COMPACTSNOOP_KINDS & (COMPACTSNOOP_KINDS - 1)) == 0,
@@ -170,7 +171,7 @@ static __always_inline struct task_compaction *start_run(void *ctx) {
     s->run.mode = -1;
     s->run.kind = -1;
     s->run.whole_zone = 0;
-    s->run.stack = collect_stacks ? bpf_get_stackid(ctx, &stacks, 0) : -1;
+    s->run.stack = collect_stacks ? stack_id(ctx, &stacks, 0) : -1;
     return s;
 }
 

@@ -439,6 +439,9 @@ int Compactsnoop::trace() {
         skel->maps.tasks, skel->maps.tasks_overflow);
     if (profile_out_.wanted())
         write_profile(*skel);
+    if (o_.stacks)
+        note_stacks_lost(tool_name, skel->bss->stacks_lost,
+                         bpf_map__max_entries(skel->maps.stacks));
     return status;
 }
 

@@ -28,6 +28,7 @@
 #include "kernel_args.bpf.h"
 #include "memlat/memstall.h"
 #include "memlat/stack.h"
+#include "stacks.bpf.h"
 
 _Static_assert((MEMSTALL_CAUSES & (MEMSTALL_CAUSES - 1)) == 0,
                "MEMSTALL_CAUSES must be a power of two");
@@ -152,8 +153,8 @@ static __always_inline struct stall_stacks current_stacks(void *ctx) {
     struct stall_stacks stacks = {-1, -1};
 
     if (collect_stacks && !stacks_paused) {
-        stacks.kernel = bpf_get_stackid(ctx, &stack_traces, 0);
-        stacks.user = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
+        stacks.kernel = stack_id(ctx, &stack_traces, 0);
+        stacks.user = stack_id(ctx, &stack_traces, BPF_F_USER_STACK);
     }
     return stacks;
 }

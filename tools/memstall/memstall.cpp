@@ -605,10 +605,13 @@ std::vector<memstall::StallStack> Memstall::stalled_stacks(std::optional<uint32_
 
 void Memstall::print_stacks() {
     const auto stacks = stalled_stacks(std::nullopt, stacks_per_cause);
-    if (o_.common.json)
-        print_json_line(memstall::stacks_json(stacks));
-    else
+    if (o_.common.json) {
+        json out = memstall::stacks_json(stacks);
+        out["stacks_lost"] = skel().bss->stacks_lost;
+        print_json_line(out);
+    } else {
         fmt::print("{}", memstall::stacks_text(stacks));
+    }
 }
 
 profile::Profile Memstall::stall_profile(StackSymbolizer &symbolizer,
@@ -778,6 +781,9 @@ int Memstall::trace() {
         print_stacks();
     if (profiles_wanted())
         write_profiles();
+    if (o_.stacks || profiles_wanted())
+        note_stacks_lost(tool_name, skel->bss->stacks_lost,
+                         bpf_map__max_entries(skel->maps.stack_traces));
     return end_run("stalls", o_.common.verbosity());
 }
 

@@ -13,6 +13,7 @@
 
 #include "common.bpf.h"
 #include "compat.bpf.h"
+#include "stacks.bpf.h"
 #include "tlbflush.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -197,8 +198,8 @@ static __always_inline struct tlbflush_culprit_key culprit_of(void *ctx, __u64 p
     };
 
     if (collect_stacks) {
-        key.kernel_stack = bpf_get_stackid(ctx, &stacks, 0);
-        key.user_stack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+        key.kernel_stack = stack_id(ctx, &stacks, 0);
+        key.user_stack = stack_id(ctx, &stacks, BPF_F_USER_STACK);
     }
     return key;
 }

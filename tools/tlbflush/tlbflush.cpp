@@ -509,6 +509,7 @@ Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) {
               s.request_sources.begin());
     s.dropped = events_ != nullptr ? events_->lost(bss->dropped_events) : bss->dropped_events;
     s.table_full = bss->table_full;
+    s.stacks_lost = bss->stacks_lost;
     s.skipped_runs = recursion_misses(skel.obj);
     return s;
 }
@@ -613,6 +614,8 @@ void Tlbflush::print_interval(tlbflush_bpf &skel, const Snapshot &now, const Sna
         interval.latency = tlbflush::latency_since(now, before);
     interval.lost_events = now.dropped - before.dropped;
     interval.table_full = now.table_full - before.table_full;
+    if (o_.stacks)
+        interval.stacks_lost = now.stacks_lost - before.stacks_lost;
     interval.skipped_runs = now.skipped_runs - before.skipped_runs;
     if (events_ != nullptr)
         interval.lost_in = events_->name();
@@ -772,6 +775,9 @@ int Tlbflush::trace() {
     if (profile_out_.wanted())
         write_profile(*skel, before, start);
     report_path_seen(before);
+    if (o_.stacks)
+        note_stacks_lost(tool_name, skel->bss->stacks_lost,
+                         bpf_map__max_entries(skel->maps.stacks));
     return end_run("events", v);
 }
 

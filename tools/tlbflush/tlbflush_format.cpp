@@ -375,6 +375,9 @@ std::string interval_text(const Interval &interval, const ViewFormat &f) {
                interval.lost_in);
     if (interval.table_full != 0)
         append(text, "\n{} events not counted: a BPF hash table was full.\n", interval.table_full);
+    if (interval.stacks_lost.value_or(0) != 0)
+        append(text, "\n{} stacks lost: no room in the stack map (--max-entries).\n",
+               *interval.stacks_lost);
     return text;
 }
 
@@ -388,6 +391,8 @@ nlohmann::json interval_json(const Interval &interval, const ViewFormat &f) {
         latency_json(*interval.latency, f, out);
     out["lost_events"] = interval.lost_events;
     out["table_full"] = interval.table_full;
+    if (interval.stacks_lost)
+        out["stacks_lost"] = *interval.stacks_lost;
     out[skipped_runs_field] = interval.skipped_runs;
     return out;
 }

@@ -55,6 +55,7 @@ struct Snapshot {
     std::array<uint64_t, TLBFLUSH_TARGET_SOURCES> request_sources{};
     std::map<CulpritKey, uint64_t> culprit_requests; // --culprits
     uint64_t dropped = 0, table_full = 0;
+    uint64_t stacks_lost = 0;  // -s: stacks the stack map had no room for
     uint64_t skipped_runs = 0; // recursion misses
 };
 
@@ -157,6 +158,7 @@ struct Interval {
     std::optional<std::vector<CulpritRow>> culprits; // --culprits
     std::optional<std::vector<LatencyRow>> latency;  // -L
     uint64_t lost_events = 0, table_full = 0, skipped_runs = 0;
+    std::optional<uint64_t> stacks_lost; // -s: stacks the stack map had no room for
     std::string lost_in = "ring buffer"; // the buffer that lost the events
 };
 
