@@ -16,19 +16,10 @@ SOURCES = (".cpp", ".h", ".c")
 # One file a line: its path under tools/, the lines it may not pass, why it is longer than
 # MAX_LINES.
 TOO_LONG_TABLE = """
-cachestat/cachestat.cpp           673  snapshots of three tables (processes, files, cgroups) and views: to split
 cachestat/cachestat.bpf.c         706  three hook families for each of four events
-compactsnoop/compactsnoop.cpp     510  the plan and the views' adapters: to split
-compactsnoop/compactsnoop.bpf.c   538  compact_control read three ways (5.10-7.x)
-drsnoop/drsnoop.cpp               549  the plan and the views' adapters: to split
-memstall/memstall.cpp             867  plan, kallsyms ranges of the causes, views, profiles: to split
-memstall/memstall.bpf.c           977  four windows, dirty pauses, off-CPU causes, stacks
-numamove/numamove.cpp             649  the plan and the per-reason tables: to split
-oomwhy/oomwhy.cpp                 622  the kill's lead-up from several sources: to split
-oomwhy/oomwhy_format.cpp          530  the analysis of the limit that fired beside its text
+memstall/memstall.bpf.c           966  four windows, dirty pauses, off-CPU causes, stacks
 oomwhy/oomwhy.bpf.c               527  victim, trigger and lead-up programs, per kernel
-tlbflush/tlbflush.cpp             898  plan, hypervisor notes, views and metrics: to split
-tlbflush/tlbflush.bpf.c           672  flush reasons, IPIs and handlers, per architecture
+tlbflush/tlbflush.bpf.c           663  flush reasons, IPIs and handlers, per architecture
 """
 
 # One include a line: the tool folder, the header of another folder, why. (None today: what

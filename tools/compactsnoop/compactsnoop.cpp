@@ -23,6 +23,7 @@
 #include "compactsnoop.skel.h"
 #include "compactsnoop_format.h"
 #include "compactsnoop_metrics.h"
+#include "compactsnoop_tool.h"
 #include "kernel/features.h"
 #include "kernel/gfp.h"
 #include "kernel/tasks.h"
@@ -37,11 +38,10 @@
 #include "tool/tool.h"
 
 using namespace memlat;
+using namespace memlat::compactsnoop;
 using nlohmann::json;
 
 namespace {
-
-constexpr char tool_name[] = "compactsnoop";
 
 constexpr const char *description =
     R"(Trace memory compaction: every run of the kernel's compact_zone(), which
@@ -81,30 +81,6 @@ constexpr const char *examples = R"(Examples:
 
 )";
 
-// The events' buffer (--buffer-size), and the batch after which user space is woken.
-// Compaction runs come by tens a second; 64 KiB hold 234 records of 280 bytes, and user
-// space drains them at each 16 KiB batch (58 records) and every 100 ms: a burst of 2000 runs
-// a second fits. The kernel maps a ring buffer's pages twice, so each KiB here is two of RSS
-// (1 MiB was 2 MiB of RSS, 128 KiB 0.26 MiB).
-// The BPF side wakes user space when the ring buffer's producer position crosses a multiple
-// of the batch (submit_batched() in bpf/common.bpf.h), a test that needs a power of two.
-constexpr EventBufferSize default_event_buffer{.bytes = 64 * 1024, .wakeup_bytes = 16 * 1024};
-static_assert(std::has_single_bit(default_event_buffer.bytes) &&
-              std::has_single_bit(default_event_buffer.wakeup_bytes));
-
-struct Options {
-    CommonOptions common;
-    std::optional<int> pid;
-    std::string kinds;
-    bool extended = false;
-    bool stacks = false;
-    bool hist = false;
-    bool per_order = false;
-    ProfileOutputOptions profile; // --folded, --folded-file, --pprof
-    PrometheusOptions prom;
-    EventBufferSize events = default_event_buffer;
-};
-
 // An enum of the running kernel by value, or empty (numbers are printed) when BTF lacks it.
 std::map<int64_t, std::string> enum_names(const char *name, const char *prefix,
                                           std::vector<std::string> &missing) {
@@ -116,46 +92,6 @@ std::map<int64_t, std::string> enum_names(const char *name, const char *prefix,
     }
 }
 
-class Compactsnoop final : public Tool<compactsnoop_bpf, Options, tool_name> {
-  public:
-    using Tool::Tool;
-    void check_options() override;
-    CountedLosses collect(prometheus::Exposition &out) override;
-
-  private:
-    int trace() override;
-    void prepare(const Verbosity &v) override;
-    std::vector<Probe> plan() const override;
-    void configure(compactsnoop_bpf &skel) override;
-    void loaded(const Verbosity &v) override;
-    void print_event(compactsnoop_bpf &skel, const compactsnoop_event &e);
-    std::vector<std::string> stack_frames(compactsnoop_bpf &skel, int32_t id);
-    void print_histograms(compactsnoop_bpf &skel);
-    void print_summary(compactsnoop_bpf &skel, const EventReader *events);
-
-    compactsnoop::Counts counts_; // --prometheus
-    uint32_t kind_mask_ = (1u << COMPACTSNOOP_KINDS) - 1;
-    compactsnoop::Names names_;
-    std::vector<std::string> missing_enums_;
-    GfpNames gfp_ = GfpNames::from_kernel();
-    compactsnoop::LineFormat format_{o_.common.timestamp, o_.extended};
-    std::optional<KernelSymbols> ksyms_;
-    std::optional<StackSymbolizer> stacks_; // -K, made at the first stack
-    ProfileOutputs profile_out_;
-    // The profile's runs and time per (kind, pid, comm, kernel stack), from the events.
-    std::map<std::tuple<uint32_t, uint32_t, std::string, int32_t>, std::pair<int64_t, int64_t>>
-        profiled_;
-    std::chrono::system_clock::time_point started_;
-    void write_profile(compactsnoop_bpf &skel);
-    uint64_t first_ns_ = 0;
-    // (kind, order row) -> slots, as last printed.
-    IntervalHists<std::pair<uint32_t, uint32_t>> hists_;
-    uint64_t table_full_before_ = 0; // table_full at the last interval
-};
-
-// Why tp_btf and raw_tp cannot pair mm_compaction_begin/end here, or "": their programs read
-// struct compact_control * from the first argument, which kernels before 6.0 do not pass
-// (5.10's begin passes zone_start, migrate_pfn, free_pfn, zone_end, sync: the programs would
 // load and read the wrong arguments).
 std::string compact_control_missing() {
     auto params = tracepoint_parameters("mm_compaction_begin");
@@ -171,6 +107,10 @@ std::string compact_control_missing() {
 
 // The probes plan() makes, looked up by these and not by their labels.
 enum class ProbeId { Runs, MigratePages, TryToCompact, Deferred, KcompactdWake };
+
+} // namespace
+
+namespace memlat::compactsnoop {
 
 std::vector<Probe> Compactsnoop::plan() const {
     std::vector<Probe> probes;
@@ -226,136 +166,6 @@ void Compactsnoop::configure(compactsnoop_bpf &skel) {
     configure_events(skel, !o_.hist);
     set_compat(*ro, kernel_features());
     size_thread_state_map(skel.maps.tasks, skel.maps.tasks_overflow, o_.common.max_entries);
-}
-
-std::vector<std::string> Compactsnoop::stack_frames(compactsnoop_bpf &skel, int32_t id) {
-    if (!stacks_)
-        stacks_.emplace(skel.maps.stacks, ksyms_ ? &*ksyms_ : nullptr);
-    return stacks_->kernel(id); // from the tracepoint's caller (compact_zone) on
-}
-
-void Compactsnoop::print_event(compactsnoop_bpf &skel, const compactsnoop_event &e) {
-    if (profile_out_.wanted()) {
-        auto &[runs, ns] = profiled_[{
-            e.kind, e.pid, std::string(e.comm, strnlen(e.comm, sizeof(e.comm))), e.kernel_stack}];
-        ++runs;
-        ns += static_cast<int64_t>(e.lat_ns);
-        if (profile_out_.replaces_output())
-            return;
-    }
-    if (first_ns_ == 0)
-        first_ns_ = e.ts_ns - e.lat_ns;
-    // Signed: perf buffers (kernels before 5.8) deliver each CPU's events in batches, so an
-    // event of another CPU may precede the first one printed.
-    const double time_s = static_cast<double>(static_cast<int64_t>(e.ts_ns - first_ns_)) / 1e9;
-    if (o_.common.json) {
-        auto j = compactsnoop::json_event(e, time_s, format_, names_, gfp_);
-        if (o_.common.timestamp)
-            j["wall_time"] = wall_clock_time();
-        if (o_.stacks)
-            j["kernel_stack"] = stack_frames(skel, e.kernel_stack);
-        print_json_line(j);
-        return;
-    }
-    fmt::print("{}\n", compactsnoop::line(e, time_s, format_, names_));
-    if (o_.stacks) {
-        for (const auto &frame : stack_frames(skel, e.kernel_stack))
-            fmt::print("    {}\n", frame);
-        fmt::print("\n");
-    }
-}
-
-void Compactsnoop::print_histograms(compactsnoop_bpf &skel) {
-    std::map<std::pair<uint32_t, uint32_t>, Log2Hist> now;
-    for (uint32_t kind = 0; kind < COMPACTSNOOP_KINDS; ++kind)
-        for (uint32_t row = 0; row < COMPACTSNOOP_ORDER_ROWS; ++row) {
-            // Without -O the orders of a kind are summed into one histogram (row 0).
-            auto &slots = now[{kind, o_.per_order ? row : 0}];
-            for (int i = 0; i < MEMLAT_HIST_SLOTS; ++i)
-                slots[i] += skel.bss->hist[kind][row][i];
-        }
-    json hists = json::array();
-    if (!o_.common.json && (o_.common.timestamp || o_.common.interval > 0))
-        fmt::print("\n{}\n", wall_clock_time());
-    for (const auto &[key, d] : hists_.next(std::move(now))) {
-        const char *kind = compactsnoop::kind_name(key.first);
-        const int order = static_cast<int>(key.second) - 1;
-        if (o_.common.json) {
-            json h = log2_hist_json(d, "usecs");
-            h["kind"] = kind;
-            if (o_.per_order)
-                h["order"] =
-                    key.second == COMPACTSNOOP_ORDER_ROWS - 1 ? json(nullptr) : json(order);
-            hists.push_back(h);
-            continue;
-        }
-        if (!o_.per_order)
-            fmt::print("\n{} compaction:\n", kind);
-        else if (order < 0)
-            fmt::print("\n{} compaction, order -1 (whole zone):\n", kind);
-        else
-            fmt::print("\n{} compaction, order {}{}:\n", kind, order,
-                       key.second == COMPACTSNOOP_ORDER_ROWS - 1 ? " and above" : "");
-        fmt::print("{}", render_log2_hist(d, "usecs"));
-    }
-    // Runs of this interval whose start had no room in the per-thread table: its histograms
-    // lack them.
-    const uint64_t full =
-        skel.bss->table_full - std::exchange(table_full_before_, skel.bss->table_full);
-    if (o_.common.json)
-        print_json_line({{"time", wall_clock_time()}, {"histograms", hists}, {"table_full", full}});
-    else if (full != 0)
-        fmt::print("\n{} compaction runs of this interval missing: a BPF table was full.\n", full);
-}
-
-void Compactsnoop::print_summary(compactsnoop_bpf &skel, const EventReader *events) {
-    const auto *bss = skel.bss;
-    compactsnoop::SummaryCounts c;
-    std::copy(&bss->summary[0][0],
-              &bss->summary[0][0] + COMPACTSNOOP_KINDS * COMPACTSNOOP_MAX_STATUS, &c.summary[0][0]);
-    std::copy(std::begin(bss->deferred), std::end(bss->deferred), std::begin(c.deferred));
-    c.direct_entries = bss->direct_entries;
-    c.direct_entries_run = bss->direct_entries_run;
-    c.kcompactd_wakes = bss->kcompactd_wakes;
-    c.unpaired_ends = bss->unpaired_ends;
-    c.table_full = bss->table_full;
-    // Records the BPF side could not reserve or write, and those a perf buffer lost.
-    c.lost_events = events != nullptr ? events->lost(bss->dropped_events) : bss->dropped_events;
-    if (events != nullptr)
-        c.events_name = events->name();
-    c.skipped_runs = recursion_misses(skel.obj);
-    c.kind_mask = kind_mask_;
-    if (o_.common.json) {
-        print_json_line(compactsnoop::summary_json(c, names_));
-        return;
-    }
-    // The text summary goes to stderr: stdout carries the header and the rows only, so that
-    // a pipe into awk or sort reads rows and nothing else (BCC's tools print no summary),
-    // while the summary still shows on the terminal and in logs. The rows printed go first
-    // (and a stdout that cannot be written fails the tool here, as at each interval).
-    flush_output();
-    fmt::print(stderr, "{}", compactsnoop::summary_text(c, names_));
-}
-
-void Compactsnoop::write_profile(compactsnoop_bpf &skel) {
-    if (!stacks_)
-        stacks_.emplace(skel.maps.stacks, ksyms_ ? &*ksyms_ : nullptr);
-    StackProfileBuilder builder(*stacks_, {{"runs", "count"}, {"compaction_time", "nanoseconds"}},
-                                1);
-    for (const auto &[key, value] : profiled_) {
-        const auto &[kind, pid, comm, kernel_stack] = key;
-        const char *kind_name = compactsnoop::kind_name(kind);
-        // The kind, then the process, as the root frames; kernel stacks only.
-        builder.add({kind_name, fmt::format("{}-{}", comm, pid)}, kernel_stack,
-                    MEMLAT_STACK_NO_USER, pid, {value.first, value.second},
-                    {{.key = "kind", .text = kind_name},
-                     {.key = "pid", .number = pid},
-                     {.key = "comm", .text = comm}});
-    }
-    profile::Profile p = builder.take(started_);
-    p.comments.push_back("memlat compactsnoop: compaction runs and their time by kind, process "
-                         "and the kernel stack that began them");
-    profile_out_.write(p, 1);
 }
 
 void Compactsnoop::check_options() {
@@ -445,27 +255,10 @@ int Compactsnoop::trace() {
     return status;
 }
 
-CountedLosses Compactsnoop::collect(prometheus::Exposition &out) {
-    compactsnoop::Counts &c = counts_;
-    const auto *bss = skel().bss;
-    for (uint32_t k = 0; k < COMPACTSNOOP_KINDS; ++k) {
-        std::copy(std::begin(bss->summary[k]), std::end(bss->summary[k]), c.summary[k].begin());
-        for (uint32_t row = 0; row < COMPACTSNOOP_ORDER_ROWS; ++row) {
-            std::copy(std::begin(bss->hist[k][row]), std::end(bss->hist[k][row]),
-                      c.hist_us[k][row].begin());
-            c.hist_sum_ns[k][row] = bss->hist_sum_ns[k][row];
-        }
-        c.deferred[k] = bss->deferred[k];
-    }
-    c.kcompactd_wakes = bss->kcompactd_wakes;
-    compactsnoop::collect_metrics(
-        c, [this](int32_t st) { return compactsnoop::status_name(st, names_); }, getpagesize(),
-        out);
-    return CountedLosses{bss->dropped_events, bss->table_full, bss->unpaired_ends};
-}
+} // namespace memlat::compactsnoop
 
-// The options that shape what compactsnoop counts: its own, and `memlat exporter`'s
-// --compactsnoop.NAME.
+namespace {
+
 void add_counting_options(CommandLine &cli, Options &o) {
     cli.option('p', "pid", "PID",
                "Only runs in process PID (its direct compaction, or its "

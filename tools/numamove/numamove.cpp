@@ -25,16 +25,16 @@
 #include "numamove.skel.h"
 #include "numamove_format.h"
 #include "numamove_metrics.h"
+#include "numamove_tool.h"
 #include "prometheus/exporter.h"
 #include "prometheus/metrics_serving.h"
 #include "tool/tool.h"
 
 using namespace memlat;
+using namespace memlat::numamove;
 using nlohmann::json;
 
 namespace {
-
-constexpr char tool_name[] = "numamove";
 
 constexpr const char *description =
     R"(Count page migrations and the time they take, every second. The default
@@ -75,113 +75,9 @@ constexpr std::array<std::string_view, 3> hook_kinds{
     "never try these hook kinds or families (tp_btf,", "raw_tp, tracepoint, fentry, kprobe,",
     "migrate_pages_start, migrate_pages)"};
 
-struct Options {
-    CommonOptions common;
-    std::optional<int> pid;
-    bool reasons = false;
-    bool per_process = false;
-    bool hist = false;
-    bool per_call = false;
-    bool task_moves = false;
-    PrometheusOptions prom;
-};
+} // namespace
 
-struct ProcKey {
-    uint32_t pid, reason;
-    auto operator<=>(const ProcKey &) const = default;
-};
-
-// Everything the BPF side has counted so far; intervals print the difference of two.
-struct Snapshot {
-    std::array<numamove_count, NUMAMOVE_MAX_REASONS> counts{};
-    std::array<std::array<uint64_t, MEMLAT_HIST_SLOTS>, NUMAMOVE_MAX_REASONS> hist{};
-    numamove_call_count calls{};
-    std::array<uint64_t, MEMLAT_HIST_SLOTS> call_hist{};
-    std::array<uint64_t, NUMAMOVE_TASK_MOVES> moves{};
-    std::map<ProcKey, numamove_count> procs;
-    std::map<ProcKey, std::string> comms;
-    uint64_t table_full = 0, unpaired = 0, depth_overflow = 0;
-    uint64_t skipped_runs = 0; // recursion misses
-};
-
-// The counts by reason, as EpochCounters sums them.
-struct ReasonCounts {
-    std::array<numamove_count, NUMAMOVE_MAX_REASONS> by_reason{};
-    ReasonCounts since(const ReasonCounts &before) const {
-        ReasonCounts d;
-        for (size_t r = 0; r < by_reason.size(); ++r)
-            d.by_reason[r] = numamove::minus(by_reason[r], before.by_reason[r]);
-        return d;
-    }
-    ReasonCounts &operator+=(const ReasonCounts &more) {
-        for (size_t r = 0; r < by_reason.size(); ++r)
-            by_reason[r] = numamove::plus(by_reason[r], more.by_reason[r]);
-        return *this;
-    }
-};
-
-// The probes plan() makes, looked up by these and not by their labels.
-enum class ProbeId { End, Start, PerCall, TaskMoves };
-// -M's fall-back when fentry and kprobes are refused: the numa_misplaced calls the migrate
-// tracepoints already see.
-constexpr const char *per_call_from_tracepoints = "migrate_tracepoints";
-
-class Numamove final : public Tool<numamove_bpf, Options, tool_name> {
-  public:
-    using Tool::Tool;
-    void check_options() override;
-    CountedLosses collect(prometheus::Exposition &out) override;
-
-  private:
-    int trace() override;
-    void prepare(const Verbosity &v) override;
-    std::vector<Probe> plan() const override;
-    void configure(numamove_bpf &skel) override;
-    void loaded(const Verbosity &v) override;
-    // The whole-machine counts and histograms (no per-process table): every view and the
-    // metrics start from them.
-    static Snapshot totals(const numamove_bpf &skel);
-    Snapshot snapshot(numamove_bpf &skel);
-    void per_process_snapshot(numamove_bpf &skel, Snapshot &s);
-    void print_interval(const Snapshot &now, const Snapshot &before);
-    void print_default(const Snapshot &now, const Snapshot &before, json &out) const;
-    // A table of rows: under -j the list `json_key` of the interval's object, else the header
-    // and a line per row.
-    template <typename Row>
-    void print_rows(const std::vector<Row> &rows, const char *json_key, const std::string &header,
-                    std::string (*line)(const Row &, const numamove::ReasonNames &),
-                    json (*to_json)(const Row &, const numamove::ReasonNames &), json &out) const;
-    void print_reasons(const Snapshot &now, const Snapshot &before, json &out) const;
-    void print_processes(const Snapshot &now, const Snapshot &before, json &out) const;
-    void print_hists(const Snapshot &now, const Snapshot &before, json &out) const;
-
-    std::optional<numamove::Metrics> metrics_; // --prometheus
-    // -P: the table read by epochs (the processes of one interval), the totals of the keys
-    // active in the last one, and the counts by reason by the same epochs.
-    EpochTable<numamove_proc_key, numamove_proc_value, ProcKey> proc_table_{
-        [](const numamove_proc_key &k) {
-            return ProcKey{k.pid, k.reason};
-        },
-        [](numamove_proc_value &into, const numamove_proc_value &entry) {
-            const numamove_count before = into.c;
-            into = entry;
-            into.c = numamove::plus(into.c, before);
-        }};
-    std::map<ProcKey, numamove_proc_value> proc_totals_;
-    bool proc_table_began_ = false;
-    EpochCounters<ReasonCounts> reason_epochs_{[this](uint32_t epoch) {
-        ReasonCounts out;
-        const auto &counts = skel().bss->counts[epoch & 1];
-        std::copy(std::begin(counts), std::end(counts), out.by_reason.begin());
-        return out;
-    }};
-    numamove::Counts counts_;
-    numamove::ReasonNames reasons_ = numamove::ReasonNames::from_kernel();
-    int64_t numa_reason_ = -1;
-    std::optional<numamove::ArgLayout> layout_;
-    std::string layout_why_;
-    bool per_call_view_ = false; // -c and the kernel let us time migrate_misplaced_*
-};
+namespace memlat::numamove {
 
 std::vector<Probe> Numamove::plan() const {
     std::vector<Probe> probes;
@@ -266,211 +162,6 @@ void Numamove::configure(numamove_bpf &skel) {
     bpf_map__set_max_entries(skel.maps.proc_counts, o_.per_process ? o_.common.entries(8192) : 1);
     set_compat(*ro, kernel_features());
     size_thread_state_map(skel.maps.starts, skel.maps.starts_overflow, o_.common.max_entries);
-}
-
-Snapshot Numamove::totals(const numamove_bpf &skel) {
-    Snapshot s;
-    const auto *bss = skel.bss;
-    for (int r = 0; r < NUMAMOVE_MAX_REASONS; ++r) {
-        // Both epochs: -P divides the counts between them, the totals are their sum.
-        s.counts[r] = numamove::plus(bss->counts[0][r], bss->counts[1][r]);
-        std::copy(std::begin(bss->hist[r]), std::end(bss->hist[r]), s.hist[r].begin());
-    }
-    s.calls = bss->call_count;
-    std::copy(std::begin(bss->call_hist), std::end(bss->call_hist), s.call_hist.begin());
-    std::copy(std::begin(bss->task_moves), std::end(bss->task_moves), s.moves.begin());
-    return s;
-}
-
-Snapshot Numamove::snapshot(numamove_bpf &skel) {
-    Snapshot s = totals(skel);
-    auto *bss = skel.bss;
-    if (o_.per_process)
-        per_process_snapshot(skel, s);
-    s.table_full = bss->table_full;
-    s.unpaired = bss->unpaired_ends;
-    s.depth_overflow = bss->depth_overflow;
-    s.skipped_runs = recursion_misses(skel.obj);
-    return s;
-}
-
-// -P: the interval's processes from the table's epoch that closes now, with their counts since
-// the start, and the totals by reason of the same epochs (so the rows add up to them but for
-// a full table): the table holds one interval's processes, not the run's.
-void Numamove::per_process_snapshot(numamove_bpf &skel, Snapshot &s) {
-    auto &epoch = skel.bss->table_epoch;
-    if (!proc_table_began_) {
-        reason_epochs_.begin(epoch);
-        proc_table_.begin(epoch);
-        proc_table_began_ = true;
-        s.counts = reason_epochs_.totals().by_reason;
-        return;
-    }
-    std::map<ProcKey, numamove_proc_value> active;
-    auto close_table = [&] {
-        for (const auto &[key, gained] : proc_table_.next_interval(skel.maps.proc_counts, epoch)) {
-            numamove_proc_value v = gained;
-            if (auto it = proc_totals_.find(key); it != proc_totals_.end())
-                v.c = numamove::plus(v.c, it->second.c);
-            active[key] = v;
-            s.procs[key] = v.c;
-            s.comms[key] = std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
-        }
-    };
-    s.counts = reason_epochs_.close(epoch, close_table).by_reason;
-    proc_totals_ = std::move(active);
-}
-
-void Numamove::print_default(const Snapshot &now, const Snapshot &before, json &out) const {
-    numamove_count numa{};
-    if (numa_reason_ >= 0 && numa_reason_ < NUMAMOVE_MAX_REASONS)
-        numa = numamove::minus(now.counts[numa_reason_], before.counts[numa_reason_]);
-    uint64_t migrations = numa.calls, ns = numa.total_ns;
-    if (per_call_view_) {
-        migrations = now.calls.calls - before.calls.calls;
-        ns = now.calls.total_ns - before.calls.total_ns;
-    }
-    std::array<uint64_t, NUMAMOVE_TASK_MOVES> moves{};
-    for (int i = 0; i < NUMAMOVE_TASK_MOVES; ++i)
-        moves[i] = now.moves[i] - before.moves[i];
-    if (o_.common.json) {
-        out["numa_migrations"] = migrations;
-        out["numa_migrations_ms"] = ns / 1e6;
-        out["numa_migrations_ns"] = ns;
-        out["view"] = per_call_view_ ? "per_call" : "tracepoints";
-        out["pages_succeeded"] = numa.succeeded;
-        out["pages_failed"] = numa.failed;
-        out["thp_succeeded"] = numa.thp_succeeded;
-        if (o_.task_moves)
-            out["task_moves"] = {
-                {"move", moves[NUMAMOVE_MOVE]},
-                {"swap", moves[NUMAMOVE_SWAP]},
-                {"stick", moves[NUMAMOVE_STICK]},
-            };
-        return;
-    }
-    std::string line = numamove::default_line(wall_clock_time(), migrations, ns);
-    if (o_.task_moves)
-        line += fmt::format(" {:>10} {:>10} {:>10}", moves[NUMAMOVE_MOVE], moves[NUMAMOVE_SWAP],
-                            moves[NUMAMOVE_STICK]);
-    fmt::print("{}\n", line);
-}
-
-template <typename Row>
-void Numamove::print_rows(const std::vector<Row> &rows, const char *json_key,
-                          const std::string &header,
-                          std::string (*line)(const Row &, const numamove::ReasonNames &),
-                          json (*to_json)(const Row &, const numamove::ReasonNames &),
-                          json &out) const {
-    if (o_.common.json) {
-        json list = json::array();
-        for (const auto &row : rows)
-            list.push_back(to_json(row, reasons_));
-        out[json_key] = list;
-        return;
-    }
-    fmt::print("{}\n", header);
-    for (const auto &row : rows)
-        fmt::print("{}\n", line(row, reasons_));
-}
-
-void Numamove::print_reasons(const Snapshot &now, const Snapshot &before, json &out) const {
-    std::vector<numamove::ReasonRow> rows;
-    for (int r = 0; r < NUMAMOVE_MAX_REASONS; ++r) {
-        auto d = numamove::minus(now.counts[r], before.counts[r]);
-        if (d.calls != 0)
-            rows.push_back({r, d});
-    }
-    print_rows(rows, "reasons", numamove::reasons_header(), numamove::reason_line,
-               numamove::reason_json, out);
-}
-
-void Numamove::print_processes(const Snapshot &now, const Snapshot &before, json &out) const {
-    std::vector<numamove::ProcessRow> rows;
-    for (const auto &[key, c] : now.procs) {
-        // Without -r, only the NUMA-balancing migrations, as in the default view.
-        if (!o_.reasons && key.reason != numa_reason_)
-            continue;
-        auto it = before.procs.find(key);
-        auto d = it == before.procs.end() ? c : numamove::minus(c, it->second);
-        if (d.calls != 0)
-            rows.push_back({key.pid, now.comms.at(key), key.reason, d});
-    }
-    std::stable_sort(rows.begin(), rows.end(),
-                     [](const auto &a, const auto &b) { return a.c.succeeded > b.c.succeeded; });
-    // Below the -r table, a blank line apart.
-    print_rows(rows, "processes", (o_.reasons ? "\n" : "") + numamove::process_header(),
-               numamove::process_line, numamove::process_json, out);
-    if (!o_.common.json)
-        return;
-    std::array<numamove_count, NUMAMOVE_MAX_REASONS> interval{};
-    for (int r = 0; r < NUMAMOVE_MAX_REASONS; ++r)
-        interval[r] = numamove::minus(now.counts[r], before.counts[r]);
-    numamove::json_totals(interval, rows, o_.reasons ? std::nullopt : std::optional(numa_reason_),
-                          reasons_, out);
-}
-
-void Numamove::print_hists(const Snapshot &now, const Snapshot &before, json &out) const {
-    json list = json::array();
-    auto one = [&](const std::array<uint64_t, MEMLAT_HIST_SLOTS> &a,
-                   const std::array<uint64_t, MEMLAT_HIST_SLOTS> &b, const std::string &what,
-                   const std::string &title) {
-        const Log2Hist d = hist_since(a, b);
-        if (hist_total(d) == 0)
-            return;
-        if (o_.common.json) {
-            json h = log2_hist_json(d, "usecs");
-            h["what"] = what;
-            list.push_back(h);
-            return;
-        }
-        fmt::print("\n{}\n{}", title, render_log2_hist(d, "usecs"));
-    };
-    if (o_.reasons) {
-        for (int r = 0; r < NUMAMOVE_MAX_REASONS; ++r)
-            one(now.hist[r], before.hist[r], reasons_.name(r),
-                fmt::format("{} migrations (migrate_pages() calls):", reasons_.name(r)));
-    } else if (per_call_view_) {
-        one(now.call_hist, before.call_hist, "migrate_misplaced",
-            "migrate_misplaced_* calls (NUMA balancing):");
-    } else if (numa_reason_ >= 0 && numa_reason_ < NUMAMOVE_MAX_REASONS) {
-        one(now.hist[numa_reason_], before.hist[numa_reason_], reasons_.name(numa_reason_),
-            "NUMA-balancing migrations (numa_misplaced migrate_pages() calls):");
-    }
-    if (o_.common.json)
-        out["histograms"] = list;
-}
-
-void Numamove::print_interval(const Snapshot &now, const Snapshot &before) {
-    json out = json::object();
-    const bool tables = o_.reasons || o_.per_process;
-    if (o_.common.json)
-        out["time"] = wall_clock_time();
-    else if (tables || o_.hist)
-        fmt::print("{}{}\n", tables ? "\n" : "", wall_clock_time());
-    if (!tables)
-        print_default(now, before, out);
-    if (o_.reasons)
-        print_reasons(now, before, out);
-    if (o_.per_process)
-        print_processes(now, before, out);
-    if (o_.hist)
-        print_hists(now, before, out);
-    uint64_t full = now.table_full - before.table_full;
-    uint64_t unpaired = now.unpaired - before.unpaired;
-    uint64_t deep = now.depth_overflow - before.depth_overflow;
-    if (o_.common.json) {
-        out["table_full"] = full;
-        out["untimed_calls"] = unpaired;
-        out["nesting_too_deep"] = deep;
-        out[skipped_runs_field] = now.skipped_runs - before.skipped_runs;
-        print_json_line(out);
-        return;
-    }
-    if (full != 0)
-        fmt::print("{} migrations missing from the per-process table: it was full.\n", full);
-    if (deep != 0)
-        fmt::print("{} migrations nested deeper than {}: not timed.\n", deep, NUMAMOVE_MAX_DEPTH);
 }
 
 void Numamove::check_options() {
@@ -582,24 +273,9 @@ int Numamove::trace() {
     return end_run("migrations", v, skel->maps.starts, skel->maps.starts_overflow);
 }
 
-CountedLosses Numamove::collect(prometheus::Exposition &out) {
-    numamove_bpf &skel = this->skel();
-    numamove::Counts &c = counts_;
-    const Snapshot now = totals(skel);
-    c.by_reason = now.counts;
-    c.hist_us = now.hist;
-    c.calls = now.calls;
-    c.call_hist_us = now.call_hist;
-    c.task_moves = now.moves;
-    if (o_.per_process) {
-        // Entries of processes that exited are read once more, then deleted.
-        c.procs = read_hash_map<numamove_proc_key, numamove_proc_value>(skel.maps.proc_counts);
-        delete_exited_tasks(skel.maps.proc_counts, c.procs,
-                            [](const numamove_proc_key &k) { return k.pid; });
-    }
-    metrics_->collect(c, out);
-    return CountedLosses{0, skel.bss->table_full, skel.bss->unpaired_ends};
-}
+} // namespace memlat::numamove
+
+namespace {
 
 // The options that shape what numamove counts: its own, and `memlat exporter`'s
 // --numamove.NAME.
