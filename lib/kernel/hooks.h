@@ -25,15 +25,18 @@ inline constexpr HookKind program_hook_kinds[] = {
 //   {.kind = HookKind::Fentry, .programs = {"start_fentry"}, .family = "migrate_pages",
 //    .caveat = "..."}
 // `family` groups choices that use the same kernel events ("csd", "irq_vectors"); `caveat`
-// says what this choice cannot show, printed with -v. A FromOtherProbes choice is labelled by
-// its family. `unavailable`, when set before loading, says why user space already knows this
-// choice cannot work here (e.g. a symbol it needs is missing); it is then skipped like a
-// refused one.
+// says what this choice cannot show, printed with -v; `note`, what choosing it loses that the
+// output cannot show by itself (a column that stays empty, a count that means something else
+// here), said on stderr once the tool is loaded, -v or not (say_what_probes_lost()). A
+// FromOtherProbes choice is labelled by its family. `unavailable`, when set before loading, says
+// why user space already knows this choice cannot work here (e.g. a symbol it needs is missing); it
+// is then skipped like a refused one.
 struct HookChoice {
     HookKind kind = HookKind::Tracepoint;
     std::vector<std::string> programs;
     std::string family;
     std::string caveat;
+    std::string note;
     std::string unavailable;
     std::string label() const;
 };
@@ -67,6 +70,9 @@ struct Probe {
     std::string needs; // what the kernel needs for it, for the error when nothing attaches
     std::vector<HookChoice> choices;
     bool required = true; // false: the tool works on without it (and says so with -v)
+    // Not required: what the output lacks when no choice attached, said on stderr once the
+    // tool is loaded, -v or not (say_what_probes_lost()).
+    std::string note_if_none;
 
     // Filled in by the loader.
     int chosen = -1;                                  // index into choices; -1: none

@@ -314,4 +314,14 @@ std::vector<std::string> HookFallback::explanation() const {
     return lines;
 }
 
+void say_what_probes_lost(std::string_view tool, const std::vector<Probe> &probes) {
+    for (const auto &probe : probes) {
+        if (const HookChoice *c = probe.choice(); c != nullptr && !c->note.empty())
+            fmt::print(stderr, "{}: {}\n", tool, c->note);
+        else if (c == nullptr && !probe.note_if_none.empty())
+            fmt::print(stderr, "{}: {}{}\n", tool, probe.note_if_none,
+                       probe.refused.empty() ? "" : " Tried:" + refusals_text(probe));
+    }
+}
+
 } // namespace memlat

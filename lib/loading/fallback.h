@@ -119,4 +119,9 @@ class HookFallback {
     FallbackEnvironment environment_;
 };
 
+// What the choices made lose, said once on stderr in one form, -v or not: "TOOL: NOTE" for the
+// note of each probe's choice, and for a probe nothing attached its note_if_none, followed by
+// what each choice was refused with ("Tried:", as when a required probe has none).
+void say_what_probes_lost(std::string_view tool, const std::vector<Probe> &probes);
+
 } // namespace memlat

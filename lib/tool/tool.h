@@ -41,6 +41,7 @@
 #include "kernel/features.h"
 #include "kernel/hooks.h"
 #include "loading/events.h"
+#include "loading/fallback.h"
 #include "loading/loader.h"
 #include "prometheus/metrics_serving.h"
 
@@ -66,7 +67,8 @@ class Tool : public CountingSide {
     // (check_environment()); what the tool reads of the kernel before it plans (prepare());
     // the kernel's features, said with -v; the skeleton opened, configured (configure()),
     // loaded and attached with plan()'s choices, falling back as the kernel refuses
-    // (Loaded); then what the tool says of what it got, and its metrics (loaded()).
+    // (Loaded); what the choices made lose, in one form (say_what_probes_lost()); then what
+    // else the tool says of what it got, and its metrics (loaded()).
     void load() {
         check_environment(name_);
         const Verbosity v = o_.common.verbosity();
@@ -76,6 +78,7 @@ class Tool : public CountingSide {
         probes_ = plan();
         loaded_.emplace(
             &Skel::open, &Skel::destroy, [this](Skel &s) { configure(s); }, probes_, v);
+        say_what_probes_lost(name_, probes_);
         loaded(v);
     }
 

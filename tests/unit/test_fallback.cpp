@@ -210,6 +210,30 @@ INSTANTIATE_TEST_SUITE_P(Fallback, RecordedLibbpf, testing::Values("1.1", "1.7")
                              return "libbpf_" + std::string(info.param == "1.1" ? "1_1" : "1_7");
                          });
 
+// What the choices made lose is said in one form: a chosen choice's note, and for an optional
+// probe nothing attached its note_if_none with what each choice was refused with; a probe
+// whose choice has no note says nothing.
+TEST(Fallback, WhatProbesLostIsSaidOnceInOneForm) {
+    HookChoice fallback_choice = choice(HookKind::Kprobe, "start_kprobe");
+    fallback_choice.note = "times come from a kprobe here.";
+    std::vector<Probe> probes{
+        Probe(Id::Start, "migrate_pages", "",
+              {choice(HookKind::Fentry, "start_fentry"), fallback_choice}),
+        Probe(Id::Flush, "tlb:tlb_flush", "", {choice(HookKind::Tracepoint, "flush_tp")}, false),
+        Probe(Id::Flush, "quiet", "", {choice(HookKind::Tracepoint, "quiet_tp")})};
+    probes[1].note_if_none = "flushes stay 0.";
+    HookFallback fallback(probes, environment());
+    fallback.attach_refused("start_fentry", enotsupp);
+    fallback.attach_refused("flush_tp", ENOENT);
+    testing::internal::CaptureStderr();
+    say_what_probes_lost("tool", probes);
+    const std::string said = testing::internal::GetCapturedStderr();
+    EXPECT_EQ("tool: times come from a kprobe here.\n"
+              "tool: flushes stay 0. Tried:\n  tracepoint: " +
+                  probes[1].refused[0].second + "\n",
+              said);
+}
+
 TEST(Fallback, EnotsuppOnFentryExplainsTheMissingTrampolines) {
     std::vector<Probe> probes{Probe(
         Id::Start, "migrate_pages", "",

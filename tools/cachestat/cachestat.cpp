@@ -139,12 +139,21 @@ std::vector<Probe> Cachestat::plan() const {
          {std::tuple{HookKind::Fentry, "folio_accessed_fentry", "folio_mark_accessed"},
           std::tuple{HookKind::Kprobe, "folio_accessed_kprobe", "folio_mark_accessed"},
           std::tuple{HookKind::Fentry, "page_accessed_fentry", "mark_page_accessed"},
-          std::tuple{HookKind::Kprobe, "page_accessed_kprobe", "mark_page_accessed"}})
-        accesses.push_back(
-            {.kind = kind, .programs = {program}, .family = function, .caveat = marked});
+          std::tuple{HookKind::Kprobe, "page_accessed_kprobe", "mark_page_accessed"}}) {
+        HookChoice c{.kind = kind, .programs = {program}, .family = function, .caveat = marked};
+        c.note = fmt::format("accesses come from {} ({}): read(2) counts every folio it copies; "
+                             "mmap faults count nothing: mapped pages count when unmapped "
+                             "(munmap, exit), if used.",
+                             function, c.label());
+        accesses.push_back(std::move(c));
+    }
     probes.emplace_back(
         ProbeId::Accesses, "filemap:mm_filemap_get_pages/map_pages/fault (accesses)",
         "The access tracepoints arrived in Linux 6.12.", std::move(accesses), false);
+    probes.back().note_if_none =
+        "HITS and HITRATIO are unavailable: nothing on this kernel can count page-cache "
+        "accesses (the filemap access tracepoints need Linux 6.12; folio_mark_accessed needs "
+        "fentry or kprobes).";
     probes.push_back(thread_exit_probe());
     return probes;
 }
@@ -217,22 +226,6 @@ void Cachestat::loaded(const Verbosity &) {
         const HookChoice *c = find_probe(probes_, id)->choice();
         if (c && c->kind == HookKind::Tracepoint)
             skel().bss->match_by_inode = true;
-    }
-    if (!accesses_known_) {
-        std::string why;
-        for (const auto &[index, reason] : access.refused)
-            why += fmt::format("\n  {}: {}", access.choices[index].label(), reason);
-        fmt::print(stderr,
-                   "{}: HITS and HITRATIO are unavailable: nothing on this kernel can count "
-                   "page-cache accesses (the filemap access tracepoints need Linux 6.12; "
-                   "folio_mark_accessed needs fentry or kprobes). Tried:{}\n",
-                   tool_name, why);
-    } else if (!access.uses_family(filemap_access)) {
-        fmt::print(stderr,
-                   "{}: accesses come from {} ({}): read(2) counts every folio it copies; "
-                   "mmap faults count nothing: mapped pages count when unmapped (munmap, exit), "
-                   "if used.\n",
-                   tool_name, access.choice()->family, access.choice()->label());
     }
 
     if (o_.prom.on())

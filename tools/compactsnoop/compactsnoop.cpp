@@ -128,7 +128,10 @@ std::vector<Probe> Compactsnoop::plan() const {
                        "ORDER come from mm_compaction_finished, KIND is inferred from the task "
                        "(a kcompactd thread or not) and the order, MODE is only sync/async, and "
                        "-e shows no FRAGIDX, watermarks or free pages, nor GFP and whole_zone in "
-                       "JSON"},
+                       "JSON",
+             .note = o_.extended ? "only classic tracepoints are available here: -e shows no "
+                                   "zone state (FRAGIDX MIN LOW HIGH FREE print as -)"
+                                 : ""},
         });
     const std::string raw_6_0 =
         "the raw arguments are read as Linux 6.0+ has them (pages tried, pages migrated)";
@@ -219,12 +222,6 @@ void Compactsnoop::prepare(const Verbosity &v) {
 }
 
 void Compactsnoop::loaded(const Verbosity &) {
-    if (find_probe(probes_, ProbeId::Runs)->choice()->kind == HookKind::Tracepoint && o_.extended)
-        fmt::print(stderr,
-                   "{}: only classic tracepoints are available here: -e shows no "
-                   "zone state (FRAGIDX MIN LOW HIGH FREE print as -)\n",
-                   tool_name);
-
     for (uint32_t k = 0; k < COMPACTSNOOP_KINDS; ++k)
         counts_.kinds[k] = (kind_mask_ >> k) & 1;
 }

@@ -109,6 +109,10 @@ std::vector<Probe> Numamove::plan() const {
     probes.emplace_back(ProbeId::Start,
                         "migrate:mm_migrate_pages_start (times each migrate_pages() call)", "",
                         std::move(start), false);
+    probes.back().note_if_none =
+        "cannot time migrations on this kernel (no mm_migrate_pages_start, and fentry and "
+        "kprobes on migrate_pages() refused): pages and calls are exact, times (_ms, AVG_us, "
+        "-H) stay 0.";
 
     if (o_.per_call) {
         auto call = [](HookKind kind, const std::string &function, const std::string &suffix) {
@@ -130,17 +134,23 @@ std::vector<Probe> Numamove::plan() const {
              .caveat = "NUMA_migrations are the numa_misplaced migrate_pages() calls of the "
                        "tracepoints above; their time excludes what migrate_misplaced_* does "
                        "around migrate_pages() (isolating the page, on kernels that do it "
-                       "there)"},
+                       "there)",
+             .note = "cannot time migrate_misplaced_folio/_page calls on this kernel (fentry "
+                     "and kprobes refused; -v says why): NUMA_migrations counts the "
+                     "numa_misplaced migrations of the migrate tracepoints instead."},
         };
         probes.emplace_back(ProbeId::PerCall,
                             "migrate_misplaced_folio/migrate_misplaced_page (per call)", "",
                             std::move(choices));
     }
-    if (o_.task_moves)
+    if (o_.task_moves) {
         probes.emplace_back(ProbeId::TaskMoves,
                             "sched:sched_move_numa/sched_swap_numa/sched_stick_numa",
                             "They need CONFIG_NUMA_BALANCING.",
                             tracepoint_choices({"move_numa", "swap_numa", "stick_numa"}), false);
+        probes.back().note_if_none = "the kernel has no sched_*_numa tracepoints "
+                                     "(CONFIG_NUMA_BALANCING off?): task moves stay 0.";
+    }
     probes.push_back(thread_exit_probe());
     return probes;
 }
@@ -210,26 +220,8 @@ void Numamove::prepare(const Verbosity &v) {
 
 void Numamove::loaded(const Verbosity &) {
     const auto &probes = probes_;
-    if (const Probe *per_call = find_probe(probes, ProbeId::PerCall)) {
+    if (const Probe *per_call = find_probe(probes, ProbeId::PerCall))
         per_call_view_ = !per_call->uses_family(per_call_from_tracepoints);
-        if (!per_call_view_)
-            fmt::print(stderr,
-                       "{}: cannot time migrate_misplaced_folio/_page calls on this kernel "
-                       "(fentry and kprobes refused; -v says why): NUMA_migrations counts "
-                       "the numa_misplaced migrations of the migrate tracepoints instead.\n",
-                       tool_name);
-    }
-    if (find_probe(probes, ProbeId::Start)->choice() == nullptr)
-        fmt::print(stderr,
-                   "{}: cannot time migrations on this kernel (no mm_migrate_pages_start, "
-                   "and fentry and kprobes on migrate_pages() refused; -v says why): pages "
-                   "and calls are exact, times (_ms, AVG_us, -H) stay 0.\n",
-                   tool_name);
-    if (const Probe *moves = find_probe(probes, ProbeId::TaskMoves); moves && !moves->choice())
-        fmt::print(stderr,
-                   "{}: the kernel has no sched_*_numa tracepoints "
-                   "(CONFIG_NUMA_BALANCING off?): task moves stay 0.\n",
-                   tool_name);
 
     if (!o_.prom.on())
         return;

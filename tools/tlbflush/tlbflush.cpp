@@ -158,15 +158,17 @@ std::vector<Probe> Tlbflush::plan() const {
     // tp_btf cannot read their function-pointer argument: the verifier refuses ctx access to a
     // FUNC_PROTO pointer (seen on 6.18). raw_tp reads it as a plain u64 at the same cost, so
     // it goes first and tp_btf stays as a later choice.
-    auto csd_ways = [&](std::vector<std::string> programs, std::string instead,
-                        std::string caveat) {
+    // `said`: the fall-back's caveat is also said without -v (what the output then lacks).
+    auto csd_ways = [&](std::vector<std::string> programs, std::string instead, std::string caveat,
+                        bool said) {
         auto choices = tracepoint_choices(programs, "csd");
         std::swap(choices[0], choices[1]);
         for (auto &c : choices)
             c.unavailable = no_symbol;
         choices.push_back({.kind = HookKind::FromOtherProbes,
                            .family = std::move(instead),
-                           .caveat = std::move(caveat)});
+                           .caveat = caveat,
+                           .note = said ? caveat : ""});
         return choices;
     };
 
@@ -181,7 +183,8 @@ std::vector<Probe> Tlbflush::plan() const {
                      "without the csd tracepoints (Linux 6.3+) the shootdown IPIs each sender "
                      "queued are not known: --culprits shows its remote flush requests by target "
                      "CPU (REQUESTS), of which the kernel sends IPIs only to CPUs not in lazy TLB "
-                     "mode")});
+                     "mode",
+                     true)});
     if (o_.latency)
         // The handler window, timed on every kernel; then what says a TLB flush ran in it.
         probes.push_back(
@@ -204,7 +207,8 @@ std::vector<Probe> Tlbflush::plan() const {
                               "callback itself is not: -L shows the handler histogram alone"
                             : "without the csd tracepoints (Linux 6.3+) the flush IPIs a CPU "
                               "received are those tlb_flush reports, fewer than the "
-                              "/proc/interrupts TLB row: shown as remote flushes traced")});
+                              "/proc/interrupts TLB row: shown as remote flushes traced",
+                 o_.latency)});
     return probes;
 }
 
@@ -323,11 +327,6 @@ void Tlbflush::loaded(const Verbosity &v) {
     culprit_ipis_unknown_ = csd_queue != nullptr && csd_queue->uses_family(culprits_from_send_ipi);
     marks_from_tlb_flush_ =
         csd_function != nullptr && csd_function->uses_family(marks_from_tlb_flush);
-    // What this kernel cannot show (no csd tracepoints before 6.3), said once, -v or not.
-    if (culprit_ipis_unknown_)
-        fmt::print(stderr, "{}: {}\n", tool_name, csd_queue->choice()->caveat);
-    if (marks_from_tlb_flush_ && o_.latency)
-        fmt::print(stderr, "{}: {}\n", tool_name, csd_function->choice()->caveat);
     // How remote flushes reach their CPUs here, said once where it is not by IPI alone: a
     // CPU that receives no IPI is not a CPU whose TLB nobody flushes.
     const Hypervisor &hv = this_hypervisor();
