@@ -89,6 +89,8 @@ std::vector<Probe> Oomwhy::plan() const {
             "this kernel's oom:mark_victim does not pass the victim's task: " + victim_args_why_;
         victim[1].unavailable = victim[0].unavailable;
     }
+    victim[2].note = "oom:mark_victim is read from its fields: the victim's cgroup, process id "
+                     "and swap are not reported.";
     probes.emplace_back(ProbeId::Victim, "oom:mark_victim (each OOM kill)",
                         "It needs the oom:mark_victim tracepoint (Linux 4.8+).", std::move(victim));
     auto reclaim = [this](const std::string &name) {
@@ -104,10 +106,14 @@ std::vector<Probe> Oomwhy::plan() const {
     probes.emplace_back(ProbeId::DirectReclaim, "vmscan:mm_vmscan_direct_reclaim_begin/end",
                         "Without it a global OOM's lead-up and constraint are unknown.",
                         reclaim("direct_reclaim"), false);
+    probes.back().note_if_none = "the kernel refused the direct reclaim tracepoints: those "
+                                 "kills' constraint and lead-up are reported unknown.";
     probes.emplace_back(ProbeId::MemcgReclaim, "vmscan:mm_vmscan_memcg_reclaim_begin/end",
                         "Without it a memory cgroup OOM's lead-up and constraint are unknown "
                         "(CONFIG_MEMCG).",
                         reclaim("memcg_reclaim"), false);
+    probes.back().note_if_none = "the kernel refused the memory cgroup reclaim tracepoints: "
+                                 "those kills' constraint and lead-up are reported unknown.";
     probes.emplace_back(
         ProbeId::RetryZone, "oom:reclaim_retry_zone", "",
         std::vector<HookChoice>{{.kind = HookKind::Tracepoint, .programs = {"retry_zone_tp"}}},
@@ -194,22 +200,8 @@ void Oomwhy::prepare(const Verbosity &v) {
 }
 
 void Oomwhy::loaded(const Verbosity &v) {
-    const auto &probes = probes_;
-    const Probe *direct = find_probe(probes, ProbeId::DirectReclaim);
-    const Probe *memcg = find_probe(probes, ProbeId::MemcgReclaim);
-    if (!direct->choice() || !memcg->choice())
-        fmt::print(stderr,
-                   "{}: the kernel refused the {} reclaim tracepoints (-v says why): those "
-                   "kills' constraint and lead-up are reported unknown.\n",
-                   tool_name, !direct->choice() ? "direct" : "memory cgroup");
     if (o_.lead_up_s > 0 && !o_.prom.on())
         load_stall_history(v);
-    if (const Probe *victim = find_probe(probes, ProbeId::Victim);
-        victim->choice() && victim->choice()->kind == HookKind::Tracepoint)
-        fmt::print(stderr,
-                   "{}: oom:mark_victim is read from its fields: the victim's cgroup, process "
-                   "id and swap are not reported.\n",
-                   tool_name);
 }
 
 int Oomwhy::trace() {
