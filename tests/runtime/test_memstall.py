@@ -252,8 +252,13 @@ def _(t: Test):
     and says what it left out, its rows plus left_out add up to its totals, and the totals
     equal every row of a run without -r over the same events. In text, the line that says how
     many rows were cut. (Against delay accounting the two readers' reclaim stalls read exact
-    in two runs and 8 of 348 short in a third: not understood yet, so not asserted here;
-    memstall_memcg_vs_taskstats holds one reader to it exactly.)"""
+    in two runs and 8 of 348 short in a third: do_try_to_free_pages() goes back to its retry
+    label, which opens a new delay-accounting episode, when a pass skipped deactivation or a
+    cgroup's protection (sc->skipped_deactivate, memcg_low_skipped), all inside one pair of
+    reclaim tracepoints; two readers competing for one cgroup's pages make that happen. So
+    memstall's windows are at most delay accounting's episodes, not asserted here;
+    memstall_memcg_vs_taskstats holds one reader to them exactly, and
+    memstall_thrashing_vs_taskstats bounds them from one side.)"""
     with delay_accounting() as taskstats, MemoryCgroup("memstall_rows", LIMIT) as cg, \
             TestFile(FILE_SIZE, "memstall_rows", cold=True) as f, \
             Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--passes", "1",
