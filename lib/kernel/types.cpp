@@ -196,6 +196,29 @@ std::optional<int> dirty_pause_position() {
     return std::nullopt;
 }
 
+std::string compaction_control_missing() {
+    const auto params = tracepoint_parameters("mm_compaction_begin");
+    if (params.empty())
+        return "the kernel's BTF does not say what mm_compaction_begin passes (its struct "
+               "compact_control * is read from the first argument)";
+    if (params[0] != "struct compact_control *")
+        return fmt::format("this kernel's mm_compaction_begin passes no struct "
+                           "compact_control (Linux 6.0+) but ({})",
+                           fmt::join(params, ", "));
+    return "";
+}
+
+bool mark_victim_passes_task(std::string &why) {
+    const auto prototype = tracepoint_prototype("mark_victim", why);
+    if (!prototype)
+        return false;
+    // void *__data, then the task (or the pid before 5.10.y and 6.1).
+    if (prototype->size() >= 2 && (*prototype)[1].kind == TracepointParameter::Kind::Pointer)
+        return true;
+    why = "its first argument is the pid";
+    return false;
+}
+
 std::string reclaim_begin_order_text(const std::optional<bool> &gfp_first, const std::string &why) {
     if (!gfp_first)
         return "mm_vmscan_*_reclaim_begin's arguments not recognized (" + why +

@@ -56,6 +56,14 @@ std::optional<bool> reclaim_begin_gfp_first(std::string_view tracepoint, std::st
 // the second to last of 12 up to 5.17, of 8 from 5.18 (struct dirty_throttle_control in place
 // of five numbers); nullopt when the BTF has neither prototype.
 std::optional<int> dirty_pause_position();
+// Why compaction:mm_compaction_begin/end do not pass struct compact_control * first, as Linux
+// 6.0+ does (5.10's begin passes zone_start, migrate_pfn, free_pfn, zone_end, sync: tp_btf and
+// raw_tp programs that read a compact_control would load and read the wrong arguments); ""
+// when they do.
+std::string compaction_control_missing();
+// Whether oom:mark_victim passes the victim's task (5.10.y and 6.1+) rather than its pid
+// (before): tp_btf and raw_tp read the task; `why` says what the prototype is when not.
+bool mark_victim_passes_task(std::string &why);
 // What -v says of it: the order read, or why the classic tracepoints read them by name.
 std::string reclaim_begin_order_text(const std::optional<bool> &gfp_first, const std::string &why);
 

@@ -92,19 +92,6 @@ std::map<int64_t, std::string> enum_names(const char *name, const char *prefix,
     }
 }
 
-// load and read the wrong arguments).
-std::string compact_control_missing() {
-    auto params = tracepoint_parameters("mm_compaction_begin");
-    if (params.empty())
-        return "the kernel's BTF does not say what mm_compaction_begin passes (its struct "
-               "compact_control * is read from the first argument)";
-    if (params[0] != "struct compact_control *")
-        return fmt::format("this kernel's mm_compaction_begin passes no struct "
-                           "compact_control (Linux 6.0+) but ({})",
-                           fmt::join(params, ", "));
-    return "";
-}
-
 // The probes plan() makes, looked up by these and not by their labels.
 enum class ProbeId { Runs, MigratePages, TryToCompact, Deferred, KcompactdWake };
 
@@ -114,7 +101,7 @@ namespace memlat::compactsnoop {
 
 std::vector<Probe> Compactsnoop::plan() const {
     std::vector<Probe> probes;
-    const std::string no_cc = compact_control_missing();
+    const std::string no_cc = compaction_control_missing();
     probes.emplace_back(
         ProbeId::Runs, "compaction:mm_compaction_begin/end",
         "It needs the compaction:mm_compaction_begin and _end tracepoints "
@@ -256,6 +243,8 @@ int Compactsnoop::trace() {
 
 namespace {
 
+// The options that shape what compactsnoop counts: its own, and `memlat exporter`'s
+// --compactsnoop.NAME.
 void add_counting_options(CommandLine &cli, Options &o) {
     cli.option('p', "pid", "PID",
                "Only runs in process PID (its direct compaction, or its "

@@ -103,8 +103,4 @@ class Compactsnoop final : public Tool<compactsnoop_bpf, Options, tool_name> {
     uint64_t table_full_before_ = 0; // table_full at the last interval
 };
 
-// Why tp_btf and raw_tp cannot pair mm_compaction_begin/end here, or "": their programs read
-// struct compact_control * from the first argument, which kernels before 6.0 do not pass
-// (5.10's begin passes zone_start, migrate_pfn, free_pfn, zone_end, sync: the programs would
-
 } // namespace memlat::compactsnoop

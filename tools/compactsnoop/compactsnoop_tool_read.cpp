@@ -189,7 +189,4 @@ CountedLosses Compactsnoop::collect(prometheus::Exposition &out) {
     return CountedLosses{bss->dropped_events, bss->table_full, bss->unpaired_ends};
 }
 
-// The options that shape what compactsnoop counts: its own, and `memlat exporter`'s
-// --compactsnoop.NAME.
-
 } // namespace memlat::compactsnoop

@@ -182,13 +182,7 @@ void Oomwhy::check_options() {
 }
 
 void Oomwhy::prepare(const Verbosity &v) {
-    if (auto prototype = tracepoint_prototype("mark_victim", victim_args_why_)) {
-        // void *__data, then the task on 5.10.y and 6.1+ (pid only before).
-        victim_task_args_ =
-            prototype->size() >= 2 && (*prototype)[1].kind == TracepointParameter::Kind::Pointer;
-        if (!victim_task_args_)
-            victim_args_why_ = "its first argument is the pid";
-    }
+    victim_task_args_ = mark_victim_passes_task(victim_args_why_);
     verbose(v, victim_task_args_
                    ? "oom:mark_victim passes the victim's task: tp_btf and raw_tp read it"
                    : "oom:mark_victim's task not usable (" + victim_args_why_ +
