@@ -42,6 +42,8 @@ from typing import Callable, Iterable, Optional, Sequence
 
 SKIP_STATUS = 77
 READY_LINE = "memlat: ready"
+# What a tool prints for a stack its stack map had no room for (lib/loading/stacks.h).
+STACK_NO_ROOM = "[stack lost: no room in the stack map]"
 READY_TIMEOUT = 20.0      # seconds for a tool to print READY_LINE
 STOP_TIMEOUT = 15.0       # seconds for a tool to exit after SIGINT
 TRACEFS = "/sys/kernel/tracing"

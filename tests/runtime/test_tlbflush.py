@@ -22,7 +22,8 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tolerances import CSD_FALLBACK, FTRACE_HANDLER_RUNS, TLB_ROW_HOST  # noqa: E402
-from memlat_test import (_UNPRIVILEGED, Failure, field, kernel_at_least,  # noqa: E402
+from memlat_test import (_UNPRIVILEGED, STACK_NO_ROOM, Failure, field,  # noqa: E402
+                         kernel_at_least,
                          FtraceOracle, IpiOracle, IpiTrace, PerfStat,
                          ProcessWatch, Result, Test, Tool, Workload, binary, bpf_ids_of,
                          check_variant_chosen, log, main, online_cpus, process_storm, TestFile,
@@ -613,12 +614,10 @@ def stacks(t: Test) -> None:
     # A stack the map had no room for is counted, and its rows say so: never more requests
     # under such a stack than stacks the tool counted lost.
     no_room = sum(c["requests"] for c in all_rows
-                  if NO_ROOM in (c.get("kernel_stack") or []) + (c.get("user_stack") or []))
+                  if STACK_NO_ROOM in (c.get("kernel_stack") or []) + (c.get("user_stack") or []))
     t.check_le("requests under a stack with no room <= stacks_lost", obj.get("stacks_lost", -1),
                no_room)
 
-
-NO_ROOM = "[stack lost: no room in the stack map]"
 
 
 @scenario("tlbflush_stacks_no_room")
@@ -643,7 +642,7 @@ def _(t: Test) -> None:
                sum(c["requests"] for c in rows) + obj.get("table_full", 0))
 
     def lost_in(row: dict) -> int:
-        return [row.get("kernel_stack"), row.get("user_stack")].count([NO_ROOM])
+        return [row.get("kernel_stack"), row.get("user_stack")].count([STACK_NO_ROOM])
 
     t.check_eq("rows with both stacks kept in a map of one entry", [],
                [(c["kernel_stack"], c["user_stack"]) for c in rows if lost_in(c) == 0])
