@@ -527,8 +527,8 @@ def thrash(t: Test, b: Block) -> None:
             if st["pid"] == pid and st["cause"] in ("other", "thrash"):
                 log(f"  stack {st['cause']} {st['ns'] / 1e6:.1f} ms: {st['kernel_stack'][:12]}")
     rounds = b.meta.get("round", "1")
-    log(f"  round {rounds} of at most 3 (a round is repeated while taskstats counts no "
-        f"thrashing)")
+    log(f"  round {rounds} of at most 5 (a round is repeated while taskstats counts no "
+        f"thrashing and the vmstat oracle below has too few activations)")
     activated = moved["workingset_activate_file"]
     multi_gen = b.meta.get("lru_gen", "none") not in ("none", "0x0000")
     waits_oracle = stats["thrashing_count"] > 0

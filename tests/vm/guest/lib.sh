@@ -319,7 +319,7 @@ vm_end() {
 # its workload ran is judged, not repeated (MEASURED returns true then). The checker logs the
 # round (meta round). Only the last round is reported: a check that failed in a round with
 # something to measure is never repeated away.
-vm_rounds() { # MEASURED BODY NAME ARGS...
+vm_rounds() { # MEASURED BODY NAME ARGS...   (VM_ROUNDS: at most this many, default 3)
     measured=$1
     body=$2
     shift 2
@@ -328,7 +328,7 @@ vm_rounds() { # MEASURED BODY NAME ARGS...
         vm_begin "$1"
         vm_meta round "$round"
         "$body" "$@"
-        if [ $round -lt 3 ] && ! "$measured" "$@"; then
+        if [ $round -lt "${VM_ROUNDS:-3}" ] && ! "$measured" "$@"; then
             round=$((round + 1))
             continue
         fi
