@@ -137,7 +137,7 @@ def high(t: Test, b: Block) -> None:
     # the toucher's preemptions inside the throttle (a memstall), as PSI does.
     trace = oracle_trace(t, b)
     sleeps = _uninterruptible_sleeps(trace, pid)
-    preempted = _preemptions(trace, pid)
+    preempted, _ = _preemptions(trace, pid)
     slept_ns = sum(i - o for o, _, i in sleeps) * 1e9
     psi = b.meta.get("psi") == "on"
     log(f"  toucher pid {pid}: memstall {causes}; memory.events high +{high_events}; ftrace: "
@@ -377,11 +377,21 @@ _SWITCH = re.compile(r"\s(\d+\.\d+): sched_switch: .*prev_pid=(\d+) .*prev_state
 _WAKEUP = re.compile(r"\s(\d+\.\d+): sched_wakeup: .*pid=(\d+) ")
 
 
-def _preemptions(trace: str, pid: int) -> int:
-    """How often the task was switched out runnable (preempted, or yielding) in the trace."""
-    return sum(1 for line in trace.splitlines()
-               if (m := _SWITCH.search(line)) and int(m.group(2)) == pid
-               and m.group(3).startswith("R"))
+def _preemptions(trace: str, pid: int) -> tuple[int, float]:
+    """How often the task was switched out runnable (preempted, or yielding) in the trace, and
+    for how long in all: from each such switch-out to its next switch-in, in nanoseconds."""
+    count, waited_ns, out = 0, 0.0, None
+    for line in trace.splitlines():
+        if not (m := _SWITCH.search(line)):
+            continue
+        at, prev, state, nxt = float(m.group(1)), int(m.group(2)), m.group(3), int(m.group(4))
+        if prev == pid:
+            out = at if state.startswith("R") else None
+            count += out is not None
+        elif nxt == pid and out is not None:
+            waited_ns += (at - out) * 1e9
+            out = None
+    return count, waited_ns
 
 
 def _uninterruptible_sleeps(trace: str, pid: int) -> list[tuple[float, float | None, float]]:
@@ -468,8 +478,9 @@ def swapin(t: Test, b: Block) -> None:
     # ftrace's sched_switch (7.3: 128/128, 256/256; 6.1: 443/443). memstall also counts the
     # wait for the CPU of a task preempted inside a memstall (a workingset swap-in), as PSI
     # does: at most one per preemption the trace shows (5.10: 307 for 300 D sleeps).
-    preempted = _preemptions(trace, pid)
-    log(f"  ftrace: the toucher was switched out runnable {preempted} times")
+    preempted, preempted_ns = _preemptions(trace, pid)
+    log(f"  ftrace: the toucher was switched out runnable {preempted} times, "
+        f"{preempted_ns / 1e6:.1f} ms until switched in")
     t.check_ge("swap-in stalls >= ftrace's D sleeps (less 1%)", 0.99 * len(sleeps) - 1,
                got["stalls"])
     t.check_le("swap-in stalls <= ftrace's D sleeps + its preemptions",
@@ -490,14 +501,19 @@ def swapin(t: Test, b: Block) -> None:
     # CLOCK_MONOTONIC, delay accounting to the wake-up, since 5.14 on local_clock(): each
     # CPU's own clock, which in this guest (TSC marked unstable) is not one clock across CPUs
     # (7.3 once: 36874 ms of blkio delay for 452 sleeps of 185 ms). Compared before that
-    # (5.10: 0.94-1.32x); from 5.17 (the version split above) only logged.
+    # (5.10: 0.94-1.32x); from 5.17 (the version split above) only logged. The upper bounds
+    # add the toucher's runnable waits after a preemption, which memstall counts inside a
+    # memstall as PSI does and neither delay accounting's swap-in time nor the D sleeps hold
+    # (5.10 in a CI run: 25.9 ms against 11.5 ms of taskstats and 15.6 ms of D sleeps).
     if "compact_count" not in stats:
         t.check_ge("swap-in time >= taskstats' / 2", 0.5 * oracle["ns"], got["ns"])
-        t.check_le("swap-in time <= 2 x taskstats'", 2 * oracle["ns"], got["ns"])
+        t.check_le("swap-in time <= 2 x taskstats' + ftrace's runnable waits",
+                   2 * oracle["ns"] + preempted_ns, got["ns"])
     # ftrace (mono clock, memstall's) puts 7-27% more time into the same sleeps than memstall
     # on 6.1-7.3 (not understood: each side timestamps at the same tracepoint): only a bound.
     t.check_ge("swap-in time >= half of ftrace's D sleeps", 0.5 * slept_ns, got["ns"])
-    t.check_le("swap-in time <= 1.5 x ftrace's D sleeps", 1.5 * slept_ns, got["ns"])
+    t.check_le("swap-in time <= 1.5 x ftrace's D sleeps + its runnable waits",
+               1.5 * slept_ns + preempted_ns, got["ns"])
 
 
 # Workingset activations in one round that show the multi-gen LRU's refaults happened at the
@@ -767,8 +783,18 @@ def direct(t: Test, b: Block) -> None:
     # it: one each (the hog runs on one CPU: delay accounting's per-CPU clock is one clock
     # here), the window a little longer (7.3: 28 windows, 27 episodes, 4.8 ms against 4.3:
     # 18 us a window in this emulated guest; on the 6.18 host memcg reclaim, 2-3.5 us).
-    t.check_close("direct reclaim windows vs taskstats' episodes", stats["freepages_count"],
-                  got["stalls"], 0.05, 2)
+    # Delay accounting counts an episode only when local_clock() moved during it
+    # (delayacct_end: ns > 0), and in this guest (TSC marked unstable) local_clock() is the
+    # raw clock held within a tick of the last tick's time, so it can stand still for a short
+    # episode (the likeliest reason, not measured apart: 6.12 in a CI run had 294 windows in
+    # memstall and in ftrace, 256 episodes in delay accounting). So taskstats bounds the windows from below only (less 5%: a retried reclaim,
+    # memcg_low_skipped or skipped_deactivate, is two episodes in one window), and
+    # /proc/vmstat's allocstall_*, counted at each episode's start on every kernel whatever
+    # the clock (global reclaim only, as the hog's), from above.
+    t.check_ge("direct reclaim windows >= taskstats' episodes (less 5%: retries)",
+               0.95 * stats["freepages_count"] - 2, got["stalls"])
+    t.check_le("direct reclaim windows <= /proc/vmstat allocstall_* (an episode each)",
+               stalls, got["stalls"])
     t.check_ge("direct reclaim time >= 95% of taskstats'", 0.95 * stats["freepages_delay_total"],
                got["ns"])
     # The code around the episode costs per window, not per cent: 16 us a window in a CI run
