@@ -18,9 +18,8 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* task_comm() stores the name as two 8-byte words. */
 _Static_assert(__builtin_offsetof(struct tlbflush_event, comm) % 8 == 0,
-               "comm must be 8-byte aligned");
+               "task_comm() stores comm as two 8-byte words: it must be 8-byte aligned");
 
 #define TLB_FLUSH_ALL_PAGES (~0UL)
 
@@ -90,9 +89,10 @@ __u64 flush_ipis[1] SEC(".data.flush_ipis") = {};
 __u64 flush_requests[1] SEC(".data.flush_requests") = {};
 /* Requests by where their CPU mask was read (enum tlbflush_target_source), or not. */
 __u64 request_sources[TLBFLUSH_TARGET_SOURCES] = {};
-__u64 dropped_events = 0; /* ring buffer full */
-__u64 table_full = 0;     /* hash map full */
-__u32 proc_epoch = 0;     /* written by user space: see struct tlbflush_proc_key */
+__u64 dropped_events = 0;      /* ring buffer full */
+__u64 table_full = 0;          /* hash map full (culprits) */
+__u64 proc_table_full[2] = {}; /* -P's, by epoch like its rows: what they left out, exactly */
+__u32 proc_epoch = 0;          /* written by user space: see struct tlbflush_proc_key */
 
 /* What each CPU is handling now (see struct tlbflush_ipi_state). */
 struct tlbflush_ipi_state ipi_state[1] SEC(".data.ipi_state") = {};
@@ -179,8 +179,8 @@ static __always_inline void count_per_process(__u64 pid_tgid, __u32 cpu, __u32 r
                                               unsigned long pages, __u32 epoch) {
     struct tlbflush_proc_key key = {
         .pid = pid_tgid >> 32, .cpu = cpu, .reason = reason, .epoch = epoch};
-    struct tlbflush_proc_value *v =
-        MEMLAT_PROCESS_ENTRY(&proc_counts, &key, struct tlbflush_proc_value, &table_full);
+    struct tlbflush_proc_value *v = MEMLAT_PROCESS_ENTRY(
+        &proc_counts, &key, struct tlbflush_proc_value, &proc_table_full[epoch & 1]);
 
     if (!v)
         return;

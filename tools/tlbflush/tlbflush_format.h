@@ -55,6 +55,8 @@ struct Snapshot {
     std::array<uint64_t, TLBFLUSH_TARGET_SOURCES> request_sources{};
     std::map<CulpritKey, uint64_t> culprit_requests; // --culprits
     uint64_t dropped = 0, table_full = 0;
+    // -P: the per-process table's refused inserts over the epochs of cpu_totals (in table_full)
+    uint64_t proc_table_full = 0;
     uint64_t stacks_lost = 0;  // -s: stacks the stack map had no room for
     uint64_t skipped_runs = 0; // recursion misses
 };

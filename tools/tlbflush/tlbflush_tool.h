@@ -122,8 +122,9 @@ inline void add_proc_counts(tlbflush_proc_value &into, const tlbflush_proc_value
 // The CPUs' counts by CPU and reason (pid 0), as EpochCounters sums them.
 struct CpuCounts {
     std::map<CountKey, tlbflush_count> by_key;
+    uint64_t table_full = 0; // the per-process table's refused inserts
     CpuCounts since(const CpuCounts &before) const {
-        CpuCounts d;
+        CpuCounts d{.table_full = table_full - before.table_full};
         for (const auto &[key, c] : by_key) {
             const auto it = before.by_key.find(key);
             d.by_key[key] = it == before.by_key.end() ? c : tlbflush::minus(c, it->second);
@@ -133,6 +134,7 @@ struct CpuCounts {
     CpuCounts &operator+=(const CpuCounts &more) {
         for (const auto &[key, c] : more.by_key)
             by_key[key] = tlbflush::plus(by_key[key], c);
+        table_full += more.table_full;
         return *this;
     }
 };

@@ -50,6 +50,7 @@ CpuCounts Tlbflush::epoch_counts(uint32_t epoch) {
         for (uint32_t r = 0; r < TLBFLUSH_MAX_REASONS; ++r)
             if (const auto &c = cpu_row(counts, epoch * ncpus_ + cpu)[r]; c.count != 0)
                 out.by_key[CountKey{0, static_cast<uint32_t>(cpu), r}] = c;
+    out.table_full = skel().bss->proc_table_full[epoch & 1];
     return out;
 }
 
@@ -77,7 +78,9 @@ Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) {
                 s.comms[key] = std::string(v.comm, strnlen(v.comm, sizeof(v.comm)));
             }
         };
-        s.cpu_totals = cpu_epochs_.close(skel.bss->proc_epoch, close_table).by_key;
+        const CpuCounts &epochs = cpu_epochs_.close(skel.bss->proc_epoch, close_table);
+        s.cpu_totals = epochs.by_key;
+        s.proc_table_full = epochs.table_full;
         proc_totals_ = std::move(totals);
     } else {
         for (int cpu = 0; cpu < ncpus_ && cpu < TLBFLUSH_MAX_CPUS; ++cpu)
@@ -118,7 +121,7 @@ Snapshot Tlbflush::snapshot(tlbflush_bpf &skel) {
     std::copy(std::begin(bss->request_sources), std::end(bss->request_sources),
               s.request_sources.begin());
     s.dropped = events_ != nullptr ? events_->lost(bss->dropped_events) : bss->dropped_events;
-    s.table_full = bss->table_full;
+    s.table_full = bss->table_full + s.proc_table_full;
     s.stacks_lost = bss->stacks_lost;
     s.skipped_runs = recursion_misses(skel.obj);
     return s;
@@ -309,7 +312,8 @@ CountedLosses Tlbflush::collect(prometheus::Exposition &out) {
                             [](const tlbflush_culprit_key &k) { return k.tid; });
     }
     metrics_->collect(c, out);
-    return CountedLosses{bss->dropped_events, bss->table_full};
+    return CountedLosses{bss->dropped_events,
+                         bss->table_full + bss->proc_table_full[0] + bss->proc_table_full[1]};
 }
 
 } // namespace memlat::tlbflush
