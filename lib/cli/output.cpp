@@ -162,20 +162,27 @@ void add_wall_stamp(nlohmann::json &object) {
     object["epoch_ms"] = stamp.epoch_ms;
 }
 
-std::string stamped_json_text(const nlohmann::json &object) {
+std::string stamped_json_text(LineType type, const nlohmann::json &object) {
     std::string text = json_text(object);
-    if (!object.is_object() || object.contains("timestamp"))
+    if (!object.is_object())
         return text;
-    const WallStamp stamp = wall_stamp();
-    // Spliced in before the closing brace: the object is not copied for two members.
-    text.insert(text.size() - 1,
-                fmt::format("{}\"timestamp\":\"{}\",\"epoch_ms\":{}", object.empty() ? "" : ",",
-                            stamp.timestamp, stamp.epoch_ms));
+    std::string added;
+    if (!object.contains("type"))
+        added = fmt::format(",\"type\":\"{}\"", type.name);
+    if (!object.contains("timestamp")) {
+        const WallStamp stamp = wall_stamp();
+        added +=
+            fmt::format(",\"timestamp\":\"{}\",\"epoch_ms\":{}", stamp.timestamp, stamp.epoch_ms);
+    }
+    if (added.empty())
+        return text;
+    // Spliced in before the closing brace: the object is not copied for three members.
+    text.insert(text.size() - 1, object.empty() ? added.substr(1) : added);
     return text;
 }
 
-void print_json_line(const nlohmann::json &object) {
-    fmt::print("{}\n", stamped_json_text(object));
+void print_json_line(LineType type, const nlohmann::json &object) {
+    fmt::print("{}\n", stamped_json_text(type, object));
 }
 
 void flush_output() {

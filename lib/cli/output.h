@@ -25,16 +25,27 @@ struct WallStamp {
 WallStamp wall_stamp();
 // Adds wall_stamp()'s members to `object`: for an object written in two places at once.
 void add_wall_stamp(nlohmann::json &object);
-// json_text(object) with the members of wall_stamp() added, unless `object` is not an object
-// or has a "timestamp" already (a replayed record keeps the one it was written with).
-std::string stamped_json_text(const nlohmann::json &object);
 
-// Writes one JSON object as one line on stdout, stamped (stamped_json_text()). Strings that are not
-// valid UTF-8 (task names and file names are bytes; the kernel cuts a task name at 15 bytes,
-// sometimes inside a character) are written with each invalid byte replaced by U+FFFD, and an
-// object member NAME holding such a string gets a sibling NAME_hex with its exact bytes in
+// What a JSON line is, in its "type" member (docs/output.md, "Fields every line has"): one of
+// the three every tool uses, or the kind of event of a tool whose events have several
+// (oomwhy's "kill" and "reaper").
+struct LineType {
+    std::string_view name;
+};
+inline constexpr LineType event_line{"event"};
+inline constexpr LineType interval_line{"interval"};
+inline constexpr LineType summary_line{"summary"};
+
+// json_text(object) with "type" and the members of wall_stamp() added, each unless `object` is
+// not an object or has it already (a replayed record keeps the time it was written with).
+std::string stamped_json_text(LineType type, const nlohmann::json &object);
+
+// Writes one JSON object as one line on stdout, typed and stamped (stamped_json_text()). Strings
+// that are not valid UTF-8 (task names and file names are bytes; the kernel cuts a task name at 15
+// bytes, sometimes inside a character) are written with each invalid byte replaced by U+FFFD, and
+// an object member NAME holding such a string gets a sibling NAME_hex with its exact bytes in
 // lowercase hex, so nothing is lost and every JSON parser accepts the line.
-void print_json_line(const nlohmann::json &object);
+void print_json_line(LineType type, const nlohmann::json &object);
 // The text print_json_line() writes, without the newline: for a line written in parts.
 std::string json_text(const nlohmann::json &object);
 

@@ -165,6 +165,18 @@ def vocabulary(section: str) -> dict[str, str]:
     return rows
 
 
+# What docs/output.md's type row says a line can be.
+LINE_KINDS = {"event", "interval", "summary", "kill", "reaper"}
+
+
+def row_words(section: str, key: str) -> list[str]:
+    """The `quoted` words of the meaning of KEY's row in the table under SECTION."""
+    page = open(os.path.join(SOURCE_DIR, "docs", "output.md"), encoding="utf-8").read()
+    at = page.find(f"\n### {section}\n")
+    row = re.search(rf"^\| `{key}` \|[^|]*\|(.*)\|$", page[at:], re.M) if at >= 0 else None
+    return re.findall(r"`([a-z_]+)`", row.group(1)) if row else []
+
+
 def json_objects(t: Test, what: str, stdout: str) -> list[dict]:
     objects = []
     for number, line in enumerate(stdout.splitlines(), 1):
@@ -215,13 +227,26 @@ def _(t: Test):
               "timestamp string, epoch_ms integer", rules)
     t.check(all(kind in TYPES for kind in rules.values()), "the table's types are JSON's",
             sorted(TYPES), sorted(set(rules.values())))
+    t.require(rules.get("type") == "string", "the table lists type, a string", "string",
+              rules.get("type"))
+    kinds = row_words("Fields every line has", "type")
+    t.check_eq("the type row's kinds of line", sorted(LINE_KINDS), sorted(kinds))
     runs = {tool: [["-j", "-d", "1.2", "0.5"]] for tool in TOOLS + ["top"]}
     runs["oomwhy"] = [["-j", "-d", "1"]]
     for tool in ("drsnoop", "compactsnoop"):  # events and a summary; -H intervals
         runs[tool] = [["-j", "-d", "1"], ["-j", "-H", "-d", "1.2", "0.5"]]
+    # Events and the final count (every task switch flushes: there are events in a second).
+    runs["tlbflush"].append(["-t", "-j", "-d", "1"])
     for tool, argvs in runs.items():
         for args in argvs:
             what = f"memlat {tool} {' '.join(args)}"
+            # What each line must be: the tools with an exit summary end with it (oomwhy's
+            # run of a second, without a kill, prints only that), the others with an interval
+            # (tlbflush -t: the final count); before it, events or intervals (-H).
+            body = "event" if "-t" in args or (
+                "-H" not in args and tool in ("drsnoop", "compactsnoop")) else "interval"
+            last = "summary" if tool in ("drsnoop", "compactsnoop", "cachestat", "oomwhy") \
+                else "interval"
             start = time.time()
             res = run([binary("memlat"), tool, *args], timeout=60)
             window = (start, time.time())
@@ -232,6 +257,9 @@ def _(t: Test):
             t.check(len(objects) >= 1, f"{what}: printed JSON lines", ">= 1", len(objects))
             stamped = sum(check_stamp(t, what, o, rules, window) for o in objects)
             log(f"{what}: {len(objects)} lines, {stamped} as docs/output.md says")
+            if objects:
+                t.check_eq(f"{what}: the lines' types", [body] * (len(objects) - 1) + [last],
+                           [o.get("type") for o in objects])
     with tempfile.TemporaryDirectory() as tmp:
         record = os.path.join(tmp, "record.json")
         start = time.time()
@@ -243,6 +271,8 @@ def _(t: Test):
         t.check(len(recorded) >= 2, "memlat top -o: intervals recorded", ">= 2", len(recorded))
         for obj in recorded:
             check_stamp(t, "memlat top -o's record", obj, rules, window)
+        t.check_eq("memlat top -o: the record's lines are intervals",
+                   ["interval"] * len(recorded), [o.get("type") for o in recorded])
         replay = run([binary("memlat"), "top", "-r", record, "-j", "--rows", "100000"],
                      timeout=60)
         t.require(replay.rc == 0, "memlat top -r RECORD -j: exit status", "0",

@@ -311,7 +311,8 @@ def _(t: Test):
         t.check_eq("JSON keys", {"time", "numa_migrations", "numa_migrations_ms",
                                  "numa_migrations_ns", "view", "pages_succeeded",
                                  "pages_failed", "thp_succeeded", "table_full", "untimed_calls",
-                                 "nesting_too_deep", "recursion_misses", "timestamp", "epoch_ms"},
+                                 "nesting_too_deep", "recursion_misses", "type", "timestamp",
+                                 "epoch_ms"},
                    set(js_lines[0]))
     numa = sum(j.get("pages_succeeded", 0) for j in js_lines)
     if len(nodes) == 1:

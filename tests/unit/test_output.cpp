@@ -42,7 +42,7 @@ TEST(Utf8, ReplacesEachInvalidByte) {
 TEST(JsonLine, CarriesInvalidNamesLosslessly) {
     nlohmann::json line{{"comm", "x\xff"}, {"pid", 7}, {"nested", {{"path", "/tmp/\xfe"}}}};
     testing::internal::CaptureStdout();
-    print_json_line(line);
+    print_json_line(event_line, line);
     std::string out = testing::internal::GetCapturedStdout();
     auto parsed = nlohmann::json::parse(out);
     EXPECT_EQ(parsed["comm"], "x\xef\xbf\xbd");
@@ -54,28 +54,36 @@ TEST(JsonLine, CarriesInvalidNamesLosslessly) {
 
 TEST(JsonLine, ValidNamesGetNoHexField) {
     testing::internal::CaptureStdout();
-    print_json_line({{"comm", "\xc3\xa9t\xc3\xa9"}});
+    print_json_line(interval_line, {{"comm", "\xc3\xa9t\xc3\xa9"}});
     auto parsed = nlohmann::json::parse(testing::internal::GetCapturedStdout());
-    // The name as it is, no comm_hex; and the line's time stamp (wall_stamp()).
+    // The name as it is, no comm_hex; the line's type and its time stamp (wall_stamp()).
     EXPECT_EQ(parsed["comm"], "\xc3\xa9t\xc3\xa9");
     EXPECT_FALSE(parsed.contains("comm_hex"));
+    EXPECT_EQ(parsed["type"], "interval");
     EXPECT_TRUE(parsed["timestamp"].is_string());
     EXPECT_TRUE(parsed["epoch_ms"].is_number_integer());
-    EXPECT_EQ(parsed.size(), 3u);
+    EXPECT_EQ(parsed.size(), 4u);
 }
 
 TEST(JsonLine, StampedOnceAndKeptWhenGiven) {
-    const auto stamped = nlohmann::json::parse(stamped_json_text(nlohmann::json::object()));
-    EXPECT_EQ(stamped.size(), 2u);
+    const auto stamped =
+        nlohmann::json::parse(stamped_json_text(summary_line, nlohmann::json::object()));
+    EXPECT_EQ(stamped.size(), 3u);
+    EXPECT_EQ(stamped["type"], "summary");
     const WallStamp stamp = wall_stamp();
     // ISO 8601 in UTC to the millisecond, and the same instant in epoch_ms.
     ASSERT_EQ(stamp.timestamp.size(), 24u);
     EXPECT_EQ(stamp.timestamp[10], 'T');
     EXPECT_EQ(stamp.timestamp.back(), 'Z');
     EXPECT_EQ(std::stoi(stamp.timestamp.substr(20, 3)), stamp.epoch_ms % 1000);
-    // A replayed record's own stamp (or its null) is kept.
-    const nlohmann::json replayed = {{"timestamp", nullptr}, {"epoch_ms", nullptr}, {"a", 1}};
-    EXPECT_EQ(nlohmann::json::parse(stamped_json_text(replayed)), replayed);
+    // A replayed record's own stamp (or its null) is kept, and a type it has.
+    const nlohmann::json replayed = {
+        {"timestamp", nullptr}, {"epoch_ms", nullptr}, {"a", 1}, {"type", "interval"}};
+    EXPECT_EQ(nlohmann::json::parse(stamped_json_text(interval_line, replayed)), replayed);
+    // A record older than "type" gets it, and keeps its stamp.
+    nlohmann::json old_record = replayed;
+    old_record.erase("type");
+    EXPECT_EQ(nlohmann::json::parse(stamped_json_text(interval_line, old_record)), replayed);
     // Not an object: nothing to add to.
-    EXPECT_EQ(stamped_json_text(nlohmann::json::array({1, 2})), "[1,2]");
+    EXPECT_EQ(stamped_json_text(event_line, nlohmann::json::array({1, 2})), "[1,2]");
 }

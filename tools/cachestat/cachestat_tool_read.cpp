@@ -163,7 +163,7 @@ void Cachestat::print_interval(const Snapshot &now, const Snapshot &before) {
             j["time"] = time;
             j["buffers_mb"] = mem.buffers_mb ? json(*mem.buffers_mb) : json(nullptr);
             j["cached_mb"] = mem.cached_mb ? json(*mem.cached_mb) : json(nullptr);
-            print_json_line(j);
+            print_json_line(interval_line, j);
         } else {
             fmt::print("{}\n",
                        cachestat::line(c, mem, {o_.common.timestamp, accesses_known_}, time));
@@ -193,6 +193,7 @@ void Cachestat::print_interval(const Snapshot &now, const Snapshot &before) {
     const uint64_t full = now.table_full - before.table_full;
     if (o_.common.json)
         print_json_line(
+            interval_line,
             {{"time", time},
              {o_.per_process ? "processes" : "files", list},
              {"total", cachestat::json_counts(now.total.since(before.total), accesses_known_)},
@@ -240,11 +241,11 @@ void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double s
                      {"dirties", rest.dirties},
                      {"hits", rest.hits}};
         const std::string line =
-            stamped_json_text({{"summary", s},
-                               {"table_full", now.table_full},
-                               {"no_task_storage", skel.bss->no_task_storage},
-                               {skipped_runs_field, misses_recursion},
-                               {"left_out", rows_name ? left : json(nullptr)}});
+            stamped_json_text(summary_line, {{"summary", s},
+                                             {"table_full", now.table_full},
+                                             {"no_task_storage", skel.bss->no_task_storage},
+                                             {skipped_runs_field, misses_recursion},
+                                             {"left_out", rows_name ? left : json(nullptr)}});
         const auto at = rows_name ? line.find(place) : std::string::npos;
         if (at == std::string::npos) {
             fmt::print("{}\n", line);

@@ -66,7 +66,7 @@ void Compactsnoop::print_event(compactsnoop_bpf &skel, const compactsnoop_event 
             j["wall_time"] = wall_clock_time();
         if (o_.stacks)
             j["kernel_stack"] = stack_frames(skel, e.kernel_stack);
-        print_json_line(j);
+        print_json_line(event_line, j);
         return;
     }
     fmt::print("{}\n", compactsnoop::line(e, time_s, format_, names_));
@@ -115,7 +115,8 @@ void Compactsnoop::print_histograms(compactsnoop_bpf &skel) {
     const uint64_t full =
         skel.bss->table_full - std::exchange(table_full_before_, skel.bss->table_full);
     if (o_.common.json)
-        print_json_line({{"time", wall_clock_time()}, {"histograms", hists}, {"table_full", full}});
+        print_json_line(interval_line,
+                        {{"time", wall_clock_time()}, {"histograms", hists}, {"table_full", full}});
     else if (full != 0)
         fmt::print("\n{} compaction runs of this interval missing: a BPF table was full.\n", full);
 }
@@ -138,7 +139,7 @@ void Compactsnoop::print_summary(compactsnoop_bpf &skel, const EventReader *even
     c.skipped_runs = recursion_misses(skel.obj);
     c.kind_mask = kind_mask_;
     if (o_.common.json) {
-        print_json_line(compactsnoop::summary_json(c, names_));
+        print_json_line(summary_line, compactsnoop::summary_json(c, names_));
         return;
     }
     // The text summary goes to stderr: stdout carries the header and the rows only, so that

@@ -55,7 +55,7 @@ void Drsnoop::print_event(const drsnoop_event &e) {
         auto j = drsnoop::json_event(e, time_s, format_, *gfp_);
         if (o_.common.timestamp)
             j["wall_time"] = wall_clock_time();
-        print_json_line(j);
+        print_json_line(event_line, j);
         return;
     }
     fmt::print("{}\n", drsnoop::line(e, time_s, format_, *gfp_));
@@ -110,7 +110,7 @@ void Drsnoop::print_histograms(drsnoop_bpf &skel) {
     if (o_.common.json) {
         out["histograms"] = hists;
         out["table_full"] = full;
-        print_json_line(out);
+        print_json_line(interval_line, out);
     } else if (full != 0) {
         fmt::print("\n{} stalls of this interval missing: a BPF table was full.\n", full);
     }
@@ -160,13 +160,13 @@ void Drsnoop::print_summary(drsnoop_bpf &skel, const EventReader *events) {
                                     {"total_ms", (all.total_ns - shown.total_ns) / 1e6},
                                     {"pages", all.pages - shown.pages}});
         }
-        print_json_line({{"summary", list},
-                         {"totals", totals},
-                         {"left_out", left_out},
-                         {"lost_events", lost},
-                         {"table_full", bss->table_full},
-                         {"unpaired_ends", bss->unpaired_ends},
-                         {skipped_runs_field, recursion_misses(skel.obj)}});
+        print_json_line(summary_line, {{"summary", list},
+                                       {"totals", totals},
+                                       {"left_out", left_out},
+                                       {"lost_events", lost},
+                                       {"table_full", bss->table_full},
+                                       {"unpaired_ends", bss->unpaired_ends},
+                                       {skipped_runs_field, recursion_misses(skel.obj)}});
         return;
     }
     // The text summary goes to stderr: stdout carries the header and the rows only, so that

@@ -93,7 +93,7 @@ void Memstall::print_interval(memstall_bpf &skel) {
         const uint64_t skipped = recursion_misses(skel.obj);
         out[skipped_runs_field] = skipped - skipped_runs_before_;
         skipped_runs_before_ = skipped;
-        print_json_line(out);
+        print_json_line(interval_line, out);
     } else {
         fmt::print("\n{}  memory stalls over {:.1f} s\n{}\n", wall_clock_time(), interval_s,
                    memstall::header(grouping));
@@ -140,7 +140,7 @@ void Memstall::print_stacks() {
     if (o_.common.json) {
         json out = memstall::stacks_json(stacks);
         out["stacks_lost"] = skel().bss->stacks_lost;
-        print_json_line(out);
+        print_json_line(summary_line, out);
     } else {
         fmt::print("{}", memstall::stacks_text(stacks));
     }

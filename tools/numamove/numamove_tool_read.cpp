@@ -230,7 +230,7 @@ void Numamove::print_interval(const Snapshot &now, const Snapshot &before) {
         out["untimed_calls"] = unpaired;
         out["nesting_too_deep"] = deep;
         out[skipped_runs_field] = now.skipped_runs - before.skipped_runs;
-        print_json_line(out);
+        print_json_line(interval_line, out);
         return;
     }
     if (full != 0)

@@ -237,8 +237,8 @@ int Oomwhy::trace() {
                    skel.bss->victims_full);
     verbose(v, fmt::format("{} kills seen, {} reported", skel.bss->kills, reports_));
     if (o_.common.json)
-        print_json_line({{"type", "summary"},
-                         {"kills", skel.bss->kills},
+        print_json_line(summary_line,
+                        {{"kills", skel.bss->kills},
                          {"reports", reports_},
                          {"lost_events", lost},
                          {"kills_not_reported", kills_known ? json(kills_lost) : json(nullptr)},

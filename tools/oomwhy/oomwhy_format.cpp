@@ -257,7 +257,8 @@ json report_json(const Report &r, const GfpNames &gfp) {
     const Constraint c = constraint_of(k);
     const LimitHit hit = limit_that_fired(k);
     json out = json::object();
-    out["type"] = "kill";
+    out["type"] =
+        kill_line.name; // also in --report-dir's file, which print_json_line() does not write
     out["time"] = r.time;
     out["constraint"] = constraint_name(c);
     out["kernel_constraint"] = kernel_constraint_name(c);

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "cli/output.h"
 #include "kernel/gfp.h"
 #include "oomwhy.h"
 #include "oomwhy_analysis.h"
@@ -39,6 +40,11 @@ std::string oomkill_line(const Report &r);
 // The whole report: the oomkill line, then indented lines on the constraint, the victim, the
 // trigger and its lead-up, the cgroup levels and what happened after.
 std::string report_text(const Report &r, const GfpNames &gfp);
+// The kinds of oomwhy's events, in their lines' "type": a kill's report and a later step of
+// the OOM reaper for its victim.
+inline constexpr LineType kill_line{"kill"};
+inline constexpr LineType reaper_line{"reaper"};
+
 nlohmann::json report_json(const Report &r, const GfpNames &gfp);
 
 } // namespace memlat::oomwhy

@@ -167,8 +167,8 @@ void Oomwhy::on_note(const oomwhy_note &n) {
                                             "skipped"};
     const double after_s = n.ts_ns >= done->second ? (n.ts_ns - done->second) / 1e9 : 0;
     if (o_.common.json)
-        print_json_line({{"type", "reaper"},
-                         {"time", wall_clock_time()},
+        print_json_line(oomwhy::reaper_line,
+                        {{"time", wall_clock_time()},
                          {"pid", n.pid},
                          {"step", std::string(steps[n.step & 3])},
                          {"since_kill_ns", n.ts_ns >= done->second ? n.ts_ns - done->second : 0}});
@@ -215,7 +215,7 @@ void Oomwhy::report(const Pending &p) {
     json object = oomwhy::report_json(r, gfp_);
     add_wall_stamp(object); // the same in stdout's line and in --report-dir's file
     if (o_.common.json)
-        print_json_line(object);
+        print_json_line(oomwhy::kill_line, object);
     else if (o_.oomkill_only)
         fmt::print("{}\n", oomwhy::oomkill_line(r));
     else

@@ -233,7 +233,7 @@ void Tlbflush::print_interval(tlbflush_bpf &skel, const Snapshot &now, const Sna
     if (events_ != nullptr)
         interval.lost_in = events_->name();
     if (o_.common.json)
-        print_json_line(tlbflush::interval_json(interval, format));
+        print_json_line(interval_line, tlbflush::interval_json(interval, format));
     else
         fmt::print("{}", tlbflush::interval_text(interval, format));
 }
@@ -247,7 +247,8 @@ void Tlbflush::print_event(const tlbflush_event &e) {
         static_cast<double>(static_cast<int64_t>(e.ts_ns - first_event_ns_)) / 1e9;
     const std::string wall_time = o_.common.timestamp ? wall_clock_time() : "";
     if (o_.common.json)
-        print_json_line(tlbflush::event_json(e, time_s, reasons_.name(e.reason), wall_time));
+        print_json_line(memlat::event_line,
+                        tlbflush::event_json(e, time_s, reasons_.name(e.reason), wall_time));
     else
         fmt::print("{}", tlbflush::event_line(e, time_s, reasons_.name(e.reason), wall_time));
 }

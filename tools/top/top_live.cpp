@@ -251,7 +251,7 @@ void Top::record(const top::HostInterval &host, std::vector<top::CgroupInterval>
     auto j = top::snapshot_json(host, rows, unmeasured_, time);
     j["table_full"] = table_full_;
     j["threads"] = threads;
-    record_->write(stamped_json_text(j) + "\n");
+    record_->write(stamped_json_text(interval_line, j) + "\n");
 }
 
 void Top::show_recorded(size_t index) {
@@ -299,7 +299,7 @@ void Top::print_lines() const {
             j["timestamp"] = recorded_stamp_->first;
             j["epoch_ms"] = recorded_stamp_->second;
         }
-        print_json_line(j);
+        print_json_line(interval_line, j);
         return;
     }
     const top::TableLayout layout = o_.width != 0
