@@ -52,6 +52,51 @@ set(MEMLAT_LIBBPF_PKG_CONFIG ${libbpf_pkg_config_default} CACHE STRING
 set(MEMLAT_LIBBPF_CFLAGS "-Os -Wall -ffunction-sections -fdata-sections" CACHE STRING
     "CFLAGS for libbpf")
 
+# Builds libbpf from `tarball` with `patches` into `root` at build time; sets, in the caller,
+# `archive_var` to its libbpf.a and `include_var` to its headers' directory.
+function(memlat_build_libbpf root tarball patches archive_var include_var)
+    set(apply_patches "")
+    foreach(p ${patches})
+        list(APPEND apply_patches COMMAND patch -s -p1 -d libbpf-${MEMLAT_LIBBPF_VERSION} -i ${p})
+    endforeach()
+    set(src ${root}/libbpf-${MEMLAT_LIBBPF_VERSION}/src)
+    set(archive ${root}/lib/libbpf.a)
+    set(include ${root}/include)
+    file(MAKE_DIRECTORY ${include})
+    # Built at build time, not configure time; a changed pin, compiler or flag rebuilds it
+    # (the stamp names them all).
+    set(stamp_text "${tarball} ${MEMLAT_LIBBPF_SHA256} ${MEMLAT_LIBBPF_CC} ${MEMLAT_LIBBPF_AR} "
+                   "${MEMLAT_LIBBPF_PKG_CONFIG} ${MEMLAT_LIBBPF_CFLAGS} "
+                   "patches: ${patches}")
+    set(stamp ${root}/config.stamp)
+    if(EXISTS ${stamp})
+        file(READ ${stamp} old_stamp)
+    endif()
+    if(NOT old_stamp STREQUAL stamp_text)
+        file(WRITE ${stamp} "${stamp_text}")
+    endif()
+    add_custom_command(
+        OUTPUT ${archive}
+        COMMAND ${CMAKE_COMMAND} -E rm -rf ${root}/libbpf-${MEMLAT_LIBBPF_VERSION} ${root}/obj
+                ${root}/lib ${include}/bpf ${include}/linux
+        COMMAND ${CMAKE_COMMAND} -E tar xzf ${tarball}
+        ${apply_patches}
+        # MAKEFLAGS cleared: the outer make's jobserver does not reach this one anyway.
+        COMMAND ${CMAKE_COMMAND} -E env MAKEFLAGS= make -C ${src} -s BUILD_STATIC_ONLY=1 OBJDIR=${root}/obj
+                CC=${MEMLAT_LIBBPF_CC} AR=${MEMLAT_LIBBPF_AR}
+                PKG_CONFIG=${MEMLAT_LIBBPF_PKG_CONFIG} "CFLAGS=${MEMLAT_LIBBPF_CFLAGS}"
+                DESTDIR=${root} PREFIX= LIBDIR=/lib INCLUDEDIR=/include UAPIDIR=/include
+                install_headers install_uapi_headers ${root}/obj/libbpf.a
+        COMMAND ${CMAKE_COMMAND} -E make_directory ${root}/lib
+        COMMAND ${CMAKE_COMMAND} -E copy ${root}/obj/libbpf.a ${archive}
+        DEPENDS ${tarball} ${stamp} ${patches}
+        WORKING_DIRECTORY ${root}
+        COMMENT "libbpf ${MEMLAT_LIBBPF_DEBIAN_VERSION} (static, from Debian's source package)"
+        VERBATIM)
+    set(${archive_var} ${archive} PARENT_SCOPE)
+    set(${include_var} ${include} PARENT_SCOPE)
+endfunction()
+
 # memlat_libbpf() defines the imported target memlat::libbpf and sets, in the caller,
 # MEMLAT_LIBBPF_VERSION_USED (for the bpftool check) and MEMLAT_LIBBPF_INCLUDE_DIRS.
 function(memlat_libbpf)
@@ -95,47 +140,19 @@ function(memlat_libbpf)
         list(FILTER patches EXCLUDE REGEX "/0004-[^/]*$")
     endif()
     list(SORT patches)
-    set(apply_patches "")
-    foreach(p ${patches})
-        list(APPEND apply_patches COMMAND patch -s -p1 -d libbpf-${MEMLAT_LIBBPF_VERSION} -i ${p})
-    endforeach()
     set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${patches})
 
-    set(root ${CMAKE_BINARY_DIR}/libbpf)
-    set(src ${root}/libbpf-${MEMLAT_LIBBPF_VERSION}/src)
-    set(archive ${root}/lib/libbpf.a)
-    set(include ${root}/include)
-    file(MAKE_DIRECTORY ${include})
-    # Built at build time, not configure time; a changed pin, compiler or flag rebuilds it
-    # (the stamp names them all).
-    set(stamp_text "${tarball} ${MEMLAT_LIBBPF_SHA256} ${MEMLAT_LIBBPF_CC} ${MEMLAT_LIBBPF_AR} "
-                   "${MEMLAT_LIBBPF_PKG_CONFIG} ${MEMLAT_LIBBPF_CFLAGS} "
-                   "patches: ${patches}")
-    set(stamp ${root}/config.stamp)
-    if(EXISTS ${stamp})
-        file(READ ${stamp} old_stamp)
-    endif()
-    if(NOT old_stamp STREQUAL stamp_text)
-        file(WRITE ${stamp} "${stamp_text}")
-    endif()
-    add_custom_command(
-        OUTPUT ${archive}
-        COMMAND ${CMAKE_COMMAND} -E rm -rf ${root}/libbpf-${MEMLAT_LIBBPF_VERSION} ${root}/obj
-                ${root}/lib ${include}/bpf ${include}/linux
-        COMMAND ${CMAKE_COMMAND} -E tar xzf ${tarball}
-        ${apply_patches}
-        # MAKEFLAGS cleared: the outer make's jobserver does not reach this one anyway.
-        COMMAND ${CMAKE_COMMAND} -E env MAKEFLAGS= make -C ${src} -s BUILD_STATIC_ONLY=1 OBJDIR=${root}/obj
-                CC=${MEMLAT_LIBBPF_CC} AR=${MEMLAT_LIBBPF_AR}
-                PKG_CONFIG=${MEMLAT_LIBBPF_PKG_CONFIG} "CFLAGS=${MEMLAT_LIBBPF_CFLAGS}"
-                DESTDIR=${root} PREFIX= LIBDIR=/lib INCLUDEDIR=/include UAPIDIR=/include
-                install_headers install_uapi_headers ${root}/obj/libbpf.a
-        COMMAND ${CMAKE_COMMAND} -E make_directory ${root}/lib
-        COMMAND ${CMAKE_COMMAND} -E copy ${root}/obj/libbpf.a ${archive}
-        DEPENDS ${tarball} ${stamp} ${patches}
-        WORKING_DIRECTORY ${root}
-        COMMENT "libbpf ${MEMLAT_LIBBPF_DEBIAN_VERSION} (static, from Debian's source package)"
-        VERBATIM)
+    memlat_build_libbpf(${CMAKE_BINARY_DIR}/libbpf "${tarball}" "${patches}" archive include)
+    # The same without 0003 (nor 0004), for the test that compares the CO-RE candidates found
+    # through 0003's index with those of libbpf's own scan (runtime.libbpf_index_candidates):
+    # built with the tests only.
+    list(FILTER patches EXCLUDE REGEX "/000[34]-[^/]*$")
+    memlat_build_libbpf(${CMAKE_BINARY_DIR}/libbpf-scan "${tarball}" "${patches}" scan_archive
+                        scan_include)
+    add_custom_target(memlat_libbpf_scan_build DEPENDS ${scan_archive})
+    add_library(memlat_libbpf_scan STATIC IMPORTED GLOBAL)
+    set_target_properties(memlat_libbpf_scan PROPERTIES IMPORTED_LOCATION ${scan_archive})
+    add_dependencies(memlat_libbpf_scan memlat_libbpf_scan_build)
     add_custom_target(memlat_libbpf_build DEPENDS ${archive})
     set_target_properties(memlat_libbpf PROPERTIES IMPORTED_LOCATION ${archive})
     add_dependencies(memlat_libbpf memlat_libbpf_build)
