@@ -123,10 +123,11 @@ ShownRows cut_rows(std::vector<Row> rows, size_t max_rows) {
 }
 
 void json_totals(const ShownRows &shown, nlohmann::json &out) {
-    out["totals"] = causes_json(shown.totals.causes);
-    out["left_out"] = {{"rows", shown.rows_left_out},
-                       {"stall_ns", shown.left_out.total_ns()},
-                       {"causes", causes_json(shown.left_out.causes)}};
+    out["total"] = {{"stall_ns", shown.totals.total_ns()},
+                    {"causes", causes_json(shown.totals.causes)}};
+    out["left_out_total"] = {{"rows", shown.rows_left_out},
+                             {"stall_ns", shown.left_out.total_ns()},
+                             {"causes", causes_json(shown.left_out.causes)}};
 }
 
 std::string left_out_line(const ShownRows &shown, Grouping grouping) {

@@ -66,7 +66,8 @@ struct ShownRows {
     Row totals; // every row's causes, summed: rows + left_out
 };
 ShownRows cut_rows(std::vector<Row> rows, size_t max_rows);
-// JSON: {"totals": causes_json(), "left_out": {"rows", "stall_ns", "causes"}}.
+// JSON: {"total": {"stall_ns", "causes": causes_json()}, "left_out_total": {"rows",
+// "stall_ns", "causes"}}: objects, as "total" and "left_out_total" are in every tool.
 void json_totals(const ShownRows &shown, nlohmann::json &out);
 // Text: "N more processes (X ms of stalls) not shown: -r N" when -r cut rows, else "".
 std::string left_out_line(const ShownRows &shown, Grouping grouping);

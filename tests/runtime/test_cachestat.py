@@ -115,13 +115,19 @@ def pages_added(oracle: FtraceOracle) -> int:
     return sum(1 << o for o in orders)
 
 
+def run_total(summary: dict) -> dict:
+    """cachestat's exit summary as one dict: its "total" (the run's counts and seconds) with
+    its rows ("processes" or "files", with -P or -f) beside them."""
+    return {**summary["total"], **{k: summary[k] for k in ("processes", "files") if k in summary}}
+
+
 def summary_of(tool: Tool, t: Test) -> dict:
     res = tool.result
     t.check_eq(f"{os.path.basename(res.argv[0])} {' '.join(res.argv[1:])}: exit status", 0,
                res.rc)
-    objs = [j for j in res.json_lines() if "summary" in j]
+    objs = [j for j in res.json_lines() if j.get("type") == "summary"]
     t.require(len(objs) == 1, "one exit summary (JSON)", "1", len(objs))
-    return objs[0]["summary"]
+    return run_total(objs[0])
 
 
 def measure_read(t: Test, f: TestFile, *reader_args: str, env: dict = None,
@@ -370,18 +376,18 @@ def _(t: Test):
               f">= {FILE_PAGES // 2}", prefetched)
     for tool, rows_name in ((procs, "processes"), (files, "files")):
         view = "-P" if rows_name == "processes" else "-f"
-        intervals = [o for o in tool.result.json_lines() if rows_name in o]
+        intervals = [o for o in tool.result.json_lines() if o.get("type") == "interval"]
         t.check_ge(f"{view}: intervals printed", 2, len(intervals))
         for n, o in enumerate(intervals):
             t.check_eq(f"{view} interval {n}: table_full", 0, o["table_full"])
             check_rows_add_up(t, f"{view} interval {n}", o["total"], o[rows_name])
         s = summary_of(tool, t)
-        last = [j for j in tool.result.json_lines() if "summary" in j][0]
-        # left_out: what the listed rows do not hold; nothing here (no row dropped, no table
-        # full), so every count of it is 0.
-        t.check_eq(f"{view} summary: left_out (rows and counts)",
+        last = [j for j in tool.result.json_lines() if j.get("type") == "summary"][0]
+        # left_out_total: what the listed rows do not hold; nothing here (no row dropped, no
+        # table full), so every count of it is 0.
+        t.check_eq(f"{view} summary: left_out_total (rows and counts)",
                    {"rows": 0, **{name: 0 for name in COUNT_FIELDS}},
-                   {k: v for k, v in (last.get("left_out") or {}).items()
+                   {k: v for k, v in (last.get("left_out_total") or {}).items()
                     if k == "rows" or k in COUNT_FIELDS})
         t.check_eq(f"{view} summary: table_full", 0, last["table_full"])
         check_rows_add_up(t, f"{view} summary", s, s[rows_name])
@@ -434,7 +440,7 @@ def _(t: Test):
     t.check_eq("exit status", 0, tool.result.rc)
     t.require(readers > 2 * STORM_ENTRIES, "processes started (more than the table holds, "
               "twice)", f"> {2 * STORM_ENTRIES}", readers)
-    intervals = [o for o in tool.result.json_lines() if "processes" in o]
+    intervals = [o for o in tool.result.json_lines() if o.get("type") == "interval"]
     t.check_ge("intervals printed", int(took), len(intervals))
     seen = 0
     for n, o in enumerate(intervals):
@@ -450,7 +456,8 @@ def _(t: Test):
     # The summary keeps at most --max-entries processes (twice as many were run): the rows it
     # drops are counted in left_out, rows and counts, so that the two add up to its totals.
     summary = summary_of(tool, t)
-    left = [j for j in tool.result.json_lines() if "summary" in j][0].get("left_out") or {}
+    left = [j for j in tool.result.json_lines()
+            if j.get("type") == "summary"][0].get("left_out_total") or {}
     t.check_ge("summary: rows left out (more processes than it keeps)", 1, left.get("rows", 0))
     for name in COUNT_FIELDS:
         t.check_eq(f"summary: the rows' {name} + left_out's vs the total", summary[name],

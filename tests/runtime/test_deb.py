@@ -133,7 +133,7 @@ def check_counting_run(t: Test) -> None:
             time.sleep(0.2)
     res = tool.result
     t.check_eq("memlat-cachestat exit status", 0, res.rc)
-    summaries = [j["summary"] for j in res.json_lines() if "summary" in j]
+    summaries = [j["total"] for j in res.json_lines() if j.get("type") == "summary"]
     t.require(len(summaries) == 1, "one exit summary (JSON)", "1", len(summaries))
     s = summaries[0]
     log(f"  summary: accesses={s['accesses']} hits={s['hits']} misses={s['misses']}")

@@ -215,6 +215,65 @@ def check_stamp(t: Test, what: str, obj: dict, rules: dict[str, str],
     return ok
 
 
+# Objects whose member names are data (docs/output.md, "Keys: one type each"): their members
+# are not keys; a member that is an object is walked as any, the others are of the map's kind.
+DATA_MAPS = {"causes", "unmeasured_causes", "deferred", "memory_bytes", "vmstat_delta",
+             "events_since_start"}
+
+
+def json_kind(value) -> str | None:
+    if value is None:
+        return None
+    return {bool: "boolean", int: "integer", float: "float", str: "string", list: "array",
+            dict: "object"}[type(value)]
+
+
+def check_keys(t: Test, lines: list[tuple[str, dict]]) -> None:
+    """Every key of LINES (what printed it, the object) has one JSON type, and a key with a
+    unit's suffix the type docs/output.md's keys table gives it."""
+    units = vocabulary("Keys: one type each, the unit in the name")
+    t.require(units.get("_ns") == "integer", "docs/output.md's keys table lists the suffixes",
+              "_ns integer, ...", units)
+    seen: dict[str, dict[str, str]] = {}  # key -> its kinds -> where one was seen
+
+    def walk(value, where: str) -> None:
+        if isinstance(value, list):
+            for item in value:
+                walk(item, where)
+        elif isinstance(value, dict):
+            for key, member in value.items():
+                if key.isdigit():  # a CPU's number
+                    walk(member, where)
+                    continue
+                if key in DATA_MAPS and isinstance(member, dict):
+                    # A map's members are of its key's kind (memory_bytes: integers).
+                    for item in member.values():
+                        if isinstance(item, dict):
+                            walk(item, where)
+                        elif (kind := json_kind(item)) is not None:
+                            seen.setdefault(key, {}).setdefault(kind, where)
+                    continue
+                if (kind := json_kind(member)) is not None:
+                    seen.setdefault(key, {}).setdefault(kind, where)
+                walk(member, where)
+    for what, obj in lines:
+        walk(obj, what)
+    mixed = {key: kinds for key, kinds in seen.items() if len(kinds) > 1}
+    t.check_eq(f"keys with more than one JSON type, over {len(seen)} keys of {len(lines)} lines",
+               {}, mixed)
+    wrong = {}
+    for key, kinds in seen.items():
+        suffix = max((s for s in units if key.endswith(s)), key=len, default=None)
+        allowed = {"integer", "float"} if units.get(suffix) == "number" else \
+            {units.get(suffix)}
+        if suffix and set(kinds) - allowed:
+            wrong[key] = f"{sorted(kinds)} ({next(iter(kinds.values()))}), {suffix} is " \
+                         f"{units[suffix]}"
+    t.check_eq("keys whose type is not their unit's", {}, wrong)
+    log(f"  {len(seen)} keys, {sum(1 for k in seen if any(k.endswith(s) for s in units))} "
+        "with a unit's suffix")
+
+
 @scenario("docs_json_vocabulary")
 def _(t: Test):
     """Every JSON line of every tool carries the fields docs/output.md's "Fields every line
@@ -237,6 +296,13 @@ def _(t: Test):
         runs[tool] = [["-j", "-d", "1"], ["-j", "-H", "-d", "1.2", "0.5"]]
     # Events and the final count (every task switch flushes: there are events in a second).
     runs["tlbflush"].append(["-t", "-j", "-d", "1"])
+    # The views whose lines have other keys, for the keys' section.
+    views = {"tlbflush": [["-P", "-L", "--culprits", "-s"]], "drsnoop": [["-H", "-P"]],
+             "numamove": [["-r"], ["-P"]], "cachestat": [["-P"], ["-f"]],
+             "memstall": [["-C"], ["-s"]]}
+    for tool, options in views.items():
+        runs[tool] += [["-j", *o, "-d", "1.2", "0.5"] for o in options]
+    every_line = []
     for tool, argvs in runs.items():
         for args in argvs:
             what = f"memlat {tool} {' '.join(args)}"
@@ -245,8 +311,8 @@ def _(t: Test):
             # (tlbflush -t: the final count); before it, events or intervals (-H).
             body = "event" if "-t" in args or (
                 "-H" not in args and tool in ("drsnoop", "compactsnoop")) else "interval"
-            last = "summary" if tool in ("drsnoop", "compactsnoop", "cachestat", "oomwhy") \
-                else "interval"
+            last = "summary" if tool in ("drsnoop", "compactsnoop", "cachestat", "oomwhy") or \
+                (tool == "memstall" and "-s" in args) else "interval"
             start = time.time()
             res = run([binary("memlat"), tool, *args], timeout=60)
             window = (start, time.time())
@@ -254,12 +320,14 @@ def _(t: Test):
                            f"{res.rc}: {res.stderr[-300:]}"):
                 continue
             objects = json_objects(t, what, res.stdout)
+            every_line += [(what, o) for o in objects]
             t.check(len(objects) >= 1, f"{what}: printed JSON lines", ">= 1", len(objects))
             stamped = sum(check_stamp(t, what, o, rules, window) for o in objects)
             log(f"{what}: {len(objects)} lines, {stamped} as docs/output.md says")
             if objects:
                 t.check_eq(f"{what}: the lines' types", [body] * (len(objects) - 1) + [last],
                            [o.get("type") for o in objects])
+    check_keys(t, every_line)
     with tempfile.TemporaryDirectory() as tmp:
         record = os.path.join(tmp, "record.json")
         start = time.time()

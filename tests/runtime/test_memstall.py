@@ -285,14 +285,17 @@ def _(t: Test):
               f"exit {cut.result.rc}, {len(last)} lines")
     out = last[-1]
     rows = out.get("processes") or []
-    left = out.get("left_out") or {}
-    totals = out.get("totals") or {}
+    left = out.get("left_out_total") or {}
+    totals = (out.get("total") or {}).get("causes") or {}
     t.check_eq("-r 1: rows listed", 1, len(rows))
-    t.check_eq("-r 1: left_out.rows", 1, left.get("rows"))
+    t.check_eq("-r 1: left_out_total.rows", 1, left.get("rows"))
+    t.check_eq("-r 1: the row's and left_out_total's stall_ns vs total's",
+               (out.get("total") or {}).get("stall_ns"),
+               sum(r["stall_ns"] for r in rows) + left.get("stall_ns", 0))
     reclaim = sum(totals.get(c, {}).get("stalls", 0) for c in ("memcg", "direct"))
-    log(f"  -r 1 totals' reclaim stalls {reclaim}; delay accounting {sum(episodes.values())}")
+    log(f"  -r 1 total's reclaim stalls {reclaim}; delay accounting {sum(episodes.values())}")
     all_rows = (whole.result.json_lines() or [{}])[-1].get("processes") or []
-    t.check_eq("-r 1 totals' stalls per cause vs every row of the run without -r",
+    t.check_eq("-r 1 total's stalls per cause vs every row of the run without -r",
                {c: v["stalls"] for c, v in totals.items()},
                {c: sum(r["causes"].get(c, {}).get("stalls", 0) for r in all_rows)
                 for c in totals})

@@ -351,7 +351,7 @@ def _(t: Test):
     mine = [x for x in stalls["most_stalled"] if x["tid"] == trigger.pid]
     t.require(len(mine) == 1, "the trigger among the most stalled", "1",
               [x["tid"] for x in stalls["most_stalled"]])
-    history_ns = mine[0]["ns"]["memcg"] + mine[0]["ns"]["direct"]
+    history_ns = mine[0]["causes"]["memcg"]["ns"] + mine[0]["causes"]["direct"]["ns"]
     log(f"  ftrace: {len(windows)} reclaim windows before the kill, {sum(windows)} ns, "
         f"{len(to_read)} to oomwhy's read, {sum(to_read)} ns; "
         f"oomwhy: {lead['reclaim_rounds']} rounds, {lead['reclaim_ns']} ns; memstall's "
@@ -370,9 +370,10 @@ def _(t: Test):
                sum(to_read) - slack, history_ns)
     t.check_le("memstall's history of the trigger vs the ftrace windows to the read (and "
                "one ending during the read)", sum(to_read) + longest + slack, history_ns)
-    total = sum(sum(second["ns"].values()) for second in stalls["seconds"])
-    t.check_eq("the per-second history adds up to its total", sum(stalls["total_ns"].values()),
-               total)
+    def ns(causes: dict) -> int:
+        return sum(c["ns"] for c in causes.values())
+    total = sum(ns(second["causes"]) for second in stalls["seconds"])
+    t.check_eq("the per-second history adds up to its total", ns(stalls["causes"]), total)
     t.check_le("seconds of history (--lead-up 10, and the second of the kill)", 11,
                len(stalls["seconds"]))
 

@@ -314,6 +314,8 @@ TEST(CompactsnoopSummary, JsonHasEveryRowAndCounter) {
     EXPECT_EQ(j["summary"][0]["status"], "complete");
     EXPECT_EQ(j["summary"][0]["runs"], 1);
     EXPECT_DOUBLE_EQ(j["summary"][0]["total_ms"].get<double>(), 2.5);
+    EXPECT_EQ(j["summary"][0]["total_ns"], 2'500'000);
+    EXPECT_EQ(j["summary"][0]["max_ns"], 2'500'000);
     EXPECT_EQ(j["summary"][0]["migrated"], 100);
     EXPECT_EQ(j["summary"][0]["failed"], 4);
     // Only the kinds that deferred zones.

@@ -209,11 +209,12 @@ TEST(MemstallRows, RowsLeftOutAreSummed) {
     EXPECT_EQ(shown.totals.total_ns(), shown.rows[0].total_ns() + shown.left_out.total_ns());
     nlohmann::json j;
     memstall::json_totals(shown, j);
-    EXPECT_EQ(27u, j["totals"]["memcg"]["stalls"]);
-    EXPECT_EQ(303u, j["totals"]["memcg"]["reclaimed_pages"]);
-    EXPECT_EQ(203u, j["left_out"]["causes"]["memcg"]["reclaimed_pages"]);
-    EXPECT_EQ(2u, j["left_out"]["rows"]);
-    EXPECT_EQ(3000000u, j["left_out"]["stall_ns"]);
+    EXPECT_EQ(27u, j["total"]["causes"]["memcg"]["stalls"]);
+    EXPECT_EQ(303u, j["total"]["causes"]["memcg"]["reclaimed_pages"]);
+    EXPECT_EQ(6000000u, j["total"]["stall_ns"]);
+    EXPECT_EQ(203u, j["left_out_total"]["causes"]["memcg"]["reclaimed_pages"]);
+    EXPECT_EQ(2u, j["left_out_total"]["rows"]);
+    EXPECT_EQ(3000000u, j["left_out_total"]["stall_ns"]);
     EXPECT_EQ("2 more processes (3.0 ms of stalls) not shown: -r 1",
               memstall::left_out_line(shown, memstall::Grouping::Process));
     const auto all = memstall::cut_rows(rows, 20);

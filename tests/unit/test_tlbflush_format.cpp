@@ -429,7 +429,7 @@ TEST(TlbflushEvents, AFullFlushHasNoPageCount) {
               tlbflush::event_line(e, 0, "flush_on_task_switch", ""));
     const auto json = tlbflush::event_json(e, 0, "flush_on_task_switch", "");
     EXPECT_TRUE(json["pages"].is_null());
-    EXPECT_EQ(true, json["full"]);
+    EXPECT_EQ(1, json["full"]);
 }
 
 TEST(TlbflushEvents, JsonCarriesEveryField) {
@@ -441,7 +441,7 @@ TEST(TlbflushEvents, JsonCarriesEveryField) {
                               {"comm", "tlb_workload"},
                               {"reason", "remote_shootdown"},
                               {"pages", 16},
-                              {"full", false}}),
+                              {"full", 0}}),
               json);
     EXPECT_EQ("12:00:00",
               tlbflush::event_json(sample(), 1.25, "remote_shootdown", "12:00:00")["wall_time"]);

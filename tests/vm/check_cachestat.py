@@ -32,11 +32,11 @@ def _summary(t: Test, b: Block, phase: str) -> tuple[dict, str]:
     reader = b.tool(f"{phase}.reader")
     t.check_eq(f"{phase}: dd exit status", 0, reader.rc)
     t.check_eq(f"{phase}: cachestat exit status after SIGINT", 0, res.rc)
-    objs = [o for o in res.json_lines() if "summary" in o]
+    objs = [o for o in res.json_lines() if o.get("type") == "summary"]
     if len(objs) != 1:
         raise Failure(f"{phase}: cachestat printed {len(objs)} summary objects\n"
                       f"{res.describe()}")
-    s = objs[0]["summary"]
+    s = {**objs[0]["total"], **{k: objs[0][k] for k in ("files", "processes") if k in objs[0]}}
     log(f"  {phase}: misses {s.get('misses')} accesses {s.get('accesses')} hits "
         f"{s.get('hits')} hit_ratio_pct {s.get('hit_ratio_pct')} dirties {s.get('dirties')}")
     for f in s.get("files", []):

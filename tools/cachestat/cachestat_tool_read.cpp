@@ -224,11 +224,9 @@ void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double s
         // A string no row holds marks their place.
         const std::string place = json(std::string("\0memlat rows\0", 13)).dump();
         const char *rows_name = o_.per_process ? "processes" : o_.per_file ? "files" : nullptr;
-        if (rows_name)
-            s[rows_name] = json::parse(place);
         // What the listed rows do not hold: the rows the summary dropped (the least active,
         // past --max-entries) and what a full table kept out of every row, so that the rows
-        // plus left_out add up to the summary's counts.
+        // plus left_out_total add up to the total.
         cachestat::Counts in_rows;
         for (const auto &r : procs)
             in_rows += r.c;
@@ -240,12 +238,14 @@ void Cachestat::print_summary(cachestat_bpf &skel, const Snapshot &now, double s
                      {"misses", rest.misses},
                      {"dirties", rest.dirties},
                      {"hits", rest.hits}};
-        const std::string line =
-            stamped_json_text(summary_line, {{"summary", s},
-                                             {"table_full", now.table_full},
-                                             {"no_task_storage", skel.bss->no_task_storage},
-                                             {skipped_runs_field, misses_recursion},
-                                             {"left_out", rows_name ? left : json(nullptr)}});
+        json summary = {{"total", s},
+                        {"table_full", now.table_full},
+                        {"no_task_storage", skel.bss->no_task_storage},
+                        {skipped_runs_field, misses_recursion},
+                        {"left_out_total", rows_name ? left : json(nullptr)}};
+        if (rows_name)
+            summary[rows_name] = json::parse(place);
+        const std::string line = stamped_json_text(summary_line, summary);
         const auto at = rows_name ? line.find(place) : std::string::npos;
         if (at == std::string::npos) {
             fmt::print("{}\n", line);

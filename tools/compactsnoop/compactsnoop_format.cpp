@@ -265,7 +265,9 @@ std::string summary_text(const SummaryCounts &c, const Names &n) {
 nlohmann::json summary_json(const SummaryCounts &c, const Names &n) {
     auto stats = [](nlohmann::json row, const compactsnoop_summary &s) {
         row.update({{"runs", s.runs},
+                    {"total_ns", s.total_ns},
                     {"total_ms", s.total_ns / 1e6},
+                    {"max_ns", s.max_ns},
                     {"max_ms", s.max_ns / 1e6},
                     {"migrated", s.migrated},
                     {"failed", s.failed}});

@@ -142,7 +142,9 @@ void Drsnoop::print_summary(drsnoop_bpf &skel, const EventReader *events) {
                             {"comm", std::string(s.comm, strnlen(s.comm, sizeof(s.comm)))},
                             {"kind", drsnoop::kind_name(k.kind)},
                             {"stalls", s.stalls},
+                            {"total_ns", s.total_ns},
                             {"total_ms", s.total_ns / 1e6},
+                            {"max_ns", s.max_ns},
                             {"max_ms", s.max_ns / 1e6},
                             {"pages", s.pages}});
         json totals = json::array(), left_out = json::array();
@@ -152,11 +154,13 @@ void Drsnoop::print_summary(drsnoop_bpf &skel, const EventReader *events) {
                 continue;
             totals.push_back({{"kind", drsnoop::kind_name(kind)},
                               {"stalls", all.stalls},
+                              {"total_ns", all.total_ns},
                               {"total_ms", all.total_ns / 1e6},
                               {"pages", all.pages}});
             if (all.stalls > shown.stalls)
                 left_out.push_back({{"kind", drsnoop::kind_name(kind)},
                                     {"stalls", all.stalls - shown.stalls},
+                                    {"total_ns", all.total_ns - shown.total_ns},
                                     {"total_ms", (all.total_ns - shown.total_ns) / 1e6},
                                     {"pages", all.pages - shown.pages}});
         }

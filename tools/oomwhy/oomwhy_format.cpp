@@ -308,25 +308,27 @@ json report_json(const Report &r, const GfpNames &gfp) {
     };
 
     if (r.stalls != nullptr) {
+        // In memstall's shape (its rows' "causes"), so that "ns" is a number in every line.
         auto causes = [](const CauseNs &ns) {
             json o = json::object();
             for (uint32_t c = 0; c < MEMSTALL_CAUSES; ++c)
-                o[memstall::cause_name(c)] = ns[c];
+                o[memstall::cause_name(c)] = {{"ns", ns[c]}};
             return o;
         };
         json seconds = json::array();
         for (const auto &second : r.stalls->seconds)
-            seconds.push_back({{"before_kill_s", second.before_kill_s}, {"ns", causes(second.ns)}});
+            seconds.push_back(
+                {{"before_kill_s", second.before_kill_s}, {"causes", causes(second.ns)}});
         json tasks = json::array();
         for (const StalledThread &t : r.stalls->most_stalled)
             tasks.push_back({{"pid", t.pid},
                              {"tid", t.tid},
                              {"comm", t.comm},
                              {"cgroup", path_json(r, t.cgroup_id)},
-                             {"ns", causes(t.ns)}});
+                             {"causes", causes(t.ns)}});
         out["lead_up"]["stalls"] = {
             {"domain", r.stalls->domain.empty() ? json(nullptr) : json(r.stalls->domain)},
-            {"total_ns", causes(r.stalls->total)},
+            {"causes", causes(r.stalls->total)},
             {"read_after_kill_ns", r.stalls->read_after_kill_ns},
             {"seconds", seconds},
             {"most_stalled", tasks}};

@@ -421,7 +421,8 @@ nlohmann::json event_json(const tlbflush_event &e, double time_s, std::string_vi
         {"comm", comm_of(e)},
         {"reason", reason},
         {"pages", e.pages == full_flush ? nlohmann::json(nullptr) : nlohmann::json(e.pages)},
-        {"full", e.pages == full_flush}};
+        // A count, as in the count rows: 1 for a full flush, so that events add up to rows.
+        {"full", e.pages == full_flush ? 1 : 0}};
     if (!wall_time.empty())
         line["wall_time"] = wall_time;
     return line;

@@ -385,8 +385,9 @@ nlohmann::json snapshot_json(const HostInterval &host, const std::vector<CgroupI
     json self = nullptr;
     if (host.self)
         self = {{"cpu_share", host.self->cpu_share},
-                {"rss_bytes", host.self->rss_bytes},
-                {"bpf_map_bytes", host.self->map_bytes}};
+                // Whole bytes, as every _bytes key (a record's are read back as numbers).
+                {"rss_bytes", static_cast<uint64_t>(host.self->rss_bytes)},
+                {"bpf_map_bytes", static_cast<uint64_t>(host.self->map_bytes)}};
     json list = json::array();
     for (const auto &r : rows)
         list.push_back({{"cgroup_id", r.id},
