@@ -68,7 +68,7 @@ void Memstall::print_interval(memstall_bpf &skel) {
             zero.name.pop_back();
         rows.push_back(zero);
     }
-    // Rows -r leaves out are summed, not dropped: rows + left_out = totals.
+    // Rows -r leaves out are summed, not dropped: rows + left_out_total = total.
     const memstall::ShownRows shown = memstall::cut_rows(std::move(rows), o_.max_rows);
 
     if (o_.common.json) {
