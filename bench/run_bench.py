@@ -573,7 +573,7 @@ def make_groups(bd, args):
     nodes = numa_nodes()
     return [
         Group("tlbflush", {"tlb_flush": "tlb_flush", "csd_function_entry": "csd_entry"}, [],
-              ["-t"], BT_TLB_COUNT, BT_TLB_TRACE, tlb_setup,
+              ["--trace"], BT_TLB_COUNT, BT_TLB_TRACE, tlb_setup,
               f"tlb_workload --iterations {args.iterations} (tlb_flush, and csd_function_entry, "
               "where tlbflush counts the flush IPIs each CPU handled in every mode)"),
         Group("drsnoop",
@@ -671,7 +671,7 @@ def contenders_of(g, bd, bpftrace, peers, variants=(), primitives=()):
     if bpftrace and g.bt_default:
         for mode, script in (("default", g.bt_default), ("trace", g.bt_trace)):
             kind = "counts" if mode == "default" else ("lines" if not g.trace_args or
-                                                       g.trace_args == ["-t"] else "per process")
+                                                       g.trace_args == ["--trace"] else "per process")
             out.append(dict(name=f"bpftrace ({kind})",
                             role=f"bpftrace {mode}", argv=[bpftrace, "-e", script],
                             ready_stream="stdout", ready_text="Attaching", stdout=True,
@@ -1064,7 +1064,7 @@ def main():
                      "; it traces global direct reclaim only, so on the memory-cgroup workload "
                      "its programs run no event: its start-up and memory are measured")
     notes.append("kprobes and fentry programs are not measured: the tools use tracepoints "
-                 "where they have them, and numamove -c (per call) needs fentry or kprobes")
+                 "where they have them, and numamove --per-call (per call) needs fentry or kprobes")
 
     def on_term(signum, frame):
         raise KeyboardInterrupt

@@ -77,6 +77,20 @@ void CommandLine::alias(std::string long_name) {
     entries_.push_back(std::move(e));
 }
 
+void CommandLine::retired_short(char key, std::string long_option, std::string meaning) {
+    if (!prefix_.empty())
+        return; // a group's options have no short names
+    Entry e{key, "", "", "", nullptr};
+    e.on = [this, key, long_option = std::move(long_option),
+            meaning = std::move(meaning)](const std::string &) {
+        throw UsageError(fmt::format("-{} is no longer {}'s: write {}. In every memlat tool "
+                                     "that has it, -{} means {}",
+                                     key, tool_, long_option, key, meaning));
+    };
+    e.hidden = true;
+    entries_.push_back(std::move(e));
+}
+
 void CommandLine::positional(std::string name, std::string help,
                              std::function<void(const std::string &)> on) {
     positionals_.push_back(Positional{std::move(name), std::move(help), std::move(on)});
@@ -88,11 +102,11 @@ void CommandLine::parse(int argc, char **argv) {
         // -h is BCC's spelling of argp's own -?/--help: accepted, not listed twice. A header
         // (no name, no key) starts a group of its own in the help.
         table.push_back(e.header ? argp_option{nullptr, 0, nullptr, 0, e.help.c_str(), 0}
-                                 : argp_option{e.long_name.c_str(), e.key,
-                                               e.arg.empty() ? nullptr : e.arg.c_str(),
-                                               e.key == 'h' ? OPTION_HIDDEN
-                                               : e.alias    ? OPTION_ALIAS
-                                                            : 0,
+                                 : argp_option{e.long_name.empty() ? nullptr : e.long_name.c_str(),
+                                               e.key, e.arg.empty() ? nullptr : e.arg.c_str(),
+                                               e.key == 'h' || e.hidden ? OPTION_HIDDEN
+                                               : e.alias                ? OPTION_ALIAS
+                                                                        : 0,
                                                e.help.c_str(), 0});
     table.push_back(argp_option{});
     std::string args_doc;

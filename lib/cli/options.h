@@ -69,6 +69,10 @@ class CommandLine {
     }
     // Another long name for the option added last (BCC's spelling, e.g. --extended_fields).
     void alias(std::string long_name);
+    // A short option this tool gave up because the letter means something else in the other
+    // tools (BCC's meaning, where BCC has one): hidden, and a usage error that says to write
+    // `long_option` instead and what the letter means (`meaning`). Nothing in a group.
+    void retired_short(char key, std::string long_option, std::string meaning);
     // Positional arguments, in order; all optional. `help` is listed under "Arguments:".
     void positional(std::string name, std::string help,
                     std::function<void(const std::string &)> on);
@@ -90,6 +94,7 @@ class CommandLine {
         std::function<void(const std::string &)> on;
         bool alias = false;
         bool header = false; // a group's title in --help, no option
+        bool hidden = false; // not in --help (a retired short option)
     };
     // How messages name an option: -k, or --long (--PREFIX.long in a group).
     std::string option_name(char key, const std::string &long_name) const;

@@ -55,7 +55,7 @@ def _(t: Test):
                           "--worker-cpu", str(VICTIM), held=True)
             wl.argv[0] = renamed("tlb_workload", name, tmp)
             with wl:
-                with Tool("tlbflush", "-t", "-j", "-p", str(wl.pid), watch_bpf=True) as tool:
+                with Tool("tlbflush", "--trace", "-j", "-p", str(wl.pid), watch_bpf=True) as tool:
                     wl.release()
                     wl.wait_done(60)
             res = tool.result
@@ -89,7 +89,7 @@ def _(t: Test):
         # is found in its /proc/PID/fd however fast it read (60 warm passes ended before the
         # first 0.2 s interval in a CI run, and the path was not found).
         with Reader(path, "--passes", "60", "--hold") as reader:
-            with Tool("cachestat", "-f", "-j", "-p", str(reader.pid), "0.2",
+            with Tool("cachestat", "--per-file", "-j", "-p", str(reader.pid), "0.2",
                       watch_bpf=True) as tool:
                 reader.go()
                 time.sleep(0.3)
@@ -153,7 +153,7 @@ def blocked_then_stopped(t: Test, sig: int) -> None:
     """tlbflush -t -j writes into a pipe nobody reads until it is full; the stop signal comes
     while it is blocked; then the pipe is read: every line whole, the summary last, exit 0."""
     require_cpus(SENDER, VICTIM)
-    argv = [binary("tlbflush"), "-t", "-j"]
+    argv = [binary("tlbflush"), "--trace", "-j"]
     log(f"$ {' '.join(argv)}   (stdout not read for a while)")
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=dict(os.environ, MEMLAT_READY="1"),

@@ -76,7 +76,7 @@ def _(t: Test):
     files = 10
     with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
         reuser = Reuser(tmp, files, 0.6)
-        with Tool("cachestat", "-f", "-j", "-p", str(reuser.pid), "0.25",
+        with Tool("cachestat", "--per-file", "-j", "-p", str(reuser.pid), "0.25",
                   watch_bpf=True) as tool:
             made = reuser.go()
             time.sleep(0.4)
@@ -138,7 +138,7 @@ def _(t: Test):
             paths.append(os.path.join(tmp, f"f{i}"))
             with open(paths[-1], "wb") as f:
                 f.write(b"t" * PAGE * 4)
-        for view, rows_key in (("-P", "processes"), ("-f", "files")):
+        for view, rows_key in (("-P", "processes"), ("--per-file", "files")):
             with Tool("cachestat", view, "--max-entries", "2", "-j", "0.3",
                       watch_bpf=True) as tool:
                 for _ in range(3):

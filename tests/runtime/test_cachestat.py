@@ -288,7 +288,7 @@ def _(t: Test):
     with data_file(cold=True) as f:
         dev, ino = f.dev_ino()
         with Reader(f.path) as cold, Reader(f.path) as warm, \
-                Tool("cachestat", "-P", "-j") as procs, Tool("cachestat", "-f", "-j") as files:
+                Tool("cachestat", "-P", "-j") as procs, Tool("cachestat", "--per-file", "-j") as files:
             cold.go()
             warm.go()
             time.sleep(0.3)
@@ -364,7 +364,7 @@ def _(t: Test):
         warm_file.warm()
         with Reader(warm_file.path) as reader, \
                 Tool("cachestat", "-P", "-j", "0.5") as procs, \
-                Tool("cachestat", "-f", "-j", "0.5") as files, \
+                Tool("cachestat", "--per-file", "-j", "0.5") as files, \
                 Tool("cachestat", "-j", "0.5") as machine, \
                 Tool("cachestat", "-P", "0.5") as text:
             prefetched = prefetch(cold)
@@ -375,7 +375,7 @@ def _(t: Test):
     t.require(prefetched >= FILE_PAGES // 2, "pages the prefetch made resident (mincore)",
               f">= {FILE_PAGES // 2}", prefetched)
     for tool, rows_name in ((procs, "processes"), (files, "files")):
-        view = "-P" if rows_name == "processes" else "-f"
+        view = "-P" if rows_name == "processes" else "--per-file"
         intervals = [o for o in tool.result.json_lines() if o.get("type") == "interval"]
         t.check_ge(f"{view}: intervals printed", 2, len(intervals))
         for n, o in enumerate(intervals):
@@ -478,8 +478,8 @@ def _(t: Test):
         # took under 0.2 s in a CI run: all fell in one interval, which ended after the
         # reader had exited, and that text run had no path to print.)
         with Reader(f.path, "--passes", str(PER_FILE_PASSES), "--hold") as reader:
-            with Tool("cachestat", "-f", "-j", "-p", str(reader.pid), "0.2") as tool, \
-                    Tool("cachestat", "-f", "-p", str(reader.pid), "0.2") as text:
+            with Tool("cachestat", "--per-file", "-j", "-p", str(reader.pid), "0.2") as tool, \
+                    Tool("cachestat", "--per-file", "-p", str(reader.pid), "0.2") as text:
                 reader.go()
                 time.sleep(0.3)
     rows = summary_of(tool, t)["files"]
@@ -642,7 +642,7 @@ def _(t: Test):
 @scenario("cachestat_bad_input")
 def _(t: Test):
     cases = shared_bad_arguments(cgroup=True, interval_count=True) + [
-        (["-P", "-f"], "-P and -f are two views"),
+        (["-P", "--per-file"], "-P and --per-file are two views"),
     ]
     check_bad_arguments(t, "cachestat", cases)
     check_help(t, "cachestat", (

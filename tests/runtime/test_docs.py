@@ -295,10 +295,10 @@ def _(t: Test):
     for tool in ("drsnoop", "compactsnoop"):  # events and a summary; -H intervals
         runs[tool] = [["-j", "-d", "1"], ["-j", "-H", "-d", "1.2", "0.5"]]
     # Events and the final count (every task switch flushes: there are events in a second).
-    runs["tlbflush"].append(["-t", "-j", "-d", "1"])
+    runs["tlbflush"].append(["--trace", "-j", "-d", "1"])
     # The views whose lines have other keys, for the keys' section.
     views = {"tlbflush": [["-P", "-L", "--culprits", "-s"]], "drsnoop": [["-H", "-P"]],
-             "numamove": [["-r"], ["-P"]], "cachestat": [["-P"], ["-f"]],
+             "numamove": [["--reasons"], ["-P"]], "cachestat": [["-P"], ["--per-file"]],
              "memstall": [["-C"], ["-s"]]}
     for tool, options in views.items():
         runs[tool] += [["-j", *o, "-d", "1.2", "0.5"] for o in options]
@@ -308,8 +308,8 @@ def _(t: Test):
             what = f"memlat {tool} {' '.join(args)}"
             # What each line must be: the tools with an exit summary end with it (oomwhy's
             # run of a second, without a kill, prints only that), the others with an interval
-            # (tlbflush -t: the final count); before it, events or intervals (-H).
-            body = "event" if "-t" in args or (
+            # (tlbflush --trace: the final count); before it, events or intervals (-H).
+            body = "event" if "--trace" in args or (
                 "-H" not in args and tool in ("drsnoop", "compactsnoop")) else "interval"
             last = "summary" if tool in ("drsnoop", "compactsnoop", "cachestat", "oomwhy") or \
                 (tool == "memstall" and "-s" in args) else "interval"
@@ -341,7 +341,7 @@ def _(t: Test):
             check_stamp(t, "memlat top -o's record", obj, rules, window)
         t.check_eq("memlat top -o: the record's lines are intervals",
                    ["interval"] * len(recorded), [o.get("type") for o in recorded])
-        replay = run([binary("memlat"), "top", "-r", record, "-j", "--rows", "100000"],
+        replay = run([binary("memlat"), "top", "--replay", record, "-j", "--rows", "100000"],
                      timeout=60)
         t.require(replay.rc == 0, "memlat top -r RECORD -j: exit status", "0",
                   f"{replay.rc}: {replay.stderr[-300:]}")

@@ -119,7 +119,7 @@ def node_cpus(node: int) -> list:
 
 @scenario("numamove_compaction_matches_vmstat", btf_file=True, unprivileged=True)
 def _(t: Test):
-    tool = Tool("numamove", "-r", "-j")
+    tool = Tool("numamove", "--reasons", "-j")
     w, done = compaction_watched(tool)
     log(f"workload pid {done['pid']} fragmented and compacted memory {done['iterations']} time(s)")
     res = tool.result
@@ -152,10 +152,10 @@ def _(t: Test):
     with Workload("migrate_fragmenter", *FRAGMENT, held=True) as wl:
         pid = str(wl.pid)
         with FtraceOracle(["migrate/mm_migrate_pages"], wl.pid) as oracle, \
-                Tool("numamove", "-r", "-j", "-p", pid) as by_pid, \
-                Tool("numamove", "-r", "-H", "-j", "-p", pid) as hist, \
-                Tool("numamove", "-r", "-P", "-j") as per_process, \
-                Tool("numamove", "-r", "-P", "-p", pid) as text:
+                Tool("numamove", "--reasons", "-j", "-p", pid) as by_pid, \
+                Tool("numamove", "--reasons", "-H", "-j", "-p", pid) as hist, \
+                Tool("numamove", "--reasons", "-P", "-j") as per_process, \
+                Tool("numamove", "--reasons", "-P", "-p", pid) as text:
             wl.release()
             wl.wait_done(90)
             time.sleep(0.2)
@@ -220,7 +220,7 @@ def _(t: Test, variant: str):
                 ("tracepoint", variant_env(variant, "tp_btf,raw_tp")))
     if variant == "no_kernel_btf":
         variants = variants[1:]  # no tp_btf without the kernel's BTF
-    tools = [Tool("numamove", "-r", "-j", "-v", env=env) for _, env in variants]
+    tools = [Tool("numamove", "--reasons", "-j", "-v", env=env) for _, env in variants]
     w, _ = compaction_watched(*tools)
     for (hook, env), tool in zip(variants, tools):
         res = tool.result
@@ -246,7 +246,7 @@ def _(t: Test):
     over a longer window, must count at least every migrate_pages call the tool timed."""
     names = ["migrate:mm_migrate_pages_start", "migrate:mm_migrate_pages"]
     with PerfStat(names) as perf:
-        with Tool("numamove", "-r", "-j", "-v",
+        with Tool("numamove", "--reasons", "-j", "-v",
                   env={"MEMLAT_DISABLE_HOOKS": "tp_btf,raw_tp"}) as tool:
             fragment_and_compact()
     res = tool.result
@@ -268,7 +268,7 @@ def _(t: Test):
     # from its entry (fentry or kprobe). This kernel refuses fentry and has no kprobes, as a
     # kernel without either would: the counts must stay exact, the times absent, and the tool
     # must say so once on stderr.
-    tool = Tool("numamove", "-r", "-j", "-v", env={"MEMLAT_DISABLE_HOOKS": "migrate_pages_start"})
+    tool = Tool("numamove", "--reasons", "-j", "-v", env={"MEMLAT_DISABLE_HOOKS": "migrate_pages_start"})
     w, _ = compaction_watched(tool)
     res = tool.result
     t.check_eq("exit status", 0, res.rc)
@@ -294,7 +294,7 @@ def _(t: Test):
     nodes = numa_nodes()
     text = Tool("numamove", "-v", "1", "3", wait_exit=True)
     js = Tool("numamove", "-j", "1", "3", wait_exit=True)
-    per_call = Tool("numamove", "-c", "-v", "-H", "1", "3", wait_exit=True)
+    per_call = Tool("numamove", "--per-call", "-v", "-H", "1", "3", wait_exit=True)
     w, _ = compaction_watched(text, js, per_call)
     res = text.result
     t.check_eq("exit status after COUNT intervals", 0, res.rc)
@@ -355,9 +355,9 @@ def _(t: Test):
         with Workload("numa_misplacer", "--from-cpu", str(src_cpus[0]), "--to-cpu",
                       str(dst_cpus[0]), "--mib", "128", "--seconds", "15", held=True) as wl:
             with Tool("numamove", "-j") as default, \
-                    Tool("numamove", "-r", "-j") as reasons, \
+                    Tool("numamove", "--reasons", "-j") as reasons, \
                     Tool("numamove", "-P", "-j", "-p", str(wl.pid)) as per_process, \
-                    Tool("numamove", "-c", "-j", "-v", "-m") as per_call:
+                    Tool("numamove", "--per-call", "-j", "-v", "-m") as per_call:
                 w.mark()
                 wl.release()
                 wl.wait_done(60)
@@ -388,8 +388,8 @@ def _(t: Test):
 @scenario("numamove_bad_input")
 def _(t: Test):
     cases = shared_bad_arguments(interval_count=True) + [
-        (["-c", "-r"], "-c times NUMA balancing's calls only"),
-        (["-m", "-r"], "-m adds columns to the default view"),
+        (["--per-call", "--reasons"], "--per-call times NUMA balancing's calls only"),
+        (["-m", "--reasons"], "-m adds columns to the default view"),
     ]
     check_bad_arguments(t, "numamove", cases)
     check_help(t, "numamove", (

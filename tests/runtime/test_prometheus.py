@@ -70,10 +70,10 @@ def http_get(url: str, headers: Optional[dict] = None, timeout: float = 5.0) -> 
 ALL_TOOLS = ("cachestat", "compactsnoop", "drsnoop", "memstall", "numamove", "oomwhy",
              "tlbflush")
 # The long names of the short options the scenarios give, for `memlat exporter --TOOL.NAME`.
-LONG_NAMES = {"tlbflush": {"-L": "latency", "-c": "cpu", "-p": "pid", "-r": "reason"},
+LONG_NAMES = {"tlbflush": {"-L": "latency", "-c": "cpu", "-p": "pid"},
               "drsnoop": {"-k": "kind", "-G": "cgroup", "-p": "pid", "-t": "tid"},
               "compactsnoop": {"-k": "kind", "-p": "pid"},
-              "numamove": {"-p": "pid", "-c": "per-call"},
+              "numamove": {"-p": "pid"},
               "cachestat": {"-p": "pid", "-G": "cgroup"},
               "memstall": {"-p": "pid", "-t": "tid", "-G": "cgroup"}}
 

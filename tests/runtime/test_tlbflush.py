@@ -854,7 +854,7 @@ def trace(t: Test, variant: str) -> None:
     ipis, how = shootdown_ipis_here()
     # The workload process exists (held) before the tool starts, so that -p can name it.
     with Workload("tlb_workload", *workload_args(), held=True) as wl:
-        with Tool("tlbflush", "-v", "-t", "-j", "-p", str(wl.pid),
+        with Tool("tlbflush", "-v", "--trace", "-j", "-p", str(wl.pid),
                   env=variant_env(variant)) as tool:
             wl.release()
             info = wl.wait_done(60)
@@ -941,7 +941,7 @@ def lost_records_counted(t: Test, buffer_args: list[str], env: dict[str, str],
     lines + lost_events == counts, exactly."""
     require_cpus(SENDER, VICTIM)
     with Workload("tlb_workload", *workload_args(), held=True) as wl:
-        with Tool("tlbflush", "-v", "-t", "-j", *buffer_args, "-p", str(wl.pid),
+        with Tool("tlbflush", "-v", "--trace", "-j", *buffer_args, "-p", str(wl.pid),
                   env=env) as tool:
             wl.release()
             wl.wait_done(60)
@@ -972,7 +972,7 @@ def _(t: Test) -> None:
     env = {"MEMLAT_DISABLE_FEATURES": "ringbuf", "MEMLAT_PERF_BUFFER_PAGES": "1"}
     lost_records_counted(t, [], env, "events through perf buffers (1 pages per CPU",
                          "one-page perf buffers")
-    with Tool("tlbflush", "-t", "-p", str(os.getpid()), env=env) as text_tool:
+    with Tool("tlbflush", "--trace", "-p", str(os.getpid()), env=env) as text_tool:
         pass
     t.check_eq("text mode without losses prints no Lost line", False,
                "Lost" in text_tool.result.stdout)
@@ -1046,7 +1046,7 @@ def no_link_left(t: Test) -> None:
     # raw_tp: raw_tracepoint links; classic tracepoints: perf_event links).
     runs = [
         ("SIGINT, --culprits -L", ["--culprits", "-L", "-c", "1"], {}, False),
-        ("-d 1, -t", ["-t", "-d", "1", "-c", "1"], {}, True),
+        ("-d 1, --trace", ["--trace", "-d", "1", "-c", "1"], {}, True),
         ("SIGINT, classic tracepoints", ["--culprits", "-L", "-s", "-c", "1"],
          {"MEMLAT_DISABLE_HOOKS": "tp_btf,raw_tp"}, False),
         ("interval 0.3 count 2, irq_vectors fall-back", ["-L", "-j", "0.3", "2"],
@@ -1167,12 +1167,12 @@ BAD_INPUT = [
     # arguments, a pattern that must be on stderr (names the problem)
     (["-c", "99"], r"\b99\b"),
     (["-c", "x"], r"'x'"),
-    (["-r", "nosuchreason"], r"nosuchreason"),
+    (["--reason", "nosuchreason"], r"nosuchreason"),
     (["-p", "999999999"], r"999999999"),
     (["--bogus"], r"bogus"),
     (["--pprof", "/nonexistent/dir/t.pb.gz"], r"--pprof /nonexistent/dir/t\.pb\.gz: cannot write"),
     (["--folded-file", "/tmp"], r"--folded-file /tmp: cannot write there: Is a directory"),
-    (["--folded", "-t"], r"--folded prints the folded stacks alone: it takes no -t"),
+    (["--folded", "--trace"], r"--folded prints the folded stacks alone: it takes no --trace"),
     (["--folded", "-j"], r"--folded prints the folded stacks alone"),
     (["--folded", "--prometheus", "127.0.0.1:0"], r"the profiles go with the text output"),
     (["-d", "-1"], r"-d\b|duration"),

@@ -303,16 +303,16 @@ def _(t: Test):
         lines = record_lines(path)
         t.check_eq("intervals recorded vs printed live", live.stdout.count("memlat top - "),
                    len(lines))
-        replay = run([binary("memtop"), "-r", path, "-b"], timeout=30)
+        replay = run([binary("memtop"), "--replay", path, "-b"], timeout=30)
         t.check_eq("memtop -r -b: exit status", 0, replay.rc)
         differ = next((i for i, (a, b) in enumerate(zip(live.stdout, replay.stdout)) if a != b),
                       min(len(live.stdout), len(replay.stdout)))
         t.check(replay.stdout == live.stdout, "memtop -r -b prints what the live -b printed",
                 f"{len(live.stdout)} bytes as live",
                 f"{len(replay.stdout)} bytes, first difference at {differ}")
-        two = run([binary("memtop"), "-r", path, "-b", "1", "2"], timeout=30)
+        two = run([binary("memtop"), "--replay", path, "-b", "1", "2"], timeout=30)
         t.check_eq("memtop -r -b 1 2: two intervals", 2, two.stdout.count("memlat top - "))
-        as_json = run([binary("memtop"), "-r", path, "-j", "--rows", "100000"], timeout=30)
+        as_json = run([binary("memtop"), "--replay", path, "-j", "--rows", "100000"], timeout=30)
         replayed = [json.loads(x) for x in as_json.stdout.splitlines() if x.strip()]
         t.check_eq("memtop -r -j: the recorded rows, interval by interval",
                    [line["cgroups"] for line in lines], [j["cgroups"] for j in replayed])
@@ -346,7 +346,7 @@ def _(t: Test):
         busiest = max(range(len(lines)), key=lambda i: sum(
             r["stall_ns"] for r in lines[i]["cgroups"] if r["cgroup"].endswith(name)))
         n = len(lines)
-        with ScreenTool("-r", path, "3600") as screen:
+        with ScreenTool("--replay", path, "3600") as screen:
             first = screen.wait_screen(lambda sc: f"REPLAY 1 of {n}" in status_line(sc), 10)
             t.require(first is not None, "the record's first interval at once", f"REPLAY 1 of {n}",
                       screen.screen()[-1:] + [screen.file("err")[-300:]])
@@ -900,7 +900,7 @@ def _(t: Test):
 @scenario("top_bad_arguments")
 def _(t: Test):
     check_help(t, "memtop", ["-b, --batch", "-a, --all", "--rows", "-j, --json", "-o, --output",
-                             "-r, --replay", "STALL%", "USAGE", "LIMIT", "EVENTS", "PSI%",
+                             "      --replay", "STALL%", "USAGE", "LIMIT", "EVENTS", "PSI%",
                              "MEMLAT_DISABLE_HOOKS"])
     with tempfile.TemporaryDirectory(prefix="memlat_top_bad_") as d:
         empty = os.path.join(d, "empty.json")
@@ -911,10 +911,11 @@ def _(t: Test):
             (["-b", "--rows", "x"], "--rows"),
             (["-b", "-w", "10"], "-w takes 60 to 4096 columns"),
             (["-j", "-w", "100"], "-w sets the width of -b's lines"),
-            (["-b", "-r", os.path.join(d, "none.json")], "cannot read it"),
-            (["-b", "-r", empty], "holds no interval"),
-            (["-b", "-r", empty, "-o", os.path.join(d, "out.json")], "not both"),
-            (["-b", "-r", empty, "-a"], "record with -a"),
+            (["-b", "--replay", os.path.join(d, "none.json")], "cannot read it"),
+            (["-b", "--replay", empty], "holds no interval"),
+            (["-b", "--replay", empty, "-o", os.path.join(d, "out.json")], "not both"),
+            (["-b", "--replay", empty, "-a"], "record with -a"),
+            (["-b", "-r", empty], "-r is no longer memlat top's: write --replay"),
             (["-b", "-o", os.path.join(d, "no", "such", "dir.json")], "-o"),
             (["--bogus"], "unrecognized option"),
         ])
@@ -934,7 +935,7 @@ def _(t: Test):
         cut = os.path.join(d, "cut.json")
         with open(cut, "w") as f:
             f.write('{"time": "12:00:00", "interval_s"')
-        res = run([binary("memtop"), "-b", "-r", cut], timeout=15)
+        res = run([binary("memtop"), "-b", "--replay", cut], timeout=15)
         t.check_eq("memtop -r of only part of a line: exit status", 2, res.rc)
         t.check_in("memtop -r of only part of a line: says so", "holds no interval (only part",
                    res.stderr, "stderr")
@@ -946,12 +947,12 @@ def _(t: Test):
                  "{} line 1: not an interval of memlat top: "),
                 ('{"time": "12:00:00", "interval_s": 1.0}\nnot json\n', 2, 1,
                  "{} line 1: not an interval of memlat top: "),
-                ("\nnot json\n", 2, 2, "-r {} : not a record (a file that memlat top -o or -j "
+                ("\nnot json\n", 2, 2, "--replay {} : not a record (a file that memlat top -o or -j "
                  "wrote): line 2 is not JSON")):
             garbage = os.path.join(d, f"garbage{line}_{rc}.json")
             with open(garbage, "w") as f:
                 f.write(text)
-            res = run([binary("memtop"), "-b", "-r", garbage], timeout=15)
+            res = run([binary("memtop"), "-b", "--replay", garbage], timeout=15)
             t.check_eq(f"memtop -r {text!r}: exit status", rc, res.rc)
             t.check_in(f"memtop -r {text!r}: names the line", why.format(garbage).replace(" :", ":"),
                        res.stderr, "stderr")
@@ -973,10 +974,10 @@ def _(t: Test):
                 pass  # the tool stopped reading: what it should do
         feeder = threading.Thread(target=feed_endless, daemon=True)
         feeder.start()
-        for args, rc, says in ((["-r", "/dev/zero"], 2, "/dev/zero: a device, not a record"),
-                               (["-r", noise], 2, "not a record (a file that memlat top -o or "
+        for args, rc, says in ((["--replay", "/dev/zero"], 2, "/dev/zero: a device, not a record"),
+                               (["--replay", noise], 2, "not a record (a file that memlat top -o or "
                                                   "-j wrote): line 1 is not JSON"),
-                               (["-r", endless], 2, "line 1 is longer than 64 MiB: not a record"),
+                               (["--replay", endless], 2, "line 1 is longer than 64 MiB: not a record"),
                                (["-o", "/dev/full", "1", "1"], 1,
                                 "cannot write /dev/full: No space left on device")):
             res = run([binary("memtop"), "-b", *args], timeout=60)

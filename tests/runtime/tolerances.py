@@ -70,7 +70,7 @@ PAGE_CACHE_PAGES = _tolerance(
     "accesses of its own program")
 RAMDISK_PAGES = _tolerance(
     "ramdisk_pages", 0.01,
-    "the pages read from a ram disk (cachestat -f's row of the device, VM matrix)",
+    "the pages read from a ram disk (cachestat --per-file's row of the device, VM matrix)",
     "one count per page read, exact by the kernel source: room for a read-ahead page found or "
     "a batch cut differently, not for a count per batch")
 MIGRATION_EDGES = _tolerance(

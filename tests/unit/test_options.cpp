@@ -332,3 +332,27 @@ TEST(BufferSize, RefusesWhatTheRingBufferCannotBe) {
         EXPECT_NE(message(size).find(says), std::string::npos) << '"' << size << '"';
     EXPECT_NE(message("1M").find("(accepted)"), std::string::npos);
 }
+
+// A short option a tool gave up (tlbflush -t, now --trace: -t is a thread in every tool that
+// has it, as in BCC): hidden from --help, and a usage error that says what to write.
+TEST(CommandLineDeathTest, RetiredShortOptionSaysWhatToWrite) {
+    auto parse_retired = [](std::vector<std::string> args) {
+        bool trace = false;
+        memlat::CommandLine cli("tool", "A tool.", "Examples: none");
+        cli.flag(0, "trace", "one line per event", trace);
+        cli.retired_short('t', "--trace", "--tid, a thread");
+        parse_args(cli, "tool", std::move(args));
+        return trace;
+    };
+    EXPECT_TRUE(parse_retired({"--trace"}));
+    EXPECT_EXIT(parse_retired({"-t"}), testing::ExitedWithCode(2),
+                "tool: -t is no longer tool's: write --trace. In every memlat tool that has "
+                "it, -t means --tid, a thread");
+    EXPECT_EXIT(
+        {
+            dup2(2, 1);
+            parse_retired({"-h"});
+        },
+        // --trace listed alone on its line: no "-t," before it.
+        testing::ExitedWithCode(0), "\n {6}--trace +one line per event");
+}

@@ -1,6 +1,6 @@
 """Host checks of cachestat's VM scenarios (tests/vm/scenarios/cachestat.sh): a cold and a
 warm read of the same 64 MiB of /dev/ram0 by dd (1 MiB reads), each watched by its own
-`cachestat -j -f -p DD`, on a kernel without the filemap access tracepoints (6.1).
+`cachestat -j --per-file -p DD`, on a kernel without the filemap access tracepoints (6.1).
 
 What the access fall-back counts there (Linux 6.1 mm/filemap.c filemap_read(), mm/memory.c
 zap_pte_range()):

@@ -61,7 +61,7 @@ def misplaced(t: Test, b: Block) -> None:
     t.check_in(f"-r: migrate tracepoints through {path_a}",
                f"migrate:mm_migrate_pages: using {path_a}", tp.stderr,
                "stderr")
-    obj = _final(t, tp, "numamove -r")
+    obj = _final(t, tp, "numamove --reasons")
     reasons = {r["reason"]: r for r in obj.get("reasons") or []}
     numa = reasons.get("numa_misplaced", {})
     log("  -r reasons: " + "; ".join(f"{k}: calls {r['calls']} ok {r['succeeded']} failed "
@@ -75,7 +75,7 @@ def misplaced(t: Test, b: Block) -> None:
     t.check_close("pages failed, all reasons, vs pgmigrate_fail delta", d["pgmigrate_fail"],
                   sum(r["failed"] for r in reasons.values()), rel_tol=EDGE_TOL,
                   abs_tol=EDGE_PAGES)
-    # -P (numamove.sh runs -r with it): the per-process table and the counts by reason go by
+    # -P (numamove.sh runs --reasons with it): the per-process table and the counts by reason go by
     # the same epochs, so the rows plus left_out add up to the totals, and the workload's
     # NUMA-balancing migrations are in its own row.
     fields = ("calls", "succeeded", "failed")
@@ -90,7 +90,7 @@ def misplaced(t: Test, b: Block) -> None:
                   d["numa_pages_migrated"], mine, rel_tol=EDGE_TOL, abs_tol=EDGE_PAGES)
 
     calls_a = numa.get("calls", 0)
-    pobj = _final(t, pc, "numamove -c")
+    pobj = _final(t, pc, "numamove --per-call")
     if path_b == "migrate_tracepoints":
         t.check_in("-c: no fentry/kprobe allowed, falls back to the tracepoints (-v)",
                    "(per call): using migrate_tracepoints", pc.stderr, "stderr")

@@ -1,5 +1,5 @@
 // cachestat: page-cache hits, misses and dirties, counted in pages, per interval; machine-wide,
-// per process (-P) or per file (-f).
+// per process (-P) or per file (--per-file).
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,8 +46,8 @@ namespace {
 constexpr const char *description =
     R"(Count page-cache hits, misses and dirtied pages per interval (every second
 unless INTERVAL is given, as BCC), machine-wide, per process (-P) or per file
-(-f). Everything is in pages (PAGE_SIZE): a large folio counts as the pages
-it holds, not as one call.
+(--per-file). Everything is in pages (PAGE_SIZE): a large folio counts as the
+pages it holds, not as one call.
 
 Columns:
   MISSES    pages added to the page cache (mm_filemap_add_to_page_cache):
@@ -60,9 +60,10 @@ Columns:
   HITS      ACCESSES that no MISS accounts for: a thread's accesses are
             matched against the pages the same thread added to the same file
             (its read-ahead); the rest are hits, counted when they happen, so
-            the -P and -f rows add up to the total. Pages a write creates
-            and dirties are matched by nothing. BCC: mark_page_accessed calls
-            minus mark_buffer_dirty calls, minus misses, machine-wide.
+            the -P and --per-file rows add up to the total. Pages a write
+            creates and dirties are matched by nothing. BCC:
+            mark_page_accessed calls minus mark_buffer_dirty calls, minus
+            misses, machine-wide.
   HITRATIO  HITS / ACCESSES; "-" when nothing was accessed.
   DIRTIES   pages of folios that went from clean to dirty
             (writeback_dirty_folio), on every file system. BCC: calls to
@@ -70,9 +71,9 @@ Columns:
   BUFFERS_MB, CACHED_MB  Buffers and Cached of /proc/meminfo.
 -P: PID UID COMM HITS MISSES DIRTIES READ_HIT% per process (the task that
 was current: a read and its read-ahead run in the reader), busiest first.
--f: DEV INO HITS MISSES DIRTIES HITRATIO PATH per file. PATH is looked up in
-/proc/PID/fd and /proc/PID/maps of the last process that used the file; "-"
-when it no longer has it open or mapped.
+--per-file: DEV INO HITS MISSES DIRTIES HITRATIO PATH per file. PATH is looked
+up in /proc/PID/fd and /proc/PID/maps of the last process that used the file;
+"-" when it no longer has it open or mapped.
 Kernels without the access tracepoints (before 6.12) count accesses from
 folio_mark_accessed or mark_page_accessed (fentry or kprobe): read(2) marks
 every folio it copies (a folio that successive small reads stay in, once);
@@ -92,7 +93,8 @@ constexpr const char *examples = R"(Examples:
   cachestat -G /sys/fs/cgroup/db.slice
                             only tasks in that cgroup and below
   cachestat -P 5            per process every 5 seconds (BCC's cachetop)
-  cachestat -f -p 1234      per file, for process 1234
+  cachestat --per-file -p 1234
+                            per file, for process 1234
   cachestat -j -d 10        JSON lines for 10 seconds, then a summary
   cachestat --prometheus 127.0.0.1:9850
                             serve the counters to Prometheus
@@ -119,9 +121,10 @@ std::vector<Probe> Cachestat::plan() const {
     auto dirties =
         tracepoint_choices({"dirty_folio"}, "writeback_dirty_folio",
                            "the classic format has neither the folio's size nor the device: a "
-                           "large folio counts as one page, -f shows device 0:0");
-    for (auto &c : tracepoint_choices({"dirty_page"}, "writeback_dirty_page",
-                                      "the classic format has no device: -f shows device 0:0")) {
+                           "large folio counts as one page, --per-file shows device 0:0");
+    for (auto &c :
+         tracepoint_choices({"dirty_page"}, "writeback_dirty_page",
+                            "the classic format has no device: --per-file shows device 0:0")) {
         dirties.push_back(c);
     }
     probes.emplace_back(ProbeId::Dirties, "writeback:writeback_dirty_folio (dirties)",
@@ -183,16 +186,16 @@ void Cachestat::check_options() {
     if (o_.pid)
         require_process(*o_.pid, "-p");
     if (o_.per_process && o_.per_file)
-        throw UsageError("-P and -f are two views; choose one");
+        throw UsageError("-P and --per-file are two views; choose one");
     check_prometheus_options(o_.prom, o_.common);
     if (o_.prom.on()) {
         if (o_.per_process || o_.per_file)
-            throw UsageError("--prometheus serves the totals: -P and -f go with the text "
+            throw UsageError("--prometheus serves the totals: -P and --per-file go with the text "
                              "output (per-task counts: --prometheus-labels comm)");
         o_.per_process = o_.prom.label("comm"); // per-task series need the per-process table
     }
     check_max_entries_used(o_.common, o_.per_process || o_.per_file || o_.per_cgroup,
-                           "-P or -f (or --prometheus-labels comm)");
+                           "-P or --per-file (or --prometheus-labels comm)");
     if (!o_.cgroup.empty())
         cgroup_ = resolve_cgroup(o_.cgroup);
 }
@@ -207,11 +210,12 @@ void Cachestat::prepare(const Verbosity &) {
         if (!process_has_capability(CAP_SYS_PTRACE))
             missing += missing.empty() ? "CAP_SYS_PTRACE" : " and CAP_SYS_PTRACE";
         if (!missing.empty())
-            fmt::print(stderr,
-                       "{}: missing {}: -f reads the paths from the /proc/PID/fd and maps of "
-                       "other users' processes only with them; their files show PATH -, the "
-                       "counts are complete\n",
-                       tool_name, missing);
+            fmt::print(
+                stderr,
+                "{}: missing {}: --per-file reads the paths from the /proc/PID/fd and maps of "
+                "other users' processes only with them; their files show PATH -, the "
+                "counts are complete\n",
+                tool_name, missing);
     }
 }
 
@@ -277,10 +281,12 @@ void add_own_options(CommandLine &cli, Options &o) {
              "A table per interval: PID UID COMM HITS MISSES DIRTIES READ_HIT%, busiest "
              "first (BCC's cachetop is cachestat -P 5: docs/bcc.md)",
              o.per_process);
-    cli.flag('f', "per-file",
+    cli.flag(0, "per-file",
              "A table per interval: DEV INO HITS MISSES DIRTIES HITRATIO PATH, busiest "
              "first",
              o.per_file);
+    cli.retired_short('f', "--per-file",
+                      "--folded-file, folded stacks, as BCC's -f is folded output");
 }
 
 // cachestat as memlat top's source of page-cache counts: Cachestat loaded with no filter, per

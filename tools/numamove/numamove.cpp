@@ -44,28 +44,29 @@ NUMA_migrations counts the migrations of automatic NUMA balancing (reason
 numa_misplaced: one call of migrate_pages() per misplaced page or THP) and
 NUMA_migrations_ms their summed time, from nanoseconds (never truncated to
 whole milliseconds per migration). The anchors time migrate_misplaced_page()
-instead; -c does that where the kernel allows it.
+instead; --per-call does that where the kernel allows it.
 
 numamove watches migrate:mm_migrate_pages_start and mm_migrate_pages, which
 every migration passes (compaction, mbind, NUMA balancing, demotion, ...):
--r shows them all by reason, with the pages that succeeded and failed (base
-pages, as /proc/vmstat's pgmigrate_success and pgmigrate_fail count them),
-THPs migrated whole, failed or split, and the time. Reason names are read
-from the running kernel (enum migrate_reason). Migrations are attributed to
-the task that ran them: the faulting thread for NUMA balancing, kcompactd or
-the allocating task for compaction. INTERVAL defaults to 1 second; every
+--reasons shows them all by reason, with the pages that succeeded and failed
+(base pages, as /proc/vmstat's pgmigrate_success and pgmigrate_fail count
+them), THPs migrated whole, failed or split, and the time. Reason names are
+read from the running kernel (enum migrate_reason). Migrations are attributed
+to the task that ran them: the faulting thread for NUMA balancing, kcompactd
+or the allocating task for compaction. INTERVAL defaults to 1 second; every
 view prints the time of each interval, with or without -T.)";
 
 constexpr const char *examples = R"(Examples:
   numamove                  NUMA-balancing migrations per second
-  numamove -r               every migration by reason, per second
-  numamove -r -j 10 6       by reason, JSON, every 10 seconds for a minute
+  numamove --reasons        every migration by reason, per second
+  numamove --reasons -j 10 6
+                            by reason, JSON, every 10 seconds for a minute
   numamove --prometheus 127.0.0.1:9849
                             serve the counts and histograms to Prometheus
   numamove -P -p 1234       process 1234's NUMA migrations, per process
-  numamove -r -P            who migrates what, by reason
+  numamove --reasons -P     who migrates what, by reason
   numamove -H               log2 histogram of the time per migration
-  numamove -c -H            time migrate_misplaced_folio() calls instead
+  numamove --per-call -H    time migrate_misplaced_folio() calls instead
   numamove -m               add NUMA balancing's task moves, swaps, sticks
 
 )";
@@ -178,14 +179,17 @@ void Numamove::check_options() {
     if (o_.pid)
         require_process(*o_.pid, "-p");
     if (o_.per_call && o_.reasons)
-        throw UsageError("-c times NUMA balancing's calls only; it does not go with -r");
+        throw UsageError(
+            "--per-call times NUMA balancing's calls only; it does not go with --reasons");
     if (o_.task_moves && (o_.reasons || o_.per_process))
-        throw UsageError("-m adds columns to the default view; it does not go with -r or -P");
+        throw UsageError(
+            "-m adds columns to the default view; it does not go with --reasons or -P");
     check_prometheus_options(o_.prom, o_.common);
     if (o_.prom.on()) {
         if (o_.reasons || o_.per_process)
-            throw UsageError("--prometheus serves every reason's counts: -r and -P go with the "
-                             "text output (per-task counts: --prometheus-labels comm)");
+            throw UsageError(
+                "--prometheus serves every reason's counts: --reasons and -P go with the "
+                "text output (per-task counts: --prometheus-labels comm)");
         // Histograms and task moves are counted in the kernel; per-task series need the
         // per-process table.
         o_.hist = o_.task_moves = true;
@@ -273,27 +277,29 @@ namespace {
 // --numamove.NAME.
 void add_counting_options(CommandLine &cli, Options &o) {
     cli.option('p', "pid", "PID", "Only migrations run by tasks of process PID", o.pid);
-    cli.flag('c', "per-call",
+    cli.flag(0, "per-call",
              "Time calls of migrate_misplaced_folio (migrate_misplaced_page on older "
              "kernels), as the anchors do, with fentry or kprobes; falls back to the "
              "tracepoints where the kernel refuses both",
              o.per_call);
+    cli.retired_short('c', "--per-call", "--cpu, the CPUs to watch (tlbflush)");
     add_series_options(cli, o.prom, {"comm"});
 }
 
 void add_own_options(CommandLine &cli, Options &o) {
-    cli.flag('r', "reasons",
+    cli.flag(0, "reasons",
              "A table per interval of every migration by reason (numa_misplaced, "
              "compaction, syscall, mempolicy_mbind, demotion, ...): calls, pages "
              "succeeded and failed, THPs, time",
              o.reasons);
+    cli.retired_short('r', "--reasons", "--rows, rows to print, as in BCC's top tools");
     cli.flag('P', "per-process",
              "A table per interval by process (PID, COMM of the task that ran the "
-             "migration): NUMA balancing's migrations, or every reason with -r",
+             "migration): NUMA balancing's migrations, or every reason with --reasons",
              o.per_process);
     cli.flag('H', "hist",
              "Log2 histogram of the time per migration (usecs), counted in the kernel: "
-             "NUMA balancing's, per reason with -r, per call with -c",
+             "NUMA balancing's, per reason with --reasons, per call with --per-call",
              o.hist);
     cli.flag('m', "task-moves",
              "Add columns with NUMA balancing's task moves, swaps and sticks "

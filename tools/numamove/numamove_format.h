@@ -75,7 +75,7 @@ numamove_count plus(const numamove_count &a, const numamove_count &b);
 std::string default_header();
 std::string default_line(std::string_view time, uint64_t migrations, uint64_t total_ns);
 
-// The -r table: one row per reason with migrations in the interval.
+// The --reasons table: one row per reason with migrations in the interval.
 struct ReasonRow {
     int64_t reason;
     numamove_count c;
@@ -95,7 +95,7 @@ std::string process_header();
 std::string process_line(const ProcessRow &row, const ReasonNames &names);
 nlohmann::json process_json(const ProcessRow &row, const ReasonNames &names);
 // -P -j: the interval's totals by reason (`interval`: every process's, counted over the same
-// epochs as the rows; `only_reason`: without -r, NUMA balancing's alone) as out["totals"],
+// epochs as the rows; `only_reason`: without --reasons, NUMA balancing's alone) as out["totals"],
 // and what of them no row holds (a full table) as out["left_out"], so that the rows plus
 // left_out equal the totals.
 void json_totals(const std::array<numamove_count, NUMAMOVE_MAX_REASONS> &interval,

@@ -141,7 +141,7 @@ class Numamove final : public Tool<numamove_bpf, Options, tool_name> {
     int64_t numa_reason_ = -1;
     std::optional<numamove::ArgLayout> layout_;
     std::string layout_why_;
-    bool per_call_view_ = false; // -c and the kernel let us time migrate_misplaced_*
+    bool per_call_view_ = false; // --per-call and the kernel let us time migrate_misplaced_*
 };
 
 } // namespace memlat::numamove

@@ -154,7 +154,7 @@ void Numamove::print_reasons(const Snapshot &now, const Snapshot &before, json &
 void Numamove::print_processes(const Snapshot &now, const Snapshot &before, json &out) const {
     std::vector<numamove::ProcessRow> rows;
     for (const auto &[key, c] : now.procs) {
-        // Without -r, only the NUMA-balancing migrations, as in the default view.
+        // Without --reasons, only the NUMA-balancing migrations, as in the default view.
         if (!o_.reasons && key.reason != numa_reason_)
             continue;
         auto it = before.procs.find(key);
@@ -164,7 +164,7 @@ void Numamove::print_processes(const Snapshot &now, const Snapshot &before, json
     }
     std::stable_sort(rows.begin(), rows.end(),
                      [](const auto &a, const auto &b) { return a.c.succeeded > b.c.succeeded; });
-    // Below the -r table, a blank line apart.
+    // Below the --reasons table, a blank line apart.
     print_rows(rows, "processes", (o_.reasons ? "\n" : "") + numamove::process_header(),
                numamove::process_line, numamove::process_json, out);
     if (!o_.common.json)

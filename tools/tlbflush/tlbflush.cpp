@@ -112,14 +112,14 @@ Below the table, per CPU:
 constexpr const char *examples = R"(Examples:
   tlbflush                  count TLB flushes by CPU and reason until Ctrl-C
   tlbflush -c 11 1          per second, only flushes on CPU 11
-  tlbflush -c 11 -r remote_shootdown,remote_wrong_cpu -d 10
+  tlbflush -c 11 --reason remote_shootdown,remote_wrong_cpu -d 10
                             remote shootdowns that hit CPU 11 in 10 seconds
   tlbflush -c 11 --culprits -s
                             who sends shootdown IPIs to CPU 11, with stacks
   tlbflush -c 11 -L         how long they interrupt CPU 11: IPI handler and
                             flush callback histograms
   tlbflush -P -p 1234       flushes of process 1234, per process and CPU
-  tlbflush -t               one line per flush
+  tlbflush --trace          one line per flush
   tlbflush -j 1             a JSON line per second
   tlbflush -L --prometheus :9846
                             serve the counts and the -L histograms to
@@ -286,20 +286,20 @@ void Tlbflush::check_options() {
     if (o_.stacks)
         o_.culprits = true;
     if (o_.trace && o_.profile.folded)
-        throw UsageError("--folded prints the folded stacks alone: it takes no -t");
+        throw UsageError("--folded prints the folded stacks alone: it takes no --trace");
     profile_out_.open(o_.profile, o_.common);
     if (o_.trace && o_.common.interval > 0)
-        throw UsageError("-t prints every event; it takes no interval");
+        throw UsageError("--trace prints every event; it takes no interval");
     check_prometheus_options(o_.prom, o_.common);
     if (o_.prom.on()) {
         if (o_.trace || o_.stacks || o_.per_process)
-            throw UsageError("--prometheus serves counters and histograms: -t, -s, -P and the "
+            throw UsageError("--prometheus serves counters and histograms: --trace, -s, -P and the "
                              "profiles go with the text output (per-task counts: "
                              "--prometheus-labels comm)");
         // Per-task series come from the per-process table.
         o_.per_process = o_.prom.label("comm");
     }
-    check_buffer_size_used(o_.events, o_.trace, "-t");
+    check_buffer_size_used(o_.events, o_.trace, "--trace");
     check_max_entries_used(o_.common, o_.per_process || o_.culprits,
                            "-P, --culprits or -s (or --prometheus-labels comm)");
 }
@@ -424,10 +424,11 @@ void add_counting_options(CommandLine &cli, Options &o) {
                    o.pid = parse_number<int>(text, "-p");
                    o.pid_given = true;
                });
-    cli.option('r', "reason", "LIST",
+    cli.option(0, "reason", "LIST",
                "Only these reasons, by name or number, comma-separated (e.g. "
                "remote_shootdown,remote_wrong_cpu)",
                o.reasons);
+    cli.retired_short('r', "--reason", "--rows, rows to print, as in BCC's top tools");
     cli.flag(0, "culprits",
              "Count remote flush requests and shootdown IPIs by sender (PID, TID, COMM) and "
              "target CPU",
@@ -450,7 +451,8 @@ void add_own_options(CommandLine &cli, Options &o) {
              "With --culprits (implied): the sender's kernel and user stacks, symbolized, "
              "most frequent first",
              o.stacks);
-    cli.flag('t', "trace", "One line per flush: TIME CPU PID COMM REASON PAGES", o.trace);
+    cli.flag(0, "trace", "One line per flush: TIME CPU PID COMM REASON PAGES", o.trace);
+    cli.retired_short('t', "--trace", "--tid, a thread, as in BCC's drsnoop");
 }
 
 constexpr ToolManual manual{
@@ -459,8 +461,8 @@ constexpr ToolManual manual{
     .description = description,
     .examples = examples,
     .hook_kinds = hook_kinds,
-    .timestamp_help = "A wall-clock time (HH:MM:SS) on each interval, and on each -t line",
-    .event_lines = "-t's lines",
+    .timestamp_help = "A wall-clock time (HH:MM:SS) on each interval, and on each --trace line",
+    .event_lines = "--trace's lines",
 };
 
 } // namespace

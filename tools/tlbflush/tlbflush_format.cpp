@@ -66,7 +66,7 @@ CountTable counts_since(const Snapshot &now, const Snapshot &before, const ViewF
                 t.left_out.push_back({key, minus(d, shown), {}});
         }
     }
-    // -r without a remote reason asks for none of them.
+    // --reason without a remote reason asks for none of them.
     const bool remote_selected =
         ((f.reason_mask >> f.remote_shootdown) & 1) || ((f.reason_mask >> f.remote_wrong_cpu) & 1);
     const auto selected = [&f](size_t cpu) { return cpu < f.cpus.size() && f.cpus[cpu]; };

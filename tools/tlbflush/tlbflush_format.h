@@ -1,8 +1,8 @@
 // tlbflush's output views, apart from the tool so that the unit tests reach them: the interval
 // views (the counts table and the flush IPIs each CPU received, --culprits with -s's stacks, -L's
 // histograms), computed from two snapshots of what the BPF side counted, and the per-event view
-// (-t). The front-end reads the maps into a Snapshot and symbolizes stacks; these functions turn
-// the values into text and JSON.
+// (--trace). The front-end reads the maps into a Snapshot and symbolizes stacks; these functions
+// turn the values into text and JSON.
 #pragma once
 
 #include <array>
@@ -65,7 +65,7 @@ struct Snapshot {
 struct ViewFormat {
     bool per_process = false;   // -P: PID and COMM columns, busiest rows first
     bool stacks = false;        // -s: each culprit's kernel and user stacks
-    uint32_t reason_mask = ~0u; // -r, a bit per reason value
+    uint32_t reason_mask = ~0u; // --reason, a bit per reason value
     // This kernel's values of the victim-side reasons.
     int64_t remote_shootdown = 1, remote_wrong_cpu = 5;
     int64_t remote_send_ipi = 4; // the senders' reason
@@ -79,7 +79,7 @@ struct ViewFormat {
     bool culprit_ipis_counted = true;
     // The flush IPIs counted are all those the requests counted led to: no -p (the IPIs are
     // filtered by the victim's task, the requests by the sender's) and, where tlb_flush's
-    // remote reasons stand in for them, no -r leaving those out. Else the path is not judged
+    // remote reasons stand in for them, no --reason leaving those out. Else the path is not judged
     // from the run (path_of() keeps what the machine says).
     bool path_evidence = true;
     // -c: the CPUs selected (empty: all). Each is shown with the shootdowns it received, 0
@@ -112,7 +112,7 @@ struct CountTable {
     std::map<uint32_t, uint64_t> received;
     bool ipis_counted = false; // `received` is the csd count
     // The remote flush requests that named each CPU (from other CPUs), and those whose CPU
-    // mask could not be read; shown when -r selects a remote reason.
+    // mask could not be read; shown when --reason selects a remote reason.
     std::map<uint32_t, uint64_t> requested;
     uint64_t requests_unknown = 0;
     bool requests_shown = false;
@@ -175,13 +175,13 @@ void culprits_json(const std::vector<CulpritRow> &rows, const ViewFormat &f, nlo
 void latency_json(const std::vector<LatencyRow> &rows, const ViewFormat &f, nlohmann::json &out);
 nlohmann::json interval_json(const Interval &interval, const ViewFormat &f);
 
-// -t: the header, with a TIME column first under -T.
+// --trace: the header, with a TIME column first under -T.
 std::string event_header(bool timestamp);
-// -t: one flush, `time_s` seconds after the first one printed, its reason named `reason`;
+// --trace: one flush, `time_s` seconds after the first one printed, its reason named `reason`;
 // `wall_time` (HH:MM:SS) leads the line under -T and is "" otherwise.
 std::string event_line(const tlbflush_event &e, double time_s, std::string_view reason,
                        std::string_view wall_time);
-// -t -j: the same as one JSON object ("pages" null and "full" true for a full flush).
+// --trace -j: the same as one JSON object ("pages" null and "full" true for a full flush).
 nlohmann::json event_json(const tlbflush_event &e, double time_s, std::string_view reason,
                           std::string_view wall_time);
 

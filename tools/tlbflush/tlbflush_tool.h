@@ -32,7 +32,7 @@ namespace memlat::tlbflush {
 inline constexpr char tool_name[] = "tlbflush";
 
 // The events' buffer (--buffer-size), and the batch after which user space is woken.
-// TLB flushes come by up to hundreds of thousands a second: -t holds 4 MiB, 74898 records.
+// TLB flushes come by up to hundreds of thousands a second: --trace holds 4 MiB, 74898 records.
 // The BPF side wakes user space when the ring buffer's producer position crosses a multiple
 // of the batch (submit_batched() in bpf/common.bpf.h), a test that needs a power of two.
 inline constexpr EventBufferSize default_event_buffer{.bytes = 4 << 20, .wakeup_bytes = 64 * 1024};
@@ -197,7 +197,7 @@ class Tlbflush final : public Tool<tlbflush_bpf, Options, tool_name> {
     CpuCounts epoch_counts(uint32_t epoch);
     EpochCounters<CpuCounts> cpu_epochs_{[this](uint32_t epoch) { return epoch_counts(epoch); }};
     uint64_t first_event_ns_ = 0;
-    // The trace events' reader (-t), whose perf buffers count the records they lost.
+    // The trace events' reader (--trace), whose perf buffers count the records they lost.
     const EventReader *events_ = nullptr;
 };
 

@@ -9,8 +9,8 @@
 // On a terminal it is a keyboard-driven screen (cli/terminal.h, ncurses): rows to select, sorted by
 // a column the user picks, filtered, a cgroup opened into its processes and a process into its
 // threads, held, with a help page. -b prints text rows per interval for a pipe, -j JSON lines.
-// -o records the intervals (top_record.h), which -r replays on the same screen, or as -b and -j
-// print them, without the BPF side; -s adds a process's most stalled stacks to its threads.
+// -o records the intervals (top_record.h), which --replay replays on the same screen, or as -b and
+// -j print them, without the BPF side; -s adds a process's most stalled stacks to its threads.
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -73,11 +73,11 @@ on meanwhile); d or s changes the interval; h or ? shows the keys; q quits.
 Rows that stalled are yellow, red from a STALL% of 10 (NO_COLOR: none).
 
 -o FILE records every interval, with all its rows and the stalls of each
-thread, as JSON lines (the objects of -j, docs/output.md); -r FILE replays a
-record afterwards, without privileges: on the screen (one interval per
-INTERVAL seconds; t and T step to the next and the previous, space holds),
-or with -b or -j at once. A file of -j lines replays too, without the
-processes and threads.)";
+thread, as JSON lines (the objects of -j, docs/output.md); --replay FILE
+replays a record afterwards, without privileges: on the screen (one interval
+per INTERVAL seconds; t and T step to the next and the previous, space
+holds), or with -b or -j at once. A file of -j lines replays too, without
+the processes and threads.)";
 
 constexpr const char *examples = R"(Examples:
   memlat top                the live view, every second
@@ -88,7 +88,7 @@ constexpr const char *examples = R"(Examples:
   memlat top -a -b 2 1      one interval of every memory cgroup
   memlat top -o incident.json
                             the live view, recorded
-  memlat top -r incident.json
+  memlat top --replay incident.json
                             the record replayed, with the same keys
 
 )";
@@ -111,11 +111,11 @@ std::unique_ptr<cachestat::CacheSource> load_page_cache(const CommonOptions &com
     }
 }
 
-// -r: the record on the screen, one interval each INTERVAL seconds; with -b or -j, each
+// --replay: the record on the screen, one interval each INTERVAL seconds; with -b or -j, each
 // interval printed at once.
 int replay(TopOptions &o, bool full_screen) {
     if (!o.record_path.empty())
-        throw UsageError("-r replays a record and -o writes one: not both at once");
+        throw UsageError("--replay replays a record and -o writes one: not both at once");
     if (o.all)
         throw UsageError("-a: a replay shows the rows that were recorded (record with -a)");
     if (o.stacks)
@@ -175,12 +175,13 @@ int run_top(int argc, char **argv) {
              [&o] { o.page_cache = false; });
     cli.option('o', "output", "FILE",
                "Record every interval in FILE (JSON lines, all the rows and the stalls of "
-               "each thread) for -r",
+               "each thread) for --replay",
                o.record_path);
-    cli.option('r', "replay", "FILE",
+    cli.option(0, "replay", "FILE",
                "Replay a record of -o (or of -j) instead of watching this host; needs no "
                "privilege",
                o.replay_path);
+    cli.retired_short('r', "--replay", "--rows, rows to print, as in BCC's top tools");
     cli.flag('j', "json",
              "JSON lines on stdout instead of the screen: one object per interval (schema in "
              "docs/output.md)",

@@ -1,7 +1,7 @@
 // memlat top's live view (tools/top/top.cpp has its options and its run): Top reads an
 // interval of memstall's and cachestat's counts and the cgroups' files (top_live.cpp) and shows
-// it on the screen with its keys (top_screen.cpp), or prints it as -b and -j; in a replay (-r)
-// the intervals come from a record.
+// it on the screen with its keys (top_screen.cpp), or prints it as -b and -j; in a replay
+// (--replay) the intervals come from a record.
 #pragma once
 
 #include <chrono>
@@ -30,7 +30,7 @@ struct TopOptions {
     bool all = false;
     uint32_t rows = 0;       // 0: what fits the terminal, 20 in batch and JSON
     std::string record_path; // -o
-    std::string replay_path; // -r
+    std::string replay_path; // --replay
     bool stacks = false;     // -s
     size_t width = 0;        // -w: -b's line width (0: every column, the path 32 wide)
     bool page_cache = true;  // --no-page-cache: none
@@ -75,7 +75,7 @@ class Top {
     // `cache`: cachestat's, or null (not loaded: no page-cache columns).
     Top(TopOptions &o, std::unique_ptr<memstall::StallSource> source,
         std::unique_ptr<cachestat::CacheSource> cache, FullScreen *screen, OutputFile *record);
-    // The replay of `recording` (-r): on the screen its first interval at once, and the next
+    // The replay of `recording` (--replay): on the screen its first interval at once, and the next
     // at each refresh; with -b or -j, one interval each refresh.
     Top(TopOptions &o, const top::Recording &recording, FullScreen *screen);
 
@@ -89,7 +89,7 @@ class Top {
     // The interval's page-cache counts of the host and per cgroup (none without cachestat's).
     void count_page_cache(top::HostInterval &host,
                           std::map<uint64_t, cachestat::Counts> &per_cgroup);
-    // -r: shows the recorded interval `index` (the last when past it).
+    // --replay: shows the recorded interval `index` (the last when past it).
     void show_recorded(size_t index);
     // -o: appends the interval to the record.
     void record(const top::HostInterval &host, std::vector<top::CgroupInterval> &rows,
@@ -121,7 +121,7 @@ class Top {
     std::unique_ptr<cachestat::CacheSource> cache_; // null in a replay or --no-page-cache
     cachestat::CgroupSnapshot cache_before_;
     FullScreen *screen_;                     // null with -b and -j
-    const top::Recording *replay_ = nullptr; // -r
+    const top::Recording *replay_ = nullptr; // --replay
     size_t replay_at_ = 0;                   // the interval of the record shown
     bool threads_recorded_ = true;           // whether the replay has processes
     OutputFile *record_ = nullptr;           // -o
@@ -137,7 +137,7 @@ class Top {
     top::CauseTimes weights_{};
     std::vector<top::CgroupInterval> rows_;
     std::string time_; // when the interval ended
-    // -r: when the replayed line was written (null in an older record), which -j prints in
+    // --replay: when the replayed line was written (null in an older record), which -j prints in
     // place of the time of the replay.
     std::optional<std::pair<nlohmann::json, nlohmann::json>> recorded_stamp_;
     std::map<uint32_t, std::string> unmeasured_;

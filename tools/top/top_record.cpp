@@ -231,11 +231,12 @@ std::string read_record(const std::string &path) {
     OwnedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
     struct stat st {};
     if (fd.get() < 0 || fstat(fd.get(), &st) != 0)
-        throw UsageError(fmt::format("-r {}: cannot read it: {}", path, strerror(errno)));
+        throw UsageError(fmt::format("--replay {}: cannot read it: {}", path, strerror(errno)));
     if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode))
-        throw UsageError(fmt::format("-r {}: {}, not a record (a file that memlat top -o or -j "
-                                     "wrote)",
-                                     path, S_ISDIR(st.st_mode) ? "a directory" : "a device"));
+        throw UsageError(
+            fmt::format("--replay {}: {}, not a record (a file that memlat top -o or -j "
+                        "wrote)",
+                        path, S_ISDIR(st.st_mode) ? "a directory" : "a device"));
     std::string text;
     size_t line_start = 0;
     char buf[65536];
@@ -244,14 +245,14 @@ std::string read_record(const std::string &path) {
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
-            throw UsageError(fmt::format("-r {}: cannot read it: {}", path, strerror(errno)));
+            throw UsageError(fmt::format("--replay {}: cannot read it: {}", path, strerror(errno)));
         if (n == 0)
             return text;
         text.append(buf, static_cast<size_t>(n));
         if (const auto nl = text.rfind('\n'); nl != std::string::npos && nl >= line_start)
             line_start = nl + 1;
         if (text.size() - line_start > max_line_bytes)
-            throw UsageError(fmt::format("-r {}: line {} is longer than {} MiB: not a record "
+            throw UsageError(fmt::format("--replay {}: line {} is longer than {} MiB: not a record "
                                          "(a file that memlat top -o or -j wrote)",
                                          path, std::count(text.begin(), text.end(), '\n') + 1,
                                          max_line_bytes >> 20));
@@ -277,7 +278,7 @@ Recording::Recording(const std::string &path) : path_(path) {
         json::parse(std::string_view(text_).substr(lines_[0].offset, lines_[0].length), nullptr,
                     false)
             .is_discarded())
-        throw UsageError(fmt::format("-r {}: not a record (a file that memlat top -o or -j "
+        throw UsageError(fmt::format("--replay {}: not a record (a file that memlat top -o or -j "
                                      "wrote): line {} is not JSON",
                                      path, lines_[0].number));
     // A record cut short (its writer killed, a full disk) ends in part of a line: the
@@ -289,7 +290,7 @@ Recording::Recording(const std::string &path) : path_(path) {
         lines_.pop_back();
     }
     if (lines_.empty())
-        throw UsageError(fmt::format("-r {}: holds no interval ({})", path,
+        throw UsageError(fmt::format("--replay {}: holds no interval ({})", path,
                                      cut_short_ ? "only part of one" : "an empty file"));
 }
 

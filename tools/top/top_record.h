@@ -1,4 +1,4 @@
-// memlat top's record (-o FILE) and its replay (-r FILE). A record is JSON lines, one object
+// memlat top's record (-o FILE) and its replay (--replay FILE). A record is JSON lines, one object
 // per interval: what -j prints (top_format.h's snapshot_json()) with every row, plus the
 // interval's stalls per thread and cause, from which the replay opens a cgroup into its
 // processes and threads as the live screen does. A file of -j lines replays too, without the

@@ -25,7 +25,7 @@ constexpr const char *help_text[] = {
     "  n                   names (pods, containers, units) or the cgroups' paths",
     "  space               hold the screen as it is / go on (counting goes on)",
     "  d, s                change the interval (seconds)",
-    "  t / T               replay (-r): the next / the previous interval",
+    "  t / T               replay (--replay): the next / the previous interval",
     "  h, ?                this page (any key returns)",
     "  q                   quit",
     "",

@@ -4,14 +4,14 @@
 # disables them (the filemap_access family; a no-op where they do not exist), so that each
 # covers the path its name says. The host tests cover the filemap tracepoints. Each path reads
 # CACHE_MB of /dev/ram0 cold (after drop_caches: the guest's own page cache, nothing of the
-# host's) and then warm, each read watched by its own cachestat -f -p (-f: the ram disk's row
+# host's) and then warm, each read watched by its own cachestat --per-file -p (--per-file: the ram disk's row
 # apart from dd's own program). Checked by tests/vm/check_cachestat.py.
 
 CACHE_MB=64
 
 cachestat_read() { # PHASE DISABLE
     vm_held "$1.reader" dd if=/dev/ram0 of=/dev/null bs=1M count=$CACHE_MB
-    if vm_tool "$1.tool" MEMLAT_DISABLE_HOOKS="$2" cachestat -v -j -f -p "$VM_PID" 1000; then
+    if vm_tool "$1.tool" MEMLAT_DISABLE_HOOKS="$2" cachestat -v -j --per-file -p "$VM_PID" 1000; then
         vm_release "$1.reader"
         vm_bg_wait "$1.reader"
         usleep 300000

@@ -2,7 +2,7 @@
 #
 # numamove.misplaced.A+B: numa_toucher allocates MIB on node 0 (from CPU 0), then writes it
 # from CPU 1; with kernel.numa_balancing=1 the hinting faults migrate the pages to node 1
-# (reason numa_misplaced). Two numamove instances watch the same run: one with -r on the
+# (reason numa_misplaced). Two numamove instances watch the same run: one with --reasons on the
 # migrate tracepoints through hook path A, one with -c (per-call view of
 # migrate_misplaced_page/_folio) through path B; both are compared with /proc/vmstat
 # numa_pages_migrated and pgmigrate_success over a window inside both tools' windows.
@@ -54,8 +54,8 @@ numamove_misplaced() { # NAME DISABLE_A DISABLE_B
         # it starts and stops (BTF, its binary), and balancing migrated those pages inside
         # the tools' window but outside vmstat's (+492 pages, 6%, once on 5.10).
         sysctl -qw kernel.numa_balancing=0
-        if vm_tool tracepoints MEMLAT_DISABLE_HOOKS="$2" numamove -v -j -r -P 1000 &&
-            vm_tool per_call MEMLAT_DISABLE_HOOKS="$3" numamove -v -j -c 1000; then
+        if vm_tool tracepoints MEMLAT_DISABLE_HOOKS="$2" numamove -v -j --reasons -P 1000 &&
+            vm_tool per_call MEMLAT_DISABLE_HOOKS="$3" numamove -v -j --per-call 1000; then
             sysctl -qw kernel.numa_balancing=1
             vm_snap numa_balancing /proc/sys/kernel/numa_balancing
             vm_snap vmstat.before /proc/vmstat
@@ -75,4 +75,4 @@ numamove_misplaced numamove.misplaced.tp_btf+fentry "" ""
 numamove_misplaced numamove.misplaced.raw_tp+kprobe tp_btf fentry
 numamove_misplaced numamove.misplaced.tracepoint+migrate_tracepoints tp_btf,raw_tp fentry,kprobe
 
-vm_choices numamove "" "-r" "-c"
+vm_choices numamove "" "--reasons" "--per-call"

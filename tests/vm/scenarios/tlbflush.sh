@@ -100,7 +100,7 @@ tlb_latency tlbflush.latency.tp_btf ""
 tlb_latency tlbflush.latency.raw_tp tp_btf
 tlb_latency tlbflush.latency.tracepoint tp_btf,raw_tp
 
-vm_choices tlbflush "" "--culprits -L" "-t"
+vm_choices tlbflush "" "--culprits -L" "--trace"
 
 # path_log_cleared: the kernel log emptied first (dmesg -c), as weeks of uptime or the
 # suite's own OOM tests rotate it away: tlbflush must still name how remote flushes reach
