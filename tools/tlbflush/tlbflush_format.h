@@ -181,7 +181,7 @@ std::string event_header(bool timestamp);
 // `wall_time` (HH:MM:SS) leads the line under -T and is "" otherwise.
 std::string event_line(const tlbflush_event &e, double time_s, std::string_view reason,
                        std::string_view wall_time);
-// --trace -j: the same as one JSON object ("pages" null and "full" true for a full flush).
+// --trace -j: the same as one JSON object ("pages" null and "full" 1 for a full flush, else 0).
 nlohmann::json event_json(const tlbflush_event &e, double time_s, std::string_view reason,
                           std::string_view wall_time);
 
