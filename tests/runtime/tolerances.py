@@ -63,6 +63,13 @@ FTRACE_WINDOW_TIME = _tolerance(
     oracle="the summed time of ftrace's begin/end windows (memstall, oomwhy's lead-up)",
     why="ftrace prints microseconds (each window +/- 1 us) and the two tracers read the clock "
         "a little apart at the same tracepoints")
+FTRACE_SLEEP_TIME = _tolerance(
+    "ftrace_sleep_time", 0.05,
+    "the summed time from each switch-out to its switch-in in ftrace's sched_switch (memstall's "
+    "THRASH in the guests: at most that of the reader's sleeps and preemptions under a page "
+    "wait)",
+    "memstall and ftrace read CLOCK_MONOTONIC at the same two tracepoints of each sleep, a "
+    "little apart")
 PAGE_CACHE_PAGES = _tolerance(
     "page_cache_pages", 0.05,
     "the pages a workload read or wrote (cachestat's accesses, misses and dirties)",

@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 
 from memlat_test import Result, Skip, Test, log
+from tolerances import FTRACE_SLEEP_TIME
 from vmcheck import (Block, allowed_skip, check_hook, checker, oracle_trace, required,
                      stopped_tool)
 
@@ -411,6 +412,30 @@ def _uninterruptible_sleeps(trace: str, pid: int) -> list[tuple[float, float | N
     return sleeps
 
 
+def _stacked_switch_outs(trace: str, pid: int) -> list[tuple[str, float, float, list[str]]]:
+    """The task's times off the CPU in an ftrace of its switches whose switch-outs carry a
+    stacktrace trigger: (its state at the switch-out, switched out, switched in, the kernel
+    frames of the switch-out), in seconds; a switch-out whose switch-in the trace does not
+    hold is left out."""
+    outs, out, frames, in_stack = [], None, [], False
+    for line in trace.splitlines():
+        if m := _SWITCH.search(line):
+            in_stack = False
+            at, prev, state, nxt = float(m.group(1)), int(m.group(2)), m.group(3), int(m.group(4))
+            if prev == pid:
+                out, frames = (state, at), []
+            elif nxt == pid and out is not None:
+                outs.append((out[0], out[1], at, frames))
+                out = None
+        elif "<stack trace>" in line:
+            in_stack = out is not None and not frames
+        elif in_stack and line.startswith(" => "):
+            frames.append(line[4:].split("+")[0].strip())
+        else:
+            in_stack = False
+    return outs
+
+
 def _disk_scenario(t: Test, b: Block, who: str, done: str, cause: str, says: str
                    ) -> tuple[int, dict, dict[str, int], int, dict[str, int], dict]:
     """The common part of the scenarios on the guest's disk (swapin, thrash): the workload WHO
@@ -516,6 +541,10 @@ def swapin(t: Test, b: Block) -> None:
                1.5 * slept_ns + preempted_ns, got["ns"])
 
 
+# The functions a thrashing sleep is under: the wait for a workingset page (5.10:
+# wait_on_page_bit_common) and the read-ahead of workingset pages, a memstall since 6.0.
+_THRASH_FRAMES = {"folio_wait_bit_common", "wait_on_page_bit_common", "read_pages"}
+
 # Workingset activations in one round that show the multi-gen LRU's refaults happened at the
 # hot reader's scale (the runs that counted thrashing waits had 6,190-18,526; the rounds with
 # reads throttled to 4 MiB/s, too slow to stay hot, 260-492).
@@ -542,6 +571,7 @@ def thrash(t: Test, b: Block) -> None:
         for st in j.get("stacks", []):
             if st["pid"] == pid and st["cause"] in ("other", "thrash"):
                 log(f"  stack {st['cause']} {st['ns'] / 1e6:.1f} ms: {st['kernel_stack'][:12]}")
+    _thrash_waits(t, b, pid, got)
     rounds = b.meta.get("round", "1")
     log(f"  round {rounds} of at most 5 (a round is repeated while taskstats counts no "
         f"thrashing and the vmstat oracle below has too few activations)")
@@ -572,6 +602,45 @@ def thrash(t: Test, b: Block) -> None:
                        sorted(lines[-1].get("unmeasured_causes", {})))
             return
     _thrash_vs_psi(t, b, row, causes, got, psi_us)
+
+
+def _thrash_waits(t: Test, b: Block, pid: int, got: dict) -> None:
+    """The hot reader's times off the CPU under a page wait or read_pages() in ftrace (its
+    switches, each switch-out with its kernel stack), and the upper bounds they set on
+    memstall's thrash stalls: its D sleeps there and its runnable waits after a preemption
+    there, over the whole run and (logged) from the streamer's start on."""
+    trace = oracle_trace(t, b)
+    marker = re.search(r"\s(\d+\.\d+): tracing_mark_write: memlat: stream", trace)
+    streamed = float(marker.group(1)) if marker else 0.0
+    outs = _stacked_switch_outs(trace, pid)
+    unstacked = sum(not frames for *_, frames in outs)
+    waits: dict[str, list] = {}
+    for state, out, back, frames in outs:
+        kind = ("elsewhere" if not _THRASH_FRAMES & set(frames)
+                else "sleeps" if state.startswith("D")
+                else "preempted" if state.startswith("R") else "other")
+        for key in (kind, f"{kind} after the stream began" if out >= streamed else None):
+            if key:
+                counted = waits.setdefault(key, [0, 0.0])
+                counted[0] += 1
+                counted[1] += (back - out) * 1e9
+    log(f"  ftrace: {len(outs)} switch-outs ({unstacked} without a stack), under a page wait "
+        "or read_pages() unless 'elsewhere': " +
+        "; ".join(f"{k} {n} {ns / 1e6:.1f} ms" for k, (n, ns) in sorted(waits.items())))
+    count = sum(waits.get(k, [0, 0.0])[0] for k in ("sleeps", "preempted"))
+    oracle_ns = sum(waits.get(k, [0, 0.0])[1] for k in ("sleeps", "preempted"))
+    log(f"  thrash: stalls {got['stalls']} of {count}, time {got['ns'] / 1e6:.1f} ms = "
+        f"{got['ns'] / max(1.0, oracle_ns):.3f} of ftrace's")
+    t.check_eq("every switch-out of the hot reader in ftrace has its kernel stack", 0, unstacked)
+    t.check("the trace marks the streamer's start", marker is not None, "a marker",
+            "none")
+    # Every thrash stall memstall counts is one of these: a sleep in a memstall under the
+    # page wait or read_pages(), or the runnable wait of a task preempted there. Not every
+    # one of these is a memstall (a page not in the workingset, read in the same wait).
+    t.check_le("thrash stalls <= ftrace's sleeps and preemptions under a page wait",
+               count, got["stalls"])
+    t.check_le(f"thrash time <= ftrace's time of those (+{FTRACE_SLEEP_TIME.allowed()})",
+               (1 + FTRACE_SLEEP_TIME.rel) * oracle_ns, got["ns"])
 
 
 def _thrash_vs_waits(t: Test, stats: dict[str, int], got: dict, psi: bool) -> None:

@@ -239,8 +239,10 @@ memstall_swapin() { # NAME DISABLE
 # region and touches it again and again, and a second later a streamer (another child cgroup,
 # CPU 0) reads a 128 MiB region: the stream evicts the hot pages, which come back as workingset
 # refaults. Oracles: the hot reader's delay accounting (thrashing; guest/taskstats.cpp, before
-# its reads and while it lingers after them) and its cgroup's memory.pressure "some" total
-# (PSI: all of the hot reader's memory stall time, whatever the cause).
+# its reads and while it lingers after them), its cgroup's memory.pressure "some" total
+# (PSI: all of the hot reader's memory stall time, whatever the cause) and ftrace's record of
+# its switches with the kernel stack of each switch-out (the time it spent off the CPU under
+# a page wait, which bounds THRASH from above).
 #
 # thrash_stock.HOOK (MODE stock, in the boot with psi=0): the same workload on a stock Debian
 # host, delay accounting off too: memstall cannot tell thrashing (nor OTHER) there, and must
@@ -296,6 +298,19 @@ memstall_thrash_round() { # NAME DISABLE [stock]
             hot=$VM_PID
             vm_held stream taskset 1 file_reader --file /dev/vda --offset-mb 64 --length-mb 128 \
                 --passes 3 --cgroup $CG/stream
+            # The hot reader's switches, each switch-out with its kernel stack (where it
+            # slept), on memstall's clock: the time oracle of its thrashing sleeps. The trigger
+            # is set first, so that every switch-out the events record has its stack; a marker
+            # says when the streamer starts. Made before memstall starts, so that at each
+            # switch ftrace's probe runs first: a program attached before it would run first
+            # instead, and its own time (memstall's stack walk at a switch-out, up to ~0.5 ms
+            # a sleep in these emulated guests) would fall outside ftrace's sleep (6.1: 172 ms
+            # in memstall against 139 ms in ftrace for the same 70 sleeps).
+            vm_ftrace memlat_thrash 4096 mono
+            echo "stacktrace if prev_pid == $hot" > \
+                /sys/kernel/tracing/instances/memlat_thrash/events/sched/sched_switch/trigger
+            vm_ftrace_events memlat_thrash "prev_pid == $hot || next_pid == $hot" \
+                sched/sched_switch
             if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" memstall -v -j -s -p "$hot"; then
                 vm_run stats.before taskstats "$hot"
                 vm_snap vmstat.before /proc/vmstat
@@ -303,6 +318,7 @@ memstall_thrash_round() { # NAME DISABLE [stock]
                 memstall_clocks clocks.before
                 vm_release hot
                 sleep 1
+                echo "memlat: stream" > /sys/kernel/tracing/instances/memlat_thrash/trace_marker
                 vm_release stream
                 memstall_wait_for hot iterations=
                 sleep 1
@@ -311,6 +327,9 @@ memstall_thrash_round() { # NAME DISABLE [stock]
                 [ -e $CG/hot/memory.pressure ] && vm_snap pressure.after $CG/hot/memory.pressure
                 memstall_clocks clocks.after
             fi
+            echo "!stacktrace if prev_pid == $hot" > \
+                /sys/kernel/tracing/instances/memlat_thrash/events/sched/sched_switch/trigger
+            vm_ftrace_keep memlat_thrash ftrace
             vm_stop tool
             kill "$hot" 2>/dev/null
             vm_release hot
