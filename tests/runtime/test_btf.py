@@ -6,7 +6,6 @@ and the embedded index, which that error lists. The same scenarios as normal run
 file are the tools' own, run with --btf-file (see btf.cmake)."""
 from __future__ import annotations
 
-import difflib
 import lzma
 import os
 import platform
@@ -16,6 +15,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from libbpf_candidates import compare_candidates  # noqa: E402
 from memlat_test import (Failure, Test, binary, check_bad_arguments, check_help, log, main, run,  # noqa: E402
                          scenario, skip, source_tools)
 
@@ -248,7 +248,8 @@ def index_candidates(t: Test) -> None:
     relocated against each kernel's BTF memlat keeps (btf/kernels.txt's, recorded in btf/) and
     this host's, must resolve every relocation through the same candidates in the same order
     and end with the same instructions as with the scan: core_candidates built against
-    memlat's libbpf and against the same libbpf without 0003 print both (tests/libbpf/)."""
+    memlat's libbpf and against the same libbpf without 0003 print both (tests/libbpf/). The
+    VM matrix does the same on each x86 guest kernel's BTF (libbpf.core_candidates)."""
     if os.geteuid() != 0:
         skip("needs root: preparing an object creates its maps")
     build = os.environ["MEMLAT_BUILD_DIR"]
@@ -267,26 +268,7 @@ def index_candidates(t: Test) -> None:
         if os.path.exists("/sys/kernel/btf/vmlinux"):
             btfs[f"this host ({platform.release()})"] = "/sys/kernel/btf/vmlinux"
         for what, btf in btfs.items():
-            out = {}
-            for variant in ("indexed", "scan"):
-                res = run([binary(f"core_candidates_{variant}"), btf, *objects], timeout=120)
-                t.require(res.rc == 0, f"{what}: core_candidates_{variant} ran", "0",
-                          f"{res.rc}: {res.stderr[-300:]}")
-                out[variant] = res.stdout.splitlines()
-            tried = [line for line in out["scan"] if " candidate #" in line]
-            per_object = [line for line in out["scan"] if line.startswith("object ")]
-            log(f"  {what}: {len(tried)} candidates tried by {len(objects)} objects; "
-                + "; ".join(line.split(": ", 1)[0][7:] + ": " + line.split(", ")[-1]
-                            for line in per_object))
-            # Not vacuous: every object has relocations, and each found candidates.
-            t.check_eq(f"{what}: objects relocated", len(objects), len(per_object))
-            t.check_eq(f"{what}: objects whose relocations tried no candidate", [],
-                       [line for line in per_object if line.endswith(" 0 candidate lines")])
-            diff = [line for line in difflib.unified_diff(out["scan"], out["indexed"],
-                                                          lineterm="", n=0)
-                    if line[:1] in "+-" and not line.startswith(("+++", "---"))]
-            t.check_eq(f"{what}: lines of the index's output unlike the scan's (of "
-                       f"{len(out['scan'])})", [], diff[:10])
+            compare_candidates(t, what, btf, objects, os.path.join(build, "tests"))
 
 
 if __name__ == "__main__":

@@ -39,7 +39,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "runtime"))
 import vmkernel  # noqa: E402
-from memlat_test import Test, log, verdict  # noqa: E402
+from libbpf_candidates import compare_candidates  # noqa: E402
+from memlat_test import Test, log, run, source_tools, verdict  # noqa: E402
 from vmcheck import find_checker, parse_report, required_verdicts  # noqa: E402
 
 SKIP_STATUS = 77
@@ -565,8 +566,14 @@ def main() -> int:
         name += "-" + "-".join(only)
     work = os.path.join(build, "vm-run", name)
     console, results = os.path.join(work, "console.log"), os.path.join(work, "results.log")
+    # Once per x86 kernel (its plain boot, with every tool): 0003 on this kernel's BTF.
+    candidates = kernel.arch == "amd64" and bool(kernel.vmlinux) and not args.hide_btf and \
+        not args.psi_off and only == tools_in(build)
+
+    def extra() -> list[tuple[str, str, str]]:
+        return [core_candidates_row(build, kernel, work)] if candidates else []
     if args.rejudge:
-        return report(args, results, console, only, None)
+        return report(args, results, console, only, None, extra())
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     initrd = os.path.join(work, "initramfs.cpio")
@@ -585,16 +592,44 @@ def main() -> int:
     rc, took = boot(argv, args.timeout, results)
     os.remove(swap_disk)
     log(f"vm: qemu exit {rc} after {took:.1f} s")
-    return report(args, results, console, only, took)
+    return report(args, results, console, only, took, extra())
 
 
-def report(args, results: str, console: str, only: list[str], took: float | None) -> int:
-    """Judges the guest's report and prints the summary; the exit status of the run."""
+def core_candidates_row(build: str, kernel: vmkernel.Kernel, work: str) -> tuple[str, str, str]:
+    """libbpf.core_candidates: memlat's libbpf (cmake/libbpf/0003's index of names) finds, on
+    this guest kernel's BTF (the .BTF section of the vmlinux it boots), the CO-RE candidates
+    and instructions of libbpf's own scan for every tool's BPF object, as
+    runtime.libbpf_index_candidates proves on the recorded kernels' BTF and the host's. Run on
+    this host (x86 builds only: the binaries are the build's own)."""
+    name = "libbpf.core_candidates"
+    log(f"\n==== {name} (kernel {kernel.version}, on this host) ====")
+    btf = os.path.join(work, "vmlinux.btf")
+    t = Test(name)
+
+    def body() -> None:
+        res = run(["objcopy", "-O", "binary", "--only-section=.BTF", kernel.vmlinux, btf],
+                  timeout=60)
+        t.require(res.rc == 0 and os.path.getsize(btf) > 0,
+                  f"the .BTF section of {kernel.vmlinux}", "extracted",
+                  f"{res.rc}: {res.stderr[-300:]}")
+        objects = [os.path.join(build, "bpf", f"{tool}.bpf.o") for tool in source_tools()]
+        compare_candidates(t, kernel.version, btf, objects, os.path.join(build, "tests"))
+
+    status, detail = verdict(t, body)
+    return name, status, detail
+
+
+def report(args, results: str, console: str, only: list[str], took: float | None,
+           extra: list[tuple[str, str, str]] = ()) -> int:
+    """Judges the guest's report and the host-side rows EXTRA, and prints the summary; the
+    exit status of the run."""
     with open(results, "rb") as f:
         text = f.read().decode(errors="replace")
     facts, blocks, done = parse_report(text)
     log("vm: guest: " + ", ".join(f"{k}={v}" for k, v in facts.items() if k != "cmdline"))
     rows, ok = judge(blocks, facts, done, only, guest_crash(console))
+    rows += list(extra)
+    ok = ok and all(status != "FAIL" for _, status, _ in extra)
     if not ok or args.keep:
         with open(console, errors="replace") as f:
             tail = f.read()[-6000:]
