@@ -114,14 +114,33 @@ void scan_cgroups(const std::string &dir, std::map<uint64_t, std::string> &out, 
 
 } // namespace
 
-std::map<uint64_t, std::string> cgroup_paths(bool v1_memory) {
-    std::map<uint64_t, std::string> out;
+std::string hierarchy_mount(bool v1_memory) {
     for (const auto &m : mounts())
         if (v1_memory ? m.fstype == "cgroup" && has_option(m.super_options, "memory")
-                      : m.fstype == "cgroup2") {
-            scan_cgroups(m.point, out, 0);
-            break;
-        }
+                      : m.fstype == "cgroup2")
+            return m.point;
+    return "";
+}
+
+std::string hierarchy_path(std::string_view dir, std::string_view mount) {
+    std::string_view below = dir.starts_with(mount) ? dir.substr(mount.size()) : dir;
+    return below.empty() ? "/" : std::string(below);
+}
+
+std::map<uint64_t, std::string> cgroup_dirs(bool v1_memory) {
+    std::map<uint64_t, std::string> out;
+    if (std::string mount = hierarchy_mount(v1_memory); !mount.empty())
+        scan_cgroups(mount, out, 0);
+    return out;
+}
+
+std::map<uint64_t, std::string> cgroup_paths(bool v1_memory) {
+    const std::string mount = hierarchy_mount(v1_memory);
+    std::map<uint64_t, std::string> out;
+    if (!mount.empty())
+        scan_cgroups(mount, out, 0);
+    for (auto &[id, dir] : out)
+        dir = hierarchy_path(dir, mount);
     return out;
 }
 
@@ -138,23 +157,29 @@ std::map<uint64_t, std::string> CgroupPathCache::paths_of(std::span<const uint64
             known = known_.end();
         }
         if (known == known_.end() && !walked && !missing_.contains(id)) {
-            known_ = cgroup_paths(v1_memory_);
+            mount_ = hierarchy_mount(v1_memory_);
+            known_ = cgroup_dirs(v1_memory_);
             walked = true;
             ++walks_;
             known = known_.find(id);
         }
         if (known != known_.end())
-            out.emplace(id, known->second);
+            out.emplace(id, hierarchy_path(known->second, mount_));
         else
             missing.insert(id);
     }
-    missing_ = std::move(missing);
+    // Kept across calls, so that ids of removed cgroups met in turn cost no walk each; ids are
+    // never reused, and the bound only costs a walk.
+    if (missing_.size() + missing.size() > 4096)
+        missing_.clear();
+    missing_.merge(missing);
     return out;
 }
 
-bool CgroupPathCache::exists(const std::string &path) {
+bool CgroupPathCache::exists(const std::string &path) const {
     struct stat st {};
-    return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    const std::string dir = mount_ + (path == "/" ? "" : path);
+    return !mount_.empty() && stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 CgroupTarget resolve_cgroup(const std::string &path) {
@@ -182,9 +207,11 @@ CgroupTarget resolve_cgroup(const std::string &path) {
             "'{}' is in the cgroup v1 hierarchy at {}, which has no memory controller; give a "
             "cgroup of the memory hierarchy (e.g. under /sys/fs/cgroup/memory) or of cgroup v2",
             path, mount.point));
-    std::string_view below = std::string_view(real).substr(mount.point.size());
-    for (char c : below)
+    target.path = hierarchy_path(real, mount.point);
+    for (char c : target.path)
         target.level += c == '/';
+    if (target.path == "/")
+        target.level = 0;
 
     target.id = directory_cgroup_id(real);
     if (target.id == 0)

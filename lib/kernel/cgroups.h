@@ -8,6 +8,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace memlat {
@@ -15,7 +16,8 @@ namespace memlat {
 struct CgroupTarget {
     uint64_t id = 0;
     int level = 0;
-    bool v1 = false; // in a cgroup v1 hierarchy (then always the memory controller's)
+    bool v1 = false;  // in a cgroup v1 hierarchy (then always the memory controller's)
+    std::string path; // in its hierarchy (hierarchy_path())
 };
 
 // Fills the -G filter of a BPF object's read-only data: the filter_cgroup_on, filter_cgroup_id,
@@ -42,7 +44,19 @@ bool memory_controller_on_v1();
 // Every cgroup of the hierarchy the BPF side names a task's cgroup in (the memory
 // controller's cgroup v1 hierarchy when `v1_memory`, else cgroup v2), by id: its directory.
 // Empty when that hierarchy is not mounted.
+std::map<uint64_t, std::string> cgroup_dirs(bool v1_memory);
+
+// The same cgroups by id with their paths in the hierarchy: the form in which every memlat
+// output names a cgroup (docs/output.md).
 std::map<uint64_t, std::string> cgroup_paths(bool v1_memory);
+
+// Where that hierarchy is mounted ("" when it is not).
+std::string hierarchy_mount(bool v1_memory);
+
+// The path of cgroup directory `dir` in the hierarchy mounted at `mount`: "/" for its root,
+// "/system.slice/cron.service" below it. It is what /proc/PID/cgroup, systemd and the
+// container runtimes show, and the same on cgroup v1 and v2.
+std::string hierarchy_path(std::string_view dir, std::string_view mount);
 
 // cgroup_paths() for the few cgroups a scrape names. The hierarchy is walked only when an id
 // appears that the last walk did not list: a walk costs every cgroup of the host (35 ms for
@@ -51,7 +65,7 @@ class CgroupPathCache {
   public:
     explicit CgroupPathCache(bool v1_memory) : v1_memory_(v1_memory) {}
     // The live cgroups among `ids`, by id. An id not found by a walk is not looked for again
-    // at the next call (a removed cgroup's id is never given to another).
+    // (a removed cgroup's id is never given to another).
     std::map<uint64_t, std::string> paths_of(std::span<const uint64_t> ids);
     // The same for the cgroups of a table's entries: `id_of(entry)` is an entry's cgroup id.
     template <typename Entries, typename IdOf>
@@ -62,15 +76,17 @@ class CgroupPathCache {
             ids.push_back(id_of(entry));
         return paths_of(ids);
     }
-    // Whether `path` is still a directory (a cgroup named by a series that stalled before).
-    static bool exists(const std::string &path);
+    // Whether the cgroup at `path` (in the hierarchy) is still there (a cgroup named by a
+    // series that stalled before).
+    bool exists(const std::string &path) const;
     // Walks of the hierarchy so far.
     uint64_t walks() const { return walks_; }
 
   private:
     bool v1_memory_;
-    std::map<uint64_t, std::string> known_; // the last walk's, less those found removed since
-    std::set<uint64_t> missing_;            // ids the last call's walk did not find
+    std::string mount_;                     // the hierarchy's, at the last walk
+    std::map<uint64_t, std::string> known_; // directories: the last walk's, less those removed
+    std::set<uint64_t> missing_;            // ids a walk did not find (at most 4,096)
     uint64_t walks_ = 0;
 };
 

@@ -12,7 +12,8 @@ namespace memlat {
 void write_tool_metrics(prometheus::Exposition &out, CountingSide &tool, bool run_stats_held) {
     const auto began = std::chrono::steady_clock::now();
     const CountedLosses lost = tool.collect(out);
-    prometheus::loss_metrics(out, lost.dropped_events, lost.table_full, lost.unpaired_ends);
+    prometheus::loss_metrics(out, lost.dropped_events, lost.table_full, lost.unpaired_ends,
+                             lost.stacks_lost);
     prometheus::self_metrics(out, tool.probes(), tool.object(), run_stats_held);
     prometheus::map_memory_metrics(out, tool.object());
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - began;

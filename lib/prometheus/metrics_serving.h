@@ -24,6 +24,8 @@ struct CountedLosses {
     uint64_t table_full = 0;
     // Tools that time a begin and an end: ends without their begin.
     std::optional<uint64_t> unpaired_ends;
+    // Tools that serve stall profiles: stacks their stack map had no room for.
+    std::optional<uint64_t> stacks_lost;
 };
 
 // A tool's programs, attached and counting, as each scrape reads them.

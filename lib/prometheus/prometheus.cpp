@@ -370,19 +370,26 @@ void self_metrics(Exposition &out, const std::vector<Probe> &probes, bpf_object 
 }
 
 void loss_metrics(Exposition &out, uint64_t lost_events, uint64_t table_full,
-                  std::optional<uint64_t> unpaired_ends) {
+                  std::optional<uint64_t> unpaired_ends, std::optional<uint64_t> stacks_lost) {
     out.family("memlat_lost_events", Type::Counter,
                "Events lost because the buffer between the kernel and the tool was full");
     out.sample(out.with_tool({}), static_cast<double>(lost_events));
     out.family("memlat_table_full", Type::Counter,
                "Events not counted because a BPF table had no room for a new entry");
     out.sample(out.with_tool({}), static_cast<double>(table_full));
-    if (!unpaired_ends)
-        return;
-    out.family("memlat_unpaired_ends", Type::Counter,
-               "Ends of a stall or call whose begin the tool did not see (it began before the "
-               "tool started, or the thread's state was evicted), so not timed");
-    out.sample(out.with_tool({}), static_cast<double>(*unpaired_ends));
+    if (unpaired_ends) {
+        out.family("memlat_unpaired_ends", Type::Counter,
+                   "Ends of a stall or call whose begin the tool did not see (it began before "
+                   "the tool started, or the thread's state was evicted), so not timed");
+        out.sample(out.with_tool({}), static_cast<double>(*unpaired_ends));
+    }
+    if (stacks_lost) {
+        out.family("memlat_stacks_lost", Type::Counter,
+                   "Stalls of the tool's profiles whose stack its stack map had no room for "
+                   "(counted under a \"[kernel stack lost: no room in the stack map]\" frame; "
+                   "--max-entries makes the map larger)");
+        out.sample(out.with_tool({}), static_cast<double>(*stacks_lost));
+    }
 }
 
 void series_dropped_metric(Exposition &out, uint64_t dropped) {

@@ -159,9 +159,10 @@ void self_metrics(Exposition &out, const std::vector<Probe> &probes, bpf_object 
                   bool run_stats_held);
 // memlat_lost_events_total and memlat_table_full_total (events a BPF table had no room for);
 // for the tools that time a begin and an end, memlat_unpaired_ends_total (ends whose begin
-// was not seen, so not timed).
+// was not seen, so not timed); for those that serve stall profiles, memlat_stacks_lost_total.
 void loss_metrics(Exposition &out, uint64_t lost_events, uint64_t table_full,
-                  std::optional<uint64_t> unpaired_ends = std::nullopt);
+                  std::optional<uint64_t> unpaired_ends = std::nullopt,
+                  std::optional<uint64_t> stacks_lost = std::nullopt);
 // memlat_series_dropped_total: label sets folded into an "other" series by --max-series.
 void series_dropped_metric(Exposition &out, uint64_t dropped);
 

@@ -524,6 +524,28 @@ def remove_cgroup_dir(path: str) -> None:
         log(f"note: could not remove {path}")
 
 
+def hierarchy_path(path: str) -> str:
+    """A cgroup directory as the kernel log and every memlat output name it: its path in its
+    hierarchy ("/" for the root itself)."""
+    for root in (CGROUP_V1_MEMORY, CGROUP_V2_ROOT):
+        if path == root:
+            return "/"
+        if path.startswith(root + "/"):
+            return path[len(root):]
+    return path
+
+
+def proc_memory_cgroup(pid: int) -> str:
+    """The memory cgroup of process `pid` as the kernel names it in /proc/PID/cgroup: the
+    line of the cgroup v1 memory controller if there is one, else cgroup v2's ("0::")."""
+    lines = read_file(f"/proc/{pid}/cgroup", "").splitlines()
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            return path
+    return next((line.split(":", 2)[2] for line in lines if line.startswith("0::")), "")
+
+
 class MemoryCgroup:
     """A cgroup of our own, memlat_TAG_PID, removed on exit: in the cgroup v1 memory
     hierarchy if the machine has one, else in cgroup v2 at /sys/fs/cgroup (skips if neither).
@@ -543,6 +565,8 @@ class MemoryCgroup:
             if limit is not None and "memory" not in read_file(controllers, "").split():
                 skip("no memory cgroup controller on this machine (neither v1 nor v2)")
         self.path = os.path.join(CGROUP_V1_MEMORY if self.v1 else CGROUP_V2_ROOT, own_name(tag))
+        # As the tools name it.
+        self.in_hierarchy = hierarchy_path(self.path)
         self.enabled_controller = False
 
     def __enter__(self) -> "MemoryCgroup":
@@ -997,6 +1021,27 @@ class _Collector(threading.Thread):
         return "".join(self.lines)
 
 
+# The JSON lines the scenario read from memlat tools (what printed each, the line).
+_JSON_READ: list[tuple[str, dict]] = []
+# The names a memlat tool runs under (the multi-call binary and its links).
+_TOOL_BINARIES = {"memlat", "memtop"} | set(source_tools())
+
+
+def check_json_keys(t: "Test") -> None:
+    """Every JSON line a scenario read from a memlat tool holds to docs/output.md's keys rule:
+    a key has one JSON type, and a key with a unit's suffix the type of that unit."""
+    from json_vocabulary import KEYS_SECTION, key_kinds, mixed_kinds, vocabulary, \
+        wrong_unit_kinds
+    lines = _JSON_READ
+    if not lines:
+        return
+    seen = key_kinds(lines)
+    t.check_eq(f"the tools' JSON ({len(lines)} lines, {len(seen)} keys): keys with more than "
+               "one type (docs/output.md)", {}, mixed_kinds(seen))
+    t.check_eq("the tools' JSON: keys whose type is not their unit's suffix's (docs/output.md)",
+               {}, wrong_unit_kinds(seen, vocabulary(KEYS_SECTION)))
+
+
 class Result:
     def __init__(self, argv: Sequence[str], rc: Optional[int], stdout: str, stderr: str,
                  elapsed: float):
@@ -1005,9 +1050,12 @@ class Result:
         self.stdout = stdout
         self.stderr = stderr
         self.elapsed = elapsed
+        self.keys_kept = False  # its JSON lines are in _JSON_READ
 
     def json_lines(self) -> list[dict]:
-        """stdout parsed as JSON lines; a line that does not parse is a test failure."""
+        """stdout parsed as JSON lines; a line that does not parse is a test failure. A memlat
+        tool's lines are also kept for the scenario's end, which holds their keys to
+        docs/output.md (check_json_keys())."""
         out = []
         for n, line in enumerate(self.stdout.splitlines(), 1):
             if not line.strip():
@@ -1017,6 +1065,11 @@ class Result:
             except json.JSONDecodeError as e:
                 raise Failure(f"stdout line {n} of {' '.join(self.argv)} is not JSON ({e}): "
                               f"{line[:300]!r}")
+        if self.argv and os.path.basename(self.argv[0]) in _TOOL_BINARIES and \
+                not self.keys_kept:
+            self.keys_kept = True
+            _JSON_READ.extend((" ".join(self.argv[:3]), obj) for obj in out
+                              if isinstance(obj, dict))
         return out
 
     def describe(self, limit: int = 2000) -> str:
@@ -1777,6 +1830,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             _BTF_VARIANT.start()
         _UNPRIVILEGED.on = unprivileged
         _SCENARIOS[name](t)
+        check_json_keys(t)
         if btf_file:
             _BTF_VARIANT.check(t)
         if unprivileged:

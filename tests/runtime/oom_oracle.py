@@ -17,7 +17,7 @@ import os
 import re
 import time
 
-from memlat_test import CGROUP_V1_MEMORY, CGROUP_V2_ROOT, Test, log, skip
+from memlat_test import CGROUP_V1_MEMORY, CGROUP_V2_ROOT, Test, hierarchy_path, log, skip
 
 HEADER = re.compile(r"^(?P<comm>.*) invoked oom-killer: gfp_mask=(?P<gfp>0x[0-9a-f]+)\((?P<gfp_names>[^)]*)\), order=(?P<order>-?\d+), oom_score_adj=(?P<adj>-?\d+)")
 CPU = re.compile(r"^CPU: \d+ (?:UID: \d+ )?PID: (?P<pid>\d+) Comm: ")
@@ -130,17 +130,6 @@ def wait_for_whole_oom_reports() -> float:
     return max(wait, 0.0)
 
 
-def hierarchy_path(path: str) -> str:
-    """A cgroup directory as the kernel log names it: relative to its hierarchy's root ("/"
-    for the root itself)."""
-    for root in (CGROUP_V1_MEMORY, CGROUP_V2_ROOT):
-        if path == root:
-            return "/"
-        if path.startswith(root + "/"):
-            return path[len(root):]
-    return path
-
-
 def rss_slack_kb(kernel_release: str, cpus: int, page_kb: int = 4) -> int:
     """How far the log's "Killed process" rss may be from what oom:mark_victim saw (the
     tracepoint's fields and oomwhy read the same counters the same way).
@@ -188,8 +177,7 @@ def check_against_log(t: Test, ours: dict, kernel: dict, page_kb: int = 4,
         return
     t.check_eq("constraint", oom_kill["constraint"], ours["kernel_constraint"])
     if "task_memcg" in oom_kill and "cgroup" in victim:
-        t.check_eq("task_memcg (the victim's cgroup)", oom_kill["task_memcg"],
-                   hierarchy_path(victim["cgroup"]))
+        t.check_eq("task_memcg (the victim's cgroup)", oom_kill["task_memcg"], victim["cgroup"])
     if "trigger_pid" in kernel:
         t.check_eq("trigger (the task that ran the OOM killer)", kernel["trigger_pid"],
                    ours["trigger"]["tid"])
@@ -200,7 +188,7 @@ def check_against_log(t: Test, ours: dict, kernel: dict, page_kb: int = 4,
         t.check_ge("direct reclaim rounds before the kill", 1, ours["lead_up"]["direct_rounds"])
         return
     t.check_eq("oom_memcg (the cgroup whose limit fired)", oom_kill.get("oom_memcg"),
-               hierarchy_path(ours["oom_memcg"] or ""))
+               ours["oom_memcg"])
     t.check_ge("memcg reclaim rounds before the kill (the kernel retries 16 times)", 1,
                ours["lead_up"]["memcg_rounds"])
     counters = kernel.get("counters", {})

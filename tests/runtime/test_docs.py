@@ -17,6 +17,8 @@ import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from json_vocabulary import (KEYS_SECTION, key_kinds, mixed_kinds, vocabulary,  # noqa: E402
+                             wrong_unit_kinds)
 from memlat_test import Test, binary, log, main, run, scenario, source_tools  # noqa: E402
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -150,21 +152,6 @@ TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "boolean":
 ISO_UTC_MS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d{3})Z$")
 
 
-def vocabulary(section: str) -> dict[str, str]:
-    """The keys of the table under docs/output.md's heading SECTION, with their types."""
-    page = open(os.path.join(SOURCE_DIR, "docs", "output.md"), encoding="utf-8").read()
-    at = page.find(f"\n### {section}\n")
-    if at < 0:
-        return {}
-    text = page[at + 1:page.find("\n#", at + 1)]
-    rows = {}
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 3 and cells[0].startswith("`"):
-            rows[cells[0].strip("`")] = cells[1]
-    return rows
-
-
 # What docs/output.md's type row says a line can be.
 LINE_KINDS = {"event", "interval", "summary", "kill", "reaper"}
 
@@ -215,61 +202,16 @@ def check_stamp(t: Test, what: str, obj: dict, rules: dict[str, str],
     return ok
 
 
-# Objects whose member names are data (docs/output.md, "Keys: one type each"): their members
-# are not keys; a member that is an object is walked as any, the others are of the map's kind.
-DATA_MAPS = {"causes", "unmeasured_causes", "deferred", "memory_bytes", "vmstat_delta",
-             "events_since_start"}
-
-
-def json_kind(value) -> str | None:
-    if value is None:
-        return None
-    return {bool: "boolean", int: "integer", float: "float", str: "string", list: "array",
-            dict: "object"}[type(value)]
-
-
 def check_keys(t: Test, lines: list[tuple[str, dict]]) -> None:
     """Every key of LINES (what printed it, the object) has one JSON type, and a key with a
     unit's suffix the type docs/output.md's keys table gives it."""
-    units = vocabulary("Keys: one type each, the unit in the name")
+    units = vocabulary(KEYS_SECTION)
     t.require(units.get("_ns") == "integer", "docs/output.md's keys table lists the suffixes",
               "_ns integer, ...", units)
-    seen: dict[str, dict[str, str]] = {}  # key -> its kinds -> where one was seen
-
-    def walk(value, where: str) -> None:
-        if isinstance(value, list):
-            for item in value:
-                walk(item, where)
-        elif isinstance(value, dict):
-            for key, member in value.items():
-                if key.isdigit():  # a CPU's number
-                    walk(member, where)
-                    continue
-                if key in DATA_MAPS and isinstance(member, dict):
-                    # A map's members are of its key's kind (memory_bytes: integers).
-                    for item in member.values():
-                        if isinstance(item, dict):
-                            walk(item, where)
-                        elif (kind := json_kind(item)) is not None:
-                            seen.setdefault(key, {}).setdefault(kind, where)
-                    continue
-                if (kind := json_kind(member)) is not None:
-                    seen.setdefault(key, {}).setdefault(kind, where)
-                walk(member, where)
-    for what, obj in lines:
-        walk(obj, what)
-    mixed = {key: kinds for key, kinds in seen.items() if len(kinds) > 1}
+    seen = key_kinds(lines)
     t.check_eq(f"keys with more than one JSON type, over {len(seen)} keys of {len(lines)} lines",
-               {}, mixed)
-    wrong = {}
-    for key, kinds in seen.items():
-        suffix = max((s for s in units if key.endswith(s)), key=len, default=None)
-        allowed = {"integer", "float"} if units.get(suffix) == "number" else \
-            {units.get(suffix)}
-        if suffix and set(kinds) - allowed:
-            wrong[key] = f"{sorted(kinds)} ({next(iter(kinds.values()))}), {suffix} is " \
-                         f"{units[suffix]}"
-    t.check_eq("keys whose type is not their unit's", {}, wrong)
+               {}, mixed_kinds(seen))
+    t.check_eq("keys whose type is not their unit's", {}, wrong_unit_kinds(seen, units))
     log(f"  {len(seen)} keys, {sum(1 for k in seen if any(k.endswith(s) for s in units))} "
         "with a unit's suffix")
 

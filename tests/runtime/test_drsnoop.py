@@ -18,7 +18,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tolerances import ZONE_FREE_PAGES  # noqa: E402
 from memlat_test import (field, FtraceOracle, MemoryCgroup, PerfStat, Test, TestFile, Tool,  # noqa: E402
                          binary, check_bad_arguments, check_help, check_latencies,
-                         check_variant_chosen, log, main, oracle_durations_ns, read_file, run,
+                         check_variant_chosen, log, main, oracle_durations_ns, proc_memory_cgroup,
+                         read_file, run,
                          scenario, snoop_events, variant_env, variant_scenarios, Workload,
                          check_refused_unprivileged, shared_bad_arguments)
 
@@ -44,11 +45,19 @@ def _(t: Test, variant: str):
     # numbers against the same oracle.
     env = variant_env(variant)
     with reader_under_limit() as (cg, reader):
+        # The reader's cgroup id (its directory's inode), and below the kernel's name for it.
+        cgroup_id, outside = os.stat(cg.path).st_ino, proc_memory_cgroup(reader.pid)
         with FtraceOracle(["vmscan/mm_vmscan_memcg_reclaim_begin",
                            "vmscan/mm_vmscan_memcg_reclaim_end"], reader.pid) as oracle, \
                 Tool("drsnoop", "-v", "-j", "-p", str(reader.pid), env=env) as by_pid, \
                 Tool("drsnoop", "-j", "-k", "memcg", "-G", cg.path, env=env) as by_cgroup:
             reader.release()
+            # The kernel's name for the reader's cgroup, once it has moved itself there (the
+            # first thing it does when released).
+            deadline = time.monotonic() + 5
+            while (in_proc := proc_memory_cgroup(reader.pid)) == outside and \
+                    time.monotonic() < deadline:
+                time.sleep(0.001)
             done = reader.wait_done(60)
             time.sleep(0.3)
             trace = oracle.stop()
@@ -64,6 +73,10 @@ def _(t: Test, variant: str):
         t.check_eq(f"{name}: PIDs in the events (only the reader's)", {reader.pid},
                    {e["pid"] for e in events})
         t.check_eq(f"{name}: kinds in the events", {"memcg"}, {e["kind"] for e in events})
+        t.check_eq(f"{name}: the events' cgroup, as /proc/PID/cgroup names it", {in_proc},
+                   {e.get("cgroup") for e in events})
+        t.check_eq(f"{name}: the events' cgroup_id, its directory's inode", {cgroup_id},
+                   {e.get("cgroup_id") for e in events})
         t.check_eq(f"{name}: events with LAT > 0", len(events),
                    sum(1 for e in events if e["lat_ns"] > 0))
         t.check_ge(f"{name}: events with PAGES > 0 (most stalls free something)",

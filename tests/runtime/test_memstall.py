@@ -188,12 +188,12 @@ def _(t: Test):
     t.check_eq("-p of a process that never stalls: its row, at zero",
                [(idle.pid, 0)], [(r["pid"], r["stall_ns"]) for r in never_rows])
     cgroups = last_rows(t, per_cgroup, "cgroups")
-    mine = [r for r in cgroups if r["cgroup"] == cg.path]
+    mine = [r for r in cgroups if r["cgroup"] == cg.in_hierarchy]
     t.require(len(mine) == 1, "-C: a row for the reader's cgroup", "1", len(mine))
     t.check_ge("-C: the cgroup's memcg stalls include the reader's", len(windows),
                cause(mine[0], "memcg")["stalls"])
     t.check_eq("-C: no row for the idle sibling cgroup", [],
-               [r for r in cgroups if r["cgroup"] == idle_cg.path])
+               [r for r in cgroups if r["cgroup"] == idle_cg.in_hierarchy])
     err = by_pid.result.stderr
     for line in ("memcg:   wall time between vmscan:mm_vmscan_memcg_reclaim_begin",
                  "thrash:  off-CPU time with task_struct->in_memstall set"):
@@ -370,7 +370,7 @@ def _(t: Test):
                {k: v for k, v in table_ns.items() if v}, folded_ns)
     t.check_eq("--pprof: stall_time per cause label = the table's (exact)",
                {k: v for k, v in table_ns.items() if v}, pprof_ns)
-    t.check_eq("--pprof: every sample labelled with the cgroup", {cg.path},
+    t.check_eq("--pprof: every sample labelled with the cgroup", {cg.in_hierarchy},
                {s["labels"].get("cgroup") for s in samples})
     t.check_eq("--pprof: every sample labelled with the reader's pid", {str(reader.pid)},
                {s["labels"].get("pid") for s in samples})

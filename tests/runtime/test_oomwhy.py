@@ -27,7 +27,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tolerances import FTRACE_WINDOW_TIME  # noqa: E402
 from memlat_test import (FtraceOracle, MemoryCgroup, Test, Tool, Workload, binary,  # noqa: E402
-                         check_bad_arguments, check_help, log, main, read_file,
+                         check_bad_arguments, check_help, hierarchy_path, log, main, read_file,
                          oracle_durations_ns, remove_cgroup_dir, scenario, skip, write_file)
 from oom_oracle import KernelLog, check_against_log, rss_slack_kb  # noqa: E402
 
@@ -58,6 +58,7 @@ class ChildCgroup:
     def __init__(self, parent: MemoryCgroup, name: str):
         self.parent = parent
         self.path = os.path.join(parent.path, name)
+        self.in_hierarchy = hierarchy_path(self.path)
         self.enabled = False
 
     def __enter__(self) -> "ChildCgroup":
@@ -156,10 +157,10 @@ def _(t: Test):
         parent_kills = oom_kill_count(parent.path)
     check_one_kill(t, reports, kernel, delta)
     for r in reports:
-        t.check_eq("the cgroup whose limit fired: the parent", parent.path, r["oom_memcg"])
-        t.check_eq("the victim's cgroup: the child", child.path, r["victim"]["cgroup"])
+        t.check_eq("the cgroup whose limit fired: the parent", parent.in_hierarchy, r["oom_memcg"])
+        t.check_eq("the victim's cgroup: the child", child.in_hierarchy, r["victim"]["cgroup"])
         t.check_eq("levels reported: the child, then the parent",
-                   [child.path, parent.path], [c["cgroup"] for c in r["cgroups"]])
+                   [child.in_hierarchy, parent.in_hierarchy], [c["cgroup"] for c in r["cgroups"]])
     # cgroup v1 counts a kill in the victim's cgroup only; v2 in every level above it too.
     t.check_eq("the parent's oom_kill count", 0 if parent.v1 else len(reports), parent_kills)
 
@@ -234,7 +235,7 @@ def _(t: Test):
         t.check_eq("--oomkill prints the line only", 1, len(short.result.stdout.splitlines()))
         t.check_in("text: the victim's memory", f"anon-rss {killed['anon_rss']} KiB",
                    text.result.stdout)
-        t.check_in("text: why", f"memory cgroup {cg.path} at its", text.result.stdout)
+        t.check_in("text: why", f"memory cgroup {cg.in_hierarchy} at its", text.result.stdout)
         t.check_eq("--report-dir: one .txt and one .json",
                    [".json", ".txt"], sorted(os.path.splitext(f)[1] for f in files))
         for f in files:
@@ -356,7 +357,7 @@ def _(t: Test):
         f"{len(to_read)} to oomwhy's read, {sum(to_read)} ns; "
         f"oomwhy: {lead['reclaim_rounds']} rounds, {lead['reclaim_ns']} ns; memstall's "
         f"history: {history_ns} ns")
-    t.check_eq("the history's domain: the cgroup that fired", cg.path, stalls["domain"])
+    t.check_eq("the history's domain: the cgroup that fired", cg.in_hierarchy, stalls["domain"])
     t.check_eq("reclaim rounds before the kill vs the ftrace windows (exact)", len(windows),
                lead["reclaim_rounds"])
     # ftrace prints microseconds (each window +/- 1 us), and the tracers see the same

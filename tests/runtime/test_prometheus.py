@@ -34,7 +34,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tolerances import FTRACE_WINDOW_TIME, TLB_ROW_HOST  # noqa: E402
 from memlat_test import (_BTF_VARIANT, _UNPRIVILEGED, Failure, FtraceOracle,  # noqa: E402
-                         MemoryCgroup, Test,
+                         MemoryCgroup, Test, hierarchy_path,
                          TestFile, Tool, Workload, _kill_group, check_nothing_left, log, main,
                          oracle_durations_ns, remove_cgroup_dir,
                          require_cpus, run, run_workload, scenario, setpriv_command, skip,
@@ -387,7 +387,7 @@ def _(t: Test, serving: Serving):
                 pages = sum(int(e["nr_reclaimed"]) for e in trace["mm_vmscan_memcg_reclaim_end"])
                 log(f"  ftrace oracle: {stalls} memcg stalls, {pages} pages")
                 t.check_ge("memcg stalls of the reader (ftrace)", 10, stalls)
-                sel = f'{{kind="memcg",cgroup="{cg.path}"}}'
+                sel = f'{{kind="memcg",cgroup="{cg.in_hierarchy}"}}'
                 t.check_eq("memlat_reclaim_stalls_total{kind=memcg} vs the ftrace oracle (exact)",
                            stalls, prom.value(f"memlat_reclaim_stalls_total{sel}", t1))
                 t.check_eq("memlat_reclaim_stall_seconds_count vs the ftrace oracle (exact)",
@@ -472,10 +472,10 @@ def _(t: Test, serving: Serving):
                 stats = taskstats.get(reader.pid)
                 trace = oracle.stop()
                 t1 = prom.wait_scrape()
-                sel = f'{{cgroup="{cg.path}",cause="memcg"}}'
+                sel = f'{{cgroup="{cg.in_hierarchy}",cause="memcg"}}'
                 stalls = prom.value(f"memlat_memstall_cgroup_stalls_total{sel}", t1)
                 seconds = prom.value(f"memlat_memstall_cgroup_stall_seconds_total{sel}", t1)
-                direct = prom.value(f'memlat_memstall_cgroup_stalls_total{{cgroup="{cg.path}",'
+                direct = prom.value(f'memlat_memstall_cgroup_stalls_total{{cgroup="{cg.in_hierarchy}",'
                                     f'cause="direct"}}', t1) or 0
                 host = prom.value('memlat_memstall_stalls_total{cause="memcg"}', t1)
                 thrash_measured = prom.value('memlat_memstall_cause_measured{cause="thrash"}',
@@ -488,7 +488,7 @@ def _(t: Test, serving: Serving):
                 kept = prom.value(f"memlat_memstall_cgroup_stalls_total{sel}", prom.wait_scrape())
                 remove_cgroup_dir(cg.path)
                 prom.wait_scrape()
-                gone = prom.query(f'memlat_memstall_cgroup_stalls_total{{cgroup="{cg.path}"}}',
+                gone = prom.query(f'memlat_memstall_cgroup_stalls_total{{cgroup="{cg.in_hierarchy}"}}',
                                   prom.wait_scrape())
                 check_exposition(t, port, "memstall")
                 check_no_capabilities(t, tool, "memstall")
@@ -588,7 +588,7 @@ def _(t: Test, serving: Serving):
     its child's tasks (the label is the parent). Then --max-series 1 keeps one cgroup's series
     and folds the other into cgroup="other", counted in memlat_series_dropped_total."""
     import test_oomwhy as oom
-    from oom_oracle import KernelLog, hierarchy_path, wait_for_whole_oom_reports
+    from oom_oracle import KernelLog, wait_for_whole_oom_reports
     oom.require_oom_kills_allowed()
     with MemoryCgroup("oomlabel", limit=oom.LIMIT) as leaf, \
             MemoryCgroup("oomlabelparent", limit=oom.LIMIT) as parent, \
@@ -807,8 +807,9 @@ def _(t: Test):
             t.check_ge("memcg stalls in the three cgroups", 10, total or 0)
             own = [c for c in by_cgroup if c != "other"]
             t.check_le(f"cgroups with a series of their own (--max-series {cap})", cap, len(own))
-            t.check(set(own) <= set(tree.children), "those series name our cgroups by path",
-                    f"subset of {tree.children}", own)
+            paths = [hierarchy_path(c) for c in tree.children]
+            t.check(set(own) <= set(paths), "those series name our cgroups by path",
+                    f"subset of {paths}", own)
             t.check_in("the third cgroup's stalls went to \"other\"", "other",
                        " ".join(by_cgroup), "cgroup labels")
             t.check_eq("per-cgroup stalls add up to the per-kind total (exact)", total,
@@ -937,7 +938,7 @@ ALL_FAMILIES = {
     "compactsnoop": [],
     "numamove": ["--prometheus-labels", "comm"],
     "cachestat": ["--prometheus-labels", "comm"],
-    "memstall": ["--prometheus-labels", "cgroup"],
+    "memstall": ["--prometheus-labels", "cgroup", "--profiles"],
     "oomwhy": [],
 }
 # Documented families this kernel cannot show, and why.
@@ -1530,6 +1531,9 @@ def _(t: Test):
                     f"< {SCRAPE_BOUND * 1e3:.0f} ms", f"{scrapes[-1] * 1e3:.1f} ms")
             t.check_eq("the profile: 200", 200, result.get("status"))
             t.check_ge("... answered after its seconds", PROFILE_SECONDS, result.get("took", 0))
+            _, _, metrics = http_get(f"{base}/metrics")
+            lost = re.search(r'^memlat_stacks_lost_total\{tool="memstall"\} (\S+)$', metrics,
+                             re.M)
             with open(path, "wb") as out:
                 out.write(result.get("body", b""))
             status, _, _ = http_get(f"{base}/debug/pprof/memstall?seconds=1", timeout=30)
@@ -1550,8 +1554,17 @@ def _(t: Test):
                "without capabilities, Linux 5.16+)",
                {"try_to_free_mem_cgroup_pages" if release >= (5, 16) else "[kernel stack lost]"},
                innermost)
-    t.check_eq("the reader's samples: labelled with its cgroup", {cg.path},
+    t.check_eq("the reader's samples: labelled with its cgroup", {cg.in_hierarchy},
                {s["labels"].get("cgroup") for s in mine})
+    # The stalls whose stack the map had no room for: a counter beside the profiles, which
+    # count them under their own frame (none here: a few dozen stacks in 4,096 entries).
+    no_room = sum(s["values"][0] for s in samples
+                  if any("no room in the stack map" in names.get(loc, "")
+                         for loc in s["locations"]))
+    t.check(lost is not None, "memlat_stacks_lost_total{tool=\"memstall\"} is served",
+            "a sample", "none")
+    t.check_ge("memlat_stacks_lost_total >= the profile's stalls under the no-room frame",
+               no_room, float(lost.group(1)) if lost else -1)
 
 
 # MEMLAT_DISABLE_HOOKS as on a kernel without the writeback dirty tracepoints: cachestat's

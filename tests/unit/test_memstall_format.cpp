@@ -73,9 +73,9 @@ TEST(MemstallFormat, RowsPerCgroupNamedByPath) {
     now[{10, MEMSTALL_MEMCG_RECLAIM}] = memstall_entry(10, "a", 7, 1, 100);
     now[{20, MEMSTALL_MEMCG_RECLAIM}] = memstall_entry(20, "b", 7, 1, 200);
     now[{30, MEMSTALL_OTHER}] = memstall_entry(30, "c", 9, 1, 50);
-    const auto rows = memstall::rows(now, {}, Grouping::Cgroup, {{7, "/sys/fs/cgroup/db"}});
+    const auto rows = memstall::rows(now, {}, Grouping::Cgroup, {{7, "/db"}});
     ASSERT_EQ(rows.size(), 2u);
-    EXPECT_EQ(rows[0].name, "/sys/fs/cgroup/db");
+    EXPECT_EQ(rows[0].name, "/db");
     EXPECT_EQ(rows[0].total_ns(), 300u);
     EXPECT_EQ(rows[1].name, "9"); // a cgroup removed since: its id
 }
@@ -109,7 +109,7 @@ TEST(MemstallMetrics, CausesAndCgroupsKeepCountingAfterThreadsGo) {
     memstall::Counts counts;
     counts.causes[MEMSTALL_MEMCG_RECLAIM] = true;
     counts.totals[MEMSTALL_MEMCG_RECLAIM] = {5, 2'000'000'000};
-    counts.cgroup_paths = {{7, "/sys/fs/cgroup/db"}};
+    counts.cgroup_paths = {{7, "/db"}};
     counts.threads = {{{10, MEMSTALL_MEMCG_RECLAIM}, memstall_entry(10, "a", 7, 5, 2'000'000'000)}};
     {
         prometheus::Exposition out;
@@ -126,7 +126,7 @@ TEST(MemstallMetrics, CausesAndCgroupsKeepCountingAfterThreadsGo) {
         EXPECT_NE(text.find("memlat_memstall_cause_measured{cause=\"memcg\"} 1"), std::string::npos)
             << text;
         EXPECT_NE(text.find("memlat_memstall_cgroup_stall_seconds_total{cause=\"memcg\","
-                            "cgroup=\"/sys/fs/cgroup/db\"} 2"),
+                            "cgroup=\"/db\"} 2"),
                   std::string::npos)
             << text;
     }
@@ -136,7 +136,7 @@ TEST(MemstallMetrics, CausesAndCgroupsKeepCountingAfterThreadsGo) {
     metrics.collect(counts, out);
     const auto text = out.render(prometheus::Format::Text);
     EXPECT_NE(text.find("memlat_memstall_cgroup_stalls_total{cause=\"memcg\","
-                        "cgroup=\"/sys/fs/cgroup/db\"} 5"),
+                        "cgroup=\"/db\"} 5"),
               std::string::npos)
         << text;
 }

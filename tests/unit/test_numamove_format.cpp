@@ -172,7 +172,7 @@ TEST(NumamoveFormat, MillisecondsComeFromSummedNanoseconds) {
 TEST(NumamoveFormat, ReasonTable) {
     auto names = numamove::ReasonNames::builtin();
     EXPECT_EQ(numamove::reasons_header(), "REASON              CALLS  SUCCEEDED   FAILED  THP_OK "
-                                          "THP_FAIL THP_SPLIT    TOTAL_ms    AVG_us");
+                                          "THP_FAIL THP_SPLIT   TOTAL(ms)   AVG(us)");
     EXPECT_EQ(numamove::reason_line({0, sample_count()}, names),
               "compaction            290      31356       34       2        1         3      "
               "61.997    214.52");
@@ -205,7 +205,7 @@ TEST(NumamoveFormat, ProcessTable) {
     auto names = numamove::ReasonNames::builtin();
     EXPECT_EQ(numamove::process_header(),
               "PID      COMM             REASON              CALLS  SUCCEEDED   FAILED  THP_OK "
-              "THP_FAIL THP_SPLIT    TOTAL_ms    AVG_us");
+              "THP_FAIL THP_SPLIT   TOTAL(ms)   AVG(us)");
     numamove::ProcessRow row{4242, "tidb-server", 5, sample_count()};
     EXPECT_EQ(numamove::process_line(row, names),
               "4242     tidb-server      numa_misplaced        290      31356       34       2"

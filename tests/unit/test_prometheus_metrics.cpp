@@ -61,37 +61,36 @@ TEST(PrometheusMetrics, DrsnoopKindsHistogramAndBytes) {
 }
 
 TEST(PrometheusMetrics, DrsnoopPerTaskUnderTheCap) {
-    drsnoop::Metrics m(options({"comm"}, 1), "/sys/fs/cgroup/db", 4096);
+    drsnoop::Metrics m(options({"comm"}, 1), "/db", 4096);
     drsnoop::Counts c;
     c.kinds[DRSNOOP_MEMCG] = true;
     c.summaries = {{{10, DRSNOOP_MEMCG}, summary(2, "postgres")},
                    {{11, DRSNOOP_MEMCG}, summary(5, "backup")}};
     const auto text = scrape(m, c);
     // Entries are read in key order: pid 10 gets the one series, pid 11 goes to "other".
-    EXPECT_TRUE(contains(text, "memlat_reclaim_task_stalls_total{kind=\"memcg\",cgroup=\"/sys/fs/"
-                               "cgroup/db\",comm=\"postgres\"} 2\n"))
+    EXPECT_TRUE(contains(text, "memlat_reclaim_task_stalls_total{kind=\"memcg\",cgroup=\"/db\","
+                               "comm=\"postgres\"} 2\n"))
         << text;
     EXPECT_TRUE(contains(text, "comm=\"other\"} 5\n"));
     EXPECT_TRUE(contains(text, "memlat_series_dropped_total 1\n"));
-    EXPECT_TRUE(contains(
-        text, "memlat_reclaim_stalls_total{kind=\"memcg\",cgroup=\"/sys/fs/cgroup/db\"} 0\n"));
+    EXPECT_TRUE(contains(text, "memlat_reclaim_stalls_total{kind=\"memcg\",cgroup=\"/db\"} 0\n"));
 }
 
 TEST(PrometheusMetrics, DrsnoopCgroupSeriesGoWithTheCgroup) {
-    drsnoop::Metrics m(options({"cgroup"}), "/sys/fs/cgroup/p", 4096);
+    drsnoop::Metrics m(options({"cgroup"}), "/p", 4096);
     drsnoop::Counts c;
     c.kinds[DRSNOOP_MEMCG] = true;
     c.cgroups = {{{7, DRSNOOP_MEMCG, 0}, {4, 4000, 8, 0}}};
-    c.cgroup_paths = {{7, "/sys/fs/cgroup/p/a"}};
+    c.cgroup_paths = {{7, "/p/a"}};
     const auto text = scrape(m, c);
-    EXPECT_TRUE(contains(text, "memlat_reclaim_cgroup_stalls_total{kind=\"memcg\",cgroup=\"/sys/fs/"
-                               "cgroup/p/a\"} 4\n"))
+    EXPECT_TRUE(
+        contains(text, "memlat_reclaim_cgroup_stalls_total{kind=\"memcg\",cgroup=\"/p/a\"} 4\n"))
         << text;
     // With per-cgroup series the -G path is not a label of its own (it would repeat "cgroup").
     EXPECT_TRUE(contains(text, "memlat_reclaim_stalls_total{kind=\"memcg\"} 0\n"));
     c.cgroups.clear();
     c.cgroup_paths.clear(); // the cgroup was removed
-    EXPECT_FALSE(contains(scrape(m, c), "/sys/fs/cgroup/p/a"));
+    EXPECT_FALSE(contains(scrape(m, c), "/p/a"));
 }
 
 TEST(PrometheusMetrics, TlbflushRemoteSeriesFromTheStart) {

@@ -233,7 +233,7 @@ void Cachestat::loaded(const Verbosity &) {
     }
 
     if (o_.prom.on())
-        metrics_.emplace(o_.prom, o_.cgroup, accesses_known_);
+        metrics_.emplace(o_.prom, cgroup_ ? cgroup_->path : "", accesses_known_);
 }
 
 int Cachestat::trace() {

@@ -214,7 +214,7 @@ void Drsnoop::loaded(const Verbosity &v) {
     verbose(v, fmt::format("GFP flag names from {}", gfp_->source()));
     if (!o_.prom.on())
         return;
-    metrics_.emplace(o_.prom, o_.cgroup, getpagesize());
+    metrics_.emplace(o_.prom, cgroup_ ? cgroup_->path : "", getpagesize());
     for (uint32_t kind = 0; kind < DRSNOOP_KINDS; ++kind)
         if (const Probe *p = find_probe(probes_, ProbeId{static_cast<int>(kind)}))
             counts_.kinds[kind] = p->choice() != nullptr;

@@ -53,6 +53,9 @@ void Drsnoop::print_event(const drsnoop_event &e) {
     const double time_s = static_cast<double>(static_cast<int64_t>(e.ts_ns - first_ns_)) / 1e9;
     if (o_.common.json) {
         auto j = drsnoop::json_event(e, time_s, format_, *gfp_);
+        const uint64_t cgroup_id = e.cgroup_id;
+        const auto path = event_cgroups_.paths_of(std::span(&cgroup_id, 1));
+        j["cgroup"] = path.empty() ? nlohmann::json(nullptr) : nlohmann::json(path.begin()->second);
         if (o_.common.timestamp)
             j["wall_time"] = wall_clock_time();
         print_json_line(event_line, j);

@@ -278,7 +278,7 @@ void Memstall::loaded(const Verbosity &) {
         return;
     if (o_.serve_profiles)
         profile_symbols_ = KernelSymbols::described_by_kernel();
-    metrics_.emplace(o_.prom, o_.cgroup);
+    metrics_.emplace(o_.prom, cgroup_ ? cgroup_->path : "");
     // A cause has series where it is measured as itself: a 0 then means no stall.
     for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause)
         counts_.causes[cause] = !unmeasured_.contains(cause);

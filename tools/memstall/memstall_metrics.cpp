@@ -48,7 +48,7 @@ void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
         by_cgroup_counts_.update(fmt::format("{}/{}", key.tid, key.cause), l, values);
     }
     by_cgroup_counts_.end();
-    if (c.cgroup_exists != nullptr)
+    if (c.cgroup_exists)
         by_cgroup_counts_.remove_removed_cgroups(c.cgroup_paths, c.cgroup_exists);
     else
         by_cgroup_counts_.remove_removed_cgroups(c.cgroup_paths);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -26,7 +27,7 @@ struct Counts {
     // such a series goes).
     std::vector<std::pair<memstall_key, memstall_value>> threads;
     std::map<uint64_t, std::string> cgroup_paths;
-    bool (*cgroup_exists)(const std::string &path) = nullptr;
+    std::function<bool(const std::string &path)> cgroup_exists;
 };
 
 class Metrics {

@@ -215,14 +215,18 @@ CountedLosses Memstall::collect(prometheus::Exposition &out) {
         counts.threads = read_hash_map<memstall_key, memstall_value>(skel.maps.stalls);
         counts.cgroup_paths = cgroup_cache_.paths_of(
             counts.threads, [](const auto &entry) { return entry.second.cgroup_id; });
-        counts.cgroup_exists = &CgroupPathCache::exists;
+        counts.cgroup_exists = [this](const std::string &path) {
+            return cgroup_cache_.exists(path);
+        };
     }
     metrics_->collect(counts, out);
     // Threads that are gone stall no more: their counts are in the series now, their
     // entries go, and the table keeps room for the threads that live.
     delete_exited_tasks(skel.maps.stalls, counts.threads,
                         [](const memstall_key &k) { return k.tid; });
-    return CountedLosses{0, skel.bss->table_full, skel.bss->unpaired_ends};
+    return CountedLosses{0, skel.bss->table_full, skel.bss->unpaired_ends,
+                         o_.serve_profiles ? std::optional<uint64_t>(skel.bss->stacks_lost)
+                                           : std::nullopt};
 }
 
 } // namespace memlat::memstall

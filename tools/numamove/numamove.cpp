@@ -112,7 +112,8 @@ std::vector<Probe> Numamove::plan() const {
                         std::move(start), false);
     probes.back().note_if_none =
         "cannot time migrations on this kernel (no mm_migrate_pages_start, and fentry and "
-        "kprobes on migrate_pages() refused): pages and calls are exact, times (_ms, AVG_us, "
+        "kprobes on migrate_pages() refused): pages and calls are exact, times (TOTAL(ms), "
+        "AVG(us), "
         "-H) stay 0.";
 
     if (o_.per_call) {

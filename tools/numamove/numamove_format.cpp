@@ -186,7 +186,7 @@ std::string counts_columns(const numamove_count &c) {
 
 std::string counts_headers() {
     return fmt::format("{:>8} {:>10} {:>8} {:>7} {:>8} {:>9} {:>11} {:>9}", "CALLS", "SUCCEEDED",
-                       "FAILED", "THP_OK", "THP_FAIL", "THP_SPLIT", "TOTAL_ms", "AVG_us");
+                       "FAILED", "THP_OK", "THP_FAIL", "THP_SPLIT", "TOTAL(ms)", "AVG(us)");
 }
 
 } // namespace

@@ -51,6 +51,13 @@ json path_json(const Report &r, uint64_t id) {
     return path.empty() ? json(nullptr) : json(path);
 }
 
+// A cgroup in the form of every memlat output: KEY, its path in the hierarchy (null when it
+// is gone or unknown), and KEY_id, its id (null when the kernel gave none).
+void put_cgroup(json &out, const std::string &key, const Report &r, uint64_t id) {
+    out[key] = path_json(r, id);
+    out[key + "_id"] = id != 0 ? json(id) : json(nullptr);
+}
+
 const char *reclaim_kind_name(uint32_t kind) {
     switch (kind) {
     case OOMWHY_RECLAIM_DIRECT:
@@ -271,7 +278,7 @@ json report_json(const Report &r, const GfpNames &gfp) {
     json victim = {{"pid", victim_process(k)}, {"tid", k.victim_pid}};
     victim["comm"] = (k.known & OOMWHY_KNOWN_COMM) ? json(comm_of(k.victim_comm)) : json(nullptr);
     if (k.known & OOMWHY_KNOWN_TASK)
-        victim["cgroup"] = path_or_id(r, k.victim_cgroup_id);
+        put_cgroup(victim, "cgroup", r, k.victim_cgroup_id);
     if (k.known & (OOMWHY_KNOWN_TASK | OOMWHY_KNOWN_MEMORY)) {
         victim["uid"] = k.victim_uid;
         victim["oom_score_adj"] = k.oom_score_adj;
@@ -286,10 +293,9 @@ json report_json(const Report &r, const GfpNames &gfp) {
             victim["swap_kb"] = k.swapents * kb;
     }
     out["victim"] = victim;
-    out["trigger"] = {{"pid", k.trigger_tgid},
-                      {"tid", k.trigger_pid},
-                      {"comm", comm_of(k.trigger_comm)},
-                      {"cgroup", path_json(r, k.trigger_cgroup_id)}};
+    out["trigger"] = {
+        {"pid", k.trigger_tgid}, {"tid", k.trigger_pid}, {"comm", comm_of(k.trigger_comm)}};
+    put_cgroup(out["trigger"], "cgroup", r, k.trigger_cgroup_id);
 
     const oomwhy_reclaim &rc = k.reclaim;
     out["lead_up"] = {
@@ -320,12 +326,12 @@ json report_json(const Report &r, const GfpNames &gfp) {
             seconds.push_back(
                 {{"before_kill_s", second.before_kill_s}, {"causes", causes(second.ns)}});
         json tasks = json::array();
-        for (const StalledThread &t : r.stalls->most_stalled)
-            tasks.push_back({{"pid", t.pid},
-                             {"tid", t.tid},
-                             {"comm", t.comm},
-                             {"cgroup", path_json(r, t.cgroup_id)},
-                             {"causes", causes(t.ns)}});
+        for (const StalledThread &t : r.stalls->most_stalled) {
+            json task = {{"pid", t.pid}, {"tid", t.tid}, {"comm", t.comm}};
+            put_cgroup(task, "cgroup", r, t.cgroup_id);
+            task["causes"] = causes(t.ns);
+            tasks.push_back(std::move(task));
+        }
         out["lead_up"]["stalls"] = {
             {"domain", r.stalls->domain.empty() ? json(nullptr) : json(r.stalls->domain)},
             {"causes", causes(r.stalls->total)},
@@ -338,9 +344,10 @@ json report_json(const Report &r, const GfpNames &gfp) {
     const uint32_t n = std::min<uint32_t>(k.levels, OOMWHY_LEVELS);
     for (uint32_t i = 0; i < n; ++i) {
         const oomwhy_level &l = k.level[i];
-        json level = {{"cgroup", path_json(r, l.cgroup_id)},
-                      {"usage_kb", l.usage * kb},
-                      {"limit_kb", is_limit(l.max) ? json(l.max * kb) : json(nullptr)}};
+        json level;
+        put_cgroup(level, "cgroup", r, l.cgroup_id);
+        level["usage_kb"] = l.usage * kb;
+        level["limit_kb"] = is_limit(l.max) ? json(l.max * kb) : json(nullptr);
         if (!k.cgroup_v1)
             level["high_kb"] = is_limit(l.high) ? json(l.high * kb) : json(nullptr);
         else if (l.memsw_max != 0) {
@@ -353,10 +360,11 @@ json report_json(const Report &r, const GfpNames &gfp) {
     out["cgroups"] = levels;
     if (c == Constraint::Memcg && hit.level >= 0) {
         const oomwhy_level &l = k.level[hit.level];
-        out["oom_memcg"] = path_json(r, l.cgroup_id);
+        put_cgroup(out, "oom_memcg", r, l.cgroup_id);
         out["limit"] = limit_file(k, hit);
     } else {
         out["oom_memcg"] = nullptr;
+        out["oom_memcg_id"] = nullptr;
         out["limit"] = nullptr;
     }
     // How oom_memcg was found: the kernel's OOM lock, the usage within a charge of the limit,

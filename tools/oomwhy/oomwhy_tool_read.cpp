@@ -108,7 +108,7 @@ oomwhy::LeadUpStalls Oomwhy::stalls_before(const oomwhy_kill &k) {
                                       [&](uint64_t id) { return id == domain_id; });
     }
     auto in_domain = [&](uint64_t cgroup_id) {
-        if (domain.empty())
+        if (domain.empty() || domain == "/")
             return true;
         const std::string path = cgroup_path(cgroup_id);
         return path == domain || path.starts_with(domain + "/");

@@ -54,7 +54,7 @@ Top::Top(TopOptions &o, const top::Recording &recording, FullScreen *screen)
 }
 
 void Top::rescan_cgroups() {
-    dirs_ = cgroup_paths(v1_);
+    dirs_ = cgroup_dirs(v1_);
     mount_.clear();
     for (const auto &[id, dir] : dirs_)
         if (mount_.empty() || dir.size() < mount_.size())
