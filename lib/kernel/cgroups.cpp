@@ -127,18 +127,25 @@ std::string hierarchy_path(std::string_view dir, std::string_view mount) {
     return below.empty() ? "/" : std::string(below);
 }
 
-std::map<uint64_t, std::string> cgroup_dirs(bool v1_memory) {
+namespace {
+
+// Every cgroup of the hierarchy mounted at `mount` (none for ""), by id: its directory.
+std::map<uint64_t, std::string> scan_hierarchy(const std::string &mount) {
     std::map<uint64_t, std::string> out;
-    if (std::string mount = hierarchy_mount(v1_memory); !mount.empty())
+    if (!mount.empty())
         scan_cgroups(mount, out, 0);
     return out;
 }
 
+} // namespace
+
+std::map<uint64_t, std::string> cgroup_dirs(bool v1_memory) {
+    return scan_hierarchy(hierarchy_mount(v1_memory));
+}
+
 std::map<uint64_t, std::string> cgroup_paths(bool v1_memory) {
     const std::string mount = hierarchy_mount(v1_memory);
-    std::map<uint64_t, std::string> out;
-    if (!mount.empty())
-        scan_cgroups(mount, out, 0);
+    std::map<uint64_t, std::string> out = scan_hierarchy(mount);
     for (auto &[id, dir] : out)
         dir = hierarchy_path(dir, mount);
     return out;
@@ -158,7 +165,7 @@ std::map<uint64_t, std::string> CgroupPathCache::paths_of(std::span<const uint64
         }
         if (known == known_.end() && !walked && !missing_.contains(id)) {
             mount_ = hierarchy_mount(v1_memory_);
-            known_ = cgroup_dirs(v1_memory_);
+            known_ = scan_hierarchy(mount_);
             walked = true;
             ++walks_;
             known = known_.find(id);

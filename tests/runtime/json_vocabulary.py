@@ -73,6 +73,21 @@ def mixed_kinds(seen: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
     return {key: kinds for key, kinds in seen.items() if len(kinds) > 1}
 
 
+def check_keys(t, lines: list[tuple[str, dict]], what: str = "keys") -> dict:
+    """Test T's checks that every key of LINES (what printed it, the object) has one JSON type,
+    and a key with a unit's suffix the type docs/output.md's keys table gives it. Returns the
+    keys seen (key_kinds())."""
+    units = vocabulary(KEYS_SECTION)
+    t.require(units.get("_ns") == "integer", "docs/output.md's keys table lists the suffixes",
+              "_ns integer, ...", units)
+    seen = key_kinds(lines)
+    t.check_eq(f"{what} with more than one JSON type, over {len(seen)} keys of {len(lines)} "
+               "lines (docs/output.md)", {}, mixed_kinds(seen))
+    t.check_eq(f"{what} whose type is not their unit's (docs/output.md)", {},
+               wrong_unit_kinds(seen, units))
+    return seen
+
+
 def wrong_unit_kinds(seen: dict[str, dict[str, str]], units: dict[str, str]) -> dict[str, str]:
     """The keys with a unit's suffix seen with a type the keys table does not give it."""
     wrong = {}

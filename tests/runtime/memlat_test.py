@@ -1030,16 +1030,9 @@ _TOOL_BINARIES = {"memlat", "memtop"} | set(source_tools())
 def check_json_keys(t: "Test") -> None:
     """Every JSON line a scenario read from a memlat tool holds to docs/output.md's keys rule:
     a key has one JSON type, and a key with a unit's suffix the type of that unit."""
-    from json_vocabulary import KEYS_SECTION, key_kinds, mixed_kinds, vocabulary, \
-        wrong_unit_kinds
-    lines = _JSON_READ
-    if not lines:
-        return
-    seen = key_kinds(lines)
-    t.check_eq(f"the tools' JSON ({len(lines)} lines, {len(seen)} keys): keys with more than "
-               "one type (docs/output.md)", {}, mixed_kinds(seen))
-    t.check_eq("the tools' JSON: keys whose type is not their unit's suffix's (docs/output.md)",
-               {}, wrong_unit_kinds(seen, vocabulary(KEYS_SECTION)))
+    from json_vocabulary import check_keys
+    if _JSON_READ:
+        check_keys(t, _JSON_READ, "the tools' JSON keys")
 
 
 class Result:
