@@ -21,6 +21,7 @@ packages=(
     strace                      # runtime test: libbpf leaves sysfs BTF alone with --btf
     linux-perf                  # runtime tests: perf stat counts the tracepoints beside the tools
     stress-ng                   # runtime test: a lazy-TLB workload for tlbflush against /proc/interrupts
+    podman runc docker.io       # runtime tests: real containers named by their runtime's records (docs/names.md); runc: Debian's crun refuses a hybrid cgroup layout
     xz-utils                    # the kernels' BTF (btf/*/*.btf.xz), unpacked by the build
     dwarves                     # pahole: BTF from DWARF (Makefile.btf kernel-btf-dwarf)
     qemu-system-x86 busybox-static      # VM tests (tests/vm): Debian's kernels in a guest

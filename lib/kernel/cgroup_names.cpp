@@ -37,19 +37,33 @@ std::optional<std::string_view> between(std::string_view part, std::string_view 
     return part.substr(prefix.size(), part.size() - prefix.size() - suffix.size());
 }
 
-// A container's id in one path component: a runtime's systemd scope or a bare id.
-std::optional<std::string_view> container_id(std::string_view part) {
-    for (std::string_view prefix : {"cri-containerd-", "crio-", "docker-", "libpod-"})
-        if (auto id = between(part, prefix, ".scope"); id && is_hex_id(*id))
-            return id;
+struct RuntimePrefix {
+    std::string_view prefix;
+    std::string_view runtime;
+};
+// The runtimes' names for a container's cgroup: "PREFIXID.scope" under systemd, and (podman
+// with cgroupfs) "libpod-ID".
+constexpr RuntimePrefix runtime_prefixes[] = {
+    {"cri-containerd-", "containerd"},
+    {"crio-", "cri-o"},
+    {"docker-", "docker"},
+    {"libpod-", "podman"},
+};
+
+// A container's id and runtime in one path component: a runtime's scope or a bare id.
+std::optional<std::pair<std::string_view, std::string_view>> container_in(std::string_view part) {
+    for (const auto &[prefix, runtime] : runtime_prefixes) {
+        for (std::string_view suffix : {".scope", ""})
+            if (auto id = between(part, prefix, suffix); id && is_hex_id(*id))
+                return std::pair{*id, runtime};
+    }
     if (is_hex_id(part))
-        return part;
+        return std::pair{part, std::string_view{}};
     return std::nullopt;
 }
 
-// A pod's uid (and its QoS class) in one component: kubepods-QOS-podUID.slice (systemd
-// driver; the uid's dashes written as underscores), kubepods-podUID.slice (guaranteed), or
-// podUID (cgroupfs driver).
+// A pod's uid in one component: kubepods-QOS-podUID.slice (systemd driver; the uid's dashes
+// written as underscores), kubepods-podUID.slice (guaranteed), or podUID (cgroupfs driver).
 std::optional<std::string> pod_uid(std::string_view part) {
     std::optional<std::string_view> uid;
     for (std::string_view prefix :
@@ -65,53 +79,68 @@ std::optional<std::string> pod_uid(std::string_view part) {
     return out;
 }
 
-std::string short_id(std::string_view id, size_t n) {
-    return std::string(id.substr(0, std::min(id.size(), n)));
+void kubernetes_names(std::vector<std::string_view>::const_iterator kube,
+                      std::vector<std::string_view>::const_iterator end, PathNames &out) {
+    out.manager = PathNames::Manager::Kubernetes;
+    out.qos = "guaranteed";
+    for (auto it = kube; it != end; ++it) {
+        if (it->find("burstable") != std::string_view::npos)
+            out.qos = "burstable";
+        else if (it->find("besteffort") != std::string_view::npos)
+            out.qos = "besteffort";
+        auto uid = pod_uid(*it);
+        if (!uid)
+            continue;
+        out.pod_uid = *uid;
+        if (it + 1 != end)
+            if (auto c = container_in(*(it + 1))) {
+                out.container_id = std::string(c->first);
+                out.runtime = std::string(c->second);
+            }
+        return;
+    }
+    out.unit = std::string(*(end - 1));
 }
 
 } // namespace
 
-std::string workload_name(std::string_view cgroup_path) {
+PathNames names_in_path(std::string_view cgroup_path) {
+    PathNames out;
     const auto parts = components(cgroup_path);
     // Kubernetes: anything under a kubepods component.
     const auto kube = std::find_if(parts.begin(), parts.end(), [](std::string_view p) {
         return p == "kubepods" || p.starts_with("kubepods.") || p.starts_with("kubepods-");
     });
     if (kube != parts.end()) {
-        std::string qos = "guaranteed";
-        for (auto it = kube; it != parts.end(); ++it) {
-            if (it->find("burstable") != std::string_view::npos)
-                qos = "burstable";
-            else if (it->find("besteffort") != std::string_view::npos)
-                qos = "besteffort";
-            auto uid = pod_uid(*it);
-            if (!uid)
-                continue;
-            const std::string pod = "k8s pod " + short_id(*uid, 8);
-            if (it + 1 != parts.end())
-                if (auto id = container_id(*(it + 1)))
-                    return pod + "/" + short_id(*id, 12);
-            return pod + " (" + qos + ")";
-        }
-        return "k8s " + std::string(parts.back());
+        kubernetes_names(kube, parts.end(), out);
+        return out;
     }
     if (parts.empty())
-        return "";
+        return out;
     const std::string_view last = parts.back();
-    if (auto id = between(last, "docker-", ".scope"); id && is_hex_id(*id))
-        return "docker " + short_id(*id, 12);
-    if (parts.size() >= 2 && parts[parts.size() - 2] == "docker" && is_hex_id(last))
-        return "docker " + short_id(last, 12);
-    if (auto id = between(last, "libpod-", ".scope"); id && is_hex_id(*id))
-        return "podman " + short_id(*id, 12);
-    if (auto name = between(last, "lxc.payload.", ""); name)
-        return "lxc " + std::string(*name);
-    if (parts.size() >= 2 && parts[parts.size() - 2] == "lxc")
-        return "lxc " + std::string(last);
+    const std::string_view parent = parts.size() >= 2 ? parts[parts.size() - 2] : "";
+    if (auto c = container_in(last); c && (!c->second.empty() || parent == "docker")) {
+        out.container_id = std::string(c->first);
+        out.runtime = c->second.empty() ? "docker" : std::string(c->second);
+        out.manager = PathNames::Manager::Container;
+        return out;
+    }
+    if (auto name = between(last, "lxc.payload.", ""); name) {
+        out.manager = PathNames::Manager::Lxc;
+        out.unit = std::string(*name);
+        return out;
+    }
+    if (parent == "lxc") {
+        out.manager = PathNames::Manager::Lxc;
+        out.unit = std::string(last);
+        return out;
+    }
     for (std::string_view unit : {".service", ".scope", ".slice"})
-        if (last.ends_with(unit))
-            return std::string(last);
-    return "";
+        if (last.ends_with(unit)) {
+            out.manager = PathNames::Manager::Systemd;
+            out.unit = std::string(last);
+        }
+    return out;
 }
 
 } // namespace memlat

@@ -1,8 +1,8 @@
 // What a cgroup's path says about what runs in it, as the managers that made it named it:
 // Kubernetes pods and their containers (kubelet's systemd and cgroupfs drivers, containerd,
 // CRI-O and Docker as runtimes), Docker and Podman containers, LXC, and systemd units. Only the
-// path is read: a pod's name lives in the kubelet, a container's in its runtime, neither of
-// which a copied binary can ask; the ids shown are those `crictl ps` and `docker ps` print.
+// path is read here; the names the path does not hold (a pod's, a container's) are looked up
+// in the host's records by kernel/workloads.h.
 #pragma once
 
 #include <string>
@@ -10,9 +10,17 @@
 
 namespace memlat {
 
-// "k8s pod 3f2a9c1e/4d5e6f7a8b9c" (pod uid's first 8 characters / container id's first 12),
-// "k8s pod 3f2a9c1e (burstable)" for a pod's own cgroup, "docker 4d5e6f7a8b9c",
-// "podman 4d5e6f7a8b9c", "lxc web", "nginx.service"; "" when the path names nothing known.
-std::string workload_name(std::string_view cgroup_path);
+struct PathNames {
+    enum class Manager { None, Kubernetes, Container, Lxc, Systemd };
+    Manager manager = Manager::None;
+    std::string runtime;      // "containerd", "cri-o", "docker", "podman" where the path says
+    std::string pod_uid;      // Kubernetes: the pod's uid, with its dashes
+    std::string qos;          // Kubernetes: "guaranteed", "burstable" or "besteffort"
+    std::string container_id; // the runtime's id (hex, 12 characters at least); "" for a pod
+    std::string unit;         // a systemd unit or slice; an LXC container's name; Kubernetes:
+                              // the QoS slice or directory of a path above any pod
+};
+
+PathNames names_in_path(std::string_view cgroup_path);
 
 } // namespace memlat

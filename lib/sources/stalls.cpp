@@ -153,8 +153,10 @@ std::string header(Grouping grouping) {
 }
 
 std::string line(const Row &row, double interval_s, Grouping grouping) {
-    std::string l = grouping == Grouping::Cgroup ? fmt::format("{:<24}", row.name)
-                                                 : fmt::format("{:<7} {:<16}", row.id, row.name);
+    const bool container = row.workload.kind == "container" || row.workload.kind == "pod";
+    std::string l = grouping == Grouping::Cgroup
+                        ? fmt::format("{:<24}", container ? row.workload.display() : row.name)
+                        : fmt::format("{:<7} {:<16}", row.id, row.name);
     l += fmt::format(" {:>6.1f} {:>10.1f}", share_percent(row.total_ns(), interval_s),
                      row.total_ns() / 1e6);
     for (const auto &c : row.causes)
@@ -170,6 +172,7 @@ nlohmann::json json_row(const Row &row, double interval_s, Grouping grouping) {
     } else {
         j["cgroup_id"] = row.id;
         j["cgroup"] = row.name;
+        j["workload"] = workload_json(row.workload);
     }
     j["stall_ns"] = row.total_ns();
     j["stall_pct"] = share_percent(row.total_ns(), interval_s);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernel/workloads.h"
 #include "memlat/memstall.h"
 
 namespace memlat::memstall {
@@ -44,6 +45,9 @@ nlohmann::json causes_json(const CauseTimes &causes, bool max = false);
 struct Row {
     uint64_t id = 0;  // pid, tid, or cgroup id with -C
     std::string name; // comm, or the cgroup's path
+    // -C: what runs in the cgroup (kernel/workloads.h): its display() shown in place of the
+    // path when it names a container or a pod, and JSON's "workload".
+    Workload workload;
     CauseTimes causes{};
     uint64_t total_ns() const;
 };

@@ -17,7 +17,8 @@ import os
 import re
 import time
 
-from memlat_test import CGROUP_V1_MEMORY, CGROUP_V2_ROOT, Test, hierarchy_path, log, skip
+from memlat_test import (CGROUP_V1_MEMORY, CGROUP_V2_ROOT, Test, hierarchy_path, log, read_file,
+                         skip)
 
 HEADER = re.compile(r"^(?P<comm>.*) invoked oom-killer: gfp_mask=(?P<gfp>0x[0-9a-f]+)\((?P<gfp_names>[^)]*)\), order=(?P<order>-?\d+), oom_score_adj=(?P<adj>-?\d+)")
 CPU = re.compile(r"^CPU: \d+ (?:UID: \d+ )?PID: (?P<pid>\d+) Comm: ")
@@ -25,6 +26,13 @@ COUNTER = re.compile(r"^(?P<name>memory|memory\+swap|swap): usage (?P<usage>\d+)
 KILLED = re.compile(r"Killed process (?P<pid>\d+) \((?P<comm>.*)\) total-vm:(?P<total_vm>\d+)kB, anon-rss:(?P<anon_rss>\d+)kB, file-rss:(?P<file_rss>\d+)kB, shmem-rss:(?P<shmem_rss>\d+)kB, UID:(?P<uid>\d+) pgtables:(?P<pgtables>\d+)kB oom_score_adj:(?P<adj>-?\d+)")
 # dmesg's "[   12.345678] " before each message.
 DMESG_TIME = re.compile(r"^\[\s*\d+\.\d+\] ")
+
+
+def require_oom_kills_allowed() -> None:
+    if os.geteuid() != 0:
+        skip("needs root: memory cgroups and the kernel log")
+    if read_file("/proc/sys/vm/panic_on_oom", "0").strip() != "0":
+        skip("vm.panic_on_oom is set: an OOM kill would panic this machine")
 
 
 def oom_reports(messages: list[str]) -> list[dict]:

@@ -29,17 +29,11 @@ from tolerances import FTRACE_WINDOW_TIME  # noqa: E402
 from memlat_test import (FtraceOracle, MemoryCgroup, Test, Tool, Workload, binary,  # noqa: E402
                          check_bad_arguments, check_help, hierarchy_path, log, main, read_file,
                          oracle_durations_ns, remove_cgroup_dir, scenario, skip, write_file)
-from oom_oracle import KernelLog, check_against_log, rss_slack_kb  # noqa: E402
+from oom_oracle import (KernelLog, check_against_log, require_oom_kills_allowed,  # noqa: E402
+                        rss_slack_kb)
 
 MIB = 1 << 20
 LIMIT = 64 * MIB
-
-
-def require_oom_kills_allowed() -> None:
-    if os.geteuid() != 0:
-        skip("needs root: memory cgroups and the kernel log")
-    if read_file("/proc/sys/vm/panic_on_oom", "0").strip() != "0":
-        skip("vm.panic_on_oom is set: an OOM kill would panic this machine")
 
 
 def oom_kill_count(path: str) -> int:
@@ -335,7 +329,7 @@ def _(t: Test):
     kill_ts = float(kills[0]["_ts"])
     report = reports[0]
     # The history runs to when oomwhy read memstall's table, a little after the kill.
-    read_ts = kill_ts + report["lead_up"].get("stalls", {}).get("read_after_kill_ns", 0) / 1e9
+    read_ts = kill_ts + report["lead_up"].get("stall_history", {}).get("read_after_kill_ns", 0) / 1e9
     windows, to_read, longest = [], [], 0
     for kind in ("memcg", "direct"):
         begins = trace[f"mm_vmscan_{kind}_reclaim_begin"]
@@ -347,7 +341,7 @@ def _(t: Test):
             if float(e["_ts"]) < read_ts:
                 to_read.append(d)
     lead = report["lead_up"]
-    stalls = lead.get("stalls")
+    stalls = lead.get("stall_history")
     t.require(stalls is not None, "the lead-up's stall history", "present", sorted(lead))
     mine = [x for x in stalls["most_stalled"] if x["tid"] == trigger.pid]
     t.require(len(mine) == 1, "the trigger among the most stalled", "1",

@@ -1,12 +1,11 @@
-// Names of workloads from cgroup paths (lib/kernel/cgroup_names.h), as the kubelet's drivers,
-// the container runtimes and systemd write them.
+// Names of workloads from cgroup paths alone (lib/kernel/cgroup_names.h), as the kubelet's
+// drivers, the container runtimes and systemd write them: no record of the host is read (the
+// root given is empty), so what is shown is what the path holds.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "kernel/cgroup_names.h"
-
-using memlat::workload_name;
+#include "kernel/workloads.h"
 
 namespace {
 const std::string id64 = "4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e";
@@ -15,6 +14,9 @@ std::string systemd_uid() {
     std::string u = uid;
     std::replace(u.begin(), u.end(), '-', '_');
     return u;
+}
+std::string workload_name(const std::string &path) {
+    return memlat::find_workload(path, "/nonexistent-memlat-root").display();
 }
 } // namespace
 
@@ -29,6 +31,11 @@ TEST(CgroupNames, KubernetesSystemdDriver) {
               workload_name("/kubepods.slice/kubepods-pod" + systemd_uid() + ".slice"));
     EXPECT_EQ("k8s kubepods-besteffort.slice",
               workload_name("/kubepods.slice/kubepods-besteffort.slice"));
+    const auto w = memlat::find_workload(pod + "/crio-" + id64 + ".scope", "");
+    EXPECT_EQ("container", w.kind);
+    EXPECT_EQ("cri-o", w.runtime);
+    EXPECT_EQ(uid, w.pod_uid);
+    EXPECT_EQ("burstable", w.qos);
 }
 
 TEST(CgroupNames, KubernetesCgroupfsDriver) {
@@ -42,6 +49,8 @@ TEST(CgroupNames, ContainersOutsideKubernetes) {
     EXPECT_EQ("docker 4d5e6f7a8b9c", workload_name("/system.slice/docker-" + id64 + ".scope"));
     EXPECT_EQ("docker 4d5e6f7a8b9c", workload_name("/docker/" + id64));
     EXPECT_EQ("podman 4d5e6f7a8b9c", workload_name("/machine.slice/libpod-" + id64 + ".scope"));
+    // Podman with the cgroupfs manager: no scope.
+    EXPECT_EQ("podman 4d5e6f7a8b9c", workload_name("/libpod_parent/libpod-" + id64));
     EXPECT_EQ("lxc web", workload_name("/lxc.payload.web"));
     EXPECT_EQ("lxc web", workload_name("/lxc/web"));
 }
@@ -54,4 +63,7 @@ TEST(CgroupNames, SystemdUnitsAndNothingKnown) {
     EXPECT_EQ("", workload_name("/memlat_top_123"));
     // A docker- prefix without an id is nobody's container.
     EXPECT_EQ("docker-compose.scope", workload_name("/docker-compose.scope"));
+    // A hex-looking directory outside a runtime's parent is not taken for a container.
+    EXPECT_EQ("", workload_name("/" + id64));
+    EXPECT_TRUE(memlat::find_workload("/memlat_top_123", "").kind.empty());
 }

@@ -324,7 +324,10 @@ void add_counting_options(CommandLine &cli, Options &o) {
 }
 
 void add_own_options(CommandLine &cli, Options &o) {
-    cli.flag('C', "cgroups", "One row per memory cgroup instead of per process", o.per_cgroup);
+    cli.flag('C', "cgroups",
+             "One row per memory cgroup instead of per process, a pod's or a "
+             "container's named as people know it (docs/names.md)",
+             o.per_cgroup);
     cli.flag('s', "stacks",
              "At the end, the kernel and user stacks that stalled the longest, per cause "
              "(taken only for stalled tasks)",

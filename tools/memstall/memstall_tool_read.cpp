@@ -55,6 +55,12 @@ void Memstall::print_interval(memstall_bpf &skel) {
     if (o_.per_cgroup)
         paths = cgroup_paths(memcg_on_v1_);
     auto rows = memstall::rows(now, before_, grouping, paths);
+    if (o_.per_cgroup) {
+        names_.forget_others(paths);
+        for (memstall::Row &row : rows)
+            if (paths.contains(row.id))
+                row.workload = names_.of(row.id, row.name);
+    }
     // Only what stalled; with -p the process asked for has a row even at zero.
     std::erase_if(rows, [](const memstall::Row &r) { return r.total_ns() == 0; });
     if (grouping == memstall::Grouping::Process && o_.pid &&

@@ -43,7 +43,13 @@ std::string path_or_id(const Report &r, uint64_t id) {
     if (id == 0)
         return "?";
     std::string path = r.cgroup_path ? r.cgroup_path(id) : "";
-    return path.empty() ? fmt::format("cgroup id {}", id) : path;
+    if (path.empty())
+        return fmt::format("cgroup id {}", id);
+    // The pod or container people know it by, after the path.
+    const Workload w = r.cgroup_workload ? r.cgroup_workload(id) : Workload{};
+    if (w.kind == "container" || w.kind == "pod")
+        path += fmt::format(" ({})", w.display());
+    return path;
 }
 
 json path_json(const Report &r, uint64_t id) {
@@ -56,6 +62,8 @@ json path_json(const Report &r, uint64_t id) {
 void put_cgroup(json &out, const std::string &key, const Report &r, uint64_t id) {
     out[key] = path_json(r, id);
     out[key + "_id"] = id != 0 ? json(id) : json(nullptr);
+    out[key == "cgroup" ? std::string("workload") : key + "_workload"] =
+        workload_json(r.cgroup_workload && id != 0 ? r.cgroup_workload(id) : Workload{});
 }
 
 const char *reclaim_kind_name(uint32_t kind) {
@@ -332,7 +340,7 @@ json report_json(const Report &r, const GfpNames &gfp) {
             task["causes"] = causes(t.ns);
             tasks.push_back(std::move(task));
         }
-        out["lead_up"]["stalls"] = {
+        out["lead_up"]["stall_history"] = {
             {"domain", r.stalls->domain.empty() ? json(nullptr) : json(r.stalls->domain)},
             {"causes", causes(r.stalls->total)},
             {"read_after_kill_ns", r.stalls->read_after_kill_ns},

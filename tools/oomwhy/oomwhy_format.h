@@ -12,6 +12,7 @@
 
 #include "cli/output.h"
 #include "kernel/gfp.h"
+#include "kernel/workloads.h"
 #include "oomwhy.h"
 #include "oomwhy_analysis.h"
 
@@ -21,9 +22,10 @@ namespace memlat::oomwhy {
 struct Report {
     const oomwhy_kill &kill;
     Aftermath after;
-    std::function<std::string(uint64_t)> cgroup_path; // "" when unknown
-    std::string time;                                 // HH:MM:SS of the kill
-    std::string loadavg;                              // /proc/loadavg's first five fields
+    std::function<std::string(uint64_t)> cgroup_path;  // "" when unknown
+    std::function<Workload(uint64_t)> cgroup_workload; // what ran there (kernel/workloads.h)
+    std::string time;                                  // HH:MM:SS of the kill
+    std::string loadavg;                               // /proc/loadavg's first five fields
     uint64_t page_kb = 4;
     uint64_t global_pages = 0;      // MemTotal + SwapTotal in pages: a global OOM's domain
     uint64_t constrained_pages = 0; // the allowed nodes' MemTotal + SwapTotal (cpuset, policy)

@@ -93,12 +93,14 @@ class Oomwhy final : public Tool<oomwhy_bpf, Options, tool_name> {
     void report(const Pending &p);
     void keep_report(const Pending &p, const std::string &text, const json &object);
     std::string cgroup_path(uint64_t id);
+    Workload cgroup_workload(uint64_t id);
     // --lead-up: memstall's table read into the history, once a second and at each kill.
     void load_stall_history(const Verbosity &v);
     void take_stall_second();
     oomwhy::LeadUpStalls stalls_before(const oomwhy_kill &k);
 
     bool memcg_on_v1_ = memory_controller_on_v1();
+    WorkloadNames names_{o_.common.verbosity()}; // the kills' cgroups
     // --prometheus: the memcg kills by cgroup, at most --max-series of them.
     prometheus::BoundedCounters memcg_kills_{1, o_.prom.max_series, {"cgroup"}};
     bool victim_task_args_ = false; // mark_victim passes the task (tp_btf/raw_tp usable)

@@ -57,6 +57,13 @@ std::string Oomwhy::cgroup_path(uint64_t id) {
     return it == paths_.end() ? "" : it->second;
 }
 
+Workload Oomwhy::cgroup_workload(uint64_t id) {
+    const std::string path = cgroup_path(id);
+    if (path.empty()) // gone: what was found while it was there
+        return names_.known(id).value_or(Workload{});
+    return names_.of(id, path);
+}
+
 void Oomwhy::load_stall_history(const Verbosity &v) {
     try {
         stall_source_ = memstall::load_stall_source(o_.common, false);
@@ -128,7 +135,12 @@ void Oomwhy::on_record(const void *data, size_t size) {
         p.time = wall_clock_time();
         p.loadavg = read_loadavg();
         // Resolved now, while the victim's cgroup still exists.
-        cgroup_path(p.kill.victim_cgroup_id);
+        // The names too: a container's records go with it.
+        for (uint64_t id : {p.kill.victim_cgroup_id, p.kill.trigger_cgroup_id})
+            cgroup_workload(id);
+        for (const auto &level : p.kill.level)
+            if (level.cgroup_id != 0)
+                cgroup_workload(level.cgroup_id);
         if (stall_source_)
             p.stalls = stalls_before(p.kill);
         pending_[p.kill.victim_pid] = std::move(p);
@@ -203,6 +215,7 @@ void Oomwhy::report(const Pending &p) {
     oomwhy::Report r{.kill = p.kill,
                      .after = p.after,
                      .cgroup_path = [this](uint64_t id) { return cgroup_path(id); },
+                     .cgroup_workload = [this](uint64_t id) { return cgroup_workload(id); },
                      .time = p.time,
                      .loadavg = p.loadavg,
                      .page_kb = static_cast<uint64_t>(getpagesize()) / 1024,

@@ -393,6 +393,7 @@ nlohmann::json snapshot_json(const HostInterval &host, const std::vector<CgroupI
         list.push_back({{"cgroup_id", r.id},
                         {"cgroup", r.path},
                         {"name", r.name.empty() ? json(nullptr) : json(r.name)},
+                        {"workload", r.workload},
                         {"stall_ns", r.stall_ns()},
                         {"stall_pct", share_percent(r.stall_ns(), host.interval_s)},
                         {"causes", memstall::causes_json(r.stalls)},

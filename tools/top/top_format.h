@@ -58,7 +58,8 @@ struct HostInterval {
 struct CgroupInterval {
     uint64_t id = 0;
     std::string path; // its directory below the hierarchy's mount, "/" for the root
-    std::string name; // what the path names (kernel/cgroup_names.h), "" if nothing known
+    std::string name; // what runs there (Workload::display()), "" if nothing known
+    nlohmann::json workload = nullptr; // the same as -j gives it (workload_json())
     CauseTimes stalls{};
     CgroupMemory memory; // its files now (when files_read)
     bool files_read = false;

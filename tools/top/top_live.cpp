@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <fmt/format.h>
 
-#include "kernel/cgroup_names.h"
 #include "kernel/cgroups.h"
+#include "kernel/workloads.h"
 #include "loading/flush_path.h"
 #include "prometheus/process_metrics.h"
 
@@ -55,6 +55,7 @@ Top::Top(TopOptions &o, const top::Recording &recording, FullScreen *screen)
 
 void Top::rescan_cgroups() {
     dirs_ = cgroup_dirs(v1_);
+    names_.forget_others(dirs_);
     mount_.clear();
     for (const auto &[id, dir] : dirs_)
         if (mount_.empty() || dir.size() < mount_.size())
@@ -101,7 +102,9 @@ top::CgroupInterval Top::cgroup_row(uint64_t id, const top::CauseTimes &stalls) 
     row.path = dir->second.substr(std::min(mount_.size(), dir->second.size()));
     if (row.path.empty())
         row.path = "/";
-    row.name = workload_name(row.path);
+    const Workload &workload = names_.of(id, row.path);
+    row.name = workload.display();
+    row.workload = workload_json(workload);
     return row;
 }
 

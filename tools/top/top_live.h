@@ -17,6 +17,7 @@
 #include "cli/output.h"
 #include "cli/terminal.h"
 #include "kernel/memory_state.h"
+#include "kernel/workloads.h"
 #include "sources/page_cache.h"
 #include "sources/stall_source.h"
 #include "top/top_format.h"
@@ -148,8 +149,9 @@ class Top {
         std::pair<std::pair<uint32_t, uint64_t>, std::optional<std::vector<memstall::StallStack>>>>
         stacks_cache_;
     HostMemory host_before_;
-    std::map<uint64_t, std::string> dirs_; // cgroup id -> its directory
-    std::string mount_;                    // the hierarchy's root directory
+    std::map<uint64_t, std::string> dirs_;       // cgroup id -> its directory
+    WorkloadNames names_{o_.common.verbosity()}; // what runs in each cgroup of dirs_
+    std::string mount_;                          // the hierarchy's root directory
     std::map<uint64_t, std::map<std::string, uint64_t>> events_at_start_;
     // cgroup id -> memory.pressure's some total and the refresh it was read at (0: start): a
     // row has a PSI share only when its total was read at the refresh before, or else the

@@ -1,0 +1,340 @@
+#include "kernel/workloads.h"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "base/files.h"
+#include "kernel/cgroup_names.h"
+
+namespace memlat {
+
+namespace {
+
+using nlohmann::json;
+
+// A JSON file, or nullopt when it is missing or not JSON.
+std::optional<json> read_json(const std::string &path) {
+    auto text = read_text_file(path);
+    if (!text)
+        return std::nullopt;
+    json parsed = json::parse(*text, nullptr, false);
+    if (parsed.is_discarded() || !parsed.is_object())
+        return std::nullopt;
+    return parsed;
+}
+
+// The member `key` of object `obj`, null when absent.
+const json &member(const json &obj, const char *key) {
+    static const json none;
+    if (!obj.is_object())
+        return none;
+    auto it = obj.find(key);
+    return it != obj.end() ? *it : none;
+}
+
+// The string member `key` of object `obj`, "" when absent or not a string.
+std::string text_of(const json &obj, const char *key) {
+    if (!obj.is_object())
+        return "";
+    auto it = obj.find(key);
+    return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+std::vector<std::string> list_dir(const std::string &dir) {
+    std::vector<std::string> names;
+    DIR *d = opendir(dir.c_str());
+    if (!d)
+        return names;
+    while (const dirent *e = readdir(d))
+        if (e->d_name[0] != '.')
+            names.emplace_back(e->d_name);
+    closedir(d);
+    return names;
+}
+
+// The names Kubernetes gave a container, from a runtime's annotations or labels (`names`),
+// under the keys of that runtime; true when the pod was named.
+struct KubernetesKeys {
+    const char *name_space, *pod, *uid, *container, *image;
+};
+// containerd's CRI plugin (internal/cri/annotations/annotations.go; pkg/cri/annotations before
+// 2.0): a sandbox has no container name, and is the pod's infrastructure container.
+constexpr KubernetesKeys containerd_keys{
+    "io.kubernetes.cri.sandbox-namespace", "io.kubernetes.cri.sandbox-name",
+    "io.kubernetes.cri.sandbox-uid", "io.kubernetes.cri.container-name",
+    "io.kubernetes.cri.image-name"};
+// The kubelet's labels (pkg/kubelet/types/labels.go), which CRI-O writes as annotations and
+// cri-dockerd as Docker labels; CRI-O's image is its own annotation.
+constexpr KubernetesKeys kubelet_keys{"io.kubernetes.pod.namespace", "io.kubernetes.pod.name",
+                                      "io.kubernetes.pod.uid", "io.kubernetes.container.name",
+                                      "io.kubernetes.cri-o.ImageName"};
+
+bool take_kubernetes_names(const json &names, const KubernetesKeys &keys, Workload &w) {
+    const std::string pod = text_of(names, keys.pod);
+    if (pod.empty())
+        return false;
+    w.pod = pod;
+    w.k8s_namespace = text_of(names, keys.name_space);
+    if (std::string uid = text_of(names, keys.uid); !uid.empty())
+        w.pod_uid = uid;
+    if (!w.container_id.empty()) {
+        w.container = text_of(names, keys.container);
+        if (w.container.empty() && text_of(names, "io.kubernetes.cri.container-type") == "sandbox")
+            w.container = "POD"; // the kubelet's name for the infrastructure container
+        if (std::string image = text_of(names, keys.image); !image.empty())
+            w.image = image;
+    }
+    return true;
+}
+
+// 1. The bundle a runtime runs the container from: containerd's shims (v2 tasks by namespace;
+// the v1 shim's directory on containerd 1.x), CRI-O's and Podman's userdata.
+bool from_bundles(const std::string &root, Workload &w) {
+    for (const char *tasks : {"/run/containerd/io.containerd.runtime.v2.task",
+                              "/run/containerd/io.containerd.runtime.v1.linux"})
+        for (const std::string &ns : list_dir(root + tasks)) {
+            const std::string file =
+                fmt::format("{}{}/{}/{}/config.json", root, tasks, ns, w.container_id);
+            if (auto config = read_json(file)) {
+                if (w.runtime.empty())
+                    w.runtime = "containerd";
+                const json &notes = member(*config, "annotations");
+                if (take_kubernetes_names(notes, containerd_keys, w)) {
+                    w.source = file.substr(root.size());
+                    return true;
+                }
+            }
+        }
+    for (const char *storage : {"/run/containers/storage", "/var/lib/containers/storage"}) {
+        const std::string file = fmt::format("{}{}/overlay-containers/{}/userdata/config.json",
+                                             root, storage, w.container_id);
+        if (auto config = read_json(file))
+            if (take_kubernetes_names(member(*config, "annotations"), kubelet_keys, w)) {
+                w.runtime = "cri-o";
+                w.source = file.substr(root.size());
+                return true;
+            }
+    }
+    return false;
+}
+
+// 2. The runtimes' own records: Docker's container config, and containers/storage's list of
+// containers (Podman's, and CRI-O's), which holds their names and their images' names.
+bool from_runtime_records(const std::string &root, Workload &w) {
+    const std::string docker_file =
+        fmt::format("{}/var/lib/docker/containers/{}/config.v2.json", root, w.container_id);
+    if (auto config = read_json(docker_file)) {
+        const json &cfg = member(*config, "Config");
+        w.runtime = "docker";
+        w.source = docker_file.substr(root.size());
+        if (!take_kubernetes_names(member(cfg, "Labels"), kubelet_keys, w)) {
+            w.container = text_of(*config, "Name");
+            if (w.container.starts_with('/'))
+                w.container.erase(0, 1);
+        }
+        if (w.image.empty())
+            w.image = text_of(cfg, "Image");
+        return !w.container.empty() || !w.pod.empty();
+    }
+    for (const char *storage : {"/var/lib/containers/storage", "/run/containers/storage"}) {
+        const std::string file =
+            fmt::format("{}{}/overlay-containers/containers.json", root, storage);
+        auto list = read_text_file(file);
+        if (!list || list->find(w.container_id) == std::string::npos)
+            continue;
+        const json parsed = json::parse(*list, nullptr, false);
+        if (!parsed.is_array())
+            continue;
+        for (const json &c : parsed) {
+            if (text_of(c, "id") != w.container_id)
+                continue;
+            auto names = c.find("names");
+            if (names == c.end() || !names->is_array() || names->empty() ||
+                !(*names)[0].is_string())
+                return false;
+            w.container = (*names)[0].get<std::string>();
+            const json metadata = json::parse(text_of(c, "metadata"), nullptr, false);
+            if (std::string image = text_of(metadata, "image-name"); !image.empty())
+                w.image = image;
+            if (w.runtime.empty())
+                w.runtime = "podman";
+            w.source = file.substr(root.size());
+            return true;
+        }
+    }
+    return false;
+}
+
+// 3. The kubelet's log directories (pkg/kubelet/kuberuntime/helpers.go BuildPodLogsDirectory:
+// NAMESPACE_POD_UID; kuberuntime_container.go's log links: POD_NAMESPACE_CONTAINER-ID.log).
+// Namespaces and pods are DNS names, without '_'.
+bool from_kubelet_logs(const std::string &root, Workload &w) {
+    bool named = false;
+    if (!w.container_id.empty()) {
+        const std::string tail = "-" + w.container_id + ".log";
+        for (const std::string &link : list_dir(root + "/var/log/containers")) {
+            if (!link.ends_with(tail))
+                continue;
+            const std::string head = link.substr(0, link.size() - tail.size());
+            const size_t first = head.find('_'), second = head.find('_', first + 1);
+            if (first == std::string::npos || second == std::string::npos)
+                continue;
+            w.pod = head.substr(0, first);
+            w.k8s_namespace = head.substr(first + 1, second - first - 1);
+            w.container = head.substr(second + 1);
+            w.source = "/var/log/containers/" + link;
+            named = true;
+            break;
+        }
+    }
+    if (!w.pod_uid.empty() && w.pod.empty()) {
+        const std::string tail = "_" + w.pod_uid;
+        for (const std::string &dir : list_dir(root + "/var/log/pods")) {
+            const size_t first = dir.find('_');
+            if (!dir.ends_with(tail) || first == std::string::npos ||
+                first + tail.size() >= dir.size())
+                continue;
+            w.k8s_namespace = dir.substr(0, first);
+            w.pod = dir.substr(first + 1, dir.size() - tail.size() - first - 1);
+            w.source = "/var/log/pods/" + dir;
+            named = true;
+            break;
+        }
+    }
+    return named;
+}
+
+std::string short_id(const std::string &id, size_t n) {
+    return id.substr(0, std::min(id.size(), n));
+}
+
+} // namespace
+
+std::string Workload::display() const {
+    if (!pod.empty()) {
+        const std::string p = k8s_namespace.empty() ? pod : k8s_namespace + "/" + pod;
+        return container.empty() ? p : p + "/" + container;
+    }
+    if (!pod_uid.empty()) {
+        const std::string p = "k8s pod " + short_id(pod_uid, 8);
+        return container_id.empty() ? p + " (" + qos + ")" : p + "/" + short_id(container_id, 12);
+    }
+    if (kind == "container")
+        return runtime + " " + (container.empty() ? short_id(container_id, 12) : container);
+    if (!qos.empty())
+        return "k8s " + unit;
+    return unit;
+}
+
+json workload_json(const Workload &w) {
+    if (w.kind.empty())
+        return nullptr;
+    json out = json::object();
+    const std::pair<const char *, const std::string *> fields[] = {
+        {"kind", &w.kind},
+        {"runtime", &w.runtime},
+        {"namespace", &w.k8s_namespace},
+        {"pod", &w.pod},
+        {"pod_uid", &w.pod_uid},
+        {"qos", &w.qos},
+        {"container", &w.container},
+        {"container_id", &w.container_id},
+        {"image", &w.image},
+        {"unit", &w.unit},
+        {"source", &w.source}};
+    for (const auto &[key, value] : fields)
+        if (!value->empty())
+            out[key] = *value;
+    return out;
+}
+
+std::string host_root() {
+    const char *env = getenv("MEMLAT_HOST_ROOT");
+    std::string root = env ? env : "";
+    while (!root.empty() && root.back() == '/')
+        root.pop_back();
+    return root;
+}
+
+Workload find_workload(std::string_view path, const std::string &root) {
+    const PathNames in_path = names_in_path(path);
+    Workload w{.runtime = in_path.runtime,
+               .pod_uid = in_path.pod_uid,
+               .qos = in_path.qos,
+               .container_id = in_path.container_id,
+               .unit = in_path.unit};
+    switch (in_path.manager) {
+    case PathNames::Manager::None:
+        return w;
+    case PathNames::Manager::Systemd:
+        w.kind = "unit";
+        break;
+    case PathNames::Manager::Lxc:
+        w.kind = "container";
+        w.runtime = "lxc";
+        w.container = w.unit;
+        w.unit.clear();
+        break;
+    case PathNames::Manager::Kubernetes:
+        w.kind = !w.container_id.empty() ? "container" : !w.pod_uid.empty() ? "pod" : "unit";
+        break;
+    case PathNames::Manager::Container:
+        w.kind = "container";
+        break;
+    }
+    w.source = "path";
+    if (w.kind == "unit" || w.runtime == "lxc")
+        return w;
+    if (!w.container_id.empty() && (from_bundles(root, w) || from_runtime_records(root, w)))
+        return w;
+    if (in_path.manager == PathNames::Manager::Kubernetes)
+        from_kubelet_logs(root, w);
+    return w;
+}
+
+const Workload &WorkloadNames::of(uint64_t cgroup_id, std::string_view path) {
+    const auto now = std::chrono::steady_clock::now();
+    auto it = cache_.find(cgroup_id);
+    if (it != cache_.end() && now < it->second.retry_at)
+        return it->second.workload;
+    Workload found = find_workload(path, root_);
+    // Named beyond the path's ids, or nothing to look for: kept; otherwise looked for again.
+    const bool final =
+        found.source != "path" || (found.container_id.empty() && found.pod_uid.empty());
+    const auto retry =
+        final ? std::chrono::steady_clock::time_point::max() : now + std::chrono::seconds(1);
+    if (it == cache_.end()) {
+        if (cache_.size() >= max_entries)
+            cache_.erase(cache_.begin()); // the oldest cgroup: ids grow as cgroups are made
+        if (verbosity_.on() && !found.kind.empty())
+            verbose(verbosity_,
+                    fmt::format("names: {} is {} (from {})", path, found.display(), found.source));
+        it = cache_.emplace(cgroup_id, Entry{std::move(found), retry}).first;
+    } else {
+        if (verbosity_.on() && found.source != it->second.workload.source)
+            verbose(verbosity_,
+                    fmt::format("names: {} is {} (from {})", path, found.display(), found.source));
+        it->second = Entry{std::move(found), retry};
+    }
+    return it->second.workload;
+}
+
+std::optional<Workload> WorkloadNames::known(uint64_t cgroup_id) const {
+    auto it = cache_.find(cgroup_id);
+    if (it == cache_.end())
+        return std::nullopt;
+    return it->second.workload;
+}
+
+void WorkloadNames::forget_others(const std::map<uint64_t, std::string> &live) {
+    std::erase_if(cache_, [&](const auto &entry) { return !live.contains(entry.first); });
+}
+
+} // namespace memlat

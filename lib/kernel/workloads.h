@@ -1,0 +1,81 @@
+// The names people use for what runs in a cgroup: a Kubernetes namespace, pod and container, a
+// Docker or Podman container's name and image, a systemd unit. They come from the cgroup's path
+// (kernel/cgroup_names.h) and from the records the container runtimes and the kubelet keep on
+// the node's disk, in this order of trust, never from a socket, an API or the network:
+//   1. the runtime's bundle of the container: containerd's config.json (the CRI plugin's
+//      io.kubernetes.cri.* annotations), CRI-O's (io.kubernetes.pod.*, .container.name);
+//   2. the runtime's own records: Docker's config.v2.json (its Name, Image and, under
+//      cri-dockerd, the io.kubernetes.* labels), containers/storage's containers.json
+//      (Podman's and CRI-O's names and images);
+//   3. the kubelet's log directories: /var/log/pods/NAMESPACE_POD_UID and the links
+//      /var/log/containers/POD_NAMESPACE_CONTAINER-ID.log;
+//   4. the path alone (ids, QoS class, unit).
+// docs/names.md has the files and the kernels' and runtimes' formats.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "base/verbosity.h"
+
+namespace memlat {
+
+struct Workload {
+    std::string kind;    // "container", "pod", "unit", or "" when nothing is known
+    std::string runtime; // "containerd", "cri-o", "docker", "podman", "lxc"
+    std::string k8s_namespace, pod, pod_uid, qos;
+    std::string container, container_id, image;
+    std::string unit;   // a systemd unit or slice, where the path is one
+    std::string source; // what named it: "path", or the record read (docs/names.md)
+
+    // What a screen or a column shows: "shop/checkout-7d9f/web" (namespace/pod/container),
+    // "shop/checkout-7d9f" (a pod's own cgroup), "podman web", "docker 4d5e6f7a8b9c" (no
+    // record found: the id `docker ps` prints), "k8s pod 3f2a9c1e (burstable)",
+    // "nginx.service"; "" when nothing is known.
+    std::string display() const;
+};
+
+// JSON's "workload": the non-empty fields by their names in docs/output.md (`namespace`,
+// `pod`, `container`, ...), null when nothing is known.
+nlohmann::json workload_json(const Workload &w);
+
+// The root of the host's files: MEMLAT_HOST_ROOT (a container that mounts the node's root at
+// /host gives /host), "" for the machine's own.
+std::string host_root();
+
+// The workload of the cgroup at `path` (its path in its hierarchy), looked up now.
+Workload find_workload(std::string_view path, const std::string &root = host_root());
+
+// find_workload() with a cache by cgroup id, for tools that name the same cgroups every
+// interval. A name not found for a container or a pod is looked for again a second later (the
+// runtime writes its records around the time it makes the cgroup); one found is kept until
+// forget_others() says its cgroup is gone. At most max_entries cgroups are kept.
+class WorkloadNames {
+  public:
+    explicit WorkloadNames(Verbosity verbosity = {}, std::string root = host_root())
+        : verbosity_(verbosity), root_(std::move(root)) {}
+    const Workload &of(uint64_t cgroup_id, std::string_view path);
+    // What was found for the cgroup, if it was looked up (a removed cgroup's last names).
+    std::optional<Workload> known(uint64_t cgroup_id) const;
+    // Forgets the cgroups not among `live` (by id: what cgroup_paths() returned).
+    void forget_others(const std::map<uint64_t, std::string> &live);
+    size_t size() const { return cache_.size(); }
+    static constexpr size_t max_entries = 4096;
+
+  private:
+    struct Entry {
+        Workload workload;
+        std::chrono::steady_clock::time_point retry_at; // max(): found, never again
+    };
+    Verbosity verbosity_;
+    std::string root_;
+    std::map<uint64_t, Entry> cache_;
+};
+
+} // namespace memlat

@@ -1,0 +1,365 @@
+#!/usr/bin/env python3
+"""Runtime tests of the names memlat gives cgroups (lib/kernel/workloads.h, docs/names.md):
+the pod, namespace, container, image or unit on every row where a cgroup appears, read from
+the node's own files, never from a socket or an API.
+
+Oracles, never inputs of the tools:
+- real runtimes from Debian (containers.py): Podman and Docker run a container with a memory
+  limit; `podman inspect` / `docker inspect` say its name, id and image, and the kernel says
+  which cgroup its processes are in (/proc/PID/cgroup) and which cgroup an OOM kill hit (the
+  kernel log's oom-kill: line);
+- Kubernetes, which this host cannot run: the kubelet's and the CRI runtimes' layouts built in
+  a scratch root (MEMLAT_HOST_ROOT), with cgroups made for real in the kubelet's naming (the
+  systemd and cgroupfs drivers, each QoS class) and the records as containerd, CRI-O and the
+  kubelet write them (the formats and their source files: tests/unit/test_workloads.cpp). The
+  names are the test's; what is checked is that each lands on the row of the cgroup the
+  kernel charged the stalls or the kill to.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from memlat_test import (MemoryCgroup, Test, TestFile, Tool, Workload,  # noqa: E402
+                         hierarchy_path, log, main, proc_memory_cgroup, remove_cgroup_dir,
+                         scenario, skip, write_file)
+from containers import IMAGE, Docker, Podman, Runtime  # noqa: E402
+from oom_oracle import (KernelLog, require_oom_kills_allowed,  # noqa: E402
+                        wait_for_whole_oom_reports)
+
+LIMIT = 32 << 20
+FILE_SIZE = 96 << 20
+
+
+def last_line(t: Test, tool: Tool, key: str) -> list[dict]:
+    res = tool.result
+    t.check_eq(f"{' '.join(res.argv[1:])}: exit status", 0, res.rc)
+    lines = [j for j in res.json_lines() if key in j]
+    t.require(len(lines) >= 1, f"{' '.join(res.argv[1:])}: a JSON line with {key}", ">= 1",
+              len(lines))
+    return lines[-1][key]
+
+
+def rows_of(rows: list[dict], path: str) -> list[dict]:
+    return [r for r in rows if r["cgroup"] == path]
+
+
+def top_rows(t: Test, tool: Tool, path: str) -> list[dict]:
+    res = tool.result
+    t.check_eq(f"{' '.join(res.argv[1:])}: exit status", 0, res.rc)
+    return [r for line in res.json_lines() for r in line.get("cgroups", []) if r["cgroup"] == path]
+
+
+def container_cgroup(pid: int) -> str:
+    """The memory cgroup the kernel has process `pid` in, as every memlat output names it."""
+    path = proc_memory_cgroup(pid)
+    if not path:
+        skip(f"no memory cgroup in /proc/{pid}/cgroup")
+    return path
+
+
+# ---------------------------------------------------------------- real runtimes
+
+def runtime_names_container(t: Test, rt: Runtime) -> None:
+    """A container with a 32 MiB limit reads a 96 MiB file twice (memcg limit reclaim) and
+    then sleeps: memstall -C (JSON and text) and top -j name its cgroup as the runtime's
+    inspect does. A second container, limited to 32 MiB without swap, allocates 64 MiB at once
+    (dd's buffer): oomwhy names the container the kernel's OOM kill hit."""
+    with TestFile(FILE_SIZE, f"names_{rt.name}", cold=True) as f:
+        os.chmod(f.path, 0o644)
+        with Tool("memstall", "-j", "-C", "-v") as per_cgroup, \
+                Tool("memstall", "-C") as text, Tool("memtop", "-j", "-a") as top:
+            name = rt.run("reader", "--memory", str(LIMIT), "-v", f"{f.path}:/data/file:ro",
+                          IMAGE, "/bin/sh", "-c",
+                          "cat /data/file > /dev/null; cat /data/file > /dev/null; "
+                          "echo read; sleep 60")
+            info = rt.inspect(name)
+            deadline = time.monotonic() + 60
+            while "read" not in rt.cli("logs", name) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            t.require("read" in rt.cli("logs", name), "the container read its file twice",
+                      "read", rt.cli("logs", name)[-200:])
+            path = container_cgroup(info["State"]["Pid"])
+            time.sleep(1.2)  # one more interval of top's with the container alive
+    log(f"{rt.name} container {name}: id {info['Id'][:12]}, cgroup {path}, image "
+        f"{rt.image_of(info)}")
+    t.check_in("the runtime's id is in the container's cgroup path", info["Id"], path,
+               "cgroup path")
+    want = {"kind": "container", "runtime": rt.name, "container": name,
+            "container_id": info["Id"], "image": rt.image_of(info)}
+    mine = rows_of(last_line(t, per_cgroup, "cgroups"), path)
+    if t.check(len(mine) == 1, "memstall -C: a row for the container's cgroup", "1",
+               len(mine)):
+        t.check(mine[0]["causes"]["memcg"]["stalls"] > 0, "memstall -C: the container's "
+                "row has its memcg reclaim stalls", "> 0", mine[0]["causes"]["memcg"])
+        got = mine[0].get("workload") or {}
+        t.check_eq("memstall -C: the row's workload as inspect says", want,
+                   {k: got.get(k) for k in want})
+    err = per_cgroup.result.stderr
+    t.check_in("memstall -v says what named it", f"names: {path} is {rt.name} {name} (from ",
+               err, "stderr")
+    t.check_in("memstall -C text: the row named by the container's name",
+               f"{rt.name} {name}", text.result.stdout, "stdout")
+    rows = top_rows(t, top, path)
+    t.require(len(rows) >= 1, "top -j -a: rows of the container's cgroup", ">= 1", len(rows))
+    t.check_eq("top: every row of it named as inspect says", {f"{rt.name} {name}"},
+               {r["name"] for r in rows})
+    t.check_eq("top: its workload as inspect says", [want] * len(rows),
+               [{k: (r.get("workload") or {}).get(k) for k in want} for r in rows])
+
+    # An OOM kill in a container.
+    require_oom_kills_allowed()
+    wait_for_whole_oom_reports()
+    klog = KernelLog()
+    try:
+        with Tool("oomwhy", "-j") as oomwhy, Tool("oomwhy") as oomwhy_text:
+            victim = rt.run("oom", "--memory", str(LIMIT), "--memory-swap", str(LIMIT),
+                            IMAGE, "/bin/dd", "if=/dev/zero", "of=/dev/null", "bs=64M",
+                            "count=1")
+            status = rt.wait(victim)
+            info = rt.inspect(victim)
+            time.sleep(1.5)  # oomwhy reports a second after the kill
+        kernel = klog.reports()
+    finally:
+        klog.close()
+    t.check_eq("the OOM container's exit status (killed: 128 + SIGKILL)", 137, status)
+    kills = [k for k in kernel if info["Id"] in k.get("oom_kill", {}).get("task_memcg", "")]
+    t.require(len(kills) == 1, "the kernel log: one kill in the container's cgroup", "1",
+              [k.get("oom_kill") for k in kernel])
+    reports = [r for r in oomwhy.result.json_lines() if r.get("type") == "kill"]
+    by_tid = [r for r in reports if r["victim"]["tid"] == kills[0]["killed"]["pid"]]
+    if t.check(len(by_tid) == 1, "oomwhy: a report of the kernel's kill", "1",
+               [r["victim"]["tid"] for r in reports]):
+        r = by_tid[0]
+        t.check_eq("oomwhy: the victim's cgroup is the kernel's task_memcg",
+                   kills[0]["oom_kill"]["task_memcg"], r["victim"]["cgroup"])
+        want["container"], want["container_id"] = victim, info["Id"]
+        t.check_eq("oomwhy: the victim's container as inspect says", want,
+                   {k: (r["victim"].get("workload") or {}).get(k) for k in want})
+        t.check_eq("oomwhy: the limit that fired is the container's", want,
+                   {k: (r.get("oom_memcg_workload") or {}).get(k) for k in want})
+    t.check_in("oomwhy text: the victim's container named after its cgroup",
+               f"{kills[0]['oom_kill']['task_memcg']} ({rt.name} {victim})",
+               oomwhy_text.result.stdout, "stdout")
+
+
+@scenario("names_podman_container")
+def _(t: Test):
+    """Podman (runc, cgroupfs here): its container's name, id and image on memstall -C's, top's
+    and oomwhy's rows, as `podman inspect` gives them."""
+    with Podman() as rt:
+        runtime_names_container(t, rt)
+
+
+@scenario("names_docker_container")
+def _(t: Test):
+    """Docker (Debian's dockerd, started by the test): the same as Podman's, against `docker
+    inspect`."""
+    with Docker() as rt:
+        runtime_names_container(t, rt)
+
+
+# ---------------------------------------------------------------- Kubernetes' layout
+
+class ScratchKubernetes:
+    """A node's Kubernetes layout in a scratch root, with real cgroups below a MemoryCgroup of
+    the test (`base`): three pods, one per way a node names them.
+    - shop/checkout-7d9f/web: the kubelet's systemd driver, burstable, containerd (its bundle's
+      config.json with the CRI plugin's annotations);
+    - data/db-0/postgres: the cgroupfs driver, besteffort, CRI-O (its config.json's
+      annotations);
+    - batch/report-x1/runner: the cgroupfs driver, guaranteed, a runtime whose records are not
+      on this root: the kubelet's /var/log/pods and /var/log/containers name it.
+    Each container's cgroup is limited to LIMIT."""
+
+    PODS = [
+        # namespace, pod, container, uid, id, qos, driver, source
+        ("shop", "checkout-7d9f", "web", "3f2a9c1e-7b6d-4c2a-9e1f-0123456789ab",
+         "4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e", "burstable",
+         "systemd", "containerd"),
+        ("data", "db-0", "postgres", "9a8b7c6d-1111-4222-8333-444455556666",
+         "b802bb55fb948beb8d3c787f6cd1b136b9da891d972cd44f1535c8cc5edf46a9", "besteffort",
+         "cgroupfs", "cri-o"),
+        ("batch", "report-x1", "runner", "0c0d0e0f-aaaa-4bbb-8ccc-dddddddddddd",
+         "6c41a03d85970679b6eb4037276852d78879c94181384d97031d622747e4b725", "guaranteed",
+         "cgroupfs", "kubelet"),
+    ]
+
+    def __init__(self, base: MemoryCgroup):
+        self.base = base
+        self.root = tempfile.mkdtemp(prefix="memlat_names_root_")
+        self.made: list[str] = []  # cgroup directories, parents first
+        self.containers: list[dict] = []
+
+    def mkdir_cgroup(self, path: str) -> None:
+        if not os.path.isdir(path):
+            os.mkdir(path)
+            self.made.append(path)
+
+    def write(self, path: str, obj) -> None:
+        full = self.root + path
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "w") as f:
+            json.dump(obj, f)
+
+    def pod_dirs(self, uid: str, qos: str, driver: str, cid: str, runtime: str) -> list[str]:
+        if driver == "systemd":
+            u = uid.replace("-", "_")
+            q = "" if qos == "guaranteed" else f"-{qos}"
+            parts = ["kubepods.slice"] + ([f"kubepods{q}.slice"] if q else []) + \
+                [f"kubepods{q}-pod{u}.slice", f"cri-containerd-{cid}.scope"
+                 if runtime == "containerd" else f"crio-{cid}.scope"]
+        else:
+            parts = ["kubepods"] + ([qos] if qos != "guaranteed" else []) + [f"pod{uid}"] + \
+                [f"crio-{cid}" if runtime == "cri-o" else cid]
+        return parts
+
+    def __enter__(self) -> "ScratchKubernetes":
+        try:
+            for ns, pod, container, uid, cid, qos, driver, source in self.PODS:
+                dirs = self.pod_dirs(uid, qos, driver, cid, source)
+                path = self.base.path
+                for part in dirs:
+                    path = os.path.join(path, part)
+                    self.mkdir_cgroup(path)
+                write_file(os.path.join(path, "memory.limit_in_bytes" if self.base.v1
+                                        else "memory.max"), str(LIMIT))
+                if source == "containerd":
+                    self.write(f"/run/containerd/io.containerd.runtime.v2.task/k8s.io/{cid}/"
+                               "config.json", {"ociVersion": "1.1.0", "annotations": {
+                                   "io.kubernetes.cri.container-type": "container",
+                                   "io.kubernetes.cri.container-name": container,
+                                   "io.kubernetes.cri.sandbox-name": pod,
+                                   "io.kubernetes.cri.sandbox-namespace": ns,
+                                   "io.kubernetes.cri.sandbox-uid": uid,
+                                   "io.kubernetes.cri.image-name": f"{container}:1"}})
+                elif source == "cri-o":
+                    self.write(f"/run/containers/storage/overlay-containers/{cid}/userdata/"
+                               "config.json", {"annotations": {
+                                   "io.kubernetes.pod.name": pod,
+                                   "io.kubernetes.pod.namespace": ns,
+                                   "io.kubernetes.pod.uid": uid,
+                                   "io.kubernetes.container.name": container,
+                                   "io.kubernetes.cri-o.ImageName": f"{container}:1"}})
+                logs = f"{self.root}/var/log/pods/{ns}_{pod}_{uid}/{container}"
+                os.makedirs(logs)
+                if source == "kubelet":
+                    os.makedirs(f"{self.root}/var/log/containers", exist_ok=True)
+                    os.symlink(f"/var/log/pods/{ns}_{pod}_{uid}/{container}/0.log",
+                               f"{self.root}/var/log/containers/{pod}_{ns}_{container}-"
+                               f"{cid}.log")
+                self.containers.append({
+                    "dir": path, "path": hierarchy_path(path), "namespace": ns, "pod": pod,
+                    "container": container, "pod_uid": uid, "container_id": cid, "qos": qos,
+                    "source": source})
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for path in reversed(self.made):
+            remove_cgroup_dir(path)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@scenario("names_kubernetes_layouts")
+def _(t: Test):
+    """Three pods in a scratch root, one per way a node names them (ScratchKubernetes): a
+    reader in each container reads a 96 MiB file through its 32 MiB limit. memstall -C, top -j
+    and their text name each row by namespace/pod/container; memstall -v says which record
+    named it; then a process in the containerd container is OOM-killed by its limit and oomwhy
+    names the pod and container the kernel's kill hit."""
+    with MemoryCgroup("names_k8s") as base, ScratchKubernetes(base) as node:
+        env = {"MEMLAT_HOST_ROOT": node.root}
+        files = [TestFile(FILE_SIZE, f"names_k8s_{i}", cold=True)
+                 for i in range(len(node.containers))]
+        for f in files:
+            f.__enter__()
+        try:
+            with Tool("memstall", "-j", "-C", "-v", env=env) as per_cgroup, \
+                    Tool("memstall", "-C", env=env) as text, \
+                    Tool("memtop", "-j", "-a", env=env) as top:
+                readers = [Workload("file_reader", "--file", f.path, "--cgroup", c["dir"],
+                                    "--passes", "2", "--linger")
+                           for f, c in zip(files, node.containers)]
+                for r in readers:
+                    r.__enter__()
+                try:
+                    for r in readers:
+                        r.wait_done(90)
+                    time.sleep(1.2)
+                finally:
+                    for r in readers:
+                        r.__exit__(None, None, None)
+        finally:
+            for f in files:
+                f.__exit__(None, None, None)
+        rows = last_line(t, per_cgroup, "cgroups")
+        keys = ("namespace", "pod", "container", "pod_uid", "container_id", "qos")
+        for c in node.containers:
+            what = f"{c['namespace']}/{c['pod']}"
+            mine = rows_of(rows, c["path"])
+            if not t.check(len(mine) == 1, f"memstall -C: a row for {what}'s cgroup", "1",
+                           len(mine)):
+                continue
+            t.check(mine[0]["causes"]["memcg"]["stalls"] > 0,
+                    f"memstall -C: {what}'s row has its reader's memcg stalls", "> 0",
+                    mine[0]["causes"]["memcg"])
+            got = mine[0].get("workload") or {}
+            t.check_eq(f"memstall -C: {what}'s names", {k: c[k] for k in keys},
+                       {k: got.get(k) for k in keys})
+            t.check_eq(f"memstall -C: {what} is a container", "container", got.get("kind"))
+            display = f"{c['namespace']}/{c['pod']}/{c['container']}"
+            t.check_in(f"memstall -C text: {display}", display, text.result.stdout, "stdout")
+            source = {"containerd": "/run/containerd/", "cri-o": "/run/containers/storage/",
+                      "kubelet": "/var/log/containers/"}[c["source"]]
+            t.check(got.get("source", "").startswith(source),
+                    f"memstall -C: {what} named from {c['source']}'s record", source,
+                    got.get("source"))
+            t.check_in(f"memstall -v: which record named {display}",
+                       f"names: {c['path']} is {display} (from {source}",
+                       per_cgroup.result.stderr, "stderr")
+            top_of = top_rows(t, top, c["path"])
+            t.check(len(top_of) >= 1 and all(r["name"] == display for r in top_of),
+                    f"top -j: {display}'s rows named so", display,
+                    sorted({r["name"] for r in top_of}))
+
+        # An OOM kill in the containerd pod's container.
+        require_oom_kills_allowed()
+        web = node.containers[0]
+        wait_for_whole_oom_reports()
+        klog = KernelLog()
+        try:
+            with Tool("oomwhy", "-j", env=env) as oomwhy, Tool("oomwhy", env=env) as oom_text:
+                with Workload("anon_toucher", "--mb", "64", "--cgroup", web["dir"]) as victim:
+                    victim.proc.wait(60)
+                time.sleep(1.5)
+            kernel = klog.reports()
+        finally:
+            klog.close()
+    kills = [k for k in kernel if k.get("oom_kill", {}).get("task_memcg") == web["path"]]
+    t.require(len(kills) == 1, "the kernel log: one kill in the web container's cgroup", "1",
+              [k.get("oom_kill") for k in kernel])
+    reports = [r for r in oomwhy.result.json_lines() if r.get("type") == "kill"]
+    t.require(len(reports) == 1, "oomwhy: one report", "1", len(reports))
+    r = reports[0]
+    t.check_eq("oomwhy: the victim is the kernel's", kills[0]["killed"]["pid"], r["victim"]["tid"])
+    keys = ("namespace", "pod", "container")
+    t.check_eq("oomwhy: the victim's pod and container", {k: web[k] for k in keys},
+               {k: (r["victim"].get("workload") or {}).get(k) for k in keys})
+    t.check_eq("oomwhy: the pod and container whose limit fired", {k: web[k] for k in keys},
+               {k: (r.get("oom_memcg_workload") or {}).get(k) for k in keys})
+    t.check_in("oomwhy text: the victim's pod and container after its cgroup",
+               f"{web['path']} (shop/checkout-7d9f/web)", oom_text.result.stdout, "stdout")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
