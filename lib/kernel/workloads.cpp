@@ -316,12 +316,12 @@ const Workload &WorkloadNames::of(uint64_t cgroup_id, std::string_view path) {
         if (verbosity_.on() && !found.kind.empty())
             verbose(verbosity_,
                     fmt::format("names: {} is {} (from {})", path, found.display(), found.source));
-        it = cache_.emplace(cgroup_id, Entry{std::move(found), retry}).first;
+        it = cache_.emplace(cgroup_id, Entry{std::move(found), std::string(path), retry}).first;
     } else {
         if (verbosity_.on() && found.source != it->second.workload.source)
             verbose(verbosity_,
                     fmt::format("names: {} is {} (from {})", path, found.display(), found.source));
-        it->second = Entry{std::move(found), retry};
+        it->second = Entry{std::move(found), std::string(path), retry};
     }
     return it->second.workload;
 }
@@ -331,6 +331,18 @@ std::optional<Workload> WorkloadNames::known(uint64_t cgroup_id) const {
     if (it == cache_.end())
         return std::nullopt;
     return it->second.workload;
+}
+
+std::map<uint64_t, Workload>
+WorkloadNames::of_each(const std::map<uint64_t, std::string> &paths,
+                       const std::function<bool(const std::string &)> &exists) {
+    std::map<uint64_t, Workload> out;
+    for (const auto &[id, path] : paths)
+        out.emplace(id, of(id, path));
+    std::erase_if(cache_, [&](const auto &entry) {
+        return !paths.contains(entry.first) && !exists(entry.second.path);
+    });
+    return out;
 }
 
 void WorkloadNames::forget_others(const std::map<uint64_t, std::string> &live) {

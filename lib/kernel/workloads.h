@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -65,12 +66,17 @@ class WorkloadNames {
     std::optional<Workload> known(uint64_t cgroup_id) const;
     // Forgets the cgroups not among `live` (by id: what cgroup_paths() returned).
     void forget_others(const std::map<uint64_t, std::string> &live);
+    // The workloads of the cgroups of `paths` (by id, their paths: a scrape's), and forgets
+    // the other cgroups kept whose path `exists` says is gone (CgroupPathCache::exists).
+    std::map<uint64_t, Workload> of_each(const std::map<uint64_t, std::string> &paths,
+                                         const std::function<bool(const std::string &)> &exists);
     size_t size() const { return cache_.size(); }
     static constexpr size_t max_entries = 4096;
 
   private:
     struct Entry {
         Workload workload;
+        std::string path;
         std::chrono::steady_clock::time_point retry_at; // max(): found, never again
     };
     Verbosity verbosity_;

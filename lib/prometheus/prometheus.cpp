@@ -74,6 +74,22 @@ Labels cgroup_filter_labels(std::string cgroup, bool per_cgroup) {
     return {{"cgroup", std::move(cgroup)}};
 }
 
+void add_cgroup_labels(Labels &labels, std::string path, const Workload *workload) {
+    labels.emplace_back("cgroup", std::move(path));
+    if (workload == nullptr)
+        return;
+    if (!workload->pod.empty()) {
+        labels.emplace_back("namespace", workload->k8s_namespace);
+        labels.emplace_back("pod", workload->pod);
+    }
+    if (!workload->container.empty())
+        labels.emplace_back("container", workload->container);
+}
+
+bool is_workload_label(std::string_view name) {
+    return name == "namespace" || name == "pod" || name == "container";
+}
+
 Labels labels_of(std::string name, std::string value, const Labels &common) {
     Labels labels{{std::move(name), std::move(value)}};
     labels.insert(labels.end(), common.begin(), common.end());
@@ -260,6 +276,7 @@ void BoundedCounters::update(const std::string &entry, const Labels &labels,
             e.series = labels;
         } else {
             e.series = labels;
+            std::erase_if(e.series, [](const auto &l) { return is_workload_label(l.first); });
             for (auto &[name, value] : e.series)
                 if (std::find(capped_.begin(), capped_.end(), name) != capped_.end())
                     value = "other";

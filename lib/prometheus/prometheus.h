@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kernel/hooks.h"
+#include "kernel/workloads.h"
 
 namespace memlat::prometheus {
 
@@ -27,6 +28,15 @@ using Labels = std::vector<std::pair<std::string, std::string>>;
 // The labels every series of a tool filtered by -G PATH carries: cgroup="PATH". None without
 // -G, nor where the series are per cgroup (`per_cgroup`): each names its own cgroup then.
 Labels cgroup_filter_labels(std::string cgroup, bool per_cgroup = false);
+
+// The labels of a series per cgroup: `cgroup`, its path (docs/output.md), and, where the
+// node's files name what runs there (kernel/workloads.h), `namespace`, `pod` and `container`
+// as kube-state-metrics and cAdvisor name them, so that joins on them work; `container` alone
+// for a Docker or Podman container. `workload` may be null: the path alone.
+void add_cgroup_labels(Labels &labels, std::string path, const Workload *workload);
+// The labels add_cgroup_labels() adds beside `cgroup`: a series counted as "other" past
+// --max-series has none of them.
+bool is_workload_label(std::string_view name);
 
 // A series' own label `name`="value", then `common`, the labels every series of its tool
 // carries.

@@ -1199,6 +1199,15 @@ class Tool:
             self.stop()
 
 
+def exporter_port(tool: Tool) -> int:
+    """The port the tool says it serves on (it was given port 0: the kernel chose)."""
+    for line in tool._err.lines:
+        m = re.search(r"serving Prometheus metrics on https?://[^ ]*:(\d+)/metrics", line)
+        if m:
+            return int(m.group(1))
+    raise Failure("the tool did not say where it serves:\n" + "".join(tool._err.lines))
+
+
 def run(argv: Sequence[str], timeout: float = 30.0, env: Optional[dict] = None) -> Result:
     """Runs a command to its end (killed after timeout: a Failure)."""
     t0 = time.monotonic()

@@ -19,16 +19,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
 import time
+import urllib.request
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from memlat_test import (MemoryCgroup, Test, TestFile, Tool, Workload,  # noqa: E402
-                         hierarchy_path, log, main, proc_memory_cgroup, remove_cgroup_dir,
+                         exporter_port, hierarchy_path, log, main, proc_memory_cgroup, remove_cgroup_dir,
                          scenario, skip, write_file)
 from containers import IMAGE, Docker, Podman, Runtime  # noqa: E402
 from oom_oracle import (KernelLog, require_oom_kills_allowed,  # noqa: E402
@@ -63,6 +65,21 @@ def container_cgroup(pid: int) -> str:
     if not path:
         skip(f"no memory cgroup in /proc/{pid}/cgroup")
     return path
+
+
+SAMPLE = re.compile(r'^(?P<name>[a-z_]+)\{(?P<labels>.*)\} (?P<value>\S+)$')
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def scrape(port: int) -> list[tuple[str, dict, float]]:
+    """/metrics of the exporter at `port`: (name, labels, value) of each labelled sample."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out = []
+    for line in text.splitlines():
+        if m := SAMPLE.match(line):
+            out.append((m["name"], dict(LABEL.findall(m["labels"])), float(m["value"])))
+    return out
 
 
 # ---------------------------------------------------------------- real runtimes
@@ -286,7 +303,11 @@ def _(t: Test):
         try:
             with Tool("memstall", "-j", "-C", "-v", env=env) as per_cgroup, \
                     Tool("memstall", "-C", env=env) as text, \
-                    Tool("memtop", "-j", "-a", env=env) as top:
+                    Tool("memtop", "-j", "-a", env=env) as top, \
+                    Tool("memlat", "exporter", "--tools", "memstall,drsnoop",
+                         "--memstall.prometheus-labels", "cgroup",
+                         "--drsnoop.prometheus-labels", "cgroup",
+                         "--web.listen-address", "127.0.0.1:0", env=env) as exporter:
                 readers = [Workload("file_reader", "--file", f.path, "--cgroup", c["dir"],
                                     "--passes", "2", "--linger")
                            for f, c in zip(files, node.containers)]
@@ -296,6 +317,7 @@ def _(t: Test):
                     for r in readers:
                         r.wait_done(90)
                     time.sleep(1.2)
+                    samples = scrape(exporter_port(exporter))
                 finally:
                     for r in readers:
                         r.__exit__(None, None, None)
@@ -327,6 +349,17 @@ def _(t: Test):
             t.check_in(f"memstall -v: which record named {display}",
                        f"names: {c['path']} is {display} (from {source}",
                        per_cgroup.result.stderr, "stderr")
+            for family in ("memlat_memstall_cgroup_stall_seconds_total",
+                           "memlat_reclaim_cgroup_stalls_total"):
+                series = [(labels, v) for name, labels, v in samples
+                          if name == family and labels.get("cgroup") == c["path"]]
+                t.check(len(series) >= 1 and all(
+                    {k: labels.get(k) for k in ("namespace", "pod", "container")} ==
+                    {k: c[k] for k in ("namespace", "pod", "container")}
+                    for labels, _ in series) and sum(v for _, v in series) > 0,
+                    f"exporter: {family} of {display}'s cgroup labelled namespace, pod and "
+                    "container, counting", f"{c['namespace']}, {c['pod']}, {c['container']}",
+                    series)
             top_of = top_rows(t, top, c["path"])
             t.check(len(top_of) >= 1 and all(r["name"] == display for r in top_of),
                     f"top -j: {display}'s rows named so", display,
@@ -338,10 +371,14 @@ def _(t: Test):
         wait_for_whole_oom_reports()
         klog = KernelLog()
         try:
-            with Tool("oomwhy", "-j", env=env) as oomwhy, Tool("oomwhy", env=env) as oom_text:
+            with Tool("oomwhy", "-j", env=env) as oomwhy, Tool("oomwhy", env=env) as oom_text, \
+                    Tool("oomwhy", "--prometheus", "127.0.0.1:0", env=env) as oom_metrics:
                 with Workload("anon_toucher", "--mb", "64", "--cgroup", web["dir"]) as victim:
                     victim.proc.wait(60)
                 time.sleep(1.5)
+                kill_series = [(labels, v) for name, labels, v in scrape(exporter_port(oom_metrics))
+                               if name == "memlat_oom_kills_total"
+                               and labels.get("constraint") == "memcg"]
             kernel = klog.reports()
         finally:
             klog.close()
@@ -357,6 +394,9 @@ def _(t: Test):
                {k: (r["victim"].get("workload") or {}).get(k) for k in keys})
     t.check_eq("oomwhy: the pod and container whose limit fired", {k: web[k] for k in keys},
                {k: (r.get("oom_memcg_workload") or {}).get(k) for k in keys})
+    t.check_eq("oomwhy --prometheus: the kill counted for the cgroup, the pod and the container",
+               [({"constraint": "memcg", "cgroup": web["path"], "namespace": web["namespace"],
+                  "pod": web["pod"], "container": web["container"]}, 1.0)], kill_series)
     t.check_in("oomwhy text: the victim's pod and container after its cgroup",
                f"{web['path']} (shop/checkout-7d9f/web)", oom_text.result.stdout, "stdout")
 

@@ -40,7 +40,7 @@ from memlat_test import (_BTF_VARIANT, _UNPRIVILEGED, Failure, FtraceOracle,  # 
                          require_cpus, run, run_workload, scenario, setpriv_command, skip,
                          snoop_events, source_tools, tlb_interrupts, tlb_flush_reason_value,
                          require_ipi_oracle, check_workload_ipis, shootdown_ipis_here,
-                         pprof_raw)
+                         pprof_raw, exporter_port)
 
 PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"
@@ -122,15 +122,6 @@ def both_servings(name: str, unprivileged: bool = False, exporter_btf_file: bool
                  unprivileged=unprivileged)(lambda t: fn(t, Serving(True)))
         return fn
     return register
-
-
-def exporter_port(tool: Tool) -> int:
-    """The port the tool says it serves on (it was given port 0: the kernel chose)."""
-    for line in tool._err.lines:
-        m = re.search(r"serving Prometheus metrics on https?://[^ ]*:(\d+)/metrics", line)
-        if m:
-            return int(m.group(1))
-    raise Failure("the tool did not say where it serves:\n" + "".join(tool._err.lines))
 
 
 class Prometheus:

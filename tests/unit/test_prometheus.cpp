@@ -334,3 +334,36 @@ TEST(ProcessUsage, TextsThatAreNotTheKernelsAreRefused) {
     EXPECT_FALSE(parse_process_usage(line, status, "cpu 1 2\n", 100));
     EXPECT_FALSE(parse_process_usage(line, status, proc_stat, 0));
 }
+
+// A cgroup's series name what runs there as kube-state-metrics and cAdvisor do; past the cap
+// the one "other" series has no such labels, whatever the cgroups it takes named.
+TEST(Prometheus, CgroupLabelsNameThePodAndOtherHasNone) {
+    memlat::Workload pod{
+        .kind = "container", .k8s_namespace = "shop", .pod = "checkout-7d9f", .container = "web"};
+    memlat::Workload docker{.kind = "container", .runtime = "docker", .container = "db"};
+    Labels l{{"cause", "memcg"}};
+    memlat::prometheus::add_cgroup_labels(l, "/kubepods/x", &pod);
+    EXPECT_EQ(l, (Labels{{"cause", "memcg"},
+                         {"cgroup", "/kubepods/x"},
+                         {"namespace", "shop"},
+                         {"pod", "checkout-7d9f"},
+                         {"container", "web"}}));
+    Labels d;
+    memlat::prometheus::add_cgroup_labels(d, "/docker/1", &docker);
+    EXPECT_EQ(d, (Labels{{"cgroup", "/docker/1"}, {"container", "db"}}));
+    Labels none;
+    memlat::prometheus::add_cgroup_labels(none, "/system.slice/cron.service", nullptr);
+    EXPECT_EQ(none, (Labels{{"cgroup", "/system.slice/cron.service"}}));
+
+    BoundedCounters g(1, 1, {"cgroup"});
+    const std::array<double, 1> one{1};
+    g.begin();
+    g.update("a", d, one);
+    g.update("b", l, one);
+    g.update("c", none, one);
+    g.end();
+    EXPECT_EQ(g.series().size(), 3u); // d's own, and "other" for each set of other labels
+    EXPECT_EQ(g.series().at(d)[0], 1);
+    EXPECT_EQ(g.series().at({{"cause", "memcg"}, {"cgroup", "other"}})[0], 1);
+    EXPECT_EQ(g.series().at({{"cgroup", "other"}})[0], 1);
+}

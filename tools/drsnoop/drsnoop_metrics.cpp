@@ -67,7 +67,10 @@ void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
             if (path == c.cgroup_paths.end())
                 continue; // removed since: its series goes below
             Labels l = labels(key.kind);
-            l.emplace_back("cgroup", path->second);
+            auto workload = c.cgroup_workloads.find(key.cgroup_id);
+            prometheus::add_cgroup_labels(l, path->second,
+                                          workload != c.cgroup_workloads.end() ? &workload->second
+                                                                               : nullptr);
             by_cgroup_counts_.update(fmt::format("{}/{}", key.cgroup_id, key.kind), l, values(t));
         }
         by_cgroup_counts_.end();

@@ -26,6 +26,7 @@ struct Counts {
     // by id (entries of others are left out, and their series removed).
     std::vector<std::pair<drsnoop_cgroup_key, drsnoop_totals>> cgroups;
     std::map<uint64_t, std::string> cgroup_paths;
+    std::map<uint64_t, Workload> cgroup_workloads; // what runs in them (kernel/workloads.h)
     uint64_t table_full = 0;
 };
 

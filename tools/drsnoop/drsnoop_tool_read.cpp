@@ -239,6 +239,10 @@ CountedLosses Drsnoop::collect(prometheus::Exposition &out) {
         for (const auto &[key, t] : counts.cgroups)
             if (!counts.cgroup_paths.contains(key.cgroup_id))
                 bpf_map__delete_elem(skel.maps.cgroup_totals, &key, sizeof(key), 0);
+        counts.cgroup_workloads =
+            metric_names_.of_each(counts.cgroup_paths, [this](const std::string &path) {
+                return cgroup_cache_.exists(path);
+            });
     }
     metrics_->collect(counts, out);
     return CountedLosses{bss->dropped_events, bss->table_full, bss->unpaired_ends};

@@ -42,7 +42,9 @@ void Metrics::collect(const Counts &c, prometheus::Exposition &out) {
         if (path == c.cgroup_paths.end() || key.cause >= MEMSTALL_CAUSES)
             continue; // a cgroup removed since: its series goes below
         Labels l = labels(key.cause);
-        l.emplace_back("cgroup", path->second);
+        auto workload = c.cgroup_workloads.find(v.cgroup_id);
+        prometheus::add_cgroup_labels(
+            l, path->second, workload != c.cgroup_workloads.end() ? &workload->second : nullptr);
         const std::array<double, 2> values{static_cast<double>(v.stalls),
                                            static_cast<double>(v.total_ns) / 1e9};
         by_cgroup_counts_.update(fmt::format("{}/{}", key.tid, key.cause), l, values);

@@ -27,6 +27,7 @@ struct Counts {
     // such a series goes).
     std::vector<std::pair<memstall_key, memstall_value>> threads;
     std::map<uint64_t, std::string> cgroup_paths;
+    std::map<uint64_t, Workload> cgroup_workloads; // what runs in them (kernel/workloads.h)
     std::function<bool(const std::string &path)> cgroup_exists;
 };
 

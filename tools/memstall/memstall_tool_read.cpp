@@ -224,6 +224,7 @@ CountedLosses Memstall::collect(prometheus::Exposition &out) {
         counts.cgroup_exists = [this](const std::string &path) {
             return cgroup_cache_.exists(path);
         };
+        counts.cgroup_workloads = metric_names_.of_each(counts.cgroup_paths, counts.cgroup_exists);
     }
     metrics_->collect(counts, out);
     // Threads that are gone stall no more: their counts are in the series now, their

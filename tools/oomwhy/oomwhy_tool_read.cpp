@@ -273,9 +273,12 @@ CountedLosses Oomwhy::collect(prometheus::Exposition &out) {
             path = cgroup_path(id);
         }
         const double count = static_cast<double>(n);
-        memcg_kills_.update(std::to_string(id),
-                            {{"constraint", memcg}, {"cgroup", path.empty() ? "removed" : path}},
-                            std::span(&count, 1));
+        prometheus::Labels labels{{"constraint", memcg}};
+        // A removed cgroup's names are those found at its kill (on_record()).
+        const Workload workload = id == 0 ? Workload{} : cgroup_workload(id);
+        prometheus::add_cgroup_labels(labels, path.empty() ? "removed" : path,
+                                      workload.kind.empty() ? nullptr : &workload);
+        memcg_kills_.update(std::to_string(id), labels, std::span(&count, 1));
     }
     memcg_kills_.end();
     std::map<prometheus::Labels, double> by_cgroup;
