@@ -316,7 +316,8 @@ size_t parse_buffer_size(std::string_view text) {
 void add_cgroup_option(CommandLine &cli, std::string &path) {
     cli.option('G', "cgroup", "PATH",
                "Only tasks in this cgroup and below (a cgroup v2 directory, or one of the "
-               "cgroup v1 memory hierarchy)",
+               "cgroup v1 memory hierarchy), or in a pod or a container by name: "
+               "NAMESPACE/POD[/CONTAINER], a container's name or id (docs/names.md)",
                path);
 }
 

@@ -1,6 +1,7 @@
 #include "kernel/workloads.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/errors.h"
 #include "base/files.h"
 #include "kernel/cgroup_names.h"
 
@@ -297,6 +299,54 @@ Workload find_workload(std::string_view path, const std::string &root) {
     if (in_path.manager == PathNames::Manager::Kubernetes)
         from_kubelet_logs(root, w);
     return w;
+}
+
+namespace {
+
+// Whether workload `w` is what `name` says (resolve_cgroup_target()).
+bool named(const Workload &w, const std::string &name) {
+    if (w.kind != "container" && w.kind != "pod")
+        return false;
+    const std::string pod = w.k8s_namespace + "/" + w.pod;
+    if (!w.pod.empty() && name == (w.kind == "pod" ? pod : pod + "/" + w.container))
+        return true;
+    if (w.kind == "container" && (name == w.container || name == w.display()))
+        return true;
+    return name.size() >= 12 && w.container_id.starts_with(name);
+}
+
+} // namespace
+
+CgroupTarget resolve_cgroup_target(const std::string &arg, const std::string &root) {
+    struct stat st {};
+    if (arg.empty() || arg.starts_with('/') || arg.starts_with('.') || stat(arg.c_str(), &st) == 0)
+        return resolve_cgroup(arg);
+    const bool v1 = memory_controller_on_v1();
+    const std::string mount = hierarchy_mount(v1);
+    std::vector<std::pair<std::string, std::string>> found; // directory, name shown
+    for (const auto &[id, dir] : cgroup_dirs(v1)) {
+        const std::string path = hierarchy_path(dir, mount);
+        const PathNames in_path = names_in_path(path);
+        if (in_path.container_id.empty() && in_path.pod_uid.empty())
+            continue; // neither a container's nor a pod's: no record to read
+        const Workload w = find_workload(path, root);
+        if (named(w, arg))
+            found.emplace_back(dir, w.display());
+    }
+    if (found.size() == 1)
+        return resolve_cgroup(found[0].first);
+    if (found.empty())
+        throw UsageError(fmt::format(
+            "cannot use cgroup '{}': it is not a directory, nor a pod or a container this "
+            "node runs (give NAMESPACE/POD, NAMESPACE/POD/CONTAINER, a container's name or "
+            "id, as memlat top names them, or the cgroup's directory)",
+            arg));
+    std::string names;
+    for (const auto &[dir, shown] : found)
+        names += fmt::format("\n  {} ({})", shown, dir);
+    throw UsageError(fmt::format("'{}' names {} cgroups; give NAMESPACE/POD/CONTAINER or the "
+                                 "directory:{}",
+                                 arg, found.size(), names));
 }
 
 const Workload &WorkloadNames::of(uint64_t cgroup_id, std::string_view path) {

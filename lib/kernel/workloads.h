@@ -24,6 +24,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "base/verbosity.h"
+#include "kernel/cgroups.h"
 
 namespace memlat {
 
@@ -52,6 +53,13 @@ std::string host_root();
 
 // The workload of the cgroup at `path` (its path in its hierarchy), looked up now.
 Workload find_workload(std::string_view path, const std::string &root = host_root());
+
+// -G's argument: a cgroup directory (resolve_cgroup()), or what runs in a cgroup as memlat
+// names it (docs/names.md): NAMESPACE/POD (the pod's cgroup), NAMESPACE/POD/CONTAINER, a
+// container's name (Docker's, Podman's, or a Kubernetes container's when one pod has it), or
+// the first 12 hex digits or more of its id. Throws UsageError when it names no cgroup of the
+// memory hierarchy, or more than one (each named in the message).
+CgroupTarget resolve_cgroup_target(const std::string &arg, const std::string &root = host_root());
 
 // find_workload() with a cache by cgroup id, for tools that name the same cgroups every
 // interval. A name not found for a container or a pod is looked for again a second later (the

@@ -30,7 +30,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from memlat_test import (MemoryCgroup, Test, TestFile, Tool, Workload,  # noqa: E402
-                         exporter_port, hierarchy_path, log, main, proc_memory_cgroup, remove_cgroup_dir,
+                         binary, exporter_port, hierarchy_path, run, log, main, proc_memory_cgroup, remove_cgroup_dir,
                          scenario, skip, write_file)
 from containers import IMAGE, Docker, Podman, Runtime  # noqa: E402
 from oom_oracle import (KernelLog, require_oom_kills_allowed,  # noqa: E402
@@ -192,7 +192,7 @@ class ScratchKubernetes:
       config.json with the CRI plugin's annotations);
     - data/db-0/postgres: the cgroupfs driver, besteffort, CRI-O (its config.json's
       annotations);
-    - batch/report-x1/runner: the cgroupfs driver, guaranteed, a runtime whose records are not
+    - batch/report-x1/web: the cgroupfs driver, guaranteed, a runtime whose records are not
       on this root: the kubelet's /var/log/pods and /var/log/containers name it.
     Each container's cgroup is limited to LIMIT."""
 
@@ -204,7 +204,8 @@ class ScratchKubernetes:
         ("data", "db-0", "postgres", "9a8b7c6d-1111-4222-8333-444455556666",
          "b802bb55fb948beb8d3c787f6cd1b136b9da891d972cd44f1535c8cc5edf46a9", "besteffort",
          "cgroupfs", "cri-o"),
-        ("batch", "report-x1", "runner", "0c0d0e0f-aaaa-4bbb-8ccc-dddddddddddd",
+        # A second container named web: -G web names two cgroups.
+        ("batch", "report-x1", "web", "0c0d0e0f-aaaa-4bbb-8ccc-dddddddddddd",
          "6c41a03d85970679b6eb4037276852d78879c94181384d97031d622747e4b725", "guaranteed",
          "cgroupfs", "kubelet"),
     ]
@@ -304,6 +305,10 @@ def _(t: Test):
             with Tool("memstall", "-j", "-C", "-v", env=env) as per_cgroup, \
                     Tool("memstall", "-C", env=env) as text, \
                     Tool("memtop", "-j", "-a", env=env) as top, \
+                    Tool("memstall", "-j", "-G", "shop/checkout-7d9f/web", env=env) as by_name, \
+                    Tool("drsnoop", "-j", "-G", "data/db-0", env=env) as by_pod, \
+                    Tool("cachestat", "-j", "-G", node.containers[2]["container_id"][:12],
+                         env=env) as by_id, \
                     Tool("memlat", "exporter", "--tools", "memstall,drsnoop",
                          "--memstall.prometheus-labels", "cgroup",
                          "--drsnoop.prometheus-labels", "cgroup",
@@ -324,6 +329,26 @@ def _(t: Test):
         finally:
             for f in files:
                 f.__exit__(None, None, None)
+        # -G by name: only the tasks of the cgroup it names.
+        pids = [r.pid for r in readers]
+        rows = last_line(t, by_name, "processes")
+        t.check_eq("memstall -G NAMESPACE/POD/CONTAINER: only the web reader stalls",
+                   [pids[0]], [r["pid"] for r in rows if r["stall_ns"] > 0])
+        events = [e for e in by_pod.result.json_lines() if e.get("type") == "event"]
+        t.check(len(events) > 0 and {e["pid"] for e in events} == {pids[1]},
+                "drsnoop -G NAMESPACE/POD: only the db reader's reclaim", f"{{{pids[1]}}}",
+                sorted({e["pid"] for e in events}))
+        t.check_eq("cachestat -G CONTAINER-ID: exit status", 0, by_id.result.rc)
+        res = run([binary("memstall"), "-G", "web", "-d", "1"], env=env)
+        t.check_eq("memstall -G web (two containers named web): exit status", 2, res.rc)
+        for c in (node.containers[0], node.containers[2]):
+            t.check_in(f"memstall -G web: {c['namespace']}/{c['pod']}/web among the names",
+                       f"{c['namespace']}/{c['pod']}/web ({c['dir']})", res.stderr, "stderr")
+        res = run([binary("memstall"), "-G", "shop/nosuch", "-d", "1"], env=env)
+        t.check_eq("memstall -G of a pod nobody runs: exit status", 2, res.rc)
+        t.check_in("memstall -G of a pod nobody runs: says so",
+                   "nor a pod or a container this node runs", res.stderr, "stderr")
+
         rows = last_line(t, per_cgroup, "cgroups")
         keys = ("namespace", "pod", "container", "pod_uid", "container_id", "qos")
         for c in node.containers:

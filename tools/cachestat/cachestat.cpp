@@ -16,6 +16,7 @@
 #include "cachestat_metrics.h"
 #include "cachestat_totals.h"
 #include "kernel/cgroups.h"
+#include "kernel/workloads.h"
 #include "sources/page_cache.h"
 #include <linux/capability.h>
 
@@ -197,7 +198,7 @@ void Cachestat::check_options() {
     check_max_entries_used(o_.common, o_.per_process || o_.per_file || o_.per_cgroup,
                            "-P or --per-file (or --prometheus-labels comm)");
     if (!o_.cgroup.empty())
-        cgroup_ = resolve_cgroup(o_.cgroup);
+        cgroup_ = resolve_cgroup_target(o_.cgroup);
 }
 
 void Cachestat::prepare(const Verbosity &) {

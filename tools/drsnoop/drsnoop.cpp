@@ -30,6 +30,7 @@
 #include "kernel/gfp.h"
 #include "kernel/tasks.h"
 #include "kernel/types.h"
+#include "kernel/workloads.h"
 #include "loading/epoch_table.h"
 #include "loading/events.h"
 #include "loading/loader.h"
@@ -183,7 +184,7 @@ void Drsnoop::check_options() {
             kinds_[kind] = (mask >> kind) & 1;
     }
     if (!o_.cgroup.empty())
-        cgroup_ = resolve_cgroup(o_.cgroup);
+        cgroup_ = resolve_cgroup_target(o_.cgroup);
     if (o_.per_process && !o_.hist)
         throw UsageError("-P goes with -H (per-process histograms)");
     check_prometheus_options(o_.prom, o_.common);

@@ -26,6 +26,7 @@
 #include "kernel/features.h"
 #include "kernel/tasks.h"
 #include "kernel/types.h"
+#include "kernel/workloads.h"
 #include "loading/events.h"
 #include "loading/loader.h"
 #include "loading/stack_profile.h"
@@ -215,7 +216,7 @@ void Memstall::check_options() {
     if (o_.tid)
         require_thread(*o_.tid, "-t", o_.pid);
     if (!o_.cgroup.empty())
-        cgroup_ = resolve_cgroup(o_.cgroup);
+        cgroup_ = resolve_cgroup_target(o_.cgroup);
     if (o_.max_rows == 0)
         throw UsageError("-r takes a number of rows of at least 1");
     check_prometheus_options(o_.prom, o_.common);
