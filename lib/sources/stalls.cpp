@@ -149,6 +149,8 @@ std::string header(Grouping grouping) {
     h += fmt::format(" {:>6} {:>10}", "STALL%", "TOTAL(ms)");
     for (uint32_t cause = 0; cause < MEMSTALL_CAUSES; ++cause)
         h += fmt::format(" {:>8}", cause_column(cause));
+    if (grouping == Grouping::Process)
+        h += "  COMMAND";
     return h;
 }
 
@@ -161,6 +163,8 @@ std::string line(const Row &row, double interval_s, Grouping grouping) {
                      row.total_ns() / 1e6);
     for (const auto &c : row.causes)
         l += fmt::format(" {:>8.1f}", c.ns / 1e6);
+    if (grouping == Grouping::Process && !row.title.empty())
+        l += "  " + row.title;
     return l;
 }
 
@@ -169,6 +173,8 @@ nlohmann::json json_row(const Row &row, double interval_s, Grouping grouping) {
     if (grouping != Grouping::Cgroup) {
         j[grouping == Grouping::Thread ? "tid" : "pid"] = row.id;
         j["comm"] = row.name;
+        if (grouping == Grouping::Process)
+            j["title"] = row.title.empty() ? nlohmann::json(nullptr) : nlohmann::json(row.title);
     } else {
         j["cgroup_id"] = row.id;
         j["cgroup"] = row.name;

@@ -48,6 +48,9 @@ struct Row {
     // -C: what runs in the cgroup (kernel/workloads.h): its display() shown in place of the
     // path when it names a container or a pod, and JSON's "workload".
     Workload workload;
+    // Per process: its title (kernel/process_titles.h), the COMMAND column and JSON's "title",
+    // "" when not read or none.
+    std::string title;
     CauseTimes causes{};
     uint64_t total_ns() const;
 };

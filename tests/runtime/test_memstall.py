@@ -716,7 +716,7 @@ def _(t: Test):
     headers = [l for l in res.stdout.splitlines() if l.startswith("PID")]
     t.check_eq("interval tables", 2, len(headers))
     t.check_eq("columns", ["PID", "COMM", "STALL%", "TOTAL(ms)", "DIRECT", "MEMCG", "COMPACT",
-                           "DIRTY", "SWAPIN", "HIGH", "THRASH", "OTHER"],
+                           "DIRTY", "SWAPIN", "HIGH", "THRASH", "OTHER", "COMMAND"],
                headers[0].split() if headers else [])
     t.check_in("interval line", "memory stalls over 1.0 s", res.stdout)
 

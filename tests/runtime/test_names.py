@@ -426,5 +426,58 @@ def _(t: Test):
                f"{web['path']} (shop/checkout-7d9f/web)", oom_text.result.stdout, "stdout")
 
 
+# ---------------------------------------------------------------- process titles
+
+@scenario("names_process_titles")
+def _(t: Test):
+    """Processes by the titles they run under (/proc/PID/cmdline, what top -c shows): a reader
+    in a 32 MiB memory cgroup, then an OOM kill there. memstall's process rows (JSON `title`,
+    text COMMAND) and oomwhy's trigger carry the command lines the test started them with;
+    oomwhy's victim its own or none (its memory is being reaped by then)."""
+    with MemoryCgroup("names_titles", LIMIT) as cg, \
+            TestFile(FILE_SIZE, "names_titles", cold=True) as f:
+        with Tool("memstall", "-j") as as_json, Tool("memstall") as text:
+            with Workload("file_reader", "--file", f.path, "--cgroup", cg.path, "--passes", "2",
+                          "--linger") as reader:
+                reader.wait_done(60)
+                title = " ".join(reader.proc.args)[:256]
+                time.sleep(0.3)
+                # The rows are printed at the end: while the reader lives.
+                as_json.stop()
+                text.stop()
+        rows = [r for r in last_line(t, as_json, "processes") if r["pid"] == reader.pid]
+        if t.check(len(rows) == 1, "memstall: a row for the reader", "1", len(rows)):
+            t.check_eq("memstall -j: the reader's title is its command line", title,
+                       rows[0].get("title"))
+        line = [ln for ln in text.result.stdout.splitlines()
+                if ln.split()[:1] == [str(reader.pid)]]
+        t.check(len(line) >= 1 and line[-1].endswith("  " + title),
+                "memstall: the reader's line ends with its command line (COMMAND)", title,
+                line[-1:] if line else "no line")
+
+        require_oom_kills_allowed()
+        wait_for_whole_oom_reports()
+        with Tool("oomwhy", "-j") as oomwhy:
+            with Workload("anon_toucher", "--mb", "24", "--cgroup", cg.path,
+                          "--linger") as victim:
+                victim.wait_done(30)
+                write_file(f"/proc/{victim.pid}/oom_score_adj", "1000")
+                with Workload("anon_toucher", "--mb", "24", "--cgroup", cg.path) as trigger:
+                    trigger.proc.wait(60)
+                victim.proc.wait(30)
+            time.sleep(1.5)
+    reports = [r for r in oomwhy.result.json_lines() if r.get("type") == "kill"]
+    if t.check(len(reports) == 1, "oomwhy: one report", "1", len(reports)):
+        r = reports[0]
+        t.check_eq("oomwhy: the victim", victim.pid, r["victim"]["pid"])
+        # The victim's memory is being reaped when the kill reaches user space: its command
+        # line is mostly gone by then (null), never another's.
+        t.check(r["victim"].get("title") in (None, " ".join(victim.proc.args)),
+                "oomwhy: the victim's title, when it could be read, is its own",
+                " ".join(victim.proc.args), r["victim"].get("title"))
+        t.check_eq("oomwhy: the trigger's title", " ".join(trigger.proc.args),
+                   r["trigger"].get("title"))
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -88,11 +88,18 @@ TEST(MemstallFormat, TableAndJson) {
     row.causes[MEMSTALL_OTHER] = {1, 250'000'000, 250'000'000};
     EXPECT_EQ(memstall::header(Grouping::Process),
               "PID     COMM             STALL%  TOTAL(ms)   DIRECT    MEMCG  COMPACT    DIRTY"
-              "   SWAPIN     HIGH   THRASH    OTHER");
+              "   SWAPIN     HIGH   THRASH    OTHER  COMMAND");
     EXPECT_EQ(memstall::line(row, 2.0, Grouping::Process),
               "42      reader             25.0      500.0      0.0    250.0      0.0      0.0"
               "      0.0      0.0      0.0    250.0");
+    EXPECT_EQ(memstall::json_row(row, 2.0, Grouping::Process)["title"], nullptr);
+    row.title = "reader --passes 2";
+    EXPECT_TRUE(memstall::line(row, 2.0, Grouping::Process).ends_with("250.0  reader --passes 2"));
+    // A thread's row has no COMMAND: its process's title is not its own.
+    EXPECT_FALSE(memstall::header(Grouping::Thread).ends_with("COMMAND"));
+    EXPECT_FALSE(memstall::line(row, 2.0, Grouping::Thread).ends_with("--passes 2"));
     const auto j = memstall::json_row(row, 2.0, Grouping::Process);
+    EXPECT_EQ(j["title"], "reader --passes 2");
     EXPECT_EQ(j["pid"], 42);
     EXPECT_EQ(j["stall_ns"], 500'000'000u);
     EXPECT_DOUBLE_EQ(j["stall_pct"].get<double>(), 25.0);

@@ -13,6 +13,7 @@
 #include "cli/options.h"
 #include "cli/profile_output.h"
 #include "kernel/cgroups.h"
+#include "kernel/process_titles.h"
 #include "kernel/workloads.h"
 #include "loading/stacks.h"
 #include "loading/symbols.h"
@@ -110,6 +111,7 @@ class Memstall final : public Tool<memstall_bpf, Options, tool_name>, public Pro
     bool memcg_on_v1_ = memory_controller_on_v1();
     CgroupPathCache cgroup_cache_{memcg_on_v1_};        // --prometheus-labels cgroup
     WorkloadNames names_{o_.common.verbosity()};        // -C: what runs in each cgroup
+    ProcessTitles titles_;                              // the COMMAND column
     WorkloadNames metric_names_{o_.common.verbosity()}; // the same for the series' labels
     bool has_memstall_flag_ = false;
     bool has_thrashing_flag_ = false;

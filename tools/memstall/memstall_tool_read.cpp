@@ -75,7 +75,11 @@ void Memstall::print_interval(memstall_bpf &skel) {
         rows.push_back(zero);
     }
     // Rows -r leaves out are summed, not dropped: rows + left_out_total = total.
-    const memstall::ShownRows shown = memstall::cut_rows(std::move(rows), o_.max_rows);
+    memstall::ShownRows shown = memstall::cut_rows(std::move(rows), o_.max_rows);
+    // Titles of the rows shown only: each read takes the process's mmap_lock.
+    if (grouping == memstall::Grouping::Process)
+        for (memstall::Row &r : shown.rows)
+            r.title = titles_.of(static_cast<uint32_t>(r.id));
 
     if (o_.common.json) {
         json list = json::array();

@@ -15,11 +15,6 @@ std::string comm_of(const char (&comm)[OOMWHY_COMM_LEN]) {
     return std::string(comm, strnlen(comm, OOMWHY_COMM_LEN));
 }
 
-// The process id BCC's line gives (the thread-group id), where the record has it.
-uint32_t victim_process(const oomwhy_kill &k) {
-    return (k.known & OOMWHY_KNOWN_TASK) ? k.victim_tgid : k.victim_pid;
-}
-
 std::string ms(uint64_t ns) {
     return fmt::format("{:.1f} ms", ns / 1e6);
 }
@@ -119,6 +114,10 @@ std::optional<uint64_t> since_kill(const Report &r, const std::optional<uint64_t
 
 } // namespace
 
+uint32_t victim_process(const oomwhy_kill &k) {
+    return (k.known & OOMWHY_KNOWN_TASK) ? k.victim_tgid : k.victim_pid;
+}
+
 uint64_t domain_pages(const Report &r) {
     switch (constraint_of(r.kill)) {
     case Constraint::Memcg: {
@@ -189,6 +188,8 @@ std::string report_text(const Report &r, const GfpNames &gfp) {
         victim += fmt::format(" (thread {})", k.victim_pid);
     if (k.known & OOMWHY_KNOWN_COMM)
         victim += fmt::format(" \"{}\"", comm_of(k.victim_comm));
+    if (!r.victim_title.empty())
+        victim += fmt::format(" ({})", r.victim_title);
     if (k.known & (OOMWHY_KNOWN_TASK | OOMWHY_KNOWN_MEMORY))
         victim += fmt::format(", uid {}, oom_score_adj {}", k.victim_uid, k.oom_score_adj);
     if (k.known & OOMWHY_KNOWN_TASK)
@@ -207,8 +208,10 @@ std::string report_text(const Report &r, const GfpNames &gfp) {
     std::string trigger = fmt::format("PID {}", k.trigger_tgid);
     if (k.trigger_pid != k.trigger_tgid)
         trigger += fmt::format(" (thread {})", k.trigger_pid);
-    trigger += fmt::format(" \"{}\", cgroup {}", comm_of(k.trigger_comm),
-                           path_or_id(r, k.trigger_cgroup_id));
+    trigger += fmt::format(" \"{}\"", comm_of(k.trigger_comm));
+    if (!r.trigger_title.empty())
+        trigger += fmt::format(" ({})", r.trigger_title);
+    trigger += fmt::format(", cgroup {}", path_or_id(r, k.trigger_cgroup_id));
     if (victim_process(k) == k.trigger_tgid)
         trigger += " (the victim itself)";
     line("trigger:", trigger);
@@ -300,9 +303,11 @@ json report_json(const Report &r, const GfpNames &gfp) {
         if (k.known & OOMWHY_KNOWN_TASK)
             victim["swap_kb"] = k.swapents * kb;
     }
+    victim["title"] = r.victim_title.empty() ? json(nullptr) : json(r.victim_title);
     out["victim"] = victim;
     out["trigger"] = {
         {"pid", k.trigger_tgid}, {"tid", k.trigger_pid}, {"comm", comm_of(k.trigger_comm)}};
+    out["trigger"]["title"] = r.trigger_title.empty() ? json(nullptr) : json(r.trigger_title);
     put_cgroup(out["trigger"], "cgroup", r, k.trigger_cgroup_id);
 
     const oomwhy_reclaim &rc = k.reclaim;

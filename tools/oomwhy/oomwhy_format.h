@@ -26,11 +26,17 @@ struct Report {
     std::function<Workload(uint64_t)> cgroup_workload; // what ran there (kernel/workloads.h)
     std::string time;                                  // HH:MM:SS of the kill
     std::string loadavg;                               // /proc/loadavg's first five fields
+    // The processes' titles (/proc/PID/cmdline) read at the kill; "" when unreadable (the
+    // victim's memory may be gone already).
+    std::string victim_title, trigger_title;
     uint64_t page_kb = 4;
     uint64_t global_pages = 0;      // MemTotal + SwapTotal in pages: a global OOM's domain
     uint64_t constrained_pages = 0; // the allowed nodes' MemTotal + SwapTotal (cpuset, policy)
     const LeadUpStalls *stalls = nullptr; // memstall's history (--lead-up), when kept
 };
+
+// The process id BCC's line gives (the thread-group id), where the record has it.
+uint32_t victim_process(const oomwhy_kill &k);
 
 // The OOM domain's size in pages, as BCC's oomkill prints it (oc->totalpages): the limit that
 // fired for a memory cgroup, the host's memory and swap for a global OOM; 0 when unknown.

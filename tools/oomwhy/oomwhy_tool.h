@@ -72,6 +72,7 @@ struct Pending {
     std::chrono::steady_clock::time_point due;
     std::string time;
     std::string loadavg;
+    std::string victim_title, trigger_title; // read at the kill (kernel/process_titles.h)
 };
 
 class Oomwhy final : public Tool<oomwhy_bpf, Options, tool_name> {

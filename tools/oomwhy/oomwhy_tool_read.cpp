@@ -25,6 +25,7 @@
 #include "kernel/features.h"
 #include "kernel/gfp.h"
 #include "kernel/memory_state.h"
+#include "kernel/process_titles.h"
 #include "kernel/types.h"
 #include "loading/events.h"
 #include "loading/loader.h"
@@ -135,6 +136,9 @@ void Oomwhy::on_record(const void *data, size_t size) {
         p.time = wall_clock_time();
         p.loadavg = read_loadavg();
         // Resolved now, while the victim's cgroup still exists.
+        // Read now: the victim's memory goes with it. Once per kill, as top reads a row's.
+        p.victim_title = read_process_title(oomwhy::victim_process(p.kill));
+        p.trigger_title = read_process_title(p.kill.trigger_tgid);
         // The names too: a container's records go with it.
         for (uint64_t id : {p.kill.victim_cgroup_id, p.kill.trigger_cgroup_id})
             cgroup_workload(id);
@@ -218,6 +222,8 @@ void Oomwhy::report(const Pending &p) {
                      .cgroup_workload = [this](uint64_t id) { return cgroup_workload(id); },
                      .time = p.time,
                      .loadavg = p.loadavg,
+                     .victim_title = p.victim_title,
+                     .trigger_title = p.trigger_title,
                      .page_kb = static_cast<uint64_t>(getpagesize()) / 1024,
                      .global_pages = oom_domain_memory_pages(0),
                      .constrained_pages = p.kill.node_constraint != OOMWHY_NODES_ANY

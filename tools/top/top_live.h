@@ -17,6 +17,7 @@
 #include "cli/output.h"
 #include "cli/terminal.h"
 #include "kernel/memory_state.h"
+#include "kernel/process_titles.h"
 #include "kernel/workloads.h"
 #include "sources/page_cache.h"
 #include "sources/stall_source.h"
@@ -151,6 +152,7 @@ class Top {
     HostMemory host_before_;
     std::map<uint64_t, std::string> dirs_;       // cgroup id -> its directory
     WorkloadNames names_{o_.common.verbosity()}; // what runs in each cgroup of dirs_
+    ProcessTitles titles_;                       // the process view's COMMAND column
     std::string mount_;                          // the hierarchy's root directory
     std::map<uint64_t, std::map<std::string, uint64_t>> events_at_start_;
     // cgroup id -> memory.pressure's some total and the refresh it was read at (0: start): a

@@ -114,7 +114,12 @@ void Top::draw_opened(std::vector<std::string> &lines, size_t fit, std::string &
         if (stalled[i].id == view_.selected_pid)
             selected = i;
     for (size_t i = 0; i < stalled.size() && i + 1 < fit; ++i) {
-        std::string line = memstall::line(stalled[i], host_.interval_s, grouping);
+        memstall::Row row = stalled[i];
+        // Only the rows on the screen: each read takes the process's mmap_lock. A replay has
+        // no titles (the processes are not this machine's now).
+        if (!view_.opened_pid && replay_ == nullptr)
+            row.title = titles_.of(static_cast<uint32_t>(row.id));
+        std::string line = memstall::line(row, host_.interval_s, grouping);
         if (!view_.opened_pid && i == selected)
             line = std::string(reverse_video) + line + std::string(normal_video);
         lines.push_back(std::move(line));
