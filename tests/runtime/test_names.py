@@ -17,12 +17,15 @@ Oracles, never inputs of the tools:
 """
 from __future__ import annotations
 
+import collections
+import contextlib
 import json
 import os
 import re
 import shutil
 import sys
 import tempfile
+import subprocess
 import time
 import urllib.request
 
@@ -30,7 +33,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from memlat_test import (MemoryCgroup, Test, TestFile, Tool, Workload,  # noqa: E402
-                         binary, exporter_port, hierarchy_path, run, log, main, proc_memory_cgroup, remove_cgroup_dir,
+                         binary, exporter_port, hierarchy_path, read_file, run, log, main, proc_memory_cgroup, remove_cgroup_dir,
                          scenario, skip, write_file)
 from containers import IMAGE, Docker, Podman, Runtime  # noqa: E402
 from oom_oracle import (KernelLog, require_oom_kills_allowed,  # noqa: E402
@@ -424,6 +427,127 @@ def _(t: Test):
                   "pod": web["pod"], "container": web["container"]}, 1.0)], kill_series)
     t.check_in("oomwhy text: the victim's pod and container after its cgroup",
                f"{web['path']} (shop/checkout-7d9f/web)", oom_text.result.stdout, "stdout")
+
+
+# ---------------------------------------------------------------- churn
+
+CHURN_CONTAINERS = 500
+CHURN_ALIVE = 20
+# memstall's resident memory may grow this much while it names the last 400 containers of the
+# churn: the first 100 warm its tables, caches and allocator up; what is kept per cgroup
+# (names, paths) is forgotten when the cgroup goes, so more containers must not cost more.
+CHURN_RSS_GROWTH_KB = 512
+
+
+def rss_kb(pid: int) -> int:
+    for line in read_file(f"/proc/{pid}/status", "").splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+@scenario("names_churn")
+def _(t: Test):
+    """500 containers in the kubelet's layout (the systemd driver's cgroups, made for real, and
+    containerd's bundles in a scratch root), started and removed as fast as this machine runs
+    them, 20 alive at a time, each a reader over its 4 MiB limit (memcg reclaim): every row
+    memstall -C 1 prints for one of them names its own pod; none is named for another; the
+    tool's memory does not grow with the containers it named, and nothing of the churn is left
+    (cgroups, bundles)."""
+    # A cold file per slot of the containers alive: a reader charges the pages it reads to its
+    # own container (over its limit: memcg reclaim), not to whoever read the file before.
+    files = [TestFile(8 << 20, f"names_churn_{n}") for n in range(CHURN_ALIVE)]
+    with MemoryCgroup("names_churn") as base, contextlib.ExitStack() as stack:
+        for f in files:
+            stack.enter_context(f)
+        root = tempfile.mkdtemp(prefix="memlat_names_churn_")
+        slices = [os.path.join(base.path, "kubepods.slice"),
+                  os.path.join(base.path, "kubepods.slice", "kubepods-besteffort.slice")]
+        made: list[str] = []
+        for d in slices:
+            os.mkdir(d)
+            made.append(d)
+        limit = "memory.limit_in_bytes" if base.v1 else "memory.max"
+        live: collections.deque = collections.deque()
+        expected: dict[str, str] = {}  # cgroup path -> pod name
+
+        def end_oldest() -> None:
+            proc, dirs, bundle = live.popleft()
+            proc.wait(60)
+            for d in reversed(dirs):
+                remove_cgroup_dir(d)
+            shutil.rmtree(bundle, ignore_errors=True)
+
+        try:
+            with Tool("memstall", "-j", "-C", "1", env={"MEMLAT_HOST_ROOT": root}) as tool:
+                started = time.monotonic()
+                rss_warm = 0
+                for i in range(CHURN_CONTAINERS):
+                    uid = f"{i:08x}-0000-4000-8000-{i:012x}"
+                    cid = f"{i + 1:064x}"
+                    pod_dir = os.path.join(slices[1], "kubepods-besteffort-pod"
+                                           + uid.replace("-", "_") + ".slice")
+                    dirs = [pod_dir, os.path.join(pod_dir, f"cri-containerd-{cid}.scope")]
+                    for d in dirs:
+                        os.mkdir(d)
+                    write_file(os.path.join(dirs[1], limit), str(4 << 20))
+                    bundle = f"{root}/run/containerd/io.containerd.runtime.v2.task/k8s.io/{cid}"
+                    os.makedirs(bundle)
+                    with open(f"{bundle}/config.json", "w") as out:
+                        json.dump({"annotations": {
+                            "io.kubernetes.cri.container-type": "container",
+                            "io.kubernetes.cri.container-name": "work",
+                            "io.kubernetes.cri.sandbox-name": f"job-{i}",
+                            "io.kubernetes.cri.sandbox-namespace": "churn",
+                            "io.kubernetes.cri.sandbox-uid": uid}}, out)
+                    expected[hierarchy_path(dirs[1])] = f"job-{i}"
+                    f = files[i % CHURN_ALIVE]
+                    f.evict()
+                    proc = subprocess.Popen([binary("file_reader"), "--file", f.path, "--cgroup",
+                                             dirs[1], "--passes", "3"],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    live.append((proc, dirs, bundle))
+                    while len(live) >= CHURN_ALIVE:
+                        end_oldest()
+                    if i == 99:
+                        rss_warm = rss_kb(tool.proc.pid)
+                while live:
+                    end_oldest()
+                seconds = time.monotonic() - started
+                time.sleep(1.2)  # one more interval
+                rss_end = rss_kb(tool.proc.pid)
+        finally:
+            while live:
+                end_oldest()
+            for d in reversed(made):
+                remove_cgroup_dir(d)
+            shutil.rmtree(root, ignore_errors=True)
+    log(f"{CHURN_CONTAINERS} containers in {seconds:.1f} s "
+        f"({CHURN_CONTAINERS / seconds:.0f} a second), {CHURN_ALIVE} alive at a time; "
+        f"memstall's RSS {rss_warm} KiB after 100, {rss_end} KiB at the end")
+    t.check_eq("memstall -C exit status", 0, tool.result.rc)
+    rows = [r for line in tool.result.json_lines() for r in line.get("cgroups", [])]
+    ours = [r for r in rows if r.get("cgroup") in expected]
+    wrong = [(r["cgroup"], r.get("workload")) for r in ours
+             if (r.get("workload") or {}).get("pod") != expected[r["cgroup"]]
+             or (r.get("workload") or {}).get("namespace") != "churn"
+             or (r.get("workload") or {}).get("container") != "work"]
+    gone = [r for r in rows if r.get("cgroup") is None or r.get("cgroup", "").isdigit()]
+    log(f"rows of churn containers: {len(ours)} named by path, of {len(set(r['cgroup'] for r in ours))} "
+        f"containers; {len(gone)} rows of cgroups removed before their interval was printed")
+    # A row has a path, and so names, only when its container was still alive at the end of
+    # its interval: 56 of the 500 on 2026-12-07 (49 containers a second), and 156 rows were of
+    # containers already removed, which memstall shows by id (docs/names.md, "Not yet"). A
+    # fiftieth keeps the check from passing on no rows at all without hanging on that share.
+    t.check(len({r["cgroup"] for r in ours}) >= CHURN_CONTAINERS // 50,
+            "rows for containers alive when an interval ended",
+            f">= {CHURN_CONTAINERS // 50}", len({r["cgroup"] for r in ours}))
+    t.check_eq("every such row named by its own pod, namespace and container", [], wrong[:5])
+    t.check_le(f"memstall's RSS growth over the last {CHURN_CONTAINERS - 100} containers "
+               f"(KiB, at most {CHURN_RSS_GROWTH_KB})", CHURN_RSS_GROWTH_KB,
+               rss_end - rss_warm)
+    t.check_eq("nothing of the churn left: cgroups", [],
+               [d for d in made if os.path.exists(d)])
 
 
 # ---------------------------------------------------------------- process titles
