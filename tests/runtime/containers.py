@@ -57,6 +57,7 @@ class Runtime:
     def __init__(self) -> None:
         self.command: list[str] = []
         self.run_options: list[str] = []
+        self.rm_options: list[str] = []
         self.containers: list[str] = []
         self.image_made = False
         self.tmp = tempfile.mkdtemp(prefix=f"{own_name(self.name)}_")
@@ -111,7 +112,7 @@ class Runtime:
 
     def __exit__(self, *exc) -> None:
         for c in self.containers:
-            self.cli("rm", "-f", c, check=False)
+            self.cli("rm", "-f", *self.rm_options, c, check=False)
         if self.image_made:
             self.cli("rmi", "-f", IMAGE, check=False)
         self.stop()
@@ -133,6 +134,8 @@ class Podman(Runtime):
         soft, hard = 1024, 1024
         self.run_options = ["--runtime", "runc", "--ulimit", f"nofile={soft}:{hard}",
                             "--ulimit", f"nproc={soft}:{hard}"]
+        # Killed at once: a shell as PID 1 ignores the SIGTERM `rm -f` sends first (10 s).
+        self.rm_options = ["--time", "0"]
 
     def image_of(self, info: dict) -> str:
         return info["ImageName"]

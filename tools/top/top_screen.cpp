@@ -106,6 +106,8 @@ void Top::draw_opened(std::vector<std::string> &lines, size_t fit, std::string &
     if (view_.opened_pid)
         lines.push_back(fmt::format("Threads of process {} in {}:", *view_.opened_pid,
                                     path.empty() ? "/" : path));
+    else if (row != rows_.end() && !row->name.empty() && row->name != path)
+        lines.push_back(fmt::format("Processes of {} ({}):", row->name, path));
     else
         lines.push_back(fmt::format("Processes of {}:", path.empty() ? "/" : path));
     lines.push_back(std::string(bold) + memstall::header(grouping) + std::string(normal_video));
