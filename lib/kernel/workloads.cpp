@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <ctime>
 #include <optional>
 #include <vector>
 
@@ -98,6 +99,18 @@ bool take_kubernetes_names(const json &names, const KubernetesKeys &keys, Worklo
 
 // 1. The bundle a runtime runs the container from: containerd's shims (v2 tasks by namespace;
 // the v1 shim's directory on containerd 1.x), CRI-O's and Podman's userdata.
+// Lists directories: through the cache when the caller keeps one.
+struct Lister {
+    DirectoryListings *cache;
+    std::vector<std::string> own; // the last listing, without a cache
+    const std::vector<std::string> &of(const std::string &dir) {
+        if (cache)
+            return cache->of(dir);
+        own = list_dir(dir);
+        return own;
+    }
+};
+
 bool from_bundles(const std::string &root, Workload &w) {
     for (const char *tasks : {"/run/containerd/io.containerd.runtime.v2.task",
                               "/run/containerd/io.containerd.runtime.v1.linux"})
@@ -177,11 +190,11 @@ bool from_runtime_records(const std::string &root, Workload &w) {
 // 3. The kubelet's log directories (pkg/kubelet/kuberuntime/helpers.go BuildPodLogsDirectory:
 // NAMESPACE_POD_UID; kuberuntime_container.go's log links: POD_NAMESPACE_CONTAINER-ID.log).
 // Namespaces and pods are DNS names, without '_'.
-bool from_kubelet_logs(const std::string &root, Workload &w) {
+bool from_kubelet_logs(const std::string &root, Workload &w, Lister ls) {
     bool named = false;
     if (!w.container_id.empty()) {
         const std::string tail = "-" + w.container_id + ".log";
-        for (const std::string &link : list_dir(root + "/var/log/containers")) {
+        for (const std::string &link : ls.of(root + "/var/log/containers")) {
             if (!link.ends_with(tail))
                 continue;
             const std::string head = link.substr(0, link.size() - tail.size());
@@ -198,7 +211,7 @@ bool from_kubelet_logs(const std::string &root, Workload &w) {
     }
     if (!w.pod_uid.empty() && w.pod.empty()) {
         const std::string tail = "_" + w.pod_uid;
-        for (const std::string &dir : list_dir(root + "/var/log/pods")) {
+        for (const std::string &dir : ls.of(root + "/var/log/pods")) {
             const size_t first = dir.find('_');
             if (!dir.ends_with(tail) || first == std::string::npos ||
                 first + tail.size() >= dir.size())
@@ -265,7 +278,30 @@ std::string host_root() {
     return root;
 }
 
-Workload find_workload(std::string_view path, const std::string &root) {
+const std::vector<std::string> &DirectoryListings::of(const std::string &dir) {
+    struct stat st {};
+    const int64_t mtime_ns =
+        stat(dir.c_str(), &st) == 0
+            ? static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec
+            : -2;
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    const int64_t now_ns = static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+    Listing &l = listings_[dir];
+    // A file system stamps a directory with a coarse clock (a tick: up to 10 ms), so an entry
+    // made in the tick of the last listing leaves the stamp as it was: a listing taken that
+    // close to the stamp is not trusted.
+    constexpr int64_t tick_ns = 10'000'000;
+    if (l.mtime_ns != mtime_ns || l.listed_ns < mtime_ns + tick_ns) {
+        l.names = mtime_ns == -2 ? std::vector<std::string>{} : list_dir(dir);
+        l.mtime_ns = mtime_ns;
+        l.listed_ns = now_ns;
+    }
+    return l.names;
+}
+
+Workload find_workload(std::string_view path, const std::string &root,
+                       DirectoryListings *listings) {
     const PathNames in_path = names_in_path(path);
     Workload w{.runtime = in_path.runtime,
                .pod_uid = in_path.pod_uid,
@@ -297,7 +333,7 @@ Workload find_workload(std::string_view path, const std::string &root) {
     if (!w.container_id.empty() && (from_bundles(root, w) || from_runtime_records(root, w)))
         return w;
     if (in_path.manager == PathNames::Manager::Kubernetes)
-        from_kubelet_logs(root, w);
+        from_kubelet_logs(root, w, Lister{listings});
     return w;
 }
 
@@ -354,7 +390,7 @@ const Workload &WorkloadNames::of(uint64_t cgroup_id, std::string_view path) {
     auto it = cache_.find(cgroup_id);
     if (it != cache_.end() && now < it->second.retry_at)
         return it->second.workload;
-    Workload found = find_workload(path, root_);
+    Workload found = find_workload(path, root_, &listings_);
     // Named beyond the path's ids, or nothing to look for: kept; otherwise looked for again.
     const bool final =
         found.source != "path" || (found.container_id.empty() && found.pod_uid.empty());

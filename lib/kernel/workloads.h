@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -51,8 +52,27 @@ nlohmann::json workload_json(const Workload &w);
 // /host gives /host), "" for the machine's own.
 std::string host_root();
 
-// The workload of the cgroup at `path` (its path in its hierarchy), looked up now.
-Workload find_workload(std::string_view path, const std::string &root = host_root());
+// The listings of the directories the lookups scan (the kubelet's /var/log/pods and
+// /var/log/containers hold an entry per pod and per container of the node), kept while a
+// directory's modification time stays: a node's thousand new containers cost one listing,
+// not one each.
+class DirectoryListings {
+  public:
+    const std::vector<std::string> &of(const std::string &dir);
+
+  private:
+    struct Listing {
+        int64_t mtime_ns = -1; // the directory's when listed (-2: none)
+        int64_t listed_ns = 0; // when it was listed (CLOCK_REALTIME, as the stamps)
+        std::vector<std::string> names;
+    };
+    std::map<std::string, Listing> listings_;
+};
+
+// The workload of the cgroup at `path` (its path in its hierarchy), looked up now; directory
+// listings through `listings` when given.
+Workload find_workload(std::string_view path, const std::string &root = host_root(),
+                       DirectoryListings *listings = nullptr);
 
 // -G's argument: a cgroup directory (resolve_cgroup()), or what runs in a cgroup as memlat
 // names it (docs/names.md): NAMESPACE/POD (the pod's cgroup), NAMESPACE/POD/CONTAINER, a
@@ -90,6 +110,7 @@ class WorkloadNames {
     Verbosity verbosity_;
     std::string root_;
     std::map<uint64_t, Entry> cache_;
+    DirectoryListings listings_;
 };
 
 } // namespace memlat

@@ -199,3 +199,14 @@ TEST_F(ScratchRoot, CacheLooksAgainForANameNotYetWritten) {
     EXPECT_EQ(0u, names.size());
     EXPECT_FALSE(names.known(7).has_value());
 }
+
+// The kubelet's directories hold an entry per pod: listed once while they do not change, and
+// an entry made in the same clock tick as the listing is not missed.
+TEST_F(ScratchRoot, ListingsKeptWhileTheDirectoryStays) {
+    memlat::DirectoryListings listings;
+    fs::create_directories(root + "/pods/a");
+    EXPECT_EQ(1u, listings.of(root + "/pods").size());
+    fs::create_directories(root + "/pods/b"); // within the tick of the listing, most likely
+    EXPECT_EQ(2u, listings.of(root + "/pods").size());
+    EXPECT_EQ(0u, listings.of(root + "/none").size());
+}
