@@ -276,7 +276,7 @@ def build_initramfs(path: str, build: str, tools: list[str], kernel: vmkernel.Ke
         HERE, "..", "..", "tools", "*", "*.bpf.c")))
     # The multi-call binary itself too, for `memlat exporter` (scenarios/exporter.sh).
     for tool in sorted(set(all_tools) | set(tools) | {"memlat"}):
-        if tool in ("exporter", "top", "bench"):
+        if tool in ("exporter", "top", "bench", "names"):
             continue  # scenarios of the memlat binary (or --bench), not binaries of their own
         binary = os.path.join(build, tool)
         if os.path.isfile(binary) and is_static(binary):
