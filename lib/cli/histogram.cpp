@@ -84,7 +84,7 @@ nlohmann::json log2_hist_json(std::span<const uint64_t> slots, std::string_view 
         if (slots[i] != 0)
             buckets.push_back({{"low", slot_low(i)}, {"high", slot_high(i)}, {"count", slots[i]}});
     }
-    return {{"unit", unit}, {"total", hist_total(slots)}, {"buckets", std::move(buckets)}};
+    return {{"unit", unit}, {"count", hist_total(slots)}, {"buckets", std::move(buckets)}};
 }
 
 uint64_t hist_total(std::span<const uint64_t> slots) {

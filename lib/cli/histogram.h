@@ -26,7 +26,7 @@ Log2Hist hist_since(std::span<const uint64_t, MEMLAT_HIST_SLOTS> now,
 // Returns "" when every slot is zero.
 std::string render_log2_hist(std::span<const uint64_t> slots, std::string_view unit);
 
-// {"unit": unit, "total": N, "buckets": [{"low": 0, "high": 1, "count": 3}, ...]}
+// {"unit": unit, "count": N (the samples), "buckets": [{"low": 0, "high": 1, "count": 3}, ...]}
 // with only the non-empty buckets.
 nlohmann::json log2_hist_json(std::span<const uint64_t> slots, std::string_view unit);
 

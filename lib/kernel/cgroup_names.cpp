@@ -117,14 +117,19 @@ PathNames names_in_path(std::string_view cgroup_path) {
     }
     if (parts.empty())
         return out;
+    // A container's cgroup, or one below it (crun under systemd puts the container's tasks
+    // in SCOPE/container): the nearest runtime's component from the end.
+    for (size_t i = parts.size(); i-- > 0;) {
+        const std::string_view above = i > 0 ? parts[i - 1] : "";
+        if (auto c = container_in(parts[i]); c && (!c->second.empty() || above == "docker")) {
+            out.container_id = std::string(c->first);
+            out.runtime = c->second.empty() ? "docker" : std::string(c->second);
+            out.manager = PathNames::Manager::Container;
+            return out;
+        }
+    }
     const std::string_view last = parts.back();
     const std::string_view parent = parts.size() >= 2 ? parts[parts.size() - 2] : "";
-    if (auto c = container_in(last); c && (!c->second.empty() || parent == "docker")) {
-        out.container_id = std::string(c->first);
-        out.runtime = c->second.empty() ? "docker" : std::string(c->second);
-        out.manager = PathNames::Manager::Container;
-        return out;
-    }
     if (auto name = between(last, "lxc.payload.", ""); name) {
         out.manager = PathNames::Manager::Lxc;
         out.unit = std::string(*name);

@@ -1,5 +1,8 @@
 #include "kernel/process_titles.h"
 
+#include <cstdlib>
+#include <string_view>
+
 #include <fmt/format.h>
 
 #include "base/files.h"
@@ -24,6 +27,32 @@ std::string read_process_title(uint32_t pid, size_t max_bytes) {
     return title;
 }
 
+uint64_t process_start_time(uint32_t pid) {
+    auto stat = read_file_prefix(fmt::format("/proc/{}/stat", pid), 1024);
+    if (!stat)
+        return 0;
+    // The fields after the command's parenthesis (the command may hold spaces and
+    // parentheses); starttime is the 22nd field, the 20th after it.
+    const size_t paren = stat->rfind(')');
+    if (paren == std::string::npos)
+        return 0;
+    std::string_view rest(*stat);
+    rest.remove_prefix(paren + 1);
+    for (int field = 3; field <= 22; ++field) {
+        const size_t start = rest.find_first_not_of(' ');
+        if (start == std::string_view::npos)
+            return 0;
+        rest.remove_prefix(start);
+        const size_t end = rest.find(' ');
+        if (field == 22)
+            return std::strtoull(std::string(rest.substr(0, end)).c_str(), nullptr, 10);
+        if (end == std::string_view::npos)
+            return 0;
+        rest.remove_prefix(end);
+    }
+    return 0;
+}
+
 const std::string &ProcessTitles::of(uint32_t pid) {
     const auto now = std::chrono::steady_clock::now();
     if (now - swept_ > forget_) {
@@ -38,8 +67,11 @@ const std::string &ProcessTitles::of(uint32_t pid) {
     }
     Entry &e = it->second;
     e.asked_at = now;
-    if (e.read_at == std::chrono::steady_clock::time_point{} || now - e.read_at >= refresh_) {
+    const uint64_t started = process_start_time(pid);
+    if (e.read_at == std::chrono::steady_clock::time_point{} || now - e.read_at >= refresh_ ||
+        started != e.start_time) {
         e.title = read_process_title(pid);
+        e.start_time = started;
         e.read_at = now;
         ++reads_;
     }

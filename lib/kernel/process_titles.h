@@ -16,6 +16,10 @@ namespace memlat {
 // for a kernel thread, a zombie, or a process that is gone.
 std::string read_process_title(uint32_t pid, size_t max_bytes = 256);
 
+// When process `pid` started (/proc/PID/stat's starttime, in clock ticks since boot), 0 when it
+// is gone: with the pid, what tells a process from a later one given the same pid.
+uint64_t process_start_time(uint32_t pid);
+
 // read_process_title() kept per process for `refresh`, forgotten after `forget` unasked; at
 // most max_entries processes.
 class ProcessTitles {
@@ -32,6 +36,7 @@ class ProcessTitles {
   private:
     struct Entry {
         std::string title;
+        uint64_t start_time = 0; // /proc/PID/stat's: a pid used again is another process
         std::chrono::steady_clock::time_point read_at, asked_at;
     };
     std::chrono::seconds refresh_, forget_;

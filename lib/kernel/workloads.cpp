@@ -354,23 +354,41 @@ bool named(const Workload &w, const std::string &name) {
 } // namespace
 
 CgroupTarget resolve_cgroup_target(const std::string &arg, const std::string &root) {
-    struct stat st {};
-    if (arg.empty() || arg.starts_with('/') || arg.starts_with('.') || stat(arg.c_str(), &st) == 0)
+    if (arg.empty() || arg.starts_with('/') || arg.starts_with('.'))
         return resolve_cgroup(arg);
+    // A relative path that names a cgroup directory keeps its meaning; a name that is also a
+    // file or directory here (-G web, run where ./web exists) is still looked up as a name.
+    std::optional<UsageError> as_path;
+    try {
+        return resolve_cgroup(arg);
+    } catch (const UsageError &e) {
+        as_path = e;
+    }
     const bool v1 = memory_controller_on_v1();
     const std::string mount = hierarchy_mount(v1);
+    DirectoryListings listings;
     std::vector<std::pair<std::string, std::string>> found; // directory, name shown
     for (const auto &[id, dir] : cgroup_dirs(v1)) {
         const std::string path = hierarchy_path(dir, mount);
         const PathNames in_path = names_in_path(path);
         if (in_path.container_id.empty() && in_path.pod_uid.empty())
             continue; // neither a container's nor a pod's: no record to read
-        const Workload w = find_workload(path, root);
+        const Workload w = find_workload(path, root, &listings);
         if (named(w, arg))
             found.emplace_back(dir, w.display());
     }
+    // A cgroup below another that matched is part of it (a container's own sub-cgroups,
+    // CRI-O's conmon beside a pod's containers): -G takes the one above with what is below.
+    std::erase_if(found, [&](const auto &f) {
+        return std::any_of(found.begin(), found.end(), [&](const auto &other) {
+            return f.first.starts_with(other.first + "/");
+        });
+    });
     if (found.size() == 1)
         return resolve_cgroup(found[0].first);
+    struct stat st {};
+    if (found.empty() && stat(arg.c_str(), &st) == 0)
+        throw *as_path; // a file or directory here that is not a cgroup, and no such name
     if (found.empty())
         throw UsageError(fmt::format(
             "cannot use cgroup '{}': it is not a directory, nor a pod or a container this "
@@ -391,23 +409,27 @@ const Workload &WorkloadNames::of(uint64_t cgroup_id, std::string_view path) {
     if (it != cache_.end() && now < it->second.retry_at)
         return it->second.workload;
     Workload found = find_workload(path, root_, &listings_);
-    // Named beyond the path's ids, or nothing to look for: kept; otherwise looked for again.
-    const bool final =
-        found.source != "path" || (found.container_id.empty() && found.pod_uid.empty());
-    const auto retry =
-        final ? std::chrono::steady_clock::time_point::max() : now + std::chrono::seconds(1);
+    // Named beyond the path's ids, or nothing to look for: kept; otherwise looked for again,
+    // each time a little later.
+    const bool final = lookups_ == Lookups::once || found.source != "path" ||
+                       (found.container_id.empty() && found.pod_uid.empty());
+    std::chrono::seconds wait{1};
+    if (it != cache_.end())
+        wait = std::min(it->second.retry_after * 2, std::chrono::seconds(64));
+    const auto retry = final ? std::chrono::steady_clock::time_point::max() : now + wait;
     if (it == cache_.end()) {
         if (cache_.size() >= max_entries)
             cache_.erase(cache_.begin()); // the oldest cgroup: ids grow as cgroups are made
         if (verbosity_.on() && !found.kind.empty())
             verbose(verbosity_,
                     fmt::format("names: {} is {} (from {})", path, found.display(), found.source));
-        it = cache_.emplace(cgroup_id, Entry{std::move(found), std::string(path), retry}).first;
+        it = cache_.emplace(cgroup_id, Entry{std::move(found), std::string(path), retry, wait})
+                 .first;
     } else {
         if (verbosity_.on() && found.source != it->second.workload.source)
             verbose(verbosity_,
                     fmt::format("names: {} is {} (from {})", path, found.display(), found.source));
-        it->second = Entry{std::move(found), std::string(path), retry};
+        it->second = Entry{std::move(found), std::string(path), retry, wait};
     }
     return it->second.workload;
 }

@@ -83,12 +83,19 @@ CgroupTarget resolve_cgroup_target(const std::string &arg, const std::string &ro
 
 // find_workload() with a cache by cgroup id, for tools that name the same cgroups every
 // interval. A name not found for a container or a pod is looked for again a second later (the
-// runtime writes its records around the time it makes the cgroup); one found is kept until
+// runtime writes its records around the time it makes the cgroup), then after 2, 4, ... and at
+// most 64 s (records that are not on this root will not appear); one found is kept until
 // forget_others() says its cgroup is gone. At most max_entries cgroups are kept.
+//
+// `Lookups::once`: a cgroup's first answer is its answer for good (the exporter: a series'
+// labels cannot change, or one cgroup would have two series). The records are written before
+// the container's first process runs, so the first answer is almost always the names.
 class WorkloadNames {
   public:
-    explicit WorkloadNames(Verbosity verbosity = {}, std::string root = host_root())
-        : verbosity_(verbosity), root_(std::move(root)) {}
+    enum class Lookups { retried, once };
+    explicit WorkloadNames(Verbosity verbosity = {}, Lookups lookups = Lookups::retried,
+                           std::string root = host_root())
+        : verbosity_(verbosity), lookups_(lookups), root_(std::move(root)) {}
     const Workload &of(uint64_t cgroup_id, std::string_view path);
     // What was found for the cgroup, if it was looked up (a removed cgroup's last names).
     std::optional<Workload> known(uint64_t cgroup_id) const;
@@ -106,8 +113,10 @@ class WorkloadNames {
         Workload workload;
         std::string path;
         std::chrono::steady_clock::time_point retry_at; // max(): found, never again
+        std::chrono::seconds retry_after{1};            // the next wait when not found
     };
     Verbosity verbosity_;
+    Lookups lookups_;
     std::string root_;
     std::map<uint64_t, Entry> cache_;
     DirectoryListings listings_;

@@ -374,7 +374,7 @@ def _(t: Test):
     t.check_ge("runs in the oracle", 1, runs)
     hists = [h for j in hist.result.json_lines() if "histograms" in j for h in j["histograms"]]
     t.check_eq("-H -O: histogram total vs the oracle's runs (exact)", runs,
-               sum(h["total"] for h in hists))
+               sum(h["count"] for h in hists))
     t.check_eq("-H -O: (kind, order) of the histograms", {("manual", -1)},
                {(h["kind"], h["order"]) for h in hists})
     t.check_eq("-H: unit", {"usecs"}, {h["unit"] for h in hists})

@@ -210,7 +210,7 @@ def _(t: Test):
             time.sleep(0.3)
     events = snoop_events(t, lines.result)
     hists = [h for j in hist.result.json_lines() if "histograms" in j for h in j["histograms"]]
-    total = sum(h["total"] for h in hists if h["kind"] == "memcg")
+    total = sum(h["count"] for h in hists if h["kind"] == "memcg")
     t.check_ge("stalls in line mode", 10, len(events))
     t.check_close("histogram total vs line-mode stalls", len(events), total, rel_tol=0.05)
     t.check_eq("histogram unit", {"usecs"}, {h["unit"] for h in hists})

@@ -183,7 +183,7 @@ def _(t: Test):
     hists = [h for line in hist.result.json_lines() for h in line.get("histograms", [])]
     t.check_eq("-H: histogram unit", {"usecs"}, {h["unit"] for h in hists})
     t.check_eq("-H: histogram total vs ftrace events (exact)", len(o_calls),
-               sum(h["total"] for h in hists if h["what"] == "compaction"))
+               sum(h["count"] for h in hists if h["what"] == "compaction"))
 
     rows = [r for line in per_process.result.json_lines() for r in line.get("processes", [])
             if r["pid"] == wl.pid and r["reason"] == "compaction"]

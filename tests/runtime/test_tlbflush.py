@@ -663,28 +663,28 @@ def check_histogram(t: Test, obj: dict, remote: int, tol: float) -> dict:
     t.require(isinstance(lat, dict), f"handler_latency[\"{VICTIM}\"] present", "an object",
               type(lat).__name__ if lat is not None else f"{obj.get('handler_latency')!r}")
     buckets = lat.get("buckets") or []
-    log(f"  handler CPU{VICTIM}: total {lat.get('total')} {lat.get('unit')}: " + ", ".join(
+    log(f"  handler CPU{VICTIM}: total {lat.get('count')} {lat.get('unit')}: " + ", ".join(
         f"[{b['low']}-{b['high']}]={b['count']}" for b in buckets))
     t.check_eq("handler_latency unit", "nsecs", lat.get("unit"))
     t.check(len(buckets) > 0, "handler buckets non-empty", ">= 1 bucket", len(buckets))
-    t.check_eq("sum of bucket counts == total", lat.get("total"), sum(b["count"] for b in buckets))
+    t.check_eq("sum of bucket counts == total", lat.get("count"), sum(b["count"] for b in buckets))
     t.check(all(b["low"] <= b["high"] for b in buckets) and
             all(a["high"] < b["low"] for a, b in zip(buckets, buckets[1:])),
             "buckets ordered and disjoint", "low <= high < next low",
             [(b["low"], b["high"]) for b in buckets])
     counts = (obj.get("tlb_ipis") or {}).get(str(VICTIM)) or {}
-    t.check_eq("tlb_ipis handler_runs == handler histogram total", lat.get("total"),
+    t.check_eq("tlb_ipis handler_runs == handler histogram total", lat.get("count"),
                counts.get("handler_runs"))
     legacy = (obj.get("latency") or {}).get(str(VICTIM)) or {}
-    t.check_eq("\"latency\" (usecs, kept for old readers) has the same samples", lat.get("total"),
-               legacy.get("total"))
+    t.check_eq("\"latency\" (usecs, kept for old readers) has the same samples", lat.get("count"),
+               legacy.get("count"))
     t.check_eq("\"latency\" unit", "usecs", legacy.get("unit"))
     # A handler run with several flushes counts once: samples <= remote flushes, and close.
     t.check_ge(f"handler samples vs remote shootdowns on CPU{VICTIM} ({remote})",
-               (1 - tol) * remote, field(t, lat, "total", "handler_latency"),
+               (1 - tol) * remote, field(t, lat, "count", "handler_latency"),
                f"minus {tol * 100:g}%")
     t.check_le(f"handler samples vs remote shootdowns on CPU{VICTIM} ({remote})",
-               (1 + tol) * remote, field(t, lat, "total", "handler_latency"),
+               (1 + tol) * remote, field(t, lat, "count", "handler_latency"),
                f"plus {tol * 100:g}%")
     return lat
 
@@ -747,7 +747,7 @@ def latency_against_oracle(t: Test, env: dict, expect: list[str], csd: bool,
         t.require(isinstance(callback, dict), "callback_latency present with the csd "
                   "tracepoints", "an object", repr(obj.get("callback_latency"))[:200])
         t.check_eq("callback samples == tlb_ipis callbacks", counts["callbacks"],
-                   callback.get("total"))
+                   callback.get("count"))
         compare_quantiles(t, "flush callback time", callback, trace.callback_ns or [])
         h_med = slot_quantile(slots_of_json_hist(handler), 0.5)
         c_med = slot_quantile(slots_of_json_hist(callback), 0.5)
@@ -831,10 +831,10 @@ def latency_idle(t: Test) -> None:
                   rel_tol=FTRACE_HANDLER_RUNS.rel)
     handler = (obj.get("handler_latency") or {}).get(str(VICTIM)) or {}
     t.check_eq("handler histogram total == handler_runs (callbacks outside handlers not in "
-               "it)", counts.get("handler_runs"), handler.get("total"))
+               "it)", counts.get("handler_runs"), handler.get("count"))
     callback = (obj.get("callback_latency") or {}).get(str(VICTIM)) or {}
     t.check_eq("callback histogram total == callbacks timed in handlers",
-               counts.get("callbacks"), callback.get("total"))
+               counts.get("callbacks"), callback.get("count"))
     t.check_ge("tool's callbacks without an IPI handler vs those the oracle saw",
                trace.without_ipi, field(t, counts, "without_ipi", "tlb_ipis"))
     compare_quantiles(t, "IPI handler time", handler, trace.handler_ns)

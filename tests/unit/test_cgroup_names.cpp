@@ -67,3 +67,11 @@ TEST(CgroupNames, SystemdUnitsAndNothingKnown) {
     EXPECT_EQ("", workload_name("/" + id64));
     EXPECT_TRUE(memlat::find_workload("/memlat_top_123", "").kind.empty());
 }
+
+// crun under systemd puts a container's tasks in SCOPE/container: still that container's.
+TEST(CgroupNames, BelowAContainersScope) {
+    EXPECT_EQ("podman 4d5e6f7a8b9c",
+              workload_name("/machine.slice/libpod-" + id64 + ".scope/container"));
+    EXPECT_EQ("docker 4d5e6f7a8b9c",
+              workload_name("/system.slice/docker-" + id64 + ".scope/container"));
+}

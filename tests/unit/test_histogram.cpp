@@ -59,7 +59,7 @@ TEST(Histogram, JsonListsNonEmptyBuckets) {
     slots[4] = 2;
     const auto json = log2_hist_json(slots, "usecs");
     EXPECT_EQ(json["unit"], "usecs");
-    EXPECT_EQ(json["total"], 5);
+    EXPECT_EQ(json["count"], 5);
     ASSERT_EQ(json["buckets"].size(), 2u);
     EXPECT_EQ(json["buckets"][0], (nlohmann::json{{"low", 0}, {"high", 1}, {"count", 3}}));
     EXPECT_EQ(json["buckets"][1], (nlohmann::json{{"low", 16}, {"high", 31}, {"count", 2}}));
@@ -68,7 +68,7 @@ TEST(Histogram, JsonListsNonEmptyBuckets) {
 TEST(Histogram, JsonOfEmptyHistogram) {
     std::array<uint64_t, 32> slots{};
     const auto json = log2_hist_json(slots, "msecs");
-    EXPECT_EQ(json["total"], 0);
+    EXPECT_EQ(json["count"], 0);
     EXPECT_TRUE(json["buckets"].is_array());
     EXPECT_TRUE(json["buckets"].empty());
 }

@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <string>
+
 #include "kernel/process_titles.h"
 
 using memlat::read_process_title;
@@ -14,8 +17,18 @@ TEST(ProcessTitles, OwnCommandLineJoinedAndCut) {
 }
 
 TEST(ProcessTitles, KernelThreadsAndGoneProcessesHaveNone) {
-    EXPECT_EQ("", read_process_title(2)); // kthreadd
+    // kthreadd is pid 2 outside a pid namespace; inside one, there is no kernel thread to ask.
+    FILE *comm = fopen("/proc/2/comm", "r");
+    char name[32] = {};
+    if (comm != nullptr && fgets(name, sizeof(name), comm) != nullptr &&
+        std::string(name) == "kthreadd\n") {
+        EXPECT_EQ("", read_process_title(2));
+    }
+    if (comm != nullptr)
+        fclose(comm);
     EXPECT_EQ("", read_process_title(0x7ffffff0));
+    EXPECT_EQ(0u, memlat::process_start_time(0x7ffffff0));
+    EXPECT_GT(memlat::process_start_time(static_cast<uint32_t>(getpid())), 0u);
 }
 
 TEST(ProcessTitles, ReadOncePerRefresh) {

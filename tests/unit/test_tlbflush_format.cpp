@@ -310,11 +310,11 @@ TEST(TlbflushLatency, HandlerAndCallbackHistogramsPerVictimCpu) {
                   "\nCPU 1: TLB flush callbacks run without an IPI handler (idle loop): 1, in "
                   "no histogram\n",
               text);
-    EXPECT_EQ(4, out["handler_latency"]["1"]["total"]);
+    EXPECT_EQ(4, out["handler_latency"]["1"]["count"]);
     EXPECT_EQ("nsecs", out["handler_latency"]["1"]["unit"]);
-    EXPECT_EQ(5, out["callback_latency"]["1"]["total"]);
+    EXPECT_EQ(5, out["callback_latency"]["1"]["count"]);
     EXPECT_EQ("usecs", out["latency"]["1"]["unit"]);
-    EXPECT_EQ(4, out["latency"]["1"]["total"]);
+    EXPECT_EQ(4, out["latency"]["1"]["count"]);
     EXPECT_EQ(json::parse(R"({"1": {"handler_runs": 4, "shared_runs": 1, "callbacks": 5,
                                     "without_ipi": 1}})"),
               out["tlb_ipis"]);

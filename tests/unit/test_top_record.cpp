@@ -100,6 +100,14 @@ TEST(TopRecord, AnIntervalReadBackDrawsTheSame) {
     const RecordedInterval before_counting = interval_from_json(old);
     EXPECT_FALSE(before_counting.host.page_cache.has_value());
     EXPECT_FALSE(before_counting.rows[0].page_cache.has_value());
+    // Rows named by their workload read back whole; a record made before names were looked
+    // up (no "workload") reads as none.
+    auto named = j;
+    named["cgroups"][0]["workload"] = {{"kind", "container"}, {"container", "web"}};
+    EXPECT_EQ("web", interval_from_json(named).rows[0].workload["container"]);
+    for (auto &row : old["cgroups"])
+        row.erase("workload");
+    EXPECT_TRUE(interval_from_json(old).rows[0].workload.is_null());
 }
 
 // The threads of an interval: what it added, per thread and cause; entries that did not move

@@ -184,7 +184,7 @@ TEST_F(ScratchRoot, BrokenRecordsAreNotNames) {
 }
 
 TEST_F(ScratchRoot, CacheLooksAgainForANameNotYetWritten) {
-    memlat::WorkloadNames names({}, root);
+    memlat::WorkloadNames names({}, memlat::WorkloadNames::Lookups::retried, root);
     const std::string path = "/docker/" + id_a;
     EXPECT_EQ("docker 4d5e6f7a8b9c", names.of(7, path).display());
     write_json("/var/lib/docker/containers/" + id_a + "/config.v2.json", {{"Name", "/late"}});

@@ -157,10 +157,10 @@ def culprits_latency(t: Test, b: Block) -> None:
         field = "count"
         tol = 0.05
     lat = (obj.get("handler_latency") or {}).get(str(VICTIM)) or {}
-    log(f"  handler CPU{VICTIM}: total {lat.get('total')} " + ", ".join(
+    log(f"  handler CPU{VICTIM}: total {lat.get('count')} " + ", ".join(
         f"[{x['low']}-{x['high']}]={x['count']}" for x in lat.get("buckets", [])))
     t.check_close(f"latency samples vs remote shootdowns on CPU{VICTIM}", remote,
-                  lat.get("total", 0), rel_tol=tol, abs_tol=COUNT_ABS)
+                  lat.get("count", 0), rel_tol=tol, abs_tol=COUNT_ABS)
     cul = [c for c in obj.get("culprits") or [] if c["target_cpu"] == target]
     ours = sum(c[field] or 0 for c in cul if c["pid"] == wl["pid"])
     log(f"  culprits (target {target}, {field}): workload {ours} of "
@@ -197,9 +197,9 @@ def latency(t: Test, b: Block) -> None:
     log(f"  tool: handler " + ", ".join(f"[{x['low']}-{x['high']}]={x['count']}"
                                         for x in hist.get("buckets", [])) +
         f"; {counts.get('handler_runs')} runs, {counts.get('without_ipi')} without an IPI handler")
-    t.check_eq("handler_runs == handler histogram total", hist.get("total"),
+    t.check_eq("handler_runs == handler histogram total", hist.get("count"),
                counts.get("handler_runs"))
-    t.check_close("handler samples vs remote shootdowns on CPU1", remote, hist.get("total", 0),
+    t.check_close("handler samples vs remote shootdowns on CPU1", remote, hist.get("count", 0),
                   rel_tol=FALLBACK_TOL, abs_tol=COUNT_ABS)
     t.check_close("tool's handler runs vs the oracle's (a wider window)", len(trace.handler_ns),
                   counts.get("handler_runs", 0), rel_tol=FALLBACK_TOL, abs_tol=COUNT_ABS)

@@ -92,9 +92,10 @@ class Drsnoop final : public Tool<drsnoop_bpf, Options, tool_name> {
     bool kinds_explicit_ = false;
     std::optional<CgroupTarget> cgroup_;
     bool memcg_on_v1_ = memory_controller_on_v1();
-    CgroupPathCache cgroup_cache_{memcg_on_v1_};        // --prometheus-labels cgroup
-    CgroupPathCache event_cgroups_{memcg_on_v1_};       // -j: each event's cgroup
-    WorkloadNames metric_names_{o_.common.verbosity()}; // the series' labels
+    CgroupPathCache cgroup_cache_{memcg_on_v1_};  // --prometheus-labels cgroup
+    CgroupPathCache event_cgroups_{memcg_on_v1_}; // -j: each event's cgroup
+    WorkloadNames metric_names_{o_.common.verbosity(),
+                                WorkloadNames::Lookups::once}; // the series' labels
     // mm_vmscan_*_reclaim_begin's argument order (gfp first on 7.x), when recognized.
     std::optional<bool> reclaim_gfp_first_;
     std::string reclaim_why_;

@@ -109,10 +109,11 @@ class Memstall final : public Tool<memstall_bpf, Options, tool_name>, public Pro
     memstall::Counts counts_;
     std::optional<CgroupTarget> cgroup_;
     bool memcg_on_v1_ = memory_controller_on_v1();
-    CgroupPathCache cgroup_cache_{memcg_on_v1_};        // --prometheus-labels cgroup
-    WorkloadNames names_{o_.common.verbosity()};        // -C: what runs in each cgroup
-    ProcessTitles titles_;                              // the COMMAND column
-    WorkloadNames metric_names_{o_.common.verbosity()}; // the same for the series' labels
+    CgroupPathCache cgroup_cache_{memcg_on_v1_}; // --prometheus-labels cgroup
+    WorkloadNames names_{o_.common.verbosity()}; // -C: what runs in each cgroup
+    ProcessTitles titles_;                       // the COMMAND column
+    WorkloadNames metric_names_{o_.common.verbosity(),
+                                WorkloadNames::Lookups::once}; // the same for the series' labels
     bool has_memstall_flag_ = false;
     bool has_thrashing_flag_ = false;
     // Delay accounting on at start (kernel.task_delayacct): the kernel sets in_thrashing only

@@ -55,12 +55,6 @@ void Memstall::print_interval(memstall_bpf &skel) {
     if (o_.per_cgroup)
         paths = cgroup_paths(memcg_on_v1_);
     auto rows = memstall::rows(now, before_, grouping, paths);
-    if (o_.per_cgroup) {
-        names_.forget_others(paths);
-        for (memstall::Row &row : rows)
-            if (paths.contains(row.id))
-                row.workload = names_.of(row.id, row.name);
-    }
     // Only what stalled; with -p the process asked for has a row even at zero.
     std::erase_if(rows, [](const memstall::Row &r) { return r.total_ns() == 0; });
     if (grouping == memstall::Grouping::Process && o_.pid &&
@@ -76,10 +70,17 @@ void Memstall::print_interval(memstall_bpf &skel) {
     }
     // Rows -r leaves out are summed, not dropped: rows + left_out_total = total.
     memstall::ShownRows shown = memstall::cut_rows(std::move(rows), o_.max_rows);
-    // Titles of the rows shown only: each read takes the process's mmap_lock.
+    // Titles and names of the rows shown only: a title's read takes the process's mmap_lock,
+    // a name's reads the runtime's records.
     if (grouping == memstall::Grouping::Process)
         for (memstall::Row &r : shown.rows)
             r.title = titles_.of(static_cast<uint32_t>(r.id));
+    if (o_.per_cgroup) {
+        names_.forget_others(paths);
+        for (memstall::Row &r : shown.rows)
+            if (paths.contains(r.id))
+                r.workload = names_.of(r.id, r.name);
+    }
 
     if (o_.common.json) {
         json list = json::array();

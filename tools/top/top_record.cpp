@@ -115,8 +115,9 @@ CgroupInterval row_of(const json &j) {
     row.path = text(j, "cgroup");
     if (!field(j, "name").is_null())
         row.name = text(j, "name");
-    if (field(j, "workload").is_object()) // records made before names were looked up have none
-        row.workload = field(j, "workload");
+    // Records made before names were looked up have no "workload".
+    if (auto workload = j.find("workload"); workload != j.end() && workload->is_object())
+        row.workload = *workload;
     row.stalls = causes_of(field(j, "causes"));
     row.memory.usage_bytes = optional_number(j, "usage_bytes");
     row.memory.max_bytes = optional_number(j, "max_bytes");
