@@ -6,7 +6,10 @@ empty root: the path's names only). Both see the same cgroups and the same stall
 difference of each pair is the names' cost, in one run.
 
 The host: N containers in the kubelet's layout (the systemd driver's cgroups, made for real
-under a cgroup of the run's, a sleeping task in each), and one reader per container run once
+under a cgroup of the run's, a sleeping task in each), or with --runtime podman N Podman
+containers (cgroupfs driver: libpod_parent/libpod-ID, and containers/storage's
+containers.json, which names them all and which Podman rewrites whole for each new
+container), and one reader per container run once
 over its 4 MiB limit, so that every container has memcg reclaim stalls and the exporters a
 series per container (`--memstall.prometheus-labels cgroup`, `--max-series` above N).
 
@@ -19,6 +22,7 @@ Measured:
 Not a test: it prints a table and never fails on a figure.
 
     sudo python3 bench/names_cost.py --build-dir build [--containers 1000] [--scrapes 20]
+                                     [--runtime containerd|podman]
 """
 from __future__ import annotations
 
@@ -44,11 +48,14 @@ class Node:
     """N containers (cgroups with a sleeping task, bundles in a scratch root), removed by
     close()."""
 
-    def __init__(self, build: str, count: int):
+    def __init__(self, build: str, count: int, runtime: str):
         self.build = build
+        self.runtime = runtime
+        self.podman: list[dict] = []  # containers.json
         self.mount, self.v1 = memory_hierarchy()
         self.parent = os.path.join(self.mount, f"memlat_bench_names_{os.getpid()}")
-        self.pods = os.path.join(self.parent, "kubepods.slice", "kubepods-besteffort.slice")
+        self.pods = (os.path.join(self.parent, "kubepods.slice", "kubepods-besteffort.slice")
+                     if runtime == "containerd" else os.path.join(self.parent, "libpod_parent"))
         self.root = tempfile.mkdtemp(prefix="memlat_names_root_")
         self.empty = tempfile.mkdtemp(prefix="memlat_names_empty_")
         self.data = os.path.join(build, f"memlat_bench_names_{os.getpid()}.dat")
@@ -56,7 +63,7 @@ class Node:
             f.write(os.urandom(8 << 20))
         self.dirs: list[str] = []
         self.sleepers: list[subprocess.Popen] = []
-        for d in (self.parent, os.path.dirname(self.pods), self.pods):
+        for d in dict.fromkeys((self.parent, os.path.dirname(self.pods), self.pods)):
             os.mkdir(d)
             self.dirs.append(d)
         if not self.v1:
@@ -72,6 +79,9 @@ class Node:
         for i in range(first, first + count):
             uid = f"{i:08x}-0000-4000-8000-{i:012x}"
             cid = f"{i + 1:064x}"
+            if self.runtime == "podman":
+                self.add_podman(i, cid)
+                continue
             pod = os.path.join(self.pods, f"kubepods-besteffort-pod{uid.replace('-', '_')}.slice")
             scope = os.path.join(pod, f"cri-containerd-{cid}.scope")
             for d in (pod, scope):
@@ -93,17 +103,39 @@ class Node:
                     "io.kubernetes.cri.sandbox-uid": uid,
                     "io.kubernetes.cri.image-name": "registry.local/app:1"}}, f)
             os.makedirs(f"{self.root}/var/log/pods/bench_app-{i}_{uid}/app")
-            p = subprocess.Popen(["sleep", "infinity"])
-            self.sleepers.append(p)
-            with open(os.path.join(scope, "cgroup.procs"), "w") as f:
-                f.write(str(p.pid))
+            self.sleep_in(scope)
         self.made += count
         log(f"node: {self.made} containers (cgroup {'v1' if self.v1 else 'v2'})")
+
+    def sleep_in(self, cgroup: str) -> None:
+        p = subprocess.Popen(["sleep", "infinity"])
+        self.sleepers.append(p)
+        with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+            f.write(str(p.pid))
+
+    def add_podman(self, i: int, cid: str) -> None:
+        """As `podman run` does: the container in containers.json (rewritten whole, through a
+        new file renamed over it: containers/storage's containers.go), then its cgroup."""
+        self.podman.append({"id": cid, "names": [f"app-{i}"],
+                            "metadata": json.dumps({"image-name": "registry.local/app:1"})})
+        store = f"{self.root}/var/lib/containers/storage/overlay-containers"
+        os.makedirs(store, exist_ok=True)
+        with open(f"{store}/containers.json.tmp", "w") as f:
+            json.dump(self.podman, f)
+        os.rename(f"{store}/containers.json.tmp", f"{store}/containers.json")
+        scope = os.path.join(self.pods, f"libpod-{cid}")
+        os.mkdir(scope)
+        self.dirs.append(scope)
+        with open(os.path.join(scope, "memory.limit_in_bytes" if self.v1 else "memory.max"),
+                  "w") as f:
+            f.write(str(4 << 20))
+        self.sleep_in(scope)
 
     def stall_each(self, first: int, count: int) -> None:
         """A reader over its limit in each container, two at a time: memcg reclaim stalls."""
         reader = os.path.join(self.build, "tests", "file_reader")
-        scopes = [d for d in self.dirs if d.endswith(".scope")][first:first + count]
+        scopes = [d for d in self.dirs
+                  if d.endswith(".scope") or "/libpod-" in d][first:first + count]
         running: list[subprocess.Popen] = []
         for scope in scopes:
             fd = os.open(self.data, os.O_RDONLY)
@@ -132,6 +164,21 @@ class Node:
         os.unlink(self.data)
 
 
+def side_threads_ns(pid: int) -> int:
+    """CPU time of the process's threads other than its main one (memlat top's: the thread
+    that names cgroups as they are made, lib/loading/cgroup_births.cpp), in ns."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        if int(tid) == pid:
+            continue
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
 def start(build: str, args: list[str], root: str) -> subprocess.Popen:
     env = dict(os.environ, MEMLAT_READY="1", MEMLAT_HOST_ROOT=root)
     p = subprocess.Popen([os.path.join(build, "memlat"), *args], env=env, text=True,
@@ -151,8 +198,9 @@ def main() -> int:
     ap.add_argument("--build-dir", default="build")
     ap.add_argument("--containers", type=int, default=1000)
     ap.add_argument("--scrapes", type=int, default=20)
+    ap.add_argument("--runtime", choices=["containerd", "podman"], default="containerd")
     a = ap.parse_args()
-    node = Node(a.build_dir, a.containers)
+    node = Node(a.build_dir, a.containers, a.runtime)
     procs: list[subprocess.Popen] = []
     try:
         node.stall_each(0, a.containers)
@@ -174,9 +222,11 @@ def main() -> int:
         per_refresh = {k: (cpu_ns(p.pid) - settled[k]) / 10 / 1e6 for k, p in tops.items()}
         top_rss = {k: status_kib(p.pid, "VmRSS") for k, p in tops.items()}
         before = {k: cpu_ns(p.pid) for k, p in tops.items()}
+        side_before = {k: side_threads_ns(p.pid) for k, p in tops.items()}
         node.add(a.containers)
         time.sleep(3)  # the refreshes that meet them
         new_cost = {k: (cpu_ns(p.pid) - before[k]) / 1e6 for k, p in tops.items()}
+        side_cost = {k: (side_threads_ns(p.pid) - side_before[k]) / 1e6 for k, p in tops.items()}
         scrape = {}
         for name, p in exporters.items():
             cpu, wall, size, series = [], [], 0, 0
@@ -197,12 +247,14 @@ def main() -> int:
             p.wait()
         node.close()
     n = a.containers
-    print(f"\nnames_cost: {n} containers in the kubelet's layout (containerd bundles), "
-          f"{time.strftime('%Y-%m-%d')}")
+    layout = ("the kubelet's layout (containerd bundles)" if a.runtime == "containerd"
+              else "Podman's layout (containers.json)")
+    print(f"\nnames_cost: {n} containers in {layout}, {time.strftime('%Y-%m-%d')}")
     print(f"{'':28} {'names':>12} {'no names':>12} {'ratio':>7}")
     rows = [("top: CPU ms per refresh", per_refresh["names"], per_refresh["no names"]),
             ("top: RSS KiB", top_rss["names"], top_rss["no names"]),
             (f"top: CPU ms, {n} new", new_cost["names"], new_cost["no names"]),
+            ("  of which naming as made", side_cost["names"], side_cost["no names"]),
             ("exporter: CPU ms a scrape", scrape["names"][0], scrape["no names"][0]),
             ("exporter: wall ms a scrape", scrape["names"][1], scrape["no names"][1]),
             ("exporter: bytes served", scrape["names"][2], scrape["no names"][2]),

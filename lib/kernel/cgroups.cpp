@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -232,6 +234,26 @@ bool memory_controller_on_v1() {
         if (m.fstype == "cgroup" && has_option(m.super_options, "memory"))
             return true;
     return false;
+}
+
+std::optional<int> cgroup_v1_hierarchy_id(std::string_view controller) {
+    // "#subsys_name hierarchy num_cgroups enabled", a line per controller, tab-separated.
+    // (No std::istringstream: iostreams would add 460 KB to the static binary.)
+    const std::string text = read_text_file("/proc/cgroups").value_or("");
+    std::string_view rest = text;
+    while (!rest.empty()) {
+        std::string_view line = rest.substr(0, rest.find('\n'));
+        rest.remove_prefix(std::min(rest.size(), line.size() + 1));
+        const size_t tab = line.find('\t');
+        if (tab == std::string_view::npos || line.substr(0, tab) != controller)
+            continue;
+        line.remove_prefix(tab + 1);
+        int id = 0;
+        const auto [end, err] = std::from_chars(line.data(), line.data() + line.size(), id);
+        if (err == std::errc() && id > 0)
+            return id;
+    }
+    return std::nullopt;
 }
 
 } // namespace memlat

@@ -41,6 +41,11 @@ CgroupTarget resolve_cgroup(const std::string &path);
 // cgroup lives there, not in its cgroup v2 cgroup).
 bool memory_controller_on_v1();
 
+// The id of the cgroup v1 hierarchy `controller` is mounted in, as /proc/cgroups lists it
+// (the cgroup tracepoints' `root`); nullopt when the kernel has no such controller or it is
+// on cgroup v2 (id 0).
+std::optional<int> cgroup_v1_hierarchy_id(std::string_view controller);
+
 // Every cgroup of the hierarchy the BPF side names a task's cgroup in (the memory
 // controller's cgroup v1 hierarchy when `v1_memory`, else cgroup v2), by id: its directory.
 // Empty when that hierarchy is not mounted.

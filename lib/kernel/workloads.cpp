@@ -99,18 +99,6 @@ bool take_kubernetes_names(const json &names, const KubernetesKeys &keys, Worklo
 
 // 1. The bundle a runtime runs the container from: containerd's shims (v2 tasks by namespace;
 // the v1 shim's directory on containerd 1.x), CRI-O's and Podman's userdata.
-// Lists directories: through the cache when the caller keeps one.
-struct Lister {
-    DirectoryListings *cache;
-    std::vector<std::string> own; // the last listing, without a cache
-    const std::vector<std::string> &of(const std::string &dir) {
-        if (cache)
-            return cache->of(dir);
-        own = list_dir(dir);
-        return own;
-    }
-};
-
 bool from_bundles(const std::string &root, Workload &w) {
     for (const char *tasks : {"/run/containerd/io.containerd.runtime.v2.task",
                               "/run/containerd/io.containerd.runtime.v1.linux"})
@@ -142,7 +130,7 @@ bool from_bundles(const std::string &root, Workload &w) {
 
 // 2. The runtimes' own records: Docker's container config, and containers/storage's list of
 // containers (Podman's, and CRI-O's), which holds their names and their images' names.
-bool from_runtime_records(const std::string &root, Workload &w) {
+bool from_runtime_records(const std::string &root, Workload &w, RecordCache &records) {
     const std::string docker_file =
         fmt::format("{}/var/lib/docker/containers/{}/config.v2.json", root, w.container_id);
     if (auto config = read_json(docker_file)) {
@@ -161,28 +149,19 @@ bool from_runtime_records(const std::string &root, Workload &w) {
     for (const char *storage : {"/var/lib/containers/storage", "/run/containers/storage"}) {
         const std::string file =
             fmt::format("{}{}/overlay-containers/containers.json", root, storage);
-        auto list = read_text_file(file);
-        if (!list || list->find(w.container_id) == std::string::npos)
+        const auto &containers = records.podman_containers(file);
+        auto c = containers.find(w.container_id);
+        if (c == containers.end())
             continue;
-        const json parsed = json::parse(*list, nullptr, false);
-        if (!parsed.is_array())
-            continue;
-        for (const json &c : parsed) {
-            if (text_of(c, "id") != w.container_id)
-                continue;
-            auto names = c.find("names");
-            if (names == c.end() || !names->is_array() || names->empty() ||
-                !(*names)[0].is_string())
-                return false;
-            w.container = (*names)[0].get<std::string>();
-            const json metadata = json::parse(text_of(c, "metadata"), nullptr, false);
-            if (std::string image = text_of(metadata, "image-name"); !image.empty())
-                w.image = image;
-            if (w.runtime.empty())
-                w.runtime = "podman";
-            w.source = file.substr(root.size());
-            return true;
-        }
+        if (c->second.name.empty())
+            return false;
+        w.container = c->second.name;
+        if (!c->second.image.empty())
+            w.image = c->second.image;
+        if (w.runtime.empty())
+            w.runtime = "podman";
+        w.source = file.substr(root.size());
+        return true;
     }
     return false;
 }
@@ -190,11 +169,11 @@ bool from_runtime_records(const std::string &root, Workload &w) {
 // 3. The kubelet's log directories (pkg/kubelet/kuberuntime/helpers.go BuildPodLogsDirectory:
 // NAMESPACE_POD_UID; kuberuntime_container.go's log links: POD_NAMESPACE_CONTAINER-ID.log).
 // Namespaces and pods are DNS names, without '_'.
-bool from_kubelet_logs(const std::string &root, Workload &w, Lister ls) {
+bool from_kubelet_logs(const std::string &root, Workload &w, RecordCache &records) {
     bool named = false;
     if (!w.container_id.empty()) {
         const std::string tail = "-" + w.container_id + ".log";
-        for (const std::string &link : ls.of(root + "/var/log/containers")) {
+        for (const std::string &link : records.listing(root + "/var/log/containers")) {
             if (!link.ends_with(tail))
                 continue;
             const std::string head = link.substr(0, link.size() - tail.size());
@@ -211,7 +190,7 @@ bool from_kubelet_logs(const std::string &root, Workload &w, Lister ls) {
     }
     if (!w.pod_uid.empty() && w.pod.empty()) {
         const std::string tail = "_" + w.pod_uid;
-        for (const std::string &dir : ls.of(root + "/var/log/pods")) {
+        for (const std::string &dir : records.listing(root + "/var/log/pods")) {
             const size_t first = dir.find('_');
             if (!dir.ends_with(tail) || first == std::string::npos ||
                 first + tail.size() >= dir.size())
@@ -278,30 +257,75 @@ std::string host_root() {
     return root;
 }
 
-const std::vector<std::string> &DirectoryListings::of(const std::string &dir) {
+bool RecordCache::Stamp::renew(const std::string &path) {
     struct stat st {};
-    const int64_t mtime_ns =
-        stat(dir.c_str(), &st) == 0
-            ? static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec
-            : -2;
+    const bool exists = stat(path.c_str(), &st) == 0;
+    const int64_t now_mtime_ns =
+        exists ? static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec : -2;
     timespec now{};
     clock_gettime(CLOCK_REALTIME, &now);
     const int64_t now_ns = static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-    Listing &l = listings_[dir];
-    // A file system stamps a directory with a coarse clock (a tick: up to 10 ms), so an entry
-    // made in the tick of the last listing leaves the stamp as it was: a listing taken that
-    // close to the stamp is not trusted.
+    // A file system stamps a file with a coarse clock (a tick: up to 10 ms), so a change made
+    // in the tick of the last read leaves the stamp as it was. A directory's entries change
+    // in place: one read that close to its stamp is not trusted. A list of containers is
+    // written anew and renamed over the old one (containers/storage's containers.go saves
+    // through pkg/ioutils' atomic writes), with its own inode and, with a container more or
+    // less, its own size.
     constexpr int64_t tick_ns = 10'000'000;
-    if (l.mtime_ns != mtime_ns || l.listed_ns < mtime_ns + tick_ns) {
-        l.names = mtime_ns == -2 ? std::vector<std::string>{} : list_dir(dir);
-        l.mtime_ns = mtime_ns;
-        l.listed_ns = now_ns;
-    }
-    return l.names;
+    // Read at most every 100 ms: while containers are made a hundred a second, each lookup
+    // would otherwise list /var/log/pods again (2,000 entries: a third of a millisecond), or
+    // parse a Podman list again; a name an older read lacks is looked for again (WorkloadNames,
+    // CgroupBirths).
+    constexpr int64_t min_age_ns = 100'000'000;
+    if (read_ns != 0 && now_ns - read_ns < min_age_ns)
+        return false;
+    const bool same = mtime_ns == now_mtime_ns && inode == (exists ? st.st_ino : 0) &&
+                      size == (exists ? static_cast<uint64_t>(st.st_size) : 0) &&
+                      (!S_ISDIR(st.st_mode) || read_ns >= now_mtime_ns + tick_ns);
+    if (same)
+        return false;
+    mtime_ns = now_mtime_ns;
+    inode = exists ? st.st_ino : 0;
+    size = exists ? static_cast<uint64_t>(st.st_size) : 0;
+    read_ns = now_ns;
+    return true;
 }
 
-Workload find_workload(std::string_view path, const std::string &root,
-                       DirectoryListings *listings) {
+const std::vector<std::string> &RecordCache::listing(const std::string &dir) {
+    auto &[stamp, names] = listings_[dir];
+    if (stamp.renew(dir))
+        names = stamp.mtime_ns == -2 ? std::vector<std::string>{} : list_dir(dir);
+    return names;
+}
+
+const std::map<std::string, RecordCache::Named> &
+RecordCache::podman_containers(const std::string &file) {
+    auto &[stamp, containers] = podman_[file];
+    if (!stamp.renew(file))
+        return containers;
+    containers.clear();
+    // containers/storage's containers.go: a list of {"id", "names", "metadata"} where metadata
+    // is Podman's own JSON, a string, with the image's name.
+    const json parsed = json::parse(read_text_file(file).value_or(""), nullptr, false);
+    if (!parsed.is_array())
+        return containers;
+    for (const json &c : parsed) {
+        const std::string id = text_of(c, "id");
+        if (id.empty())
+            continue;
+        Named &n = containers[id];
+        auto names = c.find("names");
+        if (names != c.end() && names->is_array() && !names->empty() && (*names)[0].is_string())
+            n.name = (*names)[0].get<std::string>();
+        const json metadata = json::parse(text_of(c, "metadata"), nullptr, false);
+        n.image = text_of(metadata, "image-name");
+    }
+    return containers;
+}
+
+Workload find_workload(std::string_view path, const std::string &root, RecordCache *records) {
+    RecordCache own; // read for this lookup alone, without the caller's
+    RecordCache &read = records != nullptr ? *records : own;
     const PathNames in_path = names_in_path(path);
     Workload w{.runtime = in_path.runtime,
                .pod_uid = in_path.pod_uid,
@@ -330,10 +354,10 @@ Workload find_workload(std::string_view path, const std::string &root,
     w.source = "path";
     if (w.kind == "unit" || w.runtime == "lxc")
         return w;
-    if (!w.container_id.empty() && (from_bundles(root, w) || from_runtime_records(root, w)))
+    if (!w.container_id.empty() && (from_bundles(root, w) || from_runtime_records(root, w, read)))
         return w;
     if (in_path.manager == PathNames::Manager::Kubernetes)
-        from_kubelet_logs(root, w, Lister{listings});
+        from_kubelet_logs(root, w, read);
     return w;
 }
 
@@ -366,14 +390,14 @@ CgroupTarget resolve_cgroup_target(const std::string &arg, const std::string &ro
     }
     const bool v1 = memory_controller_on_v1();
     const std::string mount = hierarchy_mount(v1);
-    DirectoryListings listings;
+    RecordCache records;
     std::vector<std::pair<std::string, std::string>> found; // directory, name shown
     for (const auto &[id, dir] : cgroup_dirs(v1)) {
         const std::string path = hierarchy_path(dir, mount);
         const PathNames in_path = names_in_path(path);
         if (in_path.container_id.empty() && in_path.pod_uid.empty())
             continue; // neither a container's nor a pod's: no record to read
-        const Workload w = find_workload(path, root, &listings);
+        const Workload w = find_workload(path, root, &records);
         if (named(w, arg))
             found.emplace_back(dir, w.display());
     }
@@ -408,7 +432,7 @@ const Workload &WorkloadNames::of(uint64_t cgroup_id, std::string_view path) {
     auto it = cache_.find(cgroup_id);
     if (it != cache_.end() && now < it->second.retry_at)
         return it->second.workload;
-    Workload found = find_workload(path, root_, &listings_);
+    Workload found = find_workload(path, root_, &records_);
     // Named beyond the path's ids, or nothing to look for: kept; otherwise looked for again,
     // each time a little later.
     const bool final = lookups_ == Lookups::once || found.source != "path" ||
@@ -432,6 +456,18 @@ const Workload &WorkloadNames::of(uint64_t cgroup_id, std::string_view path) {
         it->second = Entry{std::move(found), std::string(path), retry, wait};
     }
     return it->second.workload;
+}
+
+void WorkloadNames::learn(uint64_t cgroup_id, std::string_view path, const Workload &w) {
+    if (w.kind.empty() || w.source == "path")
+        return; // nothing, or what the path gives: of() finds it itself
+    auto it = cache_.find(cgroup_id);
+    if (it != cache_.end() && it->second.workload.source != "path")
+        return;
+    if (it == cache_.end() && cache_.size() >= max_entries)
+        cache_.erase(cache_.begin());
+    cache_[cgroup_id] = Entry{w, std::string(path), std::chrono::steady_clock::time_point::max(),
+                              std::chrono::seconds(1)};
 }
 
 std::optional<Workload> WorkloadNames::known(uint64_t cgroup_id) const {

@@ -52,27 +52,38 @@ nlohmann::json workload_json(const Workload &w);
 // /host gives /host), "" for the machine's own.
 std::string host_root();
 
-// The listings of the directories the lookups scan (the kubelet's /var/log/pods and
-// /var/log/containers hold an entry per pod and per container of the node), kept while a
-// directory's modification time stays: a node's thousand new containers cost one listing,
-// not one each.
-class DirectoryListings {
+// What the lookups read that names many containers at once, kept while the file stays (its
+// modification time): the listings of the kubelet's /var/log/pods and /var/log/containers (an
+// entry per pod and per container of the node) and containers/storage's containers.json
+// (every Podman container's names): a node's thousand new containers cost one read, not one
+// each.
+class RecordCache {
   public:
-    const std::vector<std::string> &of(const std::string &dir);
+    const std::vector<std::string> &listing(const std::string &dir);
+    struct Named {
+        std::string name, image;
+    };
+    // containers.json by container id ({} when unreadable).
+    const std::map<std::string, Named> &podman_containers(const std::string &file);
 
   private:
-    struct Listing {
-        int64_t mtime_ns = -1; // the directory's when listed (-2: none)
-        int64_t listed_ns = 0; // when it was listed (CLOCK_REALTIME, as the stamps)
-        std::vector<std::string> names;
+    struct Stamp {
+        int64_t mtime_ns = -1; // the file's when read (-2: none)
+        int64_t read_ns = 0;   // when it was read (CLOCK_REALTIME, as the stamps)
+        uint64_t inode = 0, size = 0;
+        // Whether `path` changed since it was read, at least 100 ms ago; when it did, the
+        // stamp is renewed and the caller reads it again. A directory read too close to its
+        // stamp to tell counts as changed.
+        bool renew(const std::string &path);
     };
-    std::map<std::string, Listing> listings_;
+    std::map<std::string, std::pair<Stamp, std::vector<std::string>>> listings_;
+    std::map<std::string, std::pair<Stamp, std::map<std::string, Named>>> podman_;
 };
 
-// The workload of the cgroup at `path` (its path in its hierarchy), looked up now; directory
-// listings through `listings` when given.
+// The workload of the cgroup at `path` (its path in its hierarchy), looked up now; through
+// `records` when given.
 Workload find_workload(std::string_view path, const std::string &root = host_root(),
-                       DirectoryListings *listings = nullptr);
+                       RecordCache *records = nullptr);
 
 // -G's argument: a cgroup directory (resolve_cgroup()), or what runs in a cgroup as memlat
 // names it (docs/names.md): NAMESPACE/POD (the pod's cgroup), NAMESPACE/POD/CONTAINER, a
@@ -97,6 +108,9 @@ class WorkloadNames {
                            std::string root = host_root())
         : verbosity_(verbosity), lookups_(lookups), root_(std::move(root)) {}
     const Workload &of(uint64_t cgroup_id, std::string_view path);
+    // Names found elsewhere (loading/cgroup_births.h reads a new cgroup's as it is made):
+    // kept for good when a record gave them and nothing kept for the cgroup did.
+    void learn(uint64_t cgroup_id, std::string_view path, const Workload &w);
     // What was found for the cgroup, if it was looked up (a removed cgroup's last names).
     std::optional<Workload> known(uint64_t cgroup_id) const;
     // Forgets the cgroups not among `live` (by id: what cgroup_paths() returned).
@@ -119,7 +133,7 @@ class WorkloadNames {
     Lookups lookups_;
     std::string root_;
     std::map<uint64_t, Entry> cache_;
-    DirectoryListings listings_;
+    RecordCache records_;
 };
 
 } // namespace memlat

@@ -200,13 +200,55 @@ TEST_F(ScratchRoot, CacheLooksAgainForANameNotYetWritten) {
     EXPECT_FALSE(names.known(7).has_value());
 }
 
+// containers.json holds every Podman container of the node: parsed once while it stays, so
+// a thousand containers named at once cost one parse. A file rewritten in place, its size
+// and stamp kept (only a test does that), shows the cache is what answered.
+TEST_F(ScratchRoot, PodmanListParsedOncePerChange) {
+    const std::string file = "/var/lib/containers/storage/overlay-containers/containers.json";
+    write(file, "[{\"id\": \"" + id_a + "\", \"names\": [\"alpha\"]}]");
+    const auto stamp = fs::last_write_time(root + file);
+    usleep(20'000); // past the file system's tick: the read is trusted
+    memlat::RecordCache records;
+    EXPECT_EQ("podman alpha",
+              find_workload("/libpod_parent/libpod-" + id_a, root, &records).display());
+    write(file, "[{\"id\": \"" + id_a + "\", \"names\": [\"bravo\"]}]");
+    fs::last_write_time(root + file, stamp);
+    EXPECT_EQ("podman alpha",
+              find_workload("/libpod_parent/libpod-" + id_a, root, &records).display());
+    fs::last_write_time(root + file, stamp + std::chrono::seconds(1));
+    usleep(110'000); // read again at most every 100 ms
+    EXPECT_EQ("podman bravo",
+              find_workload("/libpod_parent/libpod-" + id_a, root, &records).display());
+}
+
+// Names read as a cgroup was made (loading/cgroup_births.h) stand for the cgroup once its
+// records are gone; what only the path gives, or nothing, is not taught.
+TEST_F(ScratchRoot, LearnedNamesOutliveTheirRecords) {
+    memlat::WorkloadNames names({}, memlat::WorkloadNames::Lookups::retried, root);
+    const std::string path = "/docker/" + id_a;
+    write_json("/var/lib/docker/containers/" + id_a + "/config.v2.json", {{"Name", "/brief"}});
+    const Workload at_birth = find_workload(path, root);
+    fs::remove_all(root + "/var/lib/docker");
+    names.learn(7, path, at_birth);
+    EXPECT_EQ("docker brief", names.of(7, path).display());
+    // A later answer from the path alone does not replace it...
+    names.learn(7, path, find_workload(path, root));
+    EXPECT_EQ("docker brief", names.of(7, path).display());
+    // ...nor is a path's answer, or an empty one, kept in the cache.
+    names.learn(8, "/docker/" + id_b, find_workload("/docker/" + id_b, root));
+    names.learn(9, "/plain", Workload{});
+    EXPECT_FALSE(names.known(8).has_value());
+    EXPECT_FALSE(names.known(9).has_value());
+}
+
 // The kubelet's directories hold an entry per pod: listed once while they do not change, and
 // an entry made in the same clock tick as the listing is not missed.
 TEST_F(ScratchRoot, ListingsKeptWhileTheDirectoryStays) {
-    memlat::DirectoryListings listings;
+    memlat::RecordCache listings;
     fs::create_directories(root + "/pods/a");
-    EXPECT_EQ(1u, listings.of(root + "/pods").size());
+    EXPECT_EQ(1u, listings.listing(root + "/pods").size());
     fs::create_directories(root + "/pods/b"); // within the tick of the listing, most likely
-    EXPECT_EQ(2u, listings.of(root + "/pods").size());
-    EXPECT_EQ(0u, listings.of(root + "/none").size());
+    usleep(110'000);                          // listed again at most every 100 ms
+    EXPECT_EQ(2u, listings.listing(root + "/pods").size());
+    EXPECT_EQ(0u, listings.listing(root + "/none").size());
 }

@@ -253,8 +253,10 @@ void Memstall::prepare(const Verbosity &v) {
                         memcg_on_v1_ ? "memory cgroup (cgroup v1 hierarchy)" : "cgroup v2 cgroup"));
 }
 
-void Memstall::loaded(const Verbosity &) {
+void Memstall::loaded(const Verbosity &v) {
     describe_causes(probes_);
+    if (o_.per_cgroup)
+        births_ = CgroupBirths::start(memcg_on_v1_, v);
     find_unmeasured();
     // What this host cannot measure, said once (without PSI, Debian's default, or without
     // CAP_SYSLOG before 5.17): a 0 in those columns is then no answer.
@@ -301,6 +303,11 @@ int Memstall::trace() {
     if (o_.stacks || profiles_wanted())
         note_stacks_lost(tool_name, skel->bss->stacks_lost,
                          bpf_map__max_entries(skel->maps.stack_traces));
+    if (births_ && births_->lost() != 0)
+        fmt::print(stderr,
+                   "memstall: {} cgroups made or removed were not seen (their ring buffer was "
+                   "full): a row of one removed before its interval was printed shows its id\n",
+                   births_->lost());
     return end_run("stalls", o_.common.verbosity());
 }
 

@@ -15,6 +15,7 @@
 #include "kernel/cgroups.h"
 #include "kernel/process_titles.h"
 #include "kernel/workloads.h"
+#include "loading/cgroup_births.h"
 #include "loading/stacks.h"
 #include "loading/symbols.h"
 #include "memlat/memstall.h"
@@ -111,7 +112,10 @@ class Memstall final : public Tool<memstall_bpf, Options, tool_name>, public Pro
     bool memcg_on_v1_ = memory_controller_on_v1();
     CgroupPathCache cgroup_cache_{memcg_on_v1_}; // --prometheus-labels cgroup
     WorkloadNames names_{o_.common.verbosity()}; // -C: what runs in each cgroup
-    ProcessTitles titles_;                       // the COMMAND column
+    // -C: the cgroups made while it runs, named as they are made (null where the kernel
+    // refuses): a container gone before its interval is printed keeps its path and names.
+    std::unique_ptr<CgroupBirths> births_;
+    ProcessTitles titles_; // the COMMAND column
     WorkloadNames metric_names_{o_.common.verbosity(),
                                 WorkloadNames::Lookups::once}; // the same for the series' labels
     bool has_memstall_flag_ = false;

@@ -52,8 +52,13 @@ void Memstall::print_interval(memstall_bpf &skel) {
     memstall::Snapshot now = take_snapshot();
     const auto grouping = o_.per_cgroup ? memstall::Grouping::Cgroup : memstall::Grouping::Process;
     std::map<uint64_t, std::string> paths;
-    if (o_.per_cgroup)
+    if (o_.per_cgroup) {
         paths = cgroup_paths(memcg_on_v1_);
+        if (births_) {
+            births_->add_to(paths);
+            births_->teach(names_);
+        }
+    }
     auto rows = memstall::rows(now, before_, grouping, paths);
     // Only what stalled; with -p the process asked for has a row even at zero.
     std::erase_if(rows, [](const memstall::Row &r) { return r.total_ns() == 0; });
@@ -117,6 +122,8 @@ void Memstall::print_interval(memstall_bpf &skel) {
                        skel.bss->table_full);
     }
     before_ = std::move(now);
+    if (births_)
+        births_->interval_ended();
 }
 
 memstall::Snapshot Memstall::take_snapshot() {

@@ -208,12 +208,14 @@ int run_top(int argc, char **argv) {
     OutputFile *recording = record.is_open() ? &record : nullptr;
     auto source = memstall::load_stall_source(o.common, o.stacks);
     auto cache = o.page_cache ? load_page_cache(o.common) : nullptr;
+    // Before the ready line: a cgroup made from there on keeps its names when it goes.
+    auto births = CgroupBirths::start(source->memcg_on_v1(), o.common.verbosity());
     if (recording != nullptr)
         recording->truncate();
     install_stop_signals();
     announce_tracing("Watching memory stalls per cgroup...");
     if (!full_screen) {
-        Top top(o, std::move(source), std::move(cache), nullptr, recording);
+        Top top(o, std::move(source), std::move(cache), std::move(births), nullptr, recording);
         // Stopped by a signal or -d within an interval: its rows too, so that every stall
         // since start is in some interval of -b and -j.
         if (!run_until_stopped(o.common, sleep_for, [&] { top.refresh(); }))
@@ -222,7 +224,7 @@ int run_top(int argc, char **argv) {
         return 0;
     }
     FullScreen screen;
-    Top top(o, std::move(source), std::move(cache), &screen, recording);
+    Top top(o, std::move(source), std::move(cache), std::move(births), &screen, recording);
     run_screen(o, screen, top);
     return 0;
 }

@@ -26,9 +26,10 @@ double own_cpu_seconds() {
 } // namespace
 
 Top::Top(TopOptions &o, std::unique_ptr<memstall::StallSource> source,
-         std::unique_ptr<cachestat::CacheSource> cache, FullScreen *screen, OutputFile *record)
-    : o_(o), source_(std::move(source)), cache_(std::move(cache)), screen_(screen), record_(record),
-      v1_(source_->memcg_on_v1()), all_(o.all) {
+         std::unique_ptr<cachestat::CacheSource> cache, std::unique_ptr<CgroupBirths> births,
+         FullScreen *screen, OutputFile *record)
+    : o_(o), source_(std::move(source)), cache_(std::move(cache)), births_(std::move(births)),
+      screen_(screen), record_(record), v1_(source_->memcg_on_v1()), all_(o.all) {
     before_ = source_->take_snapshot();
     if (cache_)
         cache_before_ = cache_->take_snapshot();
@@ -95,7 +96,14 @@ top::CgroupInterval Top::cgroup_row(uint64_t id, const top::CauseTimes &stalls) 
     row.stalls = stalls;
     auto dir = dirs_.find(id);
     if (dir == dirs_.end()) {
-        row.path = fmt::format("(cgroup id {}, gone)", id);
+        // Gone since the walk: its path and names as it was made, when it was made while this
+        // ran; otherwise its id.
+        const auto born = births_ ? births_->find(id) : std::nullopt;
+        row.path = born ? born->path : fmt::format("(cgroup id {}, gone)", id);
+        if (born) {
+            row.name = born->workload.display();
+            row.workload = workload_json(born->workload);
+        }
         row.files_read = true; // nothing to read
         return row;
     }
@@ -184,9 +192,10 @@ void Top::refresh() {
     // coarse for a 1 s interval), RSS, and the BPF maps' memory.
     if (const auto usage = prometheus::own_process_usage()) {
         const double cpu = own_cpu_seconds();
-        host.self =
-            top::SelfCost{(cpu - cpu_before_) / host.interval_s, usage->resident_bytes,
-                          source_->map_memory_bytes() + (cache_ ? cache_->map_memory_bytes() : 0)};
+        host.self = top::SelfCost{
+            (cpu - cpu_before_) / host.interval_s, usage->resident_bytes,
+            source_->map_memory_bytes() + (cache_ ? cache_->map_memory_bytes() : 0) +
+                (births_ ? prometheus::object_map_memory_bytes(births_->object()) : 0)};
         cpu_before_ = cpu;
     }
 
@@ -197,6 +206,10 @@ void Top::refresh() {
         std::any_of(stalled.begin(), stalled.end(),
                     [&](const memstall::Row &r) { return !dirs_.contains(r.id); }))
         rescan_cgroups();
+    // What the cgroups made since were named as they were made: a record gone since (a
+    // container's, with it) still names its cgroup.
+    if (births_)
+        births_->teach(names_);
     std::map<uint64_t, cachestat::Counts> cache_of;
     count_page_cache(host, cache_of);
     std::vector<top::CgroupInterval> rows;
@@ -227,6 +240,8 @@ void Top::refresh() {
         for (size_t i = 0; i < rows.size() && i < rows_wanted(); ++i)
             read_files(rows[i]);
     }
+    if (births_)
+        births_->interval_ended();
     const std::string time = wall_clock_time();
     unmeasured_ = source_->unmeasured();
     table_full_ = source_->table_full();

@@ -19,6 +19,7 @@
 #include "kernel/memory_state.h"
 #include "kernel/process_titles.h"
 #include "kernel/workloads.h"
+#include "loading/cgroup_births.h"
 #include "sources/page_cache.h"
 #include "sources/stall_source.h"
 #include "top/top_format.h"
@@ -74,9 +75,11 @@ class Top {
   public:
     // Live: `source` is memstall's BPF side; each interval is appended to `record` (-o) unless
     // it is null. `o.common.interval` is changed by the d key.
-    // `cache`: cachestat's, or null (not loaded: no page-cache columns).
+    // `cache`: cachestat's, or null (not loaded: no page-cache columns). `births`: the cgroups
+    // made while it runs (null: only those its walks find are named).
     Top(TopOptions &o, std::unique_ptr<memstall::StallSource> source,
-        std::unique_ptr<cachestat::CacheSource> cache, FullScreen *screen, OutputFile *record);
+        std::unique_ptr<cachestat::CacheSource> cache, std::unique_ptr<CgroupBirths> births,
+        FullScreen *screen, OutputFile *record);
     // The replay of `recording` (--replay): on the screen its first interval at once, and the next
     // at each refresh; with -b or -j, one interval each refresh.
     Top(TopOptions &o, const top::Recording &recording, FullScreen *screen);
@@ -121,6 +124,7 @@ class Top {
     TopOptions &o_;
     std::unique_ptr<memstall::StallSource> source_; // null in a replay
     std::unique_ptr<cachestat::CacheSource> cache_; // null in a replay or --no-page-cache
+    std::unique_ptr<CgroupBirths> births_;          // cgroups made since start (null: refused)
     cachestat::CgroupSnapshot cache_before_;
     FullScreen *screen_;                     // null with -b and -j
     const top::Recording *replay_ = nullptr; // --replay

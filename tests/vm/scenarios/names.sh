@@ -8,6 +8,11 @@
 # as MEMLAT_HOST_ROOT. A toucher over the container's memory.high (16 MiB, 18 MiB touched, no
 # swap) stalls in the high throttle. memstall -C and memlat top -j -a name its row
 # shop/checkout-7d9f/web; memstall -G shop/checkout-7d9f/web selects the toucher alone.
+#
+# names.brief_v2: a container that comes and goes while memstall -C runs: its bundle, then its
+# cgroup, a toucher over its memory.high run to its end, then the cgroup and the bundle removed,
+# all before memstall prints. Its row still has its path and names (memstall reads them as the
+# cgroup is made: tracepoint cgroup:cgroup_mkdir, on the default hierarchy's id 0).
 
 NAMES_UID=3f2a9c1e-7b6d-4c2a-9e1f-0123456789ab
 NAMES_ID=4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e
@@ -56,4 +61,33 @@ names_k8s_v2() {
     vm_end
 }
 
+names_brief_v2() {
+    vm_begin names.brief_v2
+    if vm_have memstall; then
+        echo +memory > /sys/fs/cgroup/cgroup.subtree_control
+        id=9f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0
+        bundle=$NAMES_ROOT/run/containerd/io.containerd.runtime.v2.task/k8s.io/$id
+        cg=/sys/fs/cgroup/cri-containerd-$id.scope
+        vm_meta cgroup "${cg#/sys/fs/cgroup}"
+        if vm_tool brief MEMLAT_HOST_ROOT=$NAMES_ROOT memstall -j -C -v; then
+            mkdir -p $bundle
+            printf '%s' '{"annotations": {"io.kubernetes.cri.container-type": "container",' \
+                '"io.kubernetes.cri.container-name": "job",' \
+                '"io.kubernetes.cri.sandbox-name": "batch-1",' \
+                '"io.kubernetes.cri.sandbox-namespace": "jobs",' \
+                "\"io.kubernetes.cri.sandbox-uid\": \"$NAMES_UID\"}}" > $bundle/config.json
+            mkdir "$cg"
+            echo $((16 << 20)) > "$cg/memory.high"
+            vm_run toucher anon_toucher --mb 18 --cgroup "$cg"
+            rmdir "$cg"
+            rm -rf $NAMES_ROOT
+        fi
+        vm_stop brief
+        rmdir "$cg" 2> /dev/null
+        rm -rf $NAMES_ROOT
+    fi
+    vm_end
+}
+
 names_k8s_v2
+names_brief_v2
