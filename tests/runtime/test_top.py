@@ -684,7 +684,7 @@ def _(t: Test):
     cgroup stalls in reclaim: the stalled cgroup is the first row; h shows the keys and any key
     returns; > and < change the sorted column the status line names; Enter opens the selected
     cgroup into its processes, whose pids are the cgroup's own (its cgroup.procs) and include
-    the reader's; Enter there opens the selected process into its threads (ids of its
+    the reader's, under its command line (COMMAND); Enter there opens the selected process into its threads (ids of its
     /proc/PID/task); Esc goes back, and back again; / filters the rows (none for a text no path has, the reader's
     cgroup for its name) and Esc drops the filter; space holds the screen (its header's time
     stays) and space again goes on; a terminal made too small says so, and the table comes back
@@ -724,6 +724,14 @@ def _(t: Test):
         t.check_in("the reader's pid among the processes shown", reader.pid, pids, "pids")
         t.check_eq("processes shown outside the cgroup's cgroup.procs", set(),
                    pids - members)
+        # Its COMMAND column: the title the reader runs under, as /proc/PID/cmdline has it
+        # (NULs as spaces), cut where the pane ends.
+        title = read_file(f"/proc/{reader.pid}/cmdline").replace("\0", " ").strip()
+        row = next((ln for ln in opened if ln.split()[:1] == [str(reader.pid)]), "")
+        shown = row[row.find(title[:12]):].rstrip() if title[:12] in row else ""
+        t.check(len(shown) >= 20 and title.startswith(shown),
+                "the reader's COMMAND: its command line (/proc/PID/cmdline)", title[:60],
+                shown or row)
         # Enter on the selected process: its threads, whose ids are the process's own.
         threads, heading = open_view(t, screen, "Enter on a process: its threads",
                                      "Threads of process ", "Enter")
