@@ -249,6 +249,10 @@ json workload_json(const Workload &w) {
     return out;
 }
 
+bool records_answered(const Workload &w) {
+    return w.source != "path" || (w.container_id.empty() && w.pod_uid.empty());
+}
+
 std::string host_root() {
     const char *env = getenv("MEMLAT_HOST_ROOT");
     std::string root = env ? env : "";
@@ -435,8 +439,7 @@ const Workload &WorkloadNames::of(uint64_t cgroup_id, std::string_view path) {
     Workload found = find_workload(path, root_, &records_);
     // Named beyond the path's ids, or nothing to look for: kept; otherwise looked for again,
     // each time a little later.
-    const bool final = lookups_ == Lookups::once || found.source != "path" ||
-                       (found.container_id.empty() && found.pod_uid.empty());
+    const bool final = lookups_ == Lookups::once || records_answered(found);
     std::chrono::seconds wait{1};
     if (it != cache_.end())
         wait = std::min(it->second.retry_after * 2, std::chrono::seconds(64));

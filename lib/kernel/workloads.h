@@ -44,6 +44,11 @@ struct Workload {
     std::string display() const;
 };
 
+// Whether the records gave all they will for `w`: true when one named it, or when its path
+// names neither a container nor a pod (no record to read); false when a later lookup may
+// name it (a runtime writes its records around the time it makes the cgroup).
+bool records_answered(const Workload &w);
+
 // JSON's "workload": the non-empty fields by their names in docs/output.md (`namespace`,
 // `pod`, `container`, ...), null when nothing is known.
 nlohmann::json workload_json(const Workload &w);

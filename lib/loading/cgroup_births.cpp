@@ -43,12 +43,6 @@ constexpr std::chrono::milliseconds gather_wait{20};
 constexpr std::chrono::milliseconds retry_waits[] = {std::chrono::milliseconds(200),
                                                      std::chrono::milliseconds(1000)};
 
-// Whether a lookup's answer is all its records will give: named by one, or a cgroup that no
-// record names (neither a container's nor a pod's). As WorkloadNames decides.
-bool final_answer(const Workload &w) {
-    return w.source != "path" || (w.container_id.empty() && w.pod_uid.empty());
-}
-
 class WatchedBirths final : public CgroupBirths {
   public:
     WatchedBirths(bool v1_memory, const Verbosity &v, std::string root)
@@ -186,7 +180,7 @@ class WatchedBirths final : public CgroupBirths {
                 continue;
             }
             Workload w = find_workload(r.path, root_, &records_);
-            const bool found = final_answer(w);
+            const bool found = records_answered(w);
             if (found)
                 say(r.path, w);
             if (found || r.tries == 0) {
