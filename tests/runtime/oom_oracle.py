@@ -111,6 +111,16 @@ class KernelLog:
 OOM_HEADER_WINDOW_S = 5.0
 
 
+def oom_kill_count(path: str) -> int:
+    """The cgroup's own count of OOM kills: memory.oom_control's (v1) or memory.events' (v2)
+    oom_kill."""
+    for name in ("memory.oom_control", "memory.events"):
+        text = read_file(os.path.join(path, name), "")
+        if m := re.search(r"^oom_kill (\d+)$", text, re.M):
+            return int(m.group(1))
+    return 0
+
+
 def wait_for_whole_oom_reports() -> float:
     """Waits until the kernel will print the next kills' reports whole (the oom-kill: line
     with oom_memcg is in the rate-limited header): until a header window has passed since the

@@ -29,21 +29,11 @@ from tolerances import FTRACE_WINDOW_TIME  # noqa: E402
 from memlat_test import (FtraceOracle, MemoryCgroup, Test, Tool, Workload, binary,  # noqa: E402
                          check_bad_arguments, check_help, hierarchy_path, log, main, read_file,
                          oracle_durations_ns, remove_cgroup_dir, scenario, skip, write_file)
-from oom_oracle import (KernelLog, check_against_log, require_oom_kills_allowed,  # noqa: E402
-                        rss_slack_kb)
+from oom_oracle import (KernelLog, check_against_log, oom_kill_count,  # noqa: E402
+                        require_oom_kills_allowed, rss_slack_kb)
 
 MIB = 1 << 20
 LIMIT = 64 * MIB
-
-
-def oom_kill_count(path: str) -> int:
-    """The cgroup's own count of OOM kills: memory.oom_control's (v1) or memory.events' (v2)
-    oom_kill."""
-    for name in ("memory.oom_control", "memory.events"):
-        text = read_file(os.path.join(path, name), "")
-        if m := re.search(r"^oom_kill (\d+)$", text, re.M):
-            return int(m.group(1))
-    return 0
 
 
 class ChildCgroup:

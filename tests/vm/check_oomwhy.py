@@ -103,10 +103,13 @@ def high(t: Test, b: Block) -> None:
 @checker("oomwhy.global")
 def global_oom(t: Test, b: Block) -> None:
     ours, kernel = _reports(t, b)
-    for r in ours:
+    for i, r in enumerate(ours):
         t.check_eq("constraint", "global", r["constraint"])
-        t.check_eq("the victim: the hog (oom_score_adj 1000)", ("anon_toucher", 1000),
-                   (r["victim"]["comm"], r["victim"].get("oom_score_adj")))
+        # A second kill may follow while the hog's memory is not yet back (its victim is the
+        # kernel's choice, reported like the first).
+        if i == 0:
+            t.check_eq("the first victim: the hog (oom_score_adj 1000)", ("anon_toucher", 1000),
+                       (r["victim"]["comm"], r["victim"].get("oom_score_adj")))
         # MemTotal + SwapTotal (none) in 4 KiB pages, as oomkill's totalpages.
         t.check_eq("pages: the guest's memory", int(b.meta["total_kb"]) // 4, r["pages"])
         log(f"  the page allocator checked {r['lead_up']['retry_checks']} times whether to "
