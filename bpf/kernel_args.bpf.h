@@ -133,4 +133,59 @@ static __always_inline struct reclaim_begin reclaim_begin_of(__u64 first, __u64 
  * sets dirty_pause_arg from the prototype's length (memstall); tracepoint_arg() reads it. */
 const volatile __u8 dirty_pause_arg = 6;
 
+/* ---- mmap_lock:mmap_lock_start_locking, _acquire_returned, _released
+ *
+ * (struct mm_struct *mm, const char *memcg_path, bool write[, bool success]) from 5.11 to 6.12
+ * at least (the kernel formats the caller's memory cgroup path at each lock operation while
+ * any program or ftrace has them on); (mm, bool write[, bool success]) since "mm: mmap_lock:
+ * optimize mmap_lock tracepoints" (Shakeel Butt, November 2024; 6.18 and 7.3 have it), whose
+ * classic event has a memcg_id.
+ * User space sets mmap_lock_memcg_path from the prototype (mmap_lock_passes_memcg_path()); the
+ * classic tracepoints read mm, write and success by name on both. */
+const volatile bool mmap_lock_memcg_path = false;
+
+/* tracepoint_arg()'s position of `write` (success follows it). */
+static __always_inline __u8 mmap_lock_write_arg(void) {
+    return mmap_lock_memcg_path ? 2 : 1;
+}
+
+/* The three ways into each mmap_lock event, calling the tool's `on_start(mm, write)`,
+ * `on_acquired(ctx, mm, write, success)` and `on_released(ctx, mm, write)`. */
+#define MEMLAT_MMAP_LOCK_PROGRAM(event, prefix, kind, section, call)                               \
+    SEC(section "mmap_lock_" #event)                                                               \
+    int prefix##_##kind(void *ctx) {                                                               \
+        struct mm_struct *mm = (struct mm_struct *)tracepoint_arg(ctx, 0);                         \
+        bool write = tracepoint_arg(ctx, mmap_lock_write_arg());                                   \
+                                                                                                   \
+        call;                                                                                      \
+        return 0;                                                                                  \
+    }
+
+#define MEMLAT_MMAP_LOCK_PROGRAMS(on_start, on_acquired, on_released)                              \
+    MEMLAT_MMAP_LOCK_PROGRAM(start_locking, start_locking, btf, "tp_btf/", on_start(mm, write))    \
+    MEMLAT_MMAP_LOCK_PROGRAM(start_locking, start_locking, raw, "raw_tp/", on_start(mm, write))    \
+    MEMLAT_MMAP_LOCK_PROGRAM(                                                                      \
+        acquire_returned, acquire_returned, btf, "tp_btf/",                                        \
+        on_acquired(ctx, mm, write, tracepoint_arg(ctx, mmap_lock_write_arg() + 1)))               \
+    MEMLAT_MMAP_LOCK_PROGRAM(                                                                      \
+        acquire_returned, acquire_returned, raw, "raw_tp/",                                        \
+        on_acquired(ctx, mm, write, tracepoint_arg(ctx, mmap_lock_write_arg() + 1)))               \
+    MEMLAT_MMAP_LOCK_PROGRAM(released, released, btf, "tp_btf/", on_released(ctx, mm, write))      \
+    MEMLAT_MMAP_LOCK_PROGRAM(released, released, raw, "raw_tp/", on_released(ctx, mm, write))      \
+    SEC("tracepoint/mmap_lock/mmap_lock_start_locking")                                            \
+    int start_locking_tp(struct trace_event_raw_mmap_lock *ctx) {                                  \
+        on_start(ctx->mm, ctx->write);                                                             \
+        return KEEP_EVENT;                                                                         \
+    }                                                                                              \
+    SEC("tracepoint/mmap_lock/mmap_lock_acquire_returned")                                         \
+    int acquire_returned_tp(struct trace_event_raw_mmap_lock_acquire_returned *ctx) {              \
+        on_acquired(ctx, ctx->mm, ctx->write, ctx->success);                                       \
+        return KEEP_EVENT;                                                                         \
+    }                                                                                              \
+    SEC("tracepoint/mmap_lock/mmap_lock_released")                                                 \
+    int released_tp(struct trace_event_raw_mmap_lock *ctx) {                                       \
+        on_released(ctx, ctx->mm, ctx->write);                                                     \
+        return KEEP_EVENT;                                                                         \
+    }
+
 #endif

@@ -188,6 +188,22 @@ std::optional<bool> reclaim_begin_gfp_first(std::string_view tracepoint, std::st
     return std::nullopt;
 }
 
+std::optional<bool> mmap_lock_passes_memcg_path(std::string &why) {
+    auto prototype = tracepoint_prototype("mmap_lock_start_locking", why);
+    if (!prototype)
+        return std::nullopt;
+    // void *__data, struct mm_struct *mm, then the path (a pointer) or write (a bool).
+    const auto &p = *prototype;
+    using Kind = TracepointParameter::Kind;
+    if (p.size() == 4 && p[1].kind == Kind::Pointer && p[2].kind == Kind::Pointer &&
+        p[3].kind == Kind::Int)
+        return true;
+    if (p.size() == 3 && p[1].kind == Kind::Pointer && p[2].kind == Kind::Int)
+        return false;
+    why = "btf_trace_mmap_lock_start_locking is neither (mm, memcg_path, write) nor (mm, write)";
+    return std::nullopt;
+}
+
 std::optional<int> dirty_pause_position() {
     // (..., period, pause, start_time): the pause is always the second to last.
     const auto params = tracepoint_parameters("balance_dirty_pages");

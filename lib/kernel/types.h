@@ -64,6 +64,11 @@ std::string compaction_control_missing();
 // Whether oom:mark_victim passes the victim's task (5.10.y and 6.1+) rather than its pid
 // (before): tp_btf and raw_tp read the task; `why` says what the prototype is when not.
 bool mark_victim_passes_task(std::string &why);
+// Whether mmap_lock:mmap_lock_* pass (mm, const char *memcg_path, bool write, ...) as 5.11 to
+// 6.12 do (true) or (mm, bool write, ...) as 6.18 and 7.3 do (false): tp_btf and raw_tp read
+// `write` by position (kernel_args.bpf.h). nullopt, with `why`, for a prototype of neither shape
+// or none.
+std::optional<bool> mmap_lock_passes_memcg_path(std::string &why);
 // What -v says of it: the order read, or why the classic tracepoints read them by name.
 std::string reclaim_begin_order_text(const std::optional<bool> &gfp_first, const std::string &why);
 

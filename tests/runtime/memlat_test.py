@@ -661,7 +661,8 @@ class FtraceOracle:
         """Disables the events; returns {EVENT (without SYSTEM/): [its fields as
         {name: value string}, ...]} in trace order, for every event asked for. Each event also
         has "_ts": its timestamp in seconds (the trace clock, microseconds in the text), "_tid"
-        and "_cpu", the thread and the CPU it happened on."""
+        and "_cpu", the thread and the CPU it happened on, and "_seq" its place in the trace
+        (events of one microsecond keep their order)."""
         for e in self.events:
             write_file(self._control(e, "enable"), "0")
         text = read_file(os.path.join(self.path, "trace"))
@@ -671,11 +672,12 @@ class FtraceOracle:
         line_re = re.compile(r" (\d+\.\d+): (" + "|".join(re.escape(name) for name in out) +
                              r"): (.*)$")
         tid_re = re.compile(r"-(\d+) +\[(\d+)\]")
-        for line in text.splitlines():
+        for seq, line in enumerate(text.splitlines()):
             m = line_re.search(line)
             if m:
                 fields = dict(re.findall(r"(\w+)=(\S+)", m.group(3)))
                 fields["_ts"] = m.group(1)
+                fields["_seq"] = seq
                 tid = tid_re.search(line)
                 fields["_tid"] = tid.group(1) if tid else ""
                 fields["_cpu"] = tid.group(2) if tid else ""

@@ -228,6 +228,7 @@ def _(t: Test):
     t.check_eq("the type row's kinds of line", sorted(LINE_KINDS), sorted(kinds))
     runs = {tool: [["-j", "-d", "1.2", "0.5"]] for tool in TOOLS + ["top"]}
     runs["oomwhy"] = [["-j", "-d", "1"]]
+    runs["lockstall"] = [["-j", "-d", "1"]]  # events, then its summary: no interval
     for tool in ("drsnoop", "compactsnoop"):  # events and a summary; -H intervals
         runs[tool] = [["-j", "-d", "1"], ["-j", "-H", "-d", "1.2", "0.5"]]
     # Events and the final count (every task switch flushes: there are events in a second).
@@ -246,8 +247,9 @@ def _(t: Test):
             # run of a second, without a kill, prints only that), the others with an interval
             # (tlbflush --trace: the final count); before it, events or intervals (-H).
             body = "event" if "--trace" in args or (
-                "-H" not in args and tool in ("drsnoop", "compactsnoop")) else "interval"
-            last = "summary" if tool in ("drsnoop", "compactsnoop", "cachestat", "oomwhy") or \
+                "-H" not in args and tool in ("drsnoop", "compactsnoop", "lockstall")) else "interval"
+            last = "summary" if tool in ("drsnoop", "compactsnoop", "cachestat", "oomwhy",
+                                         "lockstall") or \
                 (tool == "memstall" and "-s" in args) else "interval"
             start = time.time()
             res = run([binary("memlat"), tool, *args], timeout=60)

@@ -67,8 +67,8 @@ def http_get(url: str, headers: Optional[dict] = None, timeout: float = 5.0) -> 
         return e.code, dict(e.headers), e.read().decode("utf-8", "replace")
 
 
-ALL_TOOLS = ("cachestat", "compactsnoop", "drsnoop", "memstall", "numamove", "oomwhy",
-             "tlbflush")
+ALL_TOOLS = ("cachestat", "compactsnoop", "drsnoop", "lockstall", "memstall", "numamove",
+             "oomwhy", "tlbflush")
 # The long names of the short options the scenarios give, for `memlat exporter --TOOL.NAME`.
 LONG_NAMES = {"tlbflush": {"-L": "latency", "-c": "cpu", "-p": "pid"},
               "drsnoop": {"-k": "kind", "-G": "cgroup", "-p": "pid", "-t": "tid"},
@@ -931,6 +931,7 @@ ALL_FAMILIES = {
     "cachestat": ["--prometheus-labels", "comm"],
     "memstall": ["--prometheus-labels", "cgroup", "--profiles"],
     "oomwhy": [],
+    "lockstall": [],
 }
 # Documented families this kernel cannot show, and why.
 CONDITIONAL = {

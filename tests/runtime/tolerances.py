@@ -128,3 +128,10 @@ TOP_RATE_INTERVALS = _tolerance(
     why="a rate is pages over the interval's measured length, which runs a little past the "
         "0.25 s asked for, and is printed rounded to a page a second: measured -0.02% and "
         "-0.07% over about 516,000 pages")
+LOCK_WAIT_TOTAL = _tolerance(
+    "lock_wait_total", 0.02,
+    "the summed time of ftrace's mmap_lock waits of 1 ms or more, start_locking to "
+    "acquire_returned per thread (lockstall's waits, matched wait for wait)",
+    "both read CLOCK_MONOTONIC at the same two tracepoints, a little apart (20-35 us when a "
+    "timer tick comes between the two probes): measured -0.12% and -0.23% over 0.4-2.3 s of "
+    "waits")

@@ -1,0 +1,128 @@
+// lockstall, what is read back: the waits' lines, the summary at exit and the Prometheus
+// families.
+#include <algorithm>
+#include <cstring>
+#include <fmt/format.h>
+#include <span>
+
+#include "cli/output.h"
+#include "loading/loader.h"
+#include "lockstall_tool.h"
+
+using nlohmann::json;
+
+namespace memlat::lockstall {
+
+std::string Lockstall::operation(int32_t stack_id) {
+    if (stack_id < 0 || !symbolizer_)
+        return "?";
+    return operation_of(symbolizer_->kernel(stack_id));
+}
+
+void Lockstall::print_event(const lockstall_wait &e) {
+    if (first_ns_ == 0)
+        first_ns_ = e.ts_ns - e.wait_ns;
+    const double time_s = static_cast<double>(static_cast<int64_t>(e.ts_ns - first_ns_)) / 1e9;
+    const std::string op = operation(e.stack_id);
+    const std::vector<lockstall_hold> holders = holders_of(e);
+    std::vector<std::string> ops;
+    for (const lockstall_hold &h : holders)
+        ops.push_back(operation(h.stack_id));
+    if (o_.common.json) {
+        json j = wait_json(e, time_s, op, holders, ops);
+        const uint64_t cgroup_id = e.cgroup_id;
+        const auto path = event_cgroups_.paths_of(std::span(&cgroup_id, 1));
+        j["cgroup"] = path.empty() ? json(nullptr) : json(path.begin()->second);
+        if (o_.stacks) {
+            j["stack"] = symbolizer_->kernel(e.stack_id);
+            for (size_t i = 0; i < holders.size(); ++i)
+                j["holders"][i]["stack"] = symbolizer_->kernel(holders[i].stack_id);
+        }
+        if (o_.common.timestamp)
+            j["wall_time"] = wall_clock_time();
+        print_json_line(event_line, j);
+        return;
+    }
+    fmt::print("{}\n", wait_line(e, time_s, op, format_));
+    if (o_.stacks)
+        for (const std::string &frame : symbolizer_->kernel(e.stack_id))
+            fmt::print("        {}\n", frame);
+    for (size_t i = 0; i < holders.size(); ++i) {
+        fmt::print("{}\n", holder_line(holders[i], i == 0, ops[i]));
+        if (o_.stacks)
+            for (const std::string &frame : symbolizer_->kernel(holders[i].stack_id))
+                fmt::print("        {}\n", frame);
+    }
+    if (e.holders_missing)
+        fmt::print("  (more holders than kept: the oldest are not shown)\n");
+    else if (holders.empty())
+        fmt::print("  (no hold of --min-hold or more ended during it)\n");
+}
+
+void Lockstall::print_summary(lockstall_bpf &skel, const EventReader *events) {
+    const uint64_t lost =
+        events != nullptr ? events->lost(skel.bss->dropped_events) : skel.bss->dropped_events;
+    auto rows = read_hash_map<lockstall_proc_key, lockstall_summary>(skel.maps.summaries);
+    std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
+        return a.second.total_ns != b.second.total_ns ? a.second.total_ns > b.second.total_ns
+                                                      : a.first.pid < b.first.pid;
+    });
+    const auto *bss = skel.bss;
+    auto comm = [](const lockstall_summary &s) {
+        return std::string(s.comm, strnlen(s.comm, sizeof(s.comm)));
+    };
+    if (o_.common.json) {
+        json list = json::array(), totals = json::array();
+        for (const auto &[k, s] : rows)
+            list.push_back({{"pid", k.pid},
+                            {"comm", comm(s)},
+                            {"mode", mode_name(k.write)},
+                            {"waits", s.waits},
+                            {"total_ns", s.total_ns},
+                            {"total_ms", s.total_ns / 1e6},
+                            {"max_ns", s.max_ns},
+                            {"max_ms", s.max_ns / 1e6}});
+        for (int w = 0; w < 2; ++w)
+            totals.push_back({{"mode", mode_name(w)},
+                              {"waits", bss->totals[w].waits},
+                              {"total_ns", bss->totals[w].total_ns},
+                              {"slow_waits", bss->totals[w].slow_waits},
+                              {"slow_ns", bss->totals[w].slow_ns}});
+        print_json_line(summary_line, {{"summary", list},
+                                       {"totals", totals},
+                                       {"lost_events", lost},
+                                       {"table_full", bss->table_full},
+                                       {skipped_runs_field, recursion_misses(skel.obj)}});
+        return;
+    }
+    flush_output();
+    fmt::print(stderr, "\nWaits for mmap_lock of {:g} ms or more, by process:\n", o_.min_wait_ms);
+    fmt::print(stderr, "{:<7} {:<16} {:<5} {:>8} {:>12} {:>10}\n", "PID", "COMM", "MODE", "WAITS",
+               "TOTAL(ms)", "MAX(ms)");
+    for (const auto &[k, s] : rows)
+        fmt::print(stderr, "{:<7} {:<16} {:<5} {:>8} {:>12.3f} {:>10.3f}\n", k.pid, comm(s),
+                   mode_name(k.write), s.waits, s.total_ns / 1e6, s.max_ns / 1e6);
+    for (int w = 0; w < 2; ++w)
+        fmt::print(stderr, "All {} waits: {} ({:.3f} ms), {} of them slow ({:.3f} ms)\n",
+                   mode_name(w), bss->totals[w].waits, bss->totals[w].total_ns / 1e6,
+                   bss->totals[w].slow_waits, bss->totals[w].slow_ns / 1e6);
+    if (lost != 0)
+        fmt::print(stderr, "\nLost {} waits: the {} was full (the summary still counts them).\n",
+                   lost, events != nullptr ? events->name() : "ring buffer");
+    if (bss->table_full != 0)
+        fmt::print(stderr, "\n{} waits or holds not counted: a BPF table was full.\n",
+                   bss->table_full);
+}
+
+CountedLosses Lockstall::collect(prometheus::Exposition &out) {
+    Counts counts;
+    const auto *bss = skel().bss;
+    for (int w = 0; w < 2; ++w) {
+        counts.totals[w] = bss->totals[w];
+        std::copy(std::begin(bss->hist[w]), std::end(bss->hist[w]), counts.hist_us[w].begin());
+    }
+    metrics_->collect(counts, out);
+    return CountedLosses{bss->dropped_events, bss->table_full, 0};
+}
+
+} // namespace memlat::lockstall
