@@ -1551,7 +1551,7 @@ def kernel_at_least(major: int, minor: int) -> bool:
 def required_capabilities(tool: str, args: Sequence[str]) -> list[str]:
     """The capabilities docs/least-privilege.md names for TOOL ARGS: CAP_BPF and
     CAP_PERFMON for every tool; CAP_SYSLOG where kernel addresses are read (tlbflush -L,
-    --culprits, -s; compactsnoop -K before 5.16; memstall before 5.17); CAP_SYS_PTRACE for
+    --culprits, -s; compactsnoop -K and lockstall before 5.16; memstall before 5.17); CAP_SYS_PTRACE for
     tlbflush's and memstall's -s (user stacks); CAP_DAC_READ_SEARCH and CAP_SYS_PTRACE for
     cachestat -f's paths."""
     if tool == "memlat" and args[:1] == ["exporter"]:
@@ -1575,7 +1575,8 @@ def required_capabilities(tool: str, args: Sequence[str]) -> list[str]:
     symbolised = {"tlbflush": {"-L", "--latency", "--culprits", "-s", "--stacks"}}.get(tool, set())
     if not kernel_at_least(5, 16):
         symbolised |= {"compactsnoop": {"-K", "--kernel-stack"}}.get(tool, set())
-    if flags & symbolised or (tool == "memstall" and not kernel_at_least(5, 17)):
+    if flags & symbolised or (tool == "memstall" and not kernel_at_least(5, 17)) or \
+            (tool == "lockstall" and not kernel_at_least(5, 16)):
         caps.append("syslog")
     if tool in ("tlbflush", "memstall") and flags & {"-s", "--stacks"}:
         caps.append("sys_ptrace")  # user stacks: the libraries through /proc/PID/root

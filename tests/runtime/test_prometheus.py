@@ -75,7 +75,8 @@ LONG_NAMES = {"tlbflush": {"-L": "latency", "-c": "cpu", "-p": "pid"},
               "compactsnoop": {"-k": "kind", "-p": "pid"},
               "numamove": {"-p": "pid"},
               "cachestat": {"-p": "pid", "-G": "cgroup"},
-              "memstall": {"-p": "pid", "-t": "tid", "-G": "cgroup"}}
+              "memstall": {"-p": "pid", "-t": "tid", "-G": "cgroup"},
+              "lockstall": {"-p": "pid"}}
 
 
 def exporter_args(tool: str, args: tuple) -> list[str]:
@@ -634,6 +635,61 @@ def _(t: Test, serving: Serving):
                 t.check_eq(f"{what}: memlat_series_dropped_total", 1.0,
                            float(dropped.group(1)) if dropped else float("nan"))
             check_stopped(t, tool, "oomwhy")
+
+
+# ---------------------------------------------------------------- lockstall
+
+@both_servings("lockstall_convoy_vs_ftrace")
+def _(t: Test, serving: Serving):
+    """memlat_mmap_lock_slow_waits_total and _slow_wait_seconds_total of a convoy's process
+    (-p) against an ftrace instance on the mmap_lock events of the workload's threads
+    (lock_oracle.py), wait for wait as the text output is checked: the writes of 1 ms or more
+    the oracle pairs (those within EDGE_NS of 1 ms on either side) and their time; every wait
+    of every thread in memlat_mmap_lock_wait_seconds, at least the workload's."""
+    from lock_oracle import EDGE_NS, EVENTS, MIN_WAIT_NS, pair
+    from tolerances import LOCK_WAIT_TOTAL
+    if not os.path.isdir("/sys/kernel/tracing/events/mmap_lock"):
+        skip("the kernel has no mmap_lock tracepoints (Linux 5.11+)")
+    with Workload("lock_convoy", "--seconds", "1", held=True) as w:
+        with serving.tool("lockstall", "-p", str(w.pid)) as tool:
+            port = exporter_port(tool)
+            with FtraceOracle(EVENTS, w.pid, buffer_kb=65536, clock="mono",
+                              threads=True) as oracle:
+                w.release()
+                t.require(w.wait_exit(60) == 0, "lock_convoy's exit status", 0,
+                          w.proc.returncode)
+                events = oracle.stop()
+            _, response = timed_scrape(port)
+        check_stopped(t, tool, "lockstall")
+    text = response.decode("utf-8", "replace")
+
+    def sample(name: str, mode: str) -> float:
+        for labels, value in re.findall(rf"^{name}\{{([^}}]*)\}} (\S+)$", text, re.M):
+            if f'mode="{mode}"' in labels.split(","):
+                return float(value)
+        return float("nan")
+
+    waits, _ = pair(events)
+    # The writers are the workload's process (-p); the reader, another process, waits to read.
+    writes = [w["end"] - w["start"] for w in waits if w["write"]]
+    clear = [d for d in writes if d >= MIN_WAIT_NS + EDGE_NS]
+    edge = [d for d in writes if abs(d - MIN_WAIT_NS) < EDGE_NS]
+    slow = sample("memlat_mmap_lock_slow_waits_total", "write")
+    log(f"  oracle: {len(writes)} write waits, {len(clear)} of 1 ms or more, {len(edge)} at the "
+        f"edge; served: {slow}")
+    t.require(len(clear) >= 50, "write waits of 1 ms or more (oracle)", ">= 50", len(clear))
+    t.check(len(clear) <= slow <= len(clear) + len(edge),
+            "memlat_mmap_lock_slow_waits_total{mode=write}: the oracle's writes of 1 ms or more",
+            f"{len(clear)}-{len(clear) + len(edge)}", slow)
+    # The edge's waits may be in it or not: half their time either way.
+    t.check_close(f"memlat_mmap_lock_slow_wait_seconds_total{{mode=write}} "
+                  f"({LOCK_WAIT_TOTAL.name}, or the edge's waits)",
+                  (sum(clear) + sum(edge) / 2) / 1e9,
+                  sample("memlat_mmap_lock_slow_wait_seconds_total", "write"),
+                  rel_tol=LOCK_WAIT_TOTAL.rel, abs_tol=sum(edge) / 2e9)
+    count = sample("memlat_mmap_lock_wait_seconds_count", "write")
+    t.check_ge("memlat_mmap_lock_wait_seconds_count{mode=write}: every write wait of every "
+               "thread, at least the workload's (oracle)", len(writes), count)
 
 
 # ---------------------------------------------------------------- compactsnoop

@@ -135,3 +135,24 @@ LOCK_WAIT_TOTAL = _tolerance(
     "both read CLOCK_MONOTONIC at the same two tracepoints, a little apart (20-35 us when a "
     "timer tick comes between the two probes): measured -0.12% and -0.23% over 0.4-2.3 s of "
     "waits")
+LOCK_WAIT_TOTAL_GUEST = _tolerance(
+    "lock_wait_total_guest", 0.05,
+    "the summed time of the guest's ftrace mmap_lock waits matched to lockstall's (VM matrix)",
+    "qemu's TCG runs the two vCPUs in turns on one host thread while the clock runs on: the "
+    "two probes of one tracepoint were up to 4.2 ms apart on 6.1 (a wait of 22.3 ms for the "
+    "tool, 18.1 ms for ftrace)")
+LOCK_WAITS_GUEST = _tolerance(
+    "lock_waits_guest", 0.10,
+    "the guest's ftrace mmap_lock waits of 1 ms or more, wait for wait (VM matrix: those one "
+    "side has and the other has not, or has under 1 ms)",
+    "the same skew of the two probes puts a wait on either side of 1 ms for one of them, or "
+    "apart by more than both ends can match: 0.3-4.3% of 256-341 waits in six runs on 6.1, "
+    "the most on the classic tracepoints (the perf record is filled between the two probes); "
+    "the host holds them to none")
+LOCK_ROOT_GUEST = _tolerance(
+    "lock_root_guest", 0.05,
+    "the waits whose first holder (by the guest's ftrace pairing) was the smaps_rollup reader: "
+    "lockstall names it the root (VM matrix; the host: every one)",
+    "a probe's skew also moves a hold's start or end: a writer's hold of 145 us for the tool "
+    "was under 50 us for ftrace, so the tool's first holder was that writer (134 of 135 on "
+    "7.3)")

@@ -1,6 +1,7 @@
 """Host checks of memlat exporter's VM scenario (tests/vm/scenarios/exporter.sh): one process
 with every tool on a Debian kernel, scraped once. Every tool runs (memlat_tool_up 1) but
-tlbflush on arm64, which must be down with its one-line reason while the others serve; each
+tlbflush on arm64 and lockstall before 5.11 (no mmap_lock tracepoints), which must be down
+with their one-line reason while the others serve; each
 running tool exports its own families and its self metrics with its tool label, and the
 exporter its own cost: the process_* families, each tool's BPF map memory, and (--bpf-stats:
 BPF_ENABLE_STATS, Linux 5.8) its programs' runs."""
@@ -13,7 +14,8 @@ import subprocess
 from memlat_test import Test, log
 from vmcheck import Block, checker, show_hooks
 
-TOOLS = ("cachestat", "compactsnoop", "drsnoop", "memstall", "numamove", "oomwhy", "tlbflush")
+TOOLS = ("cachestat", "compactsnoop", "drsnoop", "lockstall", "memstall", "numamove", "oomwhy",
+         "tlbflush")
 # A family of each tool's own, present from the first scrape.
 OWN_FAMILY = {"tlbflush": "memlat_tlb_remote_shootdowns_total",
               "drsnoop": "memlat_reclaim_stalls_total",
@@ -21,7 +23,11 @@ OWN_FAMILY = {"tlbflush": "memlat_tlb_remote_shootdowns_total",
               "numamove": "memlat_numa_task_moves_total",
               "cachestat": "memlat_page_cache_misses_total",
               "memstall": "memlat_memstall_stalls_total",
-              "oomwhy": "memlat_oom_kills_total"}
+              "oomwhy": "memlat_oom_kills_total",
+              "lockstall": "memlat_mmap_lock_slow_waits_total"}
+# The reason each tool that may be down gives, where it is down.
+DOWN_REASONS = {"tlbflush": "arm64 has no TLB-shootdown IPIs",
+                "lockstall": "It needs the mmap_lock tracepoints (Linux 5.11"}
 PROMTOOL = "/usr/bin/promtool"
 
 
@@ -33,17 +39,19 @@ def all_tools(t: Test, b: Block) -> None:
     t.check_eq("wget of /metrics: exit status", "0", b.file("wget.rc").strip())
     text = b.file("metrics")
     arm64 = b.meta.get("arch") == "aarch64"
-    down = {"tlbflush"} if arm64 else set()
+    release = re.match(r"(\d+)\.(\d+)", b.facts.get("kernel", ""))
+    old_kernel = release is not None and (int(release.group(1)), int(release.group(2))) < (5, 11)
+    down = ({"tlbflush"} if arm64 else set()) | ({"lockstall"} if old_kernel else set())
     up = {m.group(1): int(m.group(2))
           for m in re.finditer(r'^memlat_tool_up\{tool="(\w+)"\} (\d+)$', text, re.M)}
-    t.check_eq("memlat_tool_up of every tool (tlbflush down on arm64 only)",
+    t.check_eq("memlat_tool_up of every tool (tlbflush down on arm64, lockstall before 5.11)",
                {n: int(n not in down) for n in TOOLS}, up)
     for name in TOOLS:
         error = re.search(rf'^memlat_tool_error_info\{{tool="{name}",error="([^"]*)"', text, re.M)
         if name in down:
-            t.check(error is not None and "arm64 has no TLB-shootdown IPIs" in error.group(1),
-                    f"{name}: memlat_tool_error_info gives tlbflush's own reason", "arm64 ...",
-                    error.group(1)[:120] if error else "none")
+            t.check(error is not None and DOWN_REASONS[name] in error.group(1),
+                    f"{name}: memlat_tool_error_info gives {name}'s own reason",
+                    DOWN_REASONS[name], error.group(1)[:120] if error else "none")
             t.check_in(f"{name}: stderr says it does not run",
                        f"memlat exporter: {name} does not run: ", res.stderr, "stderr")
             continue

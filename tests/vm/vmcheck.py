@@ -303,13 +303,14 @@ def check_choices(t: Test, b: Block) -> None:
 
 def choices_tools() -> list[str]:
     """The tools whose scenarios run TOOL.choices (a `vm_choices TOOL` line in
-    scenarios/TOOL.sh), found from the files so that the list cannot drift; sorted."""
+    scenarios/TOOL.sh, indented where a condition guards it), found from the files so that the
+    list cannot drift; sorted."""
     scenarios = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scenarios")
     tools = set()
     for name in os.listdir(scenarios):
         if name.endswith(".sh"):
             with open(os.path.join(scenarios, name)) as f:
-                tools.update(re.findall(r"^vm_choices (\w+)", f.read(), re.M))
+                tools.update(re.findall(r"^\s*vm_choices (\w+)", f.read(), re.M))
     return sorted(tools)
 
 

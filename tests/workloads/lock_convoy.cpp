@@ -6,7 +6,8 @@
 // for the whole walk. Meanwhile --writers threads map and unmap a page in a loop (mmap_lock for
 // writing: they queue behind the reader) and --mprotecters threads flip the protection of a
 // page of their own (for writing too: they queue behind the queued writer). With --no-reader
-// the child is not started: the same work without its cause.
+// the child is not started: the same work without its cause. --pause-us sleeps between the
+// writers' iterations: fewer lock operations (the VM guests' ftrace oracle keeps them all).
 //
 // Prints "pid=P reader=R" once the memory is touched (R 0 without a reader), runs --seconds,
 // then "maps=M mprotects=K" and exits; with --linger it waits for SIGTERM first.
@@ -55,12 +56,14 @@ int main(int argc, char **argv) {
     size_t map_mb = 256;
     int writers = 1, mprotecters = 2;
     double seconds = 2;
+    long pause_us = 0;
     bool no_reader = false, linger = false;
     workload::parse_options("lock_convoy", argc, argv,
                             {{"--map-mb", map_mb},
                              {"--writers", writers},
                              {"--mprotecters", mprotecters},
                              {"--seconds", seconds},
+                             {"--pause-us", pause_us},
                              {"--no-reader", no_reader},
                              {"--linger", linger}});
     // The reader is started first, before the memory is mapped: a fork after would copy the
@@ -114,6 +117,8 @@ int main(int argc, char **argv) {
                     workload::die("mmap");
                 munmap(p, 4096);
                 maps.fetch_add(1, std::memory_order_relaxed);
+                if (pause_us > 0)
+                    usleep(pause_us);
             }
         });
     for (int i = 0; i < mprotecters; ++i)
@@ -128,6 +133,8 @@ int main(int argc, char **argv) {
                 mprotect(p, 4096, PROT_READ);
                 mprotect(p, 4096, PROT_READ | PROT_WRITE);
                 mprotects.fetch_add(2, std::memory_order_relaxed);
+                if (pause_us > 0)
+                    usleep(pause_us);
             }
         });
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));

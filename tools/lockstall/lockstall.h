@@ -48,7 +48,8 @@ struct lockstall_wait {
     __u8 write;
     __u8 success; /* 0: a killable wait that gave up (a fatal signal) */
     __u8 nr_holders;
-    __u8 holders_missing; /* the ring was overwritten during the wait: others may be missing */
+    __u8 holders_missing; /* the ring was overwritten during the wait, or a slot was being
+                           * written: others may be missing */
     __u32 pad;
     char comm[LOCKSTALL_COMM_LEN];
     struct lockstall_hold holders[LOCKSTALL_MAX_HOLDERS];

@@ -91,6 +91,7 @@ void Lockstall::print_summary(lockstall_bpf &skel, const EventReader *events) {
         print_json_line(summary_line, {{"summary", list},
                                        {"totals", totals},
                                        {"lost_events", lost},
+                                       {"stacks_lost", bss->stacks_lost},
                                        {"table_full", bss->table_full},
                                        {skipped_runs_field, recursion_misses(skel.obj)}});
         return;
@@ -112,6 +113,8 @@ void Lockstall::print_summary(lockstall_bpf &skel, const EventReader *events) {
     if (bss->table_full != 0)
         fmt::print(stderr, "\n{} waits or holds not counted: a BPF table was full.\n",
                    bss->table_full);
+    // Their OP is '?'.
+    note_stacks_lost(tool_name, bss->stacks_lost, bpf_map__max_entries(skel.maps.stacks));
 }
 
 CountedLosses Lockstall::collect(prometheus::Exposition &out) {
