@@ -49,7 +49,6 @@ struct lockstall_totals totals[2] = {};
 __u64 hist[2][MEMLAT_HIST_SLOTS] = {};
 __u64 dropped_events = 0;
 __u64 table_full = 0;
-__u64 unpaired_acquires = 0; /* a wait whose start was not seen (under way at load) */
 
 /* A thread's state: the wait it is in, and the locks it holds (two: fork holds the parent's and
  * the child's, for writing). */
