@@ -105,11 +105,17 @@ def global_oom(t: Test, b: Block) -> None:
     ours, kernel = _reports(t, b)
     for i, r in enumerate(ours):
         t.check_eq("constraint", "global", r["constraint"])
-        # A second kill may follow while the hog's memory is not yet back (its victim is the
-        # kernel's choice, reported like the first).
+        # A second kill may follow while the hog's memory is not yet back: its victim is the
+        # spare the scenario keeps for it (the tool runs at -1000, PID 1 is unkillable).
         if i == 0:
             t.check_eq("the first victim: the hog (oom_score_adj 1000)", ("anon_toucher", 1000),
                        (r["victim"]["comm"], r["victim"].get("oom_score_adj")))
+        elif i == 1:
+            t.check_eq("the second victim: the spare (oom_score_adj 500)",
+                       (int(b.meta["spare_pid"]), 500),
+                       (r["victim"]["tid"], r["victim"].get("oom_score_adj")))
+        else:
+            t.check(False, "at most two kills (the hog, then the spare)", "2", len(ours))
         # MemTotal + SwapTotal (none) in 4 KiB pages, as oomkill's totalpages.
         t.check_eq("pages: the guest's memory", int(b.meta["total_kb"]) // 4, r["pages"])
         log(f"  the page allocator checked {r['lead_up']['retry_checks']} times whether to "

@@ -82,13 +82,29 @@ if vm_have oomwhy && oomwhy_once oomwhy.global; then
         # memory was back) once started a second OOM whose victim was the tool, the largest
         # process left in the guest.
         echo -1000 > "/proc/$(cat "$RUN/tool.pid")/oom_score_adj"
-        # Made the victim whatever else runs; the shell and the tool keep their default. As
+        # A second OOM may start before the hog's memory is back (the kernel then skips the
+        # reaped hog). With the tool out of its choice and PID 1 unkillable, nothing would
+        # be left to kill: "Kernel panic - not syncing: System is deadlocked on memory" (a
+        # CI run). A spare of 16 MiB at oom_score_adj 500 is that second victim; the hog
+        # (1000, and larger) stays the first.
+        anon_toucher --mb 16 --linger > "$RUN/spare.out" 2>&1 &
+        SPARE=$!
+        n=0
+        while ! grep -q "^pid=" "$RUN/spare.out" && [ $n -lt 300 ]; do
+            usleep 100000
+            n=$((n + 1))
+        done
+        echo 500 > /proc/$SPARE/oom_score_adj
+        vm_meta spare_pid "$SPARE"
+        # Made the first victim whatever else runs (the spare, the tool, PID 1). As
         # much as MemTotal (more is refused at mmap by the overcommit heuristic): the kernel,
         # the initramfs and the tools hold part of it, so touching it all cannot succeed.
         vm_held hog sh -c "echo 1000 > /proc/self/oom_score_adj && exec anon_toucher --mb $total_mb"
         vm_release hog
         vm_bg_wait hog 120
         sleep 2
+        kill -9 "$SPARE" 2>/dev/null
+        wait "$SPARE"
     fi
     vm_stop tool
     dmesg -s 1048576 > "$RUN/dmesg"
