@@ -14,6 +14,7 @@ packages=(
     libboost1.81-dev            # --prometheus: Boost.Beast, the HTTP server (header-only)
     libmbedtls-dev libcrypt-dev openssl   # --web.config.file in -DMEMLAT_TLS=ON builds: TLS, bcrypt; openssl makes the test's certificate
     prometheus                  # runtime tests: a real Prometheus scrapes the exporters
+    prometheus-process-exporter # runtime test: a real monitor whose /proc reads lockstall names the root of convoys
     golang-go                   # runtime tests: go tool pprof reads every stall profile memlat writes
     libgtest-dev                # unit tests
     python3 binutils            # runtime tests and the static-binary check (readelf)

@@ -159,13 +159,16 @@ def released_during(holds: list[dict], w: dict) -> list[dict]:
 
 
 def check_holders(t: Test, tool_waits: list[dict], waits: list[dict], holds: list[dict],
-                  matched: dict, reader: int = 0) -> tuple[int, int, int]:
+                  matched: dict, reader: int | set[int] = 0,
+                  reader_op: str = "/proc smaps_rollup") -> tuple[int, int, int]:
     """Each wait of 1 ms or more names the holds of at least --min-hold released while it
     waited, by thread, as the oracle has them (at least 95% of the waits whose holders could
     all be kept). Returns (waits compared, those whose first holder, the root, was `reader`
-    by the oracle, those of them where the tool names it the root, reading smaps_rollup).
+    (a thread id, or a monitor's set of them) by the oracle, those of them where the tool names
+    it the root, its OP starting with `reader_op`).
     A wait whose holders a slot being written may lack says so (holders_missing) and is left
     out."""
+    readers = reader if isinstance(reader, set) else {reader} - {0}
     kept_holds = [h for h in holds if h["end"] - h["start"] >= MIN_HOLD_NS + EDGE_NS]
     exact, named_reader, reader_root, compared, unclear = 0, 0, 0, 0, 0
     wrong = []
@@ -197,10 +200,10 @@ def check_holders(t: Test, tool_waits: list[dict], waits: list[dict], holds: lis
             unclear += 1
             continue
         during = candidates
-        if reader and during and during[0]["tid"] == reader and \
+        if readers and during and during[0]["tid"] in readers and \
                 during[0]["end"] - during[0]["start"] >= MIN_HOLD_NS + EDGE_NS and \
                 (len(during) == 1 or during[1]["start"] - during[0]["start"] > SAME_WAIT_NS):
-            named = any(h["tid"] == reader and h["root"] and h["op"] == "/proc smaps_rollup"
+            named = any(h["tid"] in readers and h["root"] and h["op"].startswith(reader_op)
                         for h in e["holders"])
             # The tool's first holder another whose hold the oracle has under --min-hold (a
             # hold the tool kept, that the oracle's clock readings made short): an interrupt
@@ -233,3 +236,32 @@ def check_holders(t: Test, tool_waits: list[dict], waits: list[dict], holds: lis
     return compared, reader_root, named_reader
 
 
+
+
+RECLAIM_EVENTS = ["vmscan/mm_vmscan_direct_reclaim_begin", "vmscan/mm_vmscan_direct_reclaim_end",
+                  "vmscan/mm_vmscan_memcg_reclaim_begin", "vmscan/mm_vmscan_memcg_reclaim_end"]
+
+
+def reclaims(events: dict) -> dict[int, list[tuple[int, int]]]:
+    """Each thread's reclaim intervals (begin, end in ns of the monotonic clock), direct and
+    memory-cgroup, paired per thread from the oracle's RECLAIM_EVENTS."""
+    merged = []
+    for kind in ("direct", "memcg"):
+        for edge in ("begin", "end"):
+            for e in events.get(f"mm_vmscan_{kind}_reclaim_{edge}", []):
+                merged.append((e["_seq"], round(float(e["_ts"]) * 1e9), edge, int(e["_tid"])))
+    merged.sort()
+    began: dict[int, int] = {}
+    out: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for _, ts, edge, tid in merged:
+        if edge == "begin":
+            began[tid] = ts
+        elif tid in began:
+            out[tid].append((began.pop(tid), ts))
+    return out
+
+
+def reclaim_within(intervals: list[tuple[int, int]], start: int, end: int) -> tuple[int, int]:
+    """The time of `intervals` within [start, end], and how many of them it has a part of."""
+    parts = [min(e, end) - max(b, start) for b, e in intervals if e > start and b < end]
+    return sum(parts), len(parts)

@@ -622,14 +622,16 @@ class FtraceOracle:
     of each CPU may run a little ahead of another's, which reorders events of one task that
     moved between CPUs). With `threads`, `pid` is a process whose threads, those it creates
     after the oracle started included, are all recorded (set_event_pid with event-fork; the
-    events' common_pid is a thread's id, "_tid" in each event). stop() disables
+    events' common_pid is a thread's id, "_tid" in each event); `also` adds other threads
+    (another process's, from /proc/PID/task), and those they create. stop() disables
     them and parses the trace; a trace that lost events is a Failure (make buffer_kb, the
     per-CPU buffer size, larger)."""
 
     def __init__(self, events: Sequence[str], pid: int, buffer_kb: int = 4096,
                  filters: Optional[dict[str, str]] = None, clock: Optional[str] = None,
-                 threads: bool = False):
+                 threads: bool = False, also: Sequence[int] = ()):
         self.threads = threads
+        self.also = list(also)
         self.clock = clock
         self.events = list(events)
         self.pid = pid
@@ -649,7 +651,8 @@ class FtraceOracle:
             write_file(os.path.join(self.path, "trace_clock"), self.clock)
         if self.threads:
             write_file(os.path.join(self.path, "options", "event-fork"), "1")
-            write_file(os.path.join(self.path, "set_event_pid"), str(self.pid))
+            write_file(os.path.join(self.path, "set_event_pid"),
+                       " ".join(str(p) for p in [self.pid, *self.also]))
         for e in self.events:
             if e in self.filters or not self.threads:
                 write_file(self._control(e, "filter"),
@@ -660,8 +663,9 @@ class FtraceOracle:
     def stop(self) -> dict[str, list[dict[str, str]]]:
         """Disables the events; returns {EVENT (without SYSTEM/): [its fields as
         {name: value string}, ...]} in trace order, for every event asked for. Each event also
-        has "_ts": its timestamp in seconds (the trace clock, microseconds in the text), "_tid"
-        and "_cpu", the thread and the CPU it happened on, and "_seq" its place in the trace
+        has "_ts": its timestamp in seconds (the trace clock, microseconds in the text), "_tid",
+        "_comm" and "_cpu", the thread, its name and the CPU it happened on, and "_seq" its place
+        in the trace
         (events of one microsecond keep their order)."""
         for e in self.events:
             write_file(self._control(e, "enable"), "0")
@@ -671,7 +675,7 @@ class FtraceOracle:
         out: dict[str, list[dict[str, str]]] = {e.split("/")[-1]: [] for e in self.events}
         line_re = re.compile(r" (\d+\.\d+): (" + "|".join(re.escape(name) for name in out) +
                              r"): (.*)$")
-        tid_re = re.compile(r"-(\d+) +\[(\d+)\]")
+        tid_re = re.compile(r"^\s*(.*)-(\d+) +\[(\d+)\]")
         for seq, line in enumerate(text.splitlines()):
             m = line_re.search(line)
             if m:
@@ -679,8 +683,9 @@ class FtraceOracle:
                 fields["_ts"] = m.group(1)
                 fields["_seq"] = seq
                 tid = tid_re.search(line)
-                fields["_tid"] = tid.group(1) if tid else ""
-                fields["_cpu"] = tid.group(2) if tid else ""
+                fields["_comm"] = tid.group(1) if tid else ""
+                fields["_tid"] = tid.group(2) if tid else ""
+                fields["_cpu"] = tid.group(3) if tid else ""
                 out[m.group(2)].append(fields)
         return out
 

@@ -109,3 +109,33 @@ TEST(LockstallJson, WaitWithItsHolders) {
     EXPECT_EQ(true, j["holders"][0]["root"]);
     EXPECT_EQ("/proc smaps", j["holders"][0]["op"]);
 }
+
+TEST(LockstallMonitors, KnownByTheirCutNames) {
+    // Debian's binary is prometheus-process-exporter: the kernel keeps 15 characters.
+    EXPECT_EQ("process-exporter", monitor_of("prometheus-proc"));
+    EXPECT_EQ("process-exporter", monitor_of("process-exporte"));
+    EXPECT_EQ("cAdvisor", monitor_of("cadvisor"));
+    EXPECT_EQ("", monitor_of("convoy_reader"));
+    EXPECT_EQ("", monitor_of("topaz")); // whole names only
+    EXPECT_EQ("", monitor_of(""));
+}
+
+TEST(LockstallHolders, OwnStallsAndMonitorOnTheLine) {
+    lockstall_hold h = hold(30, 1'000'000, 13'000'000, "telegraf");
+    EXPECT_EQ("", holder_stalls(h));
+    h.reclaim_ns = 1'200'000;
+    EXPECT_EQ("reclaim 1.200 ms", holder_stalls(h));
+    h.compact_ns = 300'000;
+    EXPECT_EQ("reclaim 1.200 ms, compaction 0.300 ms", holder_stalls(h));
+    h.reclaim_ns = 0;
+    EXPECT_EQ("compaction 0.300 ms", holder_stalls(h));
+    const std::string line = holder_line(h, true, "/proc smaps");
+    EXPECT_NE(std::string::npos, line.find("(in compaction 0.300 ms)")) << line;
+    EXPECT_NE(std::string::npos, line.find("[monitor: Telegraf]")) << line;
+    const auto j = wait_json(lockstall_wait{}, 0, "fault", {h}, {"/proc smaps"});
+    EXPECT_EQ("Telegraf", j["holders"][0]["monitor"]);
+    EXPECT_EQ(300'000u, j["holders"][0]["compaction_ns"]);
+    EXPECT_EQ(0u, j["holders"][0]["reclaim_ns"]);
+    const auto plain = wait_json(lockstall_wait{}, 0, "fault", {hold(1, 1, 2, "app")}, {"mmap"});
+    EXPECT_TRUE(plain["holders"][0]["monitor"].is_null());
+}

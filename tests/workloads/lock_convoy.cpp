@@ -9,8 +9,14 @@
 // the child is not started: the same work without its cause. --pause-us sleeps between the
 // writers' iterations: fewer lock operations (the VM guests' ftrace oracle keeps them all).
 //
+// --populate-mb N adds a thread, convoy_populate, whose holds stall on memory: it reads
+// --cache-file through (page cache) and maps N MiB with MAP_POPULATE, which faults them in
+// holding the lock for reading, then unmaps them, in a loop. In a memory cgroup whose limit
+// the file and the mapping exceed together, the faults reclaim the file's pages: reclaim
+// inside the holds the writers wait behind. --cgroup DIR: the process joins that cgroup first.
+//
 // Prints "pid=P reader=R" once the memory is touched (R 0 without a reader), runs --seconds,
-// then "maps=M mprotects=K" and exits; with --linger it waits for SIGTERM first.
+// then "maps=M mprotects=K populates=N" and exits; with --linger it waits for SIGTERM first.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -58,14 +64,26 @@ int main(int argc, char **argv) {
     double seconds = 2;
     long pause_us = 0;
     bool no_reader = false, linger = false;
+    size_t populate_mb = 0;
+    std::string cache_file, cgroup;
     workload::parse_options("lock_convoy", argc, argv,
                             {{"--map-mb", map_mb},
+                             {"--populate-mb", populate_mb},
+                             {"--cache-file", cache_file},
+                             {"--cgroup", cgroup},
                              {"--writers", writers},
                              {"--mprotecters", mprotecters},
                              {"--seconds", seconds},
                              {"--pause-us", pause_us},
                              {"--no-reader", no_reader},
                              {"--linger", linger}});
+    if (!cgroup.empty()) {
+        // The whole process, its reader too: before anything is charged.
+        const std::string procs = cgroup + "/cgroup.procs";
+        FILE *f = fopen(procs.c_str(), "w");
+        if (f == nullptr || fprintf(f, "%d\n", getpid()) < 0 || fclose(f) != 0)
+            workload::die(procs.c_str());
+    }
     // The reader is started first, before the memory is mapped: a fork after would copy the
     // page tables of all of it.
     int pipe_fds[2];
@@ -105,8 +123,34 @@ int main(int argc, char **argv) {
     if (reader != 0 && write(go[1], "g", 1) != 1)
         workload::die("write");
 
-    std::atomic<long> maps{0}, mprotects{0};
+    std::atomic<long> maps{0}, mprotects{0}, populates{0};
     std::vector<std::thread> threads;
+    if (populate_mb > 0) {
+        const int cache_fd = open(cache_file.c_str(), O_RDONLY);
+        if (cache_fd < 0)
+            workload::die("--cache-file (--populate-mb reads it)");
+        // Its pages cached already belong to the cgroup that read them first: dropped (this
+        // file's only), they are read again into the workload's.
+        fdatasync(cache_fd);
+        posix_fadvise(cache_fd, 0, 0, POSIX_FADV_DONTNEED);
+        threads.emplace_back([&, cache_fd] {
+            prctl(PR_SET_NAME, "convoy_populate");
+            std::vector<char> buffer(1 << 20);
+            const size_t populate_bytes = populate_mb << 20;
+            while (!stop.load(std::memory_order_relaxed)) {
+                for (off_t at = 0;; at += static_cast<off_t>(buffer.size()))
+                    if (pread(cache_fd, buffer.data(), buffer.size(), at) <= 0)
+                        break;
+                void *p = mmap(nullptr, populate_bytes, PROT_READ | PROT_WRITE,
+                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+                if (p == MAP_FAILED)
+                    workload::die("mmap MAP_POPULATE");
+                munmap(p, populate_bytes);
+                populates.fetch_add(1, std::memory_order_relaxed);
+            }
+            close(cache_fd);
+        });
+    }
     for (int i = 0; i < writers; ++i)
         threads.emplace_back([&] {
             prctl(PR_SET_NAME, "convoy_mapper");
@@ -146,7 +190,8 @@ int main(int argc, char **argv) {
         int status = 0;
         waitpid(reader, &status, 0);
     }
-    printf("maps=%ld mprotects=%ld\n", maps.load(), mprotects.load());
+    printf("maps=%ld mprotects=%ld populates=%ld\n", maps.load(), mprotects.load(),
+           populates.load());
     fflush(stdout);
     if (linger) {
         sigset_t set;

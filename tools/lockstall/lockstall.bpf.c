@@ -8,7 +8,10 @@
  * small ring kept per address space; a wait of at least min_wait_ns is a record that names the
  * holds of that address space released while it waited: the holders it waited behind (the
  * writer, the readers a queued writer waited for). A holder that still holds the lock when the
- * wait ends shares it with the waiter (readers) and did not make it wait. */
+ * wait ends shares it with the waiter (readers) and did not make it wait.
+ *
+ * A thread that holds a lock and enters direct or memory-cgroup reclaim, or compaction, has
+ * that time added to its hold: the holder's own memory stall, which its waiters waited for. */
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
@@ -55,13 +58,20 @@ __u64 table_full = 0;
 struct held_lock {
     __u64 mm;
     __u64 since_ns;
+    __u64 reclaim_ns;
+    __u64 compact_ns;
     __u8 write;
 };
+
+/* The memory stall a thread holding a lock is in. */
+enum holder_stall { STALL_NONE, STALL_RECLAIM, STALL_COMPACT };
 
 struct thread_locks {
     __u64 wait_mm;
     __u64 wait_start_ns;
     struct held_lock held[2];
+    __u64 stall_since_ns;
+    __u8 stall; /* enum holder_stall */
     /* Made while the thread exits (PF_EXITING): after sched_process_exit removed its entry
      * (exit_mm() takes the lock after it since 6.16 or so), so it goes once nothing is held. */
     __u8 exiting;
@@ -211,6 +221,8 @@ static __always_inline void on_acquired(void *ctx, struct mm_struct *mm, bool wr
              * holds: the hold goes on, in the mode it began with. */
             if (t->held[slot].mm != (__u64)mm) {
                 t->held[slot].since_ns = now;
+                t->held[slot].reclaim_ns = 0;
+                t->held[slot].compact_ns = 0;
                 t->held[slot].write = write;
             }
             t->held[slot].mm = (__u64)mm;
@@ -266,7 +278,21 @@ static __always_inline void on_acquired(void *ctx, struct mm_struct *mm, bool wr
     event_submit(ctx, &events, e, sizeof(*e), wakeup_bytes, &dropped_events);
 }
 
-static __always_inline void keep_hold(void *ctx, __u64 mm, __u8 write, __u64 since, __u64 now) {
+/* The part of the stall the thread is in that fell within a hold that began at `since`, up
+ * to `now`, added to the hold. */
+static __always_inline void add_stall(struct thread_locks *t, struct held_lock *held, __u64 now) {
+    __u64 from = t->stall_since_ns > held->since_ns ? t->stall_since_ns : held->since_ns;
+
+    if (!held->mm || now <= from)
+        return;
+    if (t->stall == STALL_RECLAIM)
+        held->reclaim_ns += now - from;
+    else if (t->stall == STALL_COMPACT)
+        held->compact_ns += now - from;
+}
+
+static __always_inline void keep_hold(void *ctx, __u64 mm, const struct held_lock *held,
+                                      __u64 now) {
     struct lockstall_mm_holds *h = bpf_map_lookup_elem(&mm_holds, &mm);
 
     if (!h) {
@@ -283,10 +309,12 @@ static __always_inline void keep_hold(void *ctx, __u64 mm, __u8 write, __u64 sin
 
     *(volatile __u64 *)&hold->released_ns = 0;
     barrier();
-    hold->acquired_ns = since;
+    hold->acquired_ns = held->since_ns;
+    hold->reclaim_ns = held->reclaim_ns;
+    hold->compact_ns = held->compact_ns;
     hold->pid = pid_tgid >> 32;
     hold->tid = (__u32)pid_tgid;
-    hold->write = write;
+    hold->write = held->write;
     hold->stack_id = take_stacks ? lock_stack(ctx) : -1;
     bpf_get_current_comm(hold->comm, sizeof(hold->comm));
     barrier();
@@ -302,16 +330,79 @@ static __always_inline void on_released(void *ctx, struct mm_struct *mm, bool wr
 
     if (slot < 0)
         return; /* acquired before the tool started */
-    __u64 since = t->held[slot & 1].since_ns, now = bpf_ktime_get_ns();
+    struct held_lock *held = &t->held[slot & 1];
+    __u64 now = bpf_ktime_get_ns();
 
-    t->held[slot & 1].mm = 0;
-    if (now - since >= min_hold_ns)
-        keep_hold(ctx, (__u64)mm, t->held[slot & 1].write, since, now);
+    /* Released within a stall (not seen: reclaim does not drop the lock): its part so far. */
+    if (t->stall != STALL_NONE)
+        add_stall(t, held, now);
+    if (now - held->since_ns >= min_hold_ns)
+        keep_hold(ctx, (__u64)mm, held, now);
+    held->mm = 0;
+    if (!t->held[0].mm && !t->held[1].mm)
+        t->stall = STALL_NONE; /* a stall's end missed cannot block the next */
     if (t->exiting && !t->held[0].mm && !t->held[1].mm && !t->wait_mm)
         thread_state_exit(&threads, &threads_overflow);
 }
 
 MEMLAT_MMAP_LOCK_PROGRAMS(on_start, on_acquired, on_released)
+
+/* ---- A holder's memory stalls: direct and memory-cgroup reclaim, compaction. Only a thread
+ * that holds a lock is followed (one lookup in the per-thread map otherwise). Kernel threads
+ * (kswapd, kcompactd) hold no mmap_lock. */
+static __always_inline void on_stall_begin(enum holder_stall stall) {
+    struct thread_locks *t = thread_state(&threads, &threads_overflow, NULL, false, NULL);
+
+    if (!t || (!t->held[0].mm && !t->held[1].mm) || t->stall != STALL_NONE)
+        return;
+    t->stall = stall;
+    t->stall_since_ns = bpf_ktime_get_ns();
+}
+
+static __always_inline void on_stall_end(enum holder_stall stall) {
+    struct thread_locks *t = thread_state(&threads, &threads_overflow, NULL, false, NULL);
+
+    if (!t || t->stall != stall)
+        return;
+    __u64 now = bpf_ktime_get_ns();
+
+    add_stall(t, &t->held[0], now);
+    add_stall(t, &t->held[1], now);
+    t->stall = STALL_NONE;
+}
+
+static __always_inline void on_reclaim_begin(int kind, int order, gfp_t gfp) {
+    on_stall_begin(STALL_RECLAIM);
+}
+
+static __always_inline void on_reclaim_end(void *ctx, int kind, unsigned long nr_reclaimed) {
+    on_stall_end(STALL_RECLAIM);
+}
+
+MEMLAT_RECLAIM_PROGRAMS(direct_reclaim, 0, on_reclaim_begin, on_reclaim_end)
+MEMLAT_RECLAIM_PROGRAMS(memcg_reclaim, 0, on_reclaim_begin, on_reclaim_end)
+
+/* compaction:mm_compaction_begin/end: a zone's compaction run, in the allocating thread for
+ * direct compaction; three ways into each. Their arguments are not read. */
+#define COMPACTION_PROGRAMS(edge, call)                                                            \
+    SEC("tp_btf/mm_compaction_" #edge)                                                             \
+    int BPF_PROG(compaction_##edge##_btf) {                                                        \
+        call;                                                                                      \
+        return 0;                                                                                  \
+    }                                                                                              \
+    SEC("raw_tp/mm_compaction_" #edge)                                                             \
+    int BPF_PROG(compaction_##edge##_raw) {                                                        \
+        call;                                                                                      \
+        return 0;                                                                                  \
+    }                                                                                              \
+    SEC("tracepoint/compaction/mm_compaction_" #edge)                                              \
+    int compaction_##edge##_tp(void *ctx) {                                                        \
+        call;                                                                                      \
+        return KEEP_EVENT;                                                                         \
+    }
+
+COMPACTION_PROGRAMS(begin, on_stall_begin(STALL_COMPACT))
+COMPACTION_PROGRAMS(end, on_stall_end(STALL_COMPACT))
 
 /* An exiting thread's entry in the per-thread hash map goes with it. */
 MEMLAT_THREAD_EXIT_PROGRAMS(threads);

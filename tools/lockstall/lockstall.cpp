@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <tuple>
 #include <utility>
 
 #include "cli/multicall.h"
@@ -37,9 +38,14 @@ JSON object).
 Columns: PID, TID and COMM of the waiter; OP what it was doing (a system
 call, "fault", "gup", "/proc smaps_rollup", khugepaged, fork, exit: from its
 kernel stack; "?" without kernel symbols); MODE read or write; WAIT(ms). A
-holder's line: its PID, TID, COMM, OP, MODE and how long it held the lock.
-Holds shorter than --min-hold are not kept: a queued writer's own hold is
-short, and its wait has a line of its own.
+holder's line: its PID, TID, COMM, OP, MODE and how long it held the lock;
+then, in parentheses, the time the holder itself spent in reclaim or
+compaction meanwhile (its waiters waited for that too), and in brackets
+the monitoring program it is when its name is one known to read /proc
+files (node_exporter, process-exporter, cAdvisor, kubelet, Telegraf,
+Datadog Agent, htop, atop, top, ps...). Holds shorter than --min-hold are
+not kept: a queued writer's own hold is short, and its wait has a line of
+its own.
 
 Since Linux 6.4 most page faults take a lock of the faulting VMA instead,
 and 6.17 reads /proc/PID/maps that way: a fault that waits for a VMA lock,
@@ -59,7 +65,7 @@ constexpr const char *examples = R"(Examples:
 
 )";
 
-enum class ProbeId { mmap_lock };
+enum class ProbeId { mmap_lock, direct_reclaim, memcg_reclaim, compaction };
 
 // Milliseconds from an option, as nanoseconds: finite, at least `at_least_ms`.
 uint64_t option_ns(double ms, double at_least_ms, std::string_view what) {
@@ -87,6 +93,22 @@ std::vector<Probe> Lockstall::plan() const {
                         "It needs the mmap_lock tracepoints (Linux 5.11 and later; Debian's 5.10 "
                         "has none): there is no other way in without kprobes.",
                         std::move(choices));
+    if (!o_.prom.on()) {
+        // A holder's own memory stalls, for its line: optional, as the holders are.
+        const std::string lost = "holders' time in reclaim and compaction is not measured";
+        for (auto [id, event, programs] :
+             {std::tuple{ProbeId::direct_reclaim, "vmscan:mm_vmscan_direct_reclaim_begin/end",
+                         std::vector<std::string>{"direct_reclaim_begin", "direct_reclaim_end"}},
+              std::tuple{ProbeId::memcg_reclaim, "vmscan:mm_vmscan_memcg_reclaim_begin/end",
+                         std::vector<std::string>{"memcg_reclaim_begin", "memcg_reclaim_end"}},
+              std::tuple{ProbeId::compaction, "compaction:mm_compaction_begin/end",
+                         std::vector<std::string>{"compaction_begin", "compaction_end"}}}) {
+            Probe probe(id, event, fmt::format("It needs the {} tracepoints.", event),
+                        tracepoint_choices(programs), false);
+            probe.note_if_none = lost;
+            probes.push_back(std::move(probe));
+        }
+    }
     probes.push_back(thread_exit_probe());
     return probes;
 }

@@ -21,6 +21,10 @@
 struct lockstall_hold {
     __u64 acquired_ns;
     __u64 released_ns;
+    /* Of the hold, the time its thread spent in direct or memory-cgroup reclaim, and in
+     * compaction: a holder that stalls on memory makes its waiters wait for that too. */
+    __u64 reclaim_ns;
+    __u64 compact_ns;
     __u32 pid;
     __u32 tid;
     __s32 stack_id;

@@ -63,7 +63,7 @@ constexpr std::array<KnownFunction, 40> known_functions{{
     {"do_brk_flags", "brk", 3},
     {"do_mremap", "mremap", 3},
     {"do_mlock", "mlock", 3},
-    {"__mm_populate", "mlock", 3},
+    {"__mm_populate", "populate", 3},
 }};
 
 // The system call a frame's function is the entry of: "mmap" of __x64_sys_mmap,
@@ -75,6 +75,42 @@ std::string_view syscall_of(std::string_view function) {
             return function.substr(prefix.size());
     return {};
 }
+
+// Monitoring programs known to read other processes' /proc files (smaps, smaps_rollup,
+// cmdline, maps) or memory, by their thread names (the kernel keeps 15 characters), and the
+// name people know them by. Matched on whole names only: a program of the same name is named
+// too, which the line's PID lets the reader check.
+struct KnownMonitor {
+    std::string_view comm;
+    std::string_view name;
+};
+
+constexpr std::array<KnownMonitor, 24> known_monitors{{
+    {"node_exporter", "node_exporter"},
+    {"process-exporte", "process-exporter"},
+    {"prometheus-proc", "process-exporter"}, // Debian's prometheus-process-exporter
+    {"prometheus-node", "node_exporter"},    // Debian's prometheus-node-exporter
+    {"cadvisor", "cAdvisor"},
+    {"kubelet", "kubelet"},
+    {"telegraf", "Telegraf"},
+    {"process-agent", "Datadog Agent"},
+    {"system-probe", "Datadog Agent"},
+    {"datadog-agent", "Datadog Agent"},
+    {"htop", "htop"},
+    {"atop", "atop"},
+    {"top", "top"},
+    {"ps", "ps"},
+    {"pidstat", "pidstat"},
+    {"smem", "smem"},
+    {"pmap", "pmap"},
+    {"collectd", "collectd"},
+    {"netdata", "Netdata"},
+    {"apps.plugin", "Netdata"},
+    {"otelcol", "OpenTelemetry Collector"},
+    {"otelcol-contrib", "OpenTelemetry Collector"},
+    {"alloy", "Grafana Alloy"},
+    {"zabbix_agentd", "Zabbix agent"},
+}};
 
 std::string comm_of(const char (&comm)[LOCKSTALL_COMM_LEN]) {
     return std::string(comm, strnlen(comm, LOCKSTALL_COMM_LEN));
@@ -101,6 +137,22 @@ std::string operation_of(const std::vector<std::string> &frames) {
             }
     }
     return best.empty() ? "?" : best;
+}
+
+std::string_view monitor_of(std::string_view comm) {
+    for (const KnownMonitor &known : known_monitors)
+        if (known.comm == comm)
+            return known.name;
+    return {};
+}
+
+std::string holder_stalls(const lockstall_hold &h) {
+    std::string text;
+    if (h.reclaim_ns != 0)
+        text = fmt::format("reclaim {:.3f} ms", h.reclaim_ns / 1e6);
+    if (h.compact_ns != 0)
+        text += fmt::format("{}compaction {:.3f} ms", text.empty() ? "" : ", ", h.compact_ns / 1e6);
+    return text;
 }
 
 const char *mode_name(bool write) {
@@ -138,9 +190,15 @@ std::string wait_line(const lockstall_wait &e, double time_s, std::string_view o
 }
 
 std::string holder_line(const lockstall_hold &h, bool root, std::string_view op) {
-    return fmt::format("  {} held by {:<7} {:<7} {:<16} {:<18} {:<5} {:>10.3f}", root ? '*' : ' ',
-                       h.pid, h.tid, comm_of(h.comm), op, mode_name(h.write),
-                       (h.released_ns - h.acquired_ns) / 1e6);
+    const std::string comm = comm_of(h.comm);
+    std::string line = fmt::format("  {} held by {:<7} {:<7} {:<16} {:<18} {:<5} {:>10.3f}",
+                                   root ? '*' : ' ', h.pid, h.tid, comm, op, mode_name(h.write),
+                                   (h.released_ns - h.acquired_ns) / 1e6);
+    if (const std::string stalls = holder_stalls(h); !stalls.empty())
+        line += fmt::format("  (in {})", stalls);
+    if (const std::string_view monitor = monitor_of(comm); !monitor.empty())
+        line += fmt::format("  [monitor: {}]", monitor);
+    return line;
 }
 
 nlohmann::json wait_json(const lockstall_wait &e, double time_s, std::string_view op,
@@ -150,13 +208,19 @@ nlohmann::json wait_json(const lockstall_wait &e, double time_s, std::string_vie
     for (size_t i = 0; i < holders.size(); ++i) {
         const lockstall_hold &h = holders[i];
         const uint64_t hold = h.released_ns - h.acquired_ns;
+        const std::string comm = comm_of(h.comm);
+        const std::string_view monitor = monitor_of(comm);
         list.push_back({{"pid", h.pid},
                         {"tid", h.tid},
-                        {"comm", comm_of(h.comm)},
+                        {"comm", comm},
                         {"mode", mode_name(h.write)},
                         {"op", i < ops.size() ? ops[i] : "?"},
                         {"hold_ns", hold},
                         {"hold_ms", hold / 1e6},
+                        {"reclaim_ns", h.reclaim_ns},
+                        {"compaction_ns", h.compact_ns},
+                        {"monitor", monitor.empty() ? nlohmann::json(nullptr)
+                                                    : nlohmann::json(std::string(monitor))},
                         {"acquired_mono_ns", h.acquired_ns},
                         {"released_mono_ns", h.released_ns},
                         {"root", i == 0}});

@@ -18,6 +18,13 @@ namespace memlat::lockstall {
 // was in ("mmap", "mprotect", ...); "?" when no frame says (no kernel symbols: addresses only).
 std::string operation_of(const std::vector<std::string> &frames);
 
+// The monitoring program a thread name is known to be (process-exporter of "prometheus-proc",
+// Debian's name cut to 15 characters), "" for others.
+std::string_view monitor_of(std::string_view comm);
+
+// A hold's own memory stalls: "reclaim 1.200 ms, compaction 0.300 ms", "" without.
+std::string holder_stalls(const lockstall_hold &h);
+
 // "read" or "write".
 const char *mode_name(bool write);
 

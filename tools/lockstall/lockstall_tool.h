@@ -25,9 +25,9 @@ namespace memlat::lockstall {
 
 inline constexpr char tool_name[] = "lockstall";
 
-// The events' buffer (--buffer-size). A record is 456 bytes (eight holders); waits of a
+// The events' buffer (--buffer-size). A record is 584 bytes (eight holders); waits of a
 // millisecond or more come by hundreds a second in a convoy (the tests' made one: about 370 a
-// second on 2 CPUs): 128 KiB hold 280 records, drained at each 16 KiB and every 100 ms.
+// second on 2 CPUs): 128 KiB hold 224 records, drained at each 16 KiB and every 100 ms.
 inline constexpr EventBufferSize default_event_buffer{.bytes = 128 * 1024,
                                                       .wakeup_bytes = 16 * 1024};
 static_assert(std::has_single_bit(default_event_buffer.bytes) &&
