@@ -20,19 +20,18 @@ size_t StackProfileBuilder::user_mapping(const ProcessSymbols::Mapping &m) {
     return it->second;
 }
 
-void StackProfileBuilder::add(std::vector<std::string> roots, int32_t kernel_stack,
-                              int32_t user_stack, uint32_t pid, std::vector<int64_t> values,
-                              std::vector<profile::Label> labels) {
-    profile::Sample sample;
-    sample.values = std::move(values);
-    sample.labels = std::move(labels);
-    auto lost = [](std::string what) {
-        return profile::Frame{.address = 0, .function = std::move(what)};
-    };
-    // Innermost first: the kernel's frames, then the user's.
-    const auto kernel = symbolizer_.kernel_frames(kernel_stack);
+namespace {
+
+profile::Frame text_frame(std::string text) {
+    return profile::Frame{.address = 0, .function = std::move(text)};
+}
+
+} // namespace
+
+void StackProfileBuilder::append_kernel(std::vector<profile::Frame> &frames, int32_t id) {
+    const auto kernel = symbolizer_.kernel_frames(id);
     if (kernel.empty())
-        sample.frames.push_back(lost(lost_stack_text("kernel ", kernel_stack)));
+        frames.push_back(text_frame(lost_stack_text("kernel ", id)));
     if (!kernel.empty() && !kernel_mapping_) {
         kernel_mapping_ = profile_.mappings.size();
         profile_.mappings.push_back({0, 0, 0, "[kernel.kallsyms]", true});
@@ -40,12 +39,37 @@ void StackProfileBuilder::add(std::vector<std::string> roots, int32_t kernel_sta
     for (const auto &f : kernel) {
         kernel_low_ = std::min(kernel_low_, f.address);
         kernel_high_ = std::max(kernel_high_, f.address);
-        sample.frames.push_back({f.address, described_function(f.text), kernel_mapping_, true});
+        frames.push_back({f.address, described_function(f.text), kernel_mapping_, true});
     }
+}
+
+void StackProfileBuilder::add_chain(std::vector<std::string> roots, int32_t kernel_stack,
+                                    std::string link, int32_t above, std::vector<int64_t> values,
+                                    std::vector<profile::Label> labels) {
+    profile::Sample sample;
+    sample.values = std::move(values);
+    sample.labels = std::move(labels);
+    // Innermost first: the other thread's frames on top, the link, then the waiter's.
+    if (above >= 0)
+        append_kernel(sample.frames, above);
+    sample.frames.push_back(text_frame(std::move(link)));
+    append_kernel(sample.frames, kernel_stack);
+    sample.roots = std::move(roots);
+    profile_.samples.push_back(std::move(sample));
+}
+
+void StackProfileBuilder::add(std::vector<std::string> roots, int32_t kernel_stack,
+                              int32_t user_stack, uint32_t pid, std::vector<int64_t> values,
+                              std::vector<profile::Label> labels) {
+    profile::Sample sample;
+    sample.values = std::move(values);
+    sample.labels = std::move(labels);
+    // Innermost first: the kernel's frames, then the user's.
+    append_kernel(sample.frames, kernel_stack);
     if (user_stack != MEMLAT_STACK_NO_USER) {
         const auto user = symbolizer_.user_frames(user_stack, pid);
         if (user.empty())
-            sample.frames.push_back(lost(lost_stack_text("user ", user_stack)));
+            sample.frames.push_back(text_frame(lost_stack_text("user ", user_stack)));
         for (const auto &f : user) {
             profile::Frame frame{f.address, described_function(f.text), std::nullopt, false};
             if (const auto *m = symbolizer_.process(pid).mapping_of(f.address)) {

@@ -22,6 +22,11 @@ class StackProfileBuilder {
     // (negative: none taken, MEMLAT_STACK_NO_USER: no user stack) of process `pid`.
     void add(std::vector<std::string> roots, int32_t kernel_stack, int32_t user_stack, uint32_t pid,
              std::vector<int64_t> values, std::vector<profile::Label> labels);
+    // A chain (a wait and what it waited behind, as off-CPU "chain graphs" draw them): the
+    // kernel stack `kernel_stack`, then a frame `link` naming the other thread, then that
+    // thread's kernel stack `above` on top (negative: none).
+    void add_chain(std::vector<std::string> roots, int32_t kernel_stack, std::string link,
+                   int32_t above, std::vector<int64_t> values, std::vector<profile::Label> labels);
     // The profile, for the interval that began at `time_nanos` (Unix time) and lasted
     // `duration_nanos`.
     profile::Profile take(int64_t time_nanos, int64_t duration_nanos);
@@ -30,6 +35,9 @@ class StackProfileBuilder {
 
   private:
     size_t user_mapping(const ProcessSymbols::Mapping &m);
+    // Stack `id`'s kernel frames, innermost first, onto `frames`; a frame saying why there are
+    // none when it has none.
+    void append_kernel(std::vector<profile::Frame> &frames, int32_t id);
 
     StackSymbolizer &symbolizer_;
     profile::Profile profile_;

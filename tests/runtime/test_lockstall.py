@@ -15,6 +15,7 @@ wait, acquire_returned with released every hold. The workload is held at the doo
 lockstall and the oracle run, and has exited before either stops: both see the same waits.
 """
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -28,7 +29,8 @@ from lock_oracle import (EVENTS, MIN_WAIT_NS, EDGE_NS, RECLAIM_EVENTS, SAME_WAIT
                          reclaims)
 from memlat_test import (FtraceOracle, MemoryCgroup, Test, Tool, Workload,  # noqa: E402
                          check_bad_arguments, check_help, check_variant_chosen, log, main,
-                         scenario, shared_bad_arguments, skip, variant_env, variant_scenarios)
+                         pprof_raw, read_file, scenario, shared_bad_arguments, skip, variant_env,
+                         variant_scenarios)
 from tolerances import LOCK_HOLDER_RECLAIM  # noqa: E402
 
 SECONDS = "1"
@@ -54,13 +56,13 @@ def traced(t: Test, w: Workload, events: list[str], meanwhile=None, also=()) -> 
         return oracle.stop()
 
 
-def run_convoy(t: Test, *workload_args: str,
-               variant: str = "") -> tuple[list[dict], list[dict], list[dict], dict]:
-    """lockstall -j (its feature `variant`) beside the oracle around one run of lock_convoy;
-    the tool's waits of the workload's processes, the oracle's waits and holds, and the
-    workload's pids."""
+def run_convoy(t: Test, *workload_args: str, variant: str = "", tool_args: tuple = (),
+               every: list | None = None) -> tuple[list[dict], list[dict], list[dict], dict]:
+    """lockstall -j (its feature `variant`, and `tool_args`) beside the oracle around one run
+    of lock_convoy; the tool's waits of the workload's processes, the oracle's waits and
+    holds, and the workload's pids. `every` receives all the tool's waits."""
     require_mmap_lock_events()
-    with Tool("lockstall", "-v", "-j", env=variant_env(variant)) as tool:
+    with Tool("lockstall", "-v", "-j", *tool_args, env=variant_env(variant)) as tool:
         with Workload("lock_convoy", "--seconds", SECONDS, *workload_args, held=True) as w:
             events = traced(t, w, EVENTS)
         res = tool.stop()
@@ -70,6 +72,8 @@ def run_convoy(t: Test, *workload_args: str,
     pids = dict(kv.split("=") for kv in first.split())
     ours = {int(pids.get("pid", 0)), int(pids.get("reader", 0))} - {0}
     waits, holds = pair(events)
+    if every is not None:
+        every.extend(e for e in res.json_lines() if e.get("type") == "event")
     tool_waits = [e for e in res.json_lines() if e.get("type") == "event" and e["pid"] in ours]
     summary = [e for e in res.json_lines() if e.get("type") == "summary"]
     t.check_eq("lockstall: events lost", 0, summary[0]["lost_events"] if summary else None)
@@ -111,6 +115,60 @@ def _(t: Test):
     t.check_eq("holders reading a /proc file", [],
                [(e["tid"], h["comm"], h["op"]) for e in tool_waits for h in e["holders"]
                 if h["op"].startswith("/proc")][:5])
+
+
+@scenario("lockstall_profile")
+def _(t: Test):
+    """--folded-file and --pprof of the convoy, beside -j: the waits (checked against the
+    oracle as in lockstall_convoy_vs_ftrace) are the profile's, their time exactly, by waiter
+    and by the root hold each is drawn behind; go tool pprof reads the same."""
+    with tempfile.TemporaryDirectory() as scratch:
+        folded_path = os.path.join(scratch, "waits.folded")
+        pprof_path = os.path.join(scratch, "waits.pb.gz")
+        every: list[dict] = []
+        tool_waits, waits, holds, pids = run_convoy(
+            t, tool_args=("--folded-file", folded_path, "--pprof", pprof_path), every=every)
+        matched = check_waits(t, tool_waits, waits)
+        check_holders(t, tool_waits, waits, holds, matched, pids["reader"])
+        folded = read_file(folded_path).splitlines()
+        samples, names = pprof_raw(t, pprof_path)
+    t.require(all(re.fullmatch(r"\S.* \d+", line) for line in folded),
+              "--folded-file: every line is 'frames value'", "all", folded[:2])
+    lines = [(line.rsplit(" ", 1)[0].split(";"), int(line.rsplit(" ", 1)[1])) for line in folded]
+    t.check_eq("--folded-file: wait time = the waits' (-j, the same run; exact)",
+               sum(e["wait_ns"] for e in every), sum(v for _, v in lines))
+    by_waiter: dict[str, int] = {}
+    for frames, v in lines:
+        by_waiter[";".join(frames[:2])] = by_waiter.get(";".join(frames[:2]), 0) + v
+    expected: dict[str, int] = {}
+    for e in every:
+        key = f"mmap_lock {e['mode']};{e['comm']}-{e['pid']}"
+        expected[key] = expected.get(key, 0) + e["wait_ns"]
+    t.check_eq("--folded-file: wait time by root frames (mode, then the waiter; exact)",
+               expected, by_waiter)
+    reader = f"behind convoy_reader-{pids['reader']} /proc smaps_rollup"
+    t.check_eq("--folded-file: wait time drawn behind the reader = the waits whose root it is "
+               "(exact)",
+               sum(e["wait_ns"] for e in every
+                   if e["holders"] and e["holders"][0]["tid"] == pids["reader"]),
+               sum(v for frames, v in lines if reader in frames))
+    t.check(any(reader in frames and frames.index(reader) < len(frames) - 1 and
+                "show_smaps_rollup_[k]" in frames[frames.index(reader) + 1:]
+                for frames, _ in lines),
+            "the reader's own stack drawn above it (show_smaps_rollup, a kernel frame)",
+            "present", [f for f, _ in lines][:1])
+    t.check_eq("--pprof: waits = the waits (-j; exact)", len(every),
+               sum(s["values"][0] for s in samples))
+    t.check_eq("--pprof: wait time = the waits' (-j; exact)",
+               sum(e["wait_ns"] for e in every), sum(s["values"][1] for s in samples))
+    t.check_eq("--pprof: waits labelled root_comm convoy_reader",
+               sum(1 for e in every if e["holders"] and e["holders"][0]["tid"] == pids["reader"]),
+               sum(s["values"][0] for s in samples
+                   if s["labels"].get("root_comm") == "convoy_reader"))
+    drawn = sum(s["values"][0] for s in samples
+                if any(names.get(loc) == "show_smaps_rollup" for loc in s["locations"]))
+    t.check(drawn >= 1, "--pprof: waits drawn with the reader's stack (show_smaps_rollup)",
+            ">= 1", drawn)
 
 
 @scenario("lockstall_holder_in_reclaim")
@@ -262,7 +320,7 @@ def _(t: Test):
 @scenario("lockstall_help")
 def _(t: Test):
     check_help(t, "lockstall", ["--min-wait", "--min-hold", "--stacks", "--pid", "--cgroup",
-                                "--json", "--duration"])
+                                "--json", "--duration", "--folded", "--folded-file", "--pprof"])
 
 
 @scenario("lockstall_bad_input")
@@ -272,7 +330,12 @@ def _(t: Test):
         (["-m", "nan"], "-m takes milliseconds"),
         (["--min-hold", "-5"], "--min-hold takes milliseconds"),
         (["-m", "x"], "-m"),
-        (["--prometheus", "127.0.0.1:0", "-s"], "-s goes with the per-wait output"),
+        (["--prometheus", "127.0.0.1:0", "-s"], "go with the per-wait output"),
+        (["--prometheus", "127.0.0.1:0", "--pprof", "/tmp/x.pb.gz"],
+         "go with the per-wait output"),
+        (["--folded", "-j"], "--folded prints the folded stacks alone"),
+        (["--pprof", "/nonexistent/dir/w.pb.gz"],
+         "--pprof /nonexistent/dir/w.pb.gz: cannot write there"),
         (["1"], "unexpected"),
     ] + shared_bad_arguments(cgroup=True))
 

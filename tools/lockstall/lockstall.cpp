@@ -60,6 +60,9 @@ constexpr const char *examples = R"(Examples:
   lockstall -G /sys/fs/cgroup/db
                             waiters in that cgroup and below
   lockstall -T -d 60 -j     a minute of JSON lines with times
+  lockstall -d 30 --folded > waits.folded
+                            30 s of waits as a chain graph: the waiters'
+                            stacks, the root holder's on top (flamegraph.pl)
   lockstall --prometheus 127.0.0.1:9849
                             serve wait histograms and slow-wait counts by mode
 
@@ -141,9 +144,10 @@ void Lockstall::check_options() {
     if (!o_.cgroup.empty())
         cgroup_ = resolve_cgroup_target(o_.cgroup);
     check_prometheus_options(o_.prom, o_.common);
-    if (o_.prom.on() && o_.stacks)
-        throw UsageError("--prometheus serves counts and histograms: -s goes with the per-wait "
-                         "output");
+    if (o_.prom.on() && (o_.stacks || o_.profile.wanted()))
+        throw UsageError("--prometheus serves counts and histograms: -s, --folded, "
+                         "--folded-file and --pprof go with the per-wait output");
+    profile_out_.open(o_.profile, o_.common);
     check_buffer_size_used(o_.events, !o_.prom.on(), "the per-wait output (without --prometheus)");
 }
 
@@ -180,13 +184,17 @@ int Lockstall::trace() {
     std::optional<EventReader> events;
     read_events<lockstall_wait>(
         events, o_.events, [this](const auto &e) { print_event(e); }, v);
-    if (!o_.common.json)
+    if (!o_.common.json && !profile_out_.replaces_output())
         fmt::print("{}\n", header(format_));
     announce_tracing("Tracing mmap_lock waits...");
     fflush(stdout);
-    return trace_lines_or_histograms(
+    started_ = std::chrono::system_clock::now();
+    const int status = trace_lines_or_histograms(
         events, [] {}, [&](const EventReader *reader) { print_summary(*skel, reader); }, "waits", v,
         skel->maps.threads, skel->maps.threads_overflow);
+    if (profile_out_.wanted())
+        write_profile();
+    return status;
 }
 
 } // namespace memlat::lockstall
@@ -210,6 +218,13 @@ void add_own_options(CommandLine &cli, Options &o) {
                "0.1)",
                o.min_hold_ms);
     cli.flag('s', "stacks", "Print the kernel stacks of each waiter and holder", o.stacks);
+    add_profile_options(cli, o.profile, 0,
+                        "the waits' kernel stacks, each topped by a frame naming the hold it "
+                        "queued behind (its first holder, the root) and that holder's stack",
+                        "their wait time in ns; the mode, then the waiting process, are the "
+                        "root frames",
+                        "waits and wait_time in ns, labels pid, comm, mode, root_pid, "
+                        "root_comm, root_op, monitor");
 }
 
 constexpr ToolManual manual{

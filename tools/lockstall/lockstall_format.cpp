@@ -112,11 +112,11 @@ constexpr std::array<KnownMonitor, 24> known_monitors{{
     {"zabbix_agentd", "Zabbix agent"},
 }};
 
-std::string comm_of(const char (&comm)[LOCKSTALL_COMM_LEN]) {
+} // namespace
+
+std::string comm_text(const char (&comm)[LOCKSTALL_COMM_LEN]) {
     return std::string(comm, strnlen(comm, LOCKSTALL_COMM_LEN));
 }
-
-} // namespace
 
 std::string operation_of(const std::vector<std::string> &frames) {
     int best_rank = 4;
@@ -180,8 +180,8 @@ std::string header(const LineFormat &f) {
 std::string wait_line(const lockstall_wait &e, double time_s, std::string_view op,
                       const LineFormat &f) {
     std::string line = f.timestamp ? fmt::format("{:<10.6f} ", time_s) : "";
-    line += fmt::format("{:<7} {:<7} {:<16} {:<18} {:<5} {:>10.3f}", e.pid, e.tid, comm_of(e.comm),
-                        op, mode_name(e.write), e.wait_ns / 1e6);
+    line += fmt::format("{:<7} {:<7} {:<16} {:<18} {:<5} {:>10.3f}", e.pid, e.tid,
+                        comm_text(e.comm), op, mode_name(e.write), e.wait_ns / 1e6);
     if (!e.success)
         line += "  (gave up: fatal signal)";
     if (e.mm_pid != 0 && e.mm_pid != e.pid)
@@ -190,7 +190,7 @@ std::string wait_line(const lockstall_wait &e, double time_s, std::string_view o
 }
 
 std::string holder_line(const lockstall_hold &h, bool root, std::string_view op) {
-    const std::string comm = comm_of(h.comm);
+    const std::string comm = comm_text(h.comm);
     std::string line = fmt::format("  {} held by {:<7} {:<7} {:<16} {:<18} {:<5} {:>10.3f}",
                                    root ? '*' : ' ', h.pid, h.tid, comm, op, mode_name(h.write),
                                    (h.released_ns - h.acquired_ns) / 1e6);
@@ -208,7 +208,7 @@ nlohmann::json wait_json(const lockstall_wait &e, double time_s, std::string_vie
     for (size_t i = 0; i < holders.size(); ++i) {
         const lockstall_hold &h = holders[i];
         const uint64_t hold = h.released_ns - h.acquired_ns;
-        const std::string comm = comm_of(h.comm);
+        const std::string comm = comm_text(h.comm);
         const std::string_view monitor = monitor_of(comm);
         list.push_back({{"pid", h.pid},
                         {"tid", h.tid},
@@ -228,7 +228,7 @@ nlohmann::json wait_json(const lockstall_wait &e, double time_s, std::string_vie
     return {{"time_s", time_s},
             {"pid", e.pid},
             {"tid", e.tid},
-            {"comm", comm_of(e.comm)},
+            {"comm", comm_text(e.comm)},
             {"op", op},
             {"mode", mode_name(e.write)},
             {"wait_ns", e.wait_ns},

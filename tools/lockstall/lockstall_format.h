@@ -25,6 +25,9 @@ std::string_view monitor_of(std::string_view comm);
 // A hold's own memory stalls: "reclaim 1.200 ms, compaction 0.300 ms", "" without.
 std::string holder_stalls(const lockstall_hold &h);
 
+// A thread name as the kernel records it (NUL-terminated unless all 16 bytes are used).
+std::string comm_text(const char (&comm)[LOCKSTALL_COMM_LEN]);
+
 // "read" or "write".
 const char *mode_name(bool write);
 

@@ -5,10 +5,14 @@
 
 #include <array>
 #include <bit>
+#include <chrono>
+#include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "cli/options.h"
+#include "cli/profile_output.h"
 #include "kernel/cgroups.h"
 #include "kernel/workloads.h"
 #include "loading/events.h"
@@ -40,6 +44,7 @@ struct Options {
     double min_hold_ms = 0.1;
     std::string cgroup;
     bool stacks = false;
+    ProfileOutputOptions profile;
     PrometheusOptions prom;
     EventBufferSize events = default_event_buffer;
 };
@@ -59,6 +64,9 @@ class Lockstall final : public Tool<lockstall_bpf, Options, tool_name> {
     void print_event(const lockstall_wait &e);
     void print_summary(lockstall_bpf &skel, const EventReader *events);
     std::string operation(int32_t stack_id);
+    void profile_wait(const lockstall_wait &e, const std::vector<lockstall_hold> &holders,
+                      const std::vector<std::string> &ops);
+    void write_profile();
 
     std::optional<lockstall::Metrics> metrics_; // --prometheus
     std::optional<CgroupTarget> cgroup_;
@@ -72,6 +80,13 @@ class Lockstall final : public Tool<lockstall_bpf, Options, tool_name> {
     std::optional<StackSymbolizer> symbolizer_;
     LineFormat format_{o_.common.timestamp};
     uint64_t first_ns_ = 0;
+    // --folded, --folded-file, --pprof: the waits and their time per waiter (pid, comm, mode,
+    // kernel stack) and root hold (pid, comm, op, kernel stack; pid 0: no hold kept).
+    ProfileOutputs profile_out_;
+    using ProfileKey = std::tuple<uint32_t, std::string, bool, int32_t, uint32_t, std::string,
+                                  std::string, int32_t>;
+    std::map<ProfileKey, std::pair<int64_t, int64_t>> profiled_;
+    std::chrono::system_clock::time_point started_;
 };
 
 } // namespace memlat::lockstall

@@ -7,6 +7,7 @@
 
 #include "cli/output.h"
 #include "loading/loader.h"
+#include "loading/stack_profile.h"
 #include "lockstall_tool.h"
 
 using nlohmann::json;
@@ -19,6 +20,49 @@ std::string Lockstall::operation(int32_t stack_id) {
     return operation_of(symbolizer_->kernel(stack_id));
 }
 
+void Lockstall::profile_wait(const lockstall_wait &e, const std::vector<lockstall_hold> &holders,
+                             const std::vector<std::string> &ops) {
+    const lockstall_hold *root = holders.empty() ? nullptr : &holders[0];
+    auto &[waits, ns] = profiled_[{e.pid, comm_text(e.comm), e.write != 0, e.stack_id,
+                                   root ? root->pid : 0, root ? comm_text(root->comm) : "",
+                                   root ? ops[0] : "", root ? root->stack_id : -1}];
+    ++waits;
+    ns += static_cast<int64_t>(e.wait_ns);
+}
+
+void Lockstall::write_profile() {
+    StackProfileBuilder builder(*symbolizer_, {{"waits", "count"}, {"wait_time", "nanoseconds"}},
+                                1);
+    for (const auto &[key, value] : profiled_) {
+        const auto &[pid, comm, write, stack, root_pid, root_comm, root_op, root_stack] = key;
+        const std::string_view monitor = monitor_of(root_comm);
+        // The waiter's process and mode as the root frames, its stack, then the hold it queued
+        // behind and that holder's stack on top.
+        const std::string link =
+            root_pid == 0
+                ? std::string("behind no hold kept (--min-hold)")
+                : fmt::format("behind {}-{} {}{}", root_comm, root_pid, root_op,
+                              monitor.empty() ? "" : fmt::format(" [monitor: {}]", monitor));
+        std::vector<profile::Label> labels{{.key = "pid", .number = pid},
+                                           {.key = "comm", .text = comm},
+                                           {.key = "mode", .text = mode_name(write)}};
+        if (root_pid != 0) {
+            labels.push_back({.key = "root_pid", .number = root_pid});
+            labels.push_back({.key = "root_comm", .text = root_comm});
+            labels.push_back({.key = "root_op", .text = root_op});
+            if (!monitor.empty())
+                labels.push_back({.key = "monitor", .text = std::string(monitor)});
+        }
+        builder.add_chain(
+            {fmt::format("mmap_lock {}", mode_name(write)), fmt::format("{}-{}", comm, pid)}, stack,
+            link, root_stack, {value.first, value.second}, std::move(labels));
+    }
+    profile::Profile p = builder.take(started_);
+    p.comments.push_back("memlat lockstall: waits for mmap_lock of -m or more and their time, by "
+                         "waiter and its kernel stack, topped by the hold they queued behind");
+    profile_out_.write(p, 1);
+}
+
 void Lockstall::print_event(const lockstall_wait &e) {
     if (first_ns_ == 0)
         first_ns_ = e.ts_ns - e.wait_ns;
@@ -28,6 +72,11 @@ void Lockstall::print_event(const lockstall_wait &e) {
     std::vector<std::string> ops;
     for (const lockstall_hold &h : holders)
         ops.push_back(operation(h.stack_id));
+    if (profile_out_.wanted()) {
+        profile_wait(e, holders, ops);
+        if (profile_out_.replaces_output())
+            return;
+    }
     if (o_.common.json) {
         json j = wait_json(e, time_s, op, holders, ops);
         const uint64_t cgroup_id = e.cgroup_id;
@@ -68,14 +117,11 @@ void Lockstall::print_summary(lockstall_bpf &skel, const EventReader *events) {
                                                       : a.first.pid < b.first.pid;
     });
     const auto *bss = skel.bss;
-    auto comm = [](const lockstall_summary &s) {
-        return std::string(s.comm, strnlen(s.comm, sizeof(s.comm)));
-    };
     if (o_.common.json) {
         json list = json::array(), totals = json::array();
         for (const auto &[k, s] : rows)
             list.push_back({{"pid", k.pid},
-                            {"comm", comm(s)},
+                            {"comm", comm_text(s.comm)},
                             {"mode", mode_name(k.write)},
                             {"waits", s.waits},
                             {"total_ns", s.total_ns},
@@ -101,8 +147,9 @@ void Lockstall::print_summary(lockstall_bpf &skel, const EventReader *events) {
     fmt::print(stderr, "{:<7} {:<16} {:<5} {:>8} {:>12} {:>10}\n", "PID", "COMM", "MODE", "WAITS",
                "TOTAL(ms)", "MAX(ms)");
     for (const auto &[k, s] : rows)
-        fmt::print(stderr, "{:<7} {:<16} {:<5} {:>8} {:>12.3f} {:>10.3f}\n", k.pid, comm(s),
-                   mode_name(k.write), s.waits, s.total_ns / 1e6, s.max_ns / 1e6);
+        fmt::print(stderr, "{:<7} {:<16} {:<5} {:>8} {:>12.3f} {:>10.3f}\n", k.pid,
+                   comm_text(s.comm), mode_name(k.write), s.waits, s.total_ns / 1e6,
+                   s.max_ns / 1e6);
     for (int w = 0; w < 2; ++w)
         fmt::print(stderr, "All {} waits: {} ({:.3f} ms), {} of them slow ({:.3f} ms)\n",
                    mode_name(w), bss->totals[w].waits, bss->totals[w].total_ns / 1e6,
