@@ -265,3 +265,26 @@ def reclaim_within(intervals: list[tuple[int, int]], start: int, end: int) -> tu
     """The time of `intervals` within [start, end], and how many of them it has a part of."""
     parts = [min(e, end) - max(b, start) for b, e in intervals if e > start and b < end]
     return sum(parts), len(parts)
+
+
+def rooted_by(waits: list[dict], holds: list[dict], tids: set[int]) -> tuple[int, int]:
+    """Of `waits`, how many were surely, and how many maybe, rooted by one of threads `tids`
+    by the oracle: the first hold of at least --min-hold of another thread released during
+    the wait. Surely: that hold is theirs, clear of --min-hold and of the wait's start, and
+    began apart from the next; maybe: a hold of theirs is among those that could be first
+    for the tool (near --min-hold, or released near the wait's start)."""
+    surely = maybe = 0
+    for w in waits:
+        candidates = sorted(
+            released_during([h for h in holds if h["end"] - h["start"] >= MIN_HOLD_NS - EDGE_NS],
+                            {**w, "start": w["start"] - SAME_WAIT_NS}), key=lambda h: h["start"])
+        if not candidates:
+            continue
+        first = candidates[0]
+        if first["tid"] in tids and first["end"] - first["start"] >= MIN_HOLD_NS + EDGE_NS and \
+                first["end"] - w["start"] >= SAME_WAIT_NS and \
+                (len(candidates) == 1 or candidates[1]["start"] - first["start"] > SAME_WAIT_NS):
+            surely += 1
+        if any(h["tid"] in tids for h in candidates):
+            maybe += 1
+    return surely, maybe

@@ -646,7 +646,7 @@ def _(t: Test, serving: Serving):
     (lock_oracle.py), wait for wait as the text output is checked: the writes of 1 ms or more
     the oracle pairs (those within EDGE_NS of 1 ms on either side) and their time; every wait
     of every thread in memlat_mmap_lock_wait_seconds, at least the workload's."""
-    from lock_oracle import EDGE_NS, EVENTS, MIN_WAIT_NS, pair
+    from lock_oracle import EDGE_NS, EVENTS, MIN_WAIT_NS, pair, rooted_by
     from tolerances import LOCK_WAIT_TOTAL
     if not os.path.isdir("/sys/kernel/tracing/events/mmap_lock"):
         skip("the kernel has no mmap_lock tracepoints (Linux 5.11+)")
@@ -669,7 +669,7 @@ def _(t: Test, serving: Serving):
                 return float(value)
         return float("nan")
 
-    waits, _ = pair(events)
+    waits, holds = pair(events)
     # The writers are the workload's process (-p); the reader, another process, waits to read.
     writes = [w["end"] - w["start"] for w in waits if w["write"]]
     clear = [d for d in writes if d >= MIN_WAIT_NS + EDGE_NS]
@@ -690,6 +690,35 @@ def _(t: Test, serving: Serving):
     count = sample("memlat_mmap_lock_wait_seconds_count", "write")
     t.check_ge("memlat_mmap_lock_wait_seconds_count{mode=write}: every write wait of every "
                "thread, at least the workload's (oracle)", len(writes), count)
+
+    # The same waits by cause: what the waiter did, and the hold it queued behind.
+    causes = [(dict(re.findall(r'(\w+)="([^"]*)"', labels)), float(value)) for labels, value in
+              re.findall(r"^memlat_mmap_lock_convoy_waits_total\{([^}]*)\} (\S+)$", text, re.M)]
+    by_cause = sum(v for l, v in causes if l.get("mode") == "write")
+    t.check(len(clear) <= by_cause <= len(clear) + len(edge),
+            "memlat_mmap_lock_convoy_waits_total{mode=write} summed: the oracle's writes of 1 ms "
+            "or more", f"{len(clear)}-{len(clear) + len(edge)}", by_cause)
+    t.check_eq("ops of the workload's write waits (mmap, munmap, mprotect: its threads' calls)",
+               set(), {l.get("op") for l, _ in causes if l.get("mode") == "write"} -
+               {"mmap", "munmap", "mprotect"})
+    first = w._out.lines[0] if w._out.lines else ""
+    reader = int(dict(kv.split("=") for kv in first.split()).get("reader", 0))
+    # Surely: of the waits clear of -m; maybe: of those the tool may count too.
+    surely, _ = rooted_by([x for x in waits if x["write"] and
+                           x["end"] - x["start"] >= MIN_WAIT_NS + EDGE_NS], holds, {reader})
+    _, maybe = rooted_by([x for x in waits if x["write"] and
+                          x["end"] - x["start"] >= MIN_WAIT_NS - EDGE_NS], holds, {reader})
+    served = sum(v for l, v in causes if l.get("mode") == "write" and
+                 l.get("root") == "other_process" and l.get("root_comm") == "convoy_reader" and
+                 l.get("root_op") == "/proc smaps_rollup")
+    log(f"  write waits rooted by the reader: oracle {surely} surely, {maybe} maybe; "
+        f"served {served}")
+    t.require(surely >= 20, "write waits surely rooted by the smaps_rollup reader (oracle)",
+              ">= 20", surely)
+    t.check(surely <= served <= maybe,
+            "memlat_mmap_lock_convoy_waits_total{mode=write, root=other_process, "
+            "root_comm=convoy_reader, root_op=/proc smaps_rollup} vs the oracle's",
+            f"{surely}-{maybe}", served)
 
 
 # ---------------------------------------------------------------- compactsnoop

@@ -45,6 +45,8 @@ const volatile __u64 filter_cgroup_id = 0;
 const volatile __s32 filter_cgroup_level = 0;
 const volatile bool trace_events = true;
 const volatile bool count_processes = true;
+const volatile bool count_causes = false;     /* --prometheus: slow waits by op and root */
+const volatile bool causes_by_cgroup = false; /* ... and by the waiter's cgroup */
 const volatile __u64 wakeup_bytes = 16 * 1024;
 
 /* [0] read, [1] write: every wait, and log2 histograms of them in microseconds. */
@@ -113,6 +115,13 @@ struct {
     __type(key, struct lockstall_proc_key);
     __type(value, struct lockstall_summary);
 } summaries SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 4096);
+    __type(key, struct lockstall_cause_key);
+    __type(value, struct lockstall_cause);
+} causes SEC(".maps");
 
 MEMLAT_STACK_TRACE_MAP(stacks);
 
@@ -189,6 +198,55 @@ static __always_inline void add_holders(struct lockstall_wait *e, __u64 mm, __u6
     e->nr_holders = n;
 }
 
+/* --prometheus: a slow wait counted by its stack and its root hold, found as the per-wait
+ * record finds its holders (in this CPU's scratch record: no event is sent). */
+static __always_inline void count_cause(void *ctx, struct task_struct *task, __u64 mm, __u64 start,
+                                        __u32 pid, __u32 write, __u64 wait) {
+    __u32 zero = 0;
+    struct lockstall_wait *e = bpf_map_lookup_elem(&event_scratch, &zero);
+
+    if (!e)
+        return;
+    add_holders(e, mm, start);
+    struct lockstall_cause_key key = {};
+    __u64 earliest = ~0ULL;
+    int root = -1;
+
+    for (int i = 0; i < LOCKSTALL_MAX_HOLDERS; i++) {
+        struct lockstall_hold *h = &e->holders[i];
+
+        if (i >= e->nr_holders)
+            break;
+        if (h->tid && h->acquired_ns && h->released_ns >= h->acquired_ns &&
+            h->acquired_ns < earliest) {
+            earliest = h->acquired_ns;
+            root = i;
+        }
+    }
+    key.write = write;
+    key.stack_id = lock_stack(ctx);
+    key.cgroup_id = causes_by_cgroup ? cgroup_id(task_cgroup(task, memcg_on_v1)) : 0;
+    key.root_stack_id = -1;
+    if (root >= 0) {
+        struct lockstall_hold *h = &e->holders[root & (LOCKSTALL_MAX_HOLDERS - 1)];
+
+        key.root_stack_id = h->stack_id;
+        key.root_kind = h->pid == pid ? LOCKSTALL_ROOT_OWN : LOCKSTALL_ROOT_OTHER;
+        __builtin_memcpy(key.root_comm, h->comm, sizeof(key.root_comm));
+    }
+    struct lockstall_cause *c = bpf_map_lookup_elem(&causes, &key);
+
+    if (!c) {
+        struct lockstall_cause none = {};
+
+        c = map_insert_lookup(&causes, &key, &none, &table_full);
+        if (!c)
+            return;
+    }
+    __sync_fetch_and_add(&c->waits, 1);
+    __sync_fetch_and_add(&c->total_ns, wait);
+}
+
 static __always_inline void add_summary(__u32 pid, bool write, __u64 wait) {
     struct lockstall_proc_key key = {.pid = pid, .write = write};
     struct lockstall_summary *s =
@@ -254,6 +312,8 @@ static __always_inline void on_acquired(void *ctx, struct mm_struct *mm, bool wr
 
     if (count_processes)
         add_summary(pid_tgid >> 32, write, wait);
+    if (count_causes)
+        count_cause(ctx, task, (__u64)mm, start, pid_tgid >> 32, w, wait);
     if (!trace_events)
         return;
     struct lockstall_wait *e = event_reserve(&events, &event_scratch, sizeof(*e), &dropped_events);

@@ -64,7 +64,8 @@ constexpr const char *examples = R"(Examples:
                             30 s of waits as a chain graph: the waiters'
                             stacks, the root holder's on top (flamegraph.pl)
   lockstall --prometheus 127.0.0.1:9849
-                            serve wait histograms and slow-wait counts by mode
+                            serve wait histograms, and slow waits by mode, by
+                            what waited and by the convoy's root
 
 )";
 
@@ -126,10 +127,13 @@ void Lockstall::configure(lockstall_bpf &skel) {
     set_cgroup_filter(*ro, cgroup_);
     ro->trace_events = !o_.prom.on();
     ro->count_processes = !o_.prom.on();
-    // Stacks name what waiters and holders did: one per printed wait and kept hold.
-    ro->take_stacks = !o_.prom.on();
-    bpf_map__set_max_entries(skel.maps.stacks, o_.prom.on() ? 1 : o_.common.entries(4096));
+    ro->count_causes = o_.prom.on();
+    ro->causes_by_cgroup = o_.prom.label("cgroup");
+    // Stacks name what waiters and holders did: one per slow wait and kept hold.
+    ro->take_stacks = true;
+    bpf_map__set_max_entries(skel.maps.stacks, o_.common.entries(4096));
     bpf_map__set_max_entries(skel.maps.summaries, o_.prom.on() ? 1 : o_.common.entries(8192));
+    bpf_map__set_max_entries(skel.maps.causes, o_.prom.on() ? o_.common.entries(4096) : 1);
     bpf_map__set_max_entries(skel.maps.mm_holds, o_.common.entries(1024));
     configure_events(skel, !o_.prom.on());
     set_compat(*ro, kernel_features());
@@ -164,10 +168,8 @@ void Lockstall::prepare(const Verbosity &v) {
 }
 
 void Lockstall::loaded(const Verbosity &v) {
-    if (o_.prom.on()) {
-        metrics_.emplace(cgroup_ ? cgroup_->path : "", o_.min_wait_ms / 1e3);
-        return;
-    }
+    if (o_.prom.on())
+        metrics_.emplace(o_.prom, cgroup_ ? cgroup_->path : "", o_.min_wait_ms / 1e3);
     kernel_symbols_.emplace(KernelSymbols::for_stacks());
     symbolizer_.emplace(skel().maps.stacks, &*kernel_symbols_);
     verbose(v, kernel_symbols_->describes_by_kernel()
@@ -208,15 +210,15 @@ void add_counting_options(CommandLine &cli, Options &o) {
     cli.option('m', "min-wait", "MS",
                "Waits of at least MS milliseconds are printed and counted as slow (default 1)",
                o.min_wait_ms);
+    cli.option(0, "min-hold", "MS",
+               "Holds of at least MS milliseconds are kept to be named as holders, the "
+               "first of them a wait's root (default 0.1)",
+               o.min_hold_ms);
     add_cgroup_option(cli, o.cgroup);
-    add_series_options(cli, o.prom, {});
+    add_series_options(cli, o.prom, {"cgroup"});
 }
 
 void add_own_options(CommandLine &cli, Options &o) {
-    cli.option(0, "min-hold", "MS",
-               "Holds of at least MS milliseconds are kept to be named as holders (default "
-               "0.1)",
-               o.min_hold_ms);
     cli.flag('s', "stacks", "Print the kernel stacks of each waiter and holder", o.stacks);
     add_profile_options(cli, o.profile, 0,
                         "the waits' kernel stacks, each topped by a frame naming the hold it "

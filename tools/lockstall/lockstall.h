@@ -72,6 +72,25 @@ struct lockstall_summary {
     char comm[LOCKSTALL_COMM_LEN];
 };
 
+/* --prometheus: the waits of at least min_wait_ns by what the waiter did (its kernel stack)
+ * and the hold it queued behind, its root (the earliest kept), and their time. */
+enum lockstall_root_kind { LOCKSTALL_ROOT_NONE, LOCKSTALL_ROOT_OWN, LOCKSTALL_ROOT_OTHER };
+
+struct lockstall_cause_key {
+    __u64 cgroup_id; /* the waiter's, when counted by cgroup; else 0 */
+    __s32 stack_id;
+    __s32 root_stack_id;
+    __u8 write;
+    __u8 root_kind; /* enum lockstall_root_kind: the root's process the waiter's, or another */
+    __u8 pad[6];
+    char root_comm[LOCKSTALL_COMM_LEN];
+};
+
+struct lockstall_cause {
+    __u64 waits;
+    __u64 total_ns;
+};
+
 /* Every wait since load, by mode, whatever its length: counters and log2 histograms (us). */
 struct lockstall_totals {
     __u64 waits;

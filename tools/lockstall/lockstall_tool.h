@@ -72,6 +72,9 @@ class Lockstall final : public Tool<lockstall_bpf, Options, tool_name> {
     std::optional<CgroupTarget> cgroup_;
     bool memcg_on_v1_ = memory_controller_on_v1();
     CgroupPathCache event_cgroups_{memcg_on_v1_}; // -j: each event's cgroup
+    CgroupPathCache cgroup_paths_{memcg_on_v1_};  // --prometheus-labels cgroup
+    WorkloadNames metric_names_{o_.common.verbosity(),
+                                WorkloadNames::Lookups::once}; // the series' labels
     // mmap_lock_*'s arguments: with the memory cgroup's path (5.11-6.12) or without (6.18+).
     std::optional<bool> memcg_path_arg_;
     std::string layout_why_;

@@ -171,6 +171,26 @@ CountedLosses Lockstall::collect(prometheus::Exposition &out) {
         counts.totals[w] = bss->totals[w];
         std::copy(std::begin(bss->hist[w]), std::end(bss->hist[w]), counts.hist_us[w].begin());
     }
+    for (const auto &[key, value] :
+         read_hash_map<lockstall_cause_key, lockstall_cause>(skel().maps.causes)) {
+        const bool rooted = key.root_kind != LOCKSTALL_ROOT_NONE;
+        counts.causes.push_back({key, value, operation(key.stack_id),
+                                 rooted ? comm_text(key.root_comm) : "",
+                                 rooted ? operation(key.root_stack_id) : ""});
+    }
+    if (o_.prom.label("cgroup")) {
+        // Looked up after the table was read: a cgroup it has and this does not was removed,
+        // and its entries go.
+        counts.cgroup_paths = cgroup_paths_.paths_of(
+            counts.causes, [](const Cause &cause) { return cause.key.cgroup_id; });
+        for (const Cause &cause : counts.causes)
+            if (!counts.cgroup_paths.contains(cause.key.cgroup_id))
+                bpf_map__delete_elem(skel().maps.causes, &cause.key, sizeof(cause.key), 0);
+        counts.cgroup_workloads =
+            metric_names_.of_each(counts.cgroup_paths, [this](const std::string &path) {
+                return cgroup_paths_.exists(path);
+            });
+    }
     metrics_->collect(counts, out);
     return CountedLosses{bss->dropped_events, bss->table_full, 0};
 }
