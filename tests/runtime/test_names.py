@@ -315,9 +315,15 @@ def _(t: Test):
                     Tool("drsnoop", "-j", "-G", "data/db-0", env=env) as by_pod, \
                     Tool("cachestat", "-j", "-G", node.containers[2]["container_id"][:12],
                          env=env) as by_id, \
-                    Tool("memlat", "exporter", "--tools", "memstall,drsnoop",
+                    Tool("lockstall", "-j", "-m", "0.2", "-G", "batch/report-x1/web",
+                         env=env) as locks, \
+                    Tool("lockstall", "-m", "0.2", "-G", "batch/report-x1/web",
+                         env=env) as locks_text, \
+                    Tool("memlat", "exporter", "--tools", "memstall,drsnoop,lockstall",
                          "--memstall.prometheus-labels", "cgroup",
                          "--drsnoop.prometheus-labels", "cgroup",
+                         "--lockstall.prometheus-labels", "cgroup",
+                         "--lockstall.min-wait", "0.2",
                          "--web.listen-address", "127.0.0.1:0", env=env) as exporter:
                 readers = [Workload("file_reader", "--file", f.path, "--cgroup", c["dir"],
                                     "--passes", "2", "--linger")
@@ -325,6 +331,10 @@ def _(t: Test):
                 for r in readers:
                     r.__enter__()
                 try:
+                    # An mmap_lock convoy (16 MiB: within the limit) in batch/report-x1/web.
+                    with Workload("lock_convoy", "--map-mb", "16", "--seconds", "1",
+                                  "--cgroup", node.containers[2]["dir"]) as convoy:
+                        convoy.wait_exit(60)
                     for r in readers:
                         r.wait_done(90)
                     time.sleep(1.2)
@@ -345,6 +355,30 @@ def _(t: Test):
                 "drsnoop -G NAMESPACE/POD: only the db reader's reclaim", f"{{{pids[1]}}}",
                 sorted({e["pid"] for e in events}))
         t.check_eq("cachestat -G CONTAINER-ID: exit status", 0, by_id.result.rc)
+        # lockstall: the waits of the convoy's processes, each named by its pod's records.
+        first = convoy._out.lines[0] if convoy._out.lines else ""
+        ids = {int(v) for v in dict(kv.split("=") for kv in first.split()).values()} - {0}
+        waits = [e for e in locks.result.json_lines() if e.get("type") == "event"]
+        report = node.containers[2]
+        t.check(len(waits) > 0 and {e["pid"] for e in waits} <= ids,
+                "lockstall -G NAMESPACE/POD/CONTAINER: waits, of the convoy's processes only",
+                f"some, of {sorted(ids)}", sorted({e["pid"] for e in waits}))
+        keys = ("namespace", "pod", "container")
+        t.check_eq("lockstall -j: each wait's workload (namespace, pod, container)",
+                   {tuple(report[k] for k in keys)},
+                   {tuple((e.get("workload") or {}).get(k) for k in keys) for e in waits})
+        t.check_in("lockstall text: the waits' lines end with the container's names",
+                   f"[{report['namespace']}/{report['pod']}/{report['container']}]",
+                   locks_text.result.stdout, "stdout")
+        series = [(labels, v) for name, labels, v in samples
+                  if name == "memlat_mmap_lock_convoy_waits_total"
+                  and labels.get("cgroup") == report["path"]]
+        t.check(len(series) >= 1 and all(
+            {k: labels.get(k) for k in keys} == {k: report[k] for k in keys}
+            for labels, _ in series) and sum(v for _, v in series) > 0,
+            "exporter: memlat_mmap_lock_convoy_waits_total of batch/report-x1/web's cgroup "
+            "labelled namespace, pod and container, counting",
+            f"{report['namespace']}, {report['pod']}, {report['container']}", series)
         res = run([binary("memstall"), "-G", "web", "-d", "1"], env=env)
         t.check_eq("memstall -G web (two containers named web): exit status", 2, res.rc)
         for c in (node.containers[0], node.containers[2]):

@@ -71,8 +71,9 @@ class Lockstall final : public Tool<lockstall_bpf, Options, tool_name> {
     std::optional<lockstall::Metrics> metrics_; // --prometheus
     std::optional<CgroupTarget> cgroup_;
     bool memcg_on_v1_ = memory_controller_on_v1();
-    CgroupPathCache event_cgroups_{memcg_on_v1_}; // -j: each event's cgroup
-    CgroupPathCache cgroup_paths_{memcg_on_v1_};  // --prometheus-labels cgroup
+    CgroupPathCache event_cgroups_{memcg_on_v1_};      // each event's cgroup
+    WorkloadNames event_names_{o_.common.verbosity()}; // ... and what runs there
+    CgroupPathCache cgroup_paths_{memcg_on_v1_};       // --prometheus-labels cgroup
     WorkloadNames metric_names_{o_.common.verbosity(),
                                 WorkloadNames::Lookups::once}; // the series' labels
     // mmap_lock_*'s arguments: with the memory cgroup's path (5.11-6.12) or without (6.18+).

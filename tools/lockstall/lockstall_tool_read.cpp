@@ -77,11 +77,16 @@ void Lockstall::print_event(const lockstall_wait &e) {
         if (profile_out_.replaces_output())
             return;
     }
+    // What runs in the waiter's cgroup: a pod's container, a Docker or Podman container, a
+    // unit (docs/names.md).
+    const uint64_t cgroup_id = e.cgroup_id;
+    const auto path = event_cgroups_.paths_of(std::span(&cgroup_id, 1));
+    const Workload *workload =
+        path.empty() ? nullptr : &event_names_.of(cgroup_id, path.begin()->second);
     if (o_.common.json) {
         json j = wait_json(e, time_s, op, holders, ops);
-        const uint64_t cgroup_id = e.cgroup_id;
-        const auto path = event_cgroups_.paths_of(std::span(&cgroup_id, 1));
         j["cgroup"] = path.empty() ? json(nullptr) : json(path.begin()->second);
+        j["workload"] = workload ? workload_json(*workload) : json(nullptr);
         if (o_.stacks) {
             j["stack"] = symbolizer_->kernel(e.stack_id);
             for (size_t i = 0; i < holders.size(); ++i)
@@ -92,7 +97,10 @@ void Lockstall::print_event(const lockstall_wait &e) {
         print_json_line(event_line, j);
         return;
     }
-    fmt::print("{}\n", wait_line(e, time_s, op, format_));
+    std::string line = wait_line(e, time_s, op, format_);
+    if (workload != nullptr && (workload->kind == "container" || workload->kind == "pod"))
+        line += fmt::format("  [{}]", workload->display());
+    fmt::print("{}\n", line);
     if (o_.stacks)
         for (const std::string &frame : symbolizer_->kernel(e.stack_id))
             fmt::print("        {}\n", frame);
