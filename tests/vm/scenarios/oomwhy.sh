@@ -23,17 +23,20 @@ oomwhy_once() {
 
 oomwhy_mark() { echo "memlat-vm: $1" > /dev/kmsg; }
 
-# Starts the lingering victim in cgroup $1; its pid in $VICTIM once it has touched its memory.
-oomwhy_victim() {
-    anon_toucher --mb 20 --cgroup "$1" --linger > "$RUN/victim.out" 2>&1 &
-    VICTIM=$!
+# Starts a lingering toucher of MB MiB (LABEL; anon_toucher's ARGS after) at oom_score_adj ADJ:
+# its pid in $TOUCHER and meta LABEL_pid once it has touched its memory.
+oomwhy_toucher() { # LABEL MB ADJ ARGS...
+    label=$1 mb=$2 adj=$3
+    shift 3
+    anon_toucher --mb "$mb" "$@" --linger > "$RUN/$label.out" 2>&1 &
+    TOUCHER=$!
     n=0
-    while ! grep -q "^pid=" "$RUN/victim.out" && [ $n -lt 300 ]; do
+    while ! grep -q "^pid=" "$RUN/$label.out" && [ $n -lt 300 ]; do
         usleep 100000
         n=$((n + 1))
     done
-    echo 1000 > /proc/$VICTIM/oom_score_adj
-    vm_meta victim_pid "$VICTIM"
+    echo "$adj" > /proc/$TOUCHER/oom_score_adj
+    vm_meta "${label}_pid" "$TOUCHER"
 }
 
 oomwhy_memcg() { # NAME DISABLE HIGH_MB
@@ -49,7 +52,8 @@ oomwhy_memcg() { # NAME DISABLE HIGH_MB
         vm_meta child $P/child
         oomwhy_mark "$1 begins"
         if vm_tool tool MEMLAT_DISABLE_HOOKS="$2" oomwhy -v -j; then
-            oomwhy_victim $P/child
+            oomwhy_toucher victim 20 1000 --cgroup $P/child
+            VICTIM=$TOUCHER
             vm_run trigger anon_toucher --mb 20 --cgroup $P/child
             sleep 2
         fi
@@ -87,15 +91,8 @@ if vm_have oomwhy && oomwhy_once oomwhy.global; then
         # be left to kill: "Kernel panic - not syncing: System is deadlocked on memory" (a
         # CI run). A spare of 16 MiB at oom_score_adj 500 is that second victim; the hog
         # (1000, and larger) stays the first.
-        anon_toucher --mb 16 --linger > "$RUN/spare.out" 2>&1 &
-        SPARE=$!
-        n=0
-        while ! grep -q "^pid=" "$RUN/spare.out" && [ $n -lt 300 ]; do
-            usleep 100000
-            n=$((n + 1))
-        done
-        echo 500 > /proc/$SPARE/oom_score_adj
-        vm_meta spare_pid "$SPARE"
+        oomwhy_toucher spare 16 500
+        SPARE=$TOUCHER
         # Made the first victim whatever else runs (the spare, the tool, PID 1). As
         # much as MemTotal (more is refused at mmap by the overcommit heuristic): the kernel,
         # the initramfs and the tools hold part of it, so touching it all cannot succeed.
