@@ -114,6 +114,10 @@ std::shared_ptr<KernelDescriber> KernelDescriber::load() {
     return describer;
 }
 
+const bpf_object *KernelDescriber::object() const {
+    return program_->obj;
+}
+
 std::optional<std::vector<std::string>>
 KernelDescriber::describe(std::span<const uint64_t> ips) const {
     kernel_functions_bpf *skel = program_.get();

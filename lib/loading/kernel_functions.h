@@ -14,6 +14,7 @@
 #include <vector>
 
 struct kernel_functions_bpf; // the lookup program's skeleton (kernel_functions.skel.h)
+struct bpf_object;
 
 namespace memlat {
 
@@ -40,6 +41,8 @@ class KernelDescriber {
     static std::shared_ptr<KernelDescriber> load();
     // One text per address; nullopt when the kernel did not answer.
     std::optional<std::vector<std::string>> describe(std::span<const uint64_t> ips) const;
+    // The lookup program's object (its maps' memory is its holder's).
+    const bpf_object *object() const;
 
   private:
     std::shared_ptr<kernel_functions_bpf> program_;

@@ -48,6 +48,10 @@ class KernelSymbols {
     // Where kallsyms hides the addresses from this user, describe() still asks the kernel
     // (5.16+): names without CAP_SYSLOG.
     bool describes_by_kernel() const { return described_by_kernel_ != nullptr; }
+    // The BPF object of the kernel's describer, while this holds it; nullptr otherwise.
+    const bpf_object *describer_object() const {
+        return described_by_kernel_ ? described_by_kernel_->object() : nullptr;
+    }
     static KernelSymbols for_stacks(const std::vector<std::string> &names = {});
     // Only the kernel's own descriptions (5.16+), loaded now to describe addresses later,
     // when the caller may have dropped the capabilities a load or kallsyms needs; nullopt

@@ -37,6 +37,9 @@ class CountingSide {
     // The probes and the object, for the self metrics (hooks chosen, BPF program stats).
     virtual const std::vector<Probe> &probes() const = 0;
     virtual bpf_object *object() const = 0;
+    // Other BPF objects it holds while it serves (the kernel's describer of stack addresses),
+    // whose maps' memory is the tool's too.
+    virtual std::vector<const bpf_object *> helper_objects() const { return {}; }
     // The profile it serves at /debug/pprof/TOOL, if any (memstall --profiles).
     virtual ProfileSource *profile_source() { return nullptr; }
 };

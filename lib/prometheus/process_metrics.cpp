@@ -158,7 +158,7 @@ void process_metrics(Exposition &out) {
     }
 }
 
-void map_memory_metrics(Exposition &out, bpf_object *obj) {
+void map_memory_metrics(Exposition &out, const bpf_object *obj) {
     out.family("memlat_bpf_map_memory_bytes", Type::Gauge,
                "Kernel memory of the tool's BPF maps, which its RSS does not show (memlock in "
                "the map's fdinfo)",

@@ -43,6 +43,6 @@ std::optional<ProcessUsage> own_process_usage();
 
 // memlat_bpf_map_memory_bytes{map}: map_memory_bytes() of each of `obj`'s maps, labelled by
 // tool when one is set.
-void map_memory_metrics(Exposition &out, bpf_object *obj);
+void map_memory_metrics(Exposition &out, const bpf_object *obj);
 
 } // namespace memlat::prometheus

@@ -54,6 +54,7 @@ class Lockstall final : public Tool<lockstall_bpf, Options, tool_name> {
     using Tool::Tool;
     void check_options() override;
     CountedLosses collect(prometheus::Exposition &out) override;
+    std::vector<const bpf_object *> helper_objects() const override;
 
   private:
     int trace() override;

@@ -172,6 +172,12 @@ void Lockstall::print_summary(lockstall_bpf &skel, const EventReader *events) {
     note_stacks_lost(tool_name, bss->stacks_lost, bpf_map__max_entries(skel.maps.stacks));
 }
 
+std::vector<const bpf_object *> Lockstall::helper_objects() const {
+    if (kernel_symbols_ && kernel_symbols_->describer_object() != nullptr)
+        return {kernel_symbols_->describer_object()};
+    return {};
+}
+
 CountedLosses Lockstall::collect(prometheus::Exposition &out) {
     Counts counts;
     const auto *bss = skel().bss;

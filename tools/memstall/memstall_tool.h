@@ -66,6 +66,12 @@ class Memstall final : public Tool<memstall_bpf, Options, tool_name>, public Pro
     using Tool::Tool;
     void check_options() override;
     CountedLosses collect(prometheus::Exposition &out) override;
+    // --profiles: the kernel's describer of the profiles' stacks.
+    std::vector<const bpf_object *> helper_objects() const override {
+        if (profile_symbols_ && profile_symbols_->describer_object() != nullptr)
+            return {profile_symbols_->describer_object()};
+        return {};
+    }
     ProfileSource *profile_source() override { return o_.serve_profiles ? this : nullptr; }
     // /debug/pprof/memstall: the stacks of the stalls that end between the two.
     void begin() override;
