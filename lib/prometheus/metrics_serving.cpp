@@ -15,9 +15,10 @@ void write_tool_metrics(prometheus::Exposition &out, CountingSide &tool, bool ru
     prometheus::loss_metrics(out, lost.dropped_events, lost.table_full, lost.unpaired_ends,
                              lost.stacks_lost);
     prometheus::self_metrics(out, tool.probes(), tool.object(), run_stats_held);
-    prometheus::map_memory_metrics(out, tool.object());
+    std::vector<const bpf_object *> objects{tool.object()};
     for (const bpf_object *helper : tool.helper_objects())
-        prometheus::map_memory_metrics(out, helper);
+        objects.push_back(helper);
+    prometheus::map_memory_metrics(out, objects);
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - began;
     out.family("memlat_scrape_duration_seconds", prometheus::Type::Gauge,
                "Time this scrape took to read the tool's counters and write its metrics",

@@ -158,15 +158,17 @@ void process_metrics(Exposition &out) {
     }
 }
 
-void map_memory_metrics(Exposition &out, const bpf_object *obj) {
+void map_memory_metrics(Exposition &out, const std::vector<const bpf_object *> &objects) {
     out.family("memlat_bpf_map_memory_bytes", Type::Gauge,
                "Kernel memory of the tool's BPF maps, which its RSS does not show (memlock in "
                "the map's fdinfo)",
                "bytes");
-    const bpf_map *map = nullptr;
-    bpf_object__for_each_map(map, obj) {
-        if (const auto bytes = map_memory_bytes(map))
-            out.sample(out.with_tool({{"map", bpf_map__name(map)}}), *bytes);
+    for (const bpf_object *obj : objects) {
+        const bpf_map *map = nullptr;
+        bpf_object__for_each_map(map, obj) {
+            if (const auto bytes = map_memory_bytes(map))
+                out.sample(out.with_tool({{"map", bpf_map__name(map)}}), *bytes);
+        }
     }
 }
 

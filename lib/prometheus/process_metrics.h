@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "prometheus/prometheus.h"
 
@@ -41,8 +42,8 @@ double object_map_memory_bytes(const bpf_object *obj);
 // This process's usage now (parse_process_usage() of /proc/self), or nullopt.
 std::optional<ProcessUsage> own_process_usage();
 
-// memlat_bpf_map_memory_bytes{map}: map_memory_bytes() of each of `obj`'s maps, labelled by
-// tool when one is set.
-void map_memory_metrics(Exposition &out, const bpf_object *obj);
+// memlat_bpf_map_memory_bytes{map}: map_memory_bytes() of each map of `objects` (a tool's
+// own, and those it holds beside it), one family, labelled by tool when one is set.
+void map_memory_metrics(Exposition &out, const std::vector<const bpf_object *> &objects);
 
 } // namespace memlat::prometheus
